@@ -1,0 +1,78 @@
+/**
+ * Every label, annotation, finalizer and taint key the project reads or writes, kept
+ * compatible with Admiralty's names. Each says who writes it and who reads it.
+ */
+
+/** Prefix of all of our keys. */
+export const KEY_PREFIX = 'multicluster.admiralty.io/';
+
+/** Namespace label (operator writes; webhook namespaceSelector reads): opt a namespace in. */
+export const NAMESPACE_ENABLED_LABEL = 'multicluster-scheduler';
+export const NAMESPACE_ENABLED_VALUE = 'enabled';
+
+/** Pod annotation (user writes; webhook reads): presence elects the pod for multi-cluster scheduling. */
+export const ELECT_ANNOTATION = `${KEY_PREFIX}elect`;
+/** Proxy annotation (webhook writes once; delegate builder reads): the pod as admitted, JSON. */
+export const SOURCE_POD_MANIFEST_ANNOTATION = `${KEY_PREFIX}sourcepod-manifest`;
+/** Pod annotation (user writes; webhook reads): YAML PodSpec fragment that constrains the proxy. */
+export const PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION = `${KEY_PREFIX}proxy-pod-scheduling-constraints`;
+/** Pod/Service annotation (user writes; delegate builder and service reroute read): regexp on key=value of labels kept unprefixed. */
+export const NO_PREFIX_LABEL_REGEXP_ANNOTATION = `${KEY_PREFIX}no-prefix-label-regexp`;
+
+/** Label on every remote child (delegate, copies; creator writes, ownership checks read): UID of the parent in the source. */
+export const PARENT_UID_LABEL = `${KEY_PREFIX}parent-uid`;
+/** Label on every remote child (creator writes, ownership checks read): name of the source cluster. */
+export const PARENT_CLUSTER_NAME_LABEL = `${KEY_PREFIX}parent-cluster-name`;
+/** Annotations on every remote child (creator writes; feedback and kubelet API read): the parent's key. */
+export const PARENT_NAME_ANNOTATION = `${KEY_PREFIX}parent-name`;
+export const PARENT_NAMESPACE_ANNOTATION = `${KEY_PREFIX}parent-namespace`;
+/** Annotation on copies of Services (service follow writes and reads): marks a copy, never re-propagated. */
+export const IS_DELEGATE_ANNOTATION = `${KEY_PREFIX}is-delegate`;
+
+/** Service annotations (service follow writes): rerouted and replicated. */
+export const GLOBAL_ANNOTATION = `${KEY_PREFIX}global`;
+export const CILIUM_GLOBAL_SERVICE_ANNOTATION = 'io.cilium/global-service';
+/** Service annotation (service follow writes and reads): the selector before rerouting, `a=b,c=d`. */
+export const ORIGINAL_SELECTOR_ANNOTATION = `${KEY_PREFIX}original-selector`;
+
+/** Label on objects that carry one of our finalizers (writers: webhook, follow; reader: cleanup command). */
+export const HAS_FINALIZER_LABEL = `${KEY_PREFIX}has-finalizer`;
+/**
+ * Finalizer on proxy pods (webhook adds; delegation reconciler removes once the delegate is
+ * gone) and on followed ConfigMaps/Secrets/Services (follow adds and removes).
+ */
+export const PROXY_FINALIZER = `${KEY_PREFIX}delegate`;
+export const FOLLOW_FINALIZER = `${KEY_PREFIX}follow`;
+
+/** Virtual node labels (targets reconciler writes; kube-scheduler and webhook nodeSelector read). */
+export const VIRTUAL_KUBELET_PROVIDER_LABEL = 'virtual-kubelet.io/provider';
+export const VIRTUAL_KUBELET_PROVIDER_VALUE = 'admiralty';
+export const NODE_TYPE_LABEL = 'type';
+export const NODE_TYPE_VALUE = 'virtual-kubelet';
+export const NODE_ROLE_LABEL = 'kubernetes.io/role';
+export const NODE_ROLE_VALUE = 'cluster';
+export const EXCLUDE_FROM_LB_LABEL = 'node.kubernetes.io/exclude-from-external-load-balancers';
+export const EXCLUDE_BALANCER_LABEL = 'alpha.service-controller.kubernetes.io/exclude-balancer';
+/** Target identity labels on virtual nodes (targets reconciler writes; kubelet API and delegation read). */
+export const TARGET_NAMESPACE_LABEL = `${KEY_PREFIX}target-namespace`;
+export const TARGET_NAME_LABEL = `${KEY_PREFIX}target-name`;
+export const CLUSTER_TARGET_NAME_LABEL = `${KEY_PREFIX}cluster-target-name`;
+
+/** Virtual node taint (targets reconciler writes; webhook adds the matching toleration). */
+export const VIRTUAL_NODE_TAINT_KEY = VIRTUAL_KUBELET_PROVIDER_LABEL;
+export const VIRTUAL_NODE_TAINT_VALUE = VIRTUAL_KUBELET_PROVIDER_VALUE;
+export const VIRTUAL_NODE_TAINT_EFFECT = 'NoSchedule';
+
+/** Name of the singleton ClusterSummary (summary reconciler writes; targets reconciler reads). */
+export const CLUSTER_SUMMARY_NAME = 'singleton';
+
+/** API group and version of our CRDs. */
+export const API_GROUP = 'multicluster.admiralty.io';
+export const API_VERSION = 'v1alpha1';
+
+/** ClusterRoles shipped for sources (source reconciler binds them). */
+export const SOURCE_CLUSTER_ROLE = 'multicluster-scheduler-source';
+export const CLUSTER_SUMMARY_VIEWER_CLUSTER_ROLE = 'multicluster-scheduler-cluster-summary-viewer';
+
+/** Field manager used for every write. */
+export const FIELD_MANAGER = 'admiralty';
