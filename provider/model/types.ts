@@ -1,0 +1,103 @@
+import type { V1ObjectMeta } from '@kubernetes/client-node';
+
+/**
+ * TypeScript shapes of our custom resources (group multicluster.admiralty.io, v1alpha1).
+ * Field names are Admiralty's, so existing manifests keep working; `status` is ours.
+ */
+
+/** A condition in `status.conditions`, same shape as metav1.Condition. */
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+export interface KubeconfigSecretRef {
+  /** Secret name. */
+  name: string;
+  /** Secret namespace: ClusterTarget only (a Target's Secret lives in the Target's namespace). */
+  namespace?: string;
+  /** Data key holding the kubeconfig; default `config`. */
+  key?: string;
+  /** Context to use; default the kubeconfig's current-context. */
+  context?: string;
+}
+
+export interface TargetSpec {
+  /** The local cluster, reached with the provider's own credentials. */
+  self?: boolean;
+  kubeconfigSecret?: KubeconfigSecretRef;
+  /** Regexp matched against `key=value` of the target's shared node labels; matches are not copied. */
+  excludedLabelsRegexp?: string | null;
+}
+
+export interface TargetStatus {
+  conditions?: Condition[];
+  /** Name of the virtual node that represents this target. */
+  virtualNodeName?: string;
+  observedGeneration?: number;
+}
+
+/** Namespaced: pods of this namespace may go to the target. */
+export interface Target {
+  apiVersion?: string;
+  kind?: string;
+  metadata: V1ObjectMeta;
+  spec: TargetSpec;
+  status?: TargetStatus;
+}
+
+/** Cluster-scoped: pods of every namespace may go to the target. */
+export type ClusterTarget = Target;
+
+export interface SourceSpec {
+  /** RBAC user name of the source's identity. */
+  userName?: string;
+  /** ServiceAccount in the Source's namespace; created if missing. */
+  serviceAccountName?: string;
+}
+
+export interface ClusterSourceSpec {
+  userName?: string;
+  serviceAccount?: { name: string; namespace: string };
+}
+
+export interface Source {
+  apiVersion?: string;
+  kind?: string;
+  metadata: V1ObjectMeta;
+  spec: SourceSpec;
+  status?: { conditions?: Condition[] };
+}
+
+export interface ClusterSource {
+  apiVersion?: string;
+  kind?: string;
+  metadata: V1ObjectMeta;
+  spec: ClusterSourceSpec;
+  status?: { conditions?: Condition[] };
+}
+
+/**
+ * The singleton summary a cluster writes about itself (no spec/status: top-level fields, as in
+ * Admiralty). Shared node labels are in metadata.labels.
+ */
+export interface ClusterSummary {
+  apiVersion?: string;
+  kind?: string;
+  metadata: V1ObjectMeta;
+  /** Sum of node.status.capacity over non-virtual nodes. */
+  capacity?: Record<string, string>;
+  /** Sum of node.status.allocatable over non-virtual nodes. */
+  allocatable?: Record<string, string>;
+}
+
+/** Identity of a Target or ClusterTarget; `namespace` is empty for a ClusterTarget. */
+export interface TargetRef {
+  kind: 'Target' | 'ClusterTarget';
+  namespace: string;
+  name: string;
+}
