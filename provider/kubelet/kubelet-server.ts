@@ -1,0 +1,326 @@
+import https from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { AddressInfo } from 'node:net';
+import express from 'express';
+import { Counter, Histogram, type Registry } from 'prom-client';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from '../core/logger.js';
+import { errorFields } from '../core/logger.js';
+import { forbiddenMessage, kubeletRequestAttributes, type KubeletAuthorizer, type KubeletUser } from './auth.js';
+import { createTargetLogBackend, LogUpstreamError, parseLogQuery, type LogBackend } from './logs.js';
+import { createTargetPortForwardBackend, PORT_FORWARD_PROTOCOL, servePortForward, type PortForwardBackend } from './port-forward.js';
+import { parseExecQuery, REMOTECOMMAND_PROTOCOLS, serveRemoteCommand, type ExecBackend } from './remotecommand.js';
+import { SpdySession } from './spdy/spdy-session.js';
+import { createTargetExecBackend } from './target-exec-backend.js';
+import { negotiateProtocol, writeSpdyUpgradeResponse, writeUpgradeError } from './upgrade.js';
+
+/** Where a proxy pod's delegate runs, as the provider's registry knows it. */
+export interface ResolvedPod {
+  /** The virtual node the proxy pod is bound to (SubjectAccessReview `name`). */
+  nodeName: string;
+  target: { kubeConfig: KubeConfig; namespace: string; /** delegate name */ pod: string };
+}
+
+/** Maps a proxy pod (source namespace/name) to its delegate; null when unknown (404). */
+export interface PodResolver {
+  resolve(namespace: string, pod: string): Promise<ResolvedPod | null>;
+}
+
+/** Backends; defaults talk to the target clusters through client-node. Tests inject fakes. */
+export interface KubeletBackends {
+  exec?: (target: ResolvedPod['target']) => ExecBackend;
+  logs?: LogBackend;
+  portForward?: PortForwardBackend;
+}
+
+export interface KubeletServerOptions {
+  /** Listen address; 127.0.0.1 unless the control plane must reach us from elsewhere. */
+  host?: string;
+  /** 0 picks a free port (see `listen()`'s result). */
+  port: number;
+  tls: { certPem: string; keyPem: string };
+  /** CA that signs the kube-apiserver's kubelet client certificate; enables x509 authn. */
+  clientCaPem?: string;
+  resolver: PodResolver;
+  auth: KubeletAuthorizer;
+  logger: Logger;
+  registry?: Registry;
+  backends?: KubeletBackends;
+  /** Time the client has to open its SPDY streams (kubelet default 30 s). */
+  streamCreationTimeoutMs?: number;
+}
+
+/** The running server, owned by main.ts. */
+export interface KubeletServer {
+  /** Starts listening; resolves with the bound port (publish it as daemonEndpoints port). */
+  listen(): Promise<number>;
+  /** Stops accepting and drops open connections and sessions. */
+  close(): Promise<void>;
+  /** Hot-swaps the serving certificate (rotation); existing connections keep the old one. */
+  setCertificate(certPem: string, keyPem: string): void;
+}
+
+type Route = 'containerLogs' | 'exec' | 'attach' | 'portForward';
+
+/** A parsed pod-scoped kubelet path. */
+export interface KubeletPath {
+  route: Route;
+  namespace: string;
+  pod: string;
+  container: string;
+}
+
+/**
+ * Parses `/containerLogs|exec|attach/{ns}/{pod}/{container}` and `/portForward/{ns}/{pod}`.
+ * Pure. Returns null for anything else (404).
+ */
+export function parseKubeletPath(pathname: string): KubeletPath | null {
+  const parts = pathname.split('/').slice(1);
+  const route = parts[0] as Route;
+  let decoded: string[];
+  try {
+    decoded = parts.slice(1).map(decodeURIComponent);
+  } catch {
+    return null;
+  }
+  if (decoded.some((p) => p === '')) return null;
+  if (route === 'portForward') {
+    // The apiserver may append the pod UID; accept and ignore it, as the kubelet does.
+    if (decoded.length !== 2 && decoded.length !== 3) return null;
+    return { route, namespace: decoded[0], pod: decoded[1], container: '' };
+  }
+  if (route === 'containerLogs' || route === 'exec' || route === 'attach') {
+    if (decoded.length !== 3 && decoded.length !== 4) return null;
+    // With a 4th segment the layout is {ns}/{pod}/{uid}/{container}.
+    const container = decoded.length === 4 ? decoded[3] : decoded[2];
+    return { route, namespace: decoded[0], pod: decoded[1], container };
+  }
+  return null;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The kubelet API for all virtual nodes on one listener: `/containerLogs`, `/exec`, `/attach`
+ * (SPDY/3.1 remotecommand v4..v1), `/portForward` (SPDY portforward.k8s.io), `/healthz`.
+ * Every pod-scoped request is authenticated (x509 client cert or TokenReview), the pod is
+ * resolved to its delegate, then authorized (SubjectAccessReview on `nodes/proxy` of the
+ * virtual node). Metrics: `admiralty_kubelet_requests_total` and
+ * `admiralty_kubelet_request_duration_seconds` by route and code (for upgrades the code is
+ * the handshake's, 101 on success, and the duration covers the whole session).
+ */
+export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
+  const logger = opts.logger;
+  const host = opts.host ?? '127.0.0.1';
+  const backends = {
+    exec: opts.backends?.exec ?? ((t: ResolvedPod['target']) => createTargetExecBackend(t.kubeConfig)),
+    logs: opts.backends?.logs ?? createTargetLogBackend(),
+    portForward: opts.backends?.portForward ?? createTargetPortForwardBackend(),
+  };
+  const registers = opts.registry ? [opts.registry] : [];
+  const requests = new Counter({
+    name: 'admiralty_kubelet_requests_total',
+    help: 'Kubelet API requests served, by route and HTTP status code.',
+    labelNames: ['route', 'code'],
+    registers,
+  });
+  const duration = new Histogram({
+    name: 'admiralty_kubelet_request_duration_seconds',
+    help: 'Kubelet API request duration (whole session for upgrades), by route and HTTP status code.',
+    labelNames: ['route', 'code'],
+    buckets: [0.005, 0.025, 0.1, 0.5, 1, 5, 30, 120, 600],
+    registers,
+  });
+  const observe = (route: string, code: number, startedNs: bigint) => {
+    const labels = { route, code: String(code) };
+    requests.inc(labels);
+    duration.observe(labels, Number(process.hrtime.bigint() - startedNs) / 1e9);
+  };
+
+  /** Authn -> resolve -> authz, shared by plain and upgrade requests. Throws HttpError. */
+  const admit = async (req: IncomingMessage, path: KubeletPath): Promise<{ user: KubeletUser; resolved: ResolvedPod }> => {
+    const user = await opts.auth.authenticate(req);
+    if (!user) throw new HttpError(401, 'Unauthorized');
+    const resolved = await opts.resolver.resolve(path.namespace, path.pod);
+    if (!resolved) throw new HttpError(404, `pod ${path.namespace}/${path.pod} not found`);
+    const attrs = kubeletRequestAttributes(req.method ?? 'GET', resolved.nodeName);
+    if (!(await opts.auth.authorize(user, attrs))) throw new HttpError(403, forbiddenMessage(user, attrs));
+    return { user, resolved };
+  };
+
+  const app = express();
+  app.disable('x-powered-by');
+  // Health probes must work without credentials; a real kubelet serves /healthz on its
+  // separate healthz port without auth, so this does not expose more than a kubelet does.
+  app.get('/healthz', (_req, res) => {
+    res.type('text/plain').send('ok');
+  });
+  app.get(/^\/containerLogs\//, (req, res) => {
+    void handleLogs(req, res);
+  });
+  app.use((req, res) => {
+    const started = process.hrtime.bigint();
+    res.status(404).type('text/plain').send('404 page not found');
+    observe('other', 404, started);
+  });
+
+  const handleLogs = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const started = process.hrtime.bigint();
+    const url = new URL(req.url ?? '/', 'https://kubelet');
+    const ac = new AbortController();
+    // The client (apiserver) went away: end the upstream request too.
+    res.on('close', () => ac.abort());
+    try {
+      const path = parseKubeletPath(url.pathname);
+      if (!path) throw new HttpError(404, '404 page not found');
+      const { resolved } = await admit(req, path);
+      const options = parseLogQuery(url.searchParams);
+      if (typeof options === 'string') throw new HttpError(400, options);
+      const body = await backends.logs.streamLogs(resolved.target, path.container, options, ac.signal);
+      res.writeHead(200, { 'Content-Type': 'text/plain', 'Cache-Control': 'no-cache' });
+      res.flushHeaders();
+      body.on('error', () => res.destroy());
+      body.pipe(res);
+      await new Promise<void>((resolve) => res.on('close', () => resolve()));
+      if (!body.destroyed) body.destroy();
+      observe('containerLogs', 200, started);
+    } catch (err) {
+      const code = err instanceof HttpError || err instanceof LogUpstreamError ? (err instanceof HttpError ? err.code : err.statusCode) : 500;
+      if (code >= 500) logger.warn('kubelet logs request failed', { route: 'containerLogs', ...errorFields(err) });
+      if (!res.headersSent && !res.destroyed) {
+        res.writeHead(code, { 'Content-Type': 'text/plain' });
+        res.end(err instanceof Error ? err.message : String(err));
+      } else {
+        res.destroy();
+      }
+      observe('containerLogs', code, started);
+    }
+  };
+
+  const sessions = new Set<SpdySession>();
+  const sockets = new Set<Duplex>();
+
+  const handleUpgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
+    const started = process.hrtime.bigint();
+    const url = new URL(req.url ?? '/', 'https://kubelet');
+    const path = parseKubeletPath(url.pathname);
+    const route = path?.route ?? 'other';
+    socket.on('error', () => undefined);
+    try {
+      if (!path || path.route === 'containerLogs') throw new HttpError(404, '404 page not found');
+      const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
+      if (!upgrade.split(',').map((s) => s.trim()).includes('spdy/3.1')) {
+        // WebSocket serving is not implemented; the apiserver (1.30-1.35) always dials SPDY.
+        throw new HttpError(400, `unsupported upgrade "${req.headers.upgrade ?? ''}"; only SPDY/3.1 is served`);
+      }
+      const { resolved } = await admit(req, path);
+      const supported = path.route === 'portForward' ? [PORT_FORWARD_PROTOCOL] : [...REMOTECOMMAND_PROTOCOLS];
+      let execRequest;
+      if (path.route !== 'portForward') {
+        const parsed = parseExecQuery(
+          url.searchParams,
+          { namespace: resolved.target.namespace, pod: resolved.target.pod, container: path.container },
+          path.route,
+        );
+        if (typeof parsed === 'string') throw new HttpError(400, parsed);
+        execRequest = parsed;
+      }
+      const protocol = negotiateProtocol(req.headers['x-stream-protocol-version'], supported);
+      if (!protocol) {
+        writeUpgradeError(
+          socket,
+          403,
+          `unable to upgrade: unable to negotiate protocol: client supports ${String(req.headers['x-stream-protocol-version'] ?? '')}, server supports ${supported.join(', ')}`,
+          supported.map((p) => ['X-Accepted-Stream-Protocol-Versions', p]),
+        );
+        observe(route, 403, started);
+        return;
+      }
+      if (socket.destroyed) return;
+      writeSpdyUpgradeResponse(socket, protocol);
+      (socket as Duplex & { setNoDelay?: (v: boolean) => void }).setNoDelay?.(true);
+      const session = new SpdySession(socket, { role: 'server' });
+      sessions.add(session);
+      session.on('error', (err: Error) => logger.debug('kubelet SPDY session error', { route, ...errorFields(err) }));
+      session.once('close', () => sessions.delete(session));
+      session.start(head);
+      if (path.route === 'portForward') {
+        await servePortForward({
+          session,
+          target: resolved.target,
+          backend: backends.portForward,
+          streamCreationTimeoutMs: opts.streamCreationTimeoutMs,
+          onError: (err) => logger.debug('port-forward connection failed', { route, ...errorFields(err) }),
+        });
+      } else {
+        const result = await serveRemoteCommand({
+          session,
+          protocol,
+          request: execRequest!,
+          mode: path.route,
+          backend: backends.exec(resolved.target),
+          streamCreationTimeoutMs: opts.streamCreationTimeoutMs,
+        });
+        if ('error' in result) logger.warn('kubelet remote command failed', { route, error: result.error });
+      }
+      observe(route, 101, started);
+    } catch (err) {
+      const code = err instanceof HttpError ? err.code : 500;
+      if (code >= 500) logger.warn('kubelet upgrade request failed', { route, ...errorFields(err) });
+      writeUpgradeError(socket, code, err instanceof Error ? err.message : String(err));
+      observe(route, code, started);
+    }
+  };
+
+  const server = https.createServer(
+    {
+      cert: opts.tls.certPem,
+      key: opts.tls.keyPem,
+      // Ask for a client certificate but let token-only callers in: authn decides per request.
+      ...(opts.clientCaPem ? { ca: opts.clientCaPem, requestCert: true, rejectUnauthorized: false } : {}),
+      minVersion: 'TLSv1.2',
+    },
+    app,
+  );
+  // Logs follow and exec sessions are long-lived; only header reading is time-boxed.
+  server.requestTimeout = 0;
+  server.headersTimeout = 60_000;
+  server.keepAliveTimeout = 30_000;
+  server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    void handleUpgrade(req, socket, head);
+  });
+  server.on('connection', (socket: Duplex) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  });
+  server.on('tlsClientError', (err: Error) => logger.debug('kubelet TLS handshake failed', errorFields(err)));
+
+  return {
+    listen: () =>
+      new Promise<number>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(opts.port, host, () => {
+          server.off('error', reject);
+          resolve((server.address() as AddressInfo).port);
+        });
+      }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sessions) s.destroy();
+        for (const s of sockets) s.destroy();
+        if (!server.listening) return resolve();
+        server.close(() => resolve());
+      }),
+    setCertificate(certPem, keyPem) {
+      server.setSecureContext({ cert: certPem, key: keyPem, ...(opts.clientCaPem ? { ca: opts.clientCaPem } : {}) });
+    },
+  };
+}

@@ -1,0 +1,145 @@
+import { PassThrough, Duplex } from 'node:stream';
+import { PortForward, type KubeConfig } from '@kubernetes/client-node';
+import { headerValue } from './spdy/header-codec.js';
+import type { SpdySession, SpdyStream } from './spdy/spdy-session.js';
+
+/** The only port-forward protocol (client-go errors on anything else). */
+export const PORT_FORWARD_PROTOCOL = 'portforward.k8s.io';
+
+/** Where the delegate lives. */
+export interface PortForwardTarget {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  pod: string;
+}
+
+/**
+ * Opens one TCP-like connection to `port` of the delegate pod. The returned Duplex carries
+ * the bytes; ending it half-closes, destroying it aborts. Rejects if the port cannot be reached.
+ */
+export interface PortForwardBackend {
+  portForward(target: PortForwardTarget, port: number, signal: AbortSignal): Promise<Duplex>;
+}
+
+/** Options for {@link servePortForward}. */
+export interface PortForwardOptions {
+  session: SpdySession;
+  target: PortForwardTarget;
+  backend: PortForwardBackend;
+  /** How long the second stream of a pair may lag the first (kubelet: stream creation timeout). */
+  streamCreationTimeoutMs?: number;
+  onError?: (err: Error) => void;
+}
+
+interface Pair {
+  data?: SpdyStream;
+  error?: SpdyStream;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Serves `portforward.k8s.io` on an accepted SPDY session (101 already written). The client
+ * opens, per forwarded connection, an `error` stream and a `data` stream carrying the same
+ * `port` and `requestid` headers; each complete pair is bridged to the backend. Failures are
+ * written as text on the pair's error stream. Resolves when the session closes.
+ */
+export function servePortForward(opts: PortForwardOptions): Promise<void> {
+  const { session } = opts;
+  const pairs = new Map<string, Pair>();
+  const ac = new AbortController();
+  const timeoutMs = opts.streamCreationTimeoutMs ?? 30_000;
+
+  const fail = (pair: Pair, message: string) => {
+    if (pair.error && !pair.error.writableEnded) pair.error.end(message);
+    pair.data?.reset();
+  };
+
+  session.on('stream', (stream: SpdyStream) => {
+    const type = headerValue(stream.headers, 'streamType');
+    const requestId = headerValue(stream.headers, 'requestID') ?? '';
+    const portText = headerValue(stream.headers, 'port') ?? '';
+    if (type !== 'data' && type !== 'error') {
+      stream.reset();
+      return;
+    }
+    let pair = pairs.get(requestId);
+    if (!pair) {
+      pair = {
+        timer: setTimeout(() => {
+          pairs.delete(requestId);
+          fail(pair!, `timed out waiting for the data and error streams of request ${requestId}`);
+        }, timeoutMs),
+      };
+      pairs.set(requestId, pair);
+    }
+    if (type === 'data') pair.data = stream;
+    else {
+      pair.error = stream;
+      // The client half-closes the error stream immediately; drain it.
+      stream.resume();
+    }
+    if (!pair.data || !pair.error) return;
+    clearTimeout(pair.timer);
+    pairs.delete(requestId);
+    const complete = pair;
+    const port = Number(portText);
+    if (!/^\d+$/.test(portText) || port < 1 || port > 65535) {
+      fail(complete, `invalid port "${portText}"`);
+      return;
+    }
+    void bridge(complete.data!, complete.error!, port).catch((err: Error) => {
+      opts.onError?.(err);
+      fail(complete, `error forwarding port ${port} to pod ${opts.target.pod}: ${err.message}`);
+    });
+  });
+
+  const bridge = async (data: SpdyStream, errorStream: SpdyStream, port: number) => {
+    const upstream = await opts.backend.portForward(opts.target, port, ac.signal);
+    data.pipe(upstream);
+    upstream.pipe(data);
+    upstream.on('error', (err: Error) => {
+      if (!errorStream.writableEnded) errorStream.end(err.message);
+      data.unpipe(upstream);
+      data.end();
+    });
+    data.on('reset', () => upstream.destroy());
+    upstream.on('end', () => {
+      if (!errorStream.writableEnded) errorStream.end();
+    });
+  };
+
+  return new Promise((resolve) =>
+    session.once('close', () => {
+      ac.abort();
+      for (const pair of pairs.values()) clearTimeout(pair.timer);
+      resolve();
+    }),
+  );
+}
+
+/**
+ * PortForwardBackend over the target's `pods/portforward` (client-node PortForward, one
+ * WebSocket per connection, one port each).
+ */
+export function createTargetPortForwardBackend(): PortForwardBackend {
+  return {
+    async portForward(target, port, signal) {
+      const toRemote = new PassThrough();
+      const fromRemote = new PassThrough();
+      const errors = new PassThrough();
+      const pf = new PortForward(target.kubeConfig, true);
+      const ws = await pf.portForward(target.namespace, target.pod, [port], fromRemote, errors, toRemote);
+      const socket = typeof ws === 'function' ? ws() : ws;
+      const duplex = Duplex.from({ readable: fromRemote, writable: toRemote });
+      let errorText = '';
+      errors.on('data', (c: Buffer) => (errorText += c.toString()));
+      socket?.on('close', () => {
+        if (errorText) duplex.destroy(new Error(errorText.trim()));
+        else fromRemote.end();
+      });
+      signal.addEventListener('abort', () => socket?.close(), { once: true });
+      duplex.on('close', () => socket?.close());
+      return duplex;
+    },
+  };
+}

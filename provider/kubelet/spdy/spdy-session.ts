@@ -1,0 +1,446 @@
+import { EventEmitter, once } from 'node:events';
+import { Duplex } from 'node:stream';
+import { encodeFrame, FrameParser, RstStatus, SpdyProtocolError, type SpdyFrame } from './frames.js';
+import { HeaderCompressor, HeaderDecompressor, type SpdyHeaders } from './header-codec.js';
+
+/**
+ * A SPDY/3.1 session over one byte stream (the socket left after an HTTP `Upgrade: SPDY/3.1`),
+ * in the dialect of moby/spdystream, which client-go and the kube-apiserver speak:
+ *
+ * - streams carry only application headers (`streamtype`, `port`, `requestid`), no `:method`;
+ * - the server replies to every SYN_STREAM with an empty SYN_REPLY;
+ * - spdystream never sends WINDOW_UPDATE and ignores received ones, so we do not enforce send
+ *   windows (a server that did would stall after 64 KiB); back-pressure comes from TCP instead.
+ *   For peers that do honour windows we still return credit with per-stream WINDOW_UPDATEs.
+ *
+ * Role `server` accepts client-initiated streams (odd ids) and emits `stream`; role `client`
+ * (used by unit tests and benchmarks) opens them with `openStream`.
+ *
+ * Events: `stream` (SpdyStream, server role), `goaway` (status), `error` (Error, protocol
+ * failures; the session then closes), `close`.
+ */
+export interface SpdySessionOptions {
+  role: 'server' | 'client';
+  /** Largest DATA payload we send; Go writers use 32 KiB. */
+  maxDataFrameBytes?: number;
+  /** Largest frame we accept, bounding memory per frame. */
+  maxIncomingFrameBytes?: number;
+  /** Received bytes on a stream before we return window credit to the peer. */
+  windowUpdateThresholdBytes?: number;
+}
+
+const DEFAULT_MAX_DATA_FRAME_BYTES = 32 * 1024;
+const DEFAULT_MAX_INCOMING_FRAME_BYTES = 1024 * 1024;
+// Half the SPDY/3 default initial window (64 KiB): return credit before the peer would stall.
+const DEFAULT_WINDOW_UPDATE_THRESHOLD_BYTES = 32 * 1024;
+
+/** One SPDY stream as a Duplex: reads are the peer's DATA, `end()` sends FIN (half-close). */
+export class SpdyStream extends Duplex {
+  /** Set when the peer reset the stream (RST_STREAM status) . */
+  resetStatus: number | undefined;
+  /** Headers received later in HEADERS frames are merged here. */
+  readonly headers: SpdyHeaders;
+  /** @internal */ localFin = false;
+  /** @internal */ remoteFin = false;
+  /** @internal */ unackedBytes = 0;
+
+  constructor(
+    readonly id: number,
+    headers: SpdyHeaders,
+    private readonly session: SpdySession,
+  ) {
+    super({ allowHalfOpen: true });
+    this.headers = headers;
+  }
+
+  override _read(): void {
+    this.session.resumeReading();
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    if (this.localFin || this.resetStatus !== undefined) return cb();
+    this.session.sendData(this.id, chunk, false).then(() => cb(), () => cb());
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    if (this.localFin || this.resetStatus !== undefined) return cb();
+    this.localFin = true;
+    this.session.sendData(this.id, Buffer.alloc(0), true).then(
+      () => {
+        this.session.maybeForget(this);
+        cb();
+      },
+      () => cb(),
+    );
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    // Destroying a stream that is still open on either side cancels it for the peer too.
+    if (!(this.localFin && this.remoteFin) && this.resetStatus === undefined) {
+      this.resetStatus = RstStatus.CANCEL;
+      void this.session.sendReset(this.id, RstStatus.CANCEL).catch(() => undefined);
+    }
+    this.session.forget(this);
+    cb(err);
+  }
+
+  /** Aborts the stream with RST_STREAM (default CANCEL). */
+  reset(status: number = RstStatus.CANCEL): void {
+    if (this.resetStatus !== undefined) return;
+    this.resetStatus = status;
+    void this.session.sendReset(this.id, status).catch(() => undefined);
+    this.destroy();
+  }
+
+  /** @internal called by the session for each received DATA frame. */
+  deliver(data: Buffer, fin: boolean): void {
+    if (this.remoteFin) return;
+    if (data.length > 0 && !this.push(data)) this.session.pauseReading();
+    if (fin) {
+      this.remoteFin = true;
+      this.push(null);
+      this.session.maybeForget(this);
+    }
+  }
+}
+
+export class SpdySession extends EventEmitter {
+  private readonly parser: FrameParser;
+  private readonly compressor = new HeaderCompressor();
+  private readonly decompressor = new HeaderDecompressor();
+  private readonly streams = new Map<number, SpdyStream>();
+  private readonly pendingReplies = new Map<number, { resolve: (s: SpdyStream) => void; reject: (e: Error) => void }>();
+  private readonly pendingPings = new Map<number, () => void>();
+  private outChain: Promise<void> = Promise.resolve();
+  private inChain: Promise<void> = Promise.resolve();
+  private lastPeerStreamId = 0;
+  private nextStreamId: number;
+  private nextPingId: number;
+  private closed = false;
+  private goneAway = false;
+  private pausedByUs = false;
+  private readonly maxDataFrameBytes: number;
+  private readonly windowUpdateThresholdBytes: number;
+
+  constructor(
+    private readonly socket: Duplex,
+    private readonly opts: SpdySessionOptions,
+  ) {
+    super();
+    this.parser = new FrameParser(opts.maxIncomingFrameBytes ?? DEFAULT_MAX_INCOMING_FRAME_BYTES);
+    this.maxDataFrameBytes = opts.maxDataFrameBytes ?? DEFAULT_MAX_DATA_FRAME_BYTES;
+    this.windowUpdateThresholdBytes = opts.windowUpdateThresholdBytes ?? DEFAULT_WINDOW_UPDATE_THRESHOLD_BYTES;
+    // Clients use odd stream and ping ids, servers even ones (SPDY/3 sections 2.3.2, 2.6.5).
+    this.nextStreamId = opts.role === 'client' ? 1 : 2;
+    this.nextPingId = opts.role === 'client' ? 1 : 2;
+  }
+
+  /**
+   * Starts reading frames. `head` holds bytes the HTTP parser read past the upgrade headers;
+   * they are the first frames of the session.
+   */
+  start(head?: Buffer): this {
+    this.socket.on('data', (chunk: Buffer) => this.onBytes(chunk));
+    // Frames already read may still wait for header decompression: finish them first.
+    const gone = () => void this.inChain.then(() => this.onSocketGone());
+    this.socket.on('end', gone);
+    this.socket.on('close', gone);
+    this.socket.on('error', gone);
+    if (head && head.length > 0) this.onBytes(head);
+    return this;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Number of streams still open in at least one direction. */
+  get openStreamCount(): number {
+    return this.streams.size;
+  }
+
+  /** Client role: opens a stream and resolves once the peer's SYN_REPLY arrives. */
+  openStream(headers: SpdyHeaders, opts: { fin?: boolean } = {}): Promise<SpdyStream> {
+    if (this.closed || this.goneAway) return Promise.reject(new Error('SPDY session is closed'));
+    const id = this.nextStreamId;
+    this.nextStreamId += 2;
+    const stream = new SpdyStream(id, headers, this);
+    if (opts.fin) stream.localFin = true;
+    this.streams.set(id, stream);
+    const replied = new Promise<SpdyStream>((resolve, reject) => this.pendingReplies.set(id, { resolve, reject }));
+    void this.enqueue(async () =>
+      encodeFrame({
+        type: 'syn_stream',
+        streamId: id,
+        associatedStreamId: 0,
+        priority: 0,
+        slot: 0,
+        fin: !!opts.fin,
+        unidirectional: false,
+        headerBlock: await this.compressor.compress(headers),
+      }),
+    ).catch((err: Error) => this.pendingReplies.get(id)?.reject(err));
+    if (opts.fin) stream.end();
+    return replied;
+  }
+
+  /** Sends a PING and resolves with the round trip in milliseconds. */
+  async ping(): Promise<number> {
+    const id = this.nextPingId;
+    this.nextPingId = this.nextPingId + 2 > 0x7fffffff ? (this.nextPingId % 2) + 1 : this.nextPingId + 2;
+    const started = process.hrtime.bigint();
+    const answered = new Promise<void>((resolve) => this.pendingPings.set(id, resolve));
+    await this.enqueue(() => encodeFrame({ type: 'ping', id }));
+    await answered;
+    return Number(process.hrtime.bigint() - started) / 1e6;
+  }
+
+  /**
+   * Ends the session politely: GOAWAY (status OK), then ends the socket once queued frames
+   * are written. Streams still open are left to the socket close.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    if (!this.goneAway) {
+      this.goneAway = true;
+      await this.enqueue(() =>
+        encodeFrame({ type: 'goaway', lastGoodStreamId: this.lastPeerStreamId, status: 0 }),
+      ).catch(() => undefined);
+    }
+    await this.outChain;
+    this.socket.end();
+  }
+
+  /** Tears the session down immediately. */
+  destroy(err?: Error): void {
+    if (!this.closed && err) this.emit('error', err);
+    this.socket.destroy();
+    this.onSocketGone();
+  }
+
+  /** @internal Sends data on a stream, split into frames; resolves when the socket took it. */
+  sendData(streamId: number, data: Buffer, fin: boolean): Promise<void> {
+    if (data.length <= this.maxDataFrameBytes) {
+      return this.enqueue(() => encodeFrame({ type: 'data', streamId, fin, data }));
+    }
+    let last: Promise<void> = Promise.resolve();
+    for (let off = 0; off < data.length; off += this.maxDataFrameBytes) {
+      const piece = data.subarray(off, off + this.maxDataFrameBytes);
+      const isLast = off + this.maxDataFrameBytes >= data.length;
+      last = this.enqueue(() => encodeFrame({ type: 'data', streamId, fin: fin && isLast, data: piece }));
+    }
+    return last;
+  }
+
+  /** @internal */
+  sendReset(streamId: number, status: number): Promise<void> {
+    return this.enqueue(() => encodeFrame({ type: 'rst_stream', streamId, status }));
+  }
+
+  /** @internal TCP back-pressure: a stream's read buffer is full. */
+  pauseReading(): void {
+    if (!this.pausedByUs) {
+      this.pausedByUs = true;
+      this.socket.pause();
+    }
+  }
+
+  /** @internal A stream wants more data. */
+  resumeReading(): void {
+    if (this.pausedByUs) {
+      this.pausedByUs = false;
+      this.socket.resume();
+    }
+  }
+
+  /** @internal Drops a stream closed in both directions. */
+  maybeForget(stream: SpdyStream): void {
+    if (stream.localFin && stream.remoteFin) this.forget(stream);
+  }
+
+  /** @internal */
+  forget(stream: SpdyStream): void {
+    if (this.streams.get(stream.id) === stream) this.streams.delete(stream.id);
+  }
+
+  /** Writes frames in order; a frame built asynchronously (compression) holds later frames. */
+  private enqueue(build: () => Buffer | Promise<Buffer>): Promise<void> {
+    const job = this.outChain.then(async () => {
+      if (this.closed) throw new Error('SPDY session is closed');
+      const bytes = await build();
+      if (!this.socket.write(bytes)) await this.waitDrain();
+    });
+    this.outChain = job.catch(() => undefined);
+    return job;
+  }
+
+  private async waitDrain(): Promise<void> {
+    const ac = new AbortController();
+    try {
+      await Promise.race([once(this.socket, 'drain', { signal: ac.signal }), once(this.socket, 'close', { signal: ac.signal })]);
+    } catch {
+      /* socket error: the close handler tears the session down */
+    } finally {
+      ac.abort();
+    }
+  }
+
+  private onBytes(chunk: Buffer): void {
+    if (this.closed) return;
+    let frames: SpdyFrame[];
+    try {
+      frames = this.parser.push(chunk);
+    } catch (err) {
+      this.protocolFailure(err as Error);
+      return;
+    }
+    for (const frame of frames) {
+      this.inChain = this.inChain.then(() => this.handleFrame(frame)).catch((err: Error) => this.protocolFailure(err));
+    }
+  }
+
+  private protocolFailure(err: Error): void {
+    if (this.closed) return;
+    const wrapped = err instanceof SpdyProtocolError ? err : new SpdyProtocolError(err.message);
+    this.goneAway = true;
+    // GOAWAY status 1 = PROTOCOL_ERROR; then drop the connection.
+    void this.enqueue(() => encodeFrame({ type: 'goaway', lastGoodStreamId: this.lastPeerStreamId, status: 1 }))
+      .catch(() => undefined)
+      .finally(() => this.socket.destroy());
+    this.emit('error', wrapped);
+  }
+
+  private async handleFrame(frame: SpdyFrame): Promise<void> {
+    if (this.closed) return;
+    switch (frame.type) {
+      case 'syn_stream':
+        return this.onSynStream(frame);
+      case 'syn_reply': {
+        // Always inflate, even if nobody waits for this reply, to keep zlib state in step.
+        const headers = await this.decompressor.decompress(frame.headerBlock);
+        const stream = this.streams.get(frame.streamId);
+        const pending = this.pendingReplies.get(frame.streamId);
+        this.pendingReplies.delete(frame.streamId);
+        if (stream) {
+          Object.assign(stream.headers, headers);
+          pending?.resolve(stream);
+          if (frame.fin) stream.deliver(Buffer.alloc(0), true);
+        }
+        return;
+      }
+      case 'headers': {
+        const headers = await this.decompressor.decompress(frame.headerBlock);
+        const stream = this.streams.get(frame.streamId);
+        if (stream) {
+          Object.assign(stream.headers, headers);
+          stream.emit('headers', headers);
+          if (frame.fin) stream.deliver(Buffer.alloc(0), true);
+        }
+        return;
+      }
+      case 'data': {
+        const stream = this.streams.get(frame.streamId);
+        // Data for a stream we no longer know (e.g. after a reset) is dropped, as spdystream does.
+        if (!stream) return;
+        stream.deliver(frame.data, frame.fin);
+        stream.unackedBytes += frame.data.length;
+        if (stream.unackedBytes >= this.windowUpdateThresholdBytes && !stream.remoteFin) {
+          const delta = stream.unackedBytes;
+          stream.unackedBytes = 0;
+          void this.enqueue(() => encodeFrame({ type: 'window_update', streamId: stream.id, deltaWindowSize: delta })).catch(
+            () => undefined,
+          );
+        }
+        return;
+      }
+      case 'rst_stream': {
+        const stream = this.streams.get(frame.streamId);
+        const pending = this.pendingReplies.get(frame.streamId);
+        this.pendingReplies.delete(frame.streamId);
+        pending?.reject(new Error(`stream ${frame.streamId} reset by peer (status ${frame.status})`));
+        if (stream) {
+          stream.resetStatus = frame.status;
+          stream.localFin = true;
+          if (!stream.remoteFin) {
+            stream.remoteFin = true;
+            stream.push(null);
+          }
+          this.forget(stream);
+          stream.emit('reset', frame.status);
+        }
+        return;
+      }
+      case 'ping': {
+        const ours = (frame.id % 2 === 1) === (this.opts.role === 'client');
+        if (ours) {
+          this.pendingPings.get(frame.id)?.();
+          this.pendingPings.delete(frame.id);
+        } else {
+          await this.enqueue(() => encodeFrame({ type: 'ping', id: frame.id }));
+        }
+        return;
+      }
+      case 'goaway':
+        this.goneAway = true;
+        this.emit('goaway', frame.status);
+        return;
+      case 'settings':
+      case 'window_update':
+        // No send-side flow control: spdystream never refills windows (see class comment).
+        return;
+      case 'unknown_control':
+        if (frame.version !== 3) throw new SpdyProtocolError(`unsupported SPDY version ${frame.version}`);
+        return;
+    }
+  }
+
+  private async onSynStream(frame: Extract<SpdyFrame, { type: 'syn_stream' }>): Promise<void> {
+    const headers = await this.decompressor.decompress(frame.headerBlock);
+    const peerParity = this.opts.role === 'server' ? 1 : 0;
+    if (frame.streamId === 0 || frame.streamId % 2 !== peerParity || frame.streamId <= this.lastPeerStreamId) {
+      await this.sendReset(frame.streamId, RstStatus.PROTOCOL_ERROR);
+      return;
+    }
+    this.lastPeerStreamId = frame.streamId;
+    if (this.goneAway || this.opts.role === 'client') {
+      await this.sendReset(frame.streamId, RstStatus.REFUSED_STREAM);
+      return;
+    }
+    const stream = new SpdyStream(frame.streamId, headers, this);
+    this.streams.set(frame.streamId, stream);
+    if (frame.unidirectional) stream.localFin = true;
+    // Reply before anything else is written on the stream: spdystream drops DATA that
+    // arrives before the reply, and the client waits for it to consider the stream open.
+    // Compress inside the write job: compression order must equal wire order.
+    await this.enqueue(async () =>
+      encodeFrame({
+        type: 'syn_reply',
+        streamId: frame.streamId,
+        fin: false,
+        headerBlock: await this.compressor.compress({}),
+      }),
+    );
+    if (frame.fin) stream.deliver(Buffer.alloc(0), true);
+    this.emit('stream', stream);
+  }
+
+  private onSocketGone(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const { reject } of this.pendingReplies.values()) reject(new Error('SPDY session closed'));
+    this.pendingReplies.clear();
+    for (const resolve of this.pendingPings.values()) resolve();
+    this.pendingPings.clear();
+    for (const stream of this.streams.values()) {
+      stream.localFin = true;
+      if (!stream.remoteFin) {
+        stream.remoteFin = true;
+        stream.push(null);
+      }
+    }
+    this.streams.clear();
+    this.compressor.close();
+    this.decompressor.close();
+    this.emit('close');
+  }
+}

@@ -1,0 +1,101 @@
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/**
+ * Supervision of the sandbox's processes: each runs detached with its output in a log file and
+ * its id in a pid file. A process is stopped only by the id we recorded, and only while its
+ * command line is still the one we started (a recycled id is never signalled).
+ */
+export interface ProcessSpec {
+  /** Stable name, `<cluster>-<component>`, used for the pid file. */
+  name: string;
+  command: string;
+  args: string[];
+  logFile: string;
+  pidFile: string;
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  /** A string the process's command line must contain for the pid to still be ours. */
+  marker: string;
+}
+
+export function readPid(pidFile: string): number | undefined {
+  if (!existsSync(pidFile)) return undefined;
+  const pid = Number(readFileSync(pidFile, 'utf8').trim());
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+}
+
+/** Whether `pid` is alive and its command line contains `marker`. */
+export function isOurs(pid: number, marker: string): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    return cmdline.includes(marker);
+  } catch {
+    return false;
+  }
+}
+
+export function isRunning(spec: Pick<ProcessSpec, 'pidFile' | 'marker'>): boolean {
+  const pid = readPid(spec.pidFile);
+  return pid !== undefined && isOurs(pid, spec.marker);
+}
+
+/** Starts the process unless it already runs. Returns its pid. */
+export function startProcess(spec: ProcessSpec): number {
+  const existing = readPid(spec.pidFile);
+  if (existing !== undefined && isOurs(existing, spec.marker)) return existing;
+  mkdirSync(dirname(spec.logFile), { recursive: true });
+  mkdirSync(dirname(spec.pidFile), { recursive: true });
+  const fd = openSync(spec.logFile, 'a');
+  try {
+    const child = spawn(spec.command, spec.args, {
+      cwd: spec.cwd,
+      env: spec.env ?? process.env,
+      detached: true,
+      stdio: ['ignore', fd, fd],
+    });
+    if (child.pid === undefined) throw new Error(`could not start ${spec.name}`);
+    child.unref();
+    writeFileSync(spec.pidFile, String(child.pid));
+    return child.pid;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Stops the process we recorded: SIGTERM (or `signal`), then SIGKILL after `graceMs`.
+ * Removes the pid file. A process that is not ours is left alone.
+ */
+export async function stopProcess(spec: Pick<ProcessSpec, 'pidFile' | 'marker'>, signal: NodeJS.Signals = 'SIGTERM', graceMs = 10_000): Promise<boolean> {
+  const pid = readPid(spec.pidFile);
+  if (pid === undefined || !isOurs(pid, spec.marker)) {
+    rmSync(spec.pidFile, { force: true });
+    return false;
+  }
+  try {
+    process.kill(pid, signal);
+  } catch {
+    /* already gone */
+  }
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline && isOurs(pid, spec.marker)) await sleep(100);
+  if (isOurs(pid, spec.marker)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+    while (isOurs(pid, spec.marker)) await sleep(50);
+  }
+  rmSync(spec.pidFile, { force: true });
+  return true;
+}

@@ -1,0 +1,634 @@
+import { execFile, execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import net from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { ensurePki, type SandboxPki } from './pki.js';
+import { isRunning, readPid, startProcess, stopProcess, type ProcessSpec } from './processes.js';
+
+const execFileAsync = promisify(execFile);
+
+/** The repository root (this file lives in test/sandbox/). */
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+/** Control-plane components of one sandbox cluster, in start order. */
+export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider'] as const;
+export type Component = (typeof CLUSTER_COMPONENTS)[number];
+
+/** Region label of each cluster's fake nodes: c1 is us, c2 eu, and extra targets elsewhere. */
+const REGIONS = ['us', 'eu', 'ap', 'sa', 'af', 'me', 'oc', 'an'];
+
+/** Port offsets inside a cluster's block of ten. */
+const PORT = { etcd: 0, etcdPeer: 1, apiserver: 2, kcm: 3, scheduler: 4, kwok: 5, kubelet: 6, webhook: 7, metrics: 8 } as const;
+
+export interface SandboxState {
+  basePort: number;
+  clusters: string[];
+  binDir: string;
+  kwokModuleDir: string;
+  /** Whether the provider processes should run (false until the provider exists or with --no-provider). */
+  provider: boolean;
+}
+
+export interface UpOptions {
+  /** Extra target clusters c3, c4… beyond c1 and c2. */
+  targets?: number;
+  /** Stop before connecting the clusters (Source, kubeconfig Secret, Targets). */
+  connect?: boolean;
+  log?: (line: string) => void;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A set of real Kubernetes control planes on loopback: each cluster has its own etcd,
+ * kube-apiserver, kube-controller-manager, kube-scheduler and kwok (two fake nodes), and a
+ * provider process. State lives in `dir` (default `.sandbox/` in the repository).
+ */
+export class Sandbox {
+  readonly dir: string;
+  private log: (line: string) => void = () => {};
+
+  constructor(dir = process.env.SANDBOX_DIR ?? join(REPO_ROOT, '.sandbox')) {
+    this.dir = resolve(dir);
+  }
+
+  get kubeconfigPath(): string {
+    return join(this.dir, 'kubeconfig');
+  }
+
+  get kubectlPath(): string {
+    return join(this.dir, 'bin', 'kubectl');
+  }
+
+  get statePath(): string {
+    return join(this.dir, 'state.json');
+  }
+
+  state(): SandboxState | undefined {
+    if (!existsSync(this.statePath)) return undefined;
+    return JSON.parse(readFileSync(this.statePath, 'utf8')) as SandboxState;
+  }
+
+  private requireState(): SandboxState {
+    const s = this.state();
+    if (!s) throw new Error('sandbox is not up: run `npm run sandbox -- up`');
+    return s;
+  }
+
+  /** Ports of one cluster. */
+  ports(cluster: string, state = this.requireState()) {
+    const i = state.clusters.indexOf(cluster);
+    if (i < 0) throw new Error(`unknown cluster ${cluster}; the sandbox has ${state.clusters.join(', ')}`);
+    const b = state.basePort + i * 10;
+    return Object.fromEntries(Object.entries(PORT).map(([k, v]) => [k, b + v])) as Record<keyof typeof PORT, number>;
+  }
+
+  /** Whether every process of every cluster is running. */
+  isUp(): boolean {
+    const s = this.state();
+    if (!s) return false;
+    return s.clusters.every((c) => this.components(s).every((comp) => isRunning(this.spec(c, comp, s))));
+  }
+
+  private components(s: SandboxState): Component[] {
+    return CLUSTER_COMPONENTS.filter((c) => c !== 'provider' || s.provider);
+  }
+
+  /** Starts the sandbox; on a running sandbox it does nothing. Missing processes are restarted. */
+  async up(opts: UpOptions = {}): Promise<void> {
+    this.log = opts.log ?? (() => {});
+    const started = Date.now();
+    mkdirSync(this.dir, { recursive: true });
+    let state = this.state();
+    const wantClusters = ['c1', 'c2', ...Array.from({ length: opts.targets ?? 0 }, (_, i) => `c${i + 3}`)];
+    if (state && wantClusters.some((c) => !state!.clusters.includes(c))) {
+      throw new Error(`the running sandbox has clusters ${state.clusters.join(', ')}; run \`down\` first to change the number of targets`);
+    }
+    if (state && this.isUp()) {
+      this.log(`sandbox already up (${state.clusters.join(', ')})`);
+      return;
+    }
+    const binDir = this.build();
+    if (!state) {
+      state = {
+        basePort: await this.pickBasePort(wantClusters.length),
+        clusters: wantClusters,
+        binDir,
+        kwokModuleDir: readFileSync(join(binDir, 'kwok-module-dir'), 'utf8').trim(),
+        provider: existsSync(join(REPO_ROOT, 'provider', 'main.ts')),
+      };
+    } else {
+      state.binDir = binDir;
+    }
+    writeFileSync(this.statePath, JSON.stringify(state, null, 2));
+    mkdirSync(join(this.dir, 'bin'), { recursive: true });
+    rmSync(this.kubectlPath, { force: true });
+    symlinkSync(join(binDir, 'kubectl'), this.kubectlPath);
+
+    const pki = ensurePki(join(this.dir, 'pki'));
+    this.writeKubeconfigs(state, pki);
+    await Promise.all(state.clusters.map((c) => this.upCluster(c, state!)));
+    if (state.provider) {
+      await this.installManifests(state);
+      await Promise.all(state.clusters.map((c) => this.startProvider(c, state!)));
+      if (opts.connect !== false) await this.connect(state);
+    }
+    this.log(`sandbox up in ${((Date.now() - started) / 1000).toFixed(1)} s: clusters ${state.clusters.join(', ')}; kubeconfig ${this.kubeconfigPath}`);
+  }
+
+  /** Builds (or finds cached) control-plane binaries; returns their folder. */
+  private build(): string {
+    this.log('control-plane binaries: building or reusing the cache (a cold build takes many minutes)');
+    const out = execFileSync('bash', [join(REPO_ROOT, 'test', 'sandbox', 'build.sh')], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+    return out.trim().split('\n').pop()!;
+  }
+
+  /** Picks a block of ports, keyed by the sandbox folder, that is free on 127.0.0.1. */
+  private async pickBasePort(clusters: number): Promise<number> {
+    const h = createHash('sha256').update(this.dir).digest().readUInt32BE(0);
+    for (let attempt = 0; attempt < 50; attempt++) {
+      // Below the Linux ephemeral range (32768+) so outgoing connections never hold our ports.
+      const base = 11000 + ((h + attempt * 7) % 200) * 100;
+      const ports = Array.from({ length: clusters * 10 }, (_, i) => base + i);
+      const free = await Promise.all(ports.map(portIsFree));
+      if (free.every(Boolean)) return base;
+    }
+    throw new Error('no free block of ports found on 127.0.0.1');
+  }
+
+  private clusterDir(cluster: string): string {
+    return join(this.dir, cluster);
+  }
+
+  /** Per-cluster admin kubeconfig files for the components, and the shared one with contexts. */
+  private writeKubeconfigs(state: SandboxState, pki: SandboxPki): void {
+    const ca = readFileSync(pki.caCert).toString('base64');
+    const cert = readFileSync(pki.adminCert).toString('base64');
+    const key = readFileSync(pki.adminKey).toString('base64');
+    const entries = state.clusters.map((c) => ({ name: c, server: `https://127.0.0.1:${this.ports(c, state).apiserver}` }));
+    const render = (list: typeof entries, current: string) =>
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters:',
+        ...list.flatMap((e) => [`- name: ${e.name}`, '  cluster:', `    server: ${e.server}`, `    certificate-authority-data: ${ca}`]),
+        'users:',
+        ...list.flatMap((e) => [`- name: ${e.name}-admin`, '  user:', `    client-certificate-data: ${cert}`, `    client-key-data: ${key}`]),
+        'contexts:',
+        ...list.flatMap((e) => [`- name: ${e.name}`, '  context:', `    cluster: ${e.name}`, `    user: ${e.name}-admin`, '    namespace: default']),
+        `current-context: ${current}`,
+        '',
+      ].join('\n');
+    writeFileSync(this.kubeconfigPath, render(entries, entries[0].name), { mode: 0o600 });
+    for (const e of entries) {
+      mkdirSync(this.clusterDir(e.name), { recursive: true });
+      writeFileSync(join(this.clusterDir(e.name), 'admin.kubeconfig'), render([e], e.name), { mode: 0o600 });
+    }
+  }
+
+  /** The process description of one component of one cluster. */
+  spec(cluster: string, component: Component, state = this.requireState()): ProcessSpec {
+    const pki = ensurePki(join(this.dir, 'pki'));
+    const p = this.ports(cluster, state);
+    const d = this.clusterDir(cluster);
+    const bin = (b: string) => join(state.binDir, b);
+    const kubeconfig = join(d, 'admin.kubeconfig');
+    const base = { name: `${cluster}-${component}`, logFile: join(this.dir, 'logs', `${cluster}-${component}.log`), pidFile: join(this.dir, 'pids', `${cluster}-${component}.pid`) };
+    const i = state.clusters.indexOf(cluster);
+    switch (component) {
+      case 'etcd':
+        return {
+          ...base,
+          command: bin('etcd'),
+          marker: join(d, 'etcd'),
+          args: [
+            '--name=n0',
+            `--data-dir=${join(d, 'etcd')}`,
+            '--unsafe-no-fsync=true',
+            '--log-level=warn',
+            `--listen-client-urls=http://127.0.0.1:${p.etcd}`,
+            `--advertise-client-urls=http://127.0.0.1:${p.etcd}`,
+            `--listen-peer-urls=http://127.0.0.1:${p.etcdPeer}`,
+            `--initial-advertise-peer-urls=http://127.0.0.1:${p.etcdPeer}`,
+            `--initial-cluster=n0=http://127.0.0.1:${p.etcdPeer}`,
+            '--listen-metrics-urls=',
+          ],
+        };
+      case 'kube-apiserver':
+        return {
+          ...base,
+          command: bin('kube-apiserver'),
+          marker: `--secure-port=${p.apiserver}`,
+          args: [
+            `--etcd-servers=http://127.0.0.1:${p.etcd}`,
+            '--bind-address=127.0.0.1',
+            `--secure-port=${p.apiserver}`,
+            '--advertise-address=127.0.0.1',
+            // A loopback advertise address fails Endpoints validation; nothing here needs them.
+            '--endpoint-reconciler-type=none',
+            `--cert-dir=${join(d, 'apiserver-certs')}`,
+            `--tls-cert-file=${pki.apiserverCert}`,
+            `--tls-private-key-file=${pki.apiserverKey}`,
+            `--client-ca-file=${pki.caCert}`,
+            '--authorization-mode=Node,RBAC',
+            '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+            `--service-account-key-file=${pki.saPub}`,
+            `--service-account-signing-key-file=${pki.saKey}`,
+            '--service-cluster-ip-range=10.96.0.0/16',
+            '--allow-privileged=true',
+            // Kubelets (kwok's and the provider's) are reached on 127.0.0.1 and verified against the CA.
+            '--kubelet-preferred-address-types=InternalIP,Hostname',
+            `--kubelet-client-certificate=${pki.kubeletClientCert}`,
+            `--kubelet-client-key=${pki.kubeletClientKey}`,
+            `--kubelet-certificate-authority=${pki.caCert}`,
+            '--profiling=false',
+          ],
+        };
+      case 'kube-controller-manager':
+        return {
+          ...base,
+          command: bin('kube-controller-manager'),
+          marker: `--secure-port=${p.kcm}`,
+          args: [
+            `--kubeconfig=${kubeconfig}`,
+            '--leader-elect=false',
+            '--bind-address=127.0.0.1',
+            `--secure-port=${p.kcm}`,
+            '--controllers=*',
+            `--service-account-private-key-file=${pki.saKey}`,
+            `--root-ca-file=${pki.caCert}`,
+            `--cluster-signing-cert-file=${pki.caCert}`,
+            `--cluster-signing-key-file=${pki.caKey}`,
+            '--use-service-account-credentials=false',
+            '--profiling=false',
+          ],
+        };
+      case 'kube-scheduler':
+        return {
+          ...base,
+          command: bin('kube-scheduler'),
+          marker: `--secure-port=${p.scheduler}`,
+          args: [`--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', `--secure-port=${p.scheduler}`, '--profiling=false'],
+        };
+      case 'kwok':
+        return {
+          ...base,
+          command: bin('kwok'),
+          marker: `--node-port=${p.kwok}`,
+          args: [
+            `--kubeconfig=${kubeconfig}`,
+            // Only the sandbox's fake nodes: never the provider's virtual nodes.
+            '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
+            `--config=${join(state.kwokModuleDir, 'kustomize', 'stage', 'fast')}`,
+            '--enable-crds=Logs,ClusterLogs,Exec,ClusterExec,Attach,ClusterAttach,PortForward,ClusterPortForward',
+            '--node-ip=127.0.0.1',
+            '--node-name=localhost',
+            `--node-port=${p.kwok}`,
+            `--server-address=127.0.0.1:${p.kwok}`,
+            `--tls-cert-file=${pki.kwokCert}`,
+            `--tls-private-key-file=${pki.kwokKey}`,
+            '--node-lease-duration-seconds=40',
+            `--cidr=10.${200 + i}.0.0/16`,
+          ],
+        };
+      case 'provider':
+        return {
+          ...base,
+          command: process.execPath,
+          cwd: REPO_ROOT,
+          marker: `--cluster-name=${cluster}`,
+          env: { ...process.env, NODE_ENV: 'sandbox' },
+          args: ['--import', 'tsx', join(REPO_ROOT, 'provider', 'cli.ts'), 'provider', ...this.providerArgs(cluster, state)],
+        };
+    }
+  }
+
+  /** Flags of a cluster's provider: c1 is the source and runs everything; other clusters run the target-side parts. */
+  providerArgs(cluster: string, state = this.requireState()): string[] {
+    const p = this.ports(cluster, state);
+    const d = this.clusterDir(cluster);
+    const args = [
+      `--kubeconfig=${join(d, 'provider.kubeconfig')}`,
+      `--cluster-name=${cluster}`,
+      '--namespace=admiralty',
+      '--kubelet-address=127.0.0.1',
+      '--kubelet-bind-address=127.0.0.1',
+      `--kubelet-port=${p.kubelet}`,
+      `--kubelet-client-ca-file=${join(this.dir, 'pki', 'ca.crt')}`,
+      '--webhook-bind-address=127.0.0.1',
+      `--webhook-port=${p.webhook}`,
+      `--webhook-url=https://127.0.0.1:${p.webhook}/mutate`,
+      '--metrics-bind-address=127.0.0.1',
+      `--metrics-port=${p.metrics}`,
+      '--log-format=json',
+      '--log-level=debug',
+    ];
+    if (cluster !== 'c1') args.push('--enable=summary,sources');
+    return args;
+  }
+
+  private async upCluster(cluster: string, state: SandboxState): Promise<void> {
+    const t0 = Date.now();
+    const kubectl = (...args: string[]) => this.kubectl(cluster, ...args);
+    startProcess(this.spec(cluster, 'etcd', state));
+    await waitFor(`${cluster} etcd`, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));
+    startProcess(this.spec(cluster, 'kube-apiserver', state));
+    await waitFor(`${cluster} kube-apiserver`, 90_000, () => this.apiserverReady(cluster, state));
+    startProcess(this.spec(cluster, 'kube-controller-manager', state));
+    startProcess(this.spec(cluster, 'kube-scheduler', state));
+
+    // The apiserver's kubelet client may call kubelets (kwok's and the provider's), as with kubeadm.
+    await this.applyYaml(cluster, KUBELET_CLIENT_RBAC);
+    const crdDir = join(state.kwokModuleDir, 'kustomize', 'crd', 'bases');
+    for (const kind of ['logs', 'clusterlogs', 'execs', 'clusterexecs', 'attaches', 'clusterattaches', 'portforwards', 'clusterportforwards']) {
+      await kubectl('apply', '--server-side', '-f', join(crdDir, `kwok.x-k8s.io_${kind}.yaml`));
+    }
+    await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clusterlogs.kwok.x-k8s.io', 'crd/clusterexecs.kwok.x-k8s.io');
+    await this.applyYaml(cluster, this.fakeNodesYaml(cluster, state));
+    await this.applyYaml(cluster, this.kwokDefaultsYaml(cluster));
+    startProcess(this.spec(cluster, 'kwok', state));
+    await waitFor(`${cluster} default ServiceAccount`, 60_000, async () => (await kubectl('get', 'serviceaccount', 'default', '-n', 'default', '-o', 'name').catch(() => '')).includes('default'));
+    await waitFor(`${cluster} fake nodes Ready`, 60_000, async () => {
+      const out = await kubectl('get', 'nodes', '-l', 'type=kwok', '-o', 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}').catch(() => '');
+      const ready = out.trim().split(/\s+/).filter((s) => s === 'True');
+      return ready.length === 2;
+    });
+    this.log(`${cluster}: control plane and 2 fake nodes ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  }
+
+  private fakeNodesYaml(cluster: string, state: SandboxState): string {
+    const i = state.clusters.indexOf(cluster);
+    const region = REGIONS[i % REGIONS.length];
+    return [0, 1]
+      .map((n) =>
+        [
+          'apiVersion: v1',
+          'kind: Node',
+          'metadata:',
+          `  name: ${cluster}-node-${n}`,
+          '  annotations:',
+          '    kwok.x-k8s.io/node: fake',
+          '    node.alpha.kubernetes.io/ttl: "0"',
+          '  labels:',
+          '    type: kwok',
+          `    kubernetes.io/hostname: ${cluster}-node-${n}`,
+          '    kubernetes.io/os: linux',
+          '    kubernetes.io/arch: amd64',
+          `    topology.kubernetes.io/region: ${region}`,
+          `    topology.kubernetes.io/zone: ${region}-${n === 0 ? 'a' : 'b'}`,
+          'spec:',
+          `  podCIDR: 10.${200 + i}.${n}.0/24`,
+          'status:',
+          '  capacity: {cpu: "32", memory: 256Gi, pods: "600"}',
+          '  allocatable: {cpu: "32", memory: 256Gi, pods: "600"}',
+        ].join('\n'),
+      )
+      .join('\n---\n');
+  }
+
+  /** What every fake container logs by default, and where exec runs (a scratch folder). */
+  private kwokDefaultsYaml(cluster: string): string {
+    const d = this.clusterDir(cluster);
+    mkdirSync(join(d, 'fake-logs'), { recursive: true });
+    mkdirSync(join(d, 'exec'), { recursive: true });
+    const logFile = join(d, 'fake-logs', 'default.log');
+    // kwok reads container logs in the CRI format: `<RFC 3339 time> <stream> <F|P> <text>`.
+    if (!existsSync(logFile)) writeFileSync(logFile, `${new Date().toISOString()} stdout F hello from a fake container in ${cluster}\n`);
+    return [
+      'apiVersion: kwok.x-k8s.io/v1alpha1',
+      'kind: ClusterLogs',
+      'metadata: {name: sandbox-default}',
+      'spec:',
+      '  selector: {}',
+      '  logs:',
+      `  - logsFile: ${logFile}`,
+      '    follow: true',
+      '---',
+      'apiVersion: kwok.x-k8s.io/v1alpha1',
+      'kind: ClusterExec',
+      'metadata: {name: sandbox-default}',
+      'spec:',
+      '  selector: {}',
+      '  execs:',
+      '  - local:',
+      `      workDir: ${join(d, 'exec')}`,
+      '      envs: [{name: SANDBOX_CLUSTER, value: ' + cluster + '}]',
+    ].join('\n');
+  }
+
+  private async apiserverReady(cluster: string, state: SandboxState): Promise<boolean> {
+    const pki = ensurePki(join(this.dir, 'pki'));
+    return httpsOk(`https://127.0.0.1:${this.ports(cluster, state).apiserver}/readyz`, pki);
+  }
+
+  /** Runs the sandbox's kubectl against one cluster; resolves with stdout. */
+  async kubectl(cluster: string, ...args: string[]): Promise<string> {
+    const { stdout } = await execFileAsync(this.kubectlPath, ['--kubeconfig', this.kubeconfigPath, '--context', cluster, ...args], { maxBuffer: 64 << 20 });
+    return stdout;
+  }
+
+  /** Applies YAML given as a string. */
+  async applyYaml(cluster: string, yaml: string): Promise<string> {
+    return new Promise((res, rej) => {
+      const child = execFile(this.kubectlPath, ['--kubeconfig', this.kubeconfigPath, '--context', cluster, 'apply', '-f', '-'], (err, stdout, stderr) =>
+        err ? rej(new Error(`kubectl apply on ${cluster} failed: ${stderr || err.message}`)) : res(stdout),
+      );
+      child.stdin!.end(yaml);
+    });
+  }
+
+  /** Installs CRDs and RBAC (manifests/sandbox) and the provider's own kubeconfig in every cluster. */
+  private async installManifests(state: SandboxState): Promise<void> {
+    await Promise.all(
+      state.clusters.map(async (c) => {
+        await this.kubectl(c, 'apply', '--server-side', '-k', join(REPO_ROOT, 'manifests', 'sandbox'));
+        await this.kubectl(c, 'wait', '--for=condition=Established', '--timeout=60s', 'crd/targets.multicluster.admiralty.io', 'crd/clustersummaries.multicluster.admiralty.io');
+        await this.writeProviderKubeconfig(c, state);
+      }),
+    );
+    await this.applyYaml('c1', this.webhookConfigYaml(state));
+  }
+
+  /** The provider runs as the shipped ServiceAccount (not cluster-admin), with a token from the TokenRequest API. */
+  private async writeProviderKubeconfig(cluster: string, state: SandboxState): Promise<void> {
+    const token = (await this.kubectl(cluster, 'create', 'token', 'admiralty', '-n', 'admiralty', '--duration=48h')).trim();
+    const ca = readFileSync(join(this.dir, 'pki', 'ca.crt')).toString('base64');
+    writeFileSync(
+      join(this.clusterDir(cluster), 'provider.kubeconfig'),
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        `clusters: [{name: ${cluster}, cluster: {server: "https://127.0.0.1:${this.ports(cluster, state).apiserver}", certificate-authority-data: ${ca}}}]`,
+        `users: [{name: admiralty, user: {token: ${token}}}]`,
+        `contexts: [{name: ${cluster}, context: {cluster: ${cluster}, user: admiralty, namespace: admiralty}}]`,
+        `current-context: ${cluster}`,
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+  }
+
+  /** Out of cluster, the apiserver calls the webhook at a loopback URL instead of a Service. */
+  private webhookConfigYaml(state: SandboxState): string {
+    const url = `https://127.0.0.1:${this.ports('c1', state).webhook}/mutate`;
+    return `apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: admiralty
+webhooks:
+- name: proxypods.multicluster.admiralty.io
+  clientConfig:
+    url: ${url}
+  rules:
+  - apiGroups: [""]
+    apiVersions: [v1]
+    operations: [CREATE]
+    resources: [pods]
+  namespaceSelector:
+    matchLabels: {multicluster-scheduler: enabled}
+  matchConditions:
+  - name: elected
+    expression: "has(object.metadata.annotations) && 'multicluster.admiralty.io/elect' in object.metadata.annotations"
+  failurePolicy: Fail
+  timeoutSeconds: 5
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  reinvocationPolicy: IfNeeded
+`;
+  }
+
+  private async startProvider(cluster: string, state: SandboxState): Promise<void> {
+    startProcess(this.spec(cluster, 'provider', state));
+    await waitFor(`${cluster} provider`, 60_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).metrics}/readyz`));
+  }
+
+  /**
+   * Connects the clusters as the user guide does: Source `c1` in c2, the exported kubeconfig
+   * Secret `c2` in c1, Targets `c1` (self) and `c2`, and namespace default opted in.
+   */
+  async connect(state = this.requireState()): Promise<void> {
+    const targets = state.clusters.filter((c) => c !== 'c1');
+    for (const t of targets) {
+      await this.applyYaml(t, `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: c1, namespace: default}\nspec: {serviceAccountName: c1}\n`);
+    }
+    for (const t of targets) {
+      await waitFor(`${t} ServiceAccount c1`, 30_000, async () => (await this.kubectl(t, 'get', 'sa', 'c1', '-n', 'default', '-o', 'name').catch(() => '')).includes('c1'));
+      const secret = await this.exportKubeconfig(t, 'default', 'c1', t);
+      await this.applyYaml('c1', secret);
+    }
+    const targetYaml = [
+      `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: c1, namespace: default}\nspec: {self: true}`,
+      ...targets.map((t) => `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: ${t}, namespace: default}\nspec: {kubeconfigSecret: {name: ${t}}}`),
+    ].join('\n---\n');
+    await this.applyYaml('c1', targetYaml);
+    await this.kubectl('c1', 'label', 'namespace', 'default', 'multicluster-scheduler=enabled', '--overwrite');
+    await waitFor('virtual nodes Ready', 60_000, async () => {
+      const out = await this.kubectl('c1', 'get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}').catch(() => '');
+      return out.trim().split(/\s+/).filter((s) => s === 'True').length === state.clusters.length;
+    });
+    this.log(`connected: targets ${state.clusters.join(', ')} are virtual nodes of c1`);
+  }
+
+  /** The `export-kubeconfig` command, run with the sandbox's admin credentials. */
+  async exportKubeconfig(cluster: string, namespace: string, serviceAccount: string, secretName: string): Promise<string> {
+    const { stdout } = await execFileAsync(
+      process.execPath,
+      ['--import', 'tsx', join(REPO_ROOT, 'provider', 'cli.ts'), 'export-kubeconfig', '--kubeconfig', this.kubeconfigPath, '--context', cluster, '-n', namespace, serviceAccount, '--as', secretName],
+      { cwd: REPO_ROOT },
+    );
+    return stdout;
+  }
+
+  /** Stops one process of one cluster, keeping its state (for fault tests). */
+  async stop(cluster: string, component: Component, signal: NodeJS.Signals = 'SIGTERM'): Promise<boolean> {
+    return stopProcess(this.spec(cluster, component), signal);
+  }
+
+  /** Starts one process of one cluster again and waits until it is ready. */
+  async start(cluster: string, component: Component): Promise<void> {
+    const state = this.requireState();
+    startProcess(this.spec(cluster, component, state));
+    if (component === 'kube-apiserver') await waitFor(`${cluster} kube-apiserver`, 90_000, () => this.apiserverReady(cluster, state));
+    if (component === 'etcd') await waitFor(`${cluster} etcd`, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));
+    if (component === 'provider') await waitFor(`${cluster} provider`, 60_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).metrics}/readyz`));
+  }
+
+  /** One line per process: cluster, component, pid, running or not. */
+  status(): string[] {
+    const s = this.state();
+    if (!s) return ['sandbox: down'];
+    const lines: string[] = [];
+    for (const c of s.clusters) {
+      for (const comp of this.components(s)) {
+        const spec = this.spec(c, comp, s);
+        const pid = readPid(spec.pidFile);
+        lines.push(`${c.padEnd(4)} ${comp.padEnd(24)} ${isRunning(spec) ? `running (pid ${pid})` : 'stopped'}`);
+      }
+    }
+    lines.push(`kubeconfig: ${this.kubeconfigPath}`, `kubectl:    ${this.kubectlPath}`);
+    return lines;
+  }
+
+  /** Stops every process the sandbox started (by recorded pid) and removes its state. */
+  async down(): Promise<void> {
+    const s = this.state();
+    if (s) {
+      const order = [...this.components(s)].reverse();
+      for (const comp of order) {
+        await Promise.all(s.clusters.map((c) => stopProcess(this.spec(c, comp, s))));
+      }
+    } else if (existsSync(join(this.dir, 'pids'))) {
+      // State lost but pid files remain: nothing can be matched safely; say so.
+      for (const f of readdirSync(join(this.dir, 'pids'))) this.log(`left alone (no state to verify it): ${f}`);
+    }
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** RBAC that lets the apiserver's kubelet client call kubelets, as kubeadm sets it up. */
+const KUBELET_CLIENT_RBAC = `apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: sandbox:kube-apiserver-kubelet-client}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:kubelet-api-admin}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: kube-apiserver-kubelet-client}
+`;
+
+function portIsFree(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const srv = net.createServer();
+    srv.once('error', () => res(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => res(true)));
+  });
+}
+
+function httpOk(url: string): Promise<boolean> {
+  return fetch(url, { signal: AbortSignal.timeout(2000) })
+    .then((r) => r.ok)
+    .catch(() => false);
+}
+
+function httpsOk(url: string, pki: SandboxPki): Promise<boolean> {
+  return new Promise((res) => {
+    const req = https.get(url, { ca: readFileSync(pki.caCert), cert: readFileSync(pki.adminCert), key: readFileSync(pki.adminKey), timeout: 2000 }, (r) => {
+      r.resume();
+      res(r.statusCode === 200);
+    });
+    req.on('error', () => res(false));
+    req.on('timeout', () => req.destroy());
+  });
+}
+
+/** Polls `check` every 250 ms until it is true, or throws after `timeoutMs`. */
+export async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean> | boolean): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(250);
+  }
+}
