@@ -1,0 +1,24 @@
+import { Sandbox } from '../sandbox/sandbox.js';
+
+/**
+ * Root hooks of the end-to-end suite: start the sandbox once per run, or reuse one that is
+ * already up, and stop it at the end only if this run started it.
+ */
+let startedHere = false;
+
+export const mochaHooks = {
+  async beforeAll(this: Mocha.Context) {
+    this.timeout(40 * 60_000); // a cold build of the control plane happens here on a fresh machine
+    const sandbox = new Sandbox();
+    if (sandbox.isUp()) {
+      console.log('  (reusing the running sandbox)');
+      return;
+    }
+    startedHere = sandbox.state() === undefined;
+    await sandbox.up({ log: (l) => console.log(`  sandbox: ${l}`) });
+  },
+  async afterAll(this: Mocha.Context) {
+    this.timeout(120_000);
+    if (startedHere && process.env.KEEP_SANDBOX !== '1') await new Sandbox().down();
+  },
+};
