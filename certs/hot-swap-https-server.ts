@@ -1,0 +1,43 @@
+import https from 'node:https';
+import type { RequestListener } from 'node:http';
+import type { CertKeyPair } from './cert-types.js';
+
+export interface HotSwapHttpsServerOptions {
+  /** The first certificate (chain, leaf first) and key to serve. */
+  pair: CertKeyPair;
+  /** Handler of requests, e.g. an express app. */
+  handler?: RequestListener;
+  /**
+   * Other TLS options (`ca`, `requestCert`, `minVersion`...). Kept and re-applied on every swap,
+   * because `setSecureContext` replaces the whole context, not just the certificate.
+   */
+  tlsOptions?: Omit<https.ServerOptions, 'cert' | 'key'>;
+}
+
+/** An HTTPS server whose certificate can be replaced without a restart. */
+export interface HotSwapHttpsServer {
+  server: https.Server;
+  /**
+   * Serves `pair` to every handshake from now on. Connections already open keep their session
+   * (and their keep-alive), so a rotation never cuts a request. Throws if the PEMs are invalid,
+   * in which case the previous certificate stays in use.
+   */
+  swap(pair: CertKeyPair): void;
+}
+
+/**
+ * Wraps `https.createServer` so that `CertRotator.onRotate` can swap the certificate with
+ * `server.setSecureContext`. The caller listens (on the address it chooses) and closes.
+ */
+export function createHotSwapHttpsServer(opts: HotSwapHttpsServerOptions): HotSwapHttpsServer {
+  const base = opts.tlsOptions ?? {};
+  const server = opts.handler
+    ? https.createServer({ ...base, cert: opts.pair.certPem, key: opts.pair.keyPem }, opts.handler)
+    : https.createServer({ ...base, cert: opts.pair.certPem, key: opts.pair.keyPem });
+  return {
+    server,
+    swap(pair) {
+      server.setSecureContext({ ...base, cert: pair.certPem, key: pair.keyPem });
+    },
+  };
+}

@@ -1,0 +1,194 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { ValidationError } from '../../../provider/core/errors.js';
+import {
+  ELECT_ANNOTATION,
+  HAS_FINALIZER_LABEL,
+  PROXY_FINALIZER,
+  PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION as CONSTRAINTS,
+  SOURCE_POD_MANIFEST_ANNOTATION,
+} from '../../../provider/core/keys.js';
+import { mutatePod } from '../../../webhook/mutate-pod.js';
+
+const PROXY_TOLERATIONS = [
+  { key: 'virtual-kubelet.io/provider', operator: 'Equal', value: 'admiralty', effect: 'NoSchedule' },
+  { key: 'node.kubernetes.io/network-unavailable', operator: 'Exists' },
+  { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute' },
+  { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute' },
+];
+
+const nodeAffinity = {
+  requiredDuringSchedulingIgnoredDuringExecution: {
+    nodeSelectorTerms: [{ matchExpressions: [{ key: 'topology.kubernetes.io/region', operator: 'In', values: ['eu'] }] }],
+  },
+  preferredDuringSchedulingIgnoredDuringExecution: [
+    { weight: 10, preference: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['gold'] }] } },
+  ],
+};
+const podAntiAffinity = {
+  requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'web' } } }],
+};
+const spread = [{ maxSkew: 1, topologyKey: 'zone', whenUnsatisfiable: 'DoNotSchedule', labelSelector: { matchLabels: { app: 'web' } } }];
+
+/** A pod as it reaches the webhook (after API defaulting, DefaultTolerationSeconds included). */
+function sourcePod(annotations: Record<string, string> = { [ELECT_ANNOTATION]: '' }): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      generateName: 'web-7d9f-',
+      namespace: 'default',
+      labels: { app: 'web', 'pod-template-hash': '7d9f' },
+      annotations,
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7d9f', uid: 'rs-uid', controller: true, blockOwnerDeletion: true }],
+      finalizers: ['example.com/keep'],
+    },
+    spec: {
+      schedulerName: 'default-scheduler',
+      serviceAccountName: 'web',
+      containers: [{ name: 'web', image: 'nginx', resources: { requests: { cpu: '100m', memory: '64Mi' } } }],
+      nodeSelector: { 'kubernetes.io/os': 'linux' },
+      affinity: { nodeAffinity, podAntiAffinity },
+      topologySpreadConstraints: spread,
+      tolerations: [
+        { key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' },
+        { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
+        { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
+      ],
+    },
+  };
+}
+
+describe('webhook: mutatePod', () => {
+  it('leaves a pod without the elect annotation alone (same object)', () => {
+    const pod = sourcePod({});
+    const result = mutatePod(pod);
+    expect(result.mutated).to.equal(false);
+    expect(result.pod).to.equal(pod);
+  });
+
+  it('turns an elected pod into a proxy pod', () => {
+    const pod = sourcePod();
+    const before = structuredClone(pod);
+    const { pod: proxy, mutated } = mutatePod(pod);
+    expect(mutated).to.equal(true);
+    expect(pod, 'input untouched').to.deep.equal(before);
+
+    expect(JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION])).to.deep.equal(before);
+    expect(proxy.metadata!.annotations![ELECT_ANNOTATION]).to.equal('');
+    expect(proxy.metadata!.labels).to.deep.equal({ app: 'web', 'pod-template-hash': '7d9f', [HAS_FINALIZER_LABEL]: 'true' });
+    expect(proxy.metadata!.finalizers).to.deep.equal(['example.com/keep', PROXY_FINALIZER]);
+    expect(proxy.metadata!.ownerReferences).to.deep.equal(before.metadata!.ownerReferences);
+
+    const spec = proxy.spec!;
+    expect(spec.nodeSelector).to.deep.equal({ 'kubernetes.io/os': 'linux', 'virtual-kubelet.io/provider': 'admiralty' });
+    // User toleration kept; the 300 s outage tolerations replaced by unbounded ones.
+    expect(spec.tolerations).to.deep.equal([{ key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' }, ...PROXY_TOLERATIONS]);
+    expect(spec.tolerations!.some((t) => t.tolerationSeconds !== undefined)).to.equal(false);
+    expect(spec.affinity).to.deep.equal({ nodeAffinity });
+    expect(spec).to.not.have.property('topologySpreadConstraints');
+    expect(spec.containers).to.deep.equal(before.spec!.containers);
+    expect(spec.schedulerName).to.equal('default-scheduler');
+    expect(spec.serviceAccountName).to.equal('web');
+  });
+
+  it('is idempotent on reinvocation', () => {
+    const once = mutatePod(sourcePod()).pod;
+    const twice = mutatePod(once);
+    expect(twice.mutated).to.equal(false);
+    expect(twice.pod).to.equal(once);
+  });
+
+  it('keeps an existing source manifest (the first admission wins)', () => {
+    const pod = sourcePod({ [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: '{"kind":"Pod","original":true}' });
+    const { pod: proxy } = mutatePod(pod);
+    expect(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).to.equal('{"kind":"Pod","original":true}');
+  });
+
+  it('drops pod affinity without node affinity entirely, and does not duplicate tolerations', () => {
+    const pod = sourcePod();
+    pod.spec!.affinity = { podAntiAffinity };
+    pod.spec!.tolerations = [{ key: 'virtual-kubelet.io/provider', value: 'admiralty', effect: 'NoSchedule' }];
+    const { pod: proxy } = mutatePod(pod);
+    expect(proxy.spec).to.not.have.property('affinity');
+    expect(proxy.spec!.tolerations).to.deep.equal([{ key: 'virtual-kubelet.io/provider', value: 'admiralty', effect: 'NoSchedule' }, ...PROXY_TOLERATIONS.slice(1)]);
+  });
+
+  it('adds nodeSelector and tolerations from the constraints annotation and replaces affinity and spread', () => {
+    const constraints = [
+      'nodeSelector:',
+      '  topology.kubernetes.io/region: us',
+      'tolerations:',
+      '- key: spot',
+      '  operator: Exists',
+      'affinity:',
+      '  nodeAffinity:',
+      '    requiredDuringSchedulingIgnoredDuringExecution:',
+      '      nodeSelectorTerms:',
+      '      - matchExpressions:',
+      '        - {key: multicluster.admiralty.io/cluster-target-name, operator: In, values: [a, b]}',
+      'topologySpreadConstraints:',
+      '- maxSkew: 2',
+      '  topologyKey: multicluster.admiralty.io/cluster-target-name',
+      '  whenUnsatisfiable: ScheduleAnyway',
+    ].join('\n');
+    const pod = sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: constraints });
+    const { pod: proxy } = mutatePod(pod);
+    const spec = proxy.spec!;
+    expect(spec.nodeSelector).to.deep.equal({
+      'kubernetes.io/os': 'linux',
+      'topology.kubernetes.io/region': 'us',
+      'virtual-kubelet.io/provider': 'admiralty',
+    });
+    expect(spec.tolerations).to.deep.equal([
+      { key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' },
+      { key: 'spot', operator: 'Exists' },
+      ...PROXY_TOLERATIONS,
+    ]);
+    expect(spec.affinity).to.deep.equal({
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [{ key: 'multicluster.admiralty.io/cluster-target-name', operator: 'In', values: ['a', 'b'] }] }],
+        },
+      },
+    });
+    expect(spec.topologySpreadConstraints).to.deep.equal([
+      { maxSkew: 2, topologyKey: 'multicluster.admiralty.io/cluster-target-name', whenUnsatisfiable: 'ScheduleAnyway' },
+    ]);
+    // The saved manifest still has the user's own constraints, for the delegate.
+    const saved = JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]) as V1Pod;
+    expect(saved.spec!.affinity).to.deep.equal({ nodeAffinity, podAntiAffinity });
+    expect(mutatePod(proxy).mutated, 'idempotent with constraints').to.equal(false);
+  });
+
+  it('keeps the proxy node affinity when the constraints annotation has no affinity', () => {
+    const pod = sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: 'tolerations: [{key: spot, operator: Exists}]' });
+    const { pod: proxy } = mutatePod(pod);
+    expect(proxy.spec!.affinity).to.deep.equal({ nodeAffinity });
+    expect(proxy.spec).to.not.have.property('topologySpreadConstraints');
+  });
+
+  const malformed: Array<[string, string, RegExp]> = [
+    ['bad YAML', 'nodeSelector: [unclosed', /not valid YAML/],
+    ['an unknown top-level field', 'nodeselector: {a: b}', /nodeselector is not a supported field/],
+    ['an unsupported PodSpec field', 'containers: []', /containers is not a supported field/],
+    ['an unknown nested field', 'tolerations:\n- key: a\n  tolerationseconds: 5', /tolerations\[0\]\.tolerationseconds is not a supported field/],
+    ['a wrong type', 'nodeSelector: {a: 1}', /nodeSelector\.a must be a string/],
+    ['a missing required field', 'topologySpreadConstraints: [{maxSkew: 1, topologyKey: z}]', /topologySpreadConstraints\[0\]\.whenUnsatisfiable is required/],
+    ['a duplicate key', 'nodeSelector: {a: b}\nnodeSelector: {c: d}', /not valid YAML/],
+    ['a scalar', 'just text', /must be a mapping/],
+  ];
+  for (const [what, text, message] of malformed) {
+    it(`refuses a constraints annotation with ${what}`, () => {
+      const pod = sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: text });
+      let caught: unknown;
+      try {
+        mutatePod(pod);
+      } catch (err) {
+        caught = err;
+      }
+      expect(caught).to.be.instanceOf(ValidationError);
+      expect((caught as Error).message).to.include(CONSTRAINTS).and.match(message);
+    });
+  }
+});

@@ -1,0 +1,63 @@
+/** One RFC 6902 operation, as sent base64-encoded in an AdmissionResponse. */
+export type JsonPatchOp =
+  | { op: 'add'; path: string; value: unknown }
+  | { op: 'replace'; path: string; value: unknown }
+  | { op: 'remove'; path: string }
+  | { op: 'test'; path: string; value: unknown };
+
+/** Escapes one JSON Pointer reference token (RFC 6901: `~` -> `~0`, then `/` -> `~1`). */
+export function escapePointerToken(token: string): string {
+  return token.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+/**
+ * The RFC 6902 operations that turn `before` into `after`, both taken as JSON (keys whose value
+ * is `undefined` count as absent; Dates become strings). Objects are diffed key by key; arrays
+ * and scalars that differ are replaced whole (simpler and safe for admission, where nobody else
+ * patches the object between our read and the apiserver applying the patch). Pure.
+ *
+ * Called by the webhook app to answer an AdmissionReview. An empty array means "no change".
+ */
+export function createJsonPatch(before: unknown, after: unknown): JsonPatchOp[] {
+  const ops: JsonPatchOp[] = [];
+  diff(toJson(before), toJson(after), '', ops);
+  return ops;
+}
+
+/** Deep equality of two JSON values (object key order ignored). Pure. */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (Array.isArray(a)) {
+    return Array.isArray(b) && a.length === b.length && a.every((v, i) => jsonEqual(v, b[i]));
+  }
+  if (isPlainObject(a) && isPlainObject(b)) {
+    const ka = Object.keys(a).filter((k) => a[k] !== undefined);
+    const kb = Object.keys(b).filter((k) => b[k] !== undefined);
+    return ka.length === kb.length && ka.every((k) => b[k] !== undefined && jsonEqual(a[k], b[k]));
+  }
+  return false;
+}
+
+function diff(a: unknown, b: unknown, path: string, ops: JsonPatchOp[]): void {
+  if (jsonEqual(a, b)) return;
+  if (!isPlainObject(a) || !isPlainObject(b)) {
+    ops.push({ op: 'replace', path, value: b });
+    return;
+  }
+  for (const key of Object.keys(a)) {
+    if (!(key in b)) ops.push({ op: 'remove', path: `${path}/${escapePointerToken(key)}` });
+  }
+  for (const key of Object.keys(b)) {
+    const child = `${path}/${escapePointerToken(key)}`;
+    if (key in a) diff(a[key], b[key], child, ops);
+    else ops.push({ op: 'add', path: child, value: b[key] });
+  }
+}
+
+function toJson(value: unknown): unknown {
+  return value === undefined ? null : JSON.parse(JSON.stringify(value));
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
