@@ -76,3 +76,22 @@ export const CLUSTER_SUMMARY_VIEWER_CLUSTER_ROLE = 'multicluster-scheduler-clust
 
 /** Field manager used for every write. */
 export const FIELD_MANAGER = 'admiralty';
+
+/**
+ * Labels on the RBAC objects the source reconciler creates in a target cluster for a Source or
+ * ClusterSource (source reconciler writes; it reads them to find and delete its objects).
+ * Needed because a ClusterRoleBinding cannot have a namespaced Source as owner, so garbage
+ * collection cannot remove it. Values are names, hashed when longer than 63 characters.
+ */
+export const SOURCE_NAMESPACE_LABEL = `${KEY_PREFIX}source-namespace`;
+export const SOURCE_NAME_LABEL = `${KEY_PREFIX}source-name`;
+export const CLUSTER_SOURCE_NAME_LABEL = `${KEY_PREFIX}cluster-source-name`;
+
+/**
+ * Well-known node labels that the targets reconciler also writes on virtual nodes (read by
+ * kube-scheduler topology and DaemonSet node selectors): the hostname is always the node name;
+ * the OS and architecture default from the target's shared labels.
+ */
+export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
+export const OS_LABEL = 'kubernetes.io/os';
+export const ARCH_LABEL = 'kubernetes.io/arch';

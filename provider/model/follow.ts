@@ -1,0 +1,192 @@
+import type { V1ConfigMap, V1ObjectMeta, V1PodSpec, V1Secret } from '@kubernetes/client-node';
+import {
+  HAS_FINALIZER_LABEL,
+  PARENT_CLUSTER_NAME_LABEL,
+  PARENT_NAMESPACE_ANNOTATION,
+  PARENT_NAME_ANNOTATION,
+  PARENT_UID_LABEL,
+} from '../core/keys.js';
+import { ValidationError } from '../core/errors.js';
+import { allContainers, serviceAccountTokenVolumeNames } from './delegate-pod.js';
+import { stringMapEquals } from './maps.js';
+
+/** Options of the copy builders. */
+export interface CopyOptions {
+  sourceClusterName: string;
+}
+
+function sortedUnique(names: Iterable<string | undefined>): string[] {
+  return [...new Set([...names].filter((n): n is string => !!n))].sort();
+}
+
+/**
+ * Names of the ConfigMaps a pod spec references (in its own namespace): `configMap` volumes,
+ * projected `configMap` sources, `env[].valueFrom.configMapKeyRef` and `envFrom[].configMapRef`
+ * of containers, init containers and ephemeral containers. Sorted, deduplicated. The
+ * service-account token volumes that the delegate builder strips are ignored, so the cluster's
+ * `kube-root-ca.crt` is not referenced through them (every target has its own).
+ * Pure; called by the follow reconciler.
+ */
+export function referencedConfigMaps(spec: V1PodSpec): string[] {
+  const skip = serviceAccountTokenVolumeNames(spec);
+  const names: (string | undefined)[] = [];
+  for (const v of spec.volumes ?? []) {
+    if (skip.has(v.name)) continue;
+    names.push(v.configMap?.name);
+    for (const s of v.projected?.sources ?? []) names.push(s.configMap?.name);
+  }
+  for (const c of allContainers(spec)) {
+    for (const e of c.env ?? []) names.push(e.valueFrom?.configMapKeyRef?.name);
+    for (const e of c.envFrom ?? []) names.push(e.configMapRef?.name);
+  }
+  return sortedUnique(names);
+}
+
+/**
+ * Names of the Secrets a pod spec references: `secret` volumes, projected `secret` sources,
+ * volume plugins' secret references (CSI `nodePublishSecretRef`, azureFile, cephfs, cinder,
+ * flexVolume, iscsi, rbd, scaleIO, storageos), `env[].valueFrom.secretKeyRef`,
+ * `envFrom[].secretRef` of all containers, and `imagePullSecrets`. Sorted, deduplicated; the
+ * service-account token volumes the delegate builder strips are ignored. Pure.
+ */
+export function referencedSecrets(spec: V1PodSpec): string[] {
+  const skip = serviceAccountTokenVolumeNames(spec);
+  const names: (string | undefined)[] = [];
+  for (const v of spec.volumes ?? []) {
+    if (skip.has(v.name)) continue;
+    names.push(
+      v.secret?.secretName,
+      v.csi?.nodePublishSecretRef?.name,
+      v.azureFile?.secretName,
+      v.cephfs?.secretRef?.name,
+      v.cinder?.secretRef?.name,
+      v.flexVolume?.secretRef?.name,
+      v.iscsi?.secretRef?.name,
+      v.rbd?.secretRef?.name,
+      v.scaleIO?.secretRef?.name,
+      v.storageos?.secretRef?.name,
+    );
+    for (const s of v.projected?.sources ?? []) names.push(s.secret?.name);
+  }
+  for (const c of allContainers(spec)) {
+    for (const e of c.env ?? []) names.push(e.valueFrom?.secretKeyRef?.name);
+    for (const e of c.envFrom ?? []) names.push(e.secretRef?.name);
+  }
+  for (const s of spec.imagePullSecrets ?? []) names.push(s.name);
+  return sortedUnique(names);
+}
+
+/**
+ * Metadata of a copy in a target: same name and namespace, the source's labels and annotations
+ * (minus our `has-finalizer` label, which belongs to the local object) plus `parent-uid`,
+ * `parent-cluster-name`, `parent-name` and `parent-namespace`. Nothing server-owned (uid,
+ * resourceVersion, timestamps, managedFields), no ownerReferences, no finalizers.
+ *
+ * @throws ValidationError when the source has no name, namespace or uid.
+ */
+export function copyMetadata(src: V1ObjectMeta | undefined, opts: CopyOptions): V1ObjectMeta {
+  const name = src?.name;
+  const namespace = src?.namespace;
+  const uid = src?.uid;
+  if (!name || !namespace || !uid) throw new ValidationError('object to copy must have a name, a namespace and a uid');
+  const labels: Record<string, string> = { ...(src?.labels ?? {}) };
+  delete labels[HAS_FINALIZER_LABEL];
+  labels[PARENT_UID_LABEL] = uid;
+  labels[PARENT_CLUSTER_NAME_LABEL] = opts.sourceClusterName;
+  const annotations: Record<string, string> = { ...(src?.annotations ?? {}) };
+  annotations[PARENT_NAME_ANNOTATION] = name;
+  annotations[PARENT_NAMESPACE_ANNOTATION] = namespace;
+  return { name, namespace, labels, annotations };
+}
+
+/**
+ * The copy of a local ConfigMap to write in a target: {@link copyMetadata}, same `data`,
+ * `binaryData` and `immutable`. Pure; called by the follow reconciler.
+ */
+export function buildConfigMapCopy(src: V1ConfigMap, opts: CopyOptions): V1ConfigMap {
+  const copy: V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata: copyMetadata(src.metadata, opts) };
+  if (src.data) copy.data = { ...src.data };
+  if (src.binaryData) copy.binaryData = { ...src.binaryData };
+  if (src.immutable !== undefined) copy.immutable = src.immutable;
+  return copy;
+}
+
+const SERVICE_ACCOUNT_TOKEN_TYPE = 'kubernetes.io/service-account-token';
+
+/**
+ * The copy of a local Secret to write in a target: {@link copyMetadata}, same `data`, `type` and
+ * `immutable`. `stringData` (write-only, only present on objects not read back from the API) is
+ * folded into `data` as base64, which is what the apiserver would store, so copies compare equal
+ * to what a target returns. A `kubernetes.io/service-account-token` Secret is copied as `Opaque`
+ * without its `kubernetes.io/service-account.*` annotations: the target's token controller would
+ * otherwise delete it for naming a ServiceAccount it does not have (and we would recreate it
+ * forever). Pure; called by the follow reconciler.
+ */
+export function buildSecretCopy(src: V1Secret, opts: CopyOptions): V1Secret {
+  const metadata = copyMetadata(src.metadata, opts);
+  let type = src.type;
+  if (type === SERVICE_ACCOUNT_TOKEN_TYPE) {
+    type = 'Opaque';
+    for (const k of Object.keys(metadata.annotations!)) {
+      if (k.startsWith('kubernetes.io/service-account.')) delete metadata.annotations![k];
+    }
+  }
+  const copy: V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata };
+  const data: Record<string, string> = { ...(src.data ?? {}) };
+  for (const [k, v] of Object.entries(src.stringData ?? {})) data[k] = Buffer.from(v, 'utf8').toString('base64');
+  if (src.data || src.stringData) copy.data = data;
+  if (type !== undefined) copy.type = type;
+  if (src.immutable !== undefined) copy.immutable = src.immutable;
+  return copy;
+}
+
+/**
+ * Whether a remote object is a copy made by this source cluster: non-empty `parent-uid` label
+ * and `parent-cluster-name` equal to ours (and, when `parentUid` is given, `parent-uid` equal to
+ * it). Never update or delete a remote object for which this is false: a same-name object that is
+ * not ours (e.g. each cluster's own `kube-root-ca.crt`) is left alone.
+ */
+export function isOwnedCopy(
+  obj: { metadata?: V1ObjectMeta },
+  sourceClusterName: string,
+  parentUid?: string,
+): boolean {
+  const labels = obj.metadata?.labels ?? {};
+  const uid = labels[PARENT_UID_LABEL];
+  if (!uid || labels[PARENT_CLUSTER_NAME_LABEL] !== sourceClusterName) return false;
+  return parentUid === undefined || uid === parentUid;
+}
+
+type Copy = V1ConfigMap | V1Secret;
+
+function contentEquals(a: Copy, b: Copy): boolean {
+  return (
+    stringMapEquals(a.data, b.data) &&
+    stringMapEquals((a as V1ConfigMap).binaryData, (b as V1ConfigMap).binaryData) &&
+    (a as V1Secret).type === (b as V1Secret).type
+  );
+}
+
+/**
+ * Whether the remote copy differs from the desired one in what we own: data, binaryData, Secret
+ * type, immutable, labels and annotations (exactly). Pure.
+ */
+export function copyNeedsUpdate(existing: Copy, desired: Copy): boolean {
+  return (
+    !contentEquals(existing, desired) ||
+    (existing.immutable ?? false) !== (desired.immutable ?? false) ||
+    !stringMapEquals(existing.metadata?.labels, desired.metadata?.labels) ||
+    !stringMapEquals(existing.metadata?.annotations, desired.metadata?.annotations)
+  );
+}
+
+/**
+ * Whether an update cannot be applied in place and the copy must be deleted and created again:
+ * the existing copy is immutable and its content or immutability must change, or a Secret's
+ * `type` changes (the apiserver refuses both). Check after {@link copyNeedsUpdate}. Pure.
+ */
+export function copyNeedsRecreate(existing: Copy, desired: Copy): boolean {
+  if ((existing as V1Secret).type !== (desired as V1Secret).type) return true;
+  if (existing.immutable !== true) return false;
+  return !contentEquals(existing, desired) || desired.immutable !== true;
+}

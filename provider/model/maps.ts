@@ -1,0 +1,34 @@
+/**
+ * Small helpers for string maps (labels, annotations).
+ */
+
+/** Whether two string maps have the same entries (absent and empty maps are equal). */
+export function stringMapEquals(
+  a: Record<string, string> | undefined | null,
+  b: Record<string, string> | undefined | null,
+): boolean {
+  const x = a ?? {};
+  const y = b ?? {};
+  const keys = Object.keys(x);
+  if (keys.length !== Object.keys(y).length) return false;
+  return keys.every((k) => Object.prototype.hasOwnProperty.call(y, k) && x[k] === y[k]);
+}
+
+/**
+ * The JSON merge patch (RFC 7386) fragment that turns `current` into exactly `desired`: changed
+ * or new keys with their value, removed keys with null. Null when nothing changes.
+ */
+export function stringMapMergePatch(
+  current: Record<string, string> | undefined | null,
+  desired: Record<string, string>,
+): Record<string, string | null> | null {
+  const cur = current ?? {};
+  const patch: Record<string, string | null> = {};
+  for (const k of Object.keys(cur).sort()) {
+    if (!Object.prototype.hasOwnProperty.call(desired, k)) patch[k] = null;
+  }
+  for (const k of Object.keys(desired).sort()) {
+    if (cur[k] !== desired[k]) patch[k] = desired[k];
+  }
+  return Object.keys(patch).length ? patch : null;
+}

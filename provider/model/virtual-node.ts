@@ -1,0 +1,310 @@
+import { V1MicroTime } from '@kubernetes/client-node';
+import type { V1Lease, V1Node, V1NodeCondition, V1NodeStatus } from '@kubernetes/client-node';
+import {
+  ARCH_LABEL,
+  CLUSTER_TARGET_NAME_LABEL,
+  EXCLUDE_BALANCER_LABEL,
+  EXCLUDE_FROM_LB_LABEL,
+  HOSTNAME_LABEL,
+  NODE_ROLE_LABEL,
+  NODE_ROLE_VALUE,
+  NODE_TYPE_LABEL,
+  NODE_TYPE_VALUE,
+  OS_LABEL,
+  TARGET_NAMESPACE_LABEL,
+  TARGET_NAME_LABEL,
+  VIRTUAL_KUBELET_PROVIDER_LABEL,
+  VIRTUAL_KUBELET_PROVIDER_VALUE,
+  VIRTUAL_NODE_TAINT_EFFECT,
+  VIRTUAL_NODE_TAINT_KEY,
+  VIRTUAL_NODE_TAINT_VALUE,
+} from '../core/keys.js';
+import { parseGoRegexp } from './labels.js';
+import { stringMapMergePatch } from './maps.js';
+import { equalNormalized } from './normalize.js';
+import { resourceListEquals } from './quantity.js';
+import { labelValueFor, virtualNodeName } from './names.js';
+import type { ClusterSummary, TargetRef } from './types.js';
+
+/** Namespace of node Leases (kubelet heartbeats). */
+export const NODE_LEASE_NAMESPACE = 'kube-node-lease';
+/** Lease duration of the kubelet and virtual-kubelet; renew every quarter of it (10 s). */
+export const NODE_LEASE_DURATION_SECONDS = 40;
+
+/** Health of a target as the clusters registry sees it; drives the Ready condition. */
+export interface TargetHealth {
+  ready: boolean;
+  /** CamelCase reason for the Ready condition, e.g. `TargetReachable`, `TargetUnreachable`. */
+  reason: string;
+  message: string;
+  /** ISO time at which `ready` last changed. */
+  lastTransitionTime: string;
+}
+
+/** Input of {@link buildVirtualNode}. */
+export interface VirtualNodeInput {
+  ref: TargetRef;
+  /** The target's ClusterSummary; absent while unknown (unreachable target, not yet written). */
+  summary?: ClusterSummary;
+  /** Target's `spec.excludedLabelsRegexp` (Go regexp on `key=value` of the summary labels). */
+  excludedLabelsRegexp?: string | null;
+  health: TargetHealth;
+  /** Where the kube-apiserver reaches our kubelet API for this node. */
+  kubelet: { address: string; port: number };
+  nodeInfo: { kubeletVersion: string; operatingSystem?: string; architecture?: string };
+  /** ISO time of this build; heartbeat times. */
+  now: string;
+}
+
+/** Resources a node must always advertise; '0' when the target's summary does not say. */
+const REQUIRED_RESOURCES = ['cpu', 'memory', 'pods'];
+
+/**
+ * Labels no summary label may override: they identify the node as ours and as this target (the
+ * webhook, the scheduler extender and our own lookups select on them), keep it out of cloud load
+ * balancers, and `kubernetes.io/hostname` must name this node: a one-node target would otherwise
+ * lend us its node's hostname.
+ */
+const PROTECTED_LABELS = new Set([
+  VIRTUAL_KUBELET_PROVIDER_LABEL,
+  NODE_TYPE_LABEL,
+  HOSTNAME_LABEL,
+  EXCLUDE_FROM_LB_LABEL,
+  EXCLUDE_BALANCER_LABEL,
+  TARGET_NAMESPACE_LABEL,
+  TARGET_NAME_LABEL,
+  CLUSTER_TARGET_NAME_LABEL,
+]);
+
+/**
+ * The labels of a virtual node: base labels, target identity labels, and the summary's shared
+ * labels minus those whose `key=value` matches `excludedLabelsRegexp`. As in Admiralty, summary
+ * labels override base labels (so a target of Windows or arm64 nodes says so through
+ * `kubernetes.io/os`, `kubernetes.io/arch`, `kubernetes.io/role`), except the protected ones
+ * above, which always keep our values.
+ *
+ * @throws ValidationError when `excludedLabelsRegexp` does not compile (Admiralty ignored it; we
+ *   refuse, and the targets reconciler reports it in the Target's status).
+ */
+export function virtualNodeLabels(
+  ref: TargetRef,
+  summaryLabels: Record<string, string> | undefined,
+  excludedLabelsRegexp?: string | null,
+  operatingSystem = 'linux',
+): Record<string, string> {
+  const name = virtualNodeName(ref);
+  const excluded = excludedLabelsRegexp ? parseGoRegexp(excludedLabelsRegexp) : undefined;
+  const own: Record<string, string> = {
+    [VIRTUAL_KUBELET_PROVIDER_LABEL]: VIRTUAL_KUBELET_PROVIDER_VALUE,
+    [NODE_TYPE_LABEL]: NODE_TYPE_VALUE,
+    [HOSTNAME_LABEL]: name,
+    [EXCLUDE_FROM_LB_LABEL]: 'true',
+    [EXCLUDE_BALANCER_LABEL]: 'true',
+  };
+  if (ref.kind === 'Target') {
+    own[TARGET_NAMESPACE_LABEL] = ref.namespace;
+    own[TARGET_NAME_LABEL] = labelValueFor(ref.name);
+  } else {
+    own[CLUSTER_TARGET_NAME_LABEL] = labelValueFor(ref.name);
+  }
+  const labels: Record<string, string> = { [NODE_ROLE_LABEL]: NODE_ROLE_VALUE, [OS_LABEL]: operatingSystem };
+  for (const key of Object.keys(summaryLabels ?? {}).sort()) {
+    const value = summaryLabels![key];
+    if (PROTECTED_LABELS.has(key)) continue;
+    if (excluded?.test(`${key}=${value}`)) continue;
+    labels[key] = value;
+  }
+  return { ...labels, ...own };
+}
+
+function resources(list: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = { ...(list ?? {}) };
+  for (const r of REQUIRED_RESOURCES) out[r] ??= '0';
+  return out;
+}
+
+/**
+ * Builds the desired virtual node of a target (metadata, taint and status; create it with status,
+ * the apiserver accepts it on create).
+ *
+ * * labels: {@link virtualNodeLabels};
+ * * taint `virtual-kubelet.io/provider=admiralty:NoSchedule`;
+ * * capacity/allocatable: the summary's sums (allocatable falls back to capacity). `cpu`,
+ *   `memory` and `pods` default to '0' when the summary is absent or silent: advertising capacity
+ *   we do not know would let the stock scheduler bind proxies that cannot run, while zero makes
+ *   them wait with a clear `Insufficient cpu` / `Too many pods` until the summary arrives;
+ * * conditions: Ready from `health` (False keeps proxies off through the node lifecycle
+ *   controller's not-ready taint), MemoryPressure/DiskPressure/PIDPressure False.
+ *   NetworkUnavailable is not reported: route controllers may set it on nodes they do not know,
+ *   and we would fight them (the webhook tolerates it instead, as Admiralty does);
+ * * addresses: InternalIP = the kubelet API address first (the apiserver picks the first address
+ *   of its preferred types), then Hostname = the node name;
+ * * daemonEndpoints: our kubelet port (otherwise the apiserver assumes 10250);
+ * * nodeInfo: the given versions; the OS and architecture default to the final `kubernetes.io/os`
+ *   / `kubernetes.io/arch` labels; what a virtual node does not have (machine ID, kernel...) is ''.
+ *
+ * Pure; called by the targets reconciler and the heartbeat.
+ *
+ * @throws ValidationError when `excludedLabelsRegexp` does not compile.
+ */
+export function buildVirtualNode(input: VirtualNodeInput): V1Node {
+  const name = virtualNodeName(input.ref);
+  const labels = virtualNodeLabels(
+    input.ref,
+    input.summary?.metadata?.labels,
+    input.excludedLabelsRegexp,
+    input.nodeInfo.operatingSystem ?? 'linux',
+  );
+  const now = new Date(input.now);
+  const pressure = (type: string, reason: string, message: string): V1NodeCondition => ({
+    type,
+    status: 'False',
+    reason,
+    message,
+    lastHeartbeatTime: now,
+    lastTransitionTime: now,
+  });
+  const capacity = resources(input.summary?.capacity);
+  const allocatable = resources(input.summary?.allocatable ?? input.summary?.capacity);
+  return {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name, labels },
+    spec: {
+      taints: [{ key: VIRTUAL_NODE_TAINT_KEY, value: VIRTUAL_NODE_TAINT_VALUE, effect: VIRTUAL_NODE_TAINT_EFFECT }],
+    },
+    status: {
+      capacity,
+      allocatable,
+      conditions: [
+        {
+          type: 'Ready',
+          status: input.health.ready ? 'True' : 'False',
+          reason: input.health.reason,
+          message: input.health.message,
+          lastHeartbeatTime: now,
+          lastTransitionTime: new Date(input.health.lastTransitionTime),
+        },
+        pressure('MemoryPressure', 'KubeletHasSufficientMemory', 'virtual node: no memory pressure'),
+        pressure('DiskPressure', 'KubeletHasNoDiskPressure', 'virtual node: no disk pressure'),
+        pressure('PIDPressure', 'KubeletHasSufficientPID', 'virtual node: no PID pressure'),
+      ],
+      addresses: [
+        { type: 'InternalIP', address: input.kubelet.address },
+        { type: 'Hostname', address: name },
+      ],
+      daemonEndpoints: { kubeletEndpoint: { Port: input.kubelet.port } },
+      nodeInfo: {
+        kubeletVersion: input.nodeInfo.kubeletVersion,
+        operatingSystem: labels[OS_LABEL],
+        architecture: input.nodeInfo.architecture ?? labels[ARCH_LABEL] ?? '',
+        osImage: 'Admiralty virtual node',
+        kernelVersion: '',
+        containerRuntimeVersion: '',
+        kubeProxyVersion: '',
+        machineID: '',
+        systemUUID: '',
+        bootID: '',
+      },
+    },
+  };
+}
+
+/** A node status patch body: like V1NodeStatus, but resources to remove are null. */
+export interface NodeStatusPatch extends Omit<V1NodeStatus, 'capacity' | 'allocatable'> {
+  capacity?: Record<string, string | null>;
+  allocatable?: Record<string, string | null>;
+}
+
+/**
+ * The status to send so the existing node gets the desired status, or null when only heartbeat
+ * times differ (pass `{ heartbeat: true }` to always get a body, e.g. on the periodic report).
+ *
+ * For each desired condition whose status equals the existing one, the existing
+ * `lastTransitionTime` is kept (a transition is a change of status, not a rebuild). Conditions of
+ * other types (written by others) are left alone, so send the result as a **strategic merge
+ * patch** `{ status: <result> }` on `nodes/{name}/status` (conditions and addresses merge by
+ * type); resources no longer desired are null, so they are removed.
+ *
+ * Pure; called by the targets reconciler and the heartbeat.
+ */
+export function buildVirtualNodeStatusPatch(
+  existing: V1Node,
+  desired: V1Node,
+  opts: { heartbeat?: boolean } = {},
+): NodeStatusPatch | null {
+  const cur = existing.status ?? {};
+  const want = desired.status ?? {};
+  const curConditions = new Map((cur.conditions ?? []).map((c) => [c.type, c]));
+  const conditions = (want.conditions ?? []).map((c) => {
+    const old = curConditions.get(c.type);
+    return old && old.status === c.status && old.lastTransitionTime
+      ? { ...c, lastTransitionTime: new Date(old.lastTransitionTime) }
+      : c;
+  });
+  const withoutHeartbeat = (list: V1NodeCondition[]) => list.map(({ lastHeartbeatTime: _h, ...rest }) => rest);
+  const ours = new Set(conditions.map((c) => c.type));
+  const unchanged =
+    equalNormalized(withoutHeartbeat(conditions), withoutHeartbeat((cur.conditions ?? []).filter((c) => ours.has(c.type)))) &&
+    equalNormalized(want.addresses, cur.addresses) &&
+    equalNormalized(want.daemonEndpoints, cur.daemonEndpoints) &&
+    equalNormalized(want.nodeInfo, cur.nodeInfo) &&
+    resourceListEquals(want.capacity, cur.capacity) &&
+    resourceListEquals(want.allocatable, cur.allocatable);
+  if (unchanged && !opts.heartbeat) return null;
+  return {
+    capacity: withRemovals(cur.capacity, want.capacity ?? {}),
+    allocatable: withRemovals(cur.allocatable, want.allocatable ?? {}),
+    conditions,
+    addresses: want.addresses,
+    daemonEndpoints: want.daemonEndpoints,
+    nodeInfo: want.nodeInfo,
+  };
+}
+
+function withRemovals(
+  current: Record<string, string> | undefined,
+  desired: Record<string, string>,
+): Record<string, string | null> {
+  const out: Record<string, string | null> = { ...desired };
+  for (const k of Object.keys(current ?? {})) {
+    if (!(k in desired)) out[k] = null;
+  }
+  return out;
+}
+
+/**
+ * A JSON merge patch `{ metadata: { labels } }` that makes the node's labels exactly the desired
+ * set (labels added by hand are removed, as Admiralty reconciles them), or null when they already
+ * are. Taints are set at creation only and are not reconciled. Pure.
+ */
+export function buildVirtualNodeLabelsPatch(
+  existing: V1Node,
+  desired: V1Node,
+): { metadata: { labels: Record<string, string | null> } } | null {
+  const patch = stringMapMergePatch(existing.metadata?.labels, desired.metadata?.labels ?? {});
+  return patch ? { metadata: { labels: patch } } : null;
+}
+
+/**
+ * The Lease that carries a virtual node's heartbeat: `kube-node-lease/<node name>`, held by the
+ * node, 40 s, renewed at `now` (a MicroTime: serializes with the six fractional digits the
+ * apiserver requires), owned by the Node so it is garbage-collected with it. Renew by writing a
+ * fresh `spec.renewTime`. Pure; called by the heartbeat.
+ */
+export function buildNodeLease(nodeName: string, nodeUid: string, now: string): V1Lease {
+  return {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: {
+      name: nodeName,
+      namespace: NODE_LEASE_NAMESPACE,
+      ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: nodeName, uid: nodeUid }],
+    },
+    spec: {
+      holderIdentity: nodeName,
+      leaseDurationSeconds: NODE_LEASE_DURATION_SECONDS,
+      renewTime: new V1MicroTime(now),
+    },
+  };
+}

@@ -1,0 +1,246 @@
+import { expect } from 'chai';
+import type { V1Pod } from '@kubernetes/client-node';
+import { ValidationError } from '../../../../provider/core/errors.js';
+import {
+  NO_PREFIX_LABEL_REGEXP_ANNOTATION,
+  PARENT_CLUSTER_NAME_LABEL,
+  PARENT_NAMESPACE_ANNOTATION,
+  PARENT_NAME_ANNOTATION,
+  PARENT_UID_LABEL,
+  SOURCE_POD_MANIFEST_ANNOTATION,
+} from '../../../../provider/core/keys.js';
+import {
+  buildDelegatePod,
+  delegateSelectorForProxy,
+  isOurDelegate,
+  serviceAccountTokenVolumeNames,
+} from '../../../../provider/model/delegate-pod.js';
+import { delegatePodName } from '../../../../provider/model/names.js';
+
+const SA_PATH = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+function sourcePod(): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: 'web-abc',
+      generateName: 'web-',
+      namespace: 'team',
+      uid: 'source-uid',
+      resourceVersion: '12',
+      creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date,
+      labels: { app: 'web', 'pod-template-hash': '7d9c' },
+      annotations: {
+        'multicluster.admiralty.io/elect': '',
+        'example.com/note': 'hi',
+      },
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7d9c', uid: 'rs' }],
+      finalizers: ['x/y'],
+    },
+    spec: {
+      schedulerName: 'default-scheduler',
+      serviceAccountName: 'builder',
+      priorityClassName: 'high',
+      priority: 1000,
+      preemptionPolicy: 'PreemptLowerPriority',
+      overhead: { cpu: '10m' },
+      schedulingGates: [{ name: 'wait' }],
+      nodeSelector: { disk: 'ssd' },
+      tolerations: [{ key: 'gpu', operator: 'Exists' }],
+      affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname' }] } },
+      topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone', whenUnsatisfiable: 'DoNotSchedule' }],
+      volumes: [
+        { name: 'data', configMap: { name: 'cfg' } },
+        {
+          name: 'kube-api-access-x1y2z',
+          projected: { sources: [{ serviceAccountToken: { path: 'token', expirationSeconds: 3607 } }, { configMap: { name: 'kube-root-ca.crt' } }] },
+        },
+        { name: 'builder-token-abcde', secret: { secretName: 'builder-token-abcde' } },
+      ],
+      initContainers: [
+        { name: 'init', image: 'busybox', volumeMounts: [{ name: 'kube-api-access-x1y2z', mountPath: SA_PATH, readOnly: true }] },
+      ],
+      containers: [
+        {
+          name: 'main',
+          image: 'nginx',
+          volumeMounts: [
+            { name: 'data', mountPath: '/data' },
+            { name: 'kube-api-access-x1y2z', mountPath: SA_PATH, readOnly: true },
+            { name: 'builder-token-abcde', mountPath: '/legacy' },
+          ],
+        },
+      ],
+      nodeName: 'source-node',
+    },
+  };
+}
+
+function proxyOf(source: V1Pod, manifest: string | null = JSON.stringify(source)): V1Pod {
+  return {
+    metadata: {
+      name: 'web-abc',
+      namespace: 'team',
+      uid: 'proxy-uid',
+      labels: { app: 'web' },
+      annotations: manifest === null ? {} : { [SOURCE_POD_MANIFEST_ANNOTATION]: manifest },
+    },
+    spec: {
+      ...source.spec!,
+      nodeName: 'admiralty-namespace-team-c2',
+      tolerations: [{ key: 'virtual-kubelet.io/provider', value: 'admiralty' }],
+      affinity: undefined,
+    },
+  };
+}
+
+describe('buildDelegatePod', () => {
+  const delegate = buildDelegatePod(proxyOf(sourcePod()), { sourceClusterName: 'c1' });
+
+  it('names it deterministically in the proxy namespace', () => {
+    expect(delegate.metadata!.name).to.equal(delegatePodName('web-abc', 'c1', 'proxy-uid'));
+    expect(delegate.metadata!.namespace).to.equal('team');
+    expect(buildDelegatePod(proxyOf(sourcePod()), { sourceClusterName: 'c1' })).to.deep.equal(delegate);
+  });
+
+  it('prefixes source labels and adds parent labels', () => {
+    expect(delegate.metadata!.labels).to.deep.equal({
+      'multicluster.admiralty.io/app': 'web',
+      'multicluster.admiralty.io/pod-template-hash': '7d9c',
+      [PARENT_UID_LABEL]: 'proxy-uid',
+      [PARENT_CLUSTER_NAME_LABEL]: 'c1',
+    });
+  });
+
+  it('drops Admiralty annotations and adds parent annotations', () => {
+    expect(delegate.metadata!.annotations).to.deep.equal({
+      'example.com/note': 'hi',
+      [PARENT_NAME_ANNOTATION]: 'web-abc',
+      [PARENT_NAMESPACE_ANNOTATION]: 'team',
+    });
+  });
+
+  it('carries no server-owned or ownership metadata', () => {
+    expect(Object.keys(delegate.metadata!).sort()).to.deep.equal(['annotations', 'labels', 'name', 'namespace']);
+    expect(delegate).to.not.have.property('status');
+  });
+
+  const cleared = ['nodeName', 'priority', 'preemptionPolicy', 'overhead', 'schedulingGates', 'ephemeralContainers'] as const;
+  for (const field of cleared) {
+    it(`clears spec.${field}`, () => expect(delegate.spec).to.not.have.property(field));
+  }
+
+  const kept: [string, unknown][] = [
+    ['schedulerName', 'default-scheduler'],
+    ['serviceAccountName', 'builder'],
+    ['priorityClassName', 'high'],
+    ['nodeSelector', { disk: 'ssd' }],
+    ['tolerations', [{ key: 'gpu', operator: 'Exists' }]],
+    ['topologySpreadConstraints', [{ maxSkew: 1, topologyKey: 'zone', whenUnsatisfiable: 'DoNotSchedule' }]],
+  ];
+  for (const [field, want] of kept) {
+    it(`keeps spec.${field} from the source manifest`, () => {
+      expect((delegate.spec as unknown as Record<string, unknown>)[field]).to.deep.equal(want);
+    });
+  }
+
+  it('restores affinity from the manifest, not the proxy', () => {
+    expect(delegate.spec!.affinity).to.deep.equal(sourcePod().spec!.affinity);
+  });
+
+  it('removes service-account token volumes and their mounts everywhere', () => {
+    expect(delegate.spec!.volumes!.map((v) => v.name)).to.deep.equal(['data']);
+    expect(delegate.spec!.containers[0].volumeMounts).to.deep.equal([{ name: 'data', mountPath: '/data' }]);
+    expect(delegate.spec!.initContainers![0]).to.not.have.property('volumeMounts');
+  });
+
+  it('does not modify the proxy', () => {
+    const proxy = proxyOf(sourcePod());
+    const before = JSON.stringify(proxy);
+    buildDelegatePod(proxy, { sourceClusterName: 'c1' });
+    expect(JSON.stringify(proxy)).to.equal(before);
+  });
+
+  it('honours the no-prefix regexp of the manifest', () => {
+    const src = sourcePod();
+    src.metadata!.annotations![NO_PREFIX_LABEL_REGEXP_ANNOTATION] = '^app=';
+    const d = buildDelegatePod(proxyOf(src), { sourceClusterName: 'c1' });
+    expect(d.metadata!.labels).to.include({ app: 'web', 'multicluster.admiralty.io/pod-template-hash': '7d9c' });
+  });
+
+  it('accepts a YAML manifest (written by Admiralty)', () => {
+    const yaml = 'metadata:\n  labels:\n    app: web\nspec:\n  containers:\n  - name: main\n    image: nginx\n';
+    const d = buildDelegatePod(proxyOf(sourcePod(), yaml), { sourceClusterName: 'c1' });
+    expect(d.spec!.containers).to.deep.equal([{ name: 'main', image: 'nginx' }]);
+  });
+
+  const invalid: [string, () => V1Pod][] = [
+    ['no manifest', () => proxyOf(sourcePod(), null)],
+    ['unparsable manifest', () => proxyOf(sourcePod(), '{not: [json')],
+    ['manifest is a list', () => proxyOf(sourcePod(), '[1,2]')],
+    ['manifest without containers', () => proxyOf(sourcePod(), '{"spec":{}}')],
+    [
+      'invalid no-prefix regexp',
+      () => {
+        const src = sourcePod();
+        src.metadata!.annotations![NO_PREFIX_LABEL_REGEXP_ANNOTATION] = '(';
+        return proxyOf(src);
+      },
+    ],
+    [
+      'proxy without uid',
+      () => {
+        const p = proxyOf(sourcePod());
+        delete p.metadata!.uid;
+        return p;
+      },
+    ],
+  ];
+  for (const [why, make] of invalid) {
+    it(`throws ValidationError: ${why}`, () => {
+      expect(() => buildDelegatePod(make(), { sourceClusterName: 'c1' })).to.throw(ValidationError);
+    });
+  }
+});
+
+describe('serviceAccountTokenVolumeNames', () => {
+  const cases: [string, V1Pod['spec'], string[]][] = [
+    ['none', { containers: [{ name: 'a' }] }, []],
+    [
+      'kube-api-access without token source is a user volume',
+      { containers: [{ name: 'a' }], volumes: [{ name: 'kube-api-access-mine', configMap: { name: 'x' } }] },
+      [],
+    ],
+    [
+      'legacy token of the default service account',
+      { containers: [{ name: 'a' }], volumes: [{ name: 'v', secret: { secretName: 'default-token-xyz' } }] },
+      ['v'],
+    ],
+    [
+      'anything mounted at the token path',
+      { containers: [{ name: 'a', volumeMounts: [{ name: 'custom', mountPath: `${SA_PATH}/` }] }], volumes: [{ name: 'custom', emptyDir: {} }] },
+      ['custom'],
+    ],
+  ];
+  for (const [why, spec, want] of cases) {
+    it(why, () => expect([...serviceAccountTokenVolumeNames(spec!)].sort()).to.deep.equal(want));
+  }
+});
+
+describe('delegate ownership helpers', () => {
+  it('builds the selector', () => {
+    expect(delegateSelectorForProxy('u1')).to.equal(`${PARENT_UID_LABEL}=u1`);
+  });
+  const cases: [string, Record<string, string> | undefined, string | undefined, boolean][] = [
+    ['ours', { [PARENT_UID_LABEL]: 'u1', [PARENT_CLUSTER_NAME_LABEL]: 'c1' }, undefined, true],
+    ['ours, matching uid', { [PARENT_UID_LABEL]: 'u1', [PARENT_CLUSTER_NAME_LABEL]: 'c1' }, 'u1', true],
+    ['other proxy', { [PARENT_UID_LABEL]: 'u1', [PARENT_CLUSTER_NAME_LABEL]: 'c1' }, 'u2', false],
+    ['other cluster', { [PARENT_UID_LABEL]: 'u1', [PARENT_CLUSTER_NAME_LABEL]: 'c9' }, undefined, false],
+    ['no parent uid', { [PARENT_CLUSTER_NAME_LABEL]: 'c1' }, undefined, false],
+    ['no labels', undefined, undefined, false],
+  ];
+  for (const [why, labels, uid, want] of cases) {
+    it(`isOurDelegate: ${why}`, () => expect(isOurDelegate({ metadata: { labels } }, 'c1', uid)).to.equal(want));
+  }
+});

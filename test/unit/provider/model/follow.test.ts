@@ -1,0 +1,144 @@
+import { expect } from 'chai';
+import type { V1ConfigMap, V1PodSpec, V1Secret } from '@kubernetes/client-node';
+import { ValidationError } from '../../../../provider/core/errors.js';
+import {
+  buildConfigMapCopy,
+  buildSecretCopy,
+  copyNeedsRecreate,
+  copyNeedsUpdate,
+  isOwnedCopy,
+  referencedConfigMaps,
+  referencedSecrets,
+} from '../../../../provider/model/follow.js';
+
+const spec: V1PodSpec = {
+  serviceAccountName: 'default',
+  imagePullSecrets: [{ name: 'regcred' }, { name: 'regcred' }],
+  volumes: [
+    { name: 'cm', configMap: { name: 'cm-vol' } },
+    { name: 's', secret: { secretName: 'secret-vol' } },
+    { name: 'proj', projected: { sources: [{ configMap: { name: 'cm-proj' } }, { secret: { name: 'secret-proj' } }] } },
+    { name: 'csi', csi: { driver: 'x', nodePublishSecretRef: { name: 'secret-csi' } } },
+    {
+      name: 'kube-api-access-abcde',
+      projected: { sources: [{ serviceAccountToken: { path: 'token' } }, { configMap: { name: 'kube-root-ca.crt' } }] },
+    },
+    { name: 'default-token-xyz', secret: { secretName: 'default-token-xyz' } },
+  ],
+  initContainers: [{ name: 'i', env: [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'cm-init-env', key: 'k' } } }] }],
+  containers: [
+    {
+      name: 'c',
+      env: [
+        { name: 'B', valueFrom: { secretKeyRef: { name: 'secret-env', key: 'k' } } },
+        { name: 'C', value: 'plain' },
+        { name: 'D', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+      ],
+      envFrom: [{ configMapRef: { name: 'cm-envfrom' } }, { secretRef: { name: 'secret-envfrom' } }],
+    },
+    { name: 'd', envFrom: [{ configMapRef: { name: 'cm-vol' } }] },
+  ],
+  ephemeralContainers: [{ name: 'e', env: [{ name: 'E', valueFrom: { configMapKeyRef: { name: 'cm-ephemeral', key: 'k' } } }] }],
+};
+
+describe('referenced objects', () => {
+  it('finds ConfigMaps everywhere, sorted and unique, without the token volume', () => {
+    expect(referencedConfigMaps(spec)).to.deep.equal(['cm-envfrom', 'cm-ephemeral', 'cm-init-env', 'cm-proj', 'cm-vol']);
+  });
+  it('finds Secrets everywhere, sorted and unique, without legacy token secrets', () => {
+    expect(referencedSecrets(spec)).to.deep.equal(['regcred', 'secret-csi', 'secret-env', 'secret-envfrom', 'secret-proj', 'secret-vol']);
+  });
+  it('handles a bare spec', () => {
+    expect(referencedConfigMaps({ containers: [{ name: 'a' }] })).to.deep.equal([]);
+    expect(referencedSecrets({ containers: [{ name: 'a' }] })).to.deep.equal([]);
+  });
+});
+
+const meta = {
+  name: 'cfg',
+  namespace: 'team',
+  uid: 'cm-uid',
+  resourceVersion: '7',
+  labels: { app: 'web', 'multicluster.admiralty.io/has-finalizer': 'true' },
+  annotations: { note: 'x' },
+  ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: 'p', uid: 'u' }],
+  finalizers: ['multicluster.admiralty.io/follow'],
+  managedFields: [{}],
+};
+const parentLabels = { app: 'web', 'multicluster.admiralty.io/parent-uid': 'cm-uid', 'multicluster.admiralty.io/parent-cluster-name': 'c1' };
+const parentAnnotations = { note: 'x', 'multicluster.admiralty.io/parent-name': 'cfg', 'multicluster.admiralty.io/parent-namespace': 'team' };
+
+describe('buildConfigMapCopy', () => {
+  it('copies content and marks the parent', () => {
+    const src: V1ConfigMap = { metadata: meta, data: { a: '1' }, binaryData: { b: 'AA==' }, immutable: true };
+    expect(buildConfigMapCopy(src, { sourceClusterName: 'c1' })).to.deep.equal({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'cfg', namespace: 'team', labels: parentLabels, annotations: parentAnnotations },
+      data: { a: '1' },
+      binaryData: { b: 'AA==' },
+      immutable: true,
+    });
+  });
+  it('refuses a source without uid', () => {
+    expect(() => buildConfigMapCopy({ metadata: { name: 'x', namespace: 'y' } }, { sourceClusterName: 'c1' })).to.throw(ValidationError);
+  });
+});
+
+describe('buildSecretCopy', () => {
+  const cases: [string, V1Secret, Partial<V1Secret>][] = [
+    ['opaque', { metadata: meta, type: 'Opaque', data: { a: 'MQ==' } }, { type: 'Opaque', data: { a: 'MQ==' } }],
+    ['stringData folded into data', { metadata: meta, data: { a: 'MQ==' }, stringData: { b: 'hi' } }, { data: { a: 'MQ==', b: 'aGk=' } }],
+    [
+      'service-account token becomes Opaque',
+      {
+        metadata: { ...meta, annotations: { 'kubernetes.io/service-account.name': 'sa', 'kubernetes.io/service-account.uid': 'u', note: 'x' } },
+        type: 'kubernetes.io/service-account-token',
+        data: { token: 'dA==' },
+      },
+      { type: 'Opaque', data: { token: 'dA==' } },
+    ],
+  ];
+  for (const [why, src, want] of cases) {
+    it(why, () => {
+      const copy = buildSecretCopy(src, { sourceClusterName: 'c1' });
+      expect(copy).to.deep.include(want);
+      expect(copy.metadata).to.deep.equal({ name: 'cfg', namespace: 'team', labels: parentLabels, annotations: parentAnnotations });
+      expect(copy).to.not.have.property('stringData');
+    });
+  }
+});
+
+describe('copy ownership and updates', () => {
+  const own = (labels: Record<string, string>) => ({ metadata: { labels } });
+  const owned: [string, Record<string, string>, string | undefined, boolean][] = [
+    ['ours', { 'multicluster.admiralty.io/parent-uid': 'u', 'multicluster.admiralty.io/parent-cluster-name': 'c1' }, undefined, true],
+    ['ours with the right parent', { 'multicluster.admiralty.io/parent-uid': 'u', 'multicluster.admiralty.io/parent-cluster-name': 'c1' }, 'u', true],
+    ['another parent', { 'multicluster.admiralty.io/parent-uid': 'u', 'multicluster.admiralty.io/parent-cluster-name': 'c1' }, 'v', false],
+    ['another cluster', { 'multicluster.admiralty.io/parent-uid': 'u', 'multicluster.admiralty.io/parent-cluster-name': 'c2' }, undefined, false],
+    ['foreign (kube-root-ca.crt)', {}, undefined, false],
+  ];
+  for (const [why, labels, uid, want] of owned) {
+    it(`isOwnedCopy: ${why}`, () => expect(isOwnedCopy(own(labels), 'c1', uid)).to.equal(want));
+  }
+
+  const desired = buildConfigMapCopy({ metadata: meta, data: { a: '1' } }, { sourceClusterName: 'c1' });
+  const stored = { ...JSON.parse(JSON.stringify(desired)), metadata: { ...desired.metadata, uid: 'remote', resourceVersion: '3' } };
+  const updates: [string, V1ConfigMap, boolean, boolean][] = [
+    ['same (server fields ignored)', stored, false, false],
+    ['data differs', { ...stored, data: { a: '2' } }, true, false],
+    ['labels differ', { ...stored, metadata: { ...stored.metadata, labels: { x: 'y' } } }, true, false],
+    ['immutable with different data', { ...stored, immutable: true, data: { a: '2' } }, true, true],
+    ['immutable, desired mutable', { ...stored, immutable: true }, true, true],
+  ];
+  for (const [why, existing, update, recreate] of updates) {
+    it(`copyNeedsUpdate/Recreate: ${why}`, () => {
+      expect(copyNeedsUpdate(existing, desired)).to.equal(update);
+      expect(copyNeedsRecreate(existing, desired)).to.equal(recreate);
+    });
+  }
+  it('recreates a Secret whose type changes', () => {
+    const d = buildSecretCopy({ metadata: meta, type: 'Opaque', data: {} }, { sourceClusterName: 'c1' });
+    expect(copyNeedsRecreate({ ...d, type: 'kubernetes.io/tls' }, d)).to.equal(true);
+  });
+});

@@ -1,0 +1,57 @@
+import { expect } from 'chai';
+import { ValidationError } from '../../../../provider/core/errors.js';
+import { parseGoRegexp, parseNoPrefixRegexp, prefixLabels } from '../../../../provider/model/labels.js';
+
+const P = 'multicluster.admiralty.io/';
+
+describe('labels', () => {
+  describe('prefixLabels', () => {
+    const cases: [string, Record<string, string> | undefined, RegExp | undefined, Record<string, string>][] = [
+      ['undefined', undefined, undefined, {}],
+      ['plain key', { app: 'web' }, undefined, { [`${P}app`]: 'web' }],
+      ['domain replaced', { 'example.com/tier': 'front' }, undefined, { [`${P}tier`]: 'front' }],
+      ['already prefixed stays', { [`${P}x`]: '1' }, undefined, { [`${P}x`]: '1' }],
+      ['regexp on key', { app: 'web', tier: 'db' }, /^app=/, { app: 'web', [`${P}tier`]: 'db' }],
+      ['regexp on value', { app: 'web', tier: 'db' }, /=db$/, { [`${P}app`]: 'web', tier: 'db' }],
+      ['regexp is a search, not anchored', { 'x.io/keep-me': 'v' }, /keep/, { 'x.io/keep-me': 'v' }],
+      ['prefixed key wins a collision', { app: 'a', [`${P}app`]: 'b' }, undefined, { [`${P}app`]: 'b' }],
+      ['first sorted key wins a collision', { 'y.io/app': 'y', 'x.io/app': 'x' }, undefined, { [`${P}app`]: 'x' }],
+    ];
+    for (const [why, input, re, want] of cases) {
+      it(why, () => expect(prefixLabels(input, re)).to.deep.equal(want));
+    }
+    it('is stateless with a global regexp', () => {
+      const re = /app/g;
+      const labels = { app: '1' };
+      expect(prefixLabels(labels, re)).to.deep.equal({ app: '1' });
+      expect(prefixLabels(labels, re)).to.deep.equal({ app: '1' });
+    });
+    it('does not modify its input', () => {
+      const input = { app: 'web' };
+      prefixLabels(input);
+      expect(input).to.deep.equal({ app: 'web' });
+    });
+  });
+
+  describe('parseNoPrefixRegexp / parseGoRegexp', () => {
+    const ok: [string | undefined | null, string, boolean][] = [
+      [undefined, 'x', false],
+      [null, 'x', false],
+      ['^app=', 'app=web', true],
+      ['^app=', 'tier=app', false],
+      ['(?i)^APP=', 'app=web', true],
+      ['', 'anything', true],
+    ];
+    for (const [src, subject, matches] of ok) {
+      it(`${JSON.stringify(src)} on ${subject} -> ${matches}`, () => {
+        const re = parseNoPrefixRegexp(src);
+        expect(re?.test(subject) ?? false).to.equal(matches);
+      });
+    }
+    for (const bad of ['(', '[a-', '(?U)x', 'a{2,1}']) {
+      it(`rejects ${JSON.stringify(bad)} with a ValidationError`, () => {
+        expect(() => parseGoRegexp(bad)).to.throw(ValidationError);
+      });
+    }
+  });
+});
