@@ -7,6 +7,7 @@
  *   demo               the one-command demo on the sandbox
  */
 const [cmd, ...args] = process.argv.slice(2);
+const io = { stdout: process.stdout, stderr: process.stderr, env: process.env };
 
 async function main(): Promise<number> {
   switch (cmd) {
@@ -14,6 +15,22 @@ async function main(): Promise<number> {
       // The sandbox is a development tool; load it only when asked for.
       const { sandboxCli } = await import('../test/sandbox/sandbox-cli.js');
       return sandboxCli(args);
+    }
+    case 'provider': {
+      const { runProvider } = await import('./main.js');
+      return runProvider(args, process.env);
+    }
+    case 'export-kubeconfig': {
+      const { exportKubeconfigCli } = await import('./tools/export-kubeconfig.js');
+      return exportKubeconfigCli(args, io);
+    }
+    case 'cleanup': {
+      const { cleanupCli } = await import('./tools/cleanup.js');
+      return cleanupCli(args, io);
+    }
+    case 'demo': {
+      const { demoCli } = await import('./tools/demo.js');
+      return demoCli(args, io);
     }
     default:
       console.error('usage: admiralty <provider|export-kubeconfig|cleanup|sandbox|demo> [flags]');

@@ -1,0 +1,70 @@
+import { EventEmitter } from 'node:events';
+import type { TargetClient } from './target-client.js';
+
+/** Health of a target as last observed by the targets reconciler. */
+export interface TargetHealth {
+  ready: boolean;
+  reason: string;
+  message: string;
+  /** When `ready` last changed, ms since the epoch. */
+  sinceMs: number;
+}
+
+/**
+ * The registry of target clusters: one client set per Target/ClusterTarget, replaced live when
+ * its credentials change and removed when it is deleted. Controllers that work per target
+ * (delegation, follow, services, the kubelet API) look targets up here and listen for
+ * `added`/`removed` to start or stop their per-target watches. A broken target never blocks
+ * the others: each entry is independent.
+ */
+export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; removed: [TargetClient] }> {
+  private readonly clients = new Map<string, TargetClient>();
+  private readonly healths = new Map<string, TargetHealth>();
+  /** Virtual node name -> target key. */
+  private readonly nodes = new Map<string, string>();
+
+  /** Adds or replaces a target's clients. Emits `removed` for the old one, then `added`. Idempotent for the same fingerprint. */
+  set(client: TargetClient, virtualNodeName: string): void {
+    const old = this.clients.get(client.key);
+    this.nodes.set(virtualNodeName, client.key);
+    if (old && old.fingerprint === client.fingerprint) return;
+    if (old) this.emit('removed', old);
+    this.clients.set(client.key, client);
+    this.emit('added', client);
+  }
+
+  delete(key: string): void {
+    const old = this.clients.get(key);
+    this.clients.delete(key);
+    this.healths.delete(key);
+    for (const [node, k] of this.nodes) if (k === key) this.nodes.delete(node);
+    if (old) this.emit('removed', old);
+  }
+
+  get(key: string): TargetClient | undefined {
+    return this.clients.get(key);
+  }
+
+  /** The target behind a virtual node, if any. */
+  byNodeName(nodeName: string): TargetClient | undefined {
+    const key = this.nodes.get(nodeName);
+    return key ? this.clients.get(key) : undefined;
+  }
+
+  nodeNameOf(key: string): string | undefined {
+    for (const [node, k] of this.nodes) if (k === key) return node;
+    return undefined;
+  }
+
+  list(): TargetClient[] {
+    return [...this.clients.values()];
+  }
+
+  setHealth(key: string, health: TargetHealth): void {
+    this.healths.set(key, health);
+  }
+
+  health(key: string): TargetHealth | undefined {
+    return this.healths.get(key);
+  }
+}

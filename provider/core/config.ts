@@ -1,0 +1,166 @@
+import { isIP } from 'node:net';
+
+/** Components that `--enable` can switch on. */
+export const COMPONENTS = ['targets', 'delegation', 'summary', 'sources', 'webhook', 'kubelet'] as const;
+
+export interface ProviderConfig {
+  kubeconfig?: string;
+  context?: string;
+  clusterName: string;
+  namespace: string;
+  kubeletPort: number;
+  kubeletAddress: string;
+  kubeletBindAddress: string;
+  kubeletClientCaFile?: string;
+  kubeletServingSigner: string;
+  webhookPort: number;
+  webhookBindAddress: string;
+  webhookConfigName: string;
+  webhookServiceName?: string;
+  webhookUrl?: string;
+  metricsPort: number;
+  metricsBindAddress: string;
+  leaderElect: boolean;
+  leaderElectionNamespace: string;
+  leaseDurationSeconds: number;
+  renewDeadlineSeconds: number;
+  retryPeriodSeconds: number;
+  workers: number;
+  logLevel: string;
+  logFormat: 'json' | 'text';
+  nodeStatusIntervalSeconds: number;
+  nodeLeaseIntervalSeconds: number;
+  enable: string[];
+  shutdownTimeoutSeconds: number;
+}
+
+interface FlagSpec {
+  flag: string;
+  env?: string;
+  kind: 'string' | 'port' | 'int' | 'bool' | 'ip' | 'url' | 'enum' | 'list';
+  default?: string;
+  values?: readonly string[];
+  help: string;
+}
+
+/** Every flag, its environment variable and default. The flag wins over the environment. */
+export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
+  kubeconfig: { flag: 'kubeconfig', env: 'KUBECONFIG', kind: 'string', help: 'kubeconfig of this cluster (out-of-cluster mode); in-cluster credentials when absent' },
+  context: { flag: 'context', kind: 'string', help: 'context of --kubeconfig to use' },
+  clusterName: { flag: 'cluster-name', env: 'CLUSTER_NAME', kind: 'string', help: 'name of this cluster, written on every delegate and copy (required)' },
+  namespace: { flag: 'namespace', env: 'POD_NAMESPACE', kind: 'string', default: 'admiralty', help: "the provider's namespace (webhook certificate Secret, leader Lease)" },
+  kubeletPort: { flag: 'kubelet-port', kind: 'port', default: '10250', help: 'port of the kubelet API of the virtual nodes' },
+  kubeletAddress: { flag: 'kubelet-address', env: 'POD_IP', kind: 'ip', default: '127.0.0.1', help: "IP the control plane dials for the kubelet API (the node's InternalIP)" },
+  kubeletBindAddress: { flag: 'kubelet-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address the kubelet API listens on (0.0.0.0 in a pod)' },
+  kubeletClientCaFile: { flag: 'kubelet-client-ca-file', kind: 'string', help: "CA that signs the apiserver's kubelet client certificate; without it only bearer tokens authenticate" },
+  kubeletServingSigner: { flag: 'kubelet-serving-signer', kind: 'string', default: 'kubernetes.io/kubelet-serving', help: 'signer of the kubelet serving certificate CSR (e.g. beta.eks.amazonaws.com/app-serving)' },
+  webhookPort: { flag: 'webhook-port', kind: 'port', default: '9443', help: 'port of the admission webhook' },
+  webhookBindAddress: { flag: 'webhook-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address the webhook listens on (0.0.0.0 in a pod)' },
+  webhookConfigName: { flag: 'webhook-config-name', kind: 'string', default: 'admiralty', help: 'MutatingWebhookConfiguration whose caBundle the provider keeps current' },
+  webhookServiceName: { flag: 'webhook-service-name', kind: 'string', help: 'Service in front of the webhook, for the certificate DNS names' },
+  webhookUrl: { flag: 'webhook-url', kind: 'url', help: 'URL the apiserver calls out of cluster (its IP goes in the certificate)' },
+  metricsPort: { flag: 'metrics-port', kind: 'port', default: '8080', help: 'port of /metrics, /healthz and /readyz' },
+  metricsBindAddress: { flag: 'metrics-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address of the metrics server' },
+  leaderElect: { flag: 'leader-elect', kind: 'bool', default: 'true', help: 'elect a leader among replicas; only the leader runs controllers' },
+  leaderElectionNamespace: { flag: 'leader-election-namespace', kind: 'string', help: 'namespace of the leader Lease (default: --namespace)' },
+  leaseDurationSeconds: { flag: 'lease-duration-seconds', kind: 'int', default: '15', help: 'leader lease duration' },
+  renewDeadlineSeconds: { flag: 'renew-deadline-seconds', kind: 'int', default: '10', help: 'leader renew deadline' },
+  retryPeriodSeconds: { flag: 'retry-period-seconds', kind: 'int', default: '2', help: 'leader election retry period' },
+  workers: { flag: 'workers', kind: 'int', default: '4', help: 'workers per controller' },
+  logLevel: { flag: 'log-level', kind: 'enum', default: 'info', values: ['error', 'warn', 'info', 'debug'], help: 'log level' },
+  logFormat: { flag: 'log-format', kind: 'enum', default: 'json', values: ['json', 'text'], help: 'log format' },
+  nodeStatusIntervalSeconds: { flag: 'node-status-interval-seconds', kind: 'int', default: '60', help: 'virtual node status is written at least this often' },
+  nodeLeaseIntervalSeconds: { flag: 'node-lease-interval-seconds', kind: 'int', default: '10', help: 'node Lease renewal and target probe period' },
+  enable: { flag: 'enable', kind: 'list', default: COMPONENTS.join(','), values: COMPONENTS, help: 'components to run' },
+  shutdownTimeoutSeconds: { flag: 'shutdown-timeout-seconds', kind: 'int', default: '20', help: 'graceful shutdown deadline' },
+};
+
+/**
+ * Parses flags (`--name=value` or `--name value`) and environment, validates everything, and
+ * returns the config or every problem found (not just the first). Reads no global state.
+ */
+export function parseConfig(argv: string[], env: Record<string, string | undefined>): { ok: true; config: ProviderConfig } | { ok: false; errors: string[] } {
+  const errors: string[] = [];
+  const given = new Map<string, string>();
+  const byFlag = new Map(Object.entries(FLAGS).map(([k, s]) => [s.flag, k as keyof ProviderConfig]));
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (!arg.startsWith('--')) {
+      errors.push(`unexpected argument "${arg}"`);
+      continue;
+    }
+    let [name, value] = arg.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
+    const key = byFlag.get(name);
+    if (!key) {
+      errors.push(`unknown flag --${name}`);
+      continue;
+    }
+    if (value === undefined) {
+      if (FLAGS[key].kind === 'bool' && (argv[i + 1] === undefined || argv[i + 1].startsWith('--'))) value = 'true';
+      else value = argv[++i];
+    }
+    if (value === undefined) errors.push(`flag --${name} needs a value`);
+    else given.set(key, value);
+  }
+  const out: Record<string, unknown> = {};
+  for (const [key, spec] of Object.entries(FLAGS) as [keyof ProviderConfig, FlagSpec][]) {
+    const raw = given.get(key) ?? (spec.env ? env[spec.env] || undefined : undefined) ?? spec.default;
+    if (raw === undefined) continue;
+    const where = `--${spec.flag}${spec.env ? ` (or ${spec.env})` : ''}`;
+    switch (spec.kind) {
+      case 'string':
+        out[key] = raw;
+        break;
+      case 'port':
+      case 'int': {
+        const n = Number(raw);
+        const max = spec.kind === 'port' ? 65535 : 1_000_000;
+        if (!/^\d+$/.test(raw) || n < (spec.kind === 'port' ? 1 : 0) || n > max) errors.push(`${where}: "${raw}" is not ${spec.kind === 'port' ? 'a port (1-65535)' : 'a whole number'}`);
+        else out[key] = n;
+        break;
+      }
+      case 'bool':
+        if (!['true', 'false'].includes(raw)) errors.push(`${where}: "${raw}" is not true or false`);
+        else out[key] = raw === 'true';
+        break;
+      case 'ip':
+        if (!isIP(raw)) errors.push(`${where}: "${raw}" is not an IP address`);
+        else out[key] = raw;
+        break;
+      case 'url':
+        try {
+          const u = new URL(raw);
+          if (u.protocol !== 'https:') throw new Error('not https');
+          out[key] = raw;
+        } catch {
+          errors.push(`${where}: "${raw}" is not an https URL`);
+        }
+        break;
+      case 'enum':
+        if (!spec.values!.includes(raw)) errors.push(`${where}: "${raw}" is not one of ${spec.values!.join(', ')}`);
+        else out[key] = raw;
+        break;
+      case 'list': {
+        const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+        const bad = items.filter((s) => !spec.values!.includes(s));
+        if (bad.length) errors.push(`${where}: unknown component(s) ${bad.join(', ')}; known: ${spec.values!.join(', ')}`);
+        else out[key] = items;
+        break;
+      }
+    }
+  }
+  if (!out.clusterName) errors.push('--cluster-name (or CLUSTER_NAME) is required: it names this cluster on every delegate and copy');
+  else if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.clusterName as string) || (out.clusterName as string).length > 63) errors.push(`--cluster-name: "${out.clusterName}" must be a valid label value (lowercase, digits, '-', '.', at most 63)`);
+  if (errors.length) return { ok: false, errors };
+  out.leaderElectionNamespace ??= out.namespace;
+  return { ok: true, config: out as unknown as ProviderConfig };
+}
+
+/** The flags reference, printed with configuration errors. */
+export function configUsage(): string {
+  const lines = ['usage: admiralty provider [flags]', ''];
+  for (const spec of Object.values(FLAGS)) {
+    lines.push(`  --${spec.flag}${spec.env ? ` (env ${spec.env})` : ''}${spec.default !== undefined ? ` [default ${spec.default}]` : ''}`, `      ${spec.help}`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,31 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/**
+ * The provider's metrics, all on the injected registry (never the global one). Label values are
+ * bounded: controller, target and informer names, phases and results; never pod names. The
+ * webhook and kubelet servers register their own request histograms on the same registry.
+ */
+export function createMetrics(registry: Registry) {
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+  return {
+    reconcileTotal: new Counter({ name: 'admiralty_controller_reconcile_total', help: 'Reconciles by controller and result (success, error, terminal).', labelNames: ['controller', 'result'], registers }),
+    reconcileDuration: new Histogram({
+      name: 'admiralty_controller_reconcile_duration_seconds',
+      help: 'Time spent in one reconcile.',
+      labelNames: ['controller'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    }),
+    workqueueDepth: new Gauge({ name: 'admiralty_workqueue_depth', help: 'Keys waiting in a controller queue.', labelNames: ['controller'], registers }),
+    workqueueAdds: new Counter({ name: 'admiralty_workqueue_adds_total', help: 'Keys added to a controller queue.', labelNames: ['controller'], registers }),
+    workqueueRetries: new Counter({ name: 'admiralty_workqueue_retries_total', help: 'Keys requeued with backoff after a failure.', labelNames: ['controller'], registers }),
+    delegates: new Gauge({ name: 'admiralty_delegates', help: 'Delegate pods by target and phase.', labelNames: ['target', 'phase'], registers }),
+    targetReady: new Gauge({ name: 'admiralty_target_ready', help: '1 when a target is reachable and usable, else 0.', labelNames: ['target'], registers }),
+    targetApiErrors: new Counter({ name: 'admiralty_target_api_errors_total', help: 'Failed calls to a target API by kind.', labelNames: ['target', 'kind'], registers }),
+    certificateExpiry: new Gauge({ name: 'admiralty_certificate_expiry_timestamp_seconds', help: 'When a serving certificate expires (Unix time).', labelNames: ['certificate'], registers }),
+    informerRestarts: new Counter({ name: 'admiralty_informer_restarts_total', help: 'Informer restarts after a watch or list failure.', labelNames: ['informer'], registers }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,437 @@
+import {
+  AdmissionregistrationV1Api,
+  CertificatesV1Api,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  RbacAuthorizationV1Api,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type V1ConfigMap,
+  type V1Node,
+  type V1Pod,
+  type V1Secret,
+  type V1Service,
+} from '@kubernetes/client-node';
+import express from 'express';
+import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { Registry } from 'prom-client';
+import { CertRotator } from '../certs/cert-rotator.js';
+import { createHotSwapHttpsServer } from '../certs/hot-swap-https-server.js';
+import { readCertificate } from '../certs/read-certificate.js';
+import { createWebhookApp } from '../webhook/create-webhook-app.js';
+import { WebhookCertificates } from '../webhook/webhook-certificates.js';
+import { ClusterRegistry } from './clusters/cluster-registry.js';
+import type { TargetClient } from './clusters/target-client.js';
+import { Controller } from './controller/controller.js';
+import { Informer } from './controller/informer.js';
+import { realClock } from './core/clock.js';
+import { configUsage, parseConfig, type ProviderConfig } from './core/config.js';
+import { EventRecorder } from './core/events.js';
+import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION, PARENT_CLUSTER_NAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from './core/keys.js';
+import { LeaderElector } from './core/leader-election.js';
+import { Lifecycle } from './core/lifecycle.js';
+import { createLogger, errorFields, type Logger } from './core/logger.js';
+import { createMetrics, type Metrics } from './core/metrics.js';
+import { createKubeletAuthorizer } from './kubelet/auth.js';
+import { createKubeletServer } from './kubelet/kubelet-server.js';
+import { KubeletServingCertificate } from './kubelet/serving-certificate.js';
+import { delegatePodName } from './model/names.js';
+import type { ClusterSource, Source, Target } from './model/types.js';
+import { SourcesReconciler } from './reconcilers/sources.js';
+import { SummaryReconciler } from './reconcilers/summary.js';
+import { TargetsReconciler } from './reconcilers/targets.js';
+
+/** What the provider needs of an informer to start, stop and report readiness. */
+type RunnableInformer = { start(): void; stop(): void; hasSynced(): boolean };
+
+/** Version reported in virtual nodes' nodeInfo. */
+export const PROVIDER_VERSION = 'v0.1.0-admiralty-ts';
+
+/**
+ * Runs the provider until SIGTERM/SIGINT. This is the only place that wires components
+ * together; each server and controller can be switched off with `--enable`.
+ */
+export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const parsed = parseConfig(argv, env);
+  if (!parsed.ok) {
+    for (const e of parsed.errors) console.error(`config: ${e}`);
+    console.error(configUsage());
+    return 2;
+  }
+  const config = parsed.config;
+  const logger = createLogger({ level: config.logLevel, format: config.logFormat });
+  const registry = new Registry();
+  const metrics = createMetrics(registry);
+  const clock = realClock;
+  const lifecycle = new Lifecycle({ logger });
+
+  const kc = new KubeConfig();
+  try {
+    if (config.kubeconfig) {
+      kc.loadFromFile(config.kubeconfig);
+      if (config.context) kc.setCurrentContext(config.context);
+    } else {
+      kc.loadFromCluster();
+    }
+  } catch (err) {
+    logger.error('cannot load the kubeconfig of this cluster', errorFields(err));
+    return 2;
+  }
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const coordination = kc.makeApiClient(CoordinationV1Api);
+  const events = new EventRecorder({ core, component: 'admiralty', clock, logger });
+  const enabled = (c: string) => config.enable.includes(c);
+  const ready = { servers: false, informers: [] as RunnableInformer[] };
+
+  // Health and metrics first, so probes answer while the rest starts.
+  const ops = express();
+  ops.get('/metrics', async (_req, res) => {
+    res.set('Content-Type', registry.contentType).send(await registry.metrics());
+  });
+  ops.get('/healthz', (_req, res) => {
+    res.send('ok');
+  });
+  ops.get('/readyz', (_req, res) => {
+    const notSynced = ready.informers.filter((i) => !i.hasSynced()).length;
+    if (ready.servers && notSynced === 0) res.send('ok');
+    else res.status(503).send(ready.servers ? `${notSynced} informers not synced` : 'servers starting');
+  });
+  const opsServer: Server = await new Promise((res) => {
+    const s = ops.listen(config.metricsPort, config.metricsBindAddress, () => res(s));
+  });
+  lifecycle.add('metrics server', () => new Promise<void>((res) => opsServer.close(() => res())));
+
+  const clusters = new ClusterRegistry();
+
+  // Webhook: every replica serves it; the certificate lives in a Secret so replicas share it.
+  if (enabled('webhook')) {
+    await startWebhook(config, kc, core, registry, metrics, logger, lifecycle);
+  }
+  // Kubelet API: serves logs/exec/attach/port-forward of proxies by bridging to delegates.
+  if (enabled('kubelet')) {
+    await startKubeletServer(config, kc, core, clusters, registry, metrics, logger, lifecycle);
+  }
+  ready.servers = true;
+
+  const controllers: Controller[] = [];
+  const informers: RunnableInformer[] = [];
+  const newInformer = <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string): Informer<T> =>
+    new Informer<T>({ name, cluster, kubeConfig, path, list, labelSelector, logger, clock, metrics });
+  const newController = (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => {
+    const c = new Controller({ name, reconciler, workers: config.workers, clock, logger, metrics });
+    controllers.push(c);
+    return c;
+  };
+
+  // Summary and sources run in every cluster (target side).
+  if (enabled('summary')) {
+    const nodes = newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
+    informers.push(nodes);
+    const c = newController('summary', new SummaryReconciler({ custom, nodes }));
+    c.watch(nodes, () => [SummaryReconciler.KEY]);
+    c.enqueue(SummaryReconciler.KEY);
+  }
+  if (enabled('sources')) {
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    const crdList = (plural: string) => () => custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural }) as Promise<KubernetesListObject<any>>;
+    const sources = newInformer<Source & KubernetesObject>('sources', config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/sources`, crdList('sources'));
+    const clusterSources = newInformer<ClusterSource & KubernetesObject>('clustersources', config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/clustersources`, crdList('clustersources'));
+    informers.push(sources, clusterSources);
+    const c = newController('sources', new SourcesReconciler({ core, rbac, sources, clusterSources }));
+    c.watch(sources, (o) => [SourcesReconciler.keyOf(o, 'Source')]);
+    c.watch(clusterSources, (o) => [SourcesReconciler.keyOf(o, 'ClusterSource')]);
+  }
+
+  // Source side: targets -> virtual nodes, proxies -> delegates, follow, services.
+  if (enabled('targets')) {
+    const crdList = (plural: string) => () => custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural }) as Promise<KubernetesListObject<any>>;
+    const targets = newInformer<Target & KubernetesObject>('targets', config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/targets`, crdList('targets'));
+    const clusterTargets = newInformer<Target & KubernetesObject>('clustertargets', config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/clustertargets`, crdList('clustertargets'));
+    const virtualNodes = newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode({ labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}` }), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
+    informers.push(targets, clusterTargets, virtualNodes);
+    const reconciler = new TargetsReconciler({
+      sourceKubeConfig: kc,
+      sourceCore: core,
+      sourceCustom: custom,
+      sourceCoordination: coordination,
+      targets,
+      clusterTargets,
+      registry: clusters,
+      kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
+      kubeletVersion: PROVIDER_VERSION,
+      events,
+      clock,
+      nodeStatusIntervalMs: config.nodeStatusIntervalSeconds * 1000,
+      leaseIntervalMs: config.nodeLeaseIntervalSeconds * 1000,
+      onHealth: (target, isReady) => metrics.targetReady.set({ target }, isReady ? 1 : 0),
+    });
+    const c = newController('targets', reconciler);
+    c.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
+    c.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
+    c.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n));
+  }
+
+  if (enabled('delegation')) {
+    await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, newInformer, newController });
+  }
+
+  for (const i of informers) ready.informers.push(i);
+
+  // Only the leader runs controllers; every replica serves the webhook and the kubelet API.
+  const startControllers = () => {
+    for (const i of informers) i.start();
+    for (const c of controllers) c.start();
+    logger.info('controllers started', { controllers: controllers.map((c) => c.name) });
+  };
+  const stopControllers = async () => {
+    await Promise.all(controllers.map((c) => c.stop(config.shutdownTimeoutSeconds * 1000)));
+    for (const i of informers) i.stop();
+  };
+  if (config.leaderElect) {
+    const elector = new LeaderElector({
+      coordination,
+      namespace: config.leaderElectionNamespace,
+      name: 'admiralty-provider',
+      identity: `${env.POD_NAME ?? require_hostname()}-${process.pid}`,
+      leaseDurationSeconds: config.leaseDurationSeconds,
+      renewDeadlineSeconds: config.renewDeadlineSeconds,
+      retryPeriodSeconds: config.retryPeriodSeconds,
+      clock,
+      logger,
+      onStartedLeading: startControllers,
+      onStoppedLeading: () => {
+        // Lost leadership while running: stop writing at once; the process restarts clean.
+        logger.warn('lost leadership; exiting so that a fresh process takes over');
+        void stopControllers().finally(() => process.exit(1));
+      },
+    });
+    void elector.run();
+    lifecycle.add('leader election', () => elector.release());
+  } else {
+    startControllers();
+  }
+  lifecycle.add('controllers', stopControllers);
+
+  logger.info('provider started', { cluster: config.clusterName, components: config.enable });
+  return lifecycle.waitForSignal(config.shutdownTimeoutSeconds * 1000);
+}
+
+function require_hostname(): string {
+  try {
+    return readFileSync('/etc/hostname', 'utf8').trim() || 'admiralty';
+  } catch {
+    return 'admiralty';
+  }
+}
+
+async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1Api, registry: Registry, metrics: Metrics, logger: Logger, lifecycle: Lifecycle): Promise<void> {
+  const admission = kc.makeApiClient(AdmissionregistrationV1Api);
+  const dnsNames = config.webhookServiceName
+    ? [config.webhookServiceName, `${config.webhookServiceName}.${config.namespace}`, `${config.webhookServiceName}.${config.namespace}.svc`, `${config.webhookServiceName}.${config.namespace}.svc.cluster.local`]
+    : ['localhost'];
+  const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
+  const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock: realClock });
+  const issue = async () => {
+    const pair = await certs.ensureServingCertificate();
+    // Keep the webhook configuration's caBundle current ourselves: no cert-manager needed.
+    await certs.ensureCaBundle(config.webhookConfigName, pair.caPem).catch((err) => logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName }));
+    metrics.certificateExpiry.set({ certificate: 'webhook' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
+    return { certPem: pair.certPem, keyPem: pair.keyPem };
+  };
+  const first = await issue();
+  const app = createWebhookApp({ logger, registry });
+  const server = createHotSwapHttpsServer({ pair: first, handler: app });
+  const rotator = new CertRotator({
+    issue,
+    onRotate: (pair) => {
+      server.swap(pair);
+      logger.info('webhook certificate rotated');
+    },
+    clock: realClock,
+    onError: (err) => logger.warn('webhook certificate renewal failed', errorFields(err)),
+  });
+  await rotator.start(first);
+  await new Promise<void>((res) => server.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
+  logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
+  lifecycle.add('webhook', async () => {
+    rotator.stop();
+    await new Promise<void>((res) => server.server.close(() => res()));
+  });
+}
+
+async function startKubeletServer(config: ProviderConfig, kc: KubeConfig, core: CoreV1Api, clusters: ClusterRegistry, registry: Registry, metrics: Metrics, logger: Logger, lifecycle: Lifecycle): Promise<void> {
+  const serving = new KubeletServingCertificate({
+    certificates: kc.makeApiClient(CertificatesV1Api),
+    nodeName: `admiralty-${config.clusterName}`,
+    ipAddresses: [config.kubeletAddress],
+    dnsNames: [],
+    signerName: config.kubeletServingSigner,
+    clock: realClock,
+    logger,
+  });
+  const first = await serving.issue();
+  const server = createKubeletServer({
+    host: config.kubeletBindAddress,
+    port: config.kubeletPort,
+    tls: first,
+    clientCaPem: config.kubeletClientCaFile ? readFileSync(config.kubeletClientCaFile, 'utf8') : undefined,
+    auth: createKubeletAuthorizer({ kubeConfig: kc }),
+    logger,
+    registry,
+    resolver: {
+      // A proxy resolves to its delegate: same namespace in the target behind its node.
+      async resolve(namespace, podName) {
+        let proxy: V1Pod;
+        try {
+          proxy = await core.readNamespacedPod({ name: podName, namespace });
+        } catch {
+          return null;
+        }
+        const nodeName = proxy.spec?.nodeName;
+        const target = nodeName ? clusters.byNodeName(nodeName) : undefined;
+        if (!nodeName || !target) return null;
+        return { nodeName, target: { kubeConfig: target.kubeConfig, namespace, pod: delegatePodName(podName, config.clusterName, proxy.metadata!.uid!) } };
+      },
+    },
+  });
+  await server.listen();
+  metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(first.certPem).notAfter.getTime() / 1000);
+  const rotator = new CertRotator({
+    issue: () => serving.issue(),
+    onRotate: (pair) => {
+      server.setCertificate(pair.certPem, pair.keyPem);
+      metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
+    },
+    clock: realClock,
+    onError: (err) => logger.warn('kubelet certificate renewal failed', errorFields(err)),
+  });
+  await rotator.start(first);
+  logger.info('kubelet API listening', { address: config.kubeletBindAddress, port: config.kubeletPort, selfSigned: first.selfSigned });
+  lifecycle.add('kubelet API', async () => {
+    rotator.stop();
+    await server.close();
+  });
+}
+
+interface DelegationWiring {
+  config: ProviderConfig;
+  kc: KubeConfig;
+  core: CoreV1Api;
+  clusters: ClusterRegistry;
+  events: EventRecorder;
+  logger: Logger;
+  clock: typeof realClock;
+  metrics: Metrics;
+  informers: RunnableInformer[];
+  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string) => Informer<T>;
+  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => Controller;
+}
+
+/**
+ * Proxies -> delegates, follow and services. Source-side informers are static; each target
+ * gets its own informers (delegates, copies) when it joins the registry and loses them when
+ * it leaves, so a broken target never stalls the others.
+ */
+async function wireDelegation(w: DelegationWiring): Promise<void> {
+  // Loaded only when delegation is enabled: target-only installs never load it.
+  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }] = await Promise.all([
+    import('./reconcilers/delegation.js'),
+    import('./reconcilers/follow.js'),
+    import('./reconcilers/services.js'),
+  ]);
+  const { config, kc, core, clusters, events, clock, metrics } = w;
+  const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
+  const proxies = w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`);
+  const configMaps = w.newInformer<V1ConfigMap>('configmaps', config.clusterName, kc, '/api/v1/configmaps', () => core.listConfigMapForAllNamespaces());
+  const secrets = w.newInformer<V1Secret>('secrets', config.clusterName, kc, '/api/v1/secrets', () => core.listSecretForAllNamespaces());
+  const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
+  w.informers.push(proxies, configMaps, secrets, services);
+
+  const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service> }>();
+
+  const follow = new FollowReconciler({
+    sourceCore: core,
+    configMaps,
+    secrets,
+    proxies,
+    registry: clusters,
+    sourceClusterName: config.clusterName,
+    events,
+    targetConfigMaps: (key: string) => perTarget.get(key)?.configMaps,
+    targetSecrets: (key: string) => perTarget.get(key)?.secrets,
+  });
+  const delegation = new DelegationReconciler({
+    sourceCore: core,
+    proxies,
+    delegates: (key: string) => perTarget.get(key)?.delegates,
+    registry: clusters,
+    sourceClusterName: config.clusterName,
+    events,
+    clock,
+    follow,
+  });
+  const svc = new ServiceReconciler({
+    sourceCore: core,
+    services,
+    proxies,
+    registry: clusters,
+    sourceClusterName: config.clusterName,
+    events,
+    targetServices: (key: string) => perTarget.get(key)?.services,
+    delegates: (key: string) => perTarget.get(key)?.delegates,
+  });
+  const delegationController = w.newController('delegation', delegation);
+  const followController = w.newController('follow', follow);
+  const servicesController = w.newController('services', svc);
+  delegationController.watch(proxies, (p) => [DelegationReconciler.proxyKey(p)]);
+  followController.watch(configMaps, (o) => FollowReconciler.keysOfSource('configmap', o));
+  followController.watch(secrets, (o) => FollowReconciler.keysOfSource('secret', o));
+  followController.watch(proxies, (p) => FollowReconciler.keysOfProxy(p));
+  servicesController.watch(services, (s) => [ServiceReconciler.keyOf(s)]);
+  servicesController.watch(proxies, (p) => svc.keysOfProxy(p));
+
+  const addTarget = (t: TargetClient) => {
+    const existing = perTarget.get(t.key);
+    if (existing) removeTarget(t);
+    const list = <T extends KubernetesObject>(name: string, path: string, fn: () => Promise<KubernetesListObject<T>>) =>
+      w.newInformer<T>(`${name}`, t.displayName, t.kubeConfig, path, fn, ours);
+    const entry = {
+      delegates: list<V1Pod>('delegates', '/api/v1/pods', () => t.core.listPodForAllNamespaces({ labelSelector: ours })),
+      configMaps: list<V1ConfigMap>('configmap-copies', '/api/v1/configmaps', () => t.core.listConfigMapForAllNamespaces({ labelSelector: ours })),
+      secrets: list<V1Secret>('secret-copies', '/api/v1/secrets', () => t.core.listSecretForAllNamespaces({ labelSelector: ours })),
+      services: list<V1Service>('service-copies', '/api/v1/services', () => t.core.listServiceForAllNamespaces({ labelSelector: ours })),
+    };
+    perTarget.set(t.key, entry);
+    delegationController.watch(entry.delegates, (p) => DelegationReconciler.delegateToProxyKey(p, config.clusterName));
+    followController.watch(entry.configMaps, (o) => FollowReconciler.keysOfCopy('configmap', o));
+    followController.watch(entry.secrets, (o) => FollowReconciler.keysOfCopy('secret', o));
+    servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s));
+    servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p));
+    for (const i of Object.values(entry)) i.start();
+    // Proxies bound to this target may have been waiting for its clients.
+    for (const p of proxies.list()) delegationController.enqueue(DelegationReconciler.proxyKey(p));
+  };
+  const removeTarget = (t: TargetClient) => {
+    const entry = perTarget.get(t.key);
+    if (!entry) return;
+    perTarget.delete(t.key);
+    for (const i of Object.values(entry)) i.stop();
+  };
+  clusters.on('added', addTarget);
+  clusters.on('removed', removeTarget);
+
+  // Delegates by target and phase, from the caches, every 15 s.
+  const timer = setInterval(() => {
+    metrics.delegates.reset();
+    for (const [key, entry] of perTarget) {
+      const counts = new Map<string, number>();
+      for (const p of entry.delegates.list()) counts.set(p.status?.phase ?? 'Unknown', (counts.get(p.status?.phase ?? 'Unknown') ?? 0) + 1);
+      for (const [phase, n] of counts) metrics.delegates.set({ target: clusters.get(key)?.displayName ?? key, phase }, n);
+    }
+  }, 15_000);
+  timer.unref();
+}
