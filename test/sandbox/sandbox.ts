@@ -328,6 +328,7 @@ export class Sandbox {
       '--log-level=debug',
     ];
     if (cluster !== 'c1') args.push('--enable=summary,sources');
+    else if (!existsSync(join(REPO_ROOT, 'provider', 'reconcilers', 'delegation.ts'))) args.push('--enable=targets,summary,sources,webhook,kubelet'); // TEMP
     return args;
   }
 
@@ -403,7 +404,9 @@ export class Sandbox {
       'kind: ClusterLogs',
       'metadata: {name: sandbox-default}',
       'spec:',
-      '  selector: {}',
+      // Only namespace default: kwok prefers a ClusterLogs over a per-pod Logs, and tests define
+      // their own logs in namespaces of their own.
+      '  selector: {matchNamespaces: [default]}',
       '  logs:',
       `  - logsFile: ${logFile}`,
       '    follow: true',
