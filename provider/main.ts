@@ -255,6 +255,8 @@ async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1
     onError: (err) => logger.warn('webhook certificate renewal failed', errorFields(err)),
   });
   await rotator.start(first);
+  // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
+  process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
   await new Promise<void>((res) => server.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
   logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
   lifecycle.add('webhook', async () => {
@@ -310,6 +312,7 @@ async function startKubeletServer(config: ProviderConfig, kc: KubeConfig, core: 
     onError: (err) => logger.warn('kubelet certificate renewal failed', errorFields(err)),
   });
   await rotator.start(first);
+  process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced kubelet certificate rotation failed', errorFields(err))));
   logger.info('kubelet API listening', { address: config.kubeletBindAddress, port: config.kubeletPort, selfSigned: first.selfSigned });
   lifecycle.add('kubelet API', async () => {
     rotator.stop();

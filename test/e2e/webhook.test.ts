@@ -1,0 +1,112 @@
+import { expect } from 'chai';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import tls from 'node:tls';
+import { join } from 'node:path';
+import { apply, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+
+const MANIFEST = 'multicluster.admiralty.io/sourcepod-manifest';
+
+function pod(name: string, namespace: string, elect: boolean): string {
+  return `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+  namespace: ${namespace}
+  labels: {app: ${name}}
+${elect ? '  annotations: {multicluster.admiralty.io/elect: ""}\n' : ''}spec:
+  containers: [{name: app, image: nginx, resources: {requests: {cpu: 10m, memory: 8Mi}}}]
+`;
+}
+
+/** The certificate the webhook serves, as the apiserver sees it. */
+function servedCertificate(): Promise<X509Certificate> {
+  return new Promise((res, rej) => {
+    const socket = tls.connect({ host: '127.0.0.1', port: sandbox.ports('c1').webhook, rejectUnauthorized: false }, () => {
+      const raw = socket.getPeerCertificate().raw;
+      socket.end();
+      res(new X509Certificate(raw));
+    });
+    socket.on('error', rej);
+  });
+}
+
+async function caBundle(): Promise<X509Certificate> {
+  const cfg = await getJson('c1', 'mutatingwebhookconfiguration', 'admiralty');
+  return new X509Certificate(Buffer.from(cfg.webhooks[0].clientConfig.caBundle, 'base64'));
+}
+
+describe('admission webhook', function () {
+  this.timeout(120_000);
+  const names: string[] = [];
+  after(async () => {
+    for (const n of names) await kubectl('c1', 'delete', 'pod', n, '-n', 'default', '--wait=false', '--ignore-not-found');
+  });
+
+  it('turns an elected pod in an enabled namespace into a proxy bound to a virtual node', async () => {
+    const name = uniqueName('elected');
+    names.push(name);
+    await apply('c1', pod(name, 'default', true));
+    const p = await getJson('c1', 'pod', name, '-n', 'default');
+    const saved = JSON.parse(p.metadata.annotations[MANIFEST]);
+    expect(saved.metadata.name).to.equal(name);
+    expect(saved.spec.nodeSelector).to.equal(undefined); // the original, before mutation
+    expect(p.spec.nodeSelector).to.deep.equal({ 'virtual-kubelet.io/provider': 'admiralty' });
+    expect(p.spec.tolerations).to.deep.include({ key: 'virtual-kubelet.io/provider', operator: 'Equal', value: 'admiralty', effect: 'NoSchedule' });
+    expect(p.metadata.finalizers).to.include('multicluster.admiralty.io/delegate');
+    await waitFor('proxy bound to a virtual node', 60_000, async () => ((await getJson('c1', 'pod', name, '-n', 'default')).spec.nodeName ?? '').startsWith('admiralty-namespace-default-'));
+  });
+
+  it('leaves non-elected pods, and elected pods in namespaces not enabled, untouched on the fake nodes', async () => {
+    const ns = uniqueName('plain');
+    await kubectl('c1', 'create', 'namespace', ns);
+    try {
+      const plainHere = uniqueName('plain');
+      names.push(plainHere);
+      await apply('c1', pod(plainHere, 'default', false));
+      await apply('c1', pod('elected-elsewhere', ns, true));
+      for (const [n, namespace] of [[plainHere, 'default'], ['elected-elsewhere', ns]]) {
+        await waitFor(`${n} Running`, 60_000, async () => (await getJson('c1', 'pod', n, '-n', namespace)).status.phase === 'Running');
+        const p = await getJson('c1', 'pod', n, '-n', namespace);
+        expect(p.metadata.annotations?.[MANIFEST]).to.equal(undefined);
+        expect(p.metadata.finalizers).to.equal(undefined);
+        expect(p.spec.nodeName).to.match(/^c1-node-[01]$/);
+      }
+    } finally {
+      await kubectl('c1', 'delete', 'namespace', ns, '--wait=false');
+    }
+  });
+
+  it('serves a certificate that the caBundle validates, and keeps admitting after a forced rotation with a new CA', async () => {
+    const before = await servedCertificate();
+    expect(before.verify((await caBundle()).publicKey)).to.equal(true);
+
+    // Lose the CA (as after a leak) and force a rotation: a new CA, a new serving cert, a new caBundle.
+    await kubectl('c1', 'delete', 'secret', 'admiralty-webhook-cert', '-n', 'admiralty');
+    const pid = Number(readFileSync(join(sandbox.dir, 'pids', 'c1-provider.pid'), 'utf8'));
+    process.kill(pid, 'SIGHUP');
+    await waitFor('a new certificate served', 30_000, async () => (await servedCertificate()).serialNumber !== before.serialNumber);
+    const after = await servedCertificate();
+    const bundle = await caBundle();
+    expect(after.verify(bundle.publicKey)).to.equal(true);
+    expect(before.verify(bundle.publicKey)).to.equal(false);
+
+    const name = uniqueName('after-rotation');
+    names.push(name);
+    await apply('c1', pod(name, 'default', true));
+    expect((await getJson('c1', 'pod', name, '-n', 'default')).metadata.annotations[MANIFEST]).to.be.a('string');
+  });
+
+  it('rejects an elected pod whose scheduling-constraints annotation is malformed, saying why', async () => {
+    const name = uniqueName('malformed');
+    const yaml = pod(name, 'default', true).replace(
+      'multicluster.admiralty.io/elect: ""',
+      'multicluster.admiralty.io/elect: "", multicluster.admiralty.io/proxy-pod-scheduling-constraints: "nodeSelector: [oops"',
+    );
+    const err = await apply('c1', yaml).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(err?.message).to.match(/proxy-pod-scheduling-constraints/);
+  });
+});
