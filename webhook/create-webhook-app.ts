@@ -10,7 +10,7 @@ export interface WebhookAppOptions {
   /** Where the request histogram is registered; default a fresh registry owned by this app. */
   registry?: Registry;
   /** The mutation; default `mutatePod` with its defaults. Tests and the benchmark may swap it. */
-  mutate?: (pod: V1Pod) => { pod: V1Pod; mutated: boolean };
+  mutate?: (pod: V1Pod, namespace?: string) => { pod: V1Pod; mutated: boolean };
   /** Largest accepted body; default `8mb` (an AdmissionReview carries the pod, up to etcd's limit). */
   bodyLimit?: string;
 }
@@ -26,7 +26,7 @@ export const MUTATE_PATH = '/mutate';
  */
 export function createWebhookApp(opts: WebhookAppOptions): Express {
   const { logger } = opts;
-  const mutate = opts.mutate ?? ((pod: V1Pod) => mutatePod(pod));
+  const mutate = opts.mutate ?? ((pod: V1Pod, namespace?: string) => mutatePod(pod, { namespace }));
   const duration = new Histogram({
     name: 'admiralty_webhook_request_duration_seconds',
     help: 'Time to answer one AdmissionReview, by result (allowed, denied, error).',

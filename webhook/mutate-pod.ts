@@ -1,5 +1,8 @@
-import type { V1Affinity, V1Pod, V1PodSpec, V1Toleration } from '@kubernetes/client-node';
+import type { V1Affinity, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Pod, V1PodSpec, V1Toleration } from '@kubernetes/client-node';
+import { labelValueFor } from '../provider/model/names.js';
 import {
+  CLUSTER_TARGET_NAME_LABEL,
+  TARGET_NAMESPACE_LABEL,
   ELECT_ANNOTATION,
   HAS_FINALIZER_LABEL,
   PROXY_FINALIZER,
@@ -34,6 +37,11 @@ const PROXY_TOLERATIONS: readonly V1Toleration[] = [
 export interface MutatePodOptions {
   /** Finalizers every proxy gets; default `[PROXY_FINALIZER]`. */
   finalizers?: readonly string[];
+  /**
+   * The pod's namespace (the AdmissionReview's `request.namespace`): when given, the proxy may
+   * only land on virtual nodes of Targets of this namespace or of ClusterTargets.
+   */
+  namespace?: string;
 }
 
 /**
@@ -84,7 +92,8 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
     PROXY_TOLERATIONS,
   );
 
-  const affinity = constraints.affinity ?? proxyAffinity(spec.affinity);
+  let affinity = constraints.affinity ?? proxyAffinity(spec.affinity);
+  if (opts.namespace) affinity = withTargetScope(affinity, opts.namespace);
   if (affinity) spec.affinity = affinity;
   else delete spec.affinity;
   if (constraints.topologySpreadConstraints) spec.topologySpreadConstraints = constraints.topologySpreadConstraints;
@@ -125,4 +134,24 @@ function mergeTolerations(...lists: ReadonlyArray<readonly V1Toleration[]>): V1T
 function proxyAffinity(affinity: V1Affinity | undefined): V1Affinity | undefined {
   if (!affinity?.nodeAffinity) return undefined;
   return { nodeAffinity: affinity.nodeAffinity };
+}
+
+/**
+ * Restricts the proxy to virtual nodes of Targets in its own namespace or of ClusterTargets: a
+ * Target serves one namespace, and the stock kube-scheduler knows nothing of that. Required
+ * node-affinity terms are ORed and their expressions ANDed, so each of the user's terms is
+ * split in two: with `target-namespace In [ns]`, and with `cluster-target-name Exists`.
+ * Idempotent: terms that already carry the scope are left alone (webhook reinvocation).
+ */
+function withTargetScope(affinity: V1Affinity | undefined, namespace: string): V1Affinity {
+  const scoped = (t: V1NodeSelectorTerm) => (t.matchExpressions ?? []).some((e) => e.key === TARGET_NAMESPACE_LABEL || e.key === CLUSTER_TARGET_NAME_LABEL);
+  const required = affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
+  const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
+  if (terms.every(scoped)) return affinity!;
+  const scopes: V1NodeSelectorRequirement[] = [
+    { key: TARGET_NAMESPACE_LABEL, operator: 'In', values: [labelValueFor(namespace)] },
+    { key: CLUSTER_TARGET_NAME_LABEL, operator: 'Exists' },
+  ];
+  const nodeSelectorTerms = terms.flatMap((t) => (scoped(t) ? [t] : scopes.map((s) => ({ ...t, matchExpressions: [...(t.matchExpressions ?? []), s] }))));
+  return { ...affinity, nodeAffinity: { ...affinity?.nodeAffinity, requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms } } };
 }

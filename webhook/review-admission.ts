@@ -24,7 +24,7 @@ const REVIEW_API_VERSIONS = new Set(['admission.k8s.io/v1', 'admission.k8s.io/v1
  *
  * The response echoes the request's `apiVersion` and `uid`, as the apiserver requires.
  */
-export function reviewAdmission(body: unknown, mutate: (pod: V1Pod) => { pod: V1Pod; mutated: boolean }): AdmissionOutcome {
+export function reviewAdmission(body: unknown, mutate: (pod: V1Pod, namespace?: string) => { pod: V1Pod; mutated: boolean }): AdmissionOutcome {
   if (!isObject(body) || body.kind !== 'AdmissionReview' || !REVIEW_API_VERSIONS.has(body.apiVersion as string)) {
     return { httpStatus: 400, result: 'error', reason: 'body is not an AdmissionReview (admission.k8s.io/v1)' };
   }
@@ -47,7 +47,8 @@ export function reviewAdmission(body: unknown, mutate: (pod: V1Pod) => { pod: V1
 
   const pod = request.object as V1Pod;
   try {
-    const { pod: proxy, mutated } = mutate(pod);
+    const namespace = typeof request.namespace === 'string' && request.namespace ? request.namespace : pod.metadata?.namespace;
+    const { pod: proxy, mutated } = mutate(pod, namespace);
     const patch = mutated ? createJsonPatch(pod, proxy) : [];
     if (patch.length === 0) return answer({ allowed: true }, 'allowed');
     return answer({ allowed: true, patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') }, 'allowed');

@@ -77,6 +77,24 @@ describe('admission webhook', function () {
     }
   });
 
+  it("keeps a proxy off the virtual nodes of another namespace's Targets", async () => {
+    const ns = uniqueName('no-targets');
+    await kubectl('c1', 'create', 'namespace', ns);
+    await kubectl('c1', 'label', 'namespace', ns, 'multicluster-scheduler=enabled');
+    try {
+      await apply('c1', pod('lonely', ns, true));
+      await waitFor('the proxy reported Unschedulable', 60_000, async () => {
+        const p = await getJson('c1', 'pod', 'lonely', '-n', ns);
+        return p.status?.conditions?.some((c: any) => c.type === 'PodScheduled' && c.reason === 'Unschedulable') ?? false;
+      });
+      expect((await getJson('c1', 'pod', 'lonely', '-n', ns)).spec.nodeName).to.equal(undefined);
+    } finally {
+      // Never bound, so nothing else will release the finalizer: remove it, as `admiralty cleanup` would.
+      await kubectl('c1', 'patch', 'pod', 'lonely', '-n', ns, '--type=json', '-p', '[{"op":"remove","path":"/metadata/finalizers"}]').catch(() => undefined);
+      await kubectl('c1', 'delete', 'namespace', ns, '--wait=false');
+    }
+  });
+
   it('serves a certificate that the caBundle validates, and keeps admitting after a forced rotation with a new CA', async () => {
     const before = await servedCertificate();
     expect(before.verify((await caBundle()).publicKey)).to.equal(true);

@@ -192,3 +192,40 @@ describe('webhook: mutatePod', () => {
     });
   }
 });
+
+describe('mutatePod target scope', () => {
+  const elected = (affinity?: any): V1Pod => ({
+    metadata: { name: 'p', namespace: 'team-a', annotations: { 'multicluster.admiralty.io/elect': '' } },
+    spec: { containers: [{ name: 'c', image: 'x' }], ...(affinity ? { affinity } : {}) },
+  });
+  const terms = (pod: V1Pod) => pod.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms;
+
+  it('limits a proxy to Targets of its namespace or to ClusterTargets', () => {
+    const { pod } = mutatePod(elected(), { namespace: 'team-a' });
+    expect(terms(pod)).to.deep.equal([
+      { matchExpressions: [{ key: 'multicluster.admiralty.io/target-namespace', operator: 'In', values: ['team-a'] }] },
+      { matchExpressions: [{ key: 'multicluster.admiralty.io/cluster-target-name', operator: 'Exists' }] },
+    ]);
+  });
+
+  it("ANDs the scope into each of the user's required terms", () => {
+    const user = { key: 'topology.kubernetes.io/region', operator: 'In', values: ['eu'] };
+    const { pod } = mutatePod(elected({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [user] }] } } }), { namespace: 'team-a' });
+    expect(terms(pod)).to.have.length(2);
+    for (const t of terms(pod)) expect(t.matchExpressions![0]).to.deep.equal(user);
+    expect(terms(pod)[0].matchExpressions![1].key).to.equal('multicluster.admiralty.io/target-namespace');
+    expect(terms(pod)[1].matchExpressions![1].key).to.equal('multicluster.admiralty.io/cluster-target-name');
+  });
+
+  it('is idempotent on reinvocation', () => {
+    const once = mutatePod(elected(), { namespace: 'team-a' }).pod;
+    const twice = mutatePod(once, { namespace: 'team-a' });
+    expect(twice.mutated).to.equal(false);
+  });
+
+  it('leaves the saved manifest without the scope (the delegate does not need it)', () => {
+    const { pod } = mutatePod(elected(), { namespace: 'team-a' });
+    const saved = JSON.parse(pod.metadata!.annotations!['multicluster.admiralty.io/sourcepod-manifest']);
+    expect(saved.spec.affinity).to.equal(undefined);
+  });
+});

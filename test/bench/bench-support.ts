@@ -1,0 +1,51 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Sandbox } from '../sandbox/sandbox.js';
+
+/** CPU seconds (user + system) used so far by a process, from /proc. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return ticks / 100; // USER_HZ is 100 on Linux
+}
+
+/** Resident set size of a process in MiB. */
+export function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : 0;
+}
+
+/** Samples a process's RSS every `everyMs` until stopped; returns the peak in MiB. */
+export function peakRss(pid: number, everyMs = 250): { stop(): number } {
+  let peak = rssMiB(pid);
+  const timer = setInterval(() => {
+    try {
+      peak = Math.max(peak, rssMiB(pid));
+    } catch {
+      /* process gone */
+    }
+  }, everyMs);
+  return {
+    stop() {
+      clearInterval(timer);
+      return peak;
+    },
+  };
+}
+
+export function providerPid(sandbox: Sandbox, cluster = 'c1'): number {
+  return Number(readFileSync(join(sandbox.dir, 'pids', `${cluster}-provider.pid`), 'utf8'));
+}
+
+/** Runs `fn` over `items` with at most `concurrency` in flight. */
+export async function pool<T>(items: T[], concurrency: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < items.length) await fn(items[next++]);
+    }),
+  );
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
