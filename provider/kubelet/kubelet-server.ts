@@ -150,7 +150,13 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     const user = await opts.auth.authenticate(req);
     if (!user) throw new HttpError(401, 'Unauthorized');
     const resolved = await opts.resolver.resolve(path.namespace, path.pod);
-    if (!resolved) throw new HttpError(404, `pod ${path.namespace}/${path.pod} not found`);
+    if (!resolved) {
+      // Say "not found" only to callers allowed on nodes/proxy at all: otherwise a 404 would
+      // tell an unauthorized caller which pods exist.
+      const anyNode = kubeletRequestAttributes(req.method ?? 'GET', '');
+      if (!(await opts.auth.authorize(user, anyNode))) throw new HttpError(403, forbiddenMessage(user, anyNode));
+      throw new HttpError(404, `pod ${path.namespace}/${path.pod} not found`);
+    }
     const attrs = kubeletRequestAttributes(req.method ?? 'GET', resolved.nodeName);
     if (!(await opts.auth.authorize(user, attrs))) throw new HttpError(403, forbiddenMessage(user, attrs));
     return { user, resolved };

@@ -56,3 +56,39 @@ export function kubeConfigFor(cluster: string): KubeConfig {
 export function uniqueName(prefix: string): string {
   return `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
 }
+
+/**
+ * Makes a fresh namespace usable for multi-cluster tests, as a user would: the namespace in
+ * c1 (labelled) and c2, the kubeconfig Secret of c2 copied in, and Targets `c1` (self) and `c2`
+ * in it. Resolves with the names of its two virtual nodes once both are Ready. Isolates tests
+ * from one another (a Target serves only its own namespace).
+ */
+export async function connectNamespace(ns: string): Promise<{ c1Node: string; c2Node: string }> {
+  await kubectl('c1', 'create', 'namespace', ns);
+  await kubectl('c1', 'label', 'namespace', ns, 'multicluster-scheduler=enabled');
+  await kubectl('c2', 'create', 'namespace', ns);
+  const secret = await getJson('c1', 'secret', 'c2', '-n', 'default');
+  await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'c2', namespace: ns }, data: secret.data }));
+  await apply(
+    'c1',
+    `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: c1, namespace: ${ns}}\nspec: {self: true}\n---\napiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: c2, namespace: ${ns}}\nspec: {kubeconfigSecret: {name: c2}}\n`,
+  );
+  const nodes: Record<string, string> = {};
+  await waitFor(`virtual nodes of ${ns} Ready`, 60_000, async () => {
+    for (const t of ['c1', 'c2']) {
+      const target = await getJson('c1', 'target', t, '-n', ns);
+      const ready = target.status?.conditions?.find((c: any) => c.type === 'Ready')?.status === 'True';
+      if (!ready || !target.status?.virtualNodeName) return false;
+      nodes[t] = target.status.virtualNodeName;
+    }
+    return true;
+  });
+  return { c1Node: nodes.c1, c2Node: nodes.c2 };
+}
+
+
+/** Deletes a namespace made by connectNamespace in both clusters. */
+export async function disconnectNamespace(ns: string): Promise<void> {
+  await kubectl('c1', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+  await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+}

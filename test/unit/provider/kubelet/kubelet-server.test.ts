@@ -190,8 +190,14 @@ describe('kubelet server', () => {
       expect(res.status).to.equal(401);
     });
 
-    it('answers 404 for a pod the resolver does not know', async () => {
+    it('answers 404 for a pod the resolver does not know, to a caller allowed on nodes/proxy', async () => {
       expect((await get(port, '/containerLogs/ns/missing/c', { headers: { Authorization: 'Bearer good' } })).status).to.equal(404);
+      expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'proxy', name: '' });
+    });
+
+    it('answers 403, not 404, for an unknown pod when the caller may not use nodes/proxy (no existence leak)', async () => {
+      auth.allow = false;
+      expect((await get(port, '/containerLogs/ns/missing/c', { headers: { Authorization: 'Bearer good' } })).status).to.equal(403);
     });
   });
 

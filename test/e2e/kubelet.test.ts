@@ -1,0 +1,152 @@
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
+import { join } from 'node:path';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, kubectlStdin, sandbox, uniqueName, waitFor } from './support.js';
+
+/** One HTTPS request to the provider's kubelet API; resolves with the status and body. */
+function kubeletGet(path: string, opts: { token?: string; cert?: Buffer; key?: Buffer } = {}): Promise<{ status: number; body: string; peerIssuer: string }> {
+  const ca = readFileSync(join(sandbox.dir, 'pki', 'ca.crt'));
+  return new Promise((res, rej) => {
+    const req = https.get(
+      {
+        host: '127.0.0.1',
+        port: sandbox.ports('c1').kubelet,
+        path,
+        ca, // the serving certificate must chain to the cluster CA: proof that the CSR was signed
+        checkServerIdentity: () => undefined,
+        headers: opts.token ? { Authorization: `Bearer ${opts.token}` } : {},
+        cert: opts.cert,
+        key: opts.key,
+      },
+      (r) => {
+        let body = '';
+        const peerIssuer = (r.socket as import('node:tls').TLSSocket).getPeerCertificate().issuer?.CN ?? '';
+        r.on('data', (c) => (body += c));
+        r.on('end', () => res({ status: r.statusCode ?? 0, body, peerIssuer }));
+      },
+    );
+    req.on('error', rej);
+  });
+}
+
+/** A CRI log line, as kwok reads them. */
+const cri = (when: Date, text: string) => `${when.toISOString()} stdout F ${text}\n`;
+
+describe('kubelet API of virtual nodes', function () {
+  this.timeout(180_000);
+
+  describe('security', () => {
+    it('answers 401 without credentials and serves a certificate signed by the cluster CA', async () => {
+      const r = await kubeletGet('/containerLogs/default/nope/app');
+      expect(r.status).to.equal(401);
+      expect(r.peerIssuer).to.equal('sandbox-ca');
+    });
+
+    it('answers 403 to a service account without rights on nodes', async () => {
+      const ns = uniqueName('kl-auth');
+      await kubectl('c1', 'create', 'namespace', ns);
+      try {
+        await kubectl('c1', 'create', 'serviceaccount', 'nobody', '-n', ns);
+        const token = (await kubectl('c1', 'create', 'token', 'nobody', '-n', ns)).trim();
+        const r = await kubeletGet(`/containerLogs/${ns}/nope/app`, { token });
+        // Unknown pod: authorization is still checked first against the whole of nodes/proxy.
+        expect(r.status).to.equal(403);
+      } finally {
+        await kubectl('c1', 'delete', 'namespace', ns, '--wait=false');
+      }
+    });
+
+    it("lets the apiserver's kubelet client certificate through", async () => {
+      const r = await kubeletGet('/containerLogs/default/nope/app', {
+        cert: readFileSync(join(sandbox.dir, 'pki', 'kubelet-client.crt')),
+        key: readFileSync(join(sandbox.dir, 'pki', 'kubelet-client.key')),
+      });
+      expect(r.status).to.equal(404);
+    });
+  });
+
+  describe('logs and exec through a proxy', () => {
+    const ns = uniqueName('kl');
+    let proxy = '';
+    let delegate = '';
+    let logFile = '';
+
+    before(async () => {
+      await connectNamespace(ns);
+      proxy = 'web';
+      await apply(
+        'c1',
+        `apiVersion: v1\nkind: Pod\nmetadata: {name: ${proxy}, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: app, image: nginx}]\n`,
+      );
+      await waitFor('proxy Running', 90_000, async () => (await getJson('c1', 'pod', proxy, '-n', ns)).status?.phase === 'Running');
+      const uid = (await getJson('c1', 'pod', proxy, '-n', ns)).metadata.uid;
+      const delegates = await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${uid}`);
+      expect(delegates.items).to.have.length(1);
+      delegate = delegates.items[0].metadata.name;
+      // What the delegate's container logs: an old line and two recent ones.
+      const dir = join(sandbox.dir, 'c2', 'fake-logs');
+      mkdirSync(dir, { recursive: true });
+      logFile = join(dir, `${ns}.log`);
+      const now = Date.now();
+      writeFileSync(logFile, cri(new Date(now - 3600_000), 'an hour ago') + cri(new Date(now - 5_000), 'first') + cri(new Date(now - 1_000), 'second'));
+      await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Logs\nmetadata: {name: ${delegate}, namespace: ${ns}}\nspec:\n  logs:\n  - logsFile: ${logFile}\n    follow: true\n`);
+    });
+    after(async () => {
+      await disconnectNamespace(ns);
+    });
+
+    it('prints what the delegate logs, with --tail, --timestamps and --since as on a normal pod', async () => {
+      expect(await kubectl('c1', 'logs', proxy, '-n', ns)).to.equal('an hour ago\nfirst\nsecond\n');
+      expect(await kubectl('c1', 'logs', proxy, '-n', ns, '--tail=1')).to.equal('second\n');
+      expect(await kubectl('c1', 'logs', proxy, '-n', ns, '--since=10m')).to.equal('first\nsecond\n');
+      const stamped = await kubectl('c1', 'logs', proxy, '-n', ns, '--timestamps', '--tail=1');
+      expect(stamped).to.match(/^\d{4}-\d\d-\d\dT[\d:.]+Z second\n$/);
+      // The same as asking the target directly.
+      expect(await kubectl('c1', 'logs', proxy, '-n', ns, '--tail=2')).to.equal(await kubectl('c2', 'logs', delegate, '-n', ns, '--tail=2'));
+    });
+
+    it('streams lines appended later with -f', async () => {
+      const child = spawn(sandbox.kubectlPath, ['--kubeconfig', sandbox.kubeconfigPath, '--context', 'c1', 'logs', '-f', '--tail=1', proxy, '-n', ns]);
+      let out = '';
+      child.stdout.on('data', (b) => (out += b));
+      try {
+        await waitFor('the last line', 20_000, () => out.includes('second'));
+        appendFileSync(logFile, cri(new Date(), 'appended later'));
+        await waitFor('the appended line', 20_000, () => out.includes('appended later'));
+      } finally {
+        child.kill();
+      }
+    });
+
+    it('runs commands with their output, stderr and exit code, as exec on the delegate does', async () => {
+      expect(await kubectl('c1', 'exec', proxy, '-n', ns, '--', 'sh', '-c', 'echo "out from $SANDBOX_CLUSTER"')).to.equal('out from c2\n');
+      const both = await kubectlStdin('c1', '', 'exec', proxy, '-n', ns, '--', 'sh', '-c', 'echo to-stdout; echo to-stderr >&2');
+      expect(both.stdout).to.equal('to-stdout\n');
+      expect(both.stderr).to.include('to-stderr');
+      const viaProxy = await kubectlStdin('c1', '', 'exec', proxy, '-n', ns, '--', 'sh', '-c', 'exit 3');
+      const direct = await kubectlStdin('c2', '', 'exec', delegate, '-n', ns, '--', 'sh', '-c', 'exit 3');
+      expect(viaProxy.code).to.not.equal(0);
+      expect(viaProxy.code).to.equal(direct.code);
+    });
+
+    it('carries stdin: echo hi | kubectl exec -i', async () => {
+      // kwok never closes a command's stdin on EOF, so use a command that ends by itself.
+      const r = await kubectlStdin('c1', 'hi\n', 'exec', '-i', proxy, '-n', ns, '--', 'head', '-n', '1');
+      expect(r).to.include({ stdout: 'hi\n', code: 0 });
+    });
+
+    it('works for an elected Deployment with kubectl logs deploy/<name>', async () => {
+      await apply(
+        'c1',
+        `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: logger, namespace: ${ns}}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: logger}}\n  template:\n    metadata: {labels: {app: logger}, annotations: {multicluster.admiralty.io/elect: ""}}\n    spec:\n      nodeSelector: {topology.kubernetes.io/region: eu}\n      containers: [{name: app, image: nginx}]\n`,
+      );
+      await waitFor('deployment available', 90_000, async () => (await getJson('c1', 'deployment', 'logger', '-n', ns)).status?.availableReplicas === 1);
+      const uid = (await getJson('c1', 'pods', '-n', ns, '-l', 'app=logger')).items[0].metadata.uid;
+      const d = (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${uid}`)).items[0].metadata.name;
+      await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Logs\nmetadata: {name: ${d}, namespace: ${ns}}\nspec:\n  logs:\n  - logsFile: ${logFile}\n`);
+      expect(await kubectl('c1', 'logs', 'deploy/logger', '-n', ns, '--tail=1')).to.match(/\n$/);
+    });
+  });
+});
