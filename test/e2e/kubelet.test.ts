@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
+import net from 'node:net';
 import { join } from 'node:path';
 import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, kubectlStdin, sandbox, uniqueName, waitFor } from './support.js';
 
@@ -22,7 +23,7 @@ function kubeletGet(path: string, opts: { token?: string; cert?: Buffer; key?: B
       },
       (r) => {
         let body = '';
-        const peerIssuer = (r.socket as import('node:tls').TLSSocket).getPeerCertificate().issuer?.CN ?? '';
+        const peerIssuer = String((r.socket as import('node:tls').TLSSocket).getPeerCertificate().issuer?.CN ?? '');
         r.on('data', (c) => (body += c));
         r.on('end', () => res({ status: r.statusCode ?? 0, body, peerIssuer }));
       },
@@ -135,6 +136,39 @@ describe('kubelet API of virtual nodes', function () {
       // kwok never closes a command's stdin on EOF, so use a command that ends by itself.
       const r = await kubectlStdin('c1', 'hi\n', 'exec', '-i', proxy, '-n', ns, '--', 'head', '-n', '1');
       expect(r).to.include({ stdout: 'hi\n', code: 0 });
+    });
+
+    it('carries bytes both ways with kubectl port-forward', async () => {
+      // An echo server on loopback stands for the container's port; kwok forwards to it.
+      const echo = net.createServer((c) => c.pipe(c));
+      await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
+      const echoPort = (echo.address() as net.AddressInfo).port;
+      await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: PortForward\nmetadata: {name: ${delegate}, namespace: ${ns}}\nspec:\n  forwards:\n  - ports: [8080]\n    target: {address: 127.0.0.1, port: ${echoPort}}\n`);
+      const child = spawn(sandbox.kubectlPath, ['--kubeconfig', sandbox.kubeconfigPath, '--context', 'c1', 'port-forward', '--address', '127.0.0.1', `pod/${proxy}`, '-n', ns, '0:8080']);
+      let out = '';
+      child.stdout.on('data', (b) => (out += b));
+      try {
+        await waitFor('port-forward listening', 20_000, () => /127\.0\.0\.1:(\d+)/.test(out));
+        const localPort = Number(/127\.0\.0\.1:(\d+)/.exec(out)![1]);
+        const payload = `ping ${Math.random()}\n`.repeat(1000);
+        const got = await new Promise<string>((res, rej) => {
+          let data = '';
+          const s = net.connect(localPort, '127.0.0.1', () => s.write(payload));
+          s.on('data', (d) => {
+            data += d;
+            if (data.length >= payload.length) {
+              s.end();
+              res(data);
+            }
+          });
+          s.on('error', rej);
+          setTimeout(() => rej(new Error(`only ${data.length} of ${payload.length} bytes came back`)), 15_000);
+        });
+        expect(got).to.equal(payload);
+      } finally {
+        child.kill();
+        echo.close();
+      }
     });
 
     it('works for an elected Deployment with kubectl logs deploy/<name>', async () => {
