@@ -33,11 +33,20 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
     this.emit('added', client);
   }
 
+  /** Forgets a target entirely: clients, health and node mapping (the Target is gone). */
   delete(key: string): void {
-    const old = this.clients.get(key);
-    this.clients.delete(key);
+    this.deleteClient(key);
     this.healths.delete(key);
     for (const [node, k] of this.nodes) if (k === key) this.nodes.delete(node);
+  }
+
+  /**
+   * Drops a target's clients but keeps its health, so that a Target that stays broken is not
+   * seen as new on every probe (one event per transition, a stable transition time).
+   */
+  deleteClient(key: string): void {
+    const old = this.clients.get(key);
+    this.clients.delete(key);
     if (old) this.emit('removed', old);
   }
 

@@ -34,6 +34,7 @@ export function targetKey(ref: TargetRef): string {
 
 export function parseTargetKey(key: string): TargetRef {
   const parts = key.split('/');
+  if (parts.slice(1).some((p) => p === '')) throw new Error(`not a target key: ${key}`);
   if (parts[0] === 'Target' && parts.length === 3) return { kind: 'Target', namespace: parts[1], name: parts[2] };
   if (parts[0] === 'ClusterTarget' && parts.length === 2) return { kind: 'ClusterTarget', namespace: '', name: parts[1] };
   throw new Error(`not a target key: ${key}`);
@@ -63,6 +64,7 @@ export function kubeConfigFromSecret(secret: V1Secret | undefined, ref: { secret
   } catch (err) {
     throw new KubeconfigError('KubeconfigInvalid', `${where} key "${key}" is not a valid kubeconfig: ${(err as Error).message.split('\n')[0]}`);
   }
+  refuseLocalCredentials(kubeConfig, where, key);
   if (ref.context) {
     if (!kubeConfig.getContextObject(ref.context)) throw new KubeconfigError('KubeconfigInvalid', `${where}: context "${ref.context}" not found in the kubeconfig`);
     kubeConfig.setCurrentContext(ref.context);
@@ -86,4 +88,26 @@ export function createTargetClient(ref: TargetRef, kubeConfig: KubeConfig, finge
     fingerprint,
     self,
   };
+}
+
+/**
+ * A kubeconfig from a Secret is written by whoever may create Targets, not by the provider's
+ * operator: it may not make the provider run a command (`exec`, `auth-provider`) or read a
+ * file of the provider's machine (`client-certificate`, `client-key`, `certificate-authority`,
+ * `tokenFile`) and send it to a server of its choosing. Inline data and tokens only.
+ */
+function refuseLocalCredentials(kc: KubeConfig, where: string, key: string): void {
+  const problems: string[] = [];
+  for (const u of kc.getUsers()) {
+    if (u.exec) problems.push(`user "${u.name}" runs a command (exec)`);
+    if (u.authProvider) problems.push(`user "${u.name}" uses an auth-provider`);
+    if (u.certFile || u.keyFile) problems.push(`user "${u.name}" reads certificate files`);
+    if ((u as { tokenFile?: string }).tokenFile) problems.push(`user "${u.name}" reads a token file`);
+  }
+  for (const c of kc.getClusters()) {
+    if (c.caFile) problems.push(`cluster "${c.name}" reads a CA file`);
+  }
+  if (problems.length) {
+    throw new KubeconfigError('KubeconfigUnsupported', `${where} key "${key}": ${problems.join('; ')}; a Target's kubeconfig may only carry inline data (certificate-authority-data, client-certificate-data, client-key-data) or a token`);
+  }
 }

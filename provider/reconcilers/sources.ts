@@ -1,6 +1,7 @@
 import { CoreV1Api, RbacAuthorizationV1Api, type V1ClusterRoleBinding, type V1RoleBinding } from '@kubernetes/client-node';
 import { isAlreadyExists, isNotFound } from '../core/errors.js';
-import { buildSourceObjects, sourceOwnerSelector } from '../model/source.js';
+import { admiraltyName } from '../model/names.js';
+import { buildSourceObjects, sourceOwnerLabels, sourceOwnerSelector } from '../model/source.js';
 import { equalNormalized } from '../model/normalize.js';
 import type { ClusterSource, Source } from '../model/types.js';
 import type { ObjectCache } from './object-cache.js';
@@ -39,6 +40,7 @@ export class SourcesReconciler {
         });
     }
     if (objects.roleBinding) await this.applyRoleBinding(objects.roleBinding);
+    else if (kind === 'Source') await this.deleteRoleBinding(namespace, admiraltyName([{ value: 'admiralty-source', kind: 'constant' }, { value: name }]), sourceOwnerLabels(kind, namespace, name));
     for (const crb of objects.clusterRoleBindings) await this.applyClusterRoleBinding(crb);
     await this.deleteBindings(kind, namespace, name, new Set(objects.clusterRoleBindings.map((c) => c.metadata!.name!)));
   }
@@ -47,6 +49,7 @@ export class SourcesReconciler {
     const { name, namespace } = rb.metadata as { name: string; namespace: string };
     try {
       const existing = await this.o.rbac.readNamespacedRoleBinding({ name, namespace });
+      if (!isOurs(existing.metadata?.labels, rb.metadata?.labels)) throw new Error(`RoleBinding ${namespace}/${name} exists and is not ours; refusing to replace it`);
       if (equalNormalized(existing.subjects, rb.subjects) && equalNormalized(existing.roleRef, rb.roleRef)) return;
       // roleRef is immutable: replace the binding.
       await this.o.rbac.deleteNamespacedRoleBinding({ name, namespace, body: { preconditions: { uid: existing.metadata!.uid } } });
@@ -62,6 +65,7 @@ export class SourcesReconciler {
     const name = crb.metadata!.name!;
     try {
       const existing = await this.o.rbac.readClusterRoleBinding({ name });
+      if (!isOurs(existing.metadata?.labels, crb.metadata?.labels)) throw new Error(`ClusterRoleBinding ${name} exists and is not ours; refusing to replace it`);
       if (equalNormalized(existing.subjects, crb.subjects) && equalNormalized(existing.roleRef, crb.roleRef)) return;
       await this.o.rbac.deleteClusterRoleBinding({ name, body: { preconditions: { uid: existing.metadata!.uid } } });
     } catch (err) {
@@ -70,6 +74,17 @@ export class SourcesReconciler {
     await this.o.rbac.createClusterRoleBinding({ body: crb }).catch((err) => {
       if (!isAlreadyExists(err)) throw err;
     });
+  }
+
+  /** Deletes our RoleBinding of a Source that no longer names anyone to bind. */
+  private async deleteRoleBinding(namespace: string, name: string, owner: Record<string, string>): Promise<void> {
+    try {
+      const existing = await this.o.rbac.readNamespacedRoleBinding({ name, namespace });
+      if (!isOurs(existing.metadata?.labels, owner)) return;
+      await this.o.rbac.deleteNamespacedRoleBinding({ name, namespace, body: { preconditions: { uid: existing.metadata!.uid } } });
+    } catch (err) {
+      if (!isNotFound(err)) throw new Error(`deleting RoleBinding ${namespace}/${name}`, { cause: err });
+    }
   }
 
   /** Deletes the ClusterRoleBindings made for this source that are no longer wanted. */
@@ -82,4 +97,9 @@ export class SourcesReconciler {
       });
     }
   }
+}
+
+/** Whether an existing object carries every owner label we would write. */
+function isOurs(existing: Record<string, string> | undefined, ours: Record<string, string> | undefined): boolean {
+  return Object.entries(ours ?? {}).every(([k, v]) => existing?.[k] === v);
 }

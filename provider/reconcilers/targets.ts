@@ -117,14 +117,14 @@ export class TargetsReconciler {
   private async probe(ref: TargetRef, obj: Target, nodeName: string): Promise<Probe> {
     const parsed = parseTarget(obj, ref.kind);
     if (!parsed.ok) {
-      this.o.registry.delete(targetKey(ref));
+      this.o.registry.deleteClient(targetKey(ref));
       return { health: { ready: false, reason: parsed.reason, message: parsed.message } };
     }
     let client: TargetClient;
     try {
       client = await this.buildClient(ref, parsed.spec);
     } catch (err) {
-      this.o.registry.delete(targetKey(ref));
+      this.o.registry.deleteClient(targetKey(ref));
       if (err instanceof KubeconfigError) return { health: { ready: false, reason: err.reason, message: err.message } };
       const kind = classifyApiError(err);
       return { health: { ready: false, reason: kind === 'Forbidden' ? 'SecretForbidden' : 'SecretUnreadable', message: `reading the kubeconfig Secret: ${statusMessage(err)}` } };
@@ -132,6 +132,7 @@ export class TargetsReconciler {
     this.o.registry.set(client, nodeName);
     try {
       const summary = (await withTimeout(
+        this.o.clock,
         client.custom.getClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: 'clustersummaries', name: CLUSTER_SUMMARY_NAME }),
         this.probeTimeoutMs,
         `the target's API did not answer within ${this.probeTimeoutMs} ms`,
@@ -155,7 +156,8 @@ export class TargetsReconciler {
   }
 
   private async buildClient(ref: TargetRef, spec: NormalizedTargetSpec): Promise<TargetClient> {
-    if (spec.self) return createTargetClient(ref, this.o.sourceKubeConfig, 'self', true);
+    const existing = this.o.registry.get(targetKey(ref));
+    if (spec.self) return existing?.fingerprint === 'self' ? existing : createTargetClient(ref, this.o.sourceKubeConfig, 'self', true);
     const s = spec.kubeconfigSecret!;
     let secret;
     try {
@@ -164,7 +166,6 @@ export class TargetsReconciler {
       if (!isNotFound(err)) throw err;
     }
     const { kubeConfig, fingerprint } = kubeConfigFromSecret(secret, { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context });
-    const existing = this.o.registry.get(targetKey(ref));
     if (existing && existing.fingerprint === fingerprint) return existing;
     return createTargetClient(ref, kubeConfig, fingerprint, false);
   }
@@ -280,17 +281,22 @@ export class TargetsReconciler {
       if (!isNotFound(err)) throw new Error(`deleting virtual node ${nodeName}`, { cause: err });
     }
     try {
-      await this.o.sourceCoordination.deleteNamespacedLease({ name: nodeName, namespace: NODE_LEASE_NAMESPACE });
+      const lease = await this.o.sourceCoordination.readNamespacedLease({ name: nodeName, namespace: NODE_LEASE_NAMESPACE });
+      // Only the Lease our node held (it normally goes with the node, by owner reference).
+      if (lease.spec?.holderIdentity === nodeName) {
+        await this.o.sourceCoordination.deleteNamespacedLease({ name: nodeName, namespace: NODE_LEASE_NAMESPACE, body: { preconditions: { uid: lease.metadata?.uid } } });
+      }
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
   }
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout;
+/** Rejects with ETIMEDOUT (a network error) if `p` has not settled within `ms` of `clock`. */
+function withTimeout<T>(clock: Clock, p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: ReturnType<Clock['setTimeout']> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(Object.assign(new Error(message), { code: 'ETIMEDOUT' })), ms);
+    timer = clock.setTimeout(() => reject(Object.assign(new Error(message), { code: 'ETIMEDOUT' })), ms);
   });
-  return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
+  return Promise.race([p, timeout]).finally(() => timer && clock.clearTimeout(timer));
 }

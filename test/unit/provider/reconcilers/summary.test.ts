@@ -1,0 +1,154 @@
+import { expect } from 'chai';
+import sinon from 'sinon';
+import { ApiException, CustomObjectsApi, type V1Node } from '@kubernetes/client-node';
+import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import { SummaryReconciler } from '../../../../provider/reconcilers/summary.js';
+import type { ClusterSummary } from '../../../../provider/model/types.js';
+
+const API = { group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'clustersummaries' };
+
+function node(name: string, labels: Record<string, string>, capacity: Record<string, string>, allocatable = capacity): V1Node {
+  return { metadata: { name, labels: { 'kubernetes.io/hostname': name, ...labels } }, status: { capacity, allocatable } };
+}
+
+const WORKER_1 = node('worker-1', { zone: 'a', 'kubernetes.io/os': 'linux' }, { cpu: '4', memory: '8Gi', pods: '110' }, { cpu: '3500m', memory: '7Gi', pods: '110' });
+const WORKER_2 = node('worker-2', { zone: 'b', 'kubernetes.io/os': 'linux' }, { cpu: '2', memory: '4Gi', pods: '110' });
+const VIRTUAL = node('admiralty-cluster-c3', { 'virtual-kubelet.io/provider': 'admiralty', 'kubernetes.io/os': 'windows' }, { cpu: '1000', memory: '1Ti', pods: '5000' });
+
+function nodesCache(list: V1Node[]): ObjectCache<V1Node> {
+  return { get: (name) => list.find((n) => n.metadata?.name === name), list: () => list };
+}
+
+/** The apiserver's singleton, behind stubs; `stored` is what a read returns. */
+function customApi(stored: ClusterSummary | undefined) {
+  const state = { stored };
+  const api = {
+    getClusterCustomObject: sinon.stub().callsFake(async () => {
+      if (!state.stored) throw new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
+      return structuredClone(state.stored);
+    }),
+    createClusterCustomObject: sinon.stub().callsFake(async ({ body }: { body: ClusterSummary }) => {
+      state.stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: '1' } };
+      return state.stored;
+    }),
+    replaceClusterCustomObject: sinon.stub().callsFake(async ({ body }: { body: ClusterSummary }) => {
+      state.stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(Number(body.metadata.resourceVersion) + 1) } };
+      return state.stored;
+    }),
+  };
+  return { api, state };
+}
+
+function reconciler(custom: ReturnType<typeof customApi>['api'], nodes: V1Node[], resyncMs?: number): SummaryReconciler {
+  return new SummaryReconciler({ custom: custom as unknown as CustomObjectsApi, nodes: nodesCache(nodes), resyncMs });
+}
+
+describe('SummaryReconciler.reconcile', () => {
+  it('creates the singleton when it is missing, summing the real nodes only', async () => {
+    const { api } = customApi(undefined);
+    expect(await reconciler(api, [WORKER_1, WORKER_2, VIRTUAL]).reconcile()).to.deep.equal({ requeueAfterMs: 60_000 });
+    expect(api.getClusterCustomObject.firstCall.args[0]).to.deep.equal({ ...API, name: 'singleton' });
+    expect(api.createClusterCustomObject.callCount).to.equal(1);
+    expect(api.replaceClusterCustomObject.called).to.equal(false);
+    expect(api.createClusterCustomObject.firstCall.args[0]).to.deep.equal({
+      ...API,
+      body: {
+        apiVersion: 'multicluster.admiralty.io/v1alpha1',
+        kind: 'ClusterSummary',
+        metadata: { name: 'singleton', labels: { 'kubernetes.io/os': 'linux' } },
+        capacity: { cpu: '6', memory: '12Gi', pods: '220' },
+        allocatable: { cpu: '5500m', memory: '11Gi', pods: '220' },
+      },
+    });
+  });
+
+  it('writes nothing when the singleton already says the same', async () => {
+    const { api, state } = customApi(undefined);
+    const r = reconciler(api, [WORKER_1, WORKER_2, VIRTUAL]);
+    await r.reconcile();
+    await r.reconcile();
+    expect(api.createClusterCustomObject.callCount).to.equal(1);
+    expect(api.replaceClusterCustomObject.called).to.equal(false);
+    expect(state.stored!.metadata.resourceVersion).to.equal('1');
+  });
+
+  it('compares quantities by value, not by spelling', async () => {
+    const { api } = customApi({
+      metadata: { name: 'singleton', resourceVersion: '7', labels: { 'kubernetes.io/os': 'linux' } },
+      capacity: { cpu: '6000m', memory: '12884901888', pods: '220' },
+      allocatable: { cpu: '5.5', memory: '11264Mi', pods: '220' },
+    });
+    await reconciler(api, [WORKER_1, WORKER_2]).reconcile();
+    expect(api.createClusterCustomObject.called).to.equal(false);
+    expect(api.replaceClusterCustomObject.called).to.equal(false);
+  });
+
+  const changes: [string, V1Node[], Partial<ClusterSummary>][] = [
+    ['a node joins', [WORKER_1, WORKER_2, node('worker-3', { zone: 'c', 'kubernetes.io/os': 'linux' }, { cpu: '2', memory: '4Gi', pods: '110' })], { capacity: { cpu: '8', memory: '16Gi', pods: '330' } }],
+    ['a node leaves', [WORKER_1], { capacity: { cpu: '4', memory: '8Gi', pods: '110' }, allocatable: { cpu: '3500m', memory: '7Gi', pods: '110' } }],
+    ['a shared label changes', [WORKER_1, node('worker-2', { zone: 'b', 'kubernetes.io/os': 'windows' }, { cpu: '2', memory: '4Gi', pods: '110' })], { metadata: { name: 'singleton', labels: {} } }],
+    ['no real node is left', [VIRTUAL], { capacity: {}, allocatable: {} }],
+  ];
+  for (const [why, nodes, want] of changes) {
+    it(`replaces the singleton, keeping its resourceVersion, when ${why}`, async () => {
+      const { api } = customApi(undefined);
+      await reconciler(api, [WORKER_1, WORKER_2]).reconcile();
+      await reconciler(api, nodes).reconcile();
+      expect(api.replaceClusterCustomObject.callCount).to.equal(1);
+      const args = api.replaceClusterCustomObject.firstCall.args[0];
+      expect(args).to.deep.include({ ...API, name: 'singleton' });
+      expect(args.body.metadata.resourceVersion).to.equal('1', 'optimistic concurrency on the replace');
+      expect(args.body.metadata.name).to.equal('singleton');
+      expect(args.body.kind).to.equal('ClusterSummary');
+      if (want.capacity) expect(args.body.capacity).to.deep.equal(want.capacity);
+      if (want.allocatable) expect(args.body.allocatable).to.deep.equal(want.allocatable);
+      if (want.metadata) expect(args.body.metadata.labels).to.deep.equal(want.metadata.labels);
+    });
+  }
+
+  it('ignores virtual nodes entirely: adding one writes nothing', async () => {
+    const { api } = customApi(undefined);
+    await reconciler(api, [WORKER_1]).reconcile();
+    await reconciler(api, [WORKER_1, VIRTUAL, node('other-vk', { 'virtual-kubelet.io/provider': 'other' }, { cpu: '64' })]).reconcile();
+    expect(api.createClusterCustomObject.callCount).to.equal(1);
+    expect(api.replaceClusterCustomObject.called).to.equal(false);
+  });
+
+  it('tolerates AlreadyExists on create (another replica won)', async () => {
+    const { api } = customApi(undefined);
+    api.createClusterCustomObject.rejects(new ApiException(409, 'AlreadyExists', '{"kind":"Status","reason":"AlreadyExists"}', {}));
+    expect(await reconciler(api, [WORKER_1], 5_000).reconcile()).to.deep.equal({ requeueAfterMs: 5_000 });
+  });
+
+  const failures: [string, (api: ReturnType<typeof customApi>['api']) => void, string][] = [
+    ['the read fails', (api) => api.getClusterCustomObject.rejects(new ApiException(500, 'boom', '{}', {})), 'reading the ClusterSummary'],
+    ['the create fails', (api) => api.createClusterCustomObject.rejects(new ApiException(403, 'Forbidden', '{"reason":"Forbidden"}', {})), 'creating the ClusterSummary'],
+  ];
+  for (const [why, arrange, message] of failures) {
+    it(`throws (to retry) when ${why}`, async () => {
+      const { api } = customApi(undefined);
+      arrange(api);
+      let error: Error | undefined;
+      try {
+        await reconciler(api, [WORKER_1]).reconcile();
+      } catch (err) {
+        error = err as Error;
+      }
+      expect(error?.message).to.equal(message);
+      expect(error?.cause).to.be.instanceOf(ApiException);
+    });
+  }
+
+  it('lets a conflicting replace fail so the runner retries with a fresh read', async () => {
+    const { api } = customApi({ metadata: { name: 'singleton', resourceVersion: '3', labels: {} }, capacity: {}, allocatable: {} });
+    const conflict = new ApiException(409, 'Conflict', '{"kind":"Status","reason":"Conflict"}', {});
+    api.replaceClusterCustomObject.rejects(conflict);
+    let error: unknown;
+    try {
+      await reconciler(api, [WORKER_1]).reconcile();
+    } catch (err) {
+      error = err;
+    }
+    expect(error).to.equal(conflict);
+  });
+});

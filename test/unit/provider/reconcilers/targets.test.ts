@@ -1,0 +1,688 @@
+import { expect } from 'chai';
+import sinon from 'sinon';
+import {
+  ApiException,
+  CoordinationV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  type V1Lease,
+  type V1Node,
+  type V1NodeCondition,
+  type V1Secret,
+} from '@kubernetes/client-node';
+import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
+import { createTargetClient, type TargetClient } from '../../../../provider/clusters/target-client.js';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import { TargetsReconciler } from '../../../../provider/reconcilers/targets.js';
+import { buildVirtualNode } from '../../../../provider/model/virtual-node.js';
+import type { ClusterSummary, Target, TargetRef } from '../../../../provider/model/types.js';
+
+const T0 = Date.parse('2024-05-01T10:00:00.000Z');
+const NODE = 'admiralty-namespace-default-local';
+const KEY = 'Target/default/local';
+const P = 'multicluster.admiralty.io/';
+
+const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
+const alreadyExists = () => new ApiException(409, 'AlreadyExists', '{"kind":"Status","reason":"AlreadyExists"}', {});
+
+/** Informer cache fake: objects by `<ns>/<name>`. */
+class MapCache<T extends { metadata: { name?: string; namespace?: string } }> implements ObjectCache<T> {
+  readonly items = new Map<string, T>();
+  put(obj: T): void {
+    this.items.set(`${obj.metadata.namespace ?? ''}/${obj.metadata.name}`, obj);
+  }
+  get(name: string, namespace?: string): T | undefined {
+    return this.items.get(`${namespace ?? ''}/${name}`);
+  }
+  list(namespace?: string): T[] {
+    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata.namespace === namespace);
+  }
+}
+
+function kubeConfig(server: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server, skipTLSVerify: false }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kc;
+}
+
+function kubeconfigSecret(server: string): V1Secret {
+  const yaml = kubeConfig(server).exportConfig();
+  return { metadata: { name: 'kc', namespace: 'default' }, data: { config: Buffer.from(yaml).toString('base64') } };
+}
+
+const SUMMARY: ClusterSummary = {
+  apiVersion: 'multicluster.admiralty.io/v1alpha1',
+  kind: 'ClusterSummary',
+  metadata: { name: 'singleton', labels: { 'topology.kubernetes.io/region': 'eu' } },
+  capacity: { cpu: '8', memory: '32Gi', pods: '110' },
+  allocatable: { cpu: '7', memory: '30Gi', pods: '110' },
+};
+
+function selfTarget(over: Partial<Target['metadata']> = {}): Target {
+  return { metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1, ...over }, spec: { self: true } };
+}
+
+const clone = <T>(x: T): T => structuredClone(x);
+
+/**
+ * The source cluster as the reconciler sees it: stored nodes and leases behind sinon stubs that
+ * behave like the apiserver (404 on missing, 409 on duplicate, status dropped on create, strategic
+ * merge of conditions by type on the status subresource).
+ */
+function sourceCluster() {
+  const nodes = new Map<string, V1Node>();
+  const leases = new Map<string, V1Lease>();
+  const secrets = new Map<string, V1Secret>();
+  let uid = 0;
+  const core = {
+    readNamespacedSecret: sinon.stub().callsFake(async ({ name, namespace }: { name: string; namespace: string }) => {
+      const s = secrets.get(`${namespace}/${name}`);
+      if (!s) throw notFound();
+      return clone(s);
+    }),
+    readNode: sinon.stub().callsFake(async ({ name }: { name: string }) => {
+      const n = nodes.get(name);
+      if (!n) throw notFound();
+      return clone(n);
+    }),
+    createNode: sinon.stub().callsFake(async ({ body }: { body: V1Node }) => {
+      const name = body.metadata!.name!;
+      if (nodes.has(name)) throw alreadyExists();
+      const stored: V1Node = { ...clone(body), metadata: { ...clone(body.metadata), uid: `node-uid-${++uid}`, resourceVersion: '1' } };
+      delete stored.status;
+      nodes.set(name, stored);
+      return clone(stored);
+    }),
+    patchNode: sinon.stub().callsFake(async ({ name, body }: { name: string; body: { metadata: { labels: Record<string, string | null> } } }) => {
+      const n = nodes.get(name);
+      if (!n) throw notFound();
+      const labels = { ...n.metadata!.labels };
+      for (const [k, v] of Object.entries(body.metadata.labels)) {
+        if (v === null) delete labels[k];
+        else labels[k] = v;
+      }
+      n.metadata!.labels = labels;
+      return clone(n);
+    }),
+    patchNodeStatus: sinon.stub().callsFake(async ({ name, body }: { name: string; body: { status: Record<string, unknown> } }) => {
+      const n = nodes.get(name);
+      if (!n) throw notFound();
+      const status = (n.status ??= {}) as Record<string, unknown>;
+      for (const [k, v] of Object.entries(clone(body.status))) {
+        if (k === 'conditions') {
+          const byType = new Map(((status.conditions as V1NodeCondition[]) ?? []).map((c) => [c.type, c]));
+          for (const c of v as V1NodeCondition[]) byType.set(c.type, c);
+          status.conditions = [...byType.values()];
+        } else if (k === 'capacity' || k === 'allocatable') {
+          status[k] = Object.fromEntries(Object.entries(v as Record<string, string | null>).filter(([, q]) => q !== null));
+        } else status[k] = v;
+      }
+      return clone(n);
+    }),
+    deleteNode: sinon.stub().callsFake(async ({ name }: { name: string }) => {
+      if (!nodes.delete(name)) throw notFound();
+      return {};
+    }),
+  };
+  const coordination = {
+    readNamespacedLease: sinon.stub().callsFake(async ({ name, namespace }: { name: string; namespace: string }) => {
+      const l = leases.get(`${namespace}/${name}`);
+      if (!l) throw notFound();
+      return clone(l);
+    }),
+    createNamespacedLease: sinon.stub().callsFake(async ({ namespace, body }: { namespace: string; body: V1Lease }) => {
+      const k = `${namespace}/${body.metadata!.name}`;
+      if (leases.has(k)) throw alreadyExists();
+      leases.set(k, clone(body));
+      return clone(body);
+    }),
+    replaceNamespacedLease: sinon.stub().callsFake(async ({ name, namespace, body }: { name: string; namespace: string; body: V1Lease }) => {
+      const k = `${namespace}/${name}`;
+      if (!leases.has(k)) throw notFound();
+      leases.set(k, clone(body));
+      return clone(body);
+    }),
+    deleteNamespacedLease: sinon.stub().callsFake(async ({ name, namespace }: { name: string; namespace: string }) => {
+      if (!leases.delete(`${namespace}/${name}`)) throw notFound();
+      return {};
+    }),
+  };
+  const custom = {
+    patchNamespacedCustomObjectStatus: sinon.stub().resolves({}),
+    patchClusterCustomObjectStatus: sinon.stub().resolves({}),
+  };
+  return { nodes, leases, secrets, core, coordination, custom };
+}
+
+type Recorded = { type: 'Normal' | 'Warning'; reason: string; message: string; kind: string; name?: string; namespace?: string; uid?: string };
+
+function setup(opts: { probe?: () => Promise<unknown> } = {}) {
+  const clock = new FakeClock(T0);
+  const src = sourceCluster();
+  const targets = new MapCache<Target>();
+  const clusterTargets = new MapCache<Target>();
+  const registry = new ClusterRegistry();
+  const events: Recorded[] = [];
+  const sink: EventSink = {
+    record: (obj, type, reason, message) => events.push({ type, reason, message, kind: obj.kind, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid }),
+  };
+  // Every target client (self or from a Secret) is a real CustomObjectsApi: the probe goes to this stub.
+  const probe = sinon.stub(CustomObjectsApi.prototype, 'getClusterCustomObject');
+  probe.callsFake((opts.probe ?? (async () => clone(SUMMARY))) as never);
+  const health: [string, boolean][] = [];
+  const reconciler = new TargetsReconciler({
+    sourceKubeConfig: kubeConfig('https://source.example:6443'),
+    sourceCore: src.core as unknown as CoreV1Api,
+    sourceCustom: src.custom as unknown as CustomObjectsApi,
+    sourceCoordination: src.coordination as unknown as CoordinationV1Api,
+    targets,
+    clusterTargets,
+    registry,
+    kubelet: { address: '10.0.0.5', port: 10250 },
+    kubeletVersion: 'v1.30.0-admiralty',
+    events: sink,
+    clock,
+    nodeStatusIntervalMs: 60_000,
+    leaseIntervalMs: 10_000,
+    onHealth: (t, ready) => health.push([t, ready]),
+  });
+  return { clock, src, targets, clusterTargets, registry, events, probe, reconciler, health };
+}
+
+/** What the informer would show after the status patch: the Target with the patched status. */
+function applyStatusPatch(target: Target, patchArgs: { body: { status: Target['status'] } }): void {
+  target.status = clone(patchArgs.body.status);
+}
+
+async function rejection(p: Promise<unknown>): Promise<Error> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).to.be.instanceOf(Error);
+    return err as Error;
+  }
+  return expect.fail('expected a rejection');
+}
+
+function readyOf(node: V1Node | undefined): V1NodeCondition | undefined {
+  return node?.status?.conditions?.find((c) => c.type === 'Ready');
+}
+
+describe('TargetsReconciler.reconcile', () => {
+  afterEach(() => sinon.restore());
+
+  describe('a self Target whose node is missing', () => {
+    it('creates the node, writes its status, creates the Lease, marks the Target Ready and says so', async () => {
+      const w = setup();
+      const target = selfTarget();
+      w.targets.put(target);
+      const added: TargetClient[] = [];
+      w.registry.on('added', (c) => added.push(c));
+
+      const result = await w.reconciler.reconcile(KEY);
+
+      expect(result).to.deep.equal({ requeueAfterMs: 10_000 });
+
+      // The probe read the singleton ClusterSummary through the target client.
+      expect(w.probe.callCount).to.equal(1);
+      expect(w.probe.firstCall.args[0]).to.deep.equal({ group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'clustersummaries', name: 'singleton' });
+
+      // Node created with the desired labels and taint.
+      expect(w.src.core.createNode.callCount).to.equal(1);
+      const created = w.src.core.createNode.firstCall.args[0].body as V1Node;
+      expect(created.metadata!.name).to.equal(NODE);
+      expect(created.metadata!.labels).to.deep.include({
+        'virtual-kubelet.io/provider': 'admiralty',
+        type: 'virtual-kubelet',
+        'kubernetes.io/hostname': NODE,
+        [`${P}target-namespace`]: 'default',
+        [`${P}target-name`]: 'local',
+        'topology.kubernetes.io/region': 'eu',
+      });
+      expect(created.spec!.taints).to.deep.equal([{ key: 'virtual-kubelet.io/provider', value: 'admiralty', effect: 'NoSchedule' }]);
+
+      // Then the status through the status subresource, Ready True, capacity from the summary.
+      expect(w.src.core.patchNodeStatus.callCount).to.equal(1);
+      expect(w.src.core.patchNodeStatus.calledAfter(w.src.core.createNode)).to.equal(true);
+      const statusArgs = w.src.core.patchNodeStatus.firstCall.args[0];
+      expect(statusArgs.name).to.equal(NODE);
+      const ready = (statusArgs.body.status.conditions as V1NodeCondition[]).find((c) => c.type === 'Ready')!;
+      expect(ready).to.deep.include({ status: 'True', reason: 'TargetReady' });
+      expect(new Date(ready.lastHeartbeatTime!).getTime()).to.equal(T0);
+      expect(statusArgs.body.status.capacity).to.deep.equal({ cpu: '8', memory: '32Gi', pods: '110' });
+      expect(statusArgs.body.status.daemonEndpoints).to.deep.equal({ kubeletEndpoint: { Port: 10250 } });
+      expect(w.src.core.patchNode.called).to.equal(false);
+
+      // Lease created, held by the node, owned by it.
+      expect(w.src.coordination.createNamespacedLease.callCount).to.equal(1);
+      const lease = w.src.coordination.createNamespacedLease.firstCall.args[0];
+      expect(lease.namespace).to.equal('kube-node-lease');
+      expect(lease.body.metadata).to.deep.include({ name: NODE, namespace: 'kube-node-lease' });
+      expect(lease.body.metadata.ownerReferences).to.deep.equal([{ apiVersion: 'v1', kind: 'Node', name: NODE, uid: 'node-uid-1' }]);
+      expect(lease.body.spec).to.deep.include({ holderIdentity: NODE, leaseDurationSeconds: 40 });
+      expect(new Date(lease.body.spec.renewTime).getTime()).to.equal(T0);
+
+      // Target status: Ready True, the virtual node's name, the observed generation.
+      expect(w.src.custom.patchNamespacedCustomObjectStatus.callCount).to.equal(1);
+      expect(w.src.custom.patchClusterCustomObjectStatus.called).to.equal(false);
+      const patch = w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0];
+      expect(patch).to.deep.include({ group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'targets', namespace: 'default', name: 'local' });
+      expect(patch.body.status.virtualNodeName).to.equal(NODE);
+      expect(patch.body.status.observedGeneration).to.equal(1);
+      expect(patch.body.status.conditions).to.deep.equal([
+        { type: 'Ready', status: 'True', reason: 'TargetReady', message: 'target reachable at https://source.example:6443', observedGeneration: 1, lastTransitionTime: new Date(T0).toISOString() },
+      ]);
+
+      // Events: the Target became Ready, the node was created.
+      expect(w.events).to.deep.equal([
+        { type: 'Normal', reason: 'TargetReady', message: 'target reachable at https://source.example:6443', kind: 'Target', name: 'local', namespace: 'default', uid: 'target-uid' },
+        { type: 'Normal', reason: 'VirtualNodeCreated', message: 'virtual node for Target default/local', kind: 'Node', name: NODE, namespace: undefined, uid: 'node-uid-1' },
+      ]);
+
+      // Registry: the self client, under the node's name, healthy.
+      const client = w.registry.get(KEY)!;
+      expect(client).to.include({ key: KEY, self: true, fingerprint: 'self' });
+      expect(w.registry.byNodeName(NODE)).to.equal(client);
+      expect(added).to.deep.equal([client]);
+      expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady', sinceMs: T0 });
+      expect(w.health).to.deep.equal([[KEY, true]]);
+    });
+
+    it('then renews the Lease every round and writes the node status only when the interval has passed', async () => {
+      const w = setup();
+      const target = selfTarget();
+      w.targets.put(target);
+      await w.reconciler.reconcile(KEY);
+      applyStatusPatch(target, w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0]);
+      const events = w.events.length;
+
+      // 10 s later: nothing changed.
+      w.clock.advance(10_000);
+      expect(await w.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+      expect(w.src.core.createNode.callCount).to.equal(1);
+      expect(w.src.core.patchNode.called).to.equal(false);
+      expect(w.src.core.patchNodeStatus.callCount).to.equal(1, 'no node status write before nodeStatusIntervalMs');
+      expect(w.src.custom.patchNamespacedCustomObjectStatus.callCount).to.equal(1, 'no Target status write when nothing changed');
+      expect(w.src.coordination.createNamespacedLease.callCount).to.equal(1);
+      expect(w.src.coordination.replaceNamespacedLease.callCount).to.equal(1);
+      const renewed = w.src.coordination.replaceNamespacedLease.firstCall.args[0];
+      expect(renewed).to.deep.include({ name: NODE, namespace: 'kube-node-lease' });
+      expect(new Date(renewed.body.spec.renewTime).getTime()).to.equal(T0 + 10_000);
+      expect(renewed.body.metadata.ownerReferences).to.deep.equal([{ apiVersion: 'v1', kind: 'Node', name: NODE, uid: 'node-uid-1' }]);
+      expect(w.events.length).to.equal(events, 'no event when the health did not change');
+
+      // 59.999 s after the last status write: still nothing.
+      w.clock.advance(49_999);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.patchNodeStatus.callCount).to.equal(1);
+      expect(w.src.coordination.replaceNamespacedLease.callCount).to.equal(2);
+
+      // 60 s after the last status write: the heartbeat.
+      w.clock.advance(1);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.patchNodeStatus.callCount).to.equal(2);
+      const heartbeat = w.src.core.patchNodeStatus.secondCall.args[0].body.status;
+      const ready = (heartbeat.conditions as V1NodeCondition[]).find((c) => c.type === 'Ready')!;
+      expect(ready.status).to.equal('True');
+      expect(new Date(ready.lastHeartbeatTime!).getTime()).to.equal(T0 + 60_000);
+      expect(new Date(ready.lastTransitionTime!).getTime()).to.equal(T0, 'a heartbeat is not a transition');
+      expect(w.src.coordination.replaceNamespacedLease.callCount).to.equal(3);
+      expect(new Date(readyOf(w.src.nodes.get(NODE))!.lastHeartbeatTime!).getTime()).to.equal(T0 + 60_000);
+      expect(w.src.custom.patchNamespacedCustomObjectStatus.callCount).to.equal(1);
+      expect(w.src.core.createNode.callCount).to.equal(1);
+    });
+
+    it('patches the node status at once when the health changes, and the Target status too', async () => {
+      let up = true;
+      const w = setup({ probe: async () => (up ? clone(SUMMARY) : Promise.reject(Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:6443'), { code: 'ECONNREFUSED' }))) });
+      const target = selfTarget();
+      w.targets.put(target);
+      await w.reconciler.reconcile(KEY);
+      applyStatusPatch(target, w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0]);
+
+      up = false;
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.patchNodeStatus.callCount).to.equal(2);
+      expect(readyOf(w.src.nodes.get(NODE))).to.deep.include({ status: 'False', reason: 'TargetUnreachable' });
+      expect(new Date(readyOf(w.src.nodes.get(NODE))!.lastTransitionTime!).getTime()).to.equal(T0 + 10_000);
+      expect(w.src.custom.patchNamespacedCustomObjectStatus.callCount).to.equal(2);
+      const cond = w.src.custom.patchNamespacedCustomObjectStatus.secondCall.args[0].body.status.conditions[0];
+      expect(cond).to.deep.include({ status: 'False', reason: 'TargetUnreachable', lastTransitionTime: new Date(T0 + 10_000).toISOString() });
+      expect(w.events.at(-1)).to.deep.include({ type: 'Warning', reason: 'TargetUnreachable', kind: 'Target' });
+      expect(w.registry.health(KEY)).to.deep.include({ ready: false, sinceMs: T0 + 10_000 });
+      expect(w.health).to.deep.equal([
+        [KEY, true],
+        [KEY, false],
+      ]);
+    });
+  });
+
+  it('writes a ClusterTarget status through the cluster-scoped status subresource', async () => {
+    const w = setup();
+    w.clusterTargets.put({ metadata: { name: 'local', uid: 'ct-uid', generation: 3 }, spec: { self: true } });
+    await w.reconciler.reconcile('ClusterTarget/local');
+    expect(w.src.core.createNode.firstCall.args[0].body.metadata.name).to.equal('admiralty-cluster-local');
+    expect(w.src.core.createNode.firstCall.args[0].body.metadata.labels).to.deep.include({ [`${P}cluster-target-name`]: 'local' });
+    expect(w.src.custom.patchNamespacedCustomObjectStatus.called).to.equal(false);
+    const patch = w.src.custom.patchClusterCustomObjectStatus.firstCall.args[0];
+    expect(patch).to.deep.include({ group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'clustertargets', name: 'local' });
+    expect(patch.body.status).to.deep.include({ virtualNodeName: 'admiralty-cluster-local', observedGeneration: 3 });
+  });
+
+  describe('unhealthy targets: a NotReady node, a Ready False Target, a Warning event', () => {
+    const econnrefused = () => Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:6443'), { code: 'ECONNREFUSED' });
+    const cases: { why: string; target: Target; secret?: V1Secret; probe?: () => Promise<unknown>; reason: string; message: RegExp; probed: boolean }[] = [
+      {
+        why: 'kubeconfig Secret missing',
+        target: { metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } },
+        reason: 'SecretNotFound',
+        message: /^Secret default\/kc does not exist$/,
+        probed: false,
+      },
+      {
+        why: 'kubeconfig Secret without the key',
+        target: { metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc', key: 'other' } } },
+        secret: kubeconfigSecret('https://remote.example:6443'),
+        reason: 'SecretKeyMissing',
+        message: /has no key "other" \(it has: config\)/,
+        probed: false,
+      },
+      {
+        why: 'invalid spec',
+        target: { metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { self: true, kubeconfigSecret: { name: 'kc' } } },
+        reason: 'InvalidSpec',
+        message: /mutually exclusive/,
+        probed: false,
+      },
+      {
+        why: 'probe 404: no ClusterSummary in the target',
+        target: selfTarget(),
+        probe: async () => Promise.reject(notFound()),
+        reason: 'ClusterSummaryMissing',
+        message: /^the target at https:\/\/source.example:6443 has no ClusterSummary "singleton"/,
+        probed: true,
+      },
+      {
+        why: 'probe network error',
+        target: selfTarget(),
+        probe: async () => Promise.reject(econnrefused()),
+        reason: 'TargetUnreachable',
+        message: /^cannot reach the target at https:\/\/source.example:6443: connect ECONNREFUSED 10.0.0.1:6443$/,
+        probed: true,
+      },
+      {
+        why: 'probe 403',
+        target: selfTarget(),
+        probe: async () => Promise.reject(new ApiException(403, 'Forbidden', '{"kind":"Status","reason":"Forbidden","message":"no"}', {})),
+        reason: 'TargetForbidden',
+        message: /^the target refused our credentials at https:\/\/source.example:6443: no$/,
+        probed: true,
+      },
+    ];
+    for (const c of cases) {
+      it(`${c.why} -> ${c.reason}`, async () => {
+        const w = setup({ probe: c.probe });
+        w.targets.put(c.target);
+        if (c.secret) w.src.secrets.set('default/kc', c.secret);
+
+        expect(await w.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+
+        expect(w.probe.called).to.equal(c.probed);
+        const patch = w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0];
+        expect(patch.body.status.virtualNodeName).to.equal(NODE);
+        const cond = patch.body.status.conditions[0];
+        expect(cond).to.deep.include({ type: 'Ready', status: 'False', reason: c.reason });
+        expect(cond.message).to.match(c.message);
+
+        const warnings = w.events.filter((e) => e.type === 'Warning');
+        expect(warnings).to.have.length(1);
+        expect(warnings[0]).to.deep.include({ reason: c.reason, kind: 'Target', name: 'local', namespace: 'default', uid: 'target-uid' });
+        expect(warnings[0].message).to.match(c.message);
+
+        // The node exists anyway, NotReady for the same reason, with zero capacity (no summary).
+        expect(w.src.core.createNode.callCount).to.equal(1);
+        const ready = readyOf(w.src.nodes.get(NODE))!;
+        expect(ready).to.deep.include({ status: 'False', reason: c.reason });
+        expect(w.src.nodes.get(NODE)!.status!.capacity).to.deep.equal({ cpu: '0', memory: '0', pods: '0' });
+        expect(w.src.coordination.createNamespacedLease.callCount).to.equal(1);
+
+        expect(w.registry.health(KEY)).to.deep.include({ ready: false, reason: c.reason });
+        if (c.probed) expect(w.registry.get(KEY)).to.not.equal(undefined, 'a reachable-but-unhappy target keeps its client');
+        else expect(w.registry.get(KEY)).to.equal(undefined, 'no client without usable credentials');
+      });
+    }
+
+    it('reads the kubeconfig Secret of the Target namespace and probes the server it names', async () => {
+      const w = setup();
+      w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
+      w.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.readNamespacedSecret.firstCall.args[0]).to.deep.equal({ name: 'kc', namespace: 'default' });
+      const cond = w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0].body.status.conditions[0];
+      expect(cond).to.deep.include({ status: 'True', reason: 'TargetReady', message: 'target reachable at https://remote.example:6443' });
+      const client = w.registry.get(KEY)!;
+      expect(client.self).to.equal(false);
+      expect(client.kubeConfig.getCurrentCluster()!.server).to.equal('https://remote.example:6443');
+    });
+
+    it('keeps the client while the Secret is unchanged, and replaces it when it changes', async () => {
+      const w = setup();
+      w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
+      w.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
+      const seen: string[] = [];
+      w.registry.on('added', (c) => seen.push(`added ${c.kubeConfig.getCurrentCluster()!.server}`));
+      w.registry.on('removed', (c) => seen.push(`removed ${c.kubeConfig.getCurrentCluster()!.server}`));
+      await w.reconciler.reconcile(KEY);
+      const first = w.registry.get(KEY);
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.get(KEY)).to.equal(first);
+      w.src.secrets.set('default/kc', kubeconfigSecret('https://moved.example:6443'));
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.get(KEY)!.kubeConfig.getCurrentCluster()!.server).to.equal('https://moved.example:6443');
+      expect(seen).to.deep.equal(['added https://remote.example:6443', 'removed https://remote.example:6443', 'added https://moved.example:6443']);
+    });
+
+    it('heals when the missing Secret appears: Ready True, a Normal event', async () => {
+      const w = setup();
+      w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
+      await w.reconciler.reconcile(KEY);
+      w.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(readyOf(w.src.nodes.get(NODE))).to.deep.include({ status: 'True', reason: 'TargetReady' });
+      expect(w.events.map((e) => [e.type, e.reason])).to.deep.equal([
+        ['Warning', 'SecretNotFound'],
+        ['Normal', 'VirtualNodeCreated'],
+        ['Normal', 'TargetReady'],
+      ]);
+    });
+
+    // BUG (targets.ts probe(), lines ~421/428): registry.delete() also drops the stored health, so
+    // recordHealth() sees no previous health every round: a Warning event every 10 s and a health
+    // `sinceMs` that restarts each round. Unskip once fixed.
+    it('records the Warning once, not on every round, while the Secret stays missing', async () => {
+      const w = setup();
+      w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
+      await w.reconciler.reconcile(KEY);
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.events.filter((e) => e.type === 'Warning')).to.have.length(1);
+      expect(w.registry.health(KEY)!.sinceMs).to.equal(T0);
+    });
+  });
+
+  describe('a Target deleted from the cache', () => {
+    function withOurNode(w: ReturnType<typeof setup>, labels?: Record<string, string>) {
+      const ref: TargetRef = { kind: 'Target', namespace: 'default', name: 'local' };
+      const node = buildVirtualNode({
+        ref,
+        health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
+        kubelet: { address: '10.0.0.5', port: 10250 },
+        nodeInfo: { kubeletVersion: 'v1' },
+        now: new Date(T0).toISOString(),
+      });
+      node.metadata!.uid = 'node-uid-9';
+      if (labels) node.metadata!.labels = labels;
+      w.src.nodes.set(NODE, node);
+      w.src.leases.set(`kube-node-lease/${NODE}`, { metadata: { name: NODE, namespace: 'kube-node-lease', uid: 'lease-uid' }, spec: { holderIdentity: NODE } });
+      const client = createTargetClient(ref, kubeConfig('https://source.example:6443'), 'self', true);
+      w.registry.set(client, NODE);
+      w.registry.setHealth(KEY, { ready: true, reason: 'TargetReady', message: 'ok', sinceMs: T0 });
+      return client;
+    }
+
+    it('deletes its virtual node with a UID precondition, its Lease, and its registry entry', async () => {
+      const w = setup();
+      const client = withOurNode(w);
+      const removed: TargetClient[] = [];
+      w.registry.on('removed', (c) => removed.push(c));
+
+      expect(await w.reconciler.reconcile(KEY)).to.equal(undefined);
+
+      expect(w.src.core.deleteNode.callCount).to.equal(1);
+      expect(w.src.core.deleteNode.firstCall.args[0]).to.deep.equal({ name: NODE, body: { preconditions: { uid: 'node-uid-9' } } });
+      expect(w.src.coordination.deleteNamespacedLease.firstCall.args[0]).to.deep.equal({ name: NODE, namespace: 'kube-node-lease', body: { preconditions: { uid: 'lease-uid' } } });
+      expect(w.registry.get(KEY)).to.equal(undefined);
+      expect(w.registry.byNodeName(NODE)).to.equal(undefined);
+      expect(w.registry.health(KEY)).to.equal(undefined);
+      expect(removed).to.deep.equal([client]);
+      expect(w.probe.called).to.equal(false);
+      expect(w.src.core.createNode.called).to.equal(false);
+      expect(w.src.custom.patchNamespacedCustomObjectStatus.called).to.equal(false);
+    });
+
+    it('is done when the node and Lease are already gone', async () => {
+      const w = setup();
+      expect(await w.reconciler.reconcile(KEY)).to.equal(undefined);
+      expect(w.src.core.deleteNode.called).to.equal(false);
+      expect(w.src.coordination.deleteNamespacedLease.called).to.equal(false);
+    });
+
+    it('leaves a Lease of the same name held by someone else', async () => {
+      const w = setup();
+      w.src.leases.set(`kube-node-lease/${NODE}`, { metadata: { name: NODE, namespace: 'kube-node-lease', uid: 'x' }, spec: { holderIdentity: 'a-real-kubelet' } });
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.coordination.deleteNamespacedLease.called).to.equal(false);
+    });
+
+    it('leaves a node of the same name that is not ours alone', async () => {
+      const w = setup();
+      withOurNode(w, { 'kubernetes.io/hostname': NODE });
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.deleteNode.called).to.equal(false);
+      expect(w.src.coordination.deleteNamespacedLease.called).to.equal(false);
+      expect(w.src.nodes.has(NODE)).to.equal(true);
+      expect(w.registry.get(KEY)).to.equal(undefined);
+    });
+
+    it('throws (to retry) when the node cannot be deleted', async () => {
+      const w = setup();
+      withOurNode(w);
+      w.src.core.deleteNode.rejects(new ApiException(500, 'boom', '{}', {}));
+      const err = await rejection(w.reconciler.reconcile(KEY));
+      expect(err.message).to.equal(`deleting virtual node ${NODE}`);
+      expect(w.registry.get(KEY)).to.equal(undefined);
+    });
+  });
+
+  it('refuses to take over an existing node that is not ours: throws, never writes to it', async () => {
+    const w = setup();
+    w.targets.put(selfTarget());
+    w.src.nodes.set(NODE, { metadata: { name: NODE, uid: 'real-node', labels: { 'kubernetes.io/hostname': NODE } }, status: {} });
+
+    const error = await rejection(w.reconciler.reconcile(KEY));
+    expect(error.message).to.equal(`node ${NODE} exists and is not a virtual node of ours; refusing to take it over`);
+    expect(w.src.core.createNode.called).to.equal(false);
+    expect(w.src.core.patchNode.called).to.equal(false);
+    expect(w.src.core.patchNodeStatus.called).to.equal(false);
+    expect(w.src.core.deleteNode.called).to.equal(false);
+    expect(w.src.coordination.createNamespacedLease.called).to.equal(false);
+    expect(w.src.coordination.replaceNamespacedLease.called).to.equal(false);
+    expect(w.src.nodes.get(NODE)!.metadata!.labels).to.deep.equal({ 'kubernetes.io/hostname': NODE });
+  });
+
+  it('removes labels added by hand and restores ours with a merge patch', async () => {
+    const w = setup();
+    const target = selfTarget();
+    w.targets.put(target);
+    await w.reconciler.reconcile(KEY);
+    w.src.nodes.get(NODE)!.metadata!.labels = { ...w.src.nodes.get(NODE)!.metadata!.labels, 'added-by': 'hand', type: 'tampered' };
+    w.clock.advance(10_000);
+    await w.reconciler.reconcile(KEY);
+    expect(w.src.core.patchNode.callCount).to.equal(1);
+    expect(w.src.core.patchNode.firstCall.args[0]).to.deep.equal({ name: NODE, body: { metadata: { labels: { 'added-by': null, type: 'virtual-kubelet' } } } });
+  });
+
+  it('recreates a node deleted by hand', async () => {
+    const w = setup();
+    w.targets.put(selfTarget());
+    await w.reconciler.reconcile(KEY);
+    w.src.nodes.delete(NODE);
+    w.src.leases.delete(`kube-node-lease/${NODE}`);
+    w.clock.advance(10_000);
+    await w.reconciler.reconcile(KEY);
+    expect(w.src.core.createNode.callCount).to.equal(2);
+    expect(w.src.nodes.get(NODE)!.metadata!.uid).to.equal('node-uid-2');
+    expect(w.src.leases.get(`kube-node-lease/${NODE}`)!.metadata!.ownerReferences![0].uid).to.equal('node-uid-2');
+  });
+});
+
+describe('TargetsReconciler.keyOfNode', () => {
+  const node = (labels: Record<string, string> | undefined): V1Node => ({ metadata: { name: 'n', labels } });
+  const PROVIDER = { 'virtual-kubelet.io/provider': 'admiralty' };
+  const cases: [string, V1Node, string[]][] = [
+    ['a Target virtual node', node({ ...PROVIDER, [`${P}target-namespace`]: 'default', [`${P}target-name`]: 'c2' }), ['Target/default/c2']],
+    ['a ClusterTarget virtual node', node({ ...PROVIDER, [`${P}cluster-target-name`]: 'c3' }), ['ClusterTarget/c3']],
+    ['a real node', node({ 'kubernetes.io/hostname': 'worker-1' }), []],
+    ['a node without labels', node(undefined), []],
+    ['another provider', node({ 'virtual-kubelet.io/provider': 'other', [`${P}cluster-target-name`]: 'c3' }), []],
+    ['ours without identity labels', node(PROVIDER), []],
+    ['a Target name without its namespace', node({ ...PROVIDER, [`${P}target-name`]: 'c2' }), []],
+  ];
+  for (const [why, n, want] of cases) {
+    it(`maps ${why} to ${JSON.stringify(want)}`, () => expect(TargetsReconciler.keyOfNode(n)).to.deep.equal(want));
+  }
+
+  const refs: TargetRef[] = [
+    { kind: 'Target', namespace: 'team-a', name: 'eu-west-1' },
+    { kind: 'ClusterTarget', namespace: '', name: 'c3' },
+  ];
+  for (const ref of refs) {
+    it(`maps the node built for ${ref.kind} ${ref.name} back to the key of its object`, () => {
+      const built = buildVirtualNode({
+        ref,
+        health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
+        kubelet: { address: '10.0.0.5', port: 10250 },
+        nodeInfo: { kubeletVersion: 'v1' },
+        now: new Date(T0).toISOString(),
+      });
+      const obj: Target = { metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined }, spec: { self: true } };
+      expect(TargetsReconciler.keyOfNode(built)).to.deep.equal([TargetsReconciler.keyOf(obj, ref.kind)]);
+    });
+  }
+
+  // BUG (targets.ts keyOfNode): the identity labels carry labelValueFor(name), hashed beyond 63
+  // characters, so a long Target name maps to a key that names no Target. Unskip once fixed.
+  it.skip('BUG: maps the node of a Target whose name is longer than 63 characters back to its key', () => {
+    const ref: TargetRef = { kind: 'Target', namespace: 'default', name: 'a'.repeat(70) };
+    const built = buildVirtualNode({
+      ref,
+      health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
+      kubelet: { address: '10.0.0.5', port: 10250 },
+      nodeInfo: { kubeletVersion: 'v1' },
+      now: new Date(T0).toISOString(),
+    });
+    expect(TargetsReconciler.keyOfNode(built)).to.deep.equal([`Target/default/${'a'.repeat(70)}`]);
+  });
+});
