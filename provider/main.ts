@@ -400,13 +400,20 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   const addTarget = (t: TargetClient) => {
     const existing = perTarget.get(t.key);
     if (existing) removeTarget(t);
-    const list = <T extends KubernetesObject>(name: string, path: string, fn: () => Promise<KubernetesListObject<T>>) =>
-      w.newInformer<T>(`${name}`, t.displayName, t.kubeConfig, path, fn, ours);
+    // A Target's Source grants rights in the Target's namespace only; a ClusterTarget's, everywhere.
+    const ns = t.ref.kind === 'Target' ? t.ref.namespace : undefined;
+    const path = (resource: string) => (ns ? `/api/v1/namespaces/${ns}/${resource}` : `/api/v1/${resource}`);
+    const informer = <T extends KubernetesObject>(name: string, resource: string, fn: () => Promise<KubernetesListObject<T>>) =>
+      w.newInformer<T>(name, t.displayName, t.kubeConfig, path(resource), fn, ours);
     const entry = {
-      delegates: list<V1Pod>('delegates', '/api/v1/pods', () => t.core.listPodForAllNamespaces({ labelSelector: ours })),
-      configMaps: list<V1ConfigMap>('configmap-copies', '/api/v1/configmaps', () => t.core.listConfigMapForAllNamespaces({ labelSelector: ours })),
-      secrets: list<V1Secret>('secret-copies', '/api/v1/secrets', () => t.core.listSecretForAllNamespaces({ labelSelector: ours })),
-      services: list<V1Service>('service-copies', '/api/v1/services', () => t.core.listServiceForAllNamespaces({ labelSelector: ours })),
+      delegates: informer<V1Pod>('delegates', 'pods', () => (ns ? t.core.listNamespacedPod({ namespace: ns, labelSelector: ours }) : t.core.listPodForAllNamespaces({ labelSelector: ours }))),
+      configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', () =>
+        ns ? t.core.listNamespacedConfigMap({ namespace: ns, labelSelector: ours }) : t.core.listConfigMapForAllNamespaces({ labelSelector: ours }),
+      ),
+      secrets: informer<V1Secret>('secret-copies', 'secrets', () => (ns ? t.core.listNamespacedSecret({ namespace: ns, labelSelector: ours }) : t.core.listSecretForAllNamespaces({ labelSelector: ours }))),
+      services: informer<V1Service>('service-copies', 'services', () =>
+        ns ? t.core.listNamespacedService({ namespace: ns, labelSelector: ours }) : t.core.listServiceForAllNamespaces({ labelSelector: ours }),
+      ),
     };
     perTarget.set(t.key, entry);
     delegationController.watch(entry.delegates, (p) => DelegationReconciler.delegateToProxyKey(p, config.clusterName));

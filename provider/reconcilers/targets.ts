@@ -137,6 +137,19 @@ export class TargetsReconciler {
         this.probeTimeoutMs,
         `the target's API did not answer within ${this.probeTimeoutMs} ms`,
       )) as ClusterSummary;
+      const namespace = ref.kind === 'Target' ? ref.namespace : undefined;
+      if (namespace && !client.self) {
+        // The summary is readable cluster-wide; delegates need rights in this namespace, which a
+        // Source in that namespace of the target grants. Say so rather than fail on every pod.
+        try {
+          await withTimeout(this.o.clock, client.core.listNamespacedPod({ namespace, limit: 1 }), this.probeTimeoutMs, `the target's API did not answer within ${this.probeTimeoutMs} ms`);
+        } catch (err) {
+          if (classifyApiError(err) === 'Forbidden') {
+            return { client, health: { ready: false, reason: 'TargetForbidden', message: `our identity may not manage pods in namespace ${namespace} of the target: create a Source for it there (${statusMessage(err)})` } };
+          }
+          throw err;
+        }
+      }
       return { client, summary, health: { ready: true, reason: 'TargetReady', message: `target reachable at ${client.kubeConfig.getCurrentCluster()?.server}` } };
     } catch (err) {
       const kind = classifyApiError(err);

@@ -67,6 +67,8 @@ export async function connectNamespace(ns: string): Promise<{ c1Node: string; c2
   await kubectl('c1', 'create', 'namespace', ns);
   await kubectl('c1', 'label', 'namespace', ns, 'multicluster-scheduler=enabled');
   await kubectl('c2', 'create', 'namespace', ns);
+  // In the target, authorize the source's identity (exported from namespace default) here too.
+  await apply('c2', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: c1, namespace: ${ns}}\nspec: {userName: "system:serviceaccount:default:c1"}\n`);
   const secret = await getJson('c1', 'secret', 'c2', '-n', 'default');
   await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'c2', namespace: ns }, data: secret.data }));
   await apply(

@@ -328,7 +328,6 @@ export class Sandbox {
       '--log-level=debug',
     ];
     if (cluster !== 'c1') args.push('--enable=summary,sources');
-    else if (!existsSync(join(REPO_ROOT, 'provider', 'reconcilers', 'delegation.ts'))) args.push('--enable=targets,summary,sources,webhook,kubelet'); // TEMP
     return args;
   }
 

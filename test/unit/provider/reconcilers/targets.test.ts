@@ -164,7 +164,7 @@ function sourceCluster() {
 
 type Recorded = { type: 'Normal' | 'Warning'; reason: string; message: string; kind: string; name?: string; namespace?: string; uid?: string };
 
-function setup(opts: { probe?: () => Promise<unknown> } = {}) {
+function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise<unknown> } = {}) {
   const clock = new FakeClock(T0);
   const src = sourceCluster();
   const targets = new MapCache<Target>();
@@ -177,6 +177,9 @@ function setup(opts: { probe?: () => Promise<unknown> } = {}) {
   // Every target client (self or from a Secret) is a real CustomObjectsApi: the probe goes to this stub.
   const probe = sinon.stub(CustomObjectsApi.prototype, 'getClusterCustomObject');
   probe.callsFake((opts.probe ?? (async () => clone(SUMMARY))) as never);
+  // Targets from a Secret are also probed for the right to manage pods in their namespace.
+  const podsProbe = sinon.stub(CoreV1Api.prototype, 'listNamespacedPod');
+  podsProbe.callsFake((opts.podsProbe ?? (async () => ({ items: [] }))) as never);
   const health: [string, boolean][] = [];
   const reconciler = new TargetsReconciler({
     sourceKubeConfig: kubeConfig('https://source.example:6443'),
@@ -194,7 +197,7 @@ function setup(opts: { probe?: () => Promise<unknown> } = {}) {
     leaseIntervalMs: 10_000,
     onHealth: (t, ready) => health.push([t, ready]),
   });
-  return { clock, src, targets, clusterTargets, registry, events, probe, reconciler, health };
+  return { clock, src, targets, clusterTargets, registry, events, probe, podsProbe, reconciler, health };
 }
 
 /** What the informer would show after the status patch: the Target with the patched status. */
@@ -472,6 +475,18 @@ describe('TargetsReconciler.reconcile', () => {
       const client = w.registry.get(KEY)!;
       expect(client.self).to.equal(false);
       expect(client.kubeConfig.getCurrentCluster()!.server).to.equal('https://remote.example:6443');
+    });
+
+    it('says TargetForbidden when our identity may not manage pods in the Target namespace of the target', async () => {
+      const forbidden = Object.assign(new Error('forbidden'), { code: 403, body: JSON.stringify({ kind: 'Status', reason: 'Forbidden', message: 'pods is forbidden' }) });
+      const w = setup({ podsProbe: async () => Promise.reject(forbidden) });
+      w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
+      w.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
+      await w.reconciler.reconcile(KEY);
+      expect(w.podsProbe.firstCall.args[0]).to.deep.equal({ namespace: 'default', limit: 1 });
+      const cond = w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0].body.status.conditions[0];
+      expect(cond).to.deep.include({ status: 'False', reason: 'TargetForbidden' });
+      expect(cond.message).to.match(/create a Source/);
     });
 
     it('keeps the client while the Secret is unchanged, and replaces it when it changes', async () => {

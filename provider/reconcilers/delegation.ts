@@ -1,0 +1,256 @@
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { TargetClient } from '../clusters/target-client.js';
+import type { Clock } from '../core/clock.js';
+import { classifyApiError, isAlreadyExists, isNotFound, statusMessage, TerminalError, ValidationError } from '../core/errors.js';
+import { KEY_PREFIX, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PROXY_FINALIZER, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
+import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
+import { stringMapMergePatch } from '../model/maps.js';
+import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../model/proxy-status.js';
+import type { EventSink } from './event-sink.js';
+import type { ObjectCache } from './object-cache.js';
+
+export interface DelegationReconcilerOptions {
+  sourceCore: CoreV1Api;
+  /** Source pods that are proxies (labelled by the webhook). */
+  proxies: ObjectCache<V1Pod>;
+  /** Per-target cache of the pods this source created there; undefined until the target's informers run. */
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  registry: ClusterRegistry;
+  sourceClusterName: string;
+  events: EventSink;
+  clock: Clock;
+  /** Copies what the delegate references into its target before it is created. */
+  follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+}
+
+type Result = { requeueAfterMs?: number } | void;
+
+/**
+ * Proxy pods -> delegate pods. Key: `<namespace>/<proxy name>`.
+ *
+ * For a proxy bound to a virtual node: create its delegate in that node's target (after the
+ * ConfigMaps and Secrets it uses), mirror the delegate's status and annotations onto the proxy,
+ * and on deletion delete the delegate first, then release the proxy's finalizer and remove the
+ * proxy (no kubelet will confirm a pod on a virtual node: we play its part). A delegate that
+ * disappears makes a controlled proxy go (its owner replaces it) and a bare proxy Failed.
+ *
+ * Caches may lag: every conclusion drawn from a delegate's absence (release, replace, fail) is
+ * confirmed with a direct read of the target first, so a restart never loses or doubles pods.
+ */
+export class DelegationReconciler {
+  constructor(private readonly o: DelegationReconcilerOptions) {}
+
+  static proxyKey(pod: V1Pod): string {
+    return `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+  }
+
+  /** A delegate change wakes its proxy (found through the parent annotations, if the delegate is ours). */
+  static delegateToProxyKey(pod: V1Pod, sourceClusterName: string): string[] {
+    if (!isOurDelegate(pod, sourceClusterName)) return [];
+    const a = pod.metadata?.annotations ?? {};
+    const ns = a[PARENT_NAMESPACE_ANNOTATION] || pod.metadata?.namespace;
+    const name = a[PARENT_NAME_ANNOTATION];
+    return name && ns ? [`${ns}/${name}`] : [];
+  }
+
+  async reconcile(key: string): Promise<Result> {
+    const slash = key.indexOf('/');
+    const namespace = key.slice(0, slash);
+    const name = key.slice(slash + 1);
+    const proxy = this.o.proxies.get(name, namespace);
+    if (!proxy) return this.deleteOrphans(namespace, name);
+    if (proxy.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) return;
+
+    const terminating = !!proxy.metadata?.deletionTimestamp;
+    const nodeName = proxy.spec?.nodeName;
+    if (!nodeName) {
+      // Never scheduled: nothing to delete remotely; the apiserver removes it once released.
+      if (terminating) await this.release(proxy);
+      return;
+    }
+    const target = this.o.registry.byNodeName(nodeName);
+    if (!target) return this.withoutTarget(proxy, nodeName, terminating);
+    const cache = this.o.delegates(target.key);
+    if (!cache) return { requeueAfterMs: 2000 };
+
+    let desired: V1Pod;
+    try {
+      desired = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName });
+    } catch (err) {
+      if (err instanceof ValidationError) {
+        this.event(proxy, 'Warning', 'InvalidProxy', err.message);
+        throw new TerminalError(`proxy ${key}: ${err.message}`, { cause: err });
+      }
+      throw err;
+    }
+    let existing = cache.get(desired.metadata!.name!, namespace) ?? (await this.readDelegate(target, desired));
+
+    if (existing && !isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid)) {
+      this.event(proxy, 'Warning', 'DelegateNameConflict', `pod ${namespace}/${desired.metadata!.name} in ${target.displayName} exists and is not this proxy's delegate`);
+      throw new TerminalError(`delegate name conflict for ${key} in ${target.displayName}`);
+    }
+
+    if (terminating) {
+      if (existing) {
+        if (!existing.metadata?.deletionTimestamp) {
+          await this.deleteDelegate(target, existing, proxy);
+          this.event(proxy, 'Normal', 'DelegateDeleting', `deleting delegate ${existing.metadata!.name} in ${target.displayName}`);
+        }
+        return { requeueAfterMs: 1000 };
+      }
+      await this.release(proxy);
+      return;
+    }
+
+    if (!existing) return this.createOrReplace(proxy, desired, target);
+    await this.feedback(proxy, existing);
+  }
+
+  /** Reads the delegate directly (the cache may lag); undefined when it does not exist. */
+  private async readDelegate(target: TargetClient, desired: V1Pod): Promise<V1Pod | undefined> {
+    try {
+      return await target.core.readNamespacedPod({ name: desired.metadata!.name!, namespace: desired.metadata!.namespace! });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new Error(`reading delegate ${desired.metadata!.name} in ${target.displayName}`, { cause: err });
+    }
+  }
+
+  private async createOrReplace(proxy: V1Pod, desired: V1Pod, target: TargetClient): Promise<Result> {
+    const phase = proxy.status?.phase;
+    const hadDelegate = !!proxy.status?.startTime || (phase !== undefined && phase !== 'Pending');
+    if (hadDelegate) {
+      if (phase === 'Succeeded' || phase === 'Failed') return; // finished; its delegate may be gone
+      const owner = proxy.metadata?.ownerReferences?.find((r) => r.controller);
+      const where = `its delegate ${desired.metadata!.name} was deleted in ${target.displayName}`;
+      if (owner) {
+        this.event(proxy, 'Warning', 'DelegateDeleted', `${where}; deleting the proxy so that its ${owner.kind} replaces it`);
+        await this.o.sourceCore.deleteNamespacedPod({ name: proxy.metadata!.name!, namespace: proxy.metadata!.namespace!, body: { preconditions: { uid: proxy.metadata!.uid } } }).catch((err) => {
+          if (!isNotFound(err)) throw err;
+        });
+      } else {
+        // A bare pod has no owner to replace it: say so rather than lose it silently.
+        this.event(proxy, 'Warning', 'DelegateDeleted', `${where}; the pod has no owner to replace it, so it is marked Failed`);
+        const status = { ...proxy.status, phase: 'Failed', reason: 'DelegateDeleted', message: where };
+        await this.o.sourceCore.replaceNamespacedPodStatus({ name: proxy.metadata!.name!, namespace: proxy.metadata!.namespace!, body: { ...proxy, status } });
+      }
+      return;
+    }
+    await this.o.follow?.ensureCopies(proxy, target);
+    try {
+      await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body: desired });
+      this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.metadata!.name} created in ${target.displayName}`);
+    } catch (err) {
+      if (isAlreadyExists(err)) return { requeueAfterMs: 1000 };
+      const kind = classifyApiError(err);
+      if (kind === 'NotFound') this.event(proxy, 'Warning', 'TargetNamespaceMissing', `namespace ${desired.metadata!.namespace} does not exist in ${target.displayName}`);
+      else if (kind === 'Forbidden') this.event(proxy, 'Warning', 'DelegateForbidden', `${target.displayName} refused to create the delegate: ${statusMessage(err)}`);
+      else if (kind === 'Invalid') this.event(proxy, 'Warning', 'DelegateInvalid', `${target.displayName} rejected the delegate: ${statusMessage(err)}`);
+      throw new Error(`creating delegate ${desired.metadata!.name} in ${target.displayName}`, { cause: err });
+    }
+  }
+
+  /** Mirrors the delegate's status and annotations onto the proxy, writing only what changed. */
+  private async feedback(proxy: V1Pod, delegate: V1Pod): Promise<void> {
+    const name = proxy.metadata!.name!;
+    const namespace = proxy.metadata!.namespace!;
+    const status = buildProxyStatus(proxy, delegate);
+    if (!statusEquals(proxy.status, status)) {
+      // Replace with the cached resourceVersion: a 409 means a newer proxy; retry from the cache.
+      await this.o.sourceCore.replaceNamespacedPodStatus({ name, namespace, body: { ...proxy, status } });
+    }
+    const annotations = buildProxyAnnotations(proxy, delegate);
+    const patch = annotations && stringMapMergePatch(proxy.metadata?.annotations, annotations);
+    if (patch) {
+      await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: { metadata: { annotations: patch } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    }
+  }
+
+  private async deleteDelegate(target: TargetClient, delegate: V1Pod, proxy: V1Pod): Promise<void> {
+    const grace = proxy.metadata?.deletionGracePeriodSeconds;
+    try {
+      await target.core.deleteNamespacedPod({
+        name: delegate.metadata!.name!,
+        namespace: delegate.metadata!.namespace!,
+        gracePeriodSeconds: grace ?? undefined,
+        body: { preconditions: { uid: delegate.metadata!.uid } },
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw new Error(`deleting delegate ${delegate.metadata!.name} in ${target.displayName}`, { cause: err });
+    }
+  }
+
+  /**
+   * Removes our finalizer (a JSON patch that tests the list first, so a concurrent change is
+   * never overwritten), then, for a proxy on a virtual node, removes the pod for good: no
+   * kubelet will ever confirm its termination.
+   */
+  private async release(proxy: V1Pod): Promise<void> {
+    const name = proxy.metadata!.name!;
+    const namespace = proxy.metadata!.namespace!;
+    const finalizers = proxy.metadata?.finalizers ?? [];
+    const kept = finalizers.filter((f) => f !== PROXY_FINALIZER && !f.startsWith(KEY_PREFIX));
+    if (kept.length !== finalizers.length) {
+      await this.o.sourceCore.patchNamespacedPod(
+        {
+          name,
+          namespace,
+          body: [
+            { op: 'test', path: '/metadata/finalizers', value: finalizers },
+            { op: 'replace', path: '/metadata/finalizers', value: kept },
+          ],
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      );
+    }
+    if (kept.length === 0 && proxy.spec?.nodeName) {
+      await this.o.sourceCore.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: proxy.metadata!.uid } } }).catch((err) => {
+        if (!isNotFound(err) && classifyApiError(err) !== 'Conflict') throw err;
+      });
+    }
+  }
+
+  /**
+   * The proxy's node has no target in the registry. While the virtual node exists the target
+   * is only not loaded yet (start-up, a broken Secret): wait. Once the node is gone, so is the
+   * Target: a terminating proxy is released, so no finalizer outlives its target.
+   */
+  private async withoutTarget(proxy: V1Pod, nodeName: string, terminating: boolean): Promise<Result> {
+    let nodeExists = true;
+    try {
+      await this.o.sourceCore.readNode({ name: nodeName });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      nodeExists = false;
+    }
+    if (nodeExists) return { requeueAfterMs: 5000 };
+    if (terminating) await this.release(proxy);
+    return;
+  }
+
+  /** The proxy is gone: delete any delegate it left in any target (after a crash, say). */
+  private async deleteOrphans(namespace: string, name: string): Promise<void> {
+    // The cache may not have seen the proxy yet (start-up): ask the source before deleting.
+    let liveUid: string | undefined;
+    try {
+      liveUid = (await this.o.sourceCore.readNamespacedPod({ name, namespace })).metadata?.uid;
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    for (const target of this.o.registry.list()) {
+      const cache = this.o.delegates(target.key);
+      for (const d of cache?.list(namespace) ?? []) {
+        const a = d.metadata?.annotations ?? {};
+        if (a[PARENT_NAME_ANNOTATION] !== name || (a[PARENT_NAMESPACE_ANNOTATION] || d.metadata?.namespace) !== namespace) continue;
+        if (!isOurDelegate(d, this.o.sourceClusterName) || d.metadata?.deletionTimestamp) continue;
+        if (liveUid && isOurDelegate(d, this.o.sourceClusterName, liveUid)) continue;
+        await this.deleteDelegate(target, d, {});
+      }
+    }
+  }
+
+  private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {
+    this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: proxy.metadata?.namespace, uid: proxy.metadata?.uid } }, type, reason, message);
+  }
+}

@@ -1,0 +1,166 @@
+import type { CoreV1Api, V1ConfigMap, V1Pod, V1Secret } from '@kubernetes/client-node';
+import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { TargetClient } from '../clusters/target-client.js';
+import { isAlreadyExists, isNotFound } from '../core/errors.js';
+import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
+import { sourcePodManifest } from '../model/delegate-pod.js';
+import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isOwnedCopy, referencedConfigMaps, referencedSecrets } from '../model/follow.js';
+import type { EventSink } from './event-sink.js';
+import type { ObjectCache } from './object-cache.js';
+
+type Kind = 'configmap' | 'secret';
+type Copy = V1ConfigMap | V1Secret;
+
+export interface FollowReconcilerOptions {
+  sourceCore: CoreV1Api;
+  configMaps: ObjectCache<V1ConfigMap>;
+  secrets: ObjectCache<V1Secret>;
+  proxies: ObjectCache<V1Pod>;
+  registry: ClusterRegistry;
+  sourceClusterName: string;
+  events: EventSink;
+  /** Per-target caches of our copies. */
+  targetConfigMaps: (targetKey: string) => ObjectCache<V1ConfigMap> | undefined;
+  targetSecrets: (targetKey: string) => ObjectCache<V1Secret> | undefined;
+}
+
+/** What a delegate uses, read from the proxy's saved manifest (the delegate's spec). */
+function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
+  try {
+    const spec = sourcePodManifest(proxy).spec!;
+    return { configmap: referencedConfigMaps(spec), secret: referencedSecrets(spec) };
+  } catch {
+    return { configmap: [], secret: [] };
+  }
+}
+
+/**
+ * Copies the ConfigMaps and Secrets that delegates use into their targets, keeps the copies in
+ * sync, and deletes a copy once no proxy bound to that target uses it any more. Key:
+ * `configmap/<ns>/<name>` or `secret/<ns>/<name>`. Garbage collection is level-based (the set of
+ * proxies that reference an object), so no finalizer is put on the user's objects. Copies are
+ * never made into a `self` target: the originals are already there. A same-name object in a
+ * target that is not ours is never touched.
+ */
+export class FollowReconciler {
+  constructor(private readonly o: FollowReconcilerOptions) {}
+
+  static keysOfSource(kind: Kind, obj: Copy): string[] {
+    return [`${kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`];
+  }
+
+  static keysOfCopy(kind: Kind, obj: Copy): string[] {
+    const a = obj.metadata?.annotations ?? {};
+    const name = a[PARENT_NAME_ANNOTATION];
+    const ns = a[PARENT_NAMESPACE_ANNOTATION] || obj.metadata?.namespace;
+    return name && ns ? [`${kind}/${ns}/${name}`] : [];
+  }
+
+  static keysOfProxy(proxy: V1Pod): string[] {
+    const ns = proxy.metadata?.namespace;
+    const refs = references(proxy);
+    return [...refs.configmap.map((n) => `configmap/${ns}/${n}`), ...refs.secret.map((n) => `secret/${ns}/${n}`)];
+  }
+
+  /** Called by the delegation reconciler before it creates a delegate in `target`. */
+  async ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> {
+    if (target.self) return;
+    const ns = proxy.metadata!.namespace!;
+    const refs = references(proxy);
+    for (const kind of ['configmap', 'secret'] as const) {
+      for (const name of refs[kind]) {
+        const src = await this.source(kind, ns, name);
+        // A missing source object: the delegate will wait for it, as the pod would at home.
+        if (src) await this.sync(kind, src, target, proxy);
+      }
+    }
+  }
+
+  async reconcile(key: string): Promise<void> {
+    const [kind, ns, name] = key.split('/') as [Kind, string, string];
+    const src = await this.source(kind, ns, name);
+    const usedIn = new Set<string>();
+    if (src) {
+      for (const p of this.o.proxies.list(ns)) {
+        if (p.metadata?.deletionTimestamp && !p.spec?.nodeName) continue;
+        const target = p.spec?.nodeName ? this.o.registry.byNodeName(p.spec.nodeName) : undefined;
+        if (target && references(p)[kind].includes(name)) usedIn.add(target.key);
+      }
+    }
+    for (const target of this.o.registry.list()) {
+      if (target.self) continue;
+      if (src && usedIn.has(target.key)) await this.sync(kind, src, target);
+      else await this.deleteCopy(kind, ns, name, target);
+    }
+  }
+
+  private async source(kind: Kind, ns: string, name: string): Promise<Copy | undefined> {
+    const cached = kind === 'configmap' ? this.o.configMaps.get(name, ns) : this.o.secrets.get(name, ns);
+    if (cached) return cached;
+    try {
+      return kind === 'configmap' ? await this.o.sourceCore.readNamespacedConfigMap({ name, namespace: ns }) : await this.o.sourceCore.readNamespacedSecret({ name, namespace: ns });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  private async existingCopy(kind: Kind, ns: string, name: string, target: TargetClient): Promise<Copy | undefined> {
+    const cache = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
+    const cached = cache?.get(name, ns);
+    if (cached) return cached;
+    try {
+      return kind === 'configmap' ? await target.core.readNamespacedConfigMap({ name, namespace: ns }) : await target.core.readNamespacedSecret({ name, namespace: ns });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new Error(`reading ${kind} ${ns}/${name} in ${target.displayName}`, { cause: err });
+    }
+  }
+
+  /** Creates or updates our copy of `src` in `target`. */
+  private async sync(kind: Kind, src: Copy, target: TargetClient, proxy?: V1Pod): Promise<void> {
+    const ns = src.metadata!.namespace!;
+    const name = src.metadata!.name!;
+    const opts = { sourceClusterName: this.o.sourceClusterName };
+    const desired = kind === 'configmap' ? buildConfigMapCopy(src as V1ConfigMap, opts) : buildSecretCopy(src as V1Secret, opts);
+    const existing = await this.existingCopy(kind, ns, name, target);
+    const core = target.core;
+    if (!existing) {
+      try {
+        if (kind === 'configmap') await core.createNamespacedConfigMap({ namespace: ns, body: desired as V1ConfigMap });
+        else await core.createNamespacedSecret({ namespace: ns, body: desired as V1Secret });
+      } catch (err) {
+        if (!isAlreadyExists(err)) throw new Error(`copying ${kind} ${ns}/${name} to ${target.displayName}`, { cause: err });
+      }
+      return;
+    }
+    if (!isOwnedCopy(existing, this.o.sourceClusterName)) {
+      if (proxy) {
+        this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: ns, uid: proxy.metadata?.uid } }, 'Warning', 'CopyConflict', `${kind} ${ns}/${name} already exists in ${target.displayName} and is not ours; the delegate will use it as it is`);
+      }
+      return;
+    }
+    if (!copyNeedsUpdate(existing, desired)) return;
+    if (copyNeedsRecreate(existing, desired)) {
+      await this.deleteCopy(kind, ns, name, target);
+      return this.sync(kind, src, target, proxy);
+    }
+    const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: existing.metadata?.resourceVersion } };
+    if (kind === 'configmap') await core.replaceNamespacedConfigMap({ name, namespace: ns, body: body as V1ConfigMap });
+    else await core.replaceNamespacedSecret({ name, namespace: ns, body: body as V1Secret });
+  }
+
+  private async deleteCopy(kind: Kind, ns: string, name: string, target: TargetClient): Promise<void> {
+    // The copies cache is enough here: a copy it has not seen yet wakes this key when it does.
+    const cache = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
+    const existing = cache ? cache.get(name, ns) : await this.existingCopy(kind, ns, name, target);
+    if (!existing || !isOwnedCopy(existing, this.o.sourceClusterName)) return;
+    const args = { name, namespace: ns, body: { preconditions: { uid: existing.metadata?.uid } } };
+    try {
+      if (kind === 'configmap') await target.core.deleteNamespacedConfigMap(args);
+      else await target.core.deleteNamespacedSecret(args);
+    } catch (err) {
+      if (!isNotFound(err)) throw new Error(`deleting the copy of ${kind} ${ns}/${name} in ${target.displayName}`, { cause: err });
+    }
+  }
+}

@@ -1,0 +1,137 @@
+import type { CoreV1Api, V1Pod, V1Service } from '@kubernetes/client-node';
+import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { TargetClient } from '../clusters/target-client.js';
+import { isAlreadyExists, isNotFound } from '../core/errors.js';
+import { IS_DELEGATE_ANNOTATION, ORIGINAL_SELECTOR_ANNOTATION, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
+import { isOwnedCopy } from '../model/follow.js';
+import { equalNormalized } from '../model/normalize.js';
+import { buildReroutedService, buildServiceCopy, originalSelector, serviceCopyNeedsUpdate } from '../model/service.js';
+import type { EventSink } from './event-sink.js';
+import type { ObjectCache } from './object-cache.js';
+
+export interface ServiceReconcilerOptions {
+  sourceCore: CoreV1Api;
+  services: ObjectCache<V1Service>;
+  proxies: ObjectCache<V1Pod>;
+  registry: ClusterRegistry;
+  sourceClusterName: string;
+  events: EventSink;
+  targetServices: (targetKey: string) => ObjectCache<V1Service> | undefined;
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+}
+
+const matches = (selector: Record<string, string>, labels: Record<string, string> | undefined) =>
+  Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+
+/**
+ * Services that select proxy pods follow their delegates. Key: `<ns>/<name>` of a Service in
+ * the source. Its selector is rerouted to the delegates' prefixed labels (the original kept in
+ * an annotation), it is annotated as a global service, and a copy (cluster IPs cleared) is kept
+ * in every non-self target that runs a delegate of a matching proxy; copies elsewhere, and
+ * copies of a deleted Service, are deleted. A copy is never re-propagated, and a same-name
+ * Service in a target that is not ours is left alone.
+ */
+export class ServiceReconciler {
+  constructor(private readonly o: ServiceReconcilerOptions) {}
+
+  static keyOf(svc: V1Service): string {
+    return `${svc.metadata?.namespace}/${svc.metadata?.name}`;
+  }
+
+  static keysOfCopy(svc: V1Service): string[] {
+    const a = svc.metadata?.annotations ?? {};
+    const name = a[PARENT_NAME_ANNOTATION];
+    const ns = a[PARENT_NAMESPACE_ANNOTATION] || svc.metadata?.namespace;
+    return name && ns ? [`${ns}/${name}`] : [];
+  }
+
+  /** Services of the proxy's namespace whose (original) selector matches it. */
+  keysOfProxy(proxy: V1Pod): string[] {
+    return this.o.services
+      .list(proxy.metadata?.namespace)
+      .filter((s) => !(IS_DELEGATE_ANNOTATION in (s.metadata?.annotations ?? {})) && matches(originalSelector(s), proxy.metadata?.labels))
+      .map(ServiceReconciler.keyOf);
+  }
+
+  /** A delegate moving may change where copies are needed: wake the rerouted services of its namespace. */
+  keysOfDelegate(delegate: V1Pod): string[] {
+    const ns = delegate.metadata?.annotations?.[PARENT_NAMESPACE_ANNOTATION] ?? delegate.metadata?.namespace;
+    return this.o.services
+      .list(ns)
+      .filter((s) => ORIGINAL_SELECTOR_ANNOTATION in (s.metadata?.annotations ?? {}))
+      .map(ServiceReconciler.keyOf);
+  }
+
+  async reconcile(key: string): Promise<void> {
+    const slash = key.indexOf('/');
+    const ns = key.slice(0, slash);
+    const name = key.slice(slash + 1);
+    const svc = this.o.services.get(name, ns);
+    if (!svc) {
+      for (const t of this.o.registry.list()) if (!t.self) await this.deleteCopy(ns, name, t);
+      return;
+    }
+    if (IS_DELEGATE_ANNOTATION in (svc.metadata?.annotations ?? {})) return;
+    const selector = originalSelector(svc);
+    const proxies = this.o.proxies.list(ns).filter((p) => p.spec?.nodeName && matches(selector, p.metadata?.labels));
+    const wanted = new Set<string>();
+    for (const p of proxies) {
+      const t = this.o.registry.byNodeName(p.spec!.nodeName!);
+      if (t && !t.self) wanted.add(t.key);
+    }
+    let rerouted = svc;
+    if (proxies.length > 0) {
+      rerouted = buildReroutedService(svc);
+      if (!equalNormalized(rerouted.spec?.selector, svc.spec?.selector) || !equalNormalized(rerouted.metadata?.annotations, svc.metadata?.annotations)) {
+        await this.o.sourceCore.replaceNamespacedService({ name, namespace: ns, body: rerouted });
+      }
+    }
+    for (const t of this.o.registry.list()) {
+      if (t.self) continue;
+      if (wanted.has(t.key)) await this.ensureCopy(rerouted, t);
+      else await this.deleteCopy(ns, name, t);
+    }
+  }
+
+  private async existing(ns: string, name: string, t: TargetClient): Promise<V1Service | undefined> {
+    const cached = this.o.targetServices(t.key)?.get(name, ns);
+    if (cached) return cached;
+    try {
+      return await t.core.readNamespacedService({ name, namespace: ns });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new Error(`reading service ${ns}/${name} in ${t.displayName}`, { cause: err });
+    }
+  }
+
+  private async ensureCopy(svc: V1Service, t: TargetClient): Promise<void> {
+    const ns = svc.metadata!.namespace!;
+    const name = svc.metadata!.name!;
+    const desired = buildServiceCopy(svc, { sourceClusterName: this.o.sourceClusterName });
+    const existing = await this.existing(ns, name, t);
+    if (!existing) {
+      await t.core.createNamespacedService({ namespace: ns, body: desired }).catch((err) => {
+        if (!isAlreadyExists(err)) throw new Error(`copying service ${ns}/${name} to ${t.displayName}`, { cause: err });
+      });
+      return;
+    }
+    if (!isOwnedCopy(existing, this.o.sourceClusterName)) {
+      this.o.events.record({ kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: ns, uid: svc.metadata?.uid } }, 'Warning', 'CopyConflict', `service ${ns}/${name} already exists in ${t.displayName} and is not ours`);
+      return;
+    }
+    if (!serviceCopyNeedsUpdate(existing, desired)) return;
+    // Keep what the target allocated (cluster IPs, node ports): update only what we own.
+    const body: V1Service = { ...existing, metadata: { ...existing.metadata, labels: desired.metadata?.labels, annotations: desired.metadata?.annotations }, spec: { ...existing.spec, ...desired.spec, clusterIP: existing.spec?.clusterIP, clusterIPs: existing.spec?.clusterIPs } };
+    await t.core.replaceNamespacedService({ name, namespace: ns, body });
+  }
+
+  private async deleteCopy(ns: string, name: string, t: TargetClient): Promise<void> {
+    // The copies cache is enough here: a copy it has not seen yet wakes this key when it does.
+    const cache = this.o.targetServices(t.key);
+    const existing = cache ? cache.get(name, ns) : await this.existing(ns, name, t);
+    if (!existing || !isOwnedCopy(existing, this.o.sourceClusterName)) return;
+    await t.core.deleteNamespacedService({ name, namespace: ns, body: { preconditions: { uid: existing.metadata?.uid } } }).catch((err) => {
+      if (!isNotFound(err)) throw new Error(`deleting the copy of service ${ns}/${name} in ${t.displayName}`, { cause: err });
+    });
+  }
+}
