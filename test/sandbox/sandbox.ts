@@ -284,6 +284,7 @@ export class Sandbox {
             // Only the sandbox's fake nodes: never the provider's virtual nodes.
             '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
             `--config=${join(state.kwokModuleDir, 'kustomize', 'stage', 'fast')}`,
+            `--config=${join(REPO_ROOT, 'test', 'sandbox', 'kwok', 'delegate-job-complete.yaml')}`,
             '--enable-crds=Logs,ClusterLogs,Exec,ClusterExec,Attach,ClusterAttach,PortForward,ClusterPortForward',
             '--node-ip=127.0.0.1',
             '--node-name=localhost',

@@ -1,0 +1,199 @@
+import { expect } from 'chai';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+
+const PARENT_UID = 'multicluster.admiralty.io/parent-uid';
+const phaseCount = (pods: any[], phase: string) => pods.filter((p) => p.status?.phase === phase).length;
+
+function nginx(ns: string, replicas: number, extraTemplateSpec = ''): string {
+  return `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: nginx, namespace: ${ns}}
+spec:
+  replicas: ${replicas}
+  selector: {matchLabels: {app: nginx}}
+  template:
+    metadata:
+      labels: {app: nginx}
+      annotations: {multicluster.admiralty.io/elect: ""}
+    spec:
+${extraTemplateSpec}      containers:
+      - name: nginx
+        image: nginx
+        resources: {requests: {cpu: 100m, memory: 32Mi}}
+`;
+}
+
+/** Proxies of a namespace in c1 (pods bound to virtual nodes or carrying our label). */
+async function proxies(ns: string, selector = 'app=nginx'): Promise<any[]> {
+  return (await getJson('c1', 'pods', '-n', ns, '-l', selector)).items;
+}
+
+/** Our delegates of a namespace in one cluster. */
+async function delegates(cluster: string, ns: string): Promise<any[]> {
+  return (await getJson(cluster, 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items;
+}
+
+describe('delegation', function () {
+  this.timeout(300_000);
+
+  describe("the user guide's NGINX Deployment", () => {
+    const ns = uniqueName('nginx');
+    let nodes: { c1Node: string; c2Node: string };
+    before(async () => {
+      nodes = await connectNamespace(ns);
+    });
+    after(() => disconnectNamespace(ns));
+
+    it('runs 10 proxies on virtual nodes, with their status mirrored and 10 delegates spread over c1 and c2', async () => {
+      await apply('c1', nginx(ns, 10));
+      await waitFor('10 proxies Running', 120_000, async () => phaseCount(await proxies(ns), 'Running') === 10);
+      const ps = await proxies(ns);
+      expect(ps).to.have.length(10);
+      const all = [...(await delegates('c1', ns)), ...(await delegates('c2', ns))];
+      expect(all).to.have.length(10);
+      const byParent = new Map(all.map((d) => [d.metadata.labels[PARENT_UID], d]));
+      for (const p of ps) {
+        expect([nodes.c1Node, nodes.c2Node]).to.include(p.spec.nodeName);
+        expect(p.metadata.annotations['multicluster.admiralty.io/sourcepod-manifest']).to.be.a('string');
+        const d = byParent.get(p.metadata.uid);
+        expect(d, `delegate of ${p.metadata.name}`).to.exist;
+        expect(d.spec.containers[0].image).to.equal('nginx');
+        expect(d.metadata.labels['multicluster.admiralty.io/app']).to.equal('nginx');
+        // Status mirrored from the delegate.
+        expect(p.status.podIP).to.equal(d.status.podIP);
+        expect(p.status.phase).to.equal(d.status.phase);
+        // The delegate runs where the proxy was bound.
+        const inC2 = (await delegates('c2', ns)).some((x) => x.metadata.uid === d.metadata.uid);
+        expect(inC2).to.equal(p.spec.nodeName === nodes.c2Node);
+      }
+      expect((await delegates('c1', ns)).length, 'delegates in c1').to.be.greaterThan(0);
+      expect((await delegates('c2', ns)).length, 'delegates in c2').to.be.greaterThan(0);
+    });
+
+    it('moves everything to c2 when the template asks for region eu', async () => {
+      await kubectl('c1', 'patch', 'deployment', 'nginx', '-n', ns, '--type=merge', '-p', JSON.stringify({ spec: { template: { spec: { nodeSelector: { 'topology.kubernetes.io/region': 'eu' } } } } }));
+      await kubectl('c1', 'rollout', 'status', 'deployment/nginx', '-n', ns, '--timeout=180s');
+      await waitFor('old proxies and delegates gone', 120_000, async () => (await proxies(ns)).length === 10 && (await delegates('c1', ns)).length === 0 && (await delegates('c2', ns)).length === 10);
+      for (const p of await proxies(ns)) expect(p.spec.nodeName).to.equal(nodes.c2Node);
+      expect(phaseCount(await delegates('c2', ns), 'Running')).to.equal(10);
+    });
+
+    it('replaces a proxy whose delegate is deleted in its target (the owner makes a new one)', async () => {
+      const [victim] = await delegates('c2', ns);
+      const parent = victim.metadata.labels[PARENT_UID];
+      await kubectl('c2', 'delete', 'pod', victim.metadata.name, '-n', ns, '--wait=false');
+      await waitFor('the old proxy gone and 10 Running again', 120_000, async () => {
+        const ps = await proxies(ns);
+        return !ps.some((p) => p.metadata.uid === parent) && phaseCount(ps, 'Running') === 10 && ps.length === 10;
+      });
+      await waitFor('10 delegates again', 60_000, async () => (await delegates('c2', ns)).length === 10);
+    });
+
+    it('deletes the delegate first when a proxy is deleted, leaving no finalizer behind', async () => {
+      const [p] = await proxies(ns);
+      await kubectl('c1', 'delete', 'pod', p.metadata.name, '-n', ns, '--timeout=60s');
+      const left = (await delegates('c2', ns)).filter((d) => d.metadata.labels[PARENT_UID] === p.metadata.uid);
+      expect(left).to.have.length(0);
+    });
+
+    it('reroutes a Service that selects proxies, and replicates it to the targets running delegates', async () => {
+      await apply('c1', `apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: ${ns}}\nspec:\n  selector: {app: nginx}\n  ports: [{port: 80}]\n`);
+      await waitFor('service rerouted', 60_000, async () => (await getJson('c1', 'service', 'web', '-n', ns)).spec.selector['multicluster.admiralty.io/app'] === 'nginx');
+      const svc = await getJson('c1', 'service', 'web', '-n', ns);
+      expect(svc.metadata.annotations).to.include({ 'io.cilium/global-service': 'true', 'multicluster.admiralty.io/global': 'true', 'multicluster.admiralty.io/original-selector': 'app=nginx' });
+      await waitFor('copy in c2', 60_000, async () => (await kubectl('c2', 'get', 'service', '-n', ns, '-o', 'name')).includes('service/web'));
+      const copy = await getJson('c2', 'service', 'web', '-n', ns);
+      expect(copy.spec.selector).to.deep.equal({ 'multicluster.admiralty.io/app': 'nginx' });
+      expect(copy.spec.clusterIP).to.not.equal(svc.spec.clusterIP);
+      // The rerouted selector really selects the delegates in c2.
+      const eps = await getJson('c2', 'endpointslices', '-n', ns, '-l', 'kubernetes.io/service-name=web');
+      await kubectl('c1', 'delete', 'service', 'web', '-n', ns);
+      await waitFor('copy deleted with the original', 60_000, async () => !(await kubectl('c2', 'get', 'service', '-n', ns, '-o', 'name')).includes('service/web'));
+      expect(eps.items.length).to.be.greaterThan(0);
+    });
+
+    it('removes a deleted Target’s virtual node, and no finalizer of ours is left anywhere', async () => {
+      await kubectl('c1', 'scale', 'deployment', 'nginx', '-n', ns, '--replicas=0');
+      await waitFor('no proxies', 120_000, async () => (await proxies(ns)).length === 0);
+      await kubectl('c1', 'delete', 'target', 'c2', '-n', ns);
+      await waitFor('virtual node gone', 60_000, async () => !(await kubectl('c1', 'get', 'nodes', '-o', 'name')).includes(nodes.c2Node));
+      for (const cluster of ['c1', 'c2']) {
+        for (const kind of ['pods', 'services', 'configmaps', 'secrets']) {
+          const items = (await getJson(cluster, kind, '-n', ns)).items;
+          for (const o of items) expect((o.metadata.finalizers ?? []).filter((f: string) => f.startsWith('multicluster.admiralty.io/')), `${cluster} ${kind} ${o.metadata.name}`).to.deep.equal([]);
+        }
+      }
+    });
+  });
+
+  describe('follow', () => {
+    const ns = uniqueName('follow');
+    before(() => connectNamespace(ns));
+    after(() => disconnectNamespace(ns));
+
+    it('copies the ConfigMap and Secret a Job uses to c2 before its delegate, completes the Job, and removes the copies after', async () => {
+      await kubectl('c1', 'create', 'configmap', 'settings', '-n', ns, '--from-literal=mode=fast');
+      await kubectl('c1', 'create', 'secret', 'generic', 'creds', '-n', ns, '--from-literal=token=s3cr3t');
+      await apply(
+        'c1',
+        `apiVersion: batch/v1
+kind: Job
+metadata: {name: follow, namespace: ${ns}}
+spec:
+  template:
+    metadata: {annotations: {multicluster.admiralty.io/elect: ""}}
+    spec:
+      nodeSelector: {topology.kubernetes.io/region: eu}
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: busybox
+        envFrom: [{configMapRef: {name: settings}}, {secretRef: {name: creds}}]
+`,
+      );
+      await waitFor('Job complete in c1', 120_000, async () => ((await getJson('c1', 'job', 'follow', '-n', ns)).status?.succeeded ?? 0) === 1);
+      const cm = await getJson('c2', 'configmap', 'settings', '-n', ns);
+      const secret = await getJson('c2', 'secret', 'creds', '-n', ns);
+      expect(cm.data).to.deep.equal({ mode: 'fast' });
+      expect(Buffer.from(secret.data.token, 'base64').toString()).to.equal('s3cr3t');
+      expect(cm.metadata.labels['multicluster.admiralty.io/parent-cluster-name']).to.equal('c1');
+      const [d] = await delegates('c2', ns);
+      expect(new Date(d.metadata.creationTimestamp).getTime()).to.be.at.least(new Date(cm.metadata.creationTimestamp).getTime());
+      expect(new Date(d.metadata.creationTimestamp).getTime()).to.be.at.least(new Date(secret.metadata.creationTimestamp).getTime());
+
+      await kubectl('c1', 'delete', 'job', 'follow', '-n', ns, '--cascade=foreground', '--timeout=90s');
+      await waitFor('copies gone from c2', 90_000, async () => {
+        const names = (await kubectl('c2', 'get', 'configmaps,secrets', '-n', ns, '-o', 'name')).split('\n');
+        return !names.includes('configmap/settings') && !names.includes('secret/creds');
+      });
+      // The originals stay.
+      expect((await getJson('c1', 'configmap', 'settings', '-n', ns)).data).to.deep.equal({ mode: 'fast' });
+    });
+  });
+
+  describe('restart safety', () => {
+    const ns = uniqueName('restart');
+    before(() => connectNamespace(ns));
+    after(() => disconnectNamespace(ns));
+
+    it('ends with exactly 100 delegates and 100 Running proxies when the provider is SIGKILLed twice while delegating them', async () => {
+      const pods = Array.from({ length: 100 }, (_, i) =>
+        `apiVersion: v1\nkind: Pod\nmetadata: {name: p-${i}, namespace: ${ns}, labels: {app: restart}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  containers: [{name: c, image: nginx}]\n`,
+      );
+      // The provider serves the webhook too: create while it is up (in production another
+      // replica serves admission while the leader restarts), then kill it mid-delegation.
+      await apply('c1', pods.join('---\n'));
+      await sandbox.stop('c1', 'provider', 'SIGKILL');
+      await sandbox.start('c1', 'provider');
+      await waitFor('some delegates made by the restarted provider', 60_000, async () => (await delegates('c1', ns)).length + (await delegates('c2', ns)).length > 0);
+      await sandbox.stop('c1', 'provider', 'SIGKILL');
+      await sandbox.start('c1', 'provider');
+      await waitFor('100 proxies Running', 180_000, async () => phaseCount(await proxies(ns, 'app=restart'), 'Running') === 100);
+      const ds = [...(await delegates('c1', ns)), ...(await delegates('c2', ns))];
+      expect(ds).to.have.length(100);
+      expect(new Set(ds.map((d) => d.metadata.labels[PARENT_UID])).size).to.equal(100);
+      await kubectl('c1', 'delete', 'pods', '-n', ns, '-l', 'app=restart', '--timeout=120s');
+      await waitFor('delegates gone', 60_000, async () => (await delegates('c1', ns)).length + (await delegates('c2', ns)).length === 0);
+    });
+  });
+});
