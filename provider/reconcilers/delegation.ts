@@ -1,4 +1,4 @@
-import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1Pod, type V1PodStatus } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
@@ -41,11 +41,16 @@ type Result = { requeueAfterMs?: number } | void;
 export class DelegationReconciler {
   constructor(private readonly o: DelegationReconcilerOptions) {}
 
+  /** Key mapper for source proxy pods: `<namespace>/<name>`. */
   static proxyKey(pod: V1Pod): string {
     return `${pod.metadata?.namespace}/${pod.metadata?.name}`;
   }
 
-  /** A delegate change wakes its proxy (found through the parent annotations, if the delegate is ours). */
+  /**
+   * Key mapper for target pods: a delegate change wakes its proxy (found through the
+   * parent-name/parent-namespace annotations), only if the pod is ours (parent-cluster-name).
+   * Static with the cluster name as a parameter so it can be wired before a reconciler exists.
+   */
   static delegateToProxyKey(pod: V1Pod, sourceClusterName: string): string[] {
     if (!isOurDelegate(pod, sourceClusterName)) return [];
     const a = pod.metadata?.annotations ?? {};
@@ -79,20 +84,20 @@ export class DelegationReconciler {
       desired = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName });
     } catch (err) {
       if (err instanceof ValidationError) {
+        // No delegate can have been built from a manifest we cannot read: let the proxy go.
+        if (terminating) return this.release(proxy);
         this.event(proxy, 'Warning', 'InvalidProxy', err.message);
         throw new TerminalError(`proxy ${key}: ${err.message}`, { cause: err });
       }
       throw err;
     }
-    let existing = cache.get(desired.metadata!.name!, namespace) ?? (await this.readDelegate(target, desired));
-
-    if (existing && !isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid)) {
-      this.event(proxy, 'Warning', 'DelegateNameConflict', `pod ${namespace}/${desired.metadata!.name} in ${target.displayName} exists and is not this proxy's delegate`);
-      throw new TerminalError(`delegate name conflict for ${key} in ${target.displayName}`);
-    }
+    const existing = cache.get(desired.metadata!.name!, namespace) ?? (await this.readDelegate(target, desired));
+    const ours = !!existing && isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid);
 
     if (terminating) {
-      if (existing) {
+      // A same-name pod that is not ours is not this proxy's delegate: it must not keep the
+      // proxy's finalizer forever, and it is never deleted by us.
+      if (existing && ours) {
         if (!existing.metadata?.deletionTimestamp) {
           await this.deleteDelegate(target, existing, proxy);
           this.event(proxy, 'Normal', 'DelegateDeleting', `deleting delegate ${existing.metadata!.name} in ${target.displayName}`);
@@ -104,6 +109,10 @@ export class DelegationReconciler {
     }
 
     if (!existing) return this.createOrReplace(proxy, desired, target);
+    if (!ours) {
+      this.event(proxy, 'Warning', 'DelegateNameConflict', `pod ${namespace}/${desired.metadata!.name} in ${target.displayName} exists and is not this proxy's delegate`);
+      throw new TerminalError(`delegate name conflict for ${key} in ${target.displayName}`);
+    }
     await this.feedback(proxy, existing);
   }
 
@@ -119,21 +128,32 @@ export class DelegationReconciler {
 
   private async createOrReplace(proxy: V1Pod, desired: V1Pod, target: TargetClient): Promise<Result> {
     const phase = proxy.status?.phase;
+    // The proxy's status only ever leaves Pending (or gets a startTime) through feedback from a
+    // delegate, so a proxy that shows either had one, which is now gone (deleted or evicted in
+    // the target): creating another would silently restart a pod the user saw running.
     const hadDelegate = !!proxy.status?.startTime || (phase !== undefined && phase !== 'Pending');
     if (hadDelegate) {
-      if (phase === 'Succeeded' || phase === 'Failed') return; // finished; its delegate may be gone
+      // Finished: a target may garbage-collect finished pods; the proxy keeps its last status.
+      if (phase === 'Succeeded' || phase === 'Failed') return;
+      const name = proxy.metadata!.name!;
+      const namespace = proxy.metadata!.namespace!;
       const owner = proxy.metadata?.ownerReferences?.find((r) => r.controller);
       const where = `its delegate ${desired.metadata!.name} was deleted in ${target.displayName}`;
       if (owner) {
         this.event(proxy, 'Warning', 'DelegateDeleted', `${where}; deleting the proxy so that its ${owner.kind} replaces it`);
-        await this.o.sourceCore.deleteNamespacedPod({ name: proxy.metadata!.name!, namespace: proxy.metadata!.namespace!, body: { preconditions: { uid: proxy.metadata!.uid } } }).catch((err) => {
-          if (!isNotFound(err)) throw err;
-        });
+        try {
+          await this.o.sourceCore.deleteNamespacedPod({ name, namespace, body: { preconditions: { uid: proxy.metadata!.uid } } });
+        } catch (err) {
+          if (!isNotFound(err)) throw new Error(`deleting proxy ${namespace}/${name} whose delegate is gone`, { cause: err });
+        }
       } else {
         // A bare pod has no owner to replace it: say so rather than lose it silently.
         this.event(proxy, 'Warning', 'DelegateDeleted', `${where}; the pod has no owner to replace it, so it is marked Failed`);
-        const status = { ...proxy.status, phase: 'Failed', reason: 'DelegateDeleted', message: where };
-        await this.o.sourceCore.replaceNamespacedPodStatus({ name: proxy.metadata!.name!, namespace: proxy.metadata!.namespace!, body: { ...proxy, status } });
+        try {
+          await this.o.sourceCore.replaceNamespacedPodStatus({ name, namespace, body: { ...proxy, status: failedStatus(proxy, where, new Date(this.o.clock.now())) } });
+        } catch (err) {
+          throw new Error(`marking proxy ${namespace}/${name} Failed`, { cause: err });
+        }
       }
       return;
     }
@@ -158,12 +178,20 @@ export class DelegationReconciler {
     const status = buildProxyStatus(proxy, delegate);
     if (!statusEquals(proxy.status, status)) {
       // Replace with the cached resourceVersion: a 409 means a newer proxy; retry from the cache.
-      await this.o.sourceCore.replaceNamespacedPodStatus({ name, namespace, body: { ...proxy, status } });
+      try {
+        await this.o.sourceCore.replaceNamespacedPodStatus({ name, namespace, body: { ...proxy, status } });
+      } catch (err) {
+        throw new Error(`writing the status of proxy ${namespace}/${name}`, { cause: err });
+      }
     }
     const annotations = buildProxyAnnotations(proxy, delegate);
     const patch = annotations && stringMapMergePatch(proxy.metadata?.annotations, annotations);
     if (patch) {
-      await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: { metadata: { annotations: patch } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      try {
+        await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: { metadata: { annotations: patch } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      } catch (err) {
+        throw new Error(`patching the annotations of proxy ${namespace}/${name}`, { cause: err });
+      }
     }
   }
 
@@ -192,22 +220,31 @@ export class DelegationReconciler {
     const finalizers = proxy.metadata?.finalizers ?? [];
     const kept = finalizers.filter((f) => f !== PROXY_FINALIZER && !f.startsWith(KEY_PREFIX));
     if (kept.length !== finalizers.length) {
-      await this.o.sourceCore.patchNamespacedPod(
-        {
-          name,
-          namespace,
-          body: [
-            { op: 'test', path: '/metadata/finalizers', value: finalizers },
-            { op: 'replace', path: '/metadata/finalizers', value: kept },
-          ],
-        },
-        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
-      );
+      // A failed test (422) means the cached list is stale: the retry reads a fresher one.
+      try {
+        await this.o.sourceCore.patchNamespacedPod(
+          {
+            name,
+            namespace,
+            body: [
+              { op: 'test', path: '/metadata/finalizers', value: finalizers },
+              { op: 'replace', path: '/metadata/finalizers', value: kept },
+            ],
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+        );
+      } catch (err) {
+        if (isNotFound(err)) return;
+        throw new Error(`removing the finalizer of proxy ${namespace}/${name}`, { cause: err });
+      }
     }
     if (kept.length === 0 && proxy.spec?.nodeName) {
-      await this.o.sourceCore.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: proxy.metadata!.uid } } }).catch((err) => {
-        if (!isNotFound(err) && classifyApiError(err) !== 'Conflict') throw err;
-      });
+      try {
+        await this.o.sourceCore.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: proxy.metadata!.uid } } });
+      } catch (err) {
+        // 404: already gone; 409: the UID precondition failed, a new pod took the name.
+        if (!isNotFound(err) && classifyApiError(err) !== 'Conflict') throw new Error(`removing proxy ${namespace}/${name}`, { cause: err });
+      }
     }
   }
 
@@ -221,7 +258,7 @@ export class DelegationReconciler {
     try {
       await this.o.sourceCore.readNode({ name: nodeName });
     } catch (err) {
-      if (!isNotFound(err)) throw err;
+      if (!isNotFound(err)) throw new Error(`reading node ${nodeName} of proxy ${proxy.metadata?.namespace}/${proxy.metadata?.name}`, { cause: err });
       nodeExists = false;
     }
     if (nodeExists) return { requeueAfterMs: 5000 };
@@ -236,7 +273,7 @@ export class DelegationReconciler {
     try {
       liveUid = (await this.o.sourceCore.readNamespacedPod({ name, namespace })).metadata?.uid;
     } catch (err) {
-      if (!isNotFound(err)) throw err;
+      if (!isNotFound(err)) throw new Error(`reading proxy ${namespace}/${name}`, { cause: err });
     }
     for (const target of this.o.registry.list()) {
       const cache = this.o.delegates(target.key);
@@ -250,7 +287,49 @@ export class DelegationReconciler {
     }
   }
 
+  /**
+   * Our delegates by target display name and phase (`Unknown` when a delegate has no phase yet),
+   * counted from the delegate caches: for a gauge. Targets whose caches are not running are
+   * left out.
+   */
+  countsByTargetAndPhase(): Map<string, Map<string, number>> {
+    const out = new Map<string, Map<string, number>>();
+    for (const target of this.o.registry.list()) {
+      const cache = this.o.delegates(target.key);
+      if (!cache) continue;
+      const counts = new Map<string, number>();
+      for (const d of cache.list()) {
+        if (!isOurDelegate(d, this.o.sourceClusterName)) continue;
+        const phase = d.status?.phase ?? 'Unknown';
+        counts.set(phase, (counts.get(phase) ?? 0) + 1);
+      }
+      out.set(target.displayName, counts);
+    }
+    return out;
+  }
+
   private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {
     this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: proxy.metadata?.namespace, uid: proxy.metadata?.uid } }, type, reason, message);
   }
+}
+
+/**
+ * The status of a bare proxy whose delegate disappeared: Failed, not ready, every container that
+ * has not terminated marked terminated with the same reason (what a kubelet would report for a
+ * pod it lost), so controllers and users reading container states see a consistent picture.
+ */
+function failedStatus(proxy: V1Pod, message: string, now: Date): V1PodStatus {
+  const status = structuredClone(proxy.status ?? {});
+  const terminate = (s: V1ContainerStatus): V1ContainerStatus =>
+    s.state?.terminated
+      ? s
+      : { ...s, ready: false, started: false, state: { terminated: { exitCode: 137, reason: 'DelegateDeleted', message, finishedAt: now, startedAt: s.state?.running?.startedAt } } };
+  status.phase = 'Failed';
+  status.reason = 'DelegateDeleted';
+  status.message = message;
+  status.containerStatuses = status.containerStatuses?.map(terminate);
+  status.conditions = status.conditions?.map((c) =>
+    (c.type === 'Ready' || c.type === 'ContainersReady') && c.status !== 'False' ? { ...c, status: 'False', reason: 'DelegateDeleted', lastTransitionTime: now } : c,
+  );
+  return status;
 }

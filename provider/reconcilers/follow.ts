@@ -1,7 +1,7 @@
 import type { CoreV1Api, V1ConfigMap, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
-import { isAlreadyExists, isNotFound } from '../core/errors.js';
+import { isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
 import { sourcePodManifest } from '../model/delegate-pod.js';
 import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isOwnedCopy, referencedConfigMaps, referencedSecrets } from '../model/follow.js';
@@ -45,10 +45,12 @@ function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
 export class FollowReconciler {
   constructor(private readonly o: FollowReconcilerOptions) {}
 
+  /** Key mapper for source ConfigMaps (`configmap/<ns>/<name>`) and Secrets (`secret/<ns>/<name>`). */
   static keysOfSource(kind: Kind, obj: Copy): string[] {
     return [`${kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`];
   }
 
+  /** Key mapper for copies in a target: the key of their source object, from the parent annotations. */
   static keysOfCopy(kind: Kind, obj: Copy): string[] {
     const a = obj.metadata?.annotations ?? {};
     const name = a[PARENT_NAME_ANNOTATION];
@@ -56,13 +58,18 @@ export class FollowReconciler {
     return name && ns ? [`${kind}/${ns}/${name}`] : [];
   }
 
+  /** Key mapper for proxies: every ConfigMap and Secret their delegate references (so binding and deletion re-evaluate GC). */
   static keysOfProxy(proxy: V1Pod): string[] {
     const ns = proxy.metadata?.namespace;
     const refs = references(proxy);
     return [...refs.configmap.map((n) => `configmap/${ns}/${n}`), ...refs.secret.map((n) => `secret/${ns}/${n}`)];
   }
 
-  /** Called by the delegation reconciler before it creates a delegate in `target`. */
+  /**
+   * Called by the delegation reconciler before it creates a delegate in `target`: creates or
+   * updates the copy of every ConfigMap and Secret the delegate references. Idempotent; a no-op
+   * for a `self` target; a missing source object is skipped.
+   */
   async ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> {
     if (target.self) return;
     const ns = proxy.metadata!.namespace!;
@@ -76,8 +83,17 @@ export class FollowReconciler {
     }
   }
 
+  /**
+   * Keeps the copies of one source object right in every non-self target: our copy exists (and
+   * matches the source) exactly in the targets whose virtual node has a proxy that references
+   * the object; elsewhere, and everywhere once the source object is gone, our copy is deleted
+   * (UID precondition). Proxies that are terminating still count while they are bound: their
+   * delegate may still be running.
+   */
   async reconcile(key: string): Promise<void> {
-    const [kind, ns, name] = key.split('/') as [Kind, string, string];
+    const parts = key.split('/');
+    const [kind, ns, name] = parts as [Kind, string, string];
+    if (parts.length !== 3 || (kind !== 'configmap' && kind !== 'secret') || !ns || !name) throw new TerminalError(`not a follow key: ${key}`);
     const src = await this.source(kind, ns, name);
     const usedIn = new Set<string>();
     if (src) {
@@ -101,7 +117,7 @@ export class FollowReconciler {
       return kind === 'configmap' ? await this.o.sourceCore.readNamespacedConfigMap({ name, namespace: ns }) : await this.o.sourceCore.readNamespacedSecret({ name, namespace: ns });
     } catch (err) {
       if (isNotFound(err)) return undefined;
-      throw err;
+      throw new Error(`reading ${kind} ${ns}/${name}`, { cause: err });
     }
   }
 
@@ -117,23 +133,17 @@ export class FollowReconciler {
     }
   }
 
-  /** Creates or updates our copy of `src` in `target`. */
+  /**
+   * Creates or updates our copy of `src` in `target`; an existing object that is not ours is
+   * never touched (a `CopyConflict` Warning on the proxy, when there is one). Idempotent.
+   */
   private async sync(kind: Kind, src: Copy, target: TargetClient, proxy?: V1Pod): Promise<void> {
     const ns = src.metadata!.namespace!;
     const name = src.metadata!.name!;
     const opts = { sourceClusterName: this.o.sourceClusterName };
     const desired = kind === 'configmap' ? buildConfigMapCopy(src as V1ConfigMap, opts) : buildSecretCopy(src as V1Secret, opts);
     const existing = await this.existingCopy(kind, ns, name, target);
-    const core = target.core;
-    if (!existing) {
-      try {
-        if (kind === 'configmap') await core.createNamespacedConfigMap({ namespace: ns, body: desired as V1ConfigMap });
-        else await core.createNamespacedSecret({ namespace: ns, body: desired as V1Secret });
-      } catch (err) {
-        if (!isAlreadyExists(err)) throw new Error(`copying ${kind} ${ns}/${name} to ${target.displayName}`, { cause: err });
-      }
-      return;
-    }
+    if (!existing) return this.create(kind, desired, target);
     if (!isOwnedCopy(existing, this.o.sourceClusterName)) {
       if (proxy) {
         this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: ns, uid: proxy.metadata?.uid } }, 'Warning', 'CopyConflict', `${kind} ${ns}/${name} already exists in ${target.displayName} and is not ours; the delegate will use it as it is`);
@@ -142,19 +152,39 @@ export class FollowReconciler {
     }
     if (!copyNeedsUpdate(existing, desired)) return;
     if (copyNeedsRecreate(existing, desired)) {
-      await this.deleteCopy(kind, ns, name, target);
-      return this.sync(kind, src, target, proxy);
+      // Immutable content or a new Secret type: the apiserver refuses an update. Delete this very
+      // object (UID precondition) and create the new one; if someone else recreates it in
+      // between, the create fails with AlreadyExists and the retry looks again.
+      await this.deleteObject(kind, existing, target);
+      return this.create(kind, desired, target, true);
     }
     const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: existing.metadata?.resourceVersion } };
-    if (kind === 'configmap') await core.replaceNamespacedConfigMap({ name, namespace: ns, body: body as V1ConfigMap });
-    else await core.replaceNamespacedSecret({ name, namespace: ns, body: body as V1Secret });
+    try {
+      if (kind === 'configmap') await target.core.replaceNamespacedConfigMap({ name, namespace: ns, body: body as V1ConfigMap });
+      else await target.core.replaceNamespacedSecret({ name, namespace: ns, body: body as V1Secret });
+    } catch (err) {
+      // 409: the cache was stale; the retry reads the newer copy.
+      throw new Error(`updating the copy of ${kind} ${ns}/${name} in ${target.displayName}`, { cause: err });
+    }
   }
 
-  private async deleteCopy(kind: Kind, ns: string, name: string, target: TargetClient): Promise<void> {
-    // The copies cache is enough here: a copy it has not seen yet wakes this key when it does.
-    const cache = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
-    const existing = cache ? cache.get(name, ns) : await this.existingCopy(kind, ns, name, target);
-    if (!existing || !isOwnedCopy(existing, this.o.sourceClusterName)) return;
+  private async create(kind: Kind, desired: Copy, target: TargetClient, afterDelete = false): Promise<void> {
+    const ns = desired.metadata!.namespace!;
+    try {
+      if (kind === 'configmap') await target.core.createNamespacedConfigMap({ namespace: ns, body: desired as V1ConfigMap });
+      else await target.core.createNamespacedSecret({ namespace: ns, body: desired as V1Secret });
+    } catch (err) {
+      // AlreadyExists on a first create: a cache that lags behind our own earlier create; the
+      // copy event wakes this key again to compare. After a delete it needs a retry.
+      if (isAlreadyExists(err) && !afterDelete) return;
+      throw new Error(`copying ${kind} ${ns}/${desired.metadata!.name} to ${target.displayName}`, { cause: err });
+    }
+  }
+
+  /** Deletes one of our copies, exactly this object (UID precondition). */
+  private async deleteObject(kind: Kind, existing: Copy, target: TargetClient): Promise<void> {
+    const ns = existing.metadata!.namespace!;
+    const name = existing.metadata!.name!;
     const args = { name, namespace: ns, body: { preconditions: { uid: existing.metadata?.uid } } };
     try {
       if (kind === 'configmap') await target.core.deleteNamespacedConfigMap(args);
@@ -162,5 +192,14 @@ export class FollowReconciler {
     } catch (err) {
       if (!isNotFound(err)) throw new Error(`deleting the copy of ${kind} ${ns}/${name} in ${target.displayName}`, { cause: err });
     }
+  }
+
+  /** Deletes our copy of `<ns>/<name>` in `target`, if there is one; others' objects are left alone. */
+  private async deleteCopy(kind: Kind, ns: string, name: string, target: TargetClient): Promise<void> {
+    // The copies cache is enough here: a copy it has not seen yet wakes this key when it does.
+    const cache = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
+    const existing = cache ? cache.get(name, ns) : await this.existingCopy(kind, ns, name, target);
+    if (!existing || !isOwnedCopy(existing, this.o.sourceClusterName) || existing.metadata?.deletionTimestamp) return;
+    await this.deleteObject(kind, existing, target);
   }
 }

@@ -1,8 +1,9 @@
 import type { CoreV1Api, V1Pod, V1Service } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
-import { isAlreadyExists, isNotFound } from '../core/errors.js';
+import { isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
 import { IS_DELEGATE_ANNOTATION, ORIGINAL_SELECTOR_ANNOTATION, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
+import { isOurDelegate } from '../model/delegate-pod.js';
 import { isOwnedCopy } from '../model/follow.js';
 import { equalNormalized } from '../model/normalize.js';
 import { buildReroutedService, buildServiceCopy, originalSelector, serviceCopyNeedsUpdate } from '../model/service.js';
@@ -23,6 +24,15 @@ export interface ServiceReconcilerOptions {
 const matches = (selector: Record<string, string>, labels: Record<string, string> | undefined) =>
   Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 
+/** A key mapper must not throw: a Service with a broken no-prefix regexp selects nothing here (its own reconcile reports it). */
+function safeOriginalSelector(svc: V1Service): Record<string, string> {
+  try {
+    return originalSelector(svc);
+  } catch {
+    return {};
+  }
+}
+
 /**
  * Services that select proxy pods follow their delegates. Key: `<ns>/<name>` of a Service in
  * the source. Its selector is rerouted to the delegates' prefixed labels (the original kept in
@@ -34,10 +44,12 @@ const matches = (selector: Record<string, string>, labels: Record<string, string
 export class ServiceReconciler {
   constructor(private readonly o: ServiceReconcilerOptions) {}
 
+  /** Key mapper for source Services: `<ns>/<name>`. */
   static keyOf(svc: V1Service): string {
     return `${svc.metadata?.namespace}/${svc.metadata?.name}`;
   }
 
+  /** Key mapper for Service copies in a target: their source Service, from the parent annotations. */
   static keysOfCopy(svc: V1Service): string[] {
     const a = svc.metadata?.annotations ?? {};
     const name = a[PARENT_NAME_ANNOTATION];
@@ -49,7 +61,7 @@ export class ServiceReconciler {
   keysOfProxy(proxy: V1Pod): string[] {
     return this.o.services
       .list(proxy.metadata?.namespace)
-      .filter((s) => !(IS_DELEGATE_ANNOTATION in (s.metadata?.annotations ?? {})) && matches(originalSelector(s), proxy.metadata?.labels))
+      .filter((s) => !(IS_DELEGATE_ANNOTATION in (s.metadata?.annotations ?? {})) && matches(safeOriginalSelector(s), proxy.metadata?.labels))
       .map(ServiceReconciler.keyOf);
   }
 
@@ -62,8 +74,13 @@ export class ServiceReconciler {
       .map(ServiceReconciler.keyOf);
   }
 
+  /**
+   * Reroutes one source Service and keeps its copies right. Idempotent; every remote write is
+   * preceded by an ownership check, deletes carry a UID precondition.
+   */
   async reconcile(key: string): Promise<void> {
     const slash = key.indexOf('/');
+    if (slash <= 0 || slash === key.length - 1) throw new TerminalError(`not a service key: ${key}`);
     const ns = key.slice(0, slash);
     const name = key.slice(slash + 1);
     const svc = this.o.services.get(name, ns);
@@ -73,17 +90,23 @@ export class ServiceReconciler {
     }
     if (IS_DELEGATE_ANNOTATION in (svc.metadata?.annotations ?? {})) return;
     const selector = originalSelector(svc);
-    const proxies = this.o.proxies.list(ns).filter((p) => p.spec?.nodeName && matches(selector, p.metadata?.labels));
+    // Proxies keep the user's labels, so the user's (original) selector finds them.
+    const proxies = this.o.proxies.list(ns).filter((p) => matches(selector, p.metadata?.labels));
     const wanted = new Set<string>();
     for (const p of proxies) {
-      const t = this.o.registry.byNodeName(p.spec!.nodeName!);
-      if (t && !t.self) wanted.add(t.key);
+      const t = p.spec?.nodeName ? this.o.registry.byNodeName(p.spec.nodeName) : undefined;
+      if (t && !t.self && this.runsDelegateOf(t, p)) wanted.add(t.key);
     }
     let rerouted = svc;
     if (proxies.length > 0) {
       rerouted = buildReroutedService(svc);
       if (!equalNormalized(rerouted.spec?.selector, svc.spec?.selector) || !equalNormalized(rerouted.metadata?.annotations, svc.metadata?.annotations)) {
-        await this.o.sourceCore.replaceNamespacedService({ name, namespace: ns, body: rerouted });
+        // An update with the cached resourceVersion: a 409 means the user changed it; retry.
+        try {
+          await this.o.sourceCore.replaceNamespacedService({ name, namespace: ns, body: rerouted });
+        } catch (err) {
+          throw new Error(`rerouting service ${ns}/${name}`, { cause: err });
+        }
       }
     }
     for (const t of this.o.registry.list()) {
@@ -91,6 +114,18 @@ export class ServiceReconciler {
       if (wanted.has(t.key)) await this.ensureCopy(rerouted, t);
       else await this.deleteCopy(ns, name, t);
     }
+  }
+
+  /**
+   * Whether `t` runs a delegate of `proxy`, per the target's delegate cache. Without a cache
+   * (the target's informers are not running yet) the binding stands in for it, so that copies
+   * are not garbage-collected on missing information.
+   */
+  private runsDelegateOf(t: TargetClient, proxy: V1Pod): boolean {
+    const cache = this.o.delegates(t.key);
+    if (!cache) return true;
+    const uid = proxy.metadata?.uid;
+    return !!uid && cache.list(proxy.metadata?.namespace).some((d) => isOurDelegate(d, this.o.sourceClusterName, uid));
   }
 
   private async existing(ns: string, name: string, t: TargetClient): Promise<V1Service | undefined> {
@@ -122,14 +157,18 @@ export class ServiceReconciler {
     if (!serviceCopyNeedsUpdate(existing, desired)) return;
     // Keep what the target allocated (cluster IPs, node ports): update only what we own.
     const body: V1Service = { ...existing, metadata: { ...existing.metadata, labels: desired.metadata?.labels, annotations: desired.metadata?.annotations }, spec: { ...existing.spec, ...desired.spec, clusterIP: existing.spec?.clusterIP, clusterIPs: existing.spec?.clusterIPs } };
-    await t.core.replaceNamespacedService({ name, namespace: ns, body });
+    try {
+      await t.core.replaceNamespacedService({ name, namespace: ns, body });
+    } catch (err) {
+      throw new Error(`updating the copy of service ${ns}/${name} in ${t.displayName}`, { cause: err });
+    }
   }
 
   private async deleteCopy(ns: string, name: string, t: TargetClient): Promise<void> {
     // The copies cache is enough here: a copy it has not seen yet wakes this key when it does.
     const cache = this.o.targetServices(t.key);
     const existing = cache ? cache.get(name, ns) : await this.existing(ns, name, t);
-    if (!existing || !isOwnedCopy(existing, this.o.sourceClusterName)) return;
+    if (!existing || !isOwnedCopy(existing, this.o.sourceClusterName) || existing.metadata?.deletionTimestamp) return;
     await t.core.deleteNamespacedService({ name, namespace: ns, body: { preconditions: { uid: existing.metadata?.uid } } }).catch((err) => {
       if (!isNotFound(err)) throw new Error(`deleting the copy of service ${ns}/${name} in ${t.displayName}`, { cause: err });
     });

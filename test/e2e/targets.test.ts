@@ -83,7 +83,10 @@ describe('targets and virtual nodes', function () {
       // The healthy targets are not disturbed.
       for (const n of ['admiralty-namespace-default-c1', 'admiralty-namespace-default-c2']) expect(readyOf(await getJson('c1', 'node', n))).to.equal('True');
 
-      // Fix the missing Secret with a working kubeconfig (c2's): it heals without a restart.
+      // Fix the missing Secret with a working kubeconfig (c2's), and authorize that identity in
+      // this namespace of c2 as a user would (a Source): it heals without a restart.
+      await kubectl('c2', 'create', 'namespace', ns);
+      await apply('c2', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: c1, namespace: ${ns}}\nspec: {userName: "system:serviceaccount:default:c1"}\n`);
       const good = await getJson('c1', 'secret', 'c2', '-n', 'default');
       await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'missing', namespace: ns }, data: good.data }));
       await waitFor('Target "missing" Ready', 60_000, async () => targetReady(await getJson('c1', 'target', 'missing', '-n', ns))?.status === 'True');
@@ -92,6 +95,7 @@ describe('targets and virtual nodes', function () {
       expect(t.status.virtualNodeName).to.match(new RegExp(`^admiralty-namespace-${ns}-missing-[0-9a-f]{10}$`));
       await waitFor('its node Ready', 30_000, async () => readyOf(await nodeOrUndefined(t.status.virtualNodeName)) === 'True');
     } finally {
+      await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
       await kubectl('c1', 'delete', 'namespace', ns, '--wait=true', '--timeout=60s');
     }
     // Deleting the Targets (with their namespace) removes their nodes.

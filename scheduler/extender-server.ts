@@ -1,0 +1,283 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import express, { type Express, type NextFunction, type Request, type Response } from 'express';
+import { Histogram, Registry } from 'prom-client';
+import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
+import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
+import { errorFields, type Logger } from '../provider/core/logger.js';
+import { fitsTarget } from './fit.js';
+import { MAX_TARGET_SCORE, scoreTarget, type PlacementPolicy } from './score.js';
+
+/** URL prefix of the extender (the `urlPrefix` of kube-scheduler's extender config ends with it). */
+export const EXTENDER_PATH_PREFIX = '/scheduler';
+/** `filterVerb: filter`. */
+export const FILTER_PATH = `${EXTENDER_PATH_PREFIX}/filter`;
+/** `prioritizeVerb: prioritize`. */
+export const PRIORITIZE_PATH = `${EXTENDER_PATH_PREFIX}/prioritize`;
+
+/** Upstream `MaxExtenderPriority` (k8s.io/kube-scheduler/extender/v1): extender scores are 0..10. */
+export const MAX_EXTENDER_PRIORITY = 10;
+
+/**
+ * What the extender needs to know of one target, read from the integrator's per-target
+ * informers (caches, never a live API call: kube-scheduler waits on every answer).
+ */
+export interface TargetState {
+  /** All nodes of the target (virtual ones of its own are skipped). */
+  nodes: readonly V1Node[];
+  /** Pods bound to those nodes, of every namespace (terminal ones are skipped). */
+  pods: readonly V1Pod[];
+  /** Namespaces that exist in the target, if watched; omit to skip the namespace check. */
+  namespaces?: ReadonlySet<string>;
+}
+
+/** Returns the cached state of a target by target key, or undefined while it is not synced yet. */
+export type TargetStateSource = (targetKey: string) => TargetState | undefined;
+
+export interface ExtenderAppOptions {
+  /** Maps virtual node names to targets (`byNodeName`) and reports target health (`health`). */
+  registry: Pick<ClusterRegistry, 'byNodeName' | 'health'>;
+  targetState: TargetStateSource;
+  /** Placement policy, or a function read on every prioritize call (for live config reloads). */
+  policy: PlacementPolicy | (() => PlacementPolicy);
+  logger: Logger;
+  /** Where the request histogram is registered; default a fresh registry owned by this app. */
+  metricsRegistry?: Registry;
+  /** Largest accepted body; default `64mb` (without `nodeCacheCapable`, every Node is sent on every call). */
+  bodyLimit?: string;
+  /**
+   * Whether a node known only by name (kube-scheduler sends names when `nodeCacheCapable: true`)
+   * is one of our virtual nodes. Default: the registry knows it, or its name has the virtual
+   * node name form `admiralty-namespace-*` / `admiralty-cluster-*` (so a virtual node whose
+   * Target was just deleted is still judged, and rejected, rather than passed through).
+   */
+  isVirtualNodeName?: (nodeName: string) => boolean;
+}
+
+/** `ExtenderArgs` of k8s.io/kube-scheduler/extender/v1 (Go field names, no JSON tags). */
+export interface ExtenderArgs {
+  Pod: V1Pod;
+  Nodes?: { items: V1Node[] | null } | null;
+  NodeNames?: string[] | null;
+}
+
+/** `ExtenderFilterResult`: nodes kept (in the form they came in) and nodes rejected with a reason. */
+export interface ExtenderFilterResult {
+  Nodes?: { items: V1Node[] } | null;
+  NodeNames?: string[] | null;
+  FailedNodes: Record<string, string>;
+  FailedAndUnresolvableNodes?: Record<string, string>;
+  Error: string;
+}
+
+/** One entry of `HostPriorityList`. */
+export interface HostPriority {
+  Host: string;
+  Score: number;
+}
+
+/** Thrown by {@link parseExtenderArgs}; answered with HTTP 400 and this message. */
+export class MalformedExtenderArgsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'MalformedExtenderArgsError';
+  }
+}
+
+/**
+ * The kube-scheduler extender as an express app, with absolute paths so it can be mounted on any
+ * server (`app.use(createExtenderApp(...))` on the webhook's HTTPS app, or served alone):
+ *
+ * * `POST /scheduler/filter`: `ExtenderArgs` in, `ExtenderFilterResult` out, in the form the
+ *   nodes came in (`NodeNames` for `nodeCacheCapable: true`, else `Nodes`). Only our virtual nodes
+ *   are judged, every other node is kept untouched. A virtual node is rejected when its target
+ *   is unknown or not ready (`FailedAndUnresolvableNodes`), when the target's state is not synced
+ *   yet (`FailedNodes`), or when {@link fitsTarget} finds no real node for the delegate
+ *   (`FailedNodes` if some node lacked only resources, which preemption might free, else
+ *   `FailedAndUnresolvableNodes`). The reason appears in the pod's FailedScheduling event.
+ * * `POST /scheduler/prioritize`: `ExtenderArgs` in, `HostPriorityList` out: virtual nodes get
+ *   {@link scoreTarget} scaled to 0..10; other nodes, and virtual nodes whose target is unknown,
+ *   get 0.
+ *
+ * A body that is not JSON or not an `ExtenderArgs` gets HTTP 400 with the reason as text
+ * (kube-scheduler then fails the extender call, and skips it if `ignorable: true`). Records
+ * `admiralty_scheduler_extender_request_duration_seconds{verb,result}` (result: ok, bad_request,
+ * error) and logs malformed requests and internal errors once, here.
+ */
+export function createExtenderApp(opts: ExtenderAppOptions): Express {
+  const { logger, registry } = opts;
+  const policyOf = typeof opts.policy === 'function' ? opts.policy : () => opts.policy as PlacementPolicy;
+  const isVirtualNodeName = opts.isVirtualNodeName ?? ((name: string) => registry.byNodeName(name) !== undefined || /^admiralty-(namespace|cluster)-/.test(name));
+  const duration = new Histogram({
+    name: 'admiralty_scheduler_extender_request_duration_seconds',
+    help: 'Time to answer one scheduler extender call, by verb (filter, prioritize) and result (ok, bad_request, error).',
+    labelNames: ['verb', 'result'] as const,
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [opts.metricsRegistry ?? new Registry()],
+  });
+
+  /** Each candidate with its Node object when the call carried objects. */
+  const candidates = (args: ExtenderArgs): { name: string; node?: V1Node }[] => {
+    if (args.NodeNames) {
+      const byName = new Map((args.Nodes?.items ?? []).map((n) => [n.metadata!.name!, n]));
+      return args.NodeNames.map((name) => ({ name, node: byName.get(name) }));
+    }
+    return (args.Nodes?.items ?? []).map((node) => ({ name: node.metadata!.name!, node }));
+  };
+
+  const isVirtual = (c: { name: string; node?: V1Node }): boolean =>
+    c.node ? c.node.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === VIRTUAL_KUBELET_PROVIDER_VALUE : isVirtualNodeName(c.name);
+
+  const filter = (args: ExtenderArgs): ExtenderFilterResult => {
+    const failed: Record<string, string> = {};
+    const unresolvable: Record<string, string> = {};
+    const kept = new Set<string>();
+    for (const c of candidates(args)) {
+      if (!isVirtual(c)) {
+        kept.add(c.name);
+        continue;
+      }
+      const target = registry.byNodeName(c.name);
+      if (!target) {
+        unresolvable[c.name] = `virtual node ${c.name} has no known target`;
+        continue;
+      }
+      const health = registry.health(target.key);
+      if (health && !health.ready) {
+        unresolvable[c.name] = `target ${target.displayName} is not ready: ${health.reason}${health.message ? `: ${health.message}` : ''}`;
+        continue;
+      }
+      let state: TargetState | undefined;
+      try {
+        state = opts.targetState(target.key);
+      } catch (err) {
+        logger.error('scheduler extender: reading target state failed', { cluster: target.displayName, ...errorFields(err) });
+        failed[c.name] = `state of target ${target.displayName} is unavailable`;
+        continue;
+      }
+      if (!state) {
+        failed[c.name] = `state of target ${target.displayName} is not synced yet`;
+        continue;
+      }
+      const fit = fitsTarget(args.Pod, state.nodes, state.pods, { targetName: target.displayName, namespaces: state.namespaces });
+      if (fit.fits) kept.add(c.name);
+      else if (fit.unresolvable) unresolvable[c.name] = fit.reason;
+      else failed[c.name] = fit.reason;
+    }
+    const result: ExtenderFilterResult = { FailedNodes: failed, FailedAndUnresolvableNodes: unresolvable, Error: '' };
+    if (args.NodeNames) result.NodeNames = args.NodeNames.filter((n) => kept.has(n));
+    if (args.Nodes) result.Nodes = { items: (args.Nodes.items ?? []).filter((n) => kept.has(n.metadata!.name!)) };
+    return result;
+  };
+
+  const prioritize = (args: ExtenderArgs): HostPriority[] => {
+    const policy = policyOf();
+    return candidates(args).map((c) => {
+      if (!isVirtual(c)) return { Host: c.name, Score: 0 };
+      const target = registry.byNodeName(c.name);
+      let state: TargetState | undefined;
+      try {
+        state = target ? opts.targetState(target.key) : undefined;
+      } catch (err) {
+        logger.error('scheduler extender: reading target state failed', { cluster: target?.displayName, ...errorFields(err) });
+      }
+      if (!target || !state) return { Host: c.name, Score: 0 };
+      const score = scoreTarget(policy, args.Pod, { key: target.key, displayName: target.displayName, nodes: state.nodes, pods: state.pods });
+      return { Host: c.name, Score: Math.round((score * MAX_EXTENDER_PRIORITY) / MAX_TARGET_SCORE) };
+    });
+  };
+
+  const app = express();
+  app.disable('x-powered-by');
+  const raw = express.raw({ type: () => true, limit: opts.bodyLimit ?? '64mb' });
+
+  const handle =
+    (verb: 'filter' | 'prioritize', answer: (args: ExtenderArgs) => unknown) =>
+    (req: Request, res: Response): void => {
+      const end = duration.startTimer({ verb });
+      let args: ExtenderArgs;
+      try {
+        args = parseExtenderArgs(Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '');
+      } catch (err) {
+        end({ result: 'bad_request' });
+        logger.warn(`scheduler extender: malformed ${verb} request`, errorFields(err));
+        res.status(400).type('text/plain').send((err as Error).message);
+        return;
+      }
+      let body: unknown;
+      try {
+        body = answer(args);
+      } catch (err) {
+        end({ result: 'error' });
+        logger.error(`scheduler extender: ${verb} failed`, { key: podKey(args.Pod), ...errorFields(err) });
+        // kube-scheduler reads `Error` of a filter result; a prioritize caller only sees the status.
+        res.status(500).json(verb === 'filter' ? { FailedNodes: {}, Error: `internal error: ${(err as Error).message}` } : { Error: 'internal error' });
+        return;
+      }
+      end({ result: 'ok' });
+      res.status(200).json(body);
+    };
+
+  app.post(FILTER_PATH, raw, handle('filter', filter));
+  app.post(PRIORITIZE_PATH, raw, handle('prioritize', prioritize));
+
+  // Body-parser failures (too large, bad encoding): answer, never crash. Only for our paths, so
+  // that mounted on another app this handler does not answer for that app's routes.
+  app.use(EXTENDER_PATH_PREFIX, (err: unknown, _req: Request, res: Response, next: NextFunction) => {
+    if (res.headersSent) return next(err);
+    const status = (err as { status?: unknown }).status;
+    const code = typeof status === 'number' && status >= 400 && status < 500 ? status : 500;
+    logger.warn('scheduler extender: request failed', errorFields(err));
+    res.status(code).type('text/plain').send(code === 500 ? 'internal error' : (err as Error).message);
+  });
+
+  return app;
+}
+
+/**
+ * Parses and checks an `ExtenderArgs` body: `Pod` must be an object with a `spec`; at least one
+ * of `Nodes` (an object whose `items`, possibly null, is an array of Nodes with names) and
+ * `NodeNames` (an array of strings) must be present.
+ *
+ * @throws MalformedExtenderArgsError with a reason fit for the caller.
+ */
+export function parseExtenderArgs(text: string): ExtenderArgs {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (err) {
+    throw new MalformedExtenderArgsError(`request body is not JSON: ${(err as Error).message}`);
+  }
+  if (!isObject(body)) throw new MalformedExtenderArgsError('ExtenderArgs must be a JSON object');
+  const pod = body.Pod;
+  if (!isObject(pod)) throw new MalformedExtenderArgsError('ExtenderArgs.Pod must be an object');
+  if (!isObject(pod.spec)) throw new MalformedExtenderArgsError('ExtenderArgs.Pod.spec must be an object');
+  const nodes = body.Nodes;
+  const nodeNames = body.NodeNames;
+  if ((nodes === undefined || nodes === null) && (nodeNames === undefined || nodeNames === null)) {
+    throw new MalformedExtenderArgsError('ExtenderArgs must carry Nodes or NodeNames');
+  }
+  if (nodes !== undefined && nodes !== null) {
+    if (!isObject(nodes)) throw new MalformedExtenderArgsError('ExtenderArgs.Nodes must be a NodeList object');
+    const items = nodes.items;
+    if (items !== undefined && items !== null && !Array.isArray(items)) throw new MalformedExtenderArgsError('ExtenderArgs.Nodes.items must be an array');
+    (items ?? []).forEach((n: unknown, i: number) => {
+      if (!isObject(n) || !isObject(n.metadata) || typeof n.metadata.name !== 'string' || n.metadata.name === '') {
+        throw new MalformedExtenderArgsError(`ExtenderArgs.Nodes.items[${i}] must be a Node with metadata.name`);
+      }
+    });
+  }
+  if (nodeNames !== undefined && nodeNames !== null) {
+    if (!Array.isArray(nodeNames) || nodeNames.some((n) => typeof n !== 'string' || n === '')) {
+      throw new MalformedExtenderArgsError('ExtenderArgs.NodeNames must be an array of node names');
+    }
+  }
+  return body as unknown as ExtenderArgs;
+}
+
+function isObject(v: unknown): v is Record<string, any> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function podKey(pod: V1Pod | undefined): string {
+  return `${pod?.metadata?.namespace ?? ''}/${pod?.metadata?.name ?? ''}`;
+}

@@ -1,0 +1,110 @@
+import type { V1Container, V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import { parseQuantity } from '../provider/model/quantity.js';
+
+/** Resource name -> amount in nano-units (see `parseQuantity`). */
+export type ResourceAmounts = Map<string, bigint>;
+
+/** One pod slot, in nano-units, as the `pods` resource is counted. */
+export const ONE_POD = 1_000_000_000n;
+
+/** Resources that the PodLevelResources feature lets `spec.resources` set for the whole pod. */
+const POD_LEVEL_RESOURCES = new Set(['cpu', 'memory']);
+
+export interface PodRequestsOptions {
+  /** Add `spec.overhead` (RuntimeClass): yes for pods already in a target, no for a delegate not yet created, whose overhead the target's own RuntimeClass will set. */
+  includeOverhead?: boolean;
+}
+
+/**
+ * What a pod asks the scheduler for, per resource, as kube-scheduler's NodeResourcesFit computes
+ * it: the larger of (sum of the containers plus the sidecars, i.e. init containers with
+ * `restartPolicy: Always`) and, for every regular init container, (its request plus the sidecars
+ * started before it). A missing request defaults to the limit (the apiserver's defaulting, which
+ * a hand-written manifest may not have had). Pod-level `spec.resources` requests, where set,
+ * replace the container sum for cpu and memory. Unparsable quantities count as zero (the
+ * apiserver would have refused them). The `pods` resource is not included.
+ *
+ * Pure.
+ */
+export function podRequests(spec: V1PodSpec | undefined, opts: PodRequestsOptions = {}): ResourceAmounts {
+  const total: ResourceAmounts = new Map();
+  if (!spec) return total;
+  const sidecars: ResourceAmounts = new Map();
+  const initPeak: ResourceAmounts = new Map();
+  for (const c of spec.initContainers ?? []) {
+    const req = containerRequests(c);
+    if (c.restartPolicy === 'Always') {
+      addInto(sidecars, req);
+    } else {
+      const during = new Map(sidecars);
+      addInto(during, req);
+      maxInto(initPeak, during);
+    }
+  }
+  for (const c of spec.containers ?? []) addInto(total, containerRequests(c));
+  addInto(total, sidecars);
+  maxInto(total, initPeak);
+  const podLevel = requestsOf(spec.resources?.requests, spec.resources?.limits);
+  for (const [name, amount] of podLevel) if (POD_LEVEL_RESOURCES.has(name)) total.set(name, amount);
+  if (opts.includeOverhead) addInto(total, parseList(spec.overhead));
+  return total;
+}
+
+/**
+ * Requests of the non-terminal pods bound to each node (pods of every namespace), plus their
+ * count under the `pods` resource. Pods in phase Succeeded or Failed hold nothing; pods being
+ * deleted still do (kube-scheduler counts them until they are gone).
+ */
+export function requestedByNode(pods: readonly V1Pod[]): Map<string, ResourceAmounts> {
+  const byNode = new Map<string, ResourceAmounts>();
+  for (const pod of pods) {
+    const nodeName = pod.spec?.nodeName;
+    if (!nodeName || isTerminal(pod)) continue;
+    let used = byNode.get(nodeName);
+    if (!used) byNode.set(nodeName, (used = new Map()));
+    addInto(used, podRequests(pod.spec, { includeOverhead: true }));
+    used.set('pods', (used.get('pods') ?? 0n) + ONE_POD);
+  }
+  return byNode;
+}
+
+/** Allocatable of a node (`status.allocatable`, else `status.capacity`), in nano-units. */
+export function allocatableOf(node: V1Node): ResourceAmounts {
+  return parseList(node.status?.allocatable ?? node.status?.capacity);
+}
+
+export function isTerminal(pod: V1Pod): boolean {
+  const phase = pod.status?.phase;
+  return phase === 'Succeeded' || phase === 'Failed';
+}
+
+function containerRequests(c: V1Container): ResourceAmounts {
+  return requestsOf(c.resources?.requests, c.resources?.limits);
+}
+
+/** Requests, with limits standing in for missing requests. */
+function requestsOf(requests: Record<string, string> | undefined, limits: Record<string, string> | undefined): ResourceAmounts {
+  const out = parseList(limits);
+  for (const [name, amount] of parseList(requests)) out.set(name, amount);
+  return out;
+}
+
+function parseList(list: Record<string, string> | undefined | null): ResourceAmounts {
+  const out: ResourceAmounts = new Map();
+  for (const [name, text] of Object.entries(list ?? {})) {
+    try {
+      out.set(name, parseQuantity(text));
+    } catch {
+      out.set(name, 0n);
+    }
+  }
+  return out;
+}
+
+function addInto(into: ResourceAmounts, add: ResourceAmounts): void {
+  for (const [name, amount] of add) into.set(name, (into.get(name) ?? 0n) + amount);
+}
+
+function maxInto(into: ResourceAmounts, other: ResourceAmounts): void {
+  for (const [name, amount] of other) if (amount > (into.get(name) ?? 0n)) into.set(name, amount);
+}

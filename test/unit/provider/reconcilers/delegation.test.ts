@@ -1,0 +1,478 @@
+import { expect } from 'chai';
+import sinon from 'sinon';
+import { ApiException, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
+import type { TargetClient } from '../../../../provider/clusters/target-client.js';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import { TerminalError } from '../../../../provider/core/errors.js';
+import {
+  PARENT_CLUSTER_NAME_LABEL,
+  PARENT_NAME_ANNOTATION,
+  PARENT_NAMESPACE_ANNOTATION,
+  PARENT_UID_LABEL,
+  PROXY_FINALIZER,
+  SOURCE_POD_MANIFEST_ANNOTATION,
+} from '../../../../provider/core/keys.js';
+import { buildDelegatePod } from '../../../../provider/model/delegate-pod.js';
+import { buildProxyStatus } from '../../../../provider/model/proxy-status.js';
+import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
+import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+
+const CLUSTER = 'c1';
+const NODE = 'admiralty-cluster-t1';
+const NS = 'apps';
+const UID = 'proxy-uid-1';
+const KEY = `${NS}/web-0`;
+const T0 = Date.parse('2024-05-01T10:00:00.000Z');
+
+const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
+const notFound = () => apiError(404, 'NotFound');
+
+/** Informer cache fake: objects by `<ns>/<name>`. */
+class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
+  readonly items = new Map<string, T>();
+  constructor(...objs: T[]) {
+    for (const o of objs) this.put(o);
+  }
+  put(obj: T): void {
+    this.items.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`, obj);
+  }
+  remove(obj: T): void {
+    this.items.delete(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`);
+  }
+  get(name: string, namespace?: string): T | undefined {
+    return this.items.get(`${namespace ?? ''}/${name}`);
+  }
+  list(namespace?: string): T[] {
+    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata?.namespace === namespace);
+  }
+}
+
+type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
+
+function fakeTarget(name: string, self = false): { target: TargetClient; core: CoreStub } {
+  const core = sinon.createStubInstance(CoreV1Api);
+  const target = {
+    key: `ClusterTarget/${name}`,
+    ref: { kind: 'ClusterTarget', namespace: '', name },
+    displayName: name,
+    kubeConfig: new KubeConfig(),
+    core,
+    custom: {},
+    fingerprint: name,
+    self,
+  } as unknown as TargetClient;
+  return { target, core };
+}
+
+function proxy(over: { status?: V1Pod['status']; nodeName?: string | null; deleting?: boolean; finalizers?: string[]; owner?: boolean } = {}): V1Pod {
+  const manifest: V1Pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: 'web-0', namespace: NS, labels: { app: 'web' }, annotations: { 'multicluster.admiralty.io/elect': '' } },
+    spec: { containers: [{ name: 'web', image: 'nginx', volumeMounts: [{ name: 'conf', mountPath: '/etc/web' }] }], volumes: [{ name: 'conf', configMap: { name: 'web-conf' } }] },
+  };
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: 'web-0',
+      namespace: NS,
+      uid: UID,
+      resourceVersion: '10',
+      labels: { app: 'web' },
+      annotations: { 'multicluster.admiralty.io/elect': '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
+      finalizers: over.finalizers ?? [PROXY_FINALIZER],
+      ...(over.deleting ? { deletionTimestamp: new Date(T0), deletionGracePeriodSeconds: 30 } : {}),
+      ...(over.owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs-uid', controller: true }] } : {}),
+    },
+    spec: { nodeName: over.nodeName === null ? undefined : (over.nodeName ?? NODE), containers: [{ name: 'web', image: 'nginx' }] },
+    status: over.status ?? { phase: 'Pending' },
+  };
+}
+
+/** The delegate as the target would return it after create. */
+function delegateOf(p: V1Pod, over: { status?: V1Pod['status']; annotations?: Record<string, string>; deleting?: boolean } = {}): V1Pod {
+  const d = buildDelegatePod(p, { sourceClusterName: CLUSTER });
+  d.metadata!.uid = 'delegate-uid-1';
+  d.metadata!.resourceVersion = '5';
+  if (over.annotations) d.metadata!.annotations = { ...d.metadata!.annotations, ...over.annotations };
+  if (over.deleting) d.metadata!.deletionTimestamp = new Date(T0);
+  d.status = over.status ?? { phase: 'Pending' };
+  return d;
+}
+
+/** The Content-Type the call's header middleware would set (see setHeaderOptions). */
+function contentType(options: unknown): string | undefined {
+  const headers: Record<string, string> = {};
+  const request = { setHeaderParam: (k: string, v: string) => (headers[k] = v) };
+  for (const m of (options as { middleware?: { pre: (r: unknown) => unknown }[] })?.middleware ?? []) m.pre(request);
+  return headers['Content-Type'];
+}
+
+interface Recorded {
+  type: string;
+  reason: string;
+  message: string;
+  name?: string;
+}
+
+function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean } = {}) {
+  const source = sinon.createStubInstance(CoreV1Api);
+  const { target, core: targetCore } = fakeTarget('t1');
+  const registry = new ClusterRegistry();
+  registry.set(target, NODE);
+  const proxies = new MapCache<V1Pod>(...(opts.proxies ?? []));
+  const delegates = new MapCache<V1Pod>(...(opts.delegates ?? []));
+  const events: Recorded[] = [];
+  const sink: EventSink = { record: (obj, type, reason, message) => events.push({ type, reason, message, name: obj.metadata.name }) };
+  const follow = { ensureCopies: sinon.stub().resolves() };
+  // Defaults that behave like an empty target: reads miss, writes succeed.
+  targetCore.readNamespacedPod.rejects(notFound());
+  targetCore.createNamespacedPod.callsFake(async ({ body }) => body);
+  targetCore.deleteNamespacedPod.resolves({});
+  source.replaceNamespacedPodStatus.callsFake(async ({ body }) => body);
+  source.patchNamespacedPod.resolves({});
+  source.deleteNamespacedPod.resolves({});
+  source.readNamespacedPod.rejects(notFound());
+  source.readNode.rejects(notFound());
+  const reconciler = new DelegationReconciler({
+    sourceCore: source,
+    proxies,
+    delegates: (key) => (opts.noDelegateCache || key !== target.key ? undefined : delegates),
+    registry,
+    sourceClusterName: CLUSTER,
+    events: sink,
+    clock: new FakeClock(T0),
+    follow: opts.follow === false ? undefined : follow,
+  });
+  return { reconciler, source, targetCore, target, registry, proxies, delegates, events, follow };
+}
+
+describe('DelegationReconciler', () => {
+  afterEach(() => sinon.restore());
+
+  describe('key mappers', () => {
+    it('maps a proxy to <namespace>/<name>', () => {
+      expect(DelegationReconciler.proxyKey(proxy())).to.equal(KEY);
+    });
+
+    it('maps our delegate to its proxy through the parent annotations, and ignores others', () => {
+      const d = delegateOf(proxy());
+      expect(DelegationReconciler.delegateToProxyKey(d, CLUSTER)).to.deep.equal([KEY]);
+      expect(DelegationReconciler.delegateToProxyKey(d, 'other-cluster')).to.deep.equal([]);
+      const foreign: V1Pod = { metadata: { name: 'x', namespace: NS, annotations: { [PARENT_NAME_ANNOTATION]: 'web-0', [PARENT_NAMESPACE_ANNOTATION]: NS } } };
+      expect(DelegationReconciler.delegateToProxyKey(foreign, CLUSTER)).to.deep.equal([]);
+    });
+  });
+
+  describe('creation', () => {
+    it('copies what the delegate references, then creates the delegate in the bound target', async () => {
+      const p = proxy();
+      const { reconciler, targetCore, follow, events, target } = setup({ proxies: [p] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnceWithExactly(follow.ensureCopies, p, target);
+      sinon.assert.calledOnce(targetCore.createNamespacedPod);
+      sinon.assert.callOrder(follow.ensureCopies, targetCore.createNamespacedPod);
+      const { namespace, body } = targetCore.createNamespacedPod.firstCall.args[0];
+      expect(namespace).to.equal(NS);
+      expect(body.metadata?.labels).to.include({ [PARENT_UID_LABEL]: UID, [PARENT_CLUSTER_NAME_LABEL]: CLUSTER, 'multicluster.admiralty.io/app': 'web' });
+      expect(body.metadata?.annotations).to.include({ [PARENT_NAME_ANNOTATION]: 'web-0', [PARENT_NAMESPACE_ANNOTATION]: NS });
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Normal', 'DelegateCreated']]);
+      expect(events[0].message).to.contain('t1');
+    });
+
+    it('is idempotent: AlreadyExists (a lagging cache) is not an error and asks for a requeue', async () => {
+      const { reconciler, targetCore, events } = setup({ proxies: [proxy()] });
+      targetCore.createNamespacedPod.rejects(apiError(409, 'AlreadyExists'));
+      const result = await reconciler.reconcile(KEY);
+      expect(result).to.deep.equal({ requeueAfterMs: 1000 });
+      expect(events).to.deep.equal([]);
+    });
+
+    it('finds a delegate the cache has not seen yet with a direct read, and does not create another', async () => {
+      const p = proxy();
+      const { reconciler, targetCore } = setup({ proxies: [p] });
+      targetCore.readNamespacedPod.resolves(delegateOf(p));
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+    });
+
+    it('reports a missing target namespace and retries', async () => {
+      const { reconciler, targetCore, events } = setup({ proxies: [proxy()] });
+      targetCore.createNamespacedPod.rejects(apiError(404, 'NotFound'));
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
+      expect((err as Error).cause).to.be.instanceOf(ApiException);
+      expect(events.map((e) => e.reason)).to.deep.equal(['TargetNamespaceMissing']);
+    });
+
+    it('reports a refusal of the target and retries', async () => {
+      const { reconciler, targetCore, events } = setup({ proxies: [proxy()] });
+      targetCore.createNamespacedPod.rejects(apiError(403, 'Forbidden'));
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateForbidden']]);
+    });
+
+    it('works without a follow reconciler', async () => {
+      const { reconciler, targetCore } = setup({ proxies: [proxy()], follow: false });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(targetCore.createNamespacedPod);
+    });
+
+    it('waits for the target caches before deciding anything', async () => {
+      const { reconciler, targetCore } = setup({ proxies: [proxy()], noDelegateCache: true });
+      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 2000 });
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+    });
+
+    it('marks an unreadable manifest with an event and drops the key', async () => {
+      const p = proxy();
+      p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = '[1]';
+      const { reconciler, targetCore, events } = setup({ proxies: [p] });
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(TerminalError);
+      expect(events.map((e) => e.reason)).to.deep.equal(['InvalidProxy']);
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+    });
+  });
+
+  describe('nothing to do', () => {
+    it('ignores a pod without a source manifest, a pending proxy and a missing proxy without delegates', async () => {
+      const notProxy = proxy();
+      delete notProxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION];
+      for (const p of [notProxy, proxy({ nodeName: null })]) {
+        const { reconciler, source, targetCore } = setup({ proxies: [p] });
+        expect(await reconciler.reconcile(KEY)).to.equal(undefined);
+        sinon.assert.notCalled(targetCore.createNamespacedPod);
+        sinon.assert.notCalled(source.patchNamespacedPod);
+        sinon.assert.notCalled(source.replaceNamespacedPodStatus);
+      }
+    });
+
+    it('waits while the virtual node exists but its target is not loaded', async () => {
+      const { reconciler, source, targetCore } = setup({ proxies: [proxy({ nodeName: 'admiralty-cluster-unknown' })] });
+      source.readNode.resolves({ metadata: { name: 'admiralty-cluster-unknown' } });
+      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 5000 });
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+      sinon.assert.notCalled(source.patchNamespacedPod);
+    });
+  });
+
+  describe('feedback', () => {
+    it("writes the delegate's status to the proxy only when it changed", async () => {
+      const p = proxy();
+      const running = { phase: 'Running', podIP: '10.0.0.7', startTime: new Date(T0), conditions: [{ type: 'Ready', status: 'True' }] };
+      const d = delegateOf(p, { status: running });
+      const { reconciler, source, proxies } = setup({ proxies: [p], delegates: [d] });
+
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(source.replaceNamespacedPodStatus);
+      const { name, namespace, body } = source.replaceNamespacedPodStatus.firstCall.args[0];
+      expect([namespace, name]).to.deep.equal([NS, 'web-0']);
+      expect(body.metadata?.resourceVersion).to.equal('10');
+      expect(body.status).to.include({ phase: 'Running', podIP: '10.0.0.7' });
+
+      // The proxy now carries that status (as the informer would show it): no second write.
+      proxies.put({ ...p, status: buildProxyStatus(p, d) });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(source.replaceNamespacedPodStatus);
+      sinon.assert.notCalled(source.patchNamespacedPod);
+    });
+
+    it('a conflict on the status write is retried, with the cause kept', async () => {
+      const p = proxy();
+      const { reconciler, source } = setup({ proxies: [p], delegates: [delegateOf(p, { status: { phase: 'Running' } })] });
+      source.replaceNamespacedPodStatus.rejects(apiError(409, 'Conflict'));
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
+      expect((err as Error).cause).to.be.instanceOf(ApiException);
+    });
+
+    it("merge-patches the delegate's annotations onto the proxy", async () => {
+      const p = proxy();
+      const d = delegateOf(p, { annotations: { 'workflows.argoproj.io/outputs': '{"x":1}' } });
+      const { reconciler, source } = setup({ proxies: [{ ...p, status: buildProxyStatus(p, d) }], delegates: [d] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(source.replaceNamespacedPodStatus);
+      sinon.assert.calledOnce(source.patchNamespacedPod);
+      const [args, options] = source.patchNamespacedPod.firstCall.args;
+      expect(args.body).to.deep.equal({ metadata: { annotations: { 'workflows.argoproj.io/outputs': '{"x":1}' } } });
+      expect(contentType(options)).to.equal('application/merge-patch+json');
+    });
+  });
+
+  describe('conflicts', () => {
+    it('never touches a same-name pod that is not ours', async () => {
+      const p = proxy();
+      const foreign = delegateOf(p);
+      foreign.metadata!.labels = { app: 'someone-else' };
+      const { reconciler, source, targetCore, events } = setup({ proxies: [p], delegates: [foreign] });
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(TerminalError);
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateNameConflict']]);
+      sinon.assert.notCalled(targetCore.deleteNamespacedPod);
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+      sinon.assert.notCalled(source.replaceNamespacedPodStatus);
+    });
+
+    it("a terminating proxy is released even when a foreign pod has its delegate's name", async () => {
+      const p = proxy({ deleting: true });
+      const foreign = delegateOf(p);
+      foreign.metadata!.labels = { [PARENT_UID_LABEL]: 'someone-else', [PARENT_CLUSTER_NAME_LABEL]: CLUSTER };
+      const { reconciler, source, targetCore } = setup({ proxies: [p], delegates: [foreign] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(targetCore.deleteNamespacedPod);
+      sinon.assert.calledOnce(source.patchNamespacedPod);
+      sinon.assert.calledOnce(source.deleteNamespacedPod);
+    });
+  });
+
+  describe('deletion of the proxy', () => {
+    it('deletes the delegate, then releases the finalizer, then removes the proxy for good', async () => {
+      const p = proxy({ deleting: true, finalizers: ['example.com/keep-me', PROXY_FINALIZER] });
+      const d = delegateOf(p, { status: { phase: 'Running' } });
+      const { reconciler, source, targetCore, delegates, proxies } = setup({ proxies: [p], delegates: [d] });
+
+      // 1. The delegate goes first, with the proxy's grace period and a UID precondition.
+      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 1000 });
+      sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
+      expect(targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: d.metadata!.name, namespace: NS, gracePeriodSeconds: 30, body: { preconditions: { uid: 'delegate-uid-1' } } });
+      sinon.assert.notCalled(source.patchNamespacedPod);
+
+      // 2. While it terminates: wait, without deleting it again.
+      delegates.put({ ...d, metadata: { ...d.metadata, deletionTimestamp: new Date(T0) } });
+      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 1000 });
+      sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
+
+      // 3. Gone (the direct read agrees): our finalizer only is removed, with a test of the list.
+      delegates.remove(d);
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(source.patchNamespacedPod);
+      const [args, options] = source.patchNamespacedPod.firstCall.args;
+      expect(args.body).to.deep.equal([
+        { op: 'test', path: '/metadata/finalizers', value: ['example.com/keep-me', PROXY_FINALIZER] },
+        { op: 'replace', path: '/metadata/finalizers', value: ['example.com/keep-me'] },
+      ]);
+      expect(contentType(options)).to.equal('application/json-patch+json');
+      // Someone else's finalizer remains: the pod is not force-deleted yet.
+      sinon.assert.notCalled(source.deleteNamespacedPod);
+
+      // 4. Last finalizer gone: we play the kubelet and remove the pod, exactly this one.
+      proxies.put({ ...p, metadata: { ...p.metadata, finalizers: [] } });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(source.patchNamespacedPod);
+      sinon.assert.calledOnce(source.deleteNamespacedPod);
+      expect(source.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: 'web-0', namespace: NS, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: UID } } });
+    });
+
+    it('releases and removes in one pass when there is no delegate', async () => {
+      const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.callOrder(source.patchNamespacedPod, source.deleteNamespacedPod);
+      expect(source.patchNamespacedPod.firstCall.args[0].body).to.deep.include({ op: 'replace', path: '/metadata/finalizers', value: [] });
+    });
+
+    it('a stale finalizer list fails the test op and is retried', async () => {
+      const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
+      source.patchNamespacedPod.rejects(apiError(422, 'Invalid'));
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(Error);
+      sinon.assert.notCalled(source.deleteNamespacedPod);
+    });
+
+    it('releases a terminating proxy that was never scheduled, without deleting it', async () => {
+      const { reconciler, source } = setup({ proxies: [proxy({ deleting: true, nodeName: null })] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(source.patchNamespacedPod);
+      sinon.assert.notCalled(source.deleteNamespacedPod);
+    });
+
+    it('releases a terminating proxy whose virtual node is gone', async () => {
+      const { reconciler, source } = setup({ proxies: [proxy({ deleting: true, nodeName: 'admiralty-cluster-gone' })] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(source.patchNamespacedPod);
+      sinon.assert.calledOnce(source.deleteNamespacedPod);
+    });
+
+    it('deletes the orphan delegates of a proxy that is gone, with a UID precondition, and only ours', async () => {
+      const p = proxy();
+      const orphan = delegateOf(p);
+      const otherSource = delegateOf(p);
+      otherSource.metadata = { ...otherSource.metadata, name: 'web-0-other', uid: 'other-uid', labels: { ...otherSource.metadata!.labels, [PARENT_CLUSTER_NAME_LABEL]: 'c9' } };
+      const otherProxy = delegateOf(p);
+      otherProxy.metadata = { ...otherProxy.metadata, name: 'api-0-x', uid: 'api-uid', annotations: { [PARENT_NAME_ANNOTATION]: 'api-0', [PARENT_NAMESPACE_ANNOTATION]: NS } };
+      const { reconciler, source, targetCore } = setup({ proxies: [], delegates: [orphan, otherSource, otherProxy] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(source.readNamespacedPod);
+      sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
+      expect(targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: orphan.metadata!.name, namespace: NS, body: { preconditions: { uid: 'delegate-uid-1' } } });
+    });
+
+    it('keeps the delegate when the proxy exists but the cache has not seen it yet', async () => {
+      const p = proxy();
+      const { reconciler, source, targetCore } = setup({ proxies: [], delegates: [delegateOf(p)] });
+      source.readNamespacedPod.resolves(p);
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(targetCore.deleteNamespacedPod);
+    });
+  });
+
+  describe('the delegate disappears', () => {
+    const running = { phase: 'Running', startTime: new Date(T0), containerStatuses: [{ name: 'web', image: 'nginx', imageID: '', ready: true, restartCount: 0, started: true, state: { running: { startedAt: new Date(T0) } } }], conditions: [{ type: 'Ready', status: 'True' }] };
+
+    it('deletes a controlled proxy (its owner replaces it) and does not recreate the delegate', async () => {
+      const { reconciler, source, targetCore, events } = setup({ proxies: [proxy({ owner: true, status: running })] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+      sinon.assert.calledOnce(source.deleteNamespacedPod);
+      expect(source.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: 'web-0', namespace: NS, body: { preconditions: { uid: UID } } });
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateDeleted']]);
+      expect(events[0].message).to.contain('ReplicaSet');
+    });
+
+    it('marks a bare proxy Failed, with terminated containers', async () => {
+      const { reconciler, source, targetCore, events } = setup({ proxies: [proxy({ status: running })] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+      sinon.assert.notCalled(source.deleteNamespacedPod);
+      sinon.assert.calledOnce(source.replaceNamespacedPodStatus);
+      const status = source.replaceNamespacedPodStatus.firstCall.args[0].body.status!;
+      expect(status).to.include({ phase: 'Failed', reason: 'DelegateDeleted' });
+      expect(status.message).to.contain('t1');
+      expect(status.containerStatuses![0].state?.terminated).to.include({ reason: 'DelegateDeleted', exitCode: 137 });
+      expect(status.containerStatuses![0].state?.terminated?.finishedAt).to.deep.equal(new Date(T0));
+      expect(status.conditions).to.deep.equal([{ type: 'Ready', status: 'False', reason: 'DelegateDeleted', lastTransitionTime: new Date(T0) }]);
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateDeleted']]);
+    });
+
+    it('leaves a finished proxy alone', async () => {
+      const { reconciler, source, targetCore } = setup({ proxies: [proxy({ owner: true, status: { phase: 'Succeeded', startTime: new Date(T0) } })] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+      sinon.assert.notCalled(source.deleteNamespacedPod);
+      sinon.assert.notCalled(source.replaceNamespacedPodStatus);
+    });
+  });
+
+  it('counts delegates by target and phase', () => {
+    const p = proxy();
+    const a = delegateOf(p, { status: { phase: 'Running' } });
+    const b = { ...delegateOf(p, { status: { phase: 'Running' } }), metadata: { ...a.metadata, name: 'b' } };
+    const c = { ...delegateOf(p), metadata: { ...a.metadata, name: 'c' }, status: undefined };
+    const { reconciler } = setup({ delegates: [a, b, c] });
+    expect(reconciler.countsByTargetAndPhase()).to.deep.equal(
+      new Map([
+        [
+          't1',
+          new Map([
+            ['Running', 2],
+            ['Unknown', 1],
+          ]),
+        ],
+      ]),
+    );
+  });
+});

@@ -1,0 +1,283 @@
+import { expect } from 'chai';
+import sinon from 'sinon';
+import { ApiException, CoreV1Api, KubeConfig, type V1ConfigMap, type V1Pod, type V1Secret } from '@kubernetes/client-node';
+import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
+import type { TargetClient } from '../../../../provider/clusters/target-client.js';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import { TerminalError } from '../../../../provider/core/errors.js';
+import {
+  PARENT_CLUSTER_NAME_LABEL,
+  PARENT_NAME_ANNOTATION,
+  PARENT_NAMESPACE_ANNOTATION,
+  PARENT_UID_LABEL,
+  PROXY_FINALIZER,
+  SOURCE_POD_MANIFEST_ANNOTATION,
+} from '../../../../provider/core/keys.js';
+import { buildConfigMapCopy, buildSecretCopy } from '../../../../provider/model/follow.js';
+import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
+import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import { FollowReconciler } from '../../../../provider/reconcilers/follow.js';
+import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+
+const CLUSTER = 'c1';
+const NS = 'apps';
+
+const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
+const notFound = () => apiError(404, 'NotFound');
+
+class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
+  readonly items = new Map<string, T>();
+  constructor(...objs: T[]) {
+    for (const o of objs) this.put(o);
+  }
+  put(obj: T): void {
+    this.items.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`, obj);
+  }
+  get(name: string, namespace?: string): T | undefined {
+    return this.items.get(`${namespace ?? ''}/${name}`);
+  }
+  list(namespace?: string): T[] {
+    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata?.namespace === namespace);
+  }
+}
+
+type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
+
+/** A target whose API behaves like an empty cluster: reads miss, writes succeed. */
+function fakeTarget(name: string, self = false): { target: TargetClient; core: CoreStub } {
+  const core = sinon.createStubInstance(CoreV1Api);
+  core.readNamespacedConfigMap.rejects(notFound());
+  core.readNamespacedSecret.rejects(notFound());
+  core.readNamespacedPod.rejects(notFound());
+  core.createNamespacedConfigMap.callsFake(async ({ body }) => body);
+  core.createNamespacedSecret.callsFake(async ({ body }) => body);
+  core.createNamespacedPod.callsFake(async ({ body }) => body);
+  core.replaceNamespacedConfigMap.callsFake(async ({ body }) => body);
+  core.replaceNamespacedSecret.callsFake(async ({ body }) => body);
+  core.deleteNamespacedConfigMap.resolves({});
+  core.deleteNamespacedSecret.resolves({});
+  const target = {
+    key: `ClusterTarget/${name}`,
+    ref: { kind: 'ClusterTarget', namespace: '', name },
+    displayName: name,
+    kubeConfig: new KubeConfig(),
+    core,
+    custom: {},
+    fingerprint: name,
+    self,
+  } as unknown as TargetClient;
+  return { target, core };
+}
+
+const nodeOf = (t: string) => `admiralty-cluster-${t}`;
+
+function proxy(name: string, nodeName: string | undefined, uses: { configMap?: string; secret?: string }): V1Pod {
+  const manifest: V1Pod = {
+    metadata: { name, namespace: NS },
+    spec: {
+      containers: [
+        {
+          name: 'app',
+          image: 'busybox',
+          env: uses.secret ? [{ name: 'PASSWORD', valueFrom: { secretKeyRef: { name: uses.secret, key: 'password' } } }] : undefined,
+          envFrom: uses.configMap ? [{ configMapRef: { name: uses.configMap } }] : undefined,
+        },
+      ],
+    },
+  };
+  return {
+    metadata: { name, namespace: NS, uid: `${name}-uid`, finalizers: [PROXY_FINALIZER], annotations: { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
+    spec: { nodeName, containers: [{ name: 'app', image: 'busybox' }] },
+    status: { phase: 'Pending' },
+  };
+}
+
+const configMap = (name: string, data: Record<string, string> = { mode: 'prod' }): V1ConfigMap => ({ metadata: { name, namespace: NS, uid: `${name}-uid`, resourceVersion: '1' }, data });
+const secret = (name: string): V1Secret => ({ metadata: { name, namespace: NS, uid: `${name}-uid`, resourceVersion: '1' }, type: 'Opaque', data: { password: 'czNjcjN0' } });
+
+/** Our copy as the target would return it. */
+function copyOf<T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {}): T {
+  const built = ('type' in src ? buildSecretCopy(src as V1Secret, { sourceClusterName: CLUSTER }) : buildConfigMapCopy(src as V1ConfigMap, { sourceClusterName: CLUSTER })) as T;
+  return { ...built, ...over, metadata: { ...built.metadata, uid: `copy-of-${src.metadata!.name}`, resourceVersion: '7', ...over.metadata } };
+}
+
+function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t2ConfigMaps?: V1ConfigMap[] } = {}) {
+  const source = sinon.createStubInstance(CoreV1Api);
+  source.readNamespacedConfigMap.rejects(notFound());
+  source.readNamespacedSecret.rejects(notFound());
+  const t1 = fakeTarget('t1');
+  const t2 = fakeTarget('t2');
+  const self = fakeTarget('home', true);
+  const registry = new ClusterRegistry();
+  registry.set(t1.target, nodeOf('t1'));
+  registry.set(t2.target, nodeOf('t2'));
+  registry.set(self.target, nodeOf('home'));
+  const caches = {
+    t1: { configMaps: new MapCache<V1ConfigMap>(...(opts.t1ConfigMaps ?? [])), secrets: new MapCache<V1Secret>(...(opts.t1Secrets ?? [])) },
+    t2: { configMaps: new MapCache<V1ConfigMap>(...(opts.t2ConfigMaps ?? [])), secrets: new MapCache<V1Secret>() },
+    home: { configMaps: new MapCache<V1ConfigMap>(), secrets: new MapCache<V1Secret>() },
+  };
+  const byKey = (key: string) => caches[key.split('/')[1] as keyof typeof caches];
+  const events: { type: string; reason: string; message: string }[] = [];
+  const sink: EventSink = { record: (_obj, type, reason, message) => events.push({ type, reason, message }) };
+  const proxies = new MapCache<V1Pod>(...(opts.proxies ?? []));
+  const follow = new FollowReconciler({
+    sourceCore: source,
+    configMaps: new MapCache<V1ConfigMap>(...(opts.configMaps ?? [])),
+    secrets: new MapCache<V1Secret>(...(opts.secrets ?? [])),
+    proxies,
+    registry,
+    sourceClusterName: CLUSTER,
+    events: sink,
+    targetConfigMaps: (key) => byKey(key)?.configMaps,
+    targetSecrets: (key) => byKey(key)?.secrets,
+  });
+  return { follow, source, t1, t2, self, registry, proxies, events };
+}
+
+describe('FollowReconciler', () => {
+  afterEach(() => sinon.restore());
+
+  describe('key mappers', () => {
+    it('maps sources, copies and proxies to configmap/<ns>/<name> and secret/<ns>/<name>', () => {
+      expect(FollowReconciler.keysOfSource('configmap', configMap('conf'))).to.deep.equal([`configmap/${NS}/conf`]);
+      expect(FollowReconciler.keysOfSource('secret', secret('pw'))).to.deep.equal([`secret/${NS}/pw`]);
+      expect(FollowReconciler.keysOfCopy('secret', copyOf(secret('pw')))).to.deep.equal([`secret/${NS}/pw`]);
+      expect(FollowReconciler.keysOfCopy('configmap', configMap('not-a-copy'))).to.deep.equal([]);
+      expect(FollowReconciler.keysOfProxy(proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' }))).to.deep.equal([`configmap/${NS}/conf`, `secret/${NS}/pw`]);
+      expect(FollowReconciler.keysOfProxy({ metadata: { name: 'x', namespace: NS } })).to.deep.equal([]);
+    });
+  });
+
+  describe('ensureCopies', () => {
+    it('creates the copies before the delegation reconciler creates the delegate', async () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' });
+      const { follow, source, t1, registry, events } = setup({ proxies: [p], configMaps: [configMap('conf')], secrets: [] });
+      // The Secret is not in the cache yet: read from the source directly.
+      source.readNamespacedSecret.resolves(secret('pw'));
+      const delegation = new DelegationReconciler({
+        sourceCore: source,
+        proxies: new MapCache<V1Pod>(p),
+        delegates: () => new MapCache<V1Pod>(),
+        registry,
+        sourceClusterName: CLUSTER,
+        events: { record: () => {} },
+        clock: new FakeClock(0),
+        follow,
+      });
+      await delegation.reconcile(`${NS}/p`);
+      sinon.assert.calledOnce(t1.core.createNamespacedConfigMap);
+      sinon.assert.calledOnce(t1.core.createNamespacedSecret);
+      sinon.assert.calledOnce(t1.core.createNamespacedPod);
+      sinon.assert.callOrder(t1.core.createNamespacedConfigMap, t1.core.createNamespacedSecret, t1.core.createNamespacedPod);
+      const cm = t1.core.createNamespacedConfigMap.firstCall.args[0].body;
+      expect(cm.metadata?.labels).to.include({ [PARENT_UID_LABEL]: 'conf-uid', [PARENT_CLUSTER_NAME_LABEL]: CLUSTER });
+      expect(cm.metadata?.annotations).to.include({ [PARENT_NAME_ANNOTATION]: 'conf', [PARENT_NAMESPACE_ANNOTATION]: NS });
+      expect(cm.data).to.deep.equal({ mode: 'prod' });
+      expect(t1.core.createNamespacedSecret.firstCall.args[0].body.data).to.deep.equal({ password: 'czNjcjN0' });
+      expect(events).to.deep.equal([]);
+    });
+
+    it('never overwrites a same-name object that is not ours, and says so on the proxy', async () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
+      const theirs: V1ConfigMap = { metadata: { name: 'conf', namespace: NS, uid: 'theirs', labels: { team: 'x' } }, data: { mode: 'dev' } };
+      const { follow, t1, events } = setup({ proxies: [p], configMaps: [configMap('conf')], t1ConfigMaps: [theirs] });
+      await follow.ensureCopies(p, t1.target);
+      sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
+      sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
+      sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyConflict']]);
+    });
+
+    it('finds an object the copies cache has not seen with a direct read (not ours: left alone)', async () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
+      const { follow, t1, events } = setup({ proxies: [p], configMaps: [configMap('conf')] });
+      t1.core.readNamespacedConfigMap.resolves({ metadata: { name: 'conf', namespace: NS, uid: 'theirs' } });
+      await follow.ensureCopies(p, t1.target);
+      sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
+      expect(events.map((e) => e.reason)).to.deep.equal(['CopyConflict']);
+    });
+
+    it('updates an outdated copy of ours, with its resourceVersion', async () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
+      const { follow, t1 } = setup({ proxies: [p], configMaps: [configMap('conf', { mode: 'new' })], t1ConfigMaps: [copyOf(configMap('conf', { mode: 'old' }))] });
+      await follow.ensureCopies(p, t1.target);
+      sinon.assert.calledOnce(t1.core.replaceNamespacedConfigMap);
+      const { body } = t1.core.replaceNamespacedConfigMap.firstCall.args[0];
+      expect(body.data).to.deep.equal({ mode: 'new' });
+      expect(body.metadata?.resourceVersion).to.equal('7');
+    });
+
+    it('recreates an immutable copy whose content changed: delete (UID precondition), then create, once', async () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
+      const src = { ...configMap('conf', { mode: 'new' }), immutable: true };
+      const old = copyOf({ ...configMap('conf', { mode: 'old' }), immutable: true });
+      const { follow, t1 } = setup({ proxies: [p], configMaps: [src], t1ConfigMaps: [old] });
+      await follow.ensureCopies(p, t1.target);
+      sinon.assert.calledOnce(t1.core.deleteNamespacedConfigMap);
+      expect(t1.core.deleteNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: 'conf', namespace: NS, body: { preconditions: { uid: 'copy-of-conf' } } });
+      sinon.assert.calledOnce(t1.core.createNamespacedConfigMap);
+      sinon.assert.callOrder(t1.core.deleteNamespacedConfigMap, t1.core.createNamespacedConfigMap);
+      sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
+    });
+
+    it('leaves an up-to-date copy alone, skips missing sources and never copies into a self target', async () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'missing' });
+      const { follow, t1, self } = setup({ proxies: [p], configMaps: [configMap('conf')], t1ConfigMaps: [copyOf(configMap('conf'))] });
+      await follow.ensureCopies(p, t1.target);
+      await follow.ensureCopies(p, self.target);
+      for (const core of [t1.core, self.core]) {
+        sinon.assert.notCalled(core.createNamespacedConfigMap);
+        sinon.assert.notCalled(core.replaceNamespacedConfigMap);
+        sinon.assert.notCalled(core.createNamespacedSecret);
+      }
+    });
+  });
+
+  describe('reconcile', () => {
+    it('deletes copies no bound proxy references any more, with a UID precondition, and keeps the used ones', async () => {
+      const conf = configMap('conf');
+      // p1 on t1 uses conf; nothing on t2 does: t2's copy goes, t1's stays.
+      const { follow, t1, t2 } = setup({
+        proxies: [proxy('p1', nodeOf('t1'), { configMap: 'conf' }), proxy('p2', nodeOf('t2'), {})],
+        configMaps: [conf],
+        t1ConfigMaps: [copyOf(conf)],
+        t2ConfigMaps: [copyOf(conf)],
+      });
+      await follow.reconcile(`configmap/${NS}/conf`);
+      sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+      sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
+      sinon.assert.calledOnce(t2.core.deleteNamespacedConfigMap);
+      expect(t2.core.deleteNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: 'conf', namespace: NS, body: { preconditions: { uid: 'copy-of-conf' } } });
+    });
+
+    it('deletes every copy of a source object that is gone, but not objects of others', async () => {
+      const conf = configMap('conf');
+      const theirs: V1ConfigMap = { metadata: { name: 'conf', namespace: NS, uid: 'theirs', labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: 'c9' } } };
+      const { follow, t1, t2 } = setup({ proxies: [proxy('p1', nodeOf('t1'), { configMap: 'conf' })], t1ConfigMaps: [copyOf(conf)], t2ConfigMaps: [theirs] });
+      await follow.reconcile(`configmap/${NS}/conf`);
+      sinon.assert.calledOnce(t1.core.deleteNamespacedConfigMap);
+      sinon.assert.notCalled(t2.core.deleteNamespacedConfigMap);
+    });
+
+    it('keeps a referenced copy in sync and creates it where a bound proxy needs it', async () => {
+      const pw = secret('pw');
+      const stale = copyOf(pw, { data: { password: 'b2xk' } });
+      const { follow, t1, t2 } = setup({
+        proxies: [proxy('p1', nodeOf('t1'), { secret: 'pw' }), proxy('p2', nodeOf('t2'), { secret: 'pw' }), proxy('pending', undefined, { secret: 'pw' })],
+        secrets: [pw],
+        t1Secrets: [stale],
+      });
+      await follow.reconcile(`secret/${NS}/pw`);
+      sinon.assert.calledOnce(t1.core.replaceNamespacedSecret);
+      expect(t1.core.replaceNamespacedSecret.firstCall.args[0].body.data).to.deep.equal({ password: 'czNjcjN0' });
+      sinon.assert.calledOnce(t2.core.createNamespacedSecret);
+    });
+
+    it('drops a malformed key', async () => {
+      const { follow } = setup();
+      const err = await follow.reconcile('pod/apps/x').then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(TerminalError);
+    });
+  });
+});

@@ -1,0 +1,217 @@
+import { expect } from 'chai';
+import sinon from 'sinon';
+import { ApiException, CoreV1Api, KubeConfig, type V1Pod, type V1Service } from '@kubernetes/client-node';
+import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
+import type { TargetClient } from '../../../../provider/clusters/target-client.js';
+import {
+  CILIUM_GLOBAL_SERVICE_ANNOTATION,
+  IS_DELEGATE_ANNOTATION,
+  ORIGINAL_SELECTOR_ANNOTATION,
+  PARENT_CLUSTER_NAME_LABEL,
+  PARENT_NAME_ANNOTATION,
+  PARENT_NAMESPACE_ANNOTATION,
+  PARENT_UID_LABEL,
+} from '../../../../provider/core/keys.js';
+import { buildReroutedService, buildServiceCopy } from '../../../../provider/model/service.js';
+import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import { ServiceReconciler } from '../../../../provider/reconcilers/services.js';
+
+const CLUSTER = 'c1';
+const NS = 'apps';
+const KEY = `${NS}/web`;
+
+const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
+
+class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
+  readonly items = new Map<string, T>();
+  constructor(...objs: T[]) {
+    for (const o of objs) this.put(o);
+  }
+  put(obj: T): void {
+    this.items.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`, obj);
+  }
+  get(name: string, namespace?: string): T | undefined {
+    return this.items.get(`${namespace ?? ''}/${name}`);
+  }
+  list(namespace?: string): T[] {
+    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata?.namespace === namespace);
+  }
+}
+
+function fakeTarget(name: string, self = false) {
+  const core = sinon.createStubInstance(CoreV1Api);
+  core.readNamespacedService.rejects(notFound());
+  core.createNamespacedService.callsFake(async ({ body }) => body);
+  core.replaceNamespacedService.callsFake(async ({ body }) => body);
+  core.deleteNamespacedService.resolves({});
+  const target = { key: `ClusterTarget/${name}`, ref: { kind: 'ClusterTarget', namespace: '', name }, displayName: name, kubeConfig: new KubeConfig(), core, custom: {}, fingerprint: name, self } as unknown as TargetClient;
+  return { target, core };
+}
+
+const nodeOf = (t: string) => `admiralty-cluster-${t}`;
+
+const service = (over: Partial<V1Service['metadata']> = {}): V1Service => ({
+  apiVersion: 'v1',
+  kind: 'Service',
+  metadata: { name: 'web', namespace: NS, uid: 'svc-uid', resourceVersion: '3', ...over },
+  spec: { selector: { app: 'web' }, ports: [{ port: 80, targetPort: 8080 }], clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'] },
+});
+
+const proxy = (name: string, nodeName: string | undefined, labels: Record<string, string> = { app: 'web' }): V1Pod => ({
+  metadata: { name, namespace: NS, uid: `${name}-uid`, labels },
+  spec: { nodeName, containers: [{ name: 'app', image: 'nginx' }] },
+});
+
+const delegateOf = (p: V1Pod, cluster = CLUSTER): V1Pod => ({
+  metadata: {
+    name: `${p.metadata!.name}-abc`,
+    namespace: NS,
+    uid: `${p.metadata!.name}-delegate-uid`,
+    labels: { [PARENT_UID_LABEL]: p.metadata!.uid!, [PARENT_CLUSTER_NAME_LABEL]: cluster, 'multicluster.admiralty.io/app': 'web' },
+    annotations: { [PARENT_NAME_ANNOTATION]: p.metadata!.name!, [PARENT_NAMESPACE_ANNOTATION]: NS },
+  },
+});
+
+/** Our copy as a target returns it (with what the target allocated). */
+function copyOf(svc: V1Service, uid = 'copy-uid'): V1Service {
+  const c = buildServiceCopy(svc, { sourceClusterName: CLUSTER });
+  return { ...c, metadata: { ...c.metadata, uid, resourceVersion: '9' }, spec: { ...c.spec, clusterIP: '10.100.0.5', clusterIPs: ['10.100.0.5'] } };
+}
+
+function setup(opts: { services?: V1Service[]; proxies?: V1Pod[]; delegates?: Record<string, V1Pod[]>; copies?: Record<string, V1Service[]>; noCaches?: string[] } = {}) {
+  const source = sinon.createStubInstance(CoreV1Api);
+  source.replaceNamespacedService.callsFake(async ({ body }) => body);
+  const targets = { t1: fakeTarget('t1'), t2: fakeTarget('t2'), home: fakeTarget('home', true) };
+  const registry = new ClusterRegistry();
+  for (const [name, t] of Object.entries(targets)) registry.set(t.target, nodeOf(name));
+  const short = (key: string) => key.split('/')[1];
+  const delegates = new Map(Object.keys(targets).map((n) => [n, new MapCache<V1Pod>(...(opts.delegates?.[n] ?? []))]));
+  const copies = new Map(Object.keys(targets).map((n) => [n, new MapCache<V1Service>(...(opts.copies?.[n] ?? []))]));
+  const events: { type: string; reason: string }[] = [];
+  const sink: EventSink = { record: (_o, type, reason) => events.push({ type, reason }) };
+  const reconciler = new ServiceReconciler({
+    sourceCore: source,
+    services: new MapCache<V1Service>(...(opts.services ?? [])),
+    proxies: new MapCache<V1Pod>(...(opts.proxies ?? [])),
+    registry,
+    sourceClusterName: CLUSTER,
+    events: sink,
+    targetServices: (key) => (opts.noCaches?.includes(short(key)) ? undefined : copies.get(short(key))),
+    delegates: (key) => (opts.noCaches?.includes(short(key)) ? undefined : delegates.get(short(key))),
+  });
+  return { reconciler, source, ...targets, events };
+}
+
+describe('ServiceReconciler', () => {
+  afterEach(() => sinon.restore());
+
+  describe('key mappers', () => {
+    it('maps services, copies and proxies to <ns>/<name> of the source Service', () => {
+      const { reconciler } = setup({ services: [service(), { ...service({ name: 'other' }), spec: { selector: { app: 'db' } } }, { ...service({ name: 'copy', annotations: { [IS_DELEGATE_ANNOTATION]: '' } }) }] });
+      expect(ServiceReconciler.keyOf(service())).to.equal(KEY);
+      expect(ServiceReconciler.keysOfCopy(copyOf(service()))).to.deep.equal([KEY]);
+      expect(ServiceReconciler.keysOfCopy(service())).to.deep.equal([]);
+      expect(reconciler.keysOfProxy(proxy('p', undefined))).to.deep.equal([KEY]);
+    });
+
+    it('matches a rerouted Service through its original selector', () => {
+      const { reconciler } = setup({ services: [buildReroutedService(service())] });
+      expect(reconciler.keysOfProxy(proxy('p', undefined))).to.deep.equal([KEY]);
+    });
+  });
+
+  it('reroutes the Service, copies it where a matching delegate runs, and deletes copies elsewhere', async () => {
+    const p1 = proxy('p1', nodeOf('t1'));
+    const { reconciler, source, t1, t2, home } = setup({
+      services: [service()],
+      proxies: [p1, proxy('p2', nodeOf('home')), proxy('unrelated', nodeOf('t2'), { app: 'db' })],
+      delegates: { t1: [delegateOf(p1)] },
+      copies: { t2: [copyOf(service(), 'stale-copy-uid')] },
+    });
+    await reconciler.reconcile(KEY);
+
+    sinon.assert.calledOnce(source.replaceNamespacedService);
+    const rerouted = source.replaceNamespacedService.firstCall.args[0].body;
+    expect(rerouted.spec?.selector).to.deep.equal({ 'multicluster.admiralty.io/app': 'web' });
+    expect(rerouted.metadata?.annotations).to.include({ [ORIGINAL_SELECTOR_ANNOTATION]: 'app=web', [CILIUM_GLOBAL_SERVICE_ANNOTATION]: 'true' });
+    expect(rerouted.metadata?.resourceVersion).to.equal('3');
+
+    sinon.assert.calledOnce(t1.core.createNamespacedService);
+    const copy = t1.core.createNamespacedService.firstCall.args[0].body;
+    expect(copy.metadata?.annotations).to.include({ [IS_DELEGATE_ANNOTATION]: '', [PARENT_NAME_ANNOTATION]: 'web' });
+    expect(copy.metadata?.labels).to.include({ [PARENT_UID_LABEL]: 'svc-uid', [PARENT_CLUSTER_NAME_LABEL]: CLUSTER });
+    expect(copy.spec?.clusterIP).to.equal(undefined);
+
+    sinon.assert.calledOnce(t2.core.deleteNamespacedService);
+    expect(t2.core.deleteNamespacedService.firstCall.args[0]).to.deep.include({ name: 'web', namespace: NS, body: { preconditions: { uid: 'stale-copy-uid' } } });
+    // No copy into the self target: the rerouted Service is already there.
+    sinon.assert.notCalled(home.core.createNamespacedService);
+  });
+
+  it('is idempotent: a rerouted Service and an up-to-date copy cause no write', async () => {
+    const p1 = proxy('p1', nodeOf('t1'));
+    const rerouted = buildReroutedService(service());
+    const { reconciler, source, t1, t2 } = setup({ services: [rerouted], proxies: [p1], delegates: { t1: [delegateOf(p1)] }, copies: { t1: [copyOf(rerouted)] } });
+    await reconciler.reconcile(KEY);
+    sinon.assert.notCalled(source.replaceNamespacedService);
+    for (const core of [t1.core, t2.core]) {
+      sinon.assert.notCalled(core.createNamespacedService);
+      sinon.assert.notCalled(core.replaceNamespacedService);
+      sinon.assert.notCalled(core.deleteNamespacedService);
+    }
+  });
+
+  it('updates an outdated copy of ours, keeping what the target allocated', async () => {
+    const p1 = proxy('p1', nodeOf('t1'));
+    const old = copyOf(service());
+    old.spec!.ports = [{ port: 81 }];
+    const { reconciler, t1 } = setup({ services: [buildReroutedService(service())], proxies: [p1], delegates: { t1: [delegateOf(p1)] }, copies: { t1: [old] } });
+    await reconciler.reconcile(KEY);
+    sinon.assert.calledOnce(t1.core.replaceNamespacedService);
+    const body = t1.core.replaceNamespacedService.firstCall.args[0].body;
+    expect(body.spec?.ports).to.deep.equal([{ port: 80, targetPort: 8080 }]);
+    expect(body.spec?.clusterIP).to.equal('10.100.0.5');
+    expect(body.metadata?.resourceVersion).to.equal('9');
+  });
+
+  it('leaves a same-name Service that is not ours alone', async () => {
+    const p1 = proxy('p1', nodeOf('t1'));
+    const theirs: V1Service = { metadata: { name: 'web', namespace: NS, uid: 'theirs' }, spec: { selector: { app: 'x' } } };
+    const { reconciler, t1, events } = setup({ services: [service()], proxies: [p1], delegates: { t1: [delegateOf(p1)] } });
+    t1.core.readNamespacedService.resolves(theirs);
+    await reconciler.reconcile(KEY);
+    sinon.assert.notCalled(t1.core.createNamespacedService);
+    sinon.assert.notCalled(t1.core.replaceNamespacedService);
+    expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyConflict']]);
+  });
+
+  it('does not copy to a target until a delegate runs there, unless its caches are not running', async () => {
+    const p1 = proxy('p1', nodeOf('t1'));
+    const p2 = proxy('p2', nodeOf('t2'));
+    const { reconciler, t1, t2 } = setup({ services: [service()], proxies: [p1, p2], delegates: { t1: [delegateOf(p1, 'other-cluster')] }, noCaches: ['t2'] });
+    await reconciler.reconcile(KEY);
+    sinon.assert.notCalled(t1.core.createNamespacedService);
+    sinon.assert.calledOnce(t2.core.createNamespacedService);
+  });
+
+  it('deletes the copies of a deleted Service, only ours', async () => {
+    const theirs: V1Service = { metadata: { name: 'web', namespace: NS, uid: 'theirs' } };
+    const { reconciler, source, t1, t2 } = setup({ copies: { t1: [copyOf(service())], t2: [theirs] } });
+    await reconciler.reconcile(KEY);
+    sinon.assert.calledOnce(t1.core.deleteNamespacedService);
+    expect(t1.core.deleteNamespacedService.firstCall.args[0]).to.deep.include({ body: { preconditions: { uid: 'copy-uid' } } });
+    sinon.assert.notCalled(t2.core.deleteNamespacedService);
+    sinon.assert.notCalled(source.replaceNamespacedService);
+  });
+
+  it('never follows a copy, nor a Service that selects no proxy', async () => {
+    const copyInSource = { ...copyOf(service()), metadata: { ...copyOf(service()).metadata, annotations: { [IS_DELEGATE_ANNOTATION]: '' } } };
+    for (const svc of [copyInSource, { ...service(), spec: { selector: { app: 'db' } } }]) {
+      const { reconciler, source, t1 } = setup({ services: [svc], proxies: [proxy('p1', nodeOf('t1'))] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(source.replaceNamespacedService);
+      sinon.assert.notCalled(t1.core.createNamespacedService);
+    }
+  });
+});

@@ -1,0 +1,217 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import express from 'express';
+import { Registry } from 'prom-client';
+import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
+import { createTargetClient } from '../../../provider/clusters/target-client.js';
+import { SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
+import { silentLogger } from '../../../provider/core/logger.js';
+import { virtualNodeName } from '../../../provider/model/names.js';
+import type { TargetRef } from '../../../provider/model/types.js';
+import { createExtenderApp, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
+import type { PlacementPolicy } from '../../../scheduler/score.js';
+import { node, pod, runningOn } from './fixtures.js';
+
+interface Reply {
+  status: number;
+  text: string;
+  json?: unknown;
+}
+
+function kubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: 'https://127.0.0.1:1', skipTLSVerify: false }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kc;
+}
+
+const ref = (name: string): TargetRef => ({ kind: 'ClusterTarget', namespace: '', name });
+const ROOMY = ref('roomy'); // 2 nodes of 4 cpu, 1 cpu used
+const BUSY = ref('busy'); // 1 node of 4 cpu, 3.5 cpu used
+const DOWN = ref('down'); // unhealthy
+const COLD = ref('cold'); // no state yet
+const V = (r: TargetRef) => virtualNodeName(r);
+const GONE = 'admiralty-cluster-gone';
+const REAL = 'worker-1';
+
+function virtualNode(name: string): V1Node {
+  return node(name, { labels: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' }, taints: [{ key: VIRTUAL_KUBELET_PROVIDER_LABEL, value: 'admiralty', effect: 'NoSchedule' }] });
+}
+
+describe('scheduler: createExtenderApp', () => {
+  let server: http.Server;
+  let port: number;
+  let metrics: Registry;
+  let policy: PlacementPolicy = { kind: 'spread' };
+
+  before(async () => {
+    const registry = new ClusterRegistry();
+    for (const r of [ROOMY, BUSY, DOWN, COLD]) {
+      const client = createTargetClient(r, kubeConfig(), 'fp', false);
+      registry.set(client, V(r));
+      registry.setHealth(client.key, { ready: r !== DOWN, reason: r === DOWN ? 'Unreachable' : 'Ready', message: r === DOWN ? 'connect ECONNREFUSED' : '', sinceMs: 0 });
+    }
+    const states: Record<string, TargetState> = {
+      'ClusterTarget/roomy': { nodes: [node('r1'), node('r2')], pods: [runningOn('r1', { cpu: '1' })] },
+      'ClusterTarget/busy': { nodes: [node('b1')], pods: [runningOn('b1', { cpu: '3500m' })] },
+      'ClusterTarget/down': { nodes: [node('d1')], pods: [] },
+    };
+    metrics = new Registry();
+    const app = express();
+    // Mounted on another app, as the integrator will do on the webhook's server.
+    app.get('/healthz', (_req, res) => {
+      res.send('ok');
+    });
+    app.use(createExtenderApp({ registry, targetState: (key) => states[key], policy: () => policy, logger: silentLogger(), metricsRegistry: metrics }));
+    server = http.createServer(app);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  function post(path: string, body: string | object): Promise<Reply> {
+    const payload = typeof body === 'string' ? body : JSON.stringify(body);
+    return new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port, method: 'POST', path, headers: { 'content-type': 'application/json' } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => {
+          let json: unknown;
+          try {
+            json = JSON.parse(text);
+          } catch {
+            json = undefined;
+          }
+          resolve({ status: res.statusCode ?? 0, text, json });
+        });
+      });
+      req.on('error', reject);
+      req.end(payload);
+    });
+  }
+
+  /** A proxy pod as the webhook leaves it: delegate spec in the manifest annotation. */
+  function proxy(cpu: string) {
+    const original = pod('web', { cpu });
+    const p = pod('web', { cpu }, { nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' } });
+    p.metadata!.annotations = { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(original) };
+    return p;
+  }
+
+  const allNames = [V(ROOMY), V(BUSY), V(DOWN), V(COLD), GONE, REAL];
+
+  it('filters NodeNames: keeps real nodes and fitting targets, explains every rejection', async () => {
+    const r = await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: allNames });
+    expect(r.status).to.equal(200);
+    const result = r.json as ExtenderFilterResult;
+    expect(result.NodeNames).to.deep.equal([V(ROOMY), REAL]);
+    expect(result.Nodes).to.equal(undefined);
+    expect(result.Error).to.equal('');
+    expect(result.FailedNodes).to.deep.equal({
+      [V(BUSY)]: 'no node in busy fits: 1 Insufficient cpu',
+      [V(COLD)]: 'state of target cold is not synced yet',
+    });
+    expect(result.FailedAndUnresolvableNodes).to.deep.equal({
+      [V(DOWN)]: 'target down is not ready: Unreachable: connect ECONNREFUSED',
+      [GONE]: `virtual node ${GONE} has no known target`,
+    });
+  });
+
+  it('filters Nodes: answers with the kept Node objects, judging virtual nodes by label', async () => {
+    const items = [virtualNode(V(ROOMY)), virtualNode(V(BUSY)), node(REAL), node('admiralty-cluster-lookalike')];
+    const r = await post('/scheduler/filter', { Pod: proxy('1'), Nodes: { items } });
+    expect(r.status).to.equal(200);
+    const result = r.json as ExtenderFilterResult;
+    expect(result.Nodes!.items.map((n) => n.metadata!.name)).to.deep.equal([V(ROOMY), REAL, 'admiralty-cluster-lookalike']);
+    expect(result.Nodes!.items[0]).to.deep.equal(JSON.parse(JSON.stringify(items[0])));
+    expect(result.NodeNames).to.equal(undefined);
+    expect(Object.keys(result.FailedNodes)).to.deep.equal([V(BUSY)]);
+  });
+
+  it('keeps everything when no virtual node is a candidate', async () => {
+    const r = await post('/scheduler/filter', { Pod: pod('plain', { cpu: '64' }), NodeNames: [REAL, 'worker-2'] });
+    expect((r.json as ExtenderFilterResult).NodeNames).to.deep.equal([REAL, 'worker-2']);
+  });
+
+  it('rejects every target when nothing fits, with resource reasons as resolvable', async () => {
+    const r = await post('/scheduler/filter', { Pod: proxy('5'), NodeNames: [V(ROOMY), V(BUSY)] });
+    const result = r.json as ExtenderFilterResult;
+    expect(result.NodeNames).to.deep.equal([]);
+    expect(result.FailedNodes).to.deep.equal({
+      [V(ROOMY)]: 'no node in roomy fits: 2 Insufficient cpu',
+      [V(BUSY)]: 'no node in busy fits: 1 Insufficient cpu',
+    });
+  });
+
+  it('prioritizes with the policy, scaled to 0..10', async () => {
+    policy = { kind: 'spread' };
+    let r = await post('/scheduler/prioritize', { Pod: proxy('1'), NodeNames: [V(ROOMY), V(BUSY), V(COLD), REAL] });
+    expect(r.status).to.equal(200);
+    // roomy: 8 - 1 - 1 = 6 of 8 -> 75 -> 8; busy: 4 - 3.5 - 1 < 0 -> 0.
+    expect(r.json as HostPriority[]).to.deep.equal([
+      { Host: V(ROOMY), Score: 8 },
+      { Host: V(BUSY), Score: 0 },
+      { Host: V(COLD), Score: 0 },
+      { Host: REAL, Score: 0 },
+    ]);
+    policy = { kind: 'weights', weights: { busy: 100, 'ClusterTarget/roomy': 34 } };
+    r = await post('/scheduler/prioritize', { Pod: proxy('1'), Nodes: { items: [virtualNode(V(ROOMY)), virtualNode(V(BUSY))] } });
+    expect(r.json).to.deep.equal([
+      { Host: V(ROOMY), Score: 3 },
+      { Host: V(BUSY), Score: 10 },
+    ]);
+  });
+
+  const malformed: { name: string; body: string | object; reason: RegExp }[] = [
+    { name: 'a body that is not JSON', body: '{nope', reason: /not JSON/ },
+    { name: 'a JSON array', body: [], reason: /must be a JSON object/ },
+    { name: 'no Pod', body: { NodeNames: ['a'] }, reason: /Pod must be an object/ },
+    { name: 'a Pod without spec', body: { Pod: { metadata: {} }, NodeNames: ['a'] }, reason: /Pod.spec/ },
+    { name: 'neither Nodes nor NodeNames', body: { Pod: pod('p') }, reason: /Nodes or NodeNames/ },
+    { name: 'NodeNames not strings', body: { Pod: pod('p'), NodeNames: [1] }, reason: /NodeNames/ },
+    { name: 'Nodes.items not an array', body: { Pod: pod('p'), Nodes: { items: {} } }, reason: /items must be an array/ },
+    { name: 'a Node without a name', body: { Pod: pod('p'), Nodes: { items: [{ metadata: {} }] } }, reason: /items\[0\]/ },
+  ];
+  for (const c of malformed) {
+    it(`answers HTTP 400 to ${c.name}`, async () => {
+      for (const path of ['/scheduler/filter', '/scheduler/prioritize']) {
+        const r = await post(path, c.body);
+        expect(r.status, path).to.equal(400);
+        expect(r.text).to.match(c.reason);
+      }
+    });
+  }
+
+  it('leaves the host app’s other routes alone', async () => {
+    const text = await new Promise<string>((resolve, reject) => {
+      http.get({ host: '127.0.0.1', port, path: '/healthz' }, (res) => {
+        let t = '';
+        res.on('data', (c) => (t += c));
+        res.on('end', () => resolve(t));
+      }).on('error', reject);
+    });
+    expect(text).to.equal('ok');
+  });
+
+  it('records calls by verb and result', async () => {
+    const metric = await metrics.getSingleMetric('admiralty_scheduler_extender_request_duration_seconds')!.get();
+    const counts: Record<string, number> = {};
+    for (const v of metric.values) {
+      if ((v as { metricName?: string }).metricName?.endsWith('_count')) counts[`${v.labels.verb}/${v.labels.result}`] = v.value;
+    }
+    expect(counts['filter/ok']).to.be.greaterThan(0);
+    expect(counts['prioritize/ok']).to.be.greaterThan(0);
+    expect(counts['filter/bad_request']).to.equal(malformed.length);
+  });
+});

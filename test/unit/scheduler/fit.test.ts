@@ -1,0 +1,225 @@
+import type { V1NodeSelectorRequirement, V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import {
+  CLUSTER_TARGET_NAME_LABEL,
+  SOURCE_POD_MANIFEST_ANNOTATION,
+  TARGET_NAMESPACE_LABEL,
+  VIRTUAL_KUBELET_PROVIDER_LABEL,
+} from '../../../provider/core/keys.js';
+import { fitsTarget } from '../../../scheduler/fit.js';
+import { podRequests } from '../../../scheduler/resources.js';
+import { container, node, pod, runningOn } from './fixtures.js';
+
+const opts = { targetName: 'c2' };
+
+function affinity(...terms: { exprs?: V1NodeSelectorRequirement[]; fields?: V1NodeSelectorRequirement[] }[]): Partial<V1PodSpec> {
+  return {
+    affinity: {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: terms.map((t) => ({ matchExpressions: t.exprs, matchFields: t.fields })),
+        },
+      },
+    },
+  };
+}
+
+const expr = (key: string, operator: string, values?: string[]): V1NodeSelectorRequirement => ({ key, operator, values });
+
+describe('scheduler: fitsTarget', () => {
+  const labelled = node('n1', { labels: { zone: 'a', gen: '5', gpu: 'true' } });
+
+  const cases: { name: string; pod: V1Pod; fits: boolean; reason?: string }[] = [
+    { name: 'empty pod on a plain node', pod: pod('p'), fits: true, reason: '1 of 1 node(s) in c2 fit' },
+    // nodeSelector
+    { name: 'nodeSelector matches', pod: pod('p', {}, { nodeSelector: { zone: 'a' } }), fits: true },
+    { name: 'nodeSelector value differs', pod: pod('p', {}, { nodeSelector: { zone: 'b' } }), fits: false, reason: "no node in c2 fits: 1 node(s) didn't match Pod's node affinity/selector" },
+    { name: 'nodeSelector key absent', pod: pod('p', {}, { nodeSelector: { disk: 'ssd' } }), fits: false },
+    {
+      name: 'virtual-node selector keys are ignored',
+      pod: pod('p', {}, { nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty', zone: 'a' } }),
+      fits: true,
+    },
+    // required node affinity, one operator at a time
+    { name: 'In matches', pod: pod('p', {}, affinity({ exprs: [expr('zone', 'In', ['a', 'b'])] })), fits: true },
+    { name: 'In does not match', pod: pod('p', {}, affinity({ exprs: [expr('zone', 'In', ['b'])] })), fits: false },
+    { name: 'NotIn matches', pod: pod('p', {}, affinity({ exprs: [expr('zone', 'NotIn', ['b'])] })), fits: true },
+    { name: 'NotIn on an absent label matches', pod: pod('p', {}, affinity({ exprs: [expr('disk', 'NotIn', ['ssd'])] })), fits: true },
+    { name: 'NotIn does not match', pod: pod('p', {}, affinity({ exprs: [expr('zone', 'NotIn', ['a'])] })), fits: false },
+    { name: 'Exists matches', pod: pod('p', {}, affinity({ exprs: [expr('gpu', 'Exists')] })), fits: true },
+    { name: 'Exists does not match', pod: pod('p', {}, affinity({ exprs: [expr('disk', 'Exists')] })), fits: false },
+    { name: 'DoesNotExist matches', pod: pod('p', {}, affinity({ exprs: [expr('disk', 'DoesNotExist')] })), fits: true },
+    { name: 'DoesNotExist does not match', pod: pod('p', {}, affinity({ exprs: [expr('gpu', 'DoesNotExist')] })), fits: false },
+    { name: 'Gt matches', pod: pod('p', {}, affinity({ exprs: [expr('gen', 'Gt', ['4'])] })), fits: true },
+    { name: 'Gt does not match', pod: pod('p', {}, affinity({ exprs: [expr('gen', 'Gt', ['5'])] })), fits: false },
+    { name: 'Lt matches', pod: pod('p', {}, affinity({ exprs: [expr('gen', 'Lt', ['6'])] })), fits: true },
+    { name: 'Lt on a non-integer label never matches', pod: pod('p', {}, affinity({ exprs: [expr('zone', 'Lt', ['6'])] })), fits: false },
+    { name: 'unknown operator never matches', pod: pod('p', {}, affinity({ exprs: [expr('zone', 'Like', ['a'])] })), fits: false },
+    { name: 'expressions in a term are ANDed', pod: pod('p', {}, affinity({ exprs: [expr('zone', 'In', ['a']), expr('gpu', 'DoesNotExist')] })), fits: false },
+    {
+      name: 'terms are ORed',
+      pod: pod('p', {}, affinity({ exprs: [expr('zone', 'In', ['b'])] }, { exprs: [expr('gpu', 'Exists')] })),
+      fits: true,
+    },
+    { name: 'an empty term matches nothing', pod: pod('p', {}, affinity({})), fits: false },
+    { name: 'matchFields metadata.name In', pod: pod('p', {}, affinity({ fields: [expr('metadata.name', 'In', ['n1'])] })), fits: true },
+    { name: 'matchFields metadata.name NotIn', pod: pod('p', {}, affinity({ fields: [expr('metadata.name', 'NotIn', ['n1'])] })), fits: false },
+    {
+      name: "the webhook's target-scope terms count as satisfied",
+      pod: pod(
+        'p',
+        {},
+        affinity(
+          { exprs: [expr('zone', 'In', ['a']), expr(TARGET_NAMESPACE_LABEL, 'In', ['default'])] },
+          { exprs: [expr('zone', 'In', ['a']), expr(CLUSTER_TARGET_NAME_LABEL, 'Exists')] },
+        ),
+      ),
+      fits: true,
+    },
+  ];
+
+  for (const c of cases) {
+    it(c.name, () => {
+      const r = fitsTarget(c.pod, [labelled], [], opts);
+      expect(r.fits, r.reason).to.equal(c.fits);
+      if (c.reason) expect(r.reason).to.equal(c.reason);
+    });
+  }
+
+  describe('taints', () => {
+    const tainted = node('n1', { taints: [{ key: 'dedicated', value: 'gpu', effect: 'NoSchedule' }] });
+    const table: { name: string; taintEffect?: string; tolerations?: V1PodSpec['tolerations']; fits: boolean }[] = [
+      { name: 'untolerated NoSchedule rejects', fits: false },
+      { name: 'Equal with the same value tolerates', tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' }], fits: true },
+      { name: 'no operator means Equal', tolerations: [{ key: 'dedicated', value: 'gpu' }], fits: true },
+      { name: 'Equal with another value does not', tolerations: [{ key: 'dedicated', operator: 'Equal', value: 'cpu' }], fits: false },
+      { name: 'Exists on the key tolerates', tolerations: [{ key: 'dedicated', operator: 'Exists' }], fits: true },
+      { name: 'empty key with Exists tolerates everything', tolerations: [{ operator: 'Exists' }], fits: true },
+      { name: 'another effect does not', tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'NoExecute' }], fits: false },
+      { name: 'NoExecute is checked too', taintEffect: 'NoExecute', fits: false },
+      { name: 'PreferNoSchedule is ignored', taintEffect: 'PreferNoSchedule', fits: true },
+    ];
+    for (const c of table) {
+      it(c.name, () => {
+        const n = c.taintEffect ? node('n1', { taints: [{ key: 'dedicated', value: 'gpu', effect: c.taintEffect }] }) : tainted;
+        const r = fitsTarget(pod('p', {}, { tolerations: c.tolerations }), [n], [], opts);
+        expect(r.fits, r.reason).to.equal(c.fits);
+        if (!c.fits) expect(r.reason).to.equal('no node in c2 fits: 1 node(s) had untolerated taint {dedicated: gpu}');
+      });
+    }
+  });
+
+  describe('node state', () => {
+    it('rejects a NotReady node', () => {
+      const r = fitsTarget(pod('p'), [node('n1', { ready: false })], [], opts);
+      expect(r).to.include({ fits: false, reason: 'no node in c2 fits: 1 node(s) were not ready', unresolvable: true });
+    });
+
+    it('rejects a node without conditions', () => {
+      const n = node('n1');
+      n.status!.conditions = [];
+      expect(fitsTarget(pod('p'), [n], [], opts).fits).to.equal(false);
+    });
+
+    it('rejects a cordoned node, unless the pod tolerates unschedulable', () => {
+      const cordoned = node('n1', { unschedulable: true });
+      expect(fitsTarget(pod('p'), [cordoned], [], opts).reason).to.equal('no node in c2 fits: 1 node(s) were unschedulable');
+      const tolerant = pod('p', {}, { tolerations: [{ key: 'node.kubernetes.io/unschedulable', operator: 'Exists', effect: 'NoSchedule' }] });
+      expect(fitsTarget(tolerant, [cordoned], [], opts).fits).to.equal(true);
+    });
+
+    it('skips the target’s own admiralty virtual nodes', () => {
+      const v = node('admiralty-cluster-x', { labels: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' } });
+      expect(fitsTarget(pod('p'), [v], [], opts).reason).to.equal('no node in c2 fits: 1 node(s) were virtual nodes of admiralty');
+    });
+
+    it('says so when the target has no nodes', () => {
+      expect(fitsTarget(pod('p'), [], [], opts)).to.include({ fits: false, reason: 'no node in c2 fits: c2 has no nodes' });
+    });
+
+    it('checks the namespace when namespaces are known', () => {
+      const r = fitsTarget(pod('p', {}, {}, 'team-a'), [node('n1')], [], { ...opts, namespaces: new Set(['default']) });
+      expect(r).to.include({ fits: false, reason: 'namespace team-a does not exist in c2' });
+      expect(fitsTarget(pod('p', {}, {}, 'team-a'), [node('n1')], [], { ...opts, namespaces: new Set(['team-a']) }).fits).to.equal(true);
+    });
+  });
+
+  describe('resources', () => {
+    const small = node('n1', { allocatable: { cpu: '2', memory: '4Gi', pods: '3', 'nvidia.com/gpu': '1' } });
+    const table: { name: string; requests: Record<string, string>; running?: V1Pod[]; fits: boolean; reason?: string }[] = [
+      { name: 'fits in an empty node', requests: { cpu: '2', memory: '4Gi' }, fits: true },
+      { name: 'too much cpu', requests: { cpu: '2500m' }, fits: false, reason: 'no node in c2 fits: 1 Insufficient cpu' },
+      { name: 'cpu and memory both short are both counted', requests: { cpu: '3', memory: '5Gi' }, fits: false, reason: 'no node in c2 fits: 1 Insufficient cpu, 1 Insufficient memory' },
+      { name: 'running pods hold their requests', requests: { cpu: '1500m' }, running: [runningOn('n1', { cpu: '1' })], fits: false },
+      { name: 'terminal pods hold nothing', requests: { cpu: '1500m' }, running: [runningOn('n1', { cpu: '1' }, 'Succeeded'), runningOn('n1', { cpu: '1' }, 'Failed')], fits: true },
+      { name: 'pods on other nodes do not count', requests: { cpu: '1500m' }, running: [runningOn('n9', { cpu: '2' })], fits: true },
+      { name: 'extended resource available', requests: { 'nvidia.com/gpu': '1' }, fits: true },
+      { name: 'extended resource short', requests: { 'nvidia.com/gpu': '2' }, fits: false, reason: 'no node in c2 fits: 1 Insufficient nvidia.com/gpu' },
+      { name: 'extended resource the node lacks', requests: { 'example.com/fpga': '1' }, fits: false, reason: 'no node in c2 fits: 1 Insufficient example.com/fpga' },
+      { name: 'pod slots', requests: {}, running: [runningOn('n1', {}), runningOn('n1', {}), runningOn('n1', {})], fits: false, reason: 'no node in c2 fits: 1 Too many pods' },
+    ];
+    for (const c of table) {
+      it(c.name, () => {
+        const r = fitsTarget(pod('p', c.requests), [small], c.running ?? [], opts);
+        expect(r.fits, r.reason).to.equal(c.fits);
+        if (c.reason) expect(r.reason).to.equal(c.reason);
+        if (!c.fits) expect(r.unresolvable).to.equal(false);
+      });
+    }
+
+    it('counts reasons over nodes, most frequent first', () => {
+      const nodes = [node('a', { allocatable: { cpu: '1', memory: '1Gi', pods: '10' } }), node('b', { allocatable: { cpu: '1', memory: '1Gi', pods: '10' } }), node('c', { labels: { zone: 'x' } })];
+      const r = fitsTarget(pod('p', { cpu: '2' }, { nodeSelector: { zone: 'a' } }), nodes, [], opts);
+      expect(r.reason).to.equal("no node in c2 fits: 3 node(s) didn't match Pod's node affinity/selector");
+      const r2 = fitsTarget(pod('p', { cpu: '2' }), nodes.slice(0, 2).concat(node('c', { ready: false })), [], opts);
+      expect(r2.reason).to.equal('no node in c2 fits: 2 Insufficient cpu, 1 node(s) were not ready');
+      expect(r2.unresolvable).to.equal(false);
+    });
+
+    it('lists the nodes that fit', () => {
+      const r = fitsTarget(pod('p', { cpu: '3' }), [node('a'), node('b', { allocatable: { cpu: '2', memory: '1Gi', pods: '10' } })], [], opts);
+      expect(r).to.deep.include({ fits: true, fittingNodes: ['a'], reason: '1 of 2 node(s) in c2 fit' });
+    });
+  });
+
+  describe('podRequests', () => {
+    it('takes the max of the containers sum and each init container', () => {
+      const spec: V1PodSpec = { containers: [container({ cpu: '1' }), container({ cpu: '500m', memory: '1Gi' })], initContainers: [container({ cpu: '2', memory: '100Mi' })] };
+      const r = podRequests(spec);
+      expect(r.get('cpu')).to.equal(2_000_000_000n);
+      expect(r.get('memory')).to.equal(1024n ** 3n * 1_000_000_000n);
+    });
+
+    it('adds sidecars (restartable init containers) to everything after them', () => {
+      const spec: V1PodSpec = {
+        initContainers: [container({ cpu: '1' }, { restartPolicy: 'Always' }), container({ cpu: '2' })],
+        containers: [container({ cpu: '500m' })],
+      };
+      // init phase: 1 (sidecar) + 2 = 3; run phase: 0.5 + 1 = 1.5.
+      expect(podRequests(spec).get('cpu')).to.equal(3_000_000_000n);
+    });
+
+    it('uses limits where requests are missing', () => {
+      expect(podRequests({ containers: [{ name: 'c', resources: { limits: { cpu: '750m' } } }] }).get('cpu')).to.equal(750_000_000n);
+    });
+  });
+
+  describe('source pod manifest', () => {
+    it('judges the delegate spec, not the proxy', () => {
+      const original = pod('p', { cpu: '3' }, { nodeSelector: { zone: 'a' } });
+      const proxy = pod('p', { cpu: '3' }, { nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty', other: 'x' } });
+      proxy.metadata!.annotations = { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify({ ...original, spec: { ...original.spec, containers: [container({ cpu: '1' })] } }) };
+      const r = fitsTarget(proxy, [node('n1', { labels: { zone: 'a' }, allocatable: { cpu: '2', memory: '1Gi', pods: '10' } })], [], opts);
+      expect(r.fits, r.reason).to.equal(true);
+    });
+
+    it('rejects, unresolvably, when the manifest is unreadable', () => {
+      const proxy = pod('p');
+      proxy.metadata!.annotations = { [SOURCE_POD_MANIFEST_ANNOTATION]: '[1, 2]' };
+      const r = fitsTarget(proxy, [node('n1')], [], opts);
+      expect(r.fits).to.equal(false);
+      expect(r.unresolvable).to.equal(true);
+      expect(r.reason).to.match(/sourcepod-manifest/);
+    });
+  });
+});

@@ -1,0 +1,38 @@
+import type { V1Container, V1Node, V1Pod, V1PodSpec, V1Taint } from '@kubernetes/client-node';
+
+export interface NodeFixture {
+  labels?: Record<string, string>;
+  allocatable?: Record<string, string>;
+  taints?: V1Taint[];
+  unschedulable?: boolean;
+  ready?: boolean;
+}
+
+/** A real node of a target: Ready, 4 cpu, 8Gi, 110 pods unless told otherwise. */
+export function node(name: string, f: NodeFixture = {}): V1Node {
+  return {
+    metadata: { name, labels: { 'kubernetes.io/hostname': name, ...f.labels } },
+    spec: { unschedulable: f.unschedulable, taints: f.taints },
+    status: {
+      allocatable: f.allocatable ?? { cpu: '4', memory: '8Gi', pods: '110' },
+      conditions: [{ type: 'Ready', status: f.ready === false ? 'False' : 'True' }],
+    },
+  };
+}
+
+/** A container asking for the given requests. */
+export function container(requests: Record<string, string> = {}, extra: Partial<V1Container> = {}): V1Container {
+  return { name: extra.name ?? 'c', image: 'busybox', resources: { requests }, ...extra };
+}
+
+/** A pod with one container and the given requests; `spec` merges over. */
+export function pod(name: string, requests: Record<string, string> = {}, spec: Partial<V1PodSpec> = {}, namespace = 'default'): V1Pod {
+  return { metadata: { name, namespace }, spec: { containers: [container(requests)], ...spec } };
+}
+
+/** A pod running on a node in a target. */
+export function runningOn(nodeName: string, requests: Record<string, string>, phase = 'Running'): V1Pod {
+  const p = pod(`p-${nodeName}-${Math.random().toString(36).slice(2, 8)}`, requests, { nodeName });
+  p.status = { phase };
+  return p;
+}
