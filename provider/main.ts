@@ -16,6 +16,7 @@ import {
 } from '@kubernetes/client-node';
 import express from 'express';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import type { Server } from 'node:http';
 import { Registry } from 'prom-client';
 import { CertRotator } from '../certs/cert-rotator.js';
@@ -127,6 +128,12 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     return c;
   };
 
+  /** An informer over one of our CRDs, all namespaces. */
+  const crdInformer = <T extends KubernetesObject>(plural: string) =>
+    newInformer<T>(plural, config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/${plural}`, () =>
+      custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural }) as Promise<KubernetesListObject<T>>,
+    );
+
   // Summary and sources run in every cluster (target side).
   if (enabled('summary')) {
     const nodes = newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
@@ -137,9 +144,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   }
   if (enabled('sources')) {
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-    const crdList = (plural: string) => () => custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural }) as Promise<KubernetesListObject<any>>;
-    const sources = newInformer<Source & KubernetesObject>('sources', config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/sources`, crdList('sources'));
-    const clusterSources = newInformer<ClusterSource & KubernetesObject>('clustersources', config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/clustersources`, crdList('clustersources'));
+    const sources = crdInformer<Source & KubernetesObject>('sources');
+    const clusterSources = crdInformer<ClusterSource & KubernetesObject>('clustersources');
     informers.push(sources, clusterSources);
     const c = newController('sources', new SourcesReconciler({ core, rbac, sources, clusterSources }));
     c.watch(sources, (o) => [SourcesReconciler.keyOf(o, 'Source')]);
@@ -148,9 +154,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
 
   // Source side: targets -> virtual nodes, proxies -> delegates, follow, services.
   if (enabled('targets')) {
-    const crdList = (plural: string) => () => custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural }) as Promise<KubernetesListObject<any>>;
-    const targets = newInformer<Target & KubernetesObject>('targets', config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/targets`, crdList('targets'));
-    const clusterTargets = newInformer<Target & KubernetesObject>('clustertargets', config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/clustertargets`, crdList('clustertargets'));
+    const targets = crdInformer<Target & KubernetesObject>('targets');
+    const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
     const virtualNodes = newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode({ labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}` }), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
     informers.push(targets, clusterTargets, virtualNodes);
     const reconciler = new TargetsReconciler({
@@ -196,7 +201,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
       coordination,
       namespace: config.leaderElectionNamespace,
       name: 'admiralty-provider',
-      identity: `${env.POD_NAME ?? require_hostname()}-${process.pid}`,
+      identity: `${env.POD_NAME ?? hostname()}-${process.pid}`,
       leaseDurationSeconds: config.leaseDurationSeconds,
       renewDeadlineSeconds: config.renewDeadlineSeconds,
       retryPeriodSeconds: config.retryPeriodSeconds,
@@ -218,14 +223,6 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
 
   logger.info('provider started', { cluster: config.clusterName, components: config.enable });
   return lifecycle.waitForSignal(config.shutdownTimeoutSeconds * 1000);
-}
-
-function require_hostname(): string {
-  try {
-    return readFileSync('/etc/hostname', 'utf8').trim() || 'admiralty';
-  } catch {
-    return 'admiralty';
-  }
 }
 
 async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1Api, registry: Registry, metrics: Metrics, logger: Logger, lifecycle: Lifecycle): Promise<void> {
