@@ -1,4 +1,4 @@
-import { ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import { Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { Clock, ClockTimer } from '../core/clock.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import type { Metrics } from '../core/metrics.js';
@@ -17,43 +17,55 @@ export interface InformerOptions<T extends KubernetesObject> {
   logger: Logger;
   clock: Clock;
   metrics?: Metrics;
-  /** Restart a watch that has seen no event for this long (default 5 min): client-node 1.4 has no watch timeout. */
+  /** Restart a watch that has seen nothing, not even a bookmark, for this long (default 5 min). */
   idleRestartMs?: number;
+  /** Starts watches; tests may pass a fake. Defaults to client-node's Watch on `kubeConfig`. */
+  watch?: WatchStarter;
+}
+
+/** The part of client-node's Watch the informer uses. */
+export interface WatchStarter {
+  watch(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    onEvent: (type: string, obj: unknown) => void,
+    done: (err: unknown) => void,
+  ): Promise<{ abort(): void }>;
 }
 
 type Handler<T> = (obj: T) => void;
 
+/** The server ends each watch after 5 to 10 minutes (as client-go does), so none lives forever. */
+const WATCH_TIMEOUT_MIN_S = 300;
+
 /**
- * A cache of one kind of object in one cluster, kept current by list+watch. Wraps client-node's
- * ListWatch, which stops for good on any error but 410: here every error is followed by a
- * restart with capped exponential backoff (1 s to 30 s, with jitter), and a watch silent for too
- * long is restarted too (a half-open connection otherwise stalls forever). A restart relists
- * into the same cache, so objects deleted meanwhile produce `delete` events.
+ * A cache of one kind of object in one cluster, kept current by list + watch.
+ *
+ * The loop: list (replacing the cache, with `delete` events for what vanished), then watch from
+ * the list's resourceVersion, re-watching from the last seen version when the server ends the
+ * watch, and relisting on 410 Gone. Any failure restarts the loop after a capped exponential
+ * backoff (1 s to 30 s, with jitter) that only resets once a list succeeds. A watch silent for
+ * longer than `idleRestartMs` (bookmarks count as activity) is assumed half-open and restarted.
+ *
+ * Each attempt carries a generation number: callbacks of an attempt that was superseded (our
+ * own aborts included) are ignored, so a restart can never disturb the attempt that follows it.
  */
 export class Informer<T extends KubernetesObject> {
-  private readonly lw: ListWatch<T>;
   private readonly handlers: Record<'add' | 'update' | 'delete', Handler<T>[]> = { add: [], update: [], delete: [] };
+  private readonly cache = new Map<string, T>();
+  private readonly watcher: WatchStarter;
   private running = false;
   private synced = false;
   private failures = 0;
+  private generation = 0;
+  private resourceVersion = '';
+  private request?: { abort(): void };
   private restartTimer?: ClockTimer;
   private idleTimer?: ClockTimer;
   private lastError?: { message: string; atMs: number };
 
   constructor(private readonly o: InformerOptions<T>) {
-    this.lw = new ListWatch<T>(o.path, new Watch(o.kubeConfig), o.list, false, o.labelSelector, o.fieldSelector);
-    for (const verb of ['add', 'update', 'delete'] as const) {
-      this.lw.on(verb, (obj) => {
-        this.touch();
-        for (const h of this.handlers[verb]) h(obj);
-      });
-    }
-    this.lw.on('connect', () => {
-      this.synced = true;
-      this.failures = 0;
-      this.touch();
-    });
-    this.lw.on('error', (err) => this.scheduleRestart(err));
+    this.watcher = o.watch ?? (new Watch(o.kubeConfig) as unknown as WatchStarter);
   }
 
   get name(): string {
@@ -67,61 +79,23 @@ export class Informer<T extends KubernetesObject> {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.run();
-  }
-
-  private run(): void {
-    if (!this.running) return;
-    this.lw.start().catch((err) => this.scheduleRestart(err));
-    this.touch();
-  }
-
-  private scheduleRestart(err: unknown): void {
-    if (!this.running || this.restartTimer) return;
-    this.failures++;
-    const delay = Math.min(30_000, 1000 * 2 ** Math.min(this.failures - 1, 5));
-    const jittered = Math.round(delay * (1 + 0.2 * Math.random()));
-    this.lastError = { message: errorFields(err).error, atMs: this.o.clock.now() };
-    this.o.logger.warn('informer failed; restarting', { informer: this.o.name, cluster: this.o.cluster, retryInMs: jittered, ...errorFields(err) });
-    this.o.metrics?.informerRestarts.inc({ informer: this.o.name });
-    this.restartTimer = this.o.clock.setTimeout(() => {
-      this.restartTimer = undefined;
-      void this.lw
-        .stop()
-        .catch(() => undefined)
-        .then(() => this.run());
-    }, jittered);
-  }
-
-  /** Re-arms the idle watchdog. */
-  private touch(): void {
-    if (this.idleTimer) this.o.clock.clearTimeout(this.idleTimer);
-    if (!this.running) return;
-    const idle = this.o.idleRestartMs ?? 5 * 60_000;
-    this.idleTimer = this.o.clock.setTimeout(() => {
-      this.idleTimer = undefined;
-      this.o.logger.debug('informer idle; restarting its watch', { informer: this.o.name, cluster: this.o.cluster });
-      void this.lw
-        .stop()
-        .catch(() => undefined)
-        .then(() => this.run());
-    }, idle);
+    void this.attempt(true);
   }
 
   stop(): void {
     this.running = false;
-    if (this.restartTimer) this.o.clock.clearTimeout(this.restartTimer);
-    if (this.idleTimer) this.o.clock.clearTimeout(this.idleTimer);
-    this.restartTimer = this.idleTimer = undefined;
-    void this.lw.stop().catch(() => undefined);
+    this.generation++;
+    this.clearTimers();
+    this.abortRequest();
   }
 
   get(name: string, namespace?: string): T | undefined {
-    return this.lw.get(name, namespace);
+    return this.cache.get(keyOf(namespace, name));
   }
 
   list(namespace?: string): T[] {
-    return [...this.lw.list(namespace)];
+    const all = [...this.cache.values()];
+    return namespace === undefined ? all : all.filter((o) => o.metadata?.namespace === namespace);
   }
 
   hasSynced(): boolean {
@@ -131,4 +105,173 @@ export class Informer<T extends KubernetesObject> {
   health(): { ok: boolean; lastError?: string; lastErrorAt?: number } {
     return { ok: this.synced && !this.restartTimer, lastError: this.lastError?.message, lastErrorAt: this.lastError?.atMs };
   }
+
+  /** One list (when needed) + watch attempt; every callback checks it is still current. */
+  private async attempt(relist: boolean): Promise<void> {
+    const gen = ++this.generation;
+    const current = () => this.running && gen === this.generation;
+    this.abortRequest();
+    try {
+      if (relist || !this.resourceVersion) {
+        const list = await this.o.list();
+        if (!current()) return;
+        this.replace(list.items ?? []);
+        this.resourceVersion = list.metadata?.resourceVersion ?? '';
+        this.synced = true;
+        this.failures = 0;
+      }
+      this.touch(gen);
+      const query: Record<string, string | number | boolean | undefined> = {
+        resourceVersion: this.resourceVersion,
+        allowWatchBookmarks: true,
+        timeoutSeconds: WATCH_TIMEOUT_MIN_S + Math.floor(Math.random() * WATCH_TIMEOUT_MIN_S),
+        labelSelector: this.o.labelSelector,
+        fieldSelector: this.o.fieldSelector,
+      };
+      const request = await this.watcher.watch(
+        this.o.path,
+        query,
+        (type, obj) => {
+          if (current()) this.onWatchEvent(gen, type, obj);
+        },
+        (err) => {
+          if (!current()) return;
+          this.request = undefined;
+          if (!err) {
+            // The server ended the watch (its timeout): carry on from the last version seen.
+            void this.attempt(false);
+          } else if (statusOf(err) === 410) {
+            void this.attempt(true);
+          } else {
+            this.fail(err);
+          }
+        },
+      );
+      if (current()) this.request = request;
+      else request.abort();
+    } catch (err) {
+      if (current()) this.fail(err);
+    }
+  }
+
+  private onWatchEvent(gen: number, type: string, raw: unknown): void {
+    this.touch(gen);
+    const obj = raw as T & { code?: number; status?: string };
+    switch (type) {
+      case 'ADDED':
+      case 'MODIFIED':
+        this.upsert(obj);
+        break;
+      case 'DELETED': {
+        const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
+        const old = this.cache.get(key);
+        this.cache.delete(key);
+        this.remember(obj);
+        this.emit('delete', old ?? obj);
+        break;
+      }
+      case 'BOOKMARK':
+        this.remember(obj);
+        break;
+      case 'ERROR':
+        // A Status in the stream: 410 means our version is too old to resume from.
+        this.abortRequest();
+        if (obj.code === 410) void this.attempt(true);
+        else this.fail(Object.assign(new Error(`watch error: ${(obj as { message?: string }).message ?? 'unknown'}`), { statusCode: obj.code }));
+        break;
+    }
+  }
+
+  /** Replaces the cache with a fresh list: adds, updates (new resourceVersion) and deletes. */
+  private replace(items: T[]): void {
+    const seen = new Set<string>();
+    for (const item of items) {
+      seen.add(keyOf(item.metadata?.namespace, item.metadata?.name ?? ''));
+      this.upsert(item, false);
+    }
+    for (const [key, old] of [...this.cache]) {
+      if (seen.has(key)) continue;
+      this.cache.delete(key);
+      this.emit('delete', old);
+    }
+  }
+
+  private upsert(obj: T, track = true): void {
+    const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
+    const old = this.cache.get(key);
+    this.cache.set(key, obj);
+    if (track) this.remember(obj);
+    if (!old) this.emit('add', obj);
+    else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.emit('update', obj);
+  }
+
+  private remember(obj: KubernetesObject): void {
+    const rv = obj.metadata?.resourceVersion;
+    if (rv) this.resourceVersion = rv;
+  }
+
+  private emit(verb: 'add' | 'update' | 'delete', obj: T): void {
+    for (const h of this.handlers[verb]) {
+      try {
+        h(obj);
+      } catch (err) {
+        this.o.logger.error('informer handler threw', { informer: this.o.name, verb, ...errorFields(err) });
+      }
+    }
+  }
+
+  private fail(err: unknown): void {
+    this.abortRequest();
+    if (!this.running || this.restartTimer) return;
+    this.generation++; // nothing of the failed attempt may act any more
+    this.failures++;
+    const delay = Math.min(30_000, 1000 * 2 ** Math.min(this.failures - 1, 5));
+    const jittered = Math.round(delay * (1 + 0.2 * Math.random()));
+    this.lastError = { message: errorFields(err).error, atMs: this.o.clock.now() };
+    this.o.logger.warn('informer failed; restarting', { informer: this.o.name, cluster: this.o.cluster, retryInMs: jittered, ...errorFields(err) });
+    this.o.metrics?.informerRestarts.inc({ informer: this.o.name });
+    if (this.idleTimer) this.o.clock.clearTimeout(this.idleTimer);
+    this.idleTimer = undefined;
+    this.restartTimer = this.o.clock.setTimeout(() => {
+      this.restartTimer = undefined;
+      // A relist after a failure: events may have been missed.
+      void this.attempt(true);
+    }, jittered);
+  }
+
+  /** Re-arms the idle watchdog for attempt `gen`. */
+  private touch(gen: number): void {
+    if (this.idleTimer) this.o.clock.clearTimeout(this.idleTimer);
+    this.idleTimer = this.o.clock.setTimeout(() => {
+      this.idleTimer = undefined;
+      if (!this.running || gen !== this.generation) return;
+      this.o.logger.debug('informer idle; restarting its watch', { informer: this.o.name, cluster: this.o.cluster });
+      void this.attempt(false);
+    }, this.o.idleRestartMs ?? 5 * 60_000 + WATCH_TIMEOUT_MIN_S * 1000);
+  }
+
+  private abortRequest(): void {
+    const r = this.request;
+    this.request = undefined;
+    try {
+      r?.abort();
+    } catch {
+      /* already closed */
+    }
+  }
+
+  private clearTimers(): void {
+    if (this.restartTimer) this.o.clock.clearTimeout(this.restartTimer);
+    if (this.idleTimer) this.o.clock.clearTimeout(this.idleTimer);
+    this.restartTimer = this.idleTimer = undefined;
+  }
+}
+
+function keyOf(namespace: string | undefined, name: string): string {
+  return namespace ? `${namespace}/${name}` : name;
+}
+
+function statusOf(err: unknown): number | undefined {
+  const e = err as { statusCode?: number; code?: number };
+  return e?.statusCode ?? (typeof e?.code === 'number' ? e.code : undefined);
 }

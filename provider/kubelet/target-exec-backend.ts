@@ -1,66 +1,157 @@
-import { Attach, Exec, type KubeConfig, type V1Status } from '@kubernetes/client-node';
-import type WebSocket from 'ws';
+import type { KubeConfig, V1Status } from '@kubernetes/client-node';
+import WebSocket from 'ws';
 import type { ExecBackend, ExecIO, ExecRequest, ExecResult } from './remotecommand.js';
 
-// Channel 4 of the WebSocket channel protocols carries terminal resizes.
-const RESIZE_CHANNEL = 4;
+/** Channels of the remotecommand WebSocket protocols (v4/v5.channel.k8s.io). */
+const STDIN = 0;
+const STDOUT = 1;
+const STDERR = 2;
+const STATUS = 3;
+const RESIZE = 4;
+/** v5 only: `[255, n]` says the sender closed its stream n. */
+const CLOSE = 255;
+
+/** How long to keep reading output after the Status before closing the connection ourselves. */
+const STATUS_TO_CLOSE_GRACE_MS = 5_000;
 
 /**
- * ExecBackend that runs exec/attach on the delegate in a target cluster through client-node's
- * `Exec`/`Attach` (outbound WebSocket). `req.namespace`/`req.pod` are the delegate's. Writables
- * are passed for every requested channel (client-node throws on output for a null channel);
- * resizes are forwarded as channel-4 messages (client-node only does that for TTY streams).
- * The Status received on the remote error channel is passed through verbatim.
+ * The target's exec/attach URL for the delegate, with the query the apiserver expects. Pure.
  */
-export function createTargetExecBackend(kubeConfig: KubeConfig): ExecBackend {
+export function targetExecUrl(server: string, mode: 'exec' | 'attach', req: ExecRequest): string {
+  const base = new URL(server);
+  base.protocol = base.protocol === 'https:' ? 'wss:' : 'ws:';
+  const prefix = base.pathname.replace(/\/$/, '');
+  base.pathname = `${prefix}/api/v1/namespaces/${encodeURIComponent(req.namespace)}/pods/${encodeURIComponent(req.pod)}/${mode}`;
+  const q = new URLSearchParams();
+  for (const c of mode === 'exec' ? req.command : []) q.append('command', c);
+  q.set('container', req.container);
+  q.set('stdin', String(req.stdin));
+  q.set('stdout', String(req.stdout));
+  q.set('stderr', String(req.stderr));
+  q.set('tty', String(req.tty));
+  base.search = q.toString();
+  return base.toString();
+}
+
+/**
+ * ExecBackend that runs exec/attach on the delegate in a target cluster over the target
+ * apiserver's WebSocket remotecommand protocol (v5, else v4). `req.namespace`/`req.pod` are
+ * the delegate's. The Status from the error channel is passed through verbatim.
+ *
+ * Written on `ws` directly rather than client-node's Exec, which ends the output streams and
+ * closes the connection as soon as the Status arrives (the target's apiserver copies each
+ * stream on its own, so output may still follow it), and which answers a v5 close signal by
+ * ending the provider's own process.stdout.
+ */
+export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGraceMs?: number } = {}): ExecBackend {
+  const closeGraceMs = opts.closeGraceMs ?? STATUS_TO_CLOSE_GRACE_MS;
+
   const run = async (mode: 'exec' | 'attach', req: ExecRequest, io: ExecIO): Promise<ExecResult> => {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error('the target kubeconfig has no current cluster');
+    const wsOptions: WebSocket.ClientOptions = {};
+    await kubeConfig.applyToHTTPSOptions(wsOptions);
+    if (io.signal.aborted) throw new Error('the caller went away');
+    const ws = new WebSocket(targetExecUrl(cluster.server, mode, req), ['v5.channel.k8s.io', 'v4.channel.k8s.io'], wsOptions);
+
     let status: V1Status | undefined;
-    let resolveStatus: () => void = () => undefined;
-    const statusSeen = new Promise<void>((r) => (resolveStatus = r));
-    const ws: WebSocket =
-      mode === 'exec'
-        ? ((await new Exec(kubeConfig).exec(
-            req.namespace,
-            req.pod,
-            req.container,
-            req.command,
-            io.stdout ?? null,
-            io.stderr ?? null,
-            io.stdin ?? null,
-            req.tty,
-            (s) => {
-              status = s;
-              resolveStatus();
-            },
-          )) as unknown as WebSocket)
-        : ((await new Attach(kubeConfig).attach(
-            req.namespace,
-            req.pod,
-            req.container,
-            io.stdout ?? null,
-            io.stderr ?? null,
-            io.stdin ?? null,
-            req.tty,
-          )) as unknown as WebSocket);
-    const onAbort = () => ws.close();
+    let statusSeen: () => void = () => undefined;
+    const gotStatus = new Promise<void>((r) => (statusSeen = r));
+    const closed = new Promise<void>((r) => ws.once('close', () => r()));
+    const onAbort = () => ws.terminate();
     io.signal.addEventListener('abort', onAbort, { once: true });
+
+    // Listen before the handshake completes: frames can arrive with the 101 itself.
+    ws.on('message', (data: WebSocket.RawData, isBinary: boolean) => {
+      const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+      if (buf.length === 0 || !isBinary) return;
+      const channel = buf[0];
+      const payload = buf.subarray(1);
+      if (channel === STDOUT || channel === STDERR) {
+        const out = channel === STDOUT ? io.stdout : io.stderr;
+        // Back-pressure: stop reading from the target while the caller's side is full.
+        if (out && payload.length > 0 && !out.write(payload)) {
+          ws.pause();
+          out.once('drain', () => ws.resume());
+        }
+      } else if (channel === STATUS && payload.length > 0) {
+        try {
+          status = JSON.parse(payload.toString('utf8')) as V1Status;
+        } catch {
+          status = { status: 'Failure', message: payload.toString('utf8'), reason: 'InternalError' };
+        }
+        statusSeen();
+      }
+      // CLOSE from the server (its end of a stream) needs nothing: we end ours when done.
+    });
+
+    const opened = new Promise<void>((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => reject(new Error(`the target refused ${mode}: HTTP ${res.statusCode}${body ? `: ${statusMessage(body)}` : ''}`)));
+        res.on('error', reject);
+      });
+      ws.once('error', reject);
+      void closed.then(() => reject(new Error(`the connection to the target closed before ${mode} started`)));
+    });
+    try {
+      await opened;
+    } catch (err) {
+      io.signal.removeEventListener('abort', onAbort);
+      ws.terminate();
+      throw err;
+    }
+    ws.on('error', () => undefined); // a later error surfaces as a close without Status
+
+
+    const send = (channel: number, payload: Buffer) => {
+      if (ws.readyState === WebSocket.OPEN) ws.send(Buffer.concat([Buffer.from([channel]), payload]));
+    };
+    if (io.stdin) {
+      const stdin = io.stdin;
+      stdin.on('data', (chunk: Buffer | string) => send(STDIN, Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk)));
+      stdin.once('end', () => {
+        // v5 can say "no more input"; v4 cannot, and the command keeps its stdin open.
+        if (ws.protocol === 'v5.channel.k8s.io') send(CLOSE, Buffer.from([STDIN]));
+      });
+    }
     if (req.tty && io.resize) {
       void (async () => {
         for await (const size of io.resize!) {
-          if (ws.readyState !== ws.OPEN) break;
-          ws.send(Buffer.concat([Buffer.from([RESIZE_CHANNEL]), Buffer.from(JSON.stringify({ Width: size.width, Height: size.height }))]));
+          if (ws.readyState !== WebSocket.OPEN) break;
+          send(RESIZE, Buffer.from(JSON.stringify({ Width: size.width, Height: size.height })));
         }
       })().catch(() => undefined);
     }
-    await Promise.race([statusSeen, new Promise<void>((r) => ws.once('close', () => r()))]);
+
+    await Promise.race([gotStatus, closed]);
+    // Output can follow the Status: read on until the target closes, within a grace period.
+    let grace: NodeJS.Timeout | undefined;
+    await Promise.race([closed, new Promise<void>((r) => (grace = setTimeout(r, closeGraceMs)))]);
+    clearTimeout(grace);
     io.signal.removeEventListener('abort', onAbort);
-    if (ws.readyState === ws.OPEN) ws.close();
+    if (ws.readyState === WebSocket.OPEN) ws.close();
+    ws.resume();
     if (status) return { status };
+    if (io.signal.aborted) throw new Error('the caller went away');
     if (mode === 'attach') return { exitCode: 0 };
     throw new Error('connection to the target closed before the command reported its status');
   };
+
   return {
     exec: (req, io) => run('exec', req, io),
     attach: (req, io) => run('attach', req, io),
   };
+}
+
+/** The message of a Status body, or the body itself. Pure. */
+function statusMessage(body: string): string {
+  try {
+    const s = JSON.parse(body) as { message?: string };
+    return s.message ?? body;
+  } catch {
+    return body.slice(0, 500);
+  }
 }

@@ -64,7 +64,7 @@ async function main(): Promise<void> {
     console.log(`bench: ${(bytes / 1024 / 1024).toFixed(1)} MiB of logs, ${ROUNDS} rounds, median throughput`);
     console.log(`bench: kubectl logs on the delegate in c2: ${median(direct).toFixed(1)} MiB/s`);
     console.log(`bench: kubectl logs on the proxy in c1:    ${median(through).toFixed(1)} MiB/s`);
-    console.log(`bench: ratio proxy/direct: ${(median(through) / median(direct)).toFixed(2)}; provider CPU ${cpu.toFixed(2)} s for ${ROUNDS * bytes / 1024 / 1024} MiB`);
+    console.log(`bench: ratio proxy/direct: ${(median(through) / median(direct)).toFixed(2)}; provider CPU ${cpu.toFixed(2)} s for ${((ROUNDS * bytes) / 1024 / 1024).toFixed(1)} MiB`);
   } finally {
     writeFileSync(file, original);
     await kubectl('c1', 'delete', 'pod', proxy, '-n', 'default', '--wait=false', '--ignore-not-found');

@@ -8,7 +8,7 @@
 import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { kubeConfigFor } from '../e2e/support.js';
 import { Sandbox } from '../sandbox/sandbox.js';
-import { cpuSeconds, peakRss, pool, providerPid, sleep } from './bench-support.js';
+import { cpuSeconds, peakRss, pool, providerPid, rssMiB, sleep } from './bench-support.js';
 
 const N = Number(process.argv[2] ?? 1000);
 const CONCURRENCY = Number(process.argv[3] ?? 20);
@@ -59,10 +59,18 @@ async function main(): Promise<void> {
     console.log(`bench: ${N} pods, creation concurrency ${CONCURRENCY}`);
     const directSeconds = await timeRun(c2, direct, false);
     console.log(`bench: direct in c2: ${directSeconds.toFixed(1)} s`);
+    // Free c2's capacity first: the virtual nodes advertise the targets' free room, and the
+    // offloaded pods must not compete with the direct ones.
+    await c2.deleteCollectionNamespacedPod({ namespace: direct, gracePeriodSeconds: 0 });
+    for (let i = 0; (await c2.listNamespacedPod({ namespace: direct })).items.length > 0; i++) {
+      if (i > 600) throw new Error(`the direct pods in c2 were not gone after 5 minutes`);
+      await sleep(500);
+    }
 
     const pid = providerPid(sandbox);
     const cpu0 = cpuSeconds(pid);
     const rss = peakRss(pid);
+    const rssAtStart = rssMiB(pid);
     // Offloaded pods go to namespace default of c1, which the sandbox connected to c1 and c2.
     for (const p of (await c1.listNamespacedPod({ namespace: offload, labelSelector: 'app=bench' })).items) {
       throw new Error(`namespace default already has bench pods (${p.metadata?.name}); delete them first`);
@@ -87,7 +95,7 @@ async function main(): Promise<void> {
     const peak = rss.stop();
     console.log(`bench: offloaded from c1 (proxies Running): ${offloadSeconds.toFixed(1)} s`);
     console.log(`bench: ratio offload/direct: ${(offloadSeconds / directSeconds).toFixed(2)}`);
-    console.log(`bench: provider CPU ${cpu.toFixed(1)} s, peak RSS ${peak.toFixed(0)} MiB`);
+    console.log(`bench: provider CPU ${cpu.toFixed(1)} s, peak RSS ${peak.toFixed(0)} MiB (${rssAtStart.toFixed(0)} MiB before)`);
   } finally {
     await c2.deleteNamespace({ name: direct }).catch(() => undefined);
     await c1.deleteCollectionNamespacedPod({ namespace: offload, labelSelector: 'app=bench' }).catch(() => undefined);

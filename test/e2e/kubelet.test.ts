@@ -138,6 +138,31 @@ describe('kubelet API of virtual nodes', function () {
       expect(r).to.include({ stdout: 'hi\n', code: 0 });
     });
 
+    it('gives kubectl exec -it a terminal: a tty, the window size and typed input', async () => {
+      // `script` runs kubectl on a pseudo-terminal of its own, as a person's shell would.
+      // The trailing sleep: kwok can drop a TTY command's last output if it exits at once
+      // (seen on exec straight to the delegate too).
+      const remote = `tty; stty size; read x; echo "got:$x"; sleep 0.5`;
+      const line = `stty rows 40 cols 100; ${sandbox.kubectlPath} --kubeconfig ${sandbox.kubeconfigPath} --context c1 exec -it ${proxy} -n ${ns} -- sh -c '${remote}'`;
+      const child = spawn('script', ['-qec', line, '/dev/null']);
+      let out = '';
+      child.stdout.on('data', (b) => (out += b));
+      const exited = new Promise<number | null>((r) => child.on('close', r));
+      try {
+        // Type only once the remote shell waits for input: its window size is printed by then.
+        await waitFor('the remote terminal size', 30_000, () => out.includes('40 100'));
+        child.stdin.write('typed-by-hand\r');
+        expect(await exited).to.equal(0);
+      } finally {
+        child.kill();
+      }
+      const lines = out.replace(/\0/g, '').split(/\r?\n/);
+      expect(lines.some((l) => /^\/dev\/pts\/\d+$/.test(l)), `a pseudo-terminal in:\n${out}`).to.equal(true);
+      expect(lines).to.include.members(['40 100', 'got:typed-by-hand']);
+      // The terminal echoed what was typed, as a TTY does; a pipe would not.
+      expect(lines).to.include('typed-by-hand');
+    });
+
     it('carries bytes both ways with kubectl port-forward', async () => {
       // An echo server on loopback stands for the container's port; kwok forwards to it.
       const echo = net.createServer((c) => c.pipe(c));

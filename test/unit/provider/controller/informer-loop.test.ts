@@ -1,0 +1,197 @@
+import { KubeConfig, type KubernetesListObject, type V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import { silentLogger } from '../../../../provider/core/logger.js';
+import { Informer, type WatchStarter } from '../../../../provider/controller/informer.js';
+
+/** One watch the informer opened, driven by the test. */
+interface FakeWatch {
+  query: Record<string, unknown>;
+  aborted: boolean;
+  send(type: string, obj: unknown): void;
+  end(err?: unknown): void;
+}
+
+/** A scripted API: list answers from `items`, watches are recorded for the test to drive. */
+function fakeApi() {
+  const api = {
+    items: [] as V1Pod[],
+    resourceVersion: '10',
+    listError: undefined as Error | undefined,
+    lists: 0,
+    watches: [] as FakeWatch[],
+    list: async (): Promise<KubernetesListObject<V1Pod>> => {
+      api.lists++;
+      if (api.listError) throw api.listError;
+      return { items: [...api.items], metadata: { resourceVersion: api.resourceVersion } };
+    },
+    watch: {
+      async watch(_path, query, onEvent, done) {
+        const w: FakeWatch = {
+          query,
+          aborted: false,
+          send: (type, obj) => onEvent(type, obj),
+          end: (err) => done(err ?? null),
+        };
+        api.watches.push(w);
+        return {
+          abort() {
+            w.aborted = true;
+            // As client-node does: an abort reports an error through `done`, later.
+            setImmediate(() => done(Object.assign(new Error('The user aborted a request.'), { name: 'AbortError' })));
+          },
+        };
+      },
+    } as WatchStarter,
+  };
+  return api;
+}
+
+const pod = (name: string, rv: string): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv } });
+const tick = () => new Promise((r) => setImmediate(r));
+async function settle(): Promise<void> {
+  for (let i = 0; i < 5; i++) await tick();
+}
+
+describe('Informer list and watch loop', () => {
+  let clock: FakeClock;
+  let api: ReturnType<typeof fakeApi>;
+  let informer: Informer<V1Pod>;
+  let events: string[];
+
+  beforeEach(() => {
+    clock = new FakeClock(1_000_000);
+    api = fakeApi();
+    events = [];
+    informer = new Informer<V1Pod>({
+      name: 'pods',
+      cluster: 'c1',
+      kubeConfig: new KubeConfig(),
+      path: '/api/v1/pods',
+      list: api.list,
+      labelSelector: 'a=b',
+      logger: silentLogger(),
+      clock,
+      idleRestartMs: 60_000,
+      watch: api.watch,
+    });
+    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => events.push(`${verb} ${p.metadata?.name}`));
+  });
+  afterEach(() => informer.stop());
+
+  it('lists, then watches from the list version with the selector, bookmarks and a server timeout', async () => {
+    api.items = [pod('a', '5')];
+    informer.start();
+    expect(informer.hasSynced()).to.equal(false);
+    await settle();
+    expect(informer.hasSynced()).to.equal(true);
+    expect(events).to.deep.equal(['add a']);
+    expect(api.watches).to.have.length(1);
+    const q = api.watches[0].query;
+    expect(q).to.include({ resourceVersion: '10', allowWatchBookmarks: true, labelSelector: 'a=b' });
+    expect(q.timeoutSeconds).to.be.within(300, 599);
+  });
+
+  it('applies watch events to the cache and resumes from the last version when the server ends the watch', async () => {
+    informer.start();
+    await settle();
+    api.watches[0].send('ADDED', pod('a', '11'));
+    api.watches[0].send('MODIFIED', pod('a', '12'));
+    api.watches[0].send('MODIFIED', pod('a', '12')); // same version: no update
+    api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '15' } });
+    expect(informer.get('a', 'ns')?.metadata?.resourceVersion).to.equal('12');
+    api.watches[0].end();
+    await settle();
+    expect(api.lists).to.equal(1);
+    expect(api.watches).to.have.length(2);
+    expect(api.watches[1].query.resourceVersion).to.equal('15');
+    api.watches[1].send('DELETED', pod('a', '16'));
+    expect(events).to.deep.equal(['add a', 'update a', 'delete a']);
+    expect(informer.list()).to.deep.equal([]);
+  });
+
+  it('relists on 410 Gone and reports what vanished meanwhile as deleted', async () => {
+    api.items = [pod('a', '5'), pod('b', '6')];
+    informer.start();
+    await settle();
+    api.items = [pod('b', '7')];
+    api.watches[0].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
+    await settle();
+    expect(api.lists).to.equal(2);
+    expect(events).to.deep.equal(['add a', 'add b', 'update b', 'delete a']);
+    expect(api.watches[0].aborted).to.equal(true);
+    expect(api.watches).to.have.length(2);
+  });
+
+  it('backs off after failures, doubling up to 30 s, and resets only when a list succeeds', async () => {
+    api.listError = new Error('connection refused');
+    informer.start();
+    await settle();
+    const waits: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const before = api.lists;
+      let waited = 0;
+      while (api.lists === before && waited < 60_000) {
+        clock.advance(100);
+        waited += 100;
+        await settle();
+      }
+      waits.push(waited);
+    }
+    // 1, 2, 4, 8, 16, 32->30 s, 30 s, each with up to 20 % jitter.
+    const expected = [1, 2, 4, 8, 16, 30, 30].map((s) => s * 1000);
+    waits.forEach((w, i) => expect(w, `wait ${i}`).to.be.within(expected[i], expected[i] * 1.2 + 100));
+    api.listError = undefined;
+    clock.advance(40_000);
+    await settle();
+    expect(informer.hasSynced()).to.equal(true);
+    // A failure of the next watch starts again at 1 s.
+    api.watches.at(-1)!.end(new Error('reset by peer'));
+    await settle();
+    const before = api.lists;
+    clock.advance(1_300);
+    await settle();
+    expect(api.lists).to.equal(before + 1);
+  });
+
+  it("ignores the late callbacks of a watch it aborted itself, so an idle restart does not loop", async () => {
+    informer.start();
+    await settle();
+    // Silence for longer than idleRestartMs: the watch is restarted from the same version.
+    clock.advance(60_001);
+    await settle();
+    expect(api.watches).to.have.length(2);
+    expect(api.watches[0].aborted).to.equal(true);
+    // The aborted watch's error arrived (setImmediate) and changed nothing: no relist, no restart.
+    clock.advance(30_000);
+    await settle();
+    expect(api.lists).to.equal(1);
+    expect(api.watches).to.have.length(2);
+    expect(api.watches[1].aborted).to.equal(false);
+    expect(informer.health().ok).to.equal(true);
+  });
+
+  it('stops for good: no watch survives stop() and no callback acts after it', async () => {
+    informer.start();
+    await settle();
+    informer.stop();
+    api.watches[0].send('ADDED', pod('late', '20'));
+    await settle();
+    clock.advance(10 * 60_000);
+    await settle();
+    expect(api.watches[0].aborted).to.equal(true);
+    expect(api.watches).to.have.length(1);
+    expect(events).to.deep.equal([]);
+    expect(clock.pending()).to.equal(0);
+  });
+
+  it('survives a handler that throws', async () => {
+    informer.on('add', () => {
+      throw new Error('bug in a handler');
+    });
+    api.items = [pod('a', '1'), pod('b', '2')];
+    informer.start();
+    await settle();
+    expect(events).to.deep.equal(['add a', 'add b']);
+  });
+});

@@ -1,0 +1,178 @@
+import { KubeConfig } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import type { AddressInfo } from 'node:net';
+import { PassThrough } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { createTargetExecBackend } from '../../../../provider/kubelet/target-exec-backend.js';
+
+/**
+ * The target's apiserver, played by a WebSocket server on loopback: `script` decides what it
+ * sends on which channel once a client connects.
+ */
+async function fakeTarget(script: (ws: WebSocket, url: URL) => void): Promise<{ kubeConfig: KubeConfig; close(): Promise<void> }> {
+  const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, handleProtocols: (offered) => [...offered][0] ?? false });
+  await new Promise<void>((r) => wss.once('listening', () => r()));
+  wss.on('connection', (ws, req) => script(ws, new URL(req.url ?? '/', 'http://target')));
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ name: 't', server: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'x' }],
+    contexts: [{ name: 't', cluster: 't', user: 'u' }],
+    currentContext: 't',
+  });
+  return {
+    kubeConfig,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const c of wss.clients) c.terminate();
+        wss.close(() => r());
+      }),
+  };
+}
+
+const frame = (channel: number, text: string) => Buffer.concat([Buffer.from([channel]), Buffer.from(text)]);
+const request = { namespace: 'ns', pod: 'web-abc', container: 'app', command: ['sh', '-c', 'true'], stdin: false, stdout: true, stderr: true, tty: false };
+
+describe('target exec backend', () => {
+  let target: Awaited<ReturnType<typeof fakeTarget>> | undefined;
+  afterEach(async () => {
+    await target?.close();
+    target = undefined;
+  });
+
+  it('asks the target for exec on the delegate with the command and channels requested', async () => {
+    let seen: URL | undefined;
+    target = await fakeTarget((ws, url) => {
+      seen = url;
+      ws.send(frame(3, JSON.stringify({ metadata: {}, status: 'Success' })));
+      ws.close();
+    });
+    const result = await createTargetExecBackend(target.kubeConfig).exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal });
+    expect(result).to.deep.equal({ status: { metadata: {}, status: 'Success' } });
+    expect(seen?.pathname).to.equal('/api/v1/namespaces/ns/pods/web-abc/exec');
+    expect(seen?.searchParams.getAll('command')).to.deep.equal(['sh', '-c', 'true']);
+    expect(seen?.searchParams.get('container')).to.equal('app');
+    expect(seen?.searchParams.get('stdout')).to.equal('true');
+    expect(seen?.searchParams.get('stdin')).to.equal('false');
+  });
+
+  it('keeps the output that arrives after the Status, until the target closes', async () => {
+    // The target's apiserver copies each stream on its own: output may follow the Status.
+    target = await fakeTarget((ws) => {
+      ws.send(frame(1, 'first\n'));
+      ws.send(frame(3, JSON.stringify({ metadata: {}, status: 'Success' })));
+      setTimeout(() => {
+        ws.send(frame(1, 'late\n'));
+        ws.send(frame(2, 'late error\n'));
+        ws.close();
+      }, 50);
+    });
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let out = '';
+    let err = '';
+    stdout.on('data', (b) => (out += b));
+    stderr.on('data', (b) => (err += b));
+    await createTargetExecBackend(target.kubeConfig).exec(request, { stdout, stderr, signal: new AbortController().signal });
+    expect(out).to.equal('first\nlate\n');
+    expect(err).to.equal('late error\n');
+  });
+
+  it('passes a failure Status through and gives up waiting for the close after the grace period', async () => {
+    const failure = {
+      metadata: {},
+      status: 'Failure',
+      reason: 'NonZeroExitCode',
+      message: 'command terminated with non-zero exit code: exit status 3',
+      details: { causes: [{ reason: 'ExitCode', message: '3' }] },
+    };
+    target = await fakeTarget((ws) => ws.send(frame(3, JSON.stringify(failure)))); // never closes
+    const started = Date.now();
+    const result = await createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100 }).exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal });
+    expect(result).to.deep.equal({ status: failure });
+    expect(Date.now() - started).to.be.below(5_000);
+  });
+
+  it('reports a connection closed before any Status as an error', async () => {
+    target = await fakeTarget((ws) => {
+      ws.send(frame(1, 'partial'));
+      ws.close();
+    });
+    const err = await createTargetExecBackend(target.kubeConfig)
+      .exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal })
+      .then(() => undefined, (e: Error) => e);
+    expect(err?.message).to.match(/closed before the command reported its status/);
+  });
+
+  it('forwards stdin and, in v5, the end of stdin as a close signal', async () => {
+    const received: Buffer[] = [];
+    target = await fakeTarget((ws) => {
+      ws.on('message', (d: Buffer) => {
+        received.push(Buffer.from(d));
+        if (d[0] === 255) {
+          ws.send(frame(3, JSON.stringify({ metadata: {}, status: 'Success' })));
+          ws.close();
+        }
+      });
+    });
+    const stdin = new PassThrough();
+    const running = createTargetExecBackend(target.kubeConfig).exec({ ...request, stdin: true }, { stdin, stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal });
+    stdin.write('hi\n');
+    stdin.end();
+    expect(await running).to.deep.equal({ status: { metadata: {}, status: 'Success' } });
+    expect(received.map((b) => [...b])).to.deep.equal([[0, ...Buffer.from('hi\n')], [255, 0]]);
+  });
+
+  it('sends terminal resizes on channel 4 for a TTY', async () => {
+    const received: string[] = [];
+    target = await fakeTarget((ws) => {
+      ws.on('message', (d: Buffer) => {
+        received.push(`${d[0]}:${d.subarray(1).toString()}`);
+        ws.send(frame(3, JSON.stringify({ metadata: {}, status: 'Success' })));
+        ws.close();
+      });
+    });
+    async function* sizes() {
+      yield { width: 100, height: 40 };
+    }
+    await createTargetExecBackend(target.kubeConfig).exec({ ...request, tty: true, stderr: false }, { stdout: new PassThrough(), resize: sizes(), signal: new AbortController().signal });
+    expect(received).to.deep.equal(['4:{"Width":100,"Height":40}']);
+  });
+
+  it("reports the target's refusal with its HTTP code and message", async () => {
+    const wss = new WebSocketServer({
+      host: '127.0.0.1',
+      port: 0,
+      verifyClient: (_info, cb) => cb(false, 403, 'Forbidden', { 'Content-Type': 'application/json' }),
+    });
+    await new Promise<void>((r) => wss.once('listening', () => r()));
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 't', server: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, skipTLSVerify: true }],
+      users: [{ name: 'u', token: 'x' }],
+      contexts: [{ name: 't', cluster: 't', user: 'u' }],
+      currentContext: 't',
+    });
+    try {
+      const err = await createTargetExecBackend(kc)
+        .exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal })
+        .then(() => undefined, (e: Error) => e);
+      expect(err?.message).to.match(/the target refused exec: HTTP 403/);
+    } finally {
+      await new Promise<void>((r) => wss.close(() => r()));
+    }
+  });
+
+  it('closes the connection to the target when the caller goes away', async () => {
+    let closedByClient: Promise<void> | undefined;
+    target = await fakeTarget((ws) => {
+      closedByClient = new Promise((r) => ws.once('close', () => r()));
+    });
+    const ac = new AbortController();
+    const running = createTargetExecBackend(target.kubeConfig).exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: ac.signal }).catch((e: Error) => e);
+    for (let i = 0; i < 100 && !closedByClient; i++) await new Promise((r) => setTimeout(r, 10));
+    ac.abort();
+    await closedByClient;
+    expect(await running).to.be.instanceOf(Error);
+  });
+});
