@@ -8,8 +8,9 @@ import { loadKubeconfig } from './load-kubeconfig.js';
 const USAGE = `usage: admiralty cleanup [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--dry-run]
 
 Removes every finalizer that starts with "${KEY_PREFIX}" from pods, services, configmaps and
-secrets (objects labelled ${HAS_FINALIZER_LABEL} first, then all others), and from Targets and
-ClusterTargets, so that nothing stays stuck once the provider is uninstalled. Run it after the
+secrets (objects labelled ${HAS_FINALIZER_LABEL} first, then all others, dropping that label
+with the finalizer), and from Targets and ClusterTargets, so that nothing stays stuck once the
+provider is uninstalled. Run it after the
 provider is stopped: a running provider would add its finalizers again. Proxy pods freed this
 way no longer delete their delegates in the targets; delete those by label
 (${KEY_PREFIX}parent-cluster-name=<this cluster>) if they should go too.
@@ -37,10 +38,12 @@ export function stripOurFinalizers(finalizers: string[]): string[] | null {
  * JSON patch that replaces `current` finalizers by `kept` only if they are still `current`:
  * the `test` op makes the API server refuse (422) when someone changed them meanwhile.
  */
-export function finalizerPatch(current: string[], kept: string[]): object[] {
+export function finalizerPatch(current: string[], kept: string[], dropLabel = false): object[] {
   return [
     { op: 'test', path: '/metadata/finalizers', value: current },
     kept.length ? { op: 'replace', path: '/metadata/finalizers', value: kept } : { op: 'remove', path: '/metadata/finalizers' },
+    // The label only says "has our finalizer" (our informers select on it): it goes too.
+    ...(dropLabel ? [{ op: 'remove', path: `/metadata/labels/${HAS_FINALIZER_LABEL.replace(/~/g, '~0').replace(/\//g, '~1')}` }] : []),
   ];
 }
 
@@ -50,6 +53,7 @@ export interface ObjectMeta {
   namespace?: string;
   uid?: string;
   finalizers?: string[];
+  labels?: Record<string, string>;
 }
 
 /** One kind of object cleanup goes through; implemented over the API, or faked in tests. */
@@ -143,7 +147,7 @@ async function stripOne(resource: FinalizerResource, first: ObjectMeta, opts: Cl
     const kept = stripOurFinalizers(finalizers);
     if (!kept) return [];
     try {
-      await resource.patch(current.namespace, current.name!, finalizerPatch(finalizers, kept), opts.dryRun);
+      await resource.patch(current.namespace, current.name!, finalizerPatch(finalizers, kept, current.labels?.[HAS_FINALIZER_LABEL] !== undefined), opts.dryRun);
       return finalizers.filter((f) => !kept.includes(f));
     } catch (err) {
       const kind = classifyApiError(err);

@@ -66,7 +66,7 @@ describe('tools', () => {
     });
     after(async () => {
       // Whatever a failed test left behind must not block the namespace's deletion.
-      for (const name of ['labelled', 'unlabelled']) {
+      for (const name of ['labelled', 'unlabelled', 'labelled-kept']) {
         await kubectl('c2', 'patch', 'configmap', name, '-n', ns, '--type', 'merge', '-p', '{"metadata":{"finalizers":null}}').catch(() => '');
       }
       await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
@@ -78,6 +78,7 @@ describe('tools', () => {
         [
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labelled\n  namespace: ${ns}\n  labels: {${HAS_FINALIZER_LABEL}: "true"}\n  finalizers: [${FOLLOW_FINALIZER}]\ndata: {a: b}`,
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: unlabelled\n  namespace: ${ns}\n  finalizers: [example.com/keep, ${FOLLOW_FINALIZER}]\ndata: {a: b}`,
+          `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labelled-kept\n  namespace: ${ns}\n  labels: {${HAS_FINALIZER_LABEL}: "true", app: x}\n  finalizers: [${FOLLOW_FINALIZER}]\ndata: {a: b}`,
         ].join('\n---\n'),
       );
       // Deleted while our finalizer holds it: it hangs, as after an uninstall without cleanup.
@@ -88,7 +89,7 @@ describe('tools', () => {
       expect(dry.code, dry.stdout + dry.stderr).to.equal(0);
       expect(dry.stdout).to.include(`configmap ${ns}/labelled: would remove ${FOLLOW_FINALIZER}`);
       expect(dry.stdout).to.include(`configmap ${ns}/unlabelled: would remove ${FOLLOW_FINALIZER}`);
-      expect(dry.stdout).to.match(/would remove 2 finalizer\(s\) from 2 object\(s\)/);
+      expect(dry.stdout).to.match(/would remove 3 finalizer\(s\) from 3 object\(s\)/);
       const held = await getJson('c2', 'configmap', 'labelled', '-n', ns);
       expect(held.metadata.finalizers).to.deep.equal([FOLLOW_FINALIZER]);
       expect(held.metadata.deletionTimestamp).to.be.a('string');
@@ -96,7 +97,11 @@ describe('tools', () => {
       const real = await runCli(cleanupCli, common);
       expect(real.code, real.stdout + real.stderr).to.equal(0);
       expect(real.stdout).to.include(`configmap ${ns}/labelled: removed ${FOLLOW_FINALIZER}`);
-      expect(real.stdout).to.match(/removed 2 finalizer\(s\) from 2 object\(s\)/);
+      expect(real.stdout).to.match(/removed 3 finalizer\(s\) from 3 object\(s\)/);
+      // An object that stays loses the has-finalizer label with the finalizer, and keeps the rest.
+      const stays = await getJson('c2', 'configmap', 'labelled-kept', '-n', ns);
+      expect(stays.metadata.finalizers).to.equal(undefined);
+      expect(stays.metadata.labels).to.deep.equal({ app: 'x' });
       await waitFor('configmap labelled deleted', 30_000, async () => (await kubectl('c2', 'get', 'configmap', 'labelled', '-n', ns, '--ignore-not-found', '-o', 'name')).trim() === '');
       const kept = await getJson('c2', 'configmap', 'unlabelled', '-n', ns);
       expect(kept.metadata.finalizers).to.deep.equal(['example.com/keep']);

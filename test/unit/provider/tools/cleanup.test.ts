@@ -34,10 +34,14 @@ class FakeResource implements FinalizerResource {
     this.beforePatch(name, this.patches.filter((p) => p.name === name).length);
     const o = this.objects.get(name);
     if (!o) throw apiError(404);
-    const [test, change] = patch as [{ value: string[] }, { op: string; value?: string[] }];
+    const [test, change, ...rest] = patch as [{ value: string[] }, { op: string; value?: string[] }, ...{ op: string; path: string }[]];
     if (JSON.stringify(o.finalizers ?? []) !== JSON.stringify(test.value)) throw apiError(422);
+    const labelRemovals = rest.map((op) => decodeURIComponent(op.path.replace('/metadata/labels/', '')).replace(/~1/g, '/').replace(/~0/g, '~'));
+    // Removing a missing path fails the whole patch, as on the API server.
+    if (labelRemovals.some((k) => o.labels?.[k] === undefined)) throw apiError(422);
     if (dryRun) return;
     o.finalizers = change.op === 'remove' ? undefined : change.value;
+    for (const k of labelRemovals) delete o.labels![k];
   }
 }
 
@@ -78,6 +82,10 @@ describe('cleanup', () => {
     it('removes the field when nothing is left', () => {
       expect(finalizerPatch([FOLLOW_FINALIZER], [])[1]).to.deep.equal({ op: 'remove', path: '/metadata/finalizers' });
     });
+    it('drops the has-finalizer label when asked, with the slash of its key escaped', () => {
+      expect(finalizerPatch([FOLLOW_FINALIZER], [], true)[2]).to.deep.equal({ op: 'remove', path: '/metadata/labels/multicluster.admiralty.io~1has-finalizer' });
+      expect(finalizerPatch([FOLLOW_FINALIZER], [])).to.have.length(2);
+    });
   });
 
   describe('removeOurFinalizers', () => {
@@ -92,6 +100,8 @@ describe('cleanup', () => {
       expect(cms.objects.get('labelled')!.finalizers).to.equal(undefined);
       expect(cms.objects.get('unlabelled')!.finalizers).to.deep.equal(['a/b']);
       expect(cms.objects.get('foreign')!.finalizers).to.deep.equal(['a/b']);
+      // The label said "has our finalizer": it leaves with the finalizer.
+      expect(cms.objects.get('labelled')!.labels).to.deep.equal({});
       expect(report).to.deep.equal({ changed: 2, finalizersRemoved: 2, failed: 0, skippedKinds: [] });
       expect(lines).to.deep.equal([`configmap ns/labelled: removed ${FOLLOW_FINALIZER}`, `configmap ns/unlabelled: removed ${FOLLOW_FINALIZER}`]);
     });
