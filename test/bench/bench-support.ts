@@ -34,7 +34,9 @@ export function peakRss(pid: number, everyMs = 250): { stop(): number } {
   };
 }
 
+/** The sandbox provider's pid, or BENCH_PROVIDER_PID for a provider started by hand (e.g. with other flags). */
 export function providerPid(sandbox: Sandbox, cluster = 'c1'): number {
+  if (process.env.BENCH_PROVIDER_PID) return Number(process.env.BENCH_PROVIDER_PID);
   return Number(readFileSync(join(sandbox.dir, 'pids', `${cluster}-provider.pid`), 'utf8'));
 }
 
