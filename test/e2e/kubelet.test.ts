@@ -165,7 +165,12 @@ describe('kubelet API of virtual nodes', function () {
 
     it('carries bytes both ways with kubectl port-forward', async () => {
       // An echo server on loopback stands for the container's port; kwok forwards to it.
-      const echo = net.createServer((c) => c.pipe(c));
+      const conns = new Set<net.Socket>();
+      const echo = net.createServer((c) => {
+        conns.add(c);
+        c.on('close', () => conns.delete(c));
+        c.pipe(c);
+      });
       await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
       const echoPort = (echo.address() as net.AddressInfo).port;
       await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: PortForward\nmetadata: {name: ${delegate}, namespace: ${ns}}\nspec:\n  forwards:\n  - ports: [8080]\n    target: {address: 127.0.0.1, port: ${echoPort}}\n`);
@@ -190,9 +195,21 @@ describe('kubelet API of virtual nodes', function () {
           setTimeout(() => rej(new Error(`only ${data.length} of ${payload.length} bytes came back`)), 15_000);
         });
         expect(got).to.equal(payload);
+        // Once kubectl goes, the provider must close its own port-forward to the target: c2's
+        // apiserver then counts no open portforward CONNECT. (kwok itself keeps its connection
+        // to the container's port open, even for a port-forward made straight to c2.)
+        child.kill();
+        await waitFor('no port-forward left open in c2', 15_000, async () => {
+          const metrics = await kubectl('c2', 'get', '--raw', '/metrics');
+          const open = /^apiserver_longrunning_requests\{[^}]*subresource="portforward"[^}]*\} (\d+)/m.exec(metrics);
+          return open !== null && open[1] === '0';
+        });
       } finally {
         child.kill();
+        // kwok may keep its side open after kubectl is gone: close every connection, or the
+        // test process never exits.
         echo.close();
+        for (const c of conns) c.destroy();
       }
     });
 
