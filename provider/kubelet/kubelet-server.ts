@@ -14,6 +14,8 @@ import { parseExecQuery, REMOTECOMMAND_PROTOCOLS, serveRemoteCommand, type ExecB
 import { SpdySession } from './spdy/spdy-session.js';
 import { createTargetExecBackend } from './target-exec-backend.js';
 import { negotiateProtocol, writeSpdyUpgradeResponse, writeUpgradeError } from './upgrade.js';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { pickWebSocketProtocol, serveWebSocketRemoteCommand, WEBSOCKET_PROTOCOLS } from './ws-remotecommand.js';
 
 /** Where a proxy pod's delegate runs, as the provider's registry knows it. */
 export interface ResolvedPod {
@@ -110,7 +112,8 @@ class HttpError extends Error {
 
 /**
  * The kubelet API for all virtual nodes on one listener: `/containerLogs`, `/exec`, `/attach`
- * (SPDY/3.1 remotecommand v4..v1), `/portForward` (SPDY portforward.k8s.io), `/healthz`.
+ * (SPDY/3.1 remotecommand v4..v1, or WebSocket v5..v1 channel protocols), `/portForward` (SPDY
+ * portforward.k8s.io), `/healthz`.
  * Every pod-scoped request is authenticated (x509 client cert or TokenReview), the pod is
  * resolved to its delegate, then authorized (SubjectAccessReview on `nodes/proxy` of the
  * virtual node). Metrics: `admiralty_kubelet_requests_total` and
@@ -212,6 +215,9 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
   };
 
   const sessions = new Set<SpdySession>();
+  const websockets = new Set<WebSocket>();
+  // Subprotocols are chosen before the handshake (after authorization), so ws only echoes it.
+  const wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => pickWebSocketProtocol(offered) ?? false, perMessageDeflate: false });
   const sockets = new Set<Duplex>();
 
   const handleUpgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
@@ -222,10 +228,14 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     socket.on('error', () => undefined);
     try {
       if (!path || path.route === 'containerLogs') throw new HttpError(404, '404 page not found');
-      const upgrade = String(req.headers.upgrade ?? '').toLowerCase();
-      if (!upgrade.split(',').map((s) => s.trim()).includes('spdy/3.1')) {
-        // WebSocket serving is not implemented; the apiserver (1.30-1.35) always dials SPDY.
-        throw new HttpError(400, `unsupported upgrade "${req.headers.upgrade ?? ''}"; only SPDY/3.1 is served`);
+      const upgrade = String(req.headers.upgrade ?? '').toLowerCase().split(',').map((s) => s.trim());
+      const websocket = upgrade.includes('websocket') && !upgrade.includes('spdy/3.1');
+      if (!upgrade.includes('spdy/3.1') && !websocket) {
+        throw new HttpError(400, `unsupported upgrade "${req.headers.upgrade ?? ''}"; SPDY/3.1 and websocket are served`);
+      }
+      if (websocket && path.route === 'portForward') {
+        // The apiserver dials port-forward with SPDY; WebSocket port-forward is not served.
+        throw new HttpError(400, 'port-forward is served over SPDY/3.1 only');
       }
       const { resolved } = await admit(req, path);
       const supported = path.route === 'portForward' ? [PORT_FORWARD_PROTOCOL] : [...REMOTECOMMAND_PROTOCOLS];
@@ -238,6 +248,21 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
         );
         if (typeof parsed === 'string') throw new HttpError(400, parsed);
         execRequest = parsed;
+      }
+      if (websocket) {
+        const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',');
+        const protocol = pickWebSocketProtocol(offered);
+        if (!protocol) {
+          throw new HttpError(400, `unable to negotiate a WebSocket subprotocol: client offers "${offered.join(',')}", server serves ${WEBSOCKET_PROTOCOLS.join(', ')}`);
+        }
+        if (socket.destroyed) return;
+        const ws = await new Promise<WebSocket>((resolve) => wss.handleUpgrade(req, socket, head, resolve));
+        websockets.add(ws);
+        ws.once('close', () => websockets.delete(ws));
+        const result = await serveWebSocketRemoteCommand({ ws, protocol, request: execRequest!, mode: path.route as 'exec' | 'attach', backend: backends.exec(resolved.target) });
+        if ('error' in result) logger.warn('kubelet remote command failed', { route, error: result.error });
+        observe(route, 101, started);
+        return;
       }
       const protocol = negotiateProtocol(req.headers['x-stream-protocol-version'], supported);
       if (!protocol) {
@@ -321,6 +346,7 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sessions) s.destroy();
+        for (const w of websockets) w.terminate();
         for (const s of sockets) s.destroy();
         if (!server.listening) return resolve();
         server.close(() => resolve());

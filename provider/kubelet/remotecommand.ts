@@ -224,15 +224,21 @@ export async function serveRemoteCommand(opts: RemoteCommandOptions): Promise<Ex
 
   // Client logic: it reads stdout/stderr to EOF, then the error stream; FIN outputs first.
   await Promise.all([stdout, stderr].map((s) => (s ? endAndWait(s) : undefined)));
-  const status: KubeStatus =
-    'error' in outcome ? internalErrorStatus(outcome.error) : 'status' in outcome ? (outcome.status as KubeStatus) : exitStatus(outcome.exitCode);
-  await finishError(errorStream, opts.protocol, status);
+  await finishError(errorStream, opts.protocol, outcomeStatus(outcome));
   streams.get('stdin')?.resume();
   await session.close();
   return outcome;
 }
 
-async function endAndWait(stream: Writable): Promise<void> {
+/** The Status that reports an outcome on the error channel. Pure. */
+export function outcomeStatus(outcome: ExecResult | { error: string }): KubeStatus {
+  if ('error' in outcome) return internalErrorStatus(outcome.error);
+  if ('status' in outcome) return outcome.status as KubeStatus;
+  return exitStatus(outcome.exitCode);
+}
+
+/** Ends a writable and waits until everything written was flushed (or it failed). */
+export async function endAndWait(stream: Writable): Promise<void> {
   if (stream.writableFinished || stream.destroyed) return;
   stream.end();
   const ac = new AbortController();

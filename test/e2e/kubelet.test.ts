@@ -4,6 +4,7 @@ import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import https from 'node:https';
 import net from 'node:net';
 import { join } from 'node:path';
+import WebSocket from 'ws';
 import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, kubectlStdin, sandbox, uniqueName, waitFor } from './support.js';
 
 /** One HTTPS request to the provider's kubelet API; resolves with the status and body. */
@@ -130,6 +131,34 @@ describe('kubelet API of virtual nodes', function () {
       const direct = await kubectlStdin('c2', '', 'exec', delegate, '-n', ns, '--', 'sh', '-c', 'exit 3');
       expect(viaProxy.code).to.not.equal(0);
       expect(viaProxy.code).to.equal(direct.code);
+    });
+
+    it('serves exec over a WebSocket (v5 channel protocol) to a client that dials the kubelet port directly', async () => {
+      // What a client reaching a kubelet with WebSocket does; the apiserver's own kubelet-client
+      // certificate authenticates it. The command really runs in the delegate (kwok, in c2).
+      const ws = new WebSocket(
+        `wss://127.0.0.1:${sandbox.ports('c1').kubelet}/exec/${ns}/${proxy}/app?command=sh&command=-c&command=${encodeURIComponent('echo "ws on $SANDBOX_CLUSTER"; exit 4')}&output=1&error=1`,
+        ['v5.channel.k8s.io', 'v4.channel.k8s.io'],
+        {
+          ca: readFileSync(join(sandbox.dir, 'pki', 'ca.crt')),
+          cert: readFileSync(join(sandbox.dir, 'pki', 'kubelet-client.crt')),
+          key: readFileSync(join(sandbox.dir, 'pki', 'kubelet-client.key')),
+        },
+      );
+      const messages: Array<[number, string]> = [];
+      ws.on('message', (d: Buffer) => messages.push([d[0], d.subarray(1).toString()]));
+      const code = await new Promise<number>((res, rej) => {
+        ws.once('close', (c) => res(c));
+        ws.once('error', rej);
+      });
+      expect(ws.protocol).to.equal('v5.channel.k8s.io');
+      expect(code).to.equal(1000);
+      expect(messages.filter(([c]) => c === 1).map(([, t]) => t).join('')).to.equal('ws on c2\n');
+      const outcome = JSON.parse(messages.find(([c]) => c === 3)![1]);
+      // The target's Status, passed through: kwok reports a non-zero exit as an internal error
+      // naming the exit status rather than as NonZeroExitCode.
+      expect(outcome).to.include({ status: 'Failure' });
+      expect(outcome.message).to.match(/exit status 4$/);
     });
 
     it('carries stdin: echo hi | kubectl exec -i', async () => {

@@ -1,0 +1,179 @@
+import { KubeConfig } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import type { IncomingMessage } from 'node:http';
+import { Registry } from 'prom-client';
+import WebSocket from 'ws';
+import { silentLogger } from '../../../../provider/core/logger.js';
+import type { KubeletAuthorizer } from '../../../../provider/kubelet/auth.js';
+import { createKubeletServer, type KubeletServer } from '../../../../provider/kubelet/kubelet-server.js';
+import type { ExecBackend, ExecIO, ExecRequest, ExecResult } from '../../../../provider/kubelet/remotecommand.js';
+import { pickWebSocketProtocol } from '../../../../provider/kubelet/ws-remotecommand.js';
+import { makeTlsFixtures } from './tls-fixtures.js';
+
+const tls = makeTlsFixtures();
+
+/** Token "good" may do anything; anything else is anonymous. */
+const auth: KubeletAuthorizer = {
+  async authenticate(req: IncomingMessage) {
+    return req.headers.authorization === 'Bearer good' ? { name: 'alice', groups: [] } : null;
+  },
+  async authorize() {
+    return true;
+  },
+};
+
+/** A backend whose behaviour each test sets; it records what it was given. */
+class ScriptedExec implements ExecBackend {
+  requests: ExecRequest[] = [];
+  aborted = false;
+  run: (io: ExecIO, req: ExecRequest) => Promise<ExecResult> = async () => ({ exitCode: 0 });
+  async exec(req: ExecRequest, io: ExecIO) {
+    this.requests.push(req);
+    io.signal.addEventListener('abort', () => (this.aborted = true));
+    return this.run(io, req);
+  }
+  async attach(req: ExecRequest, io: ExecIO) {
+    return this.exec(req, io);
+  }
+}
+
+/** A client session: every message received, as [channel, text]; resolves at close. */
+function connect(port: number, path: string, opts: { protocols?: string[]; token?: string } = {}) {
+  const ws = new WebSocket(`wss://127.0.0.1:${port}${path}`, opts.protocols ?? ['v5.channel.k8s.io'], {
+    ca: tls.ca.certPem,
+    headers: { Authorization: `Bearer ${opts.token ?? 'good'}` },
+  });
+  const messages: Array<[number, string]> = [];
+  ws.on('message', (d: Buffer) => messages.push([d[0], d.subarray(1).toString()]));
+  const opened = new Promise<void>((res, rej) => {
+    ws.once('open', () => res());
+    ws.once('unexpected-response', (_req, r) => rej(Object.assign(new Error(`HTTP ${r.statusCode}`), { statusCode: r.statusCode })));
+    ws.once('error', rej);
+  });
+  const closed = new Promise<number>((res) => ws.once('close', (code) => res(code)));
+  const send = (channel: number, data: string | Buffer) => ws.send(Buffer.concat([Buffer.from([channel]), Buffer.from(data)]));
+  return { ws, messages, opened, closed, send };
+}
+
+const status = (messages: Array<[number, string]>) => messages.filter(([c]) => c === 3).map(([, t]) => t);
+
+describe('kubelet server: remotecommand over WebSocket', () => {
+  let server: KubeletServer;
+  let port: number;
+  let exec: ScriptedExec;
+
+  beforeEach(async () => {
+    exec = new ScriptedExec();
+    server = createKubeletServer({
+      host: '127.0.0.1',
+      port: 0,
+      tls: { certPem: tls.server.certPem, keyPem: tls.server.keyPem },
+      resolver: { resolve: async (namespace, pod) => ({ nodeName: 'n', target: { kubeConfig: new KubeConfig(), namespace, pod: `${pod}-d` } }) },
+      auth,
+      logger: silentLogger(),
+      registry: new Registry(),
+      backends: { exec: () => exec },
+    });
+    port = await server.listen();
+  });
+  afterEach(() => server.close());
+
+  it('prefers the client’s order among the protocols it serves', () => {
+    expect(pickWebSocketProtocol(['base64.channel.k8s.io', 'v4.channel.k8s.io', 'v5.channel.k8s.io'])).to.equal('v4.channel.k8s.io');
+    expect(pickWebSocketProtocol([' v5.channel.k8s.io'])).to.equal('v5.channel.k8s.io');
+    expect(pickWebSocketProtocol(['chat'])).to.equal(undefined);
+  });
+
+  it('runs the command with output on channels 1 and 2 and a v5 Status carrying the exit code', async () => {
+    exec.run = async (io) => {
+      io.stdout!.write('out\n');
+      io.stderr!.write('err\n');
+      return { exitCode: 3 };
+    };
+    const c = connect(port, '/exec/ns/web/app?command=sh&command=-c&command=exit+3&output=1&error=1');
+    await c.opened;
+    expect(c.ws.protocol).to.equal('v5.channel.k8s.io');
+    expect(await c.closed).to.equal(1000);
+    // First an empty "established" message on stdout, then the output, then the outcome.
+    expect(c.messages.slice(0, 3)).to.deep.equal([[1, ''], [1, 'out\n'], [2, 'err\n']]);
+    expect(status(c.messages).map((s) => JSON.parse(s))).to.deep.equal([
+      {
+        metadata: {},
+        status: 'Failure',
+        message: 'command terminated with non-zero exit code: exit status 3',
+        reason: 'NonZeroExitCode',
+        details: { causes: [{ reason: 'ExitCode', message: '3' }] },
+      },
+    ]);
+    expect(exec.requests[0]).to.deep.include({ namespace: 'ns', pod: 'web-d', container: 'app', command: ['sh', '-c', 'exit 3'], stdin: false, tty: false });
+  });
+
+  it('sends a Success Status on v4 and text only on failure for older protocols', async () => {
+    const v4 = connect(port, '/exec/ns/web/app?command=true&output=1', { protocols: ['v4.channel.k8s.io'] });
+    await v4.closed;
+    expect(status(v4.messages)).to.deep.equal(['{"metadata":{},"status":"Success"}']);
+    const v3ok = connect(port, '/exec/ns/web/app?command=true&output=1', { protocols: ['v3.channel.k8s.io'] });
+    await v3ok.closed;
+    expect(status(v3ok.messages)).to.deep.equal([]); // before v4, success says nothing
+    exec.run = async () => ({ exitCode: 2 });
+    const v3fail = connect(port, '/exec/ns/web/app?command=false&output=1', { protocols: ['v3.channel.k8s.io'] });
+    await v3fail.closed;
+    expect(status(v3fail.messages).pop()).to.equal('command terminated with non-zero exit code: exit status 2');
+  });
+
+  it('delivers stdin, and the v5 close signal ends it', async () => {
+    exec.run = async (io) => {
+      let got = '';
+      for await (const chunk of io.stdin!) got += chunk;
+      io.stdout!.write(`got ${got}`);
+      return { exitCode: 0 };
+    };
+    const c = connect(port, '/exec/ns/web/app?command=cat&input=1&output=1');
+    await c.opened;
+    c.send(0, 'hello ');
+    c.send(0, 'world');
+    c.send(255, Buffer.from([0]));
+    await c.closed;
+    expect(c.messages.filter(([ch]) => ch === 1).map(([, t]) => t).join('')).to.equal('got hello world');
+  });
+
+  it('passes resizes to the backend for a TTY, and drops stderr as the kubelet does', async () => {
+    const sizes: Array<{ width: number; height: number }> = [];
+    exec.run = async (io) => {
+      for await (const s of io.resize!) {
+        sizes.push(s);
+        if (sizes.length === 2) break;
+      }
+      return { exitCode: 0 };
+    };
+    const c = connect(port, '/exec/ns/web/app?command=sh&input=1&output=1&error=1&tty=1');
+    await c.opened;
+    c.send(4, '{"Width":80,"Height":24}');
+    c.send(4, '{"width":120,"height":40}');
+    await c.closed;
+    expect(sizes).to.deep.equal([
+      { width: 80, height: 24 },
+      { width: 120, height: 40 },
+    ]);
+    expect(exec.requests[0]).to.include({ tty: true, stderr: false });
+  });
+
+  it('aborts the backend when the client goes away', async () => {
+    exec.run = (io) => new Promise((resolve) => io.signal.addEventListener('abort', () => resolve({ exitCode: 137 })));
+    const c = connect(port, '/exec/ns/web/app?command=sleep&output=1');
+    await c.opened;
+    c.ws.terminate();
+    for (let i = 0; i < 100 && !exec.aborted; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(exec.aborted).to.equal(true);
+  });
+
+  it('refuses before the handshake: 401 without credentials, 400 for unknown protocols or port-forward', async () => {
+    const anonymous = connect(port, '/exec/ns/web/app?command=true&output=1', { token: 'bad' });
+    expect(await anonymous.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(401);
+    const chat = connect(port, '/exec/ns/web/app?command=true&output=1', { protocols: ['chat'] });
+    expect(await chat.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(400);
+    const pf = connect(port, '/portForward/ns/web', { protocols: ['v4.channel.k8s.io'] });
+    expect(await pf.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(400);
+    expect(exec.requests).to.have.length(0);
+  });
+});
