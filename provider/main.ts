@@ -8,6 +8,7 @@ import {
   RbacAuthorizationV1Api,
   type KubernetesListObject,
   type KubernetesObject,
+  type CoreV1Event,
   type V1ConfigMap,
   type V1Node,
   type V1Pod,
@@ -120,8 +121,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
 
   const controllers: Controller[] = [];
   const informers: RunnableInformer[] = [];
-  const newInformer = <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string): Informer<T> =>
-    new Informer<T>({ name, cluster, kubeConfig, path, list, labelSelector, logger, clock, metrics });
+  const newInformer = <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string): Informer<T> =>
+    new Informer<T>({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, logger, clock, metrics });
   const newController = (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => {
     const c = new Controller({ name, reconciler, workers: config.workers, clock, logger, metrics });
     controllers.push(c);
@@ -327,7 +328,7 @@ interface DelegationWiring {
   clock: typeof realClock;
   metrics: Metrics;
   informers: RunnableInformer[];
-  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string) => Informer<T>;
+  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string) => Informer<T>;
   newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => Controller;
 }
 
@@ -338,20 +339,22 @@ interface DelegationWiring {
  */
 async function wireDelegation(w: DelegationWiring): Promise<void> {
   // Loaded only when delegation is enabled: target-only installs never load it.
-  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }] = await Promise.all([
+  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }] = await Promise.all([
     import('./reconcilers/delegation.js'),
     import('./reconcilers/follow.js'),
     import('./reconcilers/services.js'),
+    import('./reconcilers/delegate-events.js'),
   ]);
   const { config, kc, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
+  const podEvents = 'involvedObject.kind=Pod';
   const proxies = w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`);
   const configMaps = w.newInformer<V1ConfigMap>('configmaps', config.clusterName, kc, '/api/v1/configmaps', () => core.listConfigMapForAllNamespaces());
   const secrets = w.newInformer<V1Secret>('secrets', config.clusterName, kc, '/api/v1/secrets', () => core.listSecretForAllNamespaces());
   const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
   w.informers.push(proxies, configMaps, secrets, services);
 
-  const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service> }>();
+  const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
 
   const follow = new FollowReconciler({
     sourceCore: core,
@@ -384,7 +387,17 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
     targetServices: (key: string) => perTarget.get(key)?.services,
     delegates: (key: string) => perTarget.get(key)?.delegates,
   });
+  const delegateEvents = new DelegateEventsReconciler({
+    sourceCore: core,
+    targetEvents: (key: string) => perTarget.get(key)?.events,
+    delegates: (key: string) => perTarget.get(key)?.delegates,
+    targetName: (key: string) => clusters.get(key)?.displayName,
+    sourceClusterName: config.clusterName,
+    clock,
+    logger: w.logger,
+  });
   const delegationController = w.newController('delegation', delegation);
+  const eventsController = w.newController('delegate-events', delegateEvents);
   const followController = w.newController('follow', follow);
   const servicesController = w.newController('services', svc);
   delegationController.watch(proxies, (p) => [DelegationReconciler.proxyKey(p)]);
@@ -411,6 +424,12 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
       services: informer<V1Service>('service-copies', 'services', () =>
         ns ? t.core.listNamespacedService({ namespace: ns, labelSelector: ours }) : t.core.listServiceForAllNamespaces({ labelSelector: ours }),
       ),
+      // Events carry no labels of ours: take all pod events, keep those about our delegates.
+      events: w.newInformer<CoreV1Event>('delegate-events', t.displayName, t.kubeConfig, path('events'), () =>
+        ns ? t.core.listNamespacedEvent({ namespace: ns, fieldSelector: podEvents }) : t.core.listEventForAllNamespaces({ fieldSelector: podEvents }),
+        undefined,
+        podEvents,
+      ),
     };
     perTarget.set(t.key, entry);
     delegationController.watch(entry.delegates, (p) => DelegationReconciler.delegateToProxyKey(p, config.clusterName));
@@ -418,6 +437,8 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
     followController.watch(entry.secrets, (o) => FollowReconciler.keysOfCopy('secret', o));
     servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s));
     servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p));
+    eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev));
+    eventsController.watch(entry.delegates, (p) => DelegateEventsReconciler.keysOfDelegate(t.key, p, entry.events));
     for (const i of Object.values(entry)) i.start();
     // Proxies bound to this target may have been waiting for its clients.
     for (const p of proxies.list()) delegationController.enqueue(DelegationReconciler.proxyKey(p));

@@ -171,6 +171,51 @@ spec:
     });
   });
 
+  describe("the delegates' events", () => {
+    const ns = uniqueName('events');
+    before(() => connectNamespace(ns));
+    after(() => disconnectNamespace(ns));
+
+    /** Copies of delegate events on a proxy: those we wrote, with their origin annotation. */
+    async function copiedEvents(proxy: string): Promise<any[]> {
+      const all = (await getJson('c1', 'events', '-n', ns, '--field-selector', `involvedObject.name=${proxy}`)).items;
+      return all.filter((e: any) => e.metadata.annotations?.['multicluster.admiralty.io/mirrored-from']);
+    }
+
+    it("shows each delegate's events on its proxy, once, across a provider restart", async () => {
+      const pod = (name: string, cpu: string) =>
+        `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: c, image: nginx, resources: {requests: {cpu: "${cpu}"}}}]\n`;
+      // "big" fits c2's virtual node (the sum of c2's nodes) but none of c2's nodes: its
+      // delegate stays Pending, and only c2's scheduler can say why.
+      await apply('c1', pod('small', '100m') + '---\n' + pod('big', '40'));
+      await waitFor("the delegate's Scheduled event on the small proxy", 60_000, async () => (await copiedEvents('small')).some((e) => e.reason === 'Scheduled'));
+      await waitFor("the delegate's FailedScheduling event on the big proxy", 60_000, async () => (await copiedEvents('big')).some((e) => e.reason === 'FailedScheduling'));
+      const [scheduled] = (await copiedEvents('small')).filter((e) => e.reason === 'Scheduled');
+      const smallUid = (await getJson('c1', 'pod', 'small', '-n', ns)).metadata.uid;
+      expect(scheduled.type).to.equal('Normal');
+      expect(scheduled.involvedObject).to.include({ kind: 'Pod', name: 'small', namespace: ns, uid: smallUid });
+      expect(scheduled.message).to.match(new RegExp(`^\\[${ns}/c2\\] Successfully assigned ${ns}/small-[0-9a-f]{10} to c2-node-\\d$`));
+      const [failed] = (await copiedEvents('big')).filter((e) => e.reason === 'FailedScheduling');
+      expect(failed.type).to.equal('Warning');
+      expect(failed.message).to.match(/^\[.*c2\] 0\/2 nodes are available: 2 Insufficient cpu/);
+      expect((await getJson('c1', 'pod', 'big', '-n', ns)).status.phase).to.equal('Pending');
+
+      // Copies have names derived from the original event: a restart copies none twice.
+      const copies = async () => [...(await copiedEvents('small')), ...(await copiedEvents('big'))];
+      const before = (await copies()).map((e) => e.metadata.name);
+      await sandbox.stop('c1', 'provider');
+      await sandbox.start('c1', 'provider');
+      await waitFor('the provider delegating again', 60_000, async () => {
+        await apply('c1', pod('after-restart', '100m'));
+        return (await copiedEvents('after-restart')).length > 0;
+      });
+      const after = await copies();
+      const origins = after.map((e) => e.metadata.annotations['multicluster.admiralty.io/mirrored-from']);
+      expect(new Set(origins).size, `one copy per original event: ${origins.join(', ')}`).to.equal(origins.length);
+      expect(after.map((e) => e.metadata.name)).to.include.members(before);
+    });
+  });
+
   describe('restart safety', () => {
     const ns = uniqueName('restart');
     before(() => connectNamespace(ns));

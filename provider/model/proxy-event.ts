@@ -1,0 +1,59 @@
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import { MIRRORED_FROM_ANNOTATION, PARENT_CLUSTER_NAME_LABEL, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
+import { shortHash } from './names.js';
+
+/** Longest message we write; the apiserver accepts more, `kubectl describe` shows less. */
+const MESSAGE_MAX_LENGTH = 1024;
+
+/** When an event last happened: lastTimestamp, else the newer events API fields. Pure. */
+export function eventTime(ev: CoreV1Event): Date | undefined {
+  const t = ev.lastTimestamp ?? ev.series?.lastObservedTime ?? ev.eventTime ?? ev.firstTimestamp ?? ev.metadata?.creationTimestamp;
+  return t === undefined ? undefined : new Date(t as unknown as string);
+}
+
+/**
+ * Name of the proxy's copy of a target event: the proxy's name and a hash of the target event's
+ * UID, so the same event maps to the same copy across retries and restarts. Pure.
+ */
+export function proxyEventName(proxyName: string, targetEventUid: string): string {
+  return `${proxyName.slice(0, 200).replace(/[-.]+$/, '')}.${shortHash(targetEventUid)}`;
+}
+
+/**
+ * The Event to write in the source cluster for an event about a delegate in a target, or
+ * undefined when the event is not about one of this cluster's delegates (wrong pod, another
+ * source cluster, a pod that was recreated under the same name). The copy is about the proxy
+ * (kind Pod, its UID), keeps type, reason, count and times, and says in its message where it
+ * happened: `[<target>] <original message>`. Pure.
+ */
+export function proxyEventFor(ev: CoreV1Event, delegate: V1Pod, sourceClusterName: string, targetName: string): CoreV1Event | undefined {
+  const labels = delegate.metadata?.labels ?? {};
+  const annotations = delegate.metadata?.annotations ?? {};
+  const proxyName = annotations[PARENT_NAME_ANNOTATION];
+  const proxyNamespace = annotations[PARENT_NAMESPACE_ANNOTATION];
+  const proxyUid = labels[PARENT_UID_LABEL];
+  if (labels[PARENT_CLUSTER_NAME_LABEL] !== sourceClusterName || !proxyName || !proxyNamespace || !proxyUid) return undefined;
+  const about = ev.involvedObject;
+  if (about?.kind !== 'Pod' || about.name !== delegate.metadata?.name || about.namespace !== delegate.metadata?.namespace) return undefined;
+  if (about.uid && delegate.metadata?.uid && about.uid !== delegate.metadata.uid) return undefined;
+  if (!ev.metadata?.uid) return undefined;
+  const when = eventTime(ev) ?? new Date(0);
+  const message = `[${targetName}] ${ev.message ?? ''}`.trimEnd().slice(0, MESSAGE_MAX_LENGTH);
+  return {
+    metadata: {
+      name: proxyEventName(proxyName, ev.metadata.uid),
+      namespace: proxyNamespace,
+      annotations: { [MIRRORED_FROM_ANNOTATION]: `${targetName}/${ev.metadata.namespace}/${ev.metadata.name}` },
+    },
+    involvedObject: { kind: 'Pod', apiVersion: 'v1', name: proxyName, namespace: proxyNamespace, uid: proxyUid, fieldPath: about.fieldPath },
+    type: ev.type ?? 'Normal',
+    reason: ev.reason,
+    message,
+    count: ev.count ?? ev.series?.count ?? 1,
+    firstTimestamp: new Date((ev.firstTimestamp ?? when) as unknown as string),
+    lastTimestamp: when,
+    source: { component: 'admiralty', host: targetName },
+    reportingComponent: 'admiralty',
+    reportingInstance: targetName,
+  };
+}

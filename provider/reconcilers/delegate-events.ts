@@ -1,0 +1,106 @@
+import type { CoreV1Api, CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import type { Clock } from '../core/clock.js';
+import { classifyApiError } from '../core/errors.js';
+import { errorFields, type Logger } from '../core/logger.js';
+import { eventTime, proxyEventFor } from '../model/proxy-event.js';
+import type { ObjectCache } from './object-cache.js';
+
+/** How many written copies are remembered, to skip rewriting an unchanged one. */
+const REMEMBERED = 10_000;
+
+export interface DelegateEventsOptions {
+  sourceCore: CoreV1Api;
+  /** Pod events in a target (by target key), or undefined while its informers do not run. */
+  targetEvents: (targetKey: string) => ObjectCache<CoreV1Event> | undefined;
+  /** Our delegates in a target (by target key). */
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  /** Name shown in the copied message, e.g. `default/c2`. */
+  targetName: (targetKey: string) => string | undefined;
+  sourceClusterName: string;
+  clock: Clock;
+  logger: Logger;
+  /** Events that last happened longer ago are not copied (a restart does not rewrite history). Default 1 h. */
+  maxAgeMs?: number;
+}
+
+/**
+ * Shows the events of each delegate (scheduling, image pulls, probes, kills) on its proxy:
+ * every event about one of our delegates in a target is copied into the source cluster as an
+ * event about the proxy, and kept current as its count grows. Keys are `<target key>|<ns>|<event>`.
+ *
+ * Copies have deterministic names (see `proxyEventName`), so retries and restarts update the
+ * same copy instead of adding one. The copies are best effort: a namespace that is gone or
+ * terminating is skipped; API failures are retried with the controller's backoff. Deleting the
+ * target event changes nothing (copies expire with the source cluster's event TTL).
+ */
+export class DelegateEventsReconciler {
+  private readonly written = new Map<string, string>();
+
+  constructor(private readonly o: DelegateEventsOptions) {}
+
+  static key(targetKey: string, ev: CoreV1Event): string {
+    return `${targetKey}|${ev.metadata?.namespace ?? ''}|${ev.metadata?.name ?? ''}`;
+  }
+
+  /** Keys for a target event: only events about pods can concern a delegate. */
+  static keysOfEvent(targetKey: string, ev: CoreV1Event): string[] {
+    return ev.involvedObject?.kind === 'Pod' ? [DelegateEventsReconciler.key(targetKey, ev)] : [];
+  }
+
+  /** Keys of the events already cached about a delegate (they may have come before it). */
+  static keysOfDelegate(targetKey: string, delegate: V1Pod, events: ObjectCache<CoreV1Event> | undefined): string[] {
+    const name = delegate.metadata?.name;
+    return (events?.list(delegate.metadata?.namespace) ?? [])
+      .filter((ev) => ev.involvedObject?.kind === 'Pod' && ev.involvedObject.name === name)
+      .map((ev) => DelegateEventsReconciler.key(targetKey, ev));
+  }
+
+  async reconcile(key: string): Promise<void> {
+    const [targetKey, namespace, name] = key.split('|');
+    const ev = this.o.targetEvents(targetKey)?.get(name, namespace);
+    if (!ev) {
+      this.written.delete(key);
+      return;
+    }
+    const when = eventTime(ev);
+    if (when && this.o.clock.now() - when.getTime() > (this.o.maxAgeMs ?? 3600_000)) return;
+    const about = ev.involvedObject;
+    const delegate = about?.name ? this.o.delegates(targetKey)?.get(about.name, about.namespace) : undefined;
+    if (!delegate) return; // not ours, or not cached yet: its arrival enqueues this key again
+    const desired = proxyEventFor(ev, delegate, this.o.sourceClusterName, this.o.targetName(targetKey) ?? targetKey);
+    if (!desired) return;
+    const stamp = `${desired.count}|${(desired.lastTimestamp as Date).toISOString()}|${desired.message}`;
+    if (this.written.get(key) === stamp) return;
+
+    const { name: copyName, namespace: copyNamespace } = desired.metadata as { name: string; namespace: string };
+    try {
+      await this.o.sourceCore.createNamespacedEvent({ namespace: copyNamespace, body: desired });
+    } catch (err) {
+      const kind = classifyApiError(err);
+      if (kind === 'AlreadyExists') {
+        // Written before (by us, before a restart): bring it up to date.
+        const existing = await this.o.sourceCore.readNamespacedEvent({ name: copyName, namespace: copyNamespace });
+        if (existing.count !== desired.count || existing.message !== desired.message || !sameTime(existing.lastTimestamp, desired.lastTimestamp)) {
+          await this.o.sourceCore.replaceNamespacedEvent({
+            name: copyName,
+            namespace: copyNamespace,
+            body: { ...existing, count: desired.count, message: desired.message, lastTimestamp: desired.lastTimestamp, type: desired.type },
+          });
+        }
+      } else if (kind === 'NotFound' || kind === 'Forbidden') {
+        // The proxy's namespace is gone or terminating (403 "being terminated"): nothing to show.
+        this.o.logger.debug('not copying a delegate event', { key, ...errorFields(err) });
+        return;
+      } else {
+        throw new Error(`copying event ${namespace}/${name} of ${targetKey} to proxy ${copyNamespace}/${desired.involvedObject.name}`, { cause: err });
+      }
+    }
+    if (this.written.size >= REMEMBERED) this.written.delete(this.written.keys().next().value!);
+    this.written.delete(key);
+    this.written.set(key, stamp);
+  }
+}
+
+function sameTime(a: Date | string | undefined, b: Date | string | undefined): boolean {
+  return a !== undefined && b !== undefined && new Date(a).getTime() === new Date(b).getTime();
+}

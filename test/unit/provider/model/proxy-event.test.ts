@@ -1,0 +1,81 @@
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { eventTime, proxyEventFor, proxyEventName } from '../../../../provider/model/proxy-event.js';
+
+const delegate = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({
+  metadata: {
+    name: 'web-0a1b2c3d4e',
+    namespace: 'shop',
+    uid: 'delegate-uid',
+    labels: { 'multicluster.admiralty.io/parent-cluster-name': 'c1', 'multicluster.admiralty.io/parent-uid': 'proxy-uid' },
+    annotations: { 'multicluster.admiralty.io/parent-name': 'web', 'multicluster.admiralty.io/parent-namespace': 'shop' },
+    ...over,
+  },
+});
+
+const event = (over: Partial<CoreV1Event> = {}): CoreV1Event => ({
+  metadata: { name: 'web-0a1b2c3d4e.17a', namespace: 'shop', uid: 'event-uid' },
+  involvedObject: { kind: 'Pod', name: 'web-0a1b2c3d4e', namespace: 'shop', uid: 'delegate-uid', fieldPath: 'spec.containers{app}' },
+  type: 'Warning',
+  reason: 'BackOff',
+  message: 'Back-off restarting failed container',
+  count: 4,
+  firstTimestamp: new Date('2026-11-22T10:00:00Z'),
+  lastTimestamp: new Date('2026-11-22T10:05:00Z'),
+  ...over,
+});
+
+describe('proxy events (copies of delegate events)', () => {
+  it('copies an event about our delegate onto its proxy, saying where it happened', () => {
+    const copy = proxyEventFor(event(), delegate(), 'c1', 'shop/eu');
+    expect(copy).to.deep.equal({
+      metadata: {
+        name: proxyEventName('web', 'event-uid'),
+        namespace: 'shop',
+        annotations: { 'multicluster.admiralty.io/mirrored-from': 'shop/eu/shop/web-0a1b2c3d4e.17a' },
+      },
+      involvedObject: { kind: 'Pod', apiVersion: 'v1', name: 'web', namespace: 'shop', uid: 'proxy-uid', fieldPath: 'spec.containers{app}' },
+      type: 'Warning',
+      reason: 'BackOff',
+      message: '[shop/eu] Back-off restarting failed container',
+      count: 4,
+      firstTimestamp: new Date('2026-11-22T10:00:00Z'),
+      lastTimestamp: new Date('2026-11-22T10:05:00Z'),
+      source: { component: 'admiralty', host: 'shop/eu' },
+      reportingComponent: 'admiralty',
+      reportingInstance: 'shop/eu',
+    });
+  });
+
+  it('copies nothing that is not about one of this cluster’s delegates', () => {
+    expect(proxyEventFor(event(), delegate({ labels: { 'multicluster.admiralty.io/parent-cluster-name': 'other', 'multicluster.admiralty.io/parent-uid': 'x' } }), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event({ involvedObject: { kind: 'Node', name: 'web-0a1b2c3d4e' } }), delegate(), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event({ involvedObject: { kind: 'Pod', name: 'someone-else', namespace: 'shop' } }), delegate(), 'c1', 't')).to.equal(undefined);
+    // Same name, another pod (the delegate was recreated): the old pod's events are not ours.
+    expect(proxyEventFor(event({ involvedObject: { kind: 'Pod', name: 'web-0a1b2c3d4e', namespace: 'shop', uid: 'older-uid' } }), delegate(), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event(), delegate({ annotations: {} }), 'c1', 't')).to.equal(undefined);
+  });
+
+  it('names copies deterministically, per original event, within the name limits', () => {
+    expect(proxyEventName('web', 'a')).to.equal(proxyEventName('web', 'a'));
+    expect(proxyEventName('web', 'a')).to.not.equal(proxyEventName('web', 'b'));
+    expect(proxyEventName('web', 'a')).to.match(/^web\.[0-9a-f]{10}$/);
+    const long = proxyEventName(`${'a'.repeat(199)}.b`, 'u');
+    expect(long.length).to.be.at.most(253);
+    expect(long).to.not.include('..');
+  });
+
+  it('takes the time and count of events written through the newer events API', () => {
+    const series = event({ lastTimestamp: undefined, firstTimestamp: undefined, count: undefined, eventTime: new Date('2026-11-22T09:00:00Z'), series: { count: 7, lastObservedTime: new Date('2026-11-22T09:30:00Z') } });
+    expect(eventTime(series)?.toISOString()).to.equal('2026-11-22T09:30:00.000Z');
+    const copy = proxyEventFor(series, delegate(), 'c1', 't')!;
+    expect(copy.count).to.equal(7);
+    expect((copy.lastTimestamp as Date).toISOString()).to.equal('2026-11-22T09:30:00.000Z');
+  });
+
+  it('keeps messages within 1024 characters', () => {
+    const copy = proxyEventFor(event({ message: 'x'.repeat(5000) }), delegate(), 'c1', 't')!;
+    expect(copy.message).to.have.length(1024);
+    expect(copy.message!.startsWith('[t] xxx')).to.equal(true);
+  });
+});

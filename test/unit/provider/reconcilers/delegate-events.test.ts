@@ -1,0 +1,126 @@
+import type { CoreV1Api, CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import sinon from 'sinon';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import { silentLogger } from '../../../../provider/core/logger.js';
+import { proxyEventName } from '../../../../provider/model/proxy-event.js';
+import { DelegateEventsReconciler } from '../../../../provider/reconcilers/delegate-events.js';
+import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+
+const apiError = (code: number, reason?: string) => Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', code, reason }) });
+
+/** An in-memory cache keyed by namespace/name. */
+function cache<T extends { metadata?: { name?: string; namespace?: string } }>(items: T[]): ObjectCache<T> & { items: T[] } {
+  return {
+    items,
+    get: (name, namespace) => items.find((o) => o.metadata?.name === name && o.metadata?.namespace === namespace),
+    list: (namespace) => items.filter((o) => namespace === undefined || o.metadata?.namespace === namespace),
+  };
+}
+
+const NOW = Date.parse('2026-11-22T12:00:00Z');
+const delegate: V1Pod = {
+  metadata: {
+    name: 'web-abc',
+    namespace: 'shop',
+    uid: 'd-uid',
+    labels: { 'multicluster.admiralty.io/parent-cluster-name': 'c1', 'multicluster.admiralty.io/parent-uid': 'p-uid' },
+    annotations: { 'multicluster.admiralty.io/parent-name': 'web', 'multicluster.admiralty.io/parent-namespace': 'shop' },
+  },
+};
+const scheduled = (over: Partial<CoreV1Event> = {}): CoreV1Event => ({
+  metadata: { name: 'web-abc.1', namespace: 'shop', uid: 'e-uid' },
+  involvedObject: { kind: 'Pod', name: 'web-abc', namespace: 'shop', uid: 'd-uid' },
+  type: 'Warning',
+  reason: 'FailedScheduling',
+  message: '0/2 nodes are available',
+  count: 1,
+  lastTimestamp: new Date(NOW - 5_000),
+  ...over,
+});
+
+describe('DelegateEventsReconciler', () => {
+  let core: { createNamespacedEvent: sinon.SinonStub; readNamespacedEvent: sinon.SinonStub; replaceNamespacedEvent: sinon.SinonStub };
+  let events: ReturnType<typeof cache<CoreV1Event>>;
+  let delegates: ReturnType<typeof cache<V1Pod>>;
+  let r: DelegateEventsReconciler;
+  const key = 'Target/shop/eu|shop|web-abc.1';
+
+  beforeEach(() => {
+    core = { createNamespacedEvent: sinon.stub().resolves({}), readNamespacedEvent: sinon.stub(), replaceNamespacedEvent: sinon.stub().resolves({}) };
+    events = cache([scheduled()]);
+    delegates = cache([delegate]);
+    r = new DelegateEventsReconciler({
+      sourceCore: core as unknown as CoreV1Api,
+      targetEvents: (k) => (k === 'Target/shop/eu' ? events : undefined),
+      delegates: (k) => (k === 'Target/shop/eu' ? delegates : undefined),
+      targetName: () => 'shop/eu',
+      sourceClusterName: 'c1',
+      clock: new FakeClock(NOW),
+      logger: silentLogger(),
+    });
+  });
+
+  it('keys only pod events, and finds the events already cached about a new delegate', () => {
+    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', scheduled())).to.deep.equal([key]);
+    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', scheduled({ involvedObject: { kind: 'Node', name: 'n' } }))).to.deep.equal([]);
+    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, events)).to.deep.equal([key]);
+  });
+
+  it('writes the copy on the proxy once, and again only when the event changed', async () => {
+    await r.reconcile(key);
+    expect(core.createNamespacedEvent.callCount).to.equal(1);
+    const { namespace, body } = core.createNamespacedEvent.firstCall.args[0];
+    expect(namespace).to.equal('shop');
+    expect(body.metadata.name).to.equal(proxyEventName('web', 'e-uid'));
+    expect(body.involvedObject).to.include({ name: 'web', uid: 'p-uid' });
+    expect(body.message).to.equal('[shop/eu] 0/2 nodes are available');
+    await r.reconcile(key);
+    expect(core.createNamespacedEvent.callCount, 'unchanged: nothing written').to.equal(1);
+
+    // The scheduler tried again: count 2. Our copy exists already: it is updated in place.
+    events.items[0] = scheduled({ count: 2, lastTimestamp: new Date(NOW - 1_000) });
+    core.createNamespacedEvent.rejects(apiError(409, 'AlreadyExists'));
+    core.readNamespacedEvent.resolves({ ...body, metadata: { ...body.metadata, resourceVersion: '7' } });
+    await r.reconcile(key);
+    expect(core.replaceNamespacedEvent.callCount).to.equal(1);
+    const replaced = core.replaceNamespacedEvent.firstCall.args[0].body;
+    expect(replaced).to.deep.include({ count: 2, lastTimestamp: new Date(NOW - 1_000) });
+    expect(replaced.metadata.resourceVersion).to.equal('7');
+  });
+
+  it('after a restart, leaves an up-to-date copy alone (409, same count and time)', async () => {
+    await r.reconcile(key);
+    const written = core.createNamespacedEvent.firstCall.args[0].body;
+    const fresh = new DelegateEventsReconciler({ ...(r as unknown as { o: ConstructorParameters<typeof DelegateEventsReconciler>[0] }).o });
+    core.createNamespacedEvent.rejects(apiError(409, 'AlreadyExists'));
+    core.readNamespacedEvent.resolves(written);
+    await fresh.reconcile(key);
+    expect(core.replaceNamespacedEvent.callCount).to.equal(0);
+  });
+
+  it('skips old events, events of pods that are not our delegates, and vanished events', async () => {
+    events.items[0] = scheduled({ lastTimestamp: new Date(NOW - 2 * 3600_000) });
+    await r.reconcile(key);
+    events.items[0] = scheduled({ involvedObject: { kind: 'Pod', name: 'not-a-delegate', namespace: 'shop' } });
+    await r.reconcile(key);
+    events.items.length = 0;
+    await r.reconcile(key);
+    await r.reconcile('Target/gone/x|shop|web-abc.1');
+    expect(core.createNamespacedEvent.callCount).to.equal(0);
+  });
+
+  it('gives up quietly when the proxy namespace is gone or terminating, and retries other failures', async () => {
+    core.createNamespacedEvent.rejects(apiError(403, 'Forbidden'));
+    await r.reconcile(key);
+    core.createNamespacedEvent.rejects(apiError(404, 'NotFound'));
+    await r.reconcile(key);
+    core.createNamespacedEvent.rejects(apiError(500, 'InternalError'));
+    const err = await r.reconcile(key).then(() => undefined, (e: Error) => e);
+    expect(err?.message).to.match(/copying event shop\/web-abc.1 of Target\/shop\/eu to proxy shop\/web/);
+    // Not remembered as written: the retry writes.
+    core.createNamespacedEvent.resolves({});
+    await r.reconcile(key);
+    expect(core.createNamespacedEvent.callCount).to.equal(4);
+  });
+});
