@@ -26,6 +26,8 @@ export const PARENT_CLUSTER_NAME_LABEL = `${KEY_PREFIX}parent-cluster-name`;
 /** Annotations on every remote child (creator writes; feedback and kubelet API read): the parent's key. */
 export const PARENT_NAME_ANNOTATION = `${KEY_PREFIX}parent-name`;
 export const PARENT_NAMESPACE_ANNOTATION = `${KEY_PREFIX}parent-namespace`;
+/** Pod condition on a proxy whose delegate cannot be created (delegation writes False with the reason). */
+export const DELEGATED_CONDITION = `${KEY_PREFIX}Delegated`;
 /** Annotation on a proxy's copies of its delegate's events (delegate-events writes): `<target>/<namespace>/<event>`. */
 export const MIRRORED_FROM_ANNOTATION = `${KEY_PREFIX}mirrored-from`;
 /** Annotation on copies of Services (service follow writes and reads): marks a copy, never re-propagated. */

@@ -3,7 +3,7 @@ import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import { classifyApiError, isAlreadyExists, isNotFound, statusMessage, TerminalError, ValidationError } from '../core/errors.js';
-import { KEY_PREFIX, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PROXY_FINALIZER, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
+import { DELEGATED_CONDITION, KEY_PREFIX, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PROXY_FINALIZER, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
 import { stringMapMergePatch } from '../model/maps.js';
 import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../model/proxy-status.js';
@@ -164,9 +164,16 @@ export class DelegationReconciler {
     } catch (err) {
       if (isAlreadyExists(err)) return { requeueAfterMs: 1000 };
       const kind = classifyApiError(err);
-      if (kind === 'NotFound') this.event(proxy, 'Warning', 'TargetNamespaceMissing', `namespace ${desired.metadata!.namespace} does not exist in ${target.displayName}`);
-      else if (kind === 'Forbidden') this.event(proxy, 'Warning', 'DelegateForbidden', `${target.displayName} refused to create the delegate: ${statusMessage(err)}`);
-      else if (kind === 'Invalid') this.event(proxy, 'Warning', 'DelegateInvalid', `${target.displayName} rejected the delegate: ${statusMessage(err)}`);
+      const why: Record<string, [string, string]> = {
+        NotFound: ['TargetNamespaceMissing', `namespace ${desired.metadata!.namespace} does not exist in ${target.displayName}`],
+        Forbidden: ['DelegateForbidden', `${target.displayName} refused to create the delegate: ${statusMessage(err)}`],
+        Invalid: ['DelegateInvalid', `${target.displayName} rejected the delegate: ${statusMessage(err)}`],
+      };
+      if (why[kind]) {
+        const [reason, message] = why[kind];
+        this.event(proxy, 'Warning', reason, message);
+        await this.markNotDelegated(proxy, reason, message);
+      }
       throw new Error(`creating delegate ${desired.metadata!.name} in ${target.displayName}`, { cause: err });
     }
   }
@@ -306,6 +313,25 @@ export class DelegationReconciler {
       out.set(target.displayName, counts);
     }
     return out;
+  }
+
+  /**
+   * Sets the proxy's `multicluster.admiralty.io/Delegated` condition to False with the reason,
+   * unless it says so already. It goes away by itself: once a delegate exists, the proxy's
+   * conditions are the delegate's. Best effort: a failure here must not hide the real one.
+   */
+  private async markNotDelegated(proxy: V1Pod, reason: string, message: string): Promise<void> {
+    const current = proxy.status?.conditions?.find((c) => c.type === DELEGATED_CONDITION);
+    if (current?.status === 'False' && current.reason === reason && current.message === message) return;
+    const condition = { type: DELEGATED_CONDITION, status: 'False', reason, message, lastTransitionTime: new Date(this.o.clock.now()) };
+    try {
+      await this.o.sourceCore.patchNamespacedPodStatus(
+        { name: proxy.metadata!.name!, namespace: proxy.metadata!.namespace!, body: { status: { conditions: [condition] } } },
+        setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+      );
+    } catch {
+      /* the event says it too; the caller reports the real failure */
+    }
   }
 
   private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {

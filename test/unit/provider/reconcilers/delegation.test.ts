@@ -200,12 +200,26 @@ describe('DelegationReconciler', () => {
     });
 
     it('reports a missing target namespace and retries', async () => {
-      const { reconciler, targetCore, events } = setup({ proxies: [proxy()] });
+      const { reconciler, targetCore, source: sourceCore, events } = setup({ proxies: [proxy()] });
       targetCore.createNamespacedPod.rejects(apiError(404, 'NotFound'));
       const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
       expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
       expect((err as Error).cause).to.be.instanceOf(ApiException);
       expect(events.map((e) => e.reason)).to.deep.equal(['TargetNamespaceMissing']);
+      // ...and a condition on the proxy, set once by a strategic merge of the status.
+      sinon.assert.calledOnce(sourceCore.patchNamespacedPodStatus);
+      const [{ body }, options] = sourceCore.patchNamespacedPodStatus.firstCall.args as unknown as [{ body: { status: { conditions: Record<string, unknown>[] } } }, unknown];
+      expect(contentType(options)).to.equal('application/strategic-merge-patch+json');
+      expect(body.status.conditions).to.have.length(1);
+      expect(body.status.conditions[0]).to.include({ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'TargetNamespaceMissing', message: `namespace ${NS} does not exist in t1` });
+    });
+
+    it('does not rewrite a condition that already says why', async () => {
+      const p = proxy({ status: { phase: 'Pending', conditions: [{ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'TargetNamespaceMissing', message: `namespace ${NS} does not exist in t1` }] } });
+      const { reconciler, targetCore, source: sourceCore } = setup({ proxies: [p] });
+      targetCore.createNamespacedPod.rejects(apiError(404, 'NotFound'));
+      await reconciler.reconcile(KEY).catch(() => undefined);
+      sinon.assert.notCalled(sourceCore.patchNamespacedPodStatus);
     });
 
     it('reports a refusal of the target and retries', async () => {
