@@ -438,7 +438,10 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
     servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s));
     servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p));
     eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev));
-    eventsController.watch(entry.delegates, (p) => DelegateEventsReconciler.keysOfDelegate(t.key, p, entry.events));
+    // Events can arrive before their delegate is cached: look at them again when it is.
+    entry.delegates.on('add', (p) => {
+      for (const k of DelegateEventsReconciler.keysOfDelegate(t.key, p, entry.events)) eventsController.enqueue(k);
+    });
     for (const i of Object.values(entry)) i.start();
     // Proxies bound to this target may have been waiting for its clients.
     for (const p of proxies.list()) delegationController.enqueue(DelegationReconciler.proxyKey(p));
