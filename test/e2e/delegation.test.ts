@@ -171,6 +171,66 @@ spec:
     });
   });
 
+  describe('failures, shown on the proxy, and drains', () => {
+    const ns = uniqueName('failures');
+    let nodes: { c1Node: string; c2Node: string };
+    before(async () => {
+      nodes = await connectNamespace(ns);
+    });
+    after(() => disconnectNamespace(ns));
+    const bare = (name: string) =>
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: c, image: nginx}]\n`;
+
+    it('says on the proxy why the target refused its delegate, and recovers once it accepts', async () => {
+      // A quota of zero pods in c2: the target answers 403 to the delegate.
+      await apply('c2', `apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: no-pods, namespace: ${ns}}\nspec: {hard: {pods: "0"}}\n`);
+      await waitFor('the quota enforced', 30_000, async () => (await getJson('c2', 'resourcequota', 'no-pods', '-n', ns)).status?.hard?.pods === '0');
+      await apply('c1', bare('refused'));
+      const delegated = async () => (await getJson('c1', 'pod', 'refused', '-n', ns)).status?.conditions?.find((c: any) => c.type === 'multicluster.admiralty.io/Delegated');
+      await waitFor('Delegated=False on the proxy', 60_000, async () => (await delegated())?.status === 'False');
+      const condition = await delegated();
+      expect(condition.reason).to.equal('DelegateForbidden');
+      expect(condition.message).to.match(/exceeded quota: no-pods/);
+      const events = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.name=refused')).items;
+      expect(events.map((e: any) => e.reason)).to.include('DelegateForbidden');
+
+      await kubectl('c2', 'delete', 'resourcequota', 'no-pods', '-n', ns);
+      await waitFor('the proxy Running once the target accepts', 90_000, async () => (await getJson('c1', 'pod', 'refused', '-n', ns)).status?.phase === 'Running');
+      expect(await delegated(), 'the condition gives way to the delegate’s').to.equal(undefined);
+    });
+
+    it('marks a bare proxy Failed when its delegate is deleted, instead of losing it silently', async () => {
+      await apply('c1', bare('lonely'));
+      await waitFor('proxy Running', 60_000, async () => (await getJson('c1', 'pod', 'lonely', '-n', ns)).status?.phase === 'Running');
+      const uid = (await getJson('c1', 'pod', 'lonely', '-n', ns)).metadata.uid;
+      const [d] = (await getJson('c2', 'pods', '-n', ns, '-l', `${PARENT_UID}=${uid}`)).items;
+      await kubectl('c2', 'delete', 'pod', d.metadata.name, '-n', ns);
+      await waitFor('proxy Failed', 60_000, async () => (await getJson('c1', 'pod', 'lonely', '-n', ns)).status?.phase === 'Failed');
+      const p = await getJson('c1', 'pod', 'lonely', '-n', ns);
+      expect(p.metadata.uid, 'the same pod, not a replacement').to.equal(uid);
+      expect(p.status.reason).to.equal('DelegateDeleted');
+      expect(p.status.containerStatuses[0].state.terminated).to.include({ reason: 'DelegateDeleted' });
+      // Not re-created behind the user's back.
+      expect((await getJson('c2', 'pods', '-n', ns, '-l', `${PARENT_UID}=${uid}`)).items).to.have.length(0);
+    });
+
+    it('evicts the proxies of a drained virtual node and deletes their delegates', async () => {
+      await apply('c1', nginx(ns, 3, `      nodeSelector: {topology.kubernetes.io/region: eu}\n`));
+      await waitFor('3 proxies Running', 90_000, async () => phaseCount(await proxies(ns), 'Running') === 3);
+      const before = (await proxies(ns)).map((p) => p.metadata.uid);
+      await kubectl('c1', 'drain', nodes.c2Node, '--ignore-daemonsets', '--delete-emptydir-data', '--force', '--timeout=120s');
+      // Evicted: gone from c1 (their finalizer released only once the delegates were deleted).
+      const left = (await proxies(ns)).filter((p) => before.includes(p.metadata.uid));
+      expect(left, 'old proxies left after the drain').to.have.length(0);
+      const delegatesLeft = (await delegates('c2', ns)).filter((d) => before.includes(d.metadata.labels[PARENT_UID]));
+      expect(delegatesLeft, 'delegates of evicted proxies').to.have.length(0);
+      // The cordoned node takes no replacement: they wait, Pending and unbound.
+      for (const p of await proxies(ns)) expect(p.spec.nodeName).to.equal(undefined);
+      await kubectl('c1', 'uncordon', nodes.c2Node);
+      await waitFor('3 proxies Running again', 90_000, async () => phaseCount(await proxies(ns), 'Running') === 3);
+    });
+  });
+
   describe("the delegates' events", () => {
     const ns = uniqueName('events');
     before(() => connectNamespace(ns));
