@@ -1,15 +1,9 @@
 import type { KubeConfig, V1Status } from '@kubernetes/client-node';
 import WebSocket from 'ws';
 import type { ExecBackend, ExecIO, ExecRequest, ExecResult } from './remotecommand.js';
+import { CHANNEL } from './ws-remotecommand.js';
 
-/** Channels of the remotecommand WebSocket protocols (v4/v5.channel.k8s.io). */
-const STDIN = 0;
-const STDOUT = 1;
-const STDERR = 2;
-const STATUS = 3;
-const RESIZE = 4;
-/** v5 only: `[255, n]` says the sender closed its stream n. */
-const CLOSE = 255;
+const { STDIN, STDOUT, STDERR, ERROR: STATUS, RESIZE, CLOSE } = CHANNEL;
 
 /** How long to keep reading output after the Status before closing the connection ourselves. */
 const STATUS_TO_CLOSE_GRACE_MS = 5_000;

@@ -14,12 +14,9 @@ import { endAndWait, outcomeStatus, parseResizeStream, type ExecBackend, type Ex
 /** The binary channel protocols we serve, in our order of preference. */
 export const WEBSOCKET_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io', 'v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io'] as const;
 
-const STDIN = 0;
-const STDOUT = 1;
-const STDERR = 2;
-const ERROR = 3;
-const RESIZE = 4;
-const CLOSE = 255;
+/** Channel numbers of the WebSocket channel protocols (both directions). */
+export const CHANNEL = { STDIN: 0, STDOUT: 1, STDERR: 2, ERROR: 3, RESIZE: 4, CLOSE: 255 } as const;
+const { STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE } = CHANNEL;
 
 /**
  * Picks the first protocol of the client's `Sec-WebSocket-Protocol` list that we serve (the

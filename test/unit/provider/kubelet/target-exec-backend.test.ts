@@ -5,6 +5,18 @@ import { PassThrough } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { createTargetExecBackend } from '../../../../provider/kubelet/target-exec-backend.js';
 
+/** A kubeconfig whose cluster is the given loopback server (plain HTTP, as client-node allows with skipTLSVerify). */
+function kubeConfigFor(wss: WebSocketServer): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ name: 't', server: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'x' }],
+    contexts: [{ name: 't', cluster: 't', user: 'u' }],
+    currentContext: 't',
+  });
+  return kubeConfig;
+}
+
 /**
  * The target's apiserver, played by a WebSocket server on loopback: `script` decides what it
  * sends on which channel once a client connects.
@@ -13,15 +25,8 @@ async function fakeTarget(script: (ws: WebSocket, url: URL) => void): Promise<{ 
   const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, handleProtocols: (offered) => [...offered][0] ?? false });
   await new Promise<void>((r) => wss.once('listening', () => r()));
   wss.on('connection', (ws, req) => script(ws, new URL(req.url ?? '/', 'http://target')));
-  const kubeConfig = new KubeConfig();
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: 't', server: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'x' }],
-    contexts: [{ name: 't', cluster: 't', user: 'u' }],
-    currentContext: 't',
-  });
   return {
-    kubeConfig,
+    kubeConfig: kubeConfigFor(wss),
     close: () =>
       new Promise<void>((r) => {
         for (const c of wss.clients) c.terminate();
@@ -146,15 +151,8 @@ describe('target exec backend', () => {
       verifyClient: (_info, cb) => cb(false, 403, 'Forbidden', { 'Content-Type': 'application/json' }),
     });
     await new Promise<void>((r) => wss.once('listening', () => r()));
-    const kc = new KubeConfig();
-    kc.loadFromOptions({
-      clusters: [{ name: 't', server: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, skipTLSVerify: true }],
-      users: [{ name: 'u', token: 'x' }],
-      contexts: [{ name: 't', cluster: 't', user: 'u' }],
-      currentContext: 't',
-    });
     try {
-      const err = await createTargetExecBackend(kc)
+      const err = await createTargetExecBackend(kubeConfigFor(wss))
         .exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal })
         .then(() => undefined, (e: Error) => e);
       expect(err?.message).to.match(/the target refused exec: HTTP 403/);
