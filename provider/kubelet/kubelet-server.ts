@@ -256,7 +256,15 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
           throw new HttpError(400, `unable to negotiate a WebSocket subprotocol: client offers "${offered.join(',')}", server serves ${WEBSOCKET_PROTOCOLS.join(', ')}`);
         }
         if (socket.destroyed) return;
-        const ws = await new Promise<WebSocket>((resolve) => wss.handleUpgrade(req, socket, head, resolve));
+        // ws answers a malformed handshake (bad key or version) itself and closes the socket.
+        const ws = await new Promise<WebSocket | undefined>((resolve) => {
+          socket.once('close', () => resolve(undefined));
+          wss.handleUpgrade(req, socket, head, resolve);
+        });
+        if (!ws) {
+          observe(route, 400, started);
+          return;
+        }
         websockets.add(ws);
         ws.once('close', () => websockets.delete(ws));
         const result = await serveWebSocketRemoteCommand({ ws, protocol, request: execRequest!, mode: path.route as 'exec' | 'attach', backend: backends.exec(resolved.target) });

@@ -1,6 +1,7 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { IncomingMessage } from 'node:http';
+import https from 'node:https';
 import { Registry } from 'prom-client';
 import WebSocket from 'ws';
 import { silentLogger } from '../../../../provider/core/logger.js';
@@ -61,9 +62,11 @@ describe('kubelet server: remotecommand over WebSocket', () => {
   let server: KubeletServer;
   let port: number;
   let exec: ScriptedExec;
+  let registry: Registry;
 
   beforeEach(async () => {
     exec = new ScriptedExec();
+    registry = new Registry();
     server = createKubeletServer({
       host: '127.0.0.1',
       port: 0,
@@ -71,7 +74,7 @@ describe('kubelet server: remotecommand over WebSocket', () => {
       resolver: { resolve: async (namespace, pod) => ({ nodeName: 'n', target: { kubeConfig: new KubeConfig(), namespace, pod: `${pod}-d` } }) },
       auth,
       logger: silentLogger(),
-      registry: new Registry(),
+      registry,
       backends: { exec: () => exec },
     });
     port = await server.listen();
@@ -175,5 +178,26 @@ describe('kubelet server: remotecommand over WebSocket', () => {
     const pf = connect(port, '/portForward/ns/web', { protocols: ['v4.channel.k8s.io'] });
     expect(await pf.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(400);
     expect(exec.requests).to.have.length(0);
+  });
+
+  it('answers a malformed handshake with 400 and runs nothing', async () => {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = https.request({
+        host: '127.0.0.1',
+        port,
+        path: '/exec/ns/web/app?command=true&output=1',
+        ca: tls.ca.certPem,
+        headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '8', 'Sec-WebSocket-Key': 'not-a-key', 'Sec-WebSocket-Protocol': 'v5.channel.k8s.io', Authorization: 'Bearer good' },
+      });
+      req.on('response', (r) => resolve(r.statusCode ?? 0));
+      req.on('upgrade', () => reject(new Error('upgraded')));
+      req.on('error', reject);
+      req.end();
+    });
+    expect(status).to.equal(400);
+    expect(exec.requests).to.have.length(0);
+    // The request is accounted for, not left pending.
+    for (let i = 0; i < 50 && !/route="exec",code="400"\} 1/.test(await registry.metrics()); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await registry.metrics()).to.match(/admiralty_kubelet_requests_total\{route="exec",code="400"\} 1/);
   });
 });
