@@ -28,6 +28,8 @@ export class LeaderElector {
   private stopped = false;
   private timer?: ClockTimer;
   private lastRenewMs = 0;
+  /** The lease record (holder and renew time) last seen, and when we first saw it. */
+  private observed?: { record: string; atMs: number };
 
   constructor(private readonly o: LeaderElectorOptions) {}
 
@@ -92,8 +94,11 @@ export class LeaderElector {
     }
     const spec = lease.spec ?? {};
     const holder = spec.holderIdentity ?? '';
-    const renewedMs = spec.renewTime ? new Date(spec.renewTime).getTime() : 0;
-    const expired = this.o.clock.now() - renewedMs > (spec.leaseDurationSeconds ?? this.o.leaseDurationSeconds) * 1000;
+    // Expiry is judged by when *we* saw the record change, never by the holder's timestamps:
+    // replicas' clocks may disagree (as client-go does).
+    const record = `${holder}|${spec.renewTime ? new Date(spec.renewTime).toISOString() : ''}`;
+    if (this.observed?.record !== record) this.observed = { record, atMs: this.o.clock.now() };
+    const expired = this.o.clock.now() - this.observed.atMs > (spec.leaseDurationSeconds ?? this.o.leaseDurationSeconds) * 1000;
     if (holder && holder !== identity && !expired) return false;
     const takeover = holder !== identity;
     lease.spec = {

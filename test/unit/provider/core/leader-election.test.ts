@@ -1,0 +1,158 @@
+import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import { LeaderElector } from '../../../../provider/core/leader-election.js';
+import { silentLogger } from '../../../../provider/core/logger.js';
+
+const apiError = (code: number) => Object.assign(new Error(`HTTP ${code}`), { code });
+
+/** One Lease in memory, with resourceVersion checks as the API server does them. */
+class FakeLeases {
+  lease?: V1Lease;
+  rv = 0;
+  failing = false;
+  writes = 0;
+  api = {
+    readNamespacedLease: async () => {
+      if (this.failing) throw apiError(503);
+      if (!this.lease) throw apiError(404);
+      return structuredClone(this.lease);
+    },
+    createNamespacedLease: async ({ body }: { body: V1Lease }) => {
+      if (this.failing) throw apiError(503);
+      if (this.lease) throw apiError(409);
+      this.writes++;
+      this.lease = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++this.rv) } };
+      return this.lease;
+    },
+    replaceNamespacedLease: async ({ body }: { body: V1Lease }) => {
+      if (this.failing) throw apiError(503);
+      if (body.metadata?.resourceVersion !== this.lease?.metadata?.resourceVersion) throw apiError(409);
+      this.writes++;
+      this.lease = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++this.rv) } };
+      return this.lease;
+    },
+  };
+  /** Another replica's write: holder and renew time as it sees them. */
+  setHolder(identity: string, renewTimeMs: number): void {
+    this.lease = {
+      metadata: { name: 'admiralty-provider', namespace: 'admiralty', resourceVersion: String(++this.rv) },
+      spec: { holderIdentity: identity, leaseDurationSeconds: 15, renewTime: new Date(renewTimeMs) as never, leaseTransitions: 0 },
+    };
+  }
+}
+
+const settle = async () => {
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+};
+
+describe('LeaderElector', () => {
+  let clock: FakeClock;
+  let leases: FakeLeases;
+  let log: string[];
+
+  function elector(identity: string) {
+    return new LeaderElector({
+      coordination: leases.api as unknown as CoordinationV1Api,
+      namespace: 'admiralty',
+      name: 'admiralty-provider',
+      identity,
+      leaseDurationSeconds: 15,
+      renewDeadlineSeconds: 10,
+      retryPeriodSeconds: 2,
+      clock,
+      logger: silentLogger(),
+      onStartedLeading: () => log.push(`${identity} started`),
+      onStoppedLeading: () => log.push(`${identity} stopped`),
+    });
+  }
+  /** Advances the clock in retry-period steps, letting each attempt finish. */
+  async function advance(seconds: number): Promise<void> {
+    for (let t = 0; t < seconds; t += 1) {
+      clock.advance(1000);
+      await settle();
+    }
+  }
+
+  beforeEach(() => {
+    clock = new FakeClock(Date.parse('2026-11-22T12:00:00Z'));
+    leases = new FakeLeases();
+    log = [];
+  });
+
+  it('creates a missing lease and leads, renewing it every retry period', async () => {
+    const a = elector('a');
+    await a.run();
+    expect(a.isLeader()).to.equal(true);
+    expect(log).to.deep.equal(['a started']);
+    expect(leases.lease?.spec?.holderIdentity).to.equal('a');
+    const writes = leases.writes;
+    await advance(6);
+    expect(leases.writes - writes).to.equal(3);
+    await a.release();
+  });
+
+  it('leaves a live lease of another replica alone, whatever that replica’s clock says', async () => {
+    // The holder's clock runs 10 minutes slow: its renew time looks long expired to us.
+    leases.setHolder('b', clock.now() - 600_000);
+    const a = elector('a');
+    await a.run();
+    for (let i = 0; i < 5; i++) {
+      await advance(2);
+      leases.setHolder('b', clock.now() - 600_000 + i); // b keeps renewing
+    }
+    expect(a.isLeader()).to.equal(false);
+    expect(leases.lease?.spec?.holderIdentity).to.equal('b');
+    await a.release();
+  });
+
+  it('takes over a lease whose holder stopped renewing, once a lease duration has passed', async () => {
+    leases.setHolder('b', clock.now());
+    const a = elector('a');
+    await a.run();
+    await advance(14);
+    expect(a.isLeader(), 'not before the lease duration').to.equal(false);
+    await advance(4);
+    expect(a.isLeader()).to.equal(true);
+    expect(leases.lease?.spec).to.include({ holderIdentity: 'a', leaseTransitions: 1 });
+    await a.release();
+  });
+
+  it('takes over at once a lease released by its holder', async () => {
+    const b = elector('b');
+    await b.run();
+    const a = elector('a');
+    await a.run();
+    expect(a.isLeader()).to.equal(false);
+    await b.release();
+    expect(leases.lease?.spec?.holderIdentity).to.equal('');
+    await advance(2);
+    expect(a.isLeader()).to.equal(true);
+    expect(log).to.deep.equal(['b started', 'a started']);
+    await a.release();
+  });
+
+  it('steps down when it cannot renew within the renew deadline', async () => {
+    const a = elector('a');
+    await a.run();
+    leases.failing = true;
+    await advance(8);
+    expect(a.isLeader(), 'still within the deadline').to.equal(true);
+    await advance(4);
+    expect(a.isLeader()).to.equal(false);
+    expect(log).to.deep.equal(['a started', 'a stopped']);
+    await a.release();
+  });
+
+  it('release stops trying and leaves a lease held by someone else untouched', async () => {
+    leases.setHolder('b', clock.now());
+    const a = elector('a');
+    await a.run();
+    await a.release();
+    const writes = leases.writes;
+    await advance(60);
+    expect(leases.writes).to.equal(writes);
+    expect(a.isLeader()).to.equal(false);
+    expect(clock.pending()).to.equal(0);
+  });
+});
