@@ -41,14 +41,17 @@ const VERBS: Record<string, string> = {
 };
 
 /**
- * Maps a request to SAR attributes exactly as the kubelet's `GetRequestAttributes` does for the
- * pod-scoped endpoints we serve. Pure. The verb comes from the HTTP method (SPDY upgrades are
- * POST -> `create`; WebSocket upgrades are GET -> `get`), and `/containerLogs`, `/exec`,
- * `/attach`, `/portForward` all check subresource `proxy` (not `log`: `nodes/log` guards the
- * kubelet's `/logs/` node files).
+ * Maps a request to SAR attributes as the kubelet's `GetRequestAttributes` does for the
+ * pod-scoped endpoints we serve, with one hardening. Pure. The verb comes from the HTTP method
+ * (SPDY upgrades are POST -> `create`), except that endpoints that run commands or open
+ * connections (`interactive`: exec, attach, port-forward) always need `create`: a WebSocket
+ * upgrade is a GET, and a kubelet would let a holder of read-only `get nodes/proxy` (a
+ * monitoring agent, say) run commands that way. Every path checks subresource `proxy` (not
+ * `log`: `nodes/log` guards the kubelet's `/logs/` node files).
  */
-export function kubeletRequestAttributes(method: string, nodeName: string): KubeletRequestAttributes {
-  return { verb: VERBS[method.toUpperCase()] ?? method.toLowerCase(), resource: 'nodes', subresource: 'proxy', name: nodeName };
+export function kubeletRequestAttributes(method: string, nodeName: string, interactive = false): KubeletRequestAttributes {
+  const verb = interactive ? 'create' : (VERBS[method.toUpperCase()] ?? method.toLowerCase());
+  return { verb, resource: 'nodes', subresource: 'proxy', name: nodeName };
 }
 
 /** The kubelet's 403 text. Pure. */

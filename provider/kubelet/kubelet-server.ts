@@ -152,15 +152,16 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
   const admit = async (req: IncomingMessage, path: KubeletPath): Promise<{ user: KubeletUser; resolved: ResolvedPod }> => {
     const user = await opts.auth.authenticate(req);
     if (!user) throw new HttpError(401, 'Unauthorized');
+    const interactive = path.route !== 'containerLogs';
     const resolved = await opts.resolver.resolve(path.namespace, path.pod);
     if (!resolved) {
       // Say "not found" only to callers allowed on nodes/proxy at all: otherwise a 404 would
       // tell an unauthorized caller which pods exist.
-      const anyNode = kubeletRequestAttributes(req.method ?? 'GET', '');
+      const anyNode = kubeletRequestAttributes(req.method ?? 'GET', '', interactive);
       if (!(await opts.auth.authorize(user, anyNode))) throw new HttpError(403, forbiddenMessage(user, anyNode));
       throw new HttpError(404, `pod ${path.namespace}/${path.pod} not found`);
     }
-    const attrs = kubeletRequestAttributes(req.method ?? 'GET', resolved.nodeName);
+    const attrs = kubeletRequestAttributes(req.method ?? 'GET', resolved.nodeName, interactive);
     if (!(await opts.auth.authorize(user, attrs))) throw new HttpError(403, forbiddenMessage(user, attrs));
     return { user, resolved };
   };
@@ -250,10 +251,13 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
         execRequest = parsed;
       }
       if (websocket) {
-        const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',');
-        const protocol = pickWebSocketProtocol(offered);
-        if (!protocol) {
-          throw new HttpError(400, `unable to negotiate a WebSocket subprotocol: client offers "${offered.join(',')}", server serves ${WEBSOCKET_PROTOCOLS.join(', ')}`);
+        const header = req.headers['sec-websocket-protocol'];
+        // As wsstream's "" entry: a client offering no subprotocol gets channel.k8s.io
+        // semantics, and none is echoed. A mismatch is a 403, as x/net/websocket answers a
+        // refused handshake (and as our SPDY path does).
+        const protocol = header === undefined ? '' : pickWebSocketProtocol(header.split(','));
+        if (protocol === undefined) {
+          throw new HttpError(403, `unable to upgrade: unable to negotiate a WebSocket subprotocol: client offers "${header}", server serves ${WEBSOCKET_PROTOCOLS.join(', ')}`);
         }
         if (socket.destroyed) return;
         // ws answers a malformed handshake (bad key or version) itself and closes the socket.

@@ -30,7 +30,7 @@ export function pickWebSocketProtocol(offered: Iterable<string>): string | undef
 /** Options for {@link serveWebSocketRemoteCommand}. */
 export interface WebSocketRemoteCommandOptions {
   ws: WebSocket;
-  /** The negotiated subprotocol (one of WEBSOCKET_PROTOCOLS). */
+  /** The negotiated subprotocol (one of WEBSOCKET_PROTOCOLS), or '' when the client offered none (v1 semantics). */
   protocol: string;
   request: ExecRequest;
   mode: 'exec' | 'attach';

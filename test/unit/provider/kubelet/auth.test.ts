@@ -24,6 +24,8 @@ describe('createKubeletAuthorizer', () => {
   it('maps methods to verbs and every pod route to nodes/proxy', () => {
     expect(kubeletRequestAttributes('POST', 'n')).to.deep.equal({ verb: 'create', resource: 'nodes', subresource: 'proxy', name: 'n' });
     expect(kubeletRequestAttributes('GET', 'n').verb).to.equal('get');
+    // exec/attach/port-forward need create whatever the method (a WebSocket upgrade is a GET).
+    expect(kubeletRequestAttributes('GET', 'n', true).verb).to.equal('create');
   });
 
   it('authenticates bearer tokens with TokenReview and caches the answer', async () => {

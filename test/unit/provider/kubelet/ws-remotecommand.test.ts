@@ -16,10 +16,12 @@ const tls = makeTlsFixtures();
 /** Token "good" may do anything; anything else is anonymous. */
 const auth: KubeletAuthorizer = {
   async authenticate(req: IncomingMessage) {
+    if (req.headers.authorization === 'Bearer reader') return { name: 'reader', groups: [] };
     return req.headers.authorization === 'Bearer good' ? { name: 'alice', groups: [] } : null;
   },
-  async authorize() {
-    return true;
+  // "reader" holds only `get nodes/proxy`, as a monitoring agent might.
+  async authorize(user, attrs) {
+    return user.name !== 'reader' || attrs.verb === 'get';
   },
 };
 
@@ -57,6 +59,11 @@ function connect(port: number, path: string, opts: { protocols?: string[]; token
 }
 
 const status = (messages: Array<[number, string]>) => messages.filter(([c]) => c === 3).map(([, t]) => t);
+
+/** Polls until `check` holds (deadline 1 s); the caller asserts afterwards. */
+async function eventually(check: () => boolean | Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 100 && !(await check()); i++) await new Promise((r) => setTimeout(r, 10));
+}
 
 describe('kubelet server: remotecommand over WebSocket', () => {
   let server: KubeletServer;
@@ -99,22 +106,30 @@ describe('kubelet server: remotecommand over WebSocket', () => {
     expect(await c.closed).to.equal(1000);
     // First an empty "established" message on stdout, then the output, then the outcome.
     expect(c.messages.slice(0, 3)).to.deep.equal([[1, ''], [1, 'out\n'], [2, 'err\n']]);
-    expect(status(c.messages).map((s) => JSON.parse(s))).to.deep.equal([
-      {
-        metadata: {},
-        status: 'Failure',
-        message: 'command terminated with non-zero exit code: exit status 3',
-        reason: 'NonZeroExitCode',
-        details: { causes: [{ reason: 'ExitCode', message: '3' }] },
-      },
+    // Byte for byte what the kubelet's json.Marshal of the metav1.Status gives.
+    expect(status(c.messages)).to.deep.equal([
+      '{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: exit status 3",' +
+        '"reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}',
     ]);
+    expect(c.messages.at(-1)?.[0]).to.equal(3); // nothing after the outcome
     expect(exec.requests[0]).to.deep.include({ namespace: 'ns', pod: 'web-d', container: 'app', command: ['sh', '-c', 'exit 3'], stdin: false, tty: false });
+    // Counted like an SPDY session: the handshake's 101, once the session is over.
+    await eventually(async () => /route="exec",code="101"\} 1/.test(await registry.metrics()));
+    expect(await registry.metrics()).to.match(/admiralty_kubelet_requests_total\{route="exec",code="101"\} 1/);
   });
 
   it('sends a Success Status on v4 and text only on failure for older protocols', async () => {
     const v4 = connect(port, '/exec/ns/web/app?command=true&output=1', { protocols: ['v4.channel.k8s.io'] });
     await v4.closed;
     expect(status(v4.messages)).to.deep.equal(['{"metadata":{},"status":"Success"}']);
+    exec.run = async () => ({ exitCode: 300 });
+    const v4fail = connect(port, '/exec/ns/web/app?command=false&output=1', { protocols: ['v4.channel.k8s.io'] });
+    await v4fail.closed;
+    expect(status(v4fail.messages)).to.deep.equal([
+      '{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: exit status 255",' +
+        '"reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"255"}]}}',
+    ]);
+    exec.run = async () => ({ exitCode: 0 });
     const v3ok = connect(port, '/exec/ns/web/app?command=true&output=1', { protocols: ['v3.channel.k8s.io'] });
     await v3ok.closed;
     expect(status(v3ok.messages)).to.deep.equal([]); // before v4, success says nothing
@@ -140,9 +155,58 @@ describe('kubelet server: remotecommand over WebSocket', () => {
     expect(c.messages.filter(([ch]) => ch === 1).map(([, t]) => t).join('')).to.equal('got hello world');
   });
 
+  it('ignores the close signal before v5 (the channel does not exist there)', async () => {
+    exec.run = async (io) => {
+      let got = '';
+      for await (const chunk of io.stdin!) {
+        got += chunk;
+        break;
+      }
+      io.stdout!.write(`got ${got}`);
+      return { exitCode: 0 };
+    };
+    const c = connect(port, '/exec/ns/web/app?command=cat&input=1&output=1', { protocols: ['v4.channel.k8s.io'] });
+    await c.opened;
+    c.send(255, Buffer.from([0]));
+    c.send(0, 'still open');
+    await c.closed;
+    expect(c.messages.filter(([ch]) => ch === 1).map(([, t]) => t).join('')).to.equal('got still open');
+  });
+
+  it('announces the session with an empty message on the lowest channel it will write', async () => {
+    const stderrOnly = connect(port, '/exec/ns/web/app?command=true&error=1');
+    await stderrOnly.closed;
+    expect(stderrOnly.messages[0]).to.deep.equal([2, '']);
+    const stdinOnly = connect(port, '/exec/ns/web/app?command=true&input=1');
+    await stdinOnly.opened;
+    stdinOnly.send(255, Buffer.from([0]));
+    await stdinOnly.closed;
+    expect(stdinOnly.messages).to.deep.equal([
+      [3, ''],
+      [3, '{"metadata":{},"status":"Success"}'],
+    ]);
+  });
+
+  it('serves a client that offers no subprotocol as channel.k8s.io, as the kubelet does', async () => {
+    exec.run = async (io) => {
+      io.stdout!.write('hi');
+      return { exitCode: 1 };
+    };
+    const c = connect(port, '/exec/ns/web/app?command=false&output=1', { protocols: [] });
+    await c.opened;
+    expect(c.ws.protocol).to.equal('');
+    expect(await c.closed).to.equal(1000);
+    expect(c.messages).to.deep.equal([
+      [1, ''],
+      [1, 'hi'],
+      [3, 'command terminated with non-zero exit code: exit status 1'],
+    ]);
+  });
+
   it('passes resizes to the backend for a TTY, and drops stderr as the kubelet does', async () => {
     const sizes: Array<{ width: number; height: number }> = [];
     exec.run = async (io) => {
+      expect(io.stderr).to.equal(undefined);
       for await (const s of io.resize!) {
         sizes.push(s);
         if (sizes.length === 2) break;
@@ -159,6 +223,7 @@ describe('kubelet server: remotecommand over WebSocket', () => {
       { width: 120, height: 40 },
     ]);
     expect(exec.requests[0]).to.include({ tty: true, stderr: false });
+    expect(c.messages.filter(([ch]) => ch === 2)).to.deep.equal([]);
   });
 
   it('aborts the backend when the client goes away', async () => {
@@ -170,13 +235,29 @@ describe('kubelet server: remotecommand over WebSocket', () => {
     expect(exec.aborted).to.equal(true);
   });
 
-  it('refuses before the handshake: 401 without credentials, 400 for unknown protocols or port-forward', async () => {
+  it('ends open sessions and aborts their backends when the server closes', async () => {
+    exec.run = (io) => new Promise((resolve) => io.signal.addEventListener('abort', () => resolve({ exitCode: 137 })));
+    const c = connect(port, '/attach/ns/web/app?output=1');
+    await c.opened;
+    await server.close();
+    await c.closed;
+    await eventually(() => exec.aborted);
+    expect(exec.aborted).to.equal(true);
+  });
+
+  it('refuses before the handshake: 401 without credentials, 403 for unknown protocols, 400 for port-forward', async () => {
     const anonymous = connect(port, '/exec/ns/web/app?command=true&output=1', { token: 'bad' });
     expect(await anonymous.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(401);
     const chat = connect(port, '/exec/ns/web/app?command=true&output=1', { protocols: ['chat'] });
-    expect(await chat.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(400);
+    expect(await chat.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(403);
     const pf = connect(port, '/portForward/ns/web', { protocols: ['v4.channel.k8s.io'] });
     expect(await pf.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(400);
+    expect(exec.requests).to.have.length(0);
+  });
+
+  it('refuses exec to a caller with only get on nodes/proxy, though a WebSocket upgrade is a GET', async () => {
+    const reader = connect(port, '/exec/ns/web/app?command=true&output=1', { token: 'reader' });
+    expect(await reader.opened.catch((e: { statusCode: number }) => e.statusCode)).to.equal(403);
     expect(exec.requests).to.have.length(0);
   });
 
