@@ -78,6 +78,11 @@ export class Controller {
     for (;;) {
       const key = await this.queue.get();
       if (key === undefined) return;
+      // A key handed to this worker just before stop() resumes it only after: drop that key.
+      if (this.queue.isShuttingDown()) {
+        this.queue.done(key);
+        return;
+      }
       const p = this.process(key);
       this.inFlight.add(p);
       await p;

@@ -83,6 +83,8 @@ export class WorkQueue {
 
   /** Next key to process, waiting for one; undefined once shut down. */
   get(): Promise<string | undefined> {
+    // Keys still queued at shut down are dropped, not handed out: stop means stop writing.
+    if (this.shuttingDown) return Promise.resolve(undefined);
     const key = this.queue.shift();
     if (key !== undefined) {
       this.queued.delete(key);
@@ -90,7 +92,6 @@ export class WorkQueue {
       this.opts.hooks?.onDepth?.(this.queue.length);
       return Promise.resolve(key);
     }
-    if (this.shuttingDown) return Promise.resolve(undefined);
     return new Promise((res) => this.waiters.push(res));
   }
 

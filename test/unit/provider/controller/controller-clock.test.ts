@@ -1,0 +1,200 @@
+import { expect } from 'chai';
+import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { Controller } from '../../../../provider/controller/controller.js';
+import { Informer, type WatchStarter } from '../../../../provider/controller/informer.js';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import { silentLogger } from '../../../../provider/core/logger.js';
+
+/** Lets every promise chain that can move without the clock move. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** A reconcile the test finishes by hand. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  return { opened, open };
+}
+
+describe('Controller driven by a fake clock', () => {
+  let clock: FakeClock;
+  let controller: Controller;
+  let calls: string[];
+
+  function make(reconcile: (key: string) => Promise<{ requeueAfterMs?: number } | void>, workers = 2): Controller {
+    controller = new Controller({ name: 'test', reconciler: { reconcile }, workers, clock, logger: silentLogger() });
+    return controller;
+  }
+  /** Advances the clock `ms` at a time until `cond` holds; returns how long that took. */
+  async function advanceUntil(cond: () => boolean, stepMs: number, maxMs: number): Promise<number> {
+    let waited = 0;
+    while (!cond() && waited < maxMs) {
+      clock.advance(stepMs);
+      waited += stepMs;
+      await settle();
+    }
+    return waited;
+  }
+
+  beforeEach(() => {
+    clock = new FakeClock(0);
+    calls = [];
+  });
+  afterEach(async () => {
+    await controller.stop(50);
+  });
+
+  it('retries a failing key after 500 ms, then 1 s, then 2 s (plus at most 10 % jitter)', async () => {
+    make(async (k) => {
+      calls.push(k);
+      throw new Error('transient');
+    });
+    controller.start();
+    controller.enqueue('k');
+    await settle();
+    expect(calls).to.have.length(1);
+    const waits: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const before = calls.length;
+      waits.push(await advanceUntil(() => calls.length > before, 10, 10_000));
+    }
+    [500, 1000, 2000].forEach((base, i) => expect(waits[i], `retry ${i + 1}`).to.be.within(base, base * 1.1 + 10));
+  });
+
+  it('starts the backoff again from 500 ms once the key succeeds', async () => {
+    let failing = 3;
+    make(async (k) => {
+      calls.push(k);
+      if (failing-- > 0) throw new Error('transient');
+    });
+    controller.start();
+    controller.enqueue('k');
+    await settle();
+    await advanceUntil(() => calls.length === 4, 10, 10_000);
+    expect(calls).to.have.length(4);
+    failing = 1;
+    controller.enqueue('k');
+    await settle();
+    expect(calls).to.have.length(5);
+    const wait = await advanceUntil(() => calls.length === 6, 10, 10_000);
+    expect(wait).to.be.within(500, 560);
+  });
+
+  it('reconciles again after requeueAfterMs, not before', async () => {
+    make(async (k) => {
+      calls.push(k);
+      return { requeueAfterMs: 30_000 };
+    });
+    controller.start();
+    controller.enqueue('k');
+    await settle();
+    clock.advance(29_999);
+    await settle();
+    expect(calls).to.have.length(1);
+    clock.advance(1);
+    await settle();
+    expect(calls).to.have.length(2);
+  });
+
+  it('an earlier enqueueAfter of the same key wins over a later one', async () => {
+    make(async (k) => void calls.push(k));
+    controller.start();
+    controller.enqueueAfter('k', 5000);
+    controller.enqueueAfter('k', 1000);
+    clock.advance(1000);
+    await settle();
+    expect(calls).to.deep.equal(['k']);
+    clock.advance(10_000);
+    await settle();
+    expect(calls).to.deep.equal(['k']);
+  });
+
+  it('a key mapper that throws loses only its own event', async () => {
+    make(async (k) => void calls.push(k));
+    const watch: WatchStarter = { watch: async () => ({ abort() {} }) };
+    const pods = new Informer<V1Pod>({
+      name: 'pods',
+      cluster: 'c1',
+      kubeConfig: new KubeConfig(),
+      path: '/api/v1/pods',
+      list: async () => ({
+        items: [{ metadata: { name: 'bad', namespace: 'ns', resourceVersion: '1' } }, { metadata: { name: 'good', namespace: 'ns', resourceVersion: '1' } }],
+        metadata: { resourceVersion: '1' },
+      }),
+      logger: silentLogger(),
+      clock,
+      watch,
+    });
+    controller.watch(pods, (p) => {
+      if (p.metadata!.name === 'bad') throw new Error('bug in a mapper');
+      return [`ns/${p.metadata!.name}`];
+    });
+    controller.start();
+    pods.start();
+    await settle();
+    expect(calls).to.deep.equal(['ns/good']);
+    pods.stop();
+  });
+
+  it('stop() reconciles none of the keys still queued', async () => {
+    const first = gate();
+    make(async (k) => {
+      calls.push(k);
+      if (k === 'a') await first.opened;
+    }, 1);
+    controller.start();
+    for (const k of ['a', 'b', 'c']) controller.enqueue(k);
+    await settle();
+    expect(calls).to.deep.equal(['a']);
+    const stopped = controller.stop(1000);
+    first.open();
+    await stopped;
+    await settle();
+    expect(calls, 'b and c were queued, not in flight').to.deep.equal(['a']);
+  });
+
+  it('stop() right after a key was handed to an idle worker does not let that reconcile start after it', async () => {
+    let running = 0;
+    make(async (k) => {
+      calls.push(k);
+      running++;
+      await settle();
+      running--;
+    }, 1);
+    controller.start();
+    await settle();
+    controller.enqueue('k');
+    await controller.stop(1000);
+    expect(running, 'nothing runs once stop() has returned').to.equal(0);
+    await settle();
+    expect(calls, 'the key was dropped, not reconciled late').to.deep.equal([]);
+  });
+
+  it('stop() waits for a reconcile in flight, and gives up on it at the deadline', async () => {
+    const g = gate();
+    let finished = false;
+    make(async () => {
+      await g.opened;
+      finished = true;
+    }, 1);
+    controller.start();
+    controller.enqueue('k');
+    await settle();
+    let stopped = false;
+    const stopping = controller.stop(10_000).then(() => (stopped = true));
+    await settle();
+    expect(stopped, 'still waiting for the reconcile').to.equal(false);
+    g.open();
+    await stopping;
+    expect(finished).to.equal(true);
+
+    const never = make(() => new Promise(() => {}), 1);
+    never.start();
+    never.enqueue('k');
+    await settle();
+    const t0 = Date.now();
+    await never.stop(30);
+    expect(Date.now() - t0).to.be.within(20, 500);
+  });
+});
