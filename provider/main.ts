@@ -26,6 +26,7 @@ import { readCertificate } from '../certs/read-certificate.js';
 import { createWebhookApp } from '../webhook/create-webhook-app.js';
 import { WebhookCertificates } from '../webhook/webhook-certificates.js';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
+import { ServerAddressPolicy } from './clusters/server-address-policy.js';
 import type { TargetClient } from './clusters/target-client.js';
 import { Controller } from './controller/controller.js';
 import { Informer } from './controller/informer.js';
@@ -167,6 +168,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
       targets,
       clusterTargets,
       registry: clusters,
+      serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
       kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
       kubeletVersion: PROVIDER_VERSION,
       events,

@@ -13,6 +13,7 @@ export interface ProviderConfig {
   kubeletBindAddress: string;
   kubeletClientCaFile?: string;
   kubeletServingSigner: string;
+  allowLoopbackTargets: boolean;
   webhookPort: number;
   webhookBindAddress: string;
   webhookConfigName: string;
@@ -54,6 +55,7 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   kubeletBindAddress: { flag: 'kubelet-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address the kubelet API listens on (0.0.0.0 in a pod)' },
   kubeletClientCaFile: { flag: 'kubelet-client-ca-file', kind: 'string', help: "CA that signs the apiserver's kubelet client certificate; without it only bearer tokens authenticate" },
   kubeletServingSigner: { flag: 'kubelet-serving-signer', kind: 'string', default: 'kubernetes.io/kubelet-serving', help: 'signer of the kubelet serving certificate CSR (e.g. beta.eks.amazonaws.com/app-serving)' },
+  allowLoopbackTargets: { flag: 'allow-loopback-targets', kind: 'bool', default: 'false', help: "let a Target's kubeconfig point at a loopback address (local sandboxes only: in a pod, loopback is the provider itself)" },
   webhookPort: { flag: 'webhook-port', kind: 'port', default: '9443', help: 'port of the admission webhook' },
   webhookBindAddress: { flag: 'webhook-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address the webhook listens on (0.0.0.0 in a pod)' },
   webhookConfigName: { flag: 'webhook-config-name', kind: 'string', default: 'admiralty', help: 'MutatingWebhookConfiguration whose caBundle the provider keeps current' },

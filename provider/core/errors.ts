@@ -3,6 +3,8 @@
  * retry decisions. Check errors by class (or by `classifyApiError`), never by message text.
  */
 
+import { sanitizeRemoteText } from './redact.js';
+
 /** A failure that retrying cannot fix (bad input, invalid object): log, count and drop. */
 export class TerminalError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
@@ -65,17 +67,21 @@ export function statusReason(err: unknown): string | undefined {
   }
 }
 
-/** The Status `message` in an ApiException body, else the error's message. */
+/**
+ * The Status `message` in an ApiException body, else the error's message: sanitized, because
+ * the server that wrote it may be anyone's (a Target's server is chosen by its writer) and the
+ * text lands in our statuses and events.
+ */
 export function statusMessage(err: unknown): string {
   const body = (err as { body?: unknown })?.body;
   try {
     const parsed = typeof body === 'string' ? JSON.parse(body) : body;
-    if (typeof parsed?.message === 'string') return parsed.message;
+    if (typeof parsed?.message === 'string') return sanitizeRemoteText(parsed.message);
   } catch {
     /* not JSON */
   }
-  if (err instanceof Error) return err.message.split('\n')[0].slice(0, 300);
-  return String(err);
+  if (err instanceof Error) return sanitizeRemoteText(err.message.split('\n')[0]);
+  return sanitizeRemoteText(String(err));
 }
 
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND', 'EPIPE', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'ECONNABORTED']);

@@ -1,4 +1,5 @@
 import winston from 'winston';
+import { redactCredentials } from './redact.js';
 
 export type Logger = winston.Logger;
 
@@ -6,8 +7,10 @@ export interface LoggerOptions {
   level?: string;
   /** `json` (default, for machines) or `text` (for people at a terminal). */
   format?: 'json' | 'text';
-  /** Where to write; default stderr. Tests pass a silent logger instead. */
+  /** Drop everything (unit tests). */
   silent?: boolean;
+  /** Where to write; default stderr. */
+  stream?: NodeJS.WritableStream;
 }
 
 /** Builds the process logger. Structured fields go in the metadata (`cluster`, `key`, `controller`). */
@@ -15,19 +18,39 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
   const format =
     opts.format === 'text'
       ? winston.format.combine(
+          redact(),
           winston.format.timestamp(),
           winston.format.printf(({ timestamp, level, message, ...meta }) => {
             const extra = Object.keys(meta).length ? ' ' + JSON.stringify(meta) : '';
             return `${timestamp} ${level} ${message}${extra}`;
           }),
         )
-      : winston.format.combine(winston.format.timestamp(), winston.format.errors({ stack: false }), winston.format.json());
+      : winston.format.combine(redact(), winston.format.timestamp(), winston.format.errors({ stack: false }), winston.format.json());
   return winston.createLogger({
     level: opts.level ?? 'info',
     format,
     silent: opts.silent ?? false,
-    transports: [new winston.transports.Console({ stderrLevels: ['error', 'warn', 'info', 'debug', 'verbose', 'silly'] })],
+    transports: [opts.stream ? new winston.transports.Stream({ stream: opts.stream }) : new winston.transports.Console({ stderrLevels: ['error', 'warn', 'info', 'debug', 'verbose', 'silly'] })],
   });
+}
+
+/**
+ * Redacts HTTP credentials from the message and every string field, whoever logged them: an
+ * error's text can be a request header (an invalid header value is echoed whole by Node and
+ * node-fetch), so this cannot be left to each call site. Nested fields are copied, not changed.
+ */
+const redact = winston.format((info) => {
+  for (const key of Object.keys(info)) info[key] = redactValue(info[key], 0);
+  return info;
+});
+
+function redactValue(value: unknown, depth: number): unknown {
+  if (typeof value === 'string') return redactCredentials(value);
+  if (depth >= 4 || typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map((v) => redactValue(v, depth + 1));
+  if (value instanceof Error) return redactCredentials(value.message);
+  if (Object.getPrototypeOf(value) !== Object.prototype) return value;
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactValue(v, depth + 1)]));
 }
 
 /** A logger that drops everything, for unit tests. */

@@ -8,6 +8,7 @@ import {
   type V1Node,
 } from '@kubernetes/client-node';
 import type { ClusterRegistry, TargetHealth } from '../clusters/cluster-registry.js';
+import type { ServerAddressPolicy } from '../clusters/server-address-policy.js';
 import { createTargetClient, KubeconfigError, kubeConfigFromSecret, parseTargetKey, targetKey, type TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import { classifyApiError, isAlreadyExists, isNotFound, statusMessage } from '../core/errors.js';
@@ -36,6 +37,8 @@ export interface TargetsReconcilerOptions {
   targets: ObjectCache<Target>;
   clusterTargets: ObjectCache<Target>;
   registry: ClusterRegistry;
+  /** Which addresses a Target's kubeconfig may point at. */
+  serverPolicy: ServerAddressPolicy;
   /** Where the kube-apiserver reaches our kubelet API. */
   kubelet: { address: string; port: number };
   kubeletVersion: string;
@@ -178,7 +181,7 @@ export class TargetsReconciler {
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
-    const { kubeConfig, fingerprint } = kubeConfigFromSecret(secret, { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context });
+    const { kubeConfig, fingerprint } = kubeConfigFromSecret(secret, { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context }, this.o.serverPolicy);
     if (existing && existing.fingerprint === fingerprint) return existing;
     return createTargetClient(ref, kubeConfig, fingerprint, false);
   }

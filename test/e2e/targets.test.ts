@@ -1,3 +1,7 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect } from 'chai';
 import { apply, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
 
@@ -100,6 +104,56 @@ describe('targets and virtual nodes', function () {
     }
     // Deleting the Targets (with their namespace) removes their nodes.
     await waitFor('nodes of the bad targets gone', 60_000, async () => !(await kubectl('c1', 'get', 'nodes', '-o', 'name')).includes(`admiralty-namespace-${ns}`));
+  });
+
+  it("never sends the provider's credentials where a Target's writer points: hostile kubeconfigs are refused without a connection", async () => {
+    const ns = uniqueName('hostile-kc');
+    const dir = mkdtempSync(join(tmpdir(), 'canary-dir-'));
+    const tokenFile = join(dir, 'token');
+    writeFileSync(tokenFile, 'provider-token-canary');
+    // One loopback listener per case, counting connections: a credential can only leave on one.
+    const listeners: Server[] = [];
+    const listen = async () => {
+      const counter = { connections: 0, port: 0 };
+      const server = createServer((socket) => {
+        counter.connections++;
+        socket.destroy();
+      });
+      await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
+      counter.port = (server.address() as AddressInfo).port;
+      listeners.push(server);
+      return counter;
+    };
+    const kc = (server: string, user: string, cluster = '') =>
+      `apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: "${server}"${cluster}}}]\nusers: [{name: x, user: {${user}}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n`;
+    await kubectl('c1', 'create', 'namespace', ns);
+    try {
+      const cases = [
+        { name: 'token-file', reason: 'KubeconfigUnsupported', listener: await listen(), kubeconfig: (p: number) => kc(`https://127.0.0.1:${p}`, `token-file: ${tokenFile}`, ', insecure-skip-tls-verify: true') },
+        { name: 'proxy-url', reason: 'KubeconfigUnsupported', listener: await listen(), kubeconfig: (p: number) => kc('https://10.0.0.1:6443', 'token: t', `, proxy-url: "http://127.0.0.1:${p}"`) },
+        { name: 'query', reason: 'KubeconfigInvalid', listener: await listen(), kubeconfig: (p: number) => kc(`https://127.0.0.1:${p}/?`, 'token: t') },
+        { name: 'newline-token', reason: 'KubeconfigInvalid', listener: await listen(), kubeconfig: (p: number) => kc(`https://127.0.0.1:${p}`, 'token: "canary-token\\n"') },
+        // The control: a plain kubeconfig to the same kind of listener is dialled, so a zero above means something.
+        { name: 'control', reason: 'TargetUnreachable', listener: await listen(), kubeconfig: (p: number) => kc(`https://127.0.0.1:${p}`, 'token: t') },
+      ];
+      for (const c of cases) {
+        await kubectl('c1', 'create', 'secret', 'generic', c.name, '-n', ns, `--from-literal=config=${c.kubeconfig(c.listener.port)}`);
+        await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: ${c.name}, namespace: ${ns}}\nspec: {kubeconfigSecret: {name: ${c.name}}}\n`);
+      }
+      for (const c of cases) {
+        await waitFor(`Target ${c.name} says ${c.reason}`, 60_000, async () => targetReady(await getJson('c1', 'target', c.name, '-n', ns))?.reason === c.reason);
+        const cond = targetReady(await getJson('c1', 'target', c.name, '-n', ns));
+        expect(cond.message, c.name).to.not.match(/canary/);
+      }
+      await waitFor('the control Target was dialled', 30_000, async () => cases.at(-1)!.listener.connections > 0);
+      for (const c of cases.slice(0, -1)) expect(c.listener.connections, `connections made for ${c.name}`).to.equal(0);
+      const logs = readFileSync(join(sandbox.dir, 'logs', 'c1-provider.log'), 'utf8');
+      expect(logs).to.not.contain('canary');
+    } finally {
+      for (const l of listeners) l.close();
+      rmSync(dir, { recursive: true, force: true });
+      await kubectl('c1', 'delete', 'namespace', ns, '--wait=true', '--timeout=60s');
+    }
   });
 
   it('copies a label shared by every node of c2 onto its virtual node, and drops it live with excludedLabelsRegexp', async () => {

@@ -327,6 +327,8 @@ export class Sandbox {
       `--metrics-port=${p.metrics}`,
       '--log-format=json',
       '--log-level=debug',
+      // Every sandbox cluster listens on 127.0.0.1: the one setting a real install never needs.
+      '--allow-loopback-targets',
     ];
     if (cluster !== 'c1') args.push('--enable=summary,sources');
     return args;

@@ -1,6 +1,7 @@
 import { ApiException } from '@kubernetes/client-node';
+import { Writable } from 'node:stream';
 import { expect } from 'chai';
-import { errorFields, silentLogger } from '../../../../provider/core/logger.js';
+import { createLogger, errorFields, silentLogger } from '../../../../provider/core/logger.js';
 
 describe('errorFields', () => {
   const cases: [string, unknown, string][] = [
@@ -30,5 +31,49 @@ describe('silentLogger', () => {
     const logger = silentLogger();
     expect(logger.silent).to.equal(true);
     for (const level of ['error', 'warn', 'info', 'debug']) logger.log(level, 'message', { cluster: 'c1' });
+  });
+});
+
+describe('createLogger redacts credentials, whoever logs them', () => {
+  /** A logger writing JSON lines into `lines`. */
+  function capture(format: 'json' | 'text' = 'json') {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    });
+    return { logger: createLogger({ format, level: 'debug', stream }), lines };
+  }
+
+  it("keeps a token out of the log when node-fetch echoes an illegal Authorization header in its error", async () => {
+    // What client-node's fetch does with a token that ends in a newline: the error text is the header.
+    const { Headers } = await import('node-fetch');
+    let err: unknown;
+    try {
+      new Headers().set('Authorization', 'Bearer eyJhbGciOiJSUzI1NiJ9.secret-part\n');
+    } catch (e) {
+      err = new Error('probing target default/c2', { cause: e });
+    }
+    expect(errorFields(err).error, 'the raw error text carries the token').to.contain('secret-part');
+    const { logger, lines } = capture();
+    logger.warn('target probe failed', { target: 'default/c2', ...errorFields(err) });
+    await new Promise((r) => setImmediate(r));
+    expect(lines).to.have.length(1);
+    expect(lines[0]).to.not.contain('secret-part');
+    expect(JSON.parse(lines[0]).error).to.equal('probing target default/c2: Bearer <redacted>');
+  });
+
+  it('redacts the message, nested fields and both formats, and leaves the caller objects alone', async () => {
+    for (const format of ['json', 'text'] as const) {
+      const { logger, lines } = capture(format);
+      const request = { headers: { authorization: 'Basic dXNlcjpwYXNz' } };
+      logger.info('sent Authorization: Bearer abc.def', { request, list: ['Bearer zzz'] });
+      await new Promise((r) => setImmediate(r));
+      expect(lines.join('')).to.not.match(/abc\.def|dXNlcjpwYXNz|zzz/);
+      expect(lines.join('')).to.contain('Bearer <redacted>');
+      expect(request.headers.authorization, 'the caller object is not changed').to.equal('Basic dXNlcjpwYXNz');
+    }
   });
 });

@@ -12,6 +12,7 @@ import {
   type V1Secret,
 } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
+import { ServerAddressPolicy } from '../../../../provider/clusters/server-address-policy.js';
 import { createTargetClient, type TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
@@ -51,6 +52,12 @@ function kubeConfig(server: string): KubeConfig {
     currentContext: 'ctx',
   });
   return kc;
+}
+
+/** A kubeconfig Secret written by hand, as a Target's writer could: `user` is a YAML flow-mapping body. */
+function rawKubeconfigSecret(server: string, user: string): V1Secret {
+  const yaml = `apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "${server}"}}]\nusers: [{name: u, user: {${user}}}]\ncontexts: [{name: ctx, context: {cluster: c, user: u}}]\ncurrent-context: ctx\n`;
+  return { metadata: { name: 'kc', namespace: 'default' }, data: { config: Buffer.from(yaml).toString('base64') } };
 }
 
 function kubeconfigSecret(server: string): V1Secret {
@@ -189,6 +196,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
     targets,
     clusterTargets,
     registry,
+    serverPolicy: new ServerAddressPolicy({ allowLoopback: false, ownAddresses: [] }),
     kubelet: { address: '10.0.0.5', port: 10250 },
     kubeletVersion: 'v1.30.0-admiralty',
     events: sink,
@@ -430,6 +438,31 @@ describe('TargetsReconciler.reconcile', () => {
         message: /^the target refused our credentials at https:\/\/source.example:6443: no$/,
         probed: true,
       },
+      {
+        why: "kubeconfig that reads the provider's own service-account token",
+        target: { metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } },
+        secret: rawKubeconfigSecret('https://remote.example:6443', 'token-file: /var/run/secrets/kubernetes.io/serviceaccount/token'),
+        reason: 'KubeconfigUnsupported',
+        message: /user "u": field "token-file" reads a file of the provider's machine/,
+        probed: false,
+      },
+      {
+        why: 'kubeconfig whose server is the cloud metadata service',
+        target: { metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } },
+        secret: kubeconfigSecret('https://169.254.169.254'),
+        reason: 'ServerNotAllowed',
+        message: /server address 169\.254\.169\.254 is not allowed: it is link-local/,
+        probed: false,
+      },
+      {
+        why: "probe 500 whose Status message is the remote server's hostile text",
+        target: selfTarget(),
+        probe: async () => Promise.reject(new ApiException(500, 'x', JSON.stringify({ kind: 'Status', message: `line one\n\u001b[31mline two Bearer stolen ${'x'.repeat(1000)}` }), {})),
+        reason: 'TargetUnreachable',
+        // One line, no escape sequences, no credential, cut to 256 characters.
+        message: /^cannot reach the target at https:\/\/source.example:6443: line one \[31mline two Bearer <redacted> x{215}…$/,
+        probed: true,
+      },
     ];
     for (const c of cases) {
       it(`${c.why} -> ${c.reason}`, async () => {
@@ -444,7 +477,7 @@ describe('TargetsReconciler.reconcile', () => {
         expect(patch.body.status.virtualNodeName).to.equal(NODE);
         const cond = patch.body.status.conditions[0];
         expect(cond).to.deep.include({ type: 'Ready', status: 'False', reason: c.reason });
-        expect(cond.message).to.match(c.message);
+        expect(cond.message, cond.message).to.match(c.message);
 
         const warnings = w.events.filter((e) => e.type === 'Warning');
         expect(warnings).to.have.length(1);
