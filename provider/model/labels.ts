@@ -1,3 +1,4 @@
+import { RE2JS } from 're2js';
 import { KEY_PREFIX } from '../core/keys.js';
 import { ValidationError } from '../core/errors.js';
 
@@ -16,11 +17,11 @@ import { ValidationError } from '../core/errors.js';
  */
 export function prefixLabels(
   labels: Record<string, string> | undefined | null,
-  noPrefixRegexp?: RegExp | null,
+  noPrefixRegexp?: GoRegexp | null,
 ): Record<string, string> {
   const out: Record<string, string> = {};
   if (!labels) return out;
-  const re = noPrefixRegexp ? statelessRegExp(noPrefixRegexp) : undefined;
+  const re = noPrefixRegexp ?? undefined;
   const keys = Object.keys(labels).sort();
   // First pass: keys that keep their name, so they win over re-prefixed ones.
   const rest: string[] = [];
@@ -41,40 +42,30 @@ export function prefixLabels(
   return out;
 }
 
-/** A copy without the `g`/`y` flags, whose `test` would otherwise carry state between calls. */
-function statelessRegExp(re: RegExp): RegExp {
-  return re.global || re.sticky ? new RegExp(re.source, re.flags.replace(/[gy]/g, '')) : re;
+/** A compiled Go regexp: `test` is an unanchored search, as Go's `MatchString`. */
+export interface GoRegexp {
+  test(input: string): boolean;
 }
 
-/** Go inline flags we can translate to JavaScript flags. */
-const GO_FLAG_TO_JS: Record<string, string> = { i: 'i', m: 'm', s: 's' };
+/** Longest expression we compile; real ones are a few dozen characters. */
+const MAX_REGEXP_CHARS = 4096;
 
 /**
  * Compiles a Go regexp written by a user (the `no-prefix-label-regexp` annotation, a Target's
- * `excludedLabelsRegexp`) as a JavaScript RegExp. The syntaxes agree on everything such
- * expressions use in practice; a leading Go flag group such as `(?i)` is translated to JavaScript
- * flags, because JavaScript before Node 23 has no inline flags. Nothing is anchored: matching is a
- * search, as with Go's `MatchString`. An empty string is a valid regexp that matches everything,
- * as in Go.
+ * `excludedLabelsRegexp`) with an RE2 engine: the same syntax as Go (inline flags such as
+ * `(?i)` included), and matching in time linear in the input. JavaScript's own RegExp
+ * backtracks, so an expression like `(a+)+$` against a 63-character label value would hold the
+ * provider's event loop for hours: every controller, the webhook and the kubelet API with it.
+ * Nothing is anchored; an empty string is a valid regexp that matches everything, as in Go.
  *
  * @returns undefined when `source` is undefined or null (no regexp configured).
  * @throws ValidationError when the expression does not compile (the message is for the user).
  */
-export function parseGoRegexp(source: string | undefined | null): RegExp | undefined {
+export function parseGoRegexp(source: string | undefined | null): GoRegexp | undefined {
   if (source === undefined || source === null) return undefined;
-  let body = source;
-  let flags = '';
-  const m = /^\(\?([a-zA-Z]+)\)/.exec(body);
-  if (m) {
-    for (const f of m[1]) {
-      const js = GO_FLAG_TO_JS[f];
-      if (!js) throw new ValidationError(`invalid regexp ${JSON.stringify(source)}: unsupported flag ${JSON.stringify(f)}`);
-      if (!flags.includes(js)) flags += js;
-    }
-    body = body.slice(m[0].length);
-  }
+  if (source.length > MAX_REGEXP_CHARS) throw new ValidationError(`invalid regexp: longer than ${MAX_REGEXP_CHARS} characters`);
   try {
-    return new RegExp(body, flags);
+    return RE2JS.compile(source);
   } catch (err) {
     throw new ValidationError(`invalid regexp ${JSON.stringify(source)}: ${(err as Error).message}`, { cause: err });
   }
@@ -85,6 +76,6 @@ export function parseGoRegexp(source: string | undefined | null): RegExp | undef
  *
  * @throws ValidationError when it does not compile (Admiralty then refuses to build the delegate).
  */
-export function parseNoPrefixRegexp(source: string | undefined | null): RegExp | undefined {
+export function parseNoPrefixRegexp(source: string | undefined | null): GoRegexp | undefined {
   return parseGoRegexp(source);
 }

@@ -8,7 +8,7 @@ import {
 } from '../core/keys.js';
 import { ValidationError } from '../core/errors.js';
 import { copyMetadata, type CopyOptions } from './follow.js';
-import { parseNoPrefixRegexp, prefixLabels } from './labels.js';
+import { parseNoPrefixRegexp, prefixLabels, type GoRegexp } from './labels.js';
 import { stringMapEquals } from './maps.js';
 import { equalNormalized } from './normalize.js';
 
@@ -19,7 +19,7 @@ import { equalNormalized } from './normalize.js';
  */
 export function reroutedSelector(
   selector: Record<string, string> | undefined | null,
-  noPrefixRegexp?: RegExp | null,
+  noPrefixRegexp?: GoRegexp | null,
 ): Record<string, string> {
   return prefixLabels(selector, noPrefixRegexp);
 }
@@ -44,7 +44,7 @@ export function parseSelector(text: string): Record<string, string> | undefined 
   return out;
 }
 
-function noPrefixRegexpOf(svc: V1Service): RegExp | undefined {
+function noPrefixRegexpOf(svc: V1Service): GoRegexp | undefined {
   return parseNoPrefixRegexp(svc.metadata?.annotations?.[NO_PREFIX_LABEL_REGEXP_ANNOTATION]);
 }
 

@@ -20,11 +20,12 @@ describe('labels', () => {
     for (const [why, input, re, want] of cases) {
       it(why, () => expect(prefixLabels(input, re)).to.deep.equal(want));
     }
-    it('is stateless with a global regexp', () => {
-      const re = /app/g;
-      const labels = { app: '1' };
-      expect(prefixLabels(labels, re)).to.deep.equal({ app: '1' });
-      expect(prefixLabels(labels, re)).to.deep.equal({ app: '1' });
+    it('matches a user regexp in linear time: (a+)+$ against a 63-character label value returns at once', function () {
+      // A backtracking engine takes 2^n steps here (1.5 s at 26 characters, doubling with each);
+      // mocha's timeout is the bound, so a regression hangs and fails instead of passing slowly.
+      this.timeout(5000);
+      const labels = { x: `${'a'.repeat(62)}!`, y: 'a'.repeat(63) };
+      expect(prefixLabels(labels, parseNoPrefixRegexp('(a+)+$'))).to.deep.equal({ [`${P}x`]: labels.x, y: labels.y });
     });
     it('does not modify its input', () => {
       const input = { app: 'web' };
@@ -41,6 +42,8 @@ describe('labels', () => {
       ['^app=', 'tier=app', false],
       ['(?i)^APP=', 'app=web', true],
       ['', 'anything', true],
+      ['(?U)a+', 'aaa', true],
+      ['\\pL+=', 'app=web', true],
     ];
     for (const [src, subject, matches] of ok) {
       it(`${JSON.stringify(src)} on ${subject} -> ${matches}`, () => {
@@ -48,8 +51,8 @@ describe('labels', () => {
         expect(re?.test(subject) ?? false).to.equal(matches);
       });
     }
-    for (const bad of ['(', '[a-', '(?U)x', 'a{2,1}']) {
-      it(`rejects ${JSON.stringify(bad)} with a ValidationError`, () => {
+    for (const bad of ['(', '[a-', 'a{2,1}', '(?<=a)b', '(a)\\1', '((a{1000}){1000}){1000}', 'a'.repeat(5000)]) {
+      it(`rejects ${JSON.stringify(bad.slice(0, 40))} with a ValidationError`, () => {
         expect(() => parseGoRegexp(bad)).to.throw(ValidationError);
       });
     }
