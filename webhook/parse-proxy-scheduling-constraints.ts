@@ -1,7 +1,10 @@
 import type { V1Affinity, V1Toleration, V1TopologySpreadConstraint } from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
 import { ValidationError } from '../provider/core/errors.js';
 import { PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION } from '../provider/core/keys.js';
+import { parseUntrustedYaml, UntrustedYamlError } from '../provider/core/untrusted-yaml.js';
+
+/** Largest constraints annotation we parse; real ones are a few hundred bytes. */
+const MAX_CONSTRAINTS_BYTES = 16 * 1024;
 
 /** The PodSpec fragment a user may put in the proxy-pod-scheduling-constraints annotation. */
 export interface ProxySchedulingConstraints {
@@ -103,9 +106,10 @@ const constraintsSchema: Schema = {
 export function parseProxySchedulingConstraints(text: string): ProxySchedulingConstraints {
   let doc: unknown;
   try {
-    doc = parseYaml(text, { strict: true, uniqueKeys: true, prettyErrors: false });
+    doc = parseUntrustedYaml(text, { maxBytes: MAX_CONSTRAINTS_BYTES });
   } catch (err) {
-    throw new ValidationError(`annotation ${PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION} is not valid YAML: ${(err as Error).message}`, { cause: err });
+    if (!(err instanceof UntrustedYamlError)) throw err;
+    throw new ValidationError(`annotation ${PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION} is ${err.message}`, { cause: err });
   }
   if (doc === null || doc === undefined) return {};
   return check(doc, constraintsSchema, '') as ProxySchedulingConstraints;

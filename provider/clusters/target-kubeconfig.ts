@@ -1,7 +1,7 @@
 import type { AgentOptions } from 'node:https';
 import https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
+import { parseUntrustedYaml, UntrustedYamlError } from '../core/untrusted-yaml.js';
 import type { ServerAddressPolicy } from './server-address-policy.js';
 
 /**
@@ -69,13 +69,12 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
  * so a token or a file path never reaches a status or a log.
  */
 export function parseTargetKubeconfig(text: string, opts: { context?: string; policy: ServerAddressPolicy }): TargetKubeconfig {
-  if (Buffer.byteLength(text) > MAX_KUBECONFIG_BYTES) throw new KubeconfigError('KubeconfigInvalid', `the kubeconfig is larger than ${MAX_KUBECONFIG_BYTES / 1024} KiB`);
   let doc: unknown;
   try {
-    // Few aliases: a kubeconfig has no use for them, and they are how YAML bombs expand.
-    doc = parseYaml(text, { maxAliasCount: 10, uniqueKeys: true });
+    doc = parseUntrustedYaml(text, { maxBytes: MAX_KUBECONFIG_BYTES });
   } catch (err) {
-    throw new KubeconfigError('KubeconfigInvalid', `not valid YAML: ${(err as Error).message.split('\n')[0].slice(0, 200)}`);
+    if (err instanceof UntrustedYamlError) throw new KubeconfigError('KubeconfigInvalid', `the kubeconfig is ${err.message}`);
+    throw err;
   }
   if (!isObj(doc)) throw new KubeconfigError('KubeconfigInvalid', 'not a kubeconfig (expected a mapping)');
 

@@ -1,6 +1,6 @@
 import type { V1Container, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
-import { parse as parseYaml } from 'yaml';
 import { ValidationError } from '../core/errors.js';
+import { parseUntrustedYaml } from '../core/untrusted-yaml.js';
 import {
   KEY_PREFIX,
   NO_PREFIX_LABEL_REGEXP_ANNOTATION,
@@ -22,6 +22,9 @@ export interface DelegatePodOptions {
   sourceClusterName: string;
 }
 
+/** Largest saved manifest we parse as YAML: all of a pod's annotations together are capped at 256 KiB. */
+const MAX_MANIFEST_BYTES = 256 * 1024;
+
 /**
  * Reads the source pod manifest the webhook saved on the proxy (JSON; YAML is accepted too, since
  * Admiralty wrote YAML and JSON is a subset of it).
@@ -39,7 +42,7 @@ export function sourcePodManifest(proxy: V1Pod): V1Pod {
     parsed = JSON.parse(raw);
   } catch {
     try {
-      parsed = parseYaml(raw);
+      parsed = parseUntrustedYaml(raw, { maxBytes: MAX_MANIFEST_BYTES });
     } catch (err) {
       throw new ValidationError(`proxy pod ${key}: ${SOURCE_POD_MANIFEST_ANNOTATION} is neither JSON nor YAML`, { cause: err });
     }

@@ -73,7 +73,7 @@ describe('kubeConfigFromSecret', () => {
       message: /has no key "value" \(it has: config\)/,
     },
     { why: 'a Secret without data', secret: { metadata: { name: 'x' } }, reason: 'SecretKeyMissing', message: /has no key "config"$/ },
-    { why: 'YAML garbage', secret: secret({ config: ': : :\n  - [' }), reason: 'KubeconfigInvalid', message: /key "config": not valid YAML/ },
+    { why: 'YAML garbage', secret: secret({ config: ': : :\n  - [' }), reason: 'KubeconfigInvalid', message: /key "config": the kubeconfig is not valid YAML/ },
     { why: 'an empty kubeconfig', secret: secret({ config: '' }), reason: 'KubeconfigInvalid', message: /not a kubeconfig \(expected a mapping\)/ },
     { why: 'a plain string', secret: secret({ config: 'hello' }), reason: 'KubeconfigInvalid', message: /not a kubeconfig \(expected a mapping\)/ },
     { why: 'an unknown context', secret: secret({ config: kubeconfigYaml() }), ref: { context: 'north' }, reason: 'KubeconfigInvalid', message: /context "north" not found/ },

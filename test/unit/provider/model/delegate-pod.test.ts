@@ -14,6 +14,7 @@ import {
   delegateSelectorForProxy,
   isOurDelegate,
   serviceAccountTokenVolumeNames,
+  sourcePodManifest,
 } from '../../../../provider/model/delegate-pod.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
 
@@ -242,5 +243,31 @@ describe('delegate ownership helpers', () => {
   ];
   for (const [why, labels, uid, want] of cases) {
     it(`isOurDelegate: ${why}`, () => expect(isOurDelegate({ metadata: { labels } }, 'c1', uid)).to.equal(want));
+  }
+});
+
+describe('sourcePodManifest on a hostile annotation', () => {
+  const proxyWith = (raw: string): V1Pod => ({ metadata: { name: 'p', namespace: 'n', annotations: { [SOURCE_POD_MANIFEST_ANNOTATION]: raw } } });
+  const cases: [string, string, RegExp][] = [
+    ['YAML nested 50 000 deep (the parser would recurse until the stack runs out)', `spec: ${'['.repeat(50_000)}${']'.repeat(50_000)}`, /nested deeper than 32 levels/],
+    ['a YAML alias bomb', `a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nspec: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]`, /alias/i],
+    ['YAML with duplicate keys', 'spec: {containers: []}\nspec: {containers: [{name: x, image: x, securityContext: {privileged: true}}]}', /duplicate key "spec"/],
+  ];
+  for (const [why, raw, cause] of cases) {
+    it(`refuses ${why} with a ValidationError, quickly`, () => {
+      const started = Date.now();
+      const err = (() => {
+        try {
+          sourcePodManifest(proxyWith(raw));
+        } catch (e) {
+          return e as ValidationError & { cause?: Error };
+        }
+        return expect.fail('accepted');
+      })();
+      expect(err).to.be.instanceOf(ValidationError);
+      expect(err.message).to.match(/is neither JSON nor YAML/);
+      expect(err.cause?.message).to.match(cause);
+      expect(Date.now() - started, 'ms').to.be.below(1000);
+    });
   }
 });

@@ -1,0 +1,60 @@
+import { expect } from 'chai';
+import { parseUntrustedYaml, UntrustedYamlError } from '../../../../provider/core/untrusted-yaml.js';
+
+const LIMITS = { maxBytes: 256 * 1024 };
+
+function refusal(text: string, limits = LIMITS): string {
+  try {
+    parseUntrustedYaml(text, limits);
+  } catch (err) {
+    expect(err).to.be.instanceOf(UntrustedYamlError);
+    return (err as Error).message;
+  }
+  expect.fail('the text was accepted');
+}
+
+describe('parseUntrustedYaml', () => {
+  it('parses plain YAML and JSON into plain values', () => {
+    expect(parseUntrustedYaml('a: 1\nb: [x, {c: d}]\n', LIMITS)).to.deep.equal({ a: 1, b: ['x', { c: 'd' }] });
+    expect(parseUntrustedYaml('{"a": [1, 2]}', LIMITS)).to.deep.equal({ a: [1, 2] });
+    expect(parseUntrustedYaml('', LIMITS)).to.equal(null);
+  });
+
+  it('refuses duplicate keys, nested ones too, and complex keys', () => {
+    expect(refusal('a: 1\na: 2\n')).to.equal('not valid YAML: duplicate key "a"');
+    expect(refusal('x: {y: 1, z: {q: 1, q: 2}}')).to.equal('not valid YAML: duplicate key "q"');
+    expect(refusal('? [a, b]\n: 1\n')).to.match(/mapping keys must be plain scalars/);
+  });
+
+  it('checks duplicates in linear time: a 250 KB flow mapping parses in about a second, not a quarter of a minute', function () {
+    // The library's own check compares every key with every other: about 16 s for this text.
+    this.timeout(8000);
+    const text = `m: {${Array.from({ length: 24_000 }, (_, i) => `k${i}: v`).join(', ')}}`;
+    expect(Buffer.byteLength(text)).to.be.above(200_000);
+    const parsed = parseUntrustedYaml(text, LIMITS) as { m: Record<string, string> };
+    expect(Object.keys(parsed.m)).to.have.length(24_000);
+  });
+
+  it('refuses deep nesting before the parser recurses into it', () => {
+    const started = Date.now();
+    expect(refusal(`${'['.repeat(100_000)}${']'.repeat(100_000)}`)).to.equal('nested deeper than 32 levels');
+    expect(refusal(`a: ${'{a: '.repeat(33)}1${'}'.repeat(33)}`)).to.equal('nested deeper than 32 levels');
+    const block = Array.from({ length: 40 }, (_, i) => `${'  '.repeat(i)}a:`).join('\n');
+    expect(refusal(block)).to.equal('indented deeper than 64 columns');
+    expect(Date.now() - started, 'ms for all three').to.be.below(1000);
+    expect(parseUntrustedYaml(`${'['.repeat(32)}${']'.repeat(32)}`, LIMITS)).to.be.an('array');
+  });
+
+  it('refuses an alias bomb and text over the size limit', () => {
+    const bomb = ['a: &a [x, x, x, x, x, x, x, x, x, x]'];
+    for (let i = 1; i < 9; i++) bomb.push(`${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(10).fill(`*${String.fromCharCode(96 + i)}`).join(', ')}]`);
+    expect(refusal(bomb.join('\n'))).to.match(/^not valid YAML: .*alias/i);
+    expect(refusal('a: b\n', { maxBytes: 3 })).to.equal('larger than 3 bytes (5 bytes)');
+  });
+
+  it('reports syntax errors on one line, without a code frame of the text', () => {
+    const message = refusal('a: [1, 2\nb: secret-value: x');
+    expect(message).to.match(/^not valid YAML: /);
+    expect(message).to.not.contain('\n');
+  });
+});
