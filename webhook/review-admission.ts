@@ -1,5 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { ValidationError } from '../provider/core/errors.js';
+import { checkPodShape } from './check-pod-shape.js';
 import { createJsonPatch } from './create-json-patch.js';
 
 /** How a review ended, for the `result` label of the request metric. */
@@ -18,7 +19,8 @@ const REVIEW_API_VERSIONS = new Set(['admission.k8s.io/v1', 'admission.k8s.io/v1
  * * Not an AdmissionReview, or no `request`, `request.uid`, or (for CREATE) `request.object`:
  *   HTTP 400 with a reason; the apiserver then applies the webhook's failurePolicy.
  * * Anything other than CREATE of a Pod (UPDATE, subresources, other kinds): allowed, no patch.
- * * `mutate` throws `ValidationError`: allowed=false, status code 400 and the error's message.
+ * * An object that does not have a Pod's types, or `mutate` throws `ValidationError`:
+ *   allowed=false, status code 400 and the error's message.
  * * `mutate` throws anything else: allowed=false, status code 500; never an HTTP failure.
  * * Otherwise allowed, with a base64 JSON patch when the pod changed.
  *
@@ -45,8 +47,9 @@ export function reviewAdmission(body: unknown, mutate: (pod: V1Pod, namespace?: 
   if (!isPod || request.operation !== 'CREATE') return answer({ allowed: true }, 'allowed');
   if (!isObject(request.object)) return { httpStatus: 400, result: 'error', reason: 'AdmissionReview request has no object' };
 
-  const pod = request.object as V1Pod;
+  const pod: unknown = request.object;
   try {
+    checkPodShape(pod);
     const namespace = typeof request.namespace === 'string' && request.namespace ? request.namespace : pod.metadata?.namespace;
     const { pod: proxy, mutated } = mutate(pod, namespace);
     const patch = mutated ? createJsonPatch(pod, proxy) : [];
