@@ -39,6 +39,7 @@ import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields, type Logger } from './core/logger.js';
 import { createMetrics, type Metrics } from './core/metrics.js';
 import { createKubeletAuthorizer } from './kubelet/auth.js';
+import { readClusterClientCa } from './kubelet/client-ca.js';
 import { createKubeletServer } from './kubelet/kubelet-server.js';
 import { KubeletServingCertificate } from './kubelet/serving-certificate.js';
 import { delegatePodName } from './model/names.js';
@@ -276,11 +277,20 @@ async function startKubeletServer(config: ProviderConfig, kc: KubeConfig, core: 
     logger,
   });
   const first = await serving.issue();
+  let clientCaPem: string | undefined;
+  if (config.kubeletClientCaFile) clientCaPem = readFileSync(config.kubeletClientCaFile, 'utf8');
+  else {
+    const ca = await readClusterClientCa(core);
+    if ('pem' in ca) clientCaPem = ca.pem;
+    // Fail closed: without a client CA only bearer tokens authenticate, and the apiserver
+    // presents a certificate, so kubectl logs/exec on proxies are refused until this is fixed.
+    else logger.warn('kubelet API: no client CA, so the apiserver cannot authenticate for kubectl logs/exec; set --kubelet-client-ca-file', { reason: ca.reason });
+  }
   const server = createKubeletServer({
     host: config.kubeletBindAddress,
     port: config.kubeletPort,
     tls: first,
-    clientCaPem: config.kubeletClientCaFile ? readFileSync(config.kubeletClientCaFile, 'utf8') : undefined,
+    clientCaPem,
     auth: createKubeletAuthorizer({ kubeConfig: kc }),
     logger,
     registry,

@@ -53,7 +53,7 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   kubeletPort: { flag: 'kubelet-port', kind: 'port', default: '10250', help: 'port of the kubelet API of the virtual nodes' },
   kubeletAddress: { flag: 'kubelet-address', env: 'POD_IP', kind: 'ip', default: '127.0.0.1', help: "IP the control plane dials for the kubelet API (the node's InternalIP)" },
   kubeletBindAddress: { flag: 'kubelet-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address the kubelet API listens on (0.0.0.0 in a pod)' },
-  kubeletClientCaFile: { flag: 'kubelet-client-ca-file', kind: 'string', help: "CA that signs the apiserver's kubelet client certificate; without it only bearer tokens authenticate" },
+  kubeletClientCaFile: { flag: 'kubelet-client-ca-file', kind: 'string', help: "CA that signs the apiserver's kubelet client certificate; default: the apiserver's client CA, read from kube-system/extension-apiserver-authentication" },
   kubeletServingSigner: { flag: 'kubelet-serving-signer', kind: 'string', default: 'kubernetes.io/kubelet-serving', help: 'signer of the kubelet serving certificate CSR (e.g. beta.eks.amazonaws.com/app-serving)' },
   allowLoopbackTargets: { flag: 'allow-loopback-targets', kind: 'bool', default: 'false', help: "let a Target's kubeconfig point at a loopback address (local sandboxes only: in a pod, loopback is the provider itself)" },
   webhookPort: { flag: 'webhook-port', kind: 'port', default: '9443', help: 'port of the admission webhook' },

@@ -319,7 +319,6 @@ export class Sandbox {
       '--kubelet-address=127.0.0.1',
       '--kubelet-bind-address=127.0.0.1',
       `--kubelet-port=${p.kubelet}`,
-      `--kubelet-client-ca-file=${join(this.dir, 'pki', 'ca.crt')}`,
       '--webhook-bind-address=127.0.0.1',
       `--webhook-port=${p.webhook}`,
       `--webhook-url=https://127.0.0.1:${p.webhook}/mutate`,
