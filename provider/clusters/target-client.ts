@@ -4,8 +4,6 @@ import type { TargetRef } from '../model/types.js';
 import type { ServerAddressPolicy } from './server-address-policy.js';
 import { buildTargetKubeConfig, KubeconfigError, parseTargetKubeconfig } from './target-kubeconfig.js';
 
-export { KubeconfigError } from './target-kubeconfig.js';
-
 /** One target cluster's connection: its own KubeConfig and clients, never shared with another. */
 export interface TargetClient {
   /** `Target/<ns>/<name>` or `ClusterTarget/<name>`. */

@@ -9,7 +9,8 @@ import {
 } from '@kubernetes/client-node';
 import type { ClusterRegistry, TargetHealth } from '../clusters/cluster-registry.js';
 import type { ServerAddressPolicy } from '../clusters/server-address-policy.js';
-import { createTargetClient, KubeconfigError, kubeConfigFromSecret, parseTargetKey, targetKey, type TargetClient } from '../clusters/target-client.js';
+import { KubeconfigError } from '../clusters/target-kubeconfig.js';
+import { createTargetClient, kubeConfigFromSecret, parseTargetKey, targetKey, type TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import { classifyApiError, isAlreadyExists, isNotFound, statusMessage } from '../core/errors.js';
 import {

@@ -3,12 +3,12 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Secret } from '@kuberne
 import {
   createTargetClient,
   displayName,
-  KubeconfigError,
   kubeConfigFromSecret,
   parseTargetKey,
   targetKey,
 } from '../../../../provider/clusters/target-client.js';
 import { ServerAddressPolicy } from '../../../../provider/clusters/server-address-policy.js';
+import { KubeconfigError } from '../../../../provider/clusters/target-kubeconfig.js';
 import type { TargetRef } from '../../../../provider/model/types.js';
 
 const REF = { secretName: 'c2-kubeconfig', secretNamespace: 'default' };

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Secret } from '@kubernetes/client-node';
 import { ServerAddressPolicy } from '../../../../provider/clusters/server-address-policy.js';
-import { KubeconfigError, kubeConfigFromSecret } from '../../../../provider/clusters/target-client.js';
-import { parseTargetKubeconfig } from '../../../../provider/clusters/target-kubeconfig.js';
+import { kubeConfigFromSecret } from '../../../../provider/clusters/target-client.js';
+import { KubeconfigError, parseTargetKubeconfig } from '../../../../provider/clusters/target-kubeconfig.js';
 import { buildKubeconfigSecret } from '../../../../provider/tools/export-kubeconfig.js';
 
 const POLICY = new ServerAddressPolicy({ allowLoopback: false, ownAddresses: ['10.1.2.3'] });
