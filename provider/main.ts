@@ -26,6 +26,7 @@ import { readCertificate } from '../certs/read-certificate.js';
 import { createWebhookApp } from '../webhook/create-webhook-app.js';
 import { WebhookCertificates } from '../webhook/webhook-certificates.js';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
+import { withRequestDeadline } from './clusters/request-deadline.js';
 import { ServerAddressPolicy } from './clusters/server-address-policy.js';
 import type { TargetClient } from './clusters/target-client.js';
 import { Controller } from './controller/controller.js';
@@ -84,6 +85,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     logger.error('cannot load the kubeconfig of this cluster', errorFields(err));
     return 2;
   }
+  withRequestDeadline(kc, config.apiRequestTimeoutSeconds * 1000);
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const coordination = kc.makeApiClient(CoordinationV1Api);
@@ -170,6 +172,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
       clusterTargets,
       registry: clusters,
       serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
+      requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
       kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
       kubeletVersion: PROVIDER_VERSION,
       events,

@@ -14,6 +14,7 @@ export interface ProviderConfig {
   kubeletClientCaFile?: string;
   kubeletServingSigner: string;
   allowLoopbackTargets: boolean;
+  apiRequestTimeoutSeconds: number;
   webhookPort: number;
   webhookBindAddress: string;
   webhookConfigName: string;
@@ -56,6 +57,7 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   kubeletClientCaFile: { flag: 'kubelet-client-ca-file', kind: 'string', help: "CA that signs the apiserver's kubelet client certificate; default: the apiserver's client CA, read from kube-system/extension-apiserver-authentication" },
   kubeletServingSigner: { flag: 'kubelet-serving-signer', kind: 'string', default: 'kubernetes.io/kubelet-serving', help: 'signer of the kubelet serving certificate CSR (e.g. beta.eks.amazonaws.com/app-serving)' },
   allowLoopbackTargets: { flag: 'allow-loopback-targets', kind: 'bool', default: 'false', help: "let a Target's kubeconfig point at a loopback address (local sandboxes only: in a pod, loopback is the provider itself)" },
+  apiRequestTimeoutSeconds: { flag: 'api-request-timeout-seconds', kind: 'int', default: '30', help: 'deadline of every API call to this cluster and to targets (watches and log/exec streams excepted)' },
   webhookPort: { flag: 'webhook-port', kind: 'port', default: '9443', help: 'port of the admission webhook' },
   webhookBindAddress: { flag: 'webhook-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address the webhook listens on (0.0.0.0 in a pod)' },
   webhookConfigName: { flag: 'webhook-config-name', kind: 'string', default: 'admiralty', help: 'MutatingWebhookConfiguration whose caBundle the provider keeps current' },

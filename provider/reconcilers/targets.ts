@@ -8,6 +8,7 @@ import {
   type V1Node,
 } from '@kubernetes/client-node';
 import type { ClusterRegistry, TargetHealth } from '../clusters/cluster-registry.js';
+import { withRequestDeadline } from '../clusters/request-deadline.js';
 import type { ServerAddressPolicy } from '../clusters/server-address-policy.js';
 import { KubeconfigError } from '../clusters/target-kubeconfig.js';
 import { createTargetClient, kubeConfigFromSecret, parseTargetKey, targetKey, type TargetClient } from '../clusters/target-client.js';
@@ -40,6 +41,8 @@ export interface TargetsReconcilerOptions {
   registry: ClusterRegistry;
   /** Which addresses a Target's kubeconfig may point at. */
   serverPolicy: ServerAddressPolicy;
+  /** Deadline of each API call to a target from a Secret (default 30 s); self targets share the source's. */
+  requestTimeoutMs?: number;
   /** Where the kube-apiserver reaches our kubelet API. */
   kubelet: { address: string; port: number };
   kubeletVersion: string;
@@ -184,7 +187,7 @@ export class TargetsReconciler {
     }
     const { kubeConfig, fingerprint } = kubeConfigFromSecret(secret, { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context }, this.o.serverPolicy);
     if (existing && existing.fingerprint === fingerprint) return existing;
-    return createTargetClient(ref, kubeConfig, fingerprint, false);
+    return createTargetClient(ref, withRequestDeadline(kubeConfig, this.o.requestTimeoutMs ?? 30_000), fingerprint, false);
   }
 
   /** Stores the health in the registry, keeping the transition time, and says so with events on change. */

@@ -5,7 +5,9 @@ import {
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
+  HttpMethod,
   KubeConfig,
+  RequestContext,
   type V1Lease,
   type V1Node,
   type V1NodeCondition,
@@ -508,6 +510,10 @@ describe('TargetsReconciler.reconcile', () => {
       const client = w.registry.get(KEY)!;
       expect(client.self).to.equal(false);
       expect(client.kubeConfig.getCurrentCluster()!.server).to.equal('https://remote.example:6443');
+      // Every API call through it carries a deadline: a target that never answers cannot hold a worker.
+      const context = new RequestContext('https://remote.example:6443/api/v1/pods', HttpMethod.GET);
+      await client.kubeConfig.applySecurityAuthentication(context);
+      expect(context.getSignal()).to.be.instanceOf(AbortSignal);
     });
 
     it('says TargetForbidden when our identity may not manage pods in the Target namespace of the target', async () => {
