@@ -3,7 +3,7 @@ import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import { isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
-import { sourcePodManifest } from '../model/delegate-pod.js';
+import { delegateSourcePod } from '../model/delegate-pod.js';
 import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isOwnedCopy, referencedConfigMaps, referencedSecrets } from '../model/follow.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
@@ -24,10 +24,10 @@ export interface FollowReconcilerOptions {
   targetSecrets: (targetKey: string) => ObjectCache<V1Secret> | undefined;
 }
 
-/** What a delegate uses, read from the proxy's saved manifest (the delegate's spec). */
+/** What a delegate uses: read from the spec the delegate is built from, never from the manifest alone. */
 function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
   try {
-    const spec = sourcePodManifest(proxy).spec!;
+    const spec = delegateSourcePod(proxy).spec!;
     return { configmap: referencedConfigMaps(spec), secret: referencedSecrets(spec) };
   } catch {
     return { configmap: [], secret: [] };

@@ -87,7 +87,8 @@ function proxy(name: string, nodeName: string | undefined, uses: { configMap?: s
   };
   return {
     metadata: { name, namespace: NS, uid: `${name}-uid`, finalizers: [PROXY_FINALIZER], annotations: { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
-    spec: { nodeName, containers: [{ name: 'app', image: 'busybox' }] },
+    // A real proxy keeps the containers of its manifest (the webhook changes scheduling fields only).
+    spec: { ...manifest.spec!, nodeName },
     status: { phase: 'Pending' },
   };
 }
