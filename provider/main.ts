@@ -10,6 +10,7 @@ import {
   type KubernetesObject,
   type CoreV1Event,
   type V1ConfigMap,
+  type V1Namespace,
   type V1Node,
   type V1Pod,
   type V1Secret,
@@ -34,7 +35,7 @@ import { Informer } from './controller/informer.js';
 import { realClock } from './core/clock.js';
 import { configUsage, parseConfig, type ProviderConfig } from './core/config.js';
 import { EventRecorder } from './core/events.js';
-import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION, PARENT_CLUSTER_NAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from './core/keys.js';
+import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from './core/keys.js';
 import { LeaderElector } from './core/leader-election.js';
 import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields, type Logger } from './core/logger.js';
@@ -43,7 +44,7 @@ import { createKubeletAuthorizer } from './kubelet/auth.js';
 import { readClusterClientCa } from './kubelet/client-ca.js';
 import { createKubeletServer } from './kubelet/kubelet-server.js';
 import { KubeletServingCertificate } from './kubelet/serving-certificate.js';
-import { delegatePodName } from './model/names.js';
+import { createProxyResolver } from './kubelet/proxy-resolver.js';
 import type { ClusterSource, Source, Target } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
@@ -297,21 +298,7 @@ async function startKubeletServer(config: ProviderConfig, kc: KubeConfig, core: 
     auth: createKubeletAuthorizer({ kubeConfig: kc }),
     logger,
     registry,
-    resolver: {
-      // A proxy resolves to its delegate: same namespace in the target behind its node.
-      async resolve(namespace, podName) {
-        let proxy: V1Pod;
-        try {
-          proxy = await core.readNamespacedPod({ name: podName, namespace });
-        } catch {
-          return null;
-        }
-        const nodeName = proxy.spec?.nodeName;
-        const target = nodeName ? clusters.byNodeName(nodeName) : undefined;
-        if (!nodeName || !target) return null;
-        return { nodeName, target: { kubeConfig: target.kubeConfig, namespace, pod: delegatePodName(podName, config.clusterName, proxy.metadata!.uid!) } };
-      },
-    },
+    resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
   });
   await server.listen();
   metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(first.certPem).notAfter.getTime() / 1000);
@@ -367,7 +354,11 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   const configMaps = w.newInformer<V1ConfigMap>('configmaps', config.clusterName, kc, '/api/v1/configmaps', () => core.listConfigMapForAllNamespaces());
   const secrets = w.newInformer<V1Secret>('secrets', config.clusterName, kc, '/api/v1/secrets', () => core.listSecretForAllNamespaces());
   const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
-  w.informers.push(proxies, configMaps, secrets, services);
+  // Opted-in namespaces only: the tenancy check needs no more, and a namespace whose label goes
+  // away leaves the cache (a watch with a selector reports it as deleted).
+  const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
+  const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', () => core.listNamespace({ labelSelector: enabledSelector }), enabledSelector);
+  w.informers.push(proxies, configMaps, secrets, services, namespaces);
 
   const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
 
@@ -376,6 +367,7 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
     configMaps,
     secrets,
     proxies,
+    namespaces,
     registry: clusters,
     sourceClusterName: config.clusterName,
     events,
@@ -385,6 +377,7 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   const delegation = new DelegationReconciler({
     sourceCore: core,
     proxies,
+    namespaces,
     delegates: (key: string) => perTarget.get(key)?.delegates,
     registry: clusters,
     sourceClusterName: config.clusterName,
@@ -419,6 +412,9 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   followController.watch(configMaps, (o) => FollowReconciler.keysOfSource('configmap', o));
   followController.watch(secrets, (o) => FollowReconciler.keysOfSource('secret', o));
   followController.watch(proxies, (p) => FollowReconciler.keysOfProxy(p));
+  // Opting a namespace in or out changes what its proxies may do.
+  delegationController.watch(namespaces, (n) => proxies.list(n.metadata?.name).map((p) => DelegationReconciler.proxyKey(p)));
+  followController.watch(namespaces, (n) => proxies.list(n.metadata?.name).flatMap((p) => FollowReconciler.keysOfProxy(p)));
   servicesController.watch(services, (s) => [ServiceReconciler.keyOf(s)]);
   servicesController.watch(proxies, (p) => svc.keysOfProxy(p));
 

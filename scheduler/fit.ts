@@ -1,6 +1,6 @@
 import type { V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
-import { sourcePodManifest } from '../provider/model/delegate-pod.js';
+import { delegateSourcePod } from '../provider/model/delegate-pod.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint, VIRTUAL_NODE_ONLY_LABEL_KEYS } from './node-match.js';
 import { allocatableOf, ONE_POD, podRequests, requestedByNode, type ResourceAmounts } from './resources.js';
 
@@ -44,17 +44,15 @@ export interface FitResult {
 }
 
 /**
- * The pod whose spec the delegate will have: the source pod manifest the webhook saved on the
- * proxy (annotation `multicluster.admiralty.io/sourcepod-manifest`), else the pod itself. The
- * namespace is the proxy's (the delegate's), falling back to the manifest's.
+ * The pod whose spec the delegate will have ({@link delegateSourcePod}: the proxy with the
+ * scheduling fields of the source pod manifest the webhook saved), else, for a pod without the
+ * manifest annotation, the pod itself.
  *
  * @throws ValidationError when the annotation is present but unreadable.
  */
 export function schedulingPod(pod: V1Pod): V1Pod {
   if (pod.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) return pod;
-  const manifest = sourcePodManifest(pod);
-  const namespace = pod.metadata?.namespace ?? manifest.metadata?.namespace;
-  return { ...manifest, metadata: { ...manifest.metadata, namespace } };
+  return delegateSourcePod(pod);
 }
 
 /**

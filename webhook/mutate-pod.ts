@@ -1,4 +1,5 @@
 import type { V1Affinity, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Pod, V1PodSpec, V1Toleration } from '@kubernetes/client-node';
+import { ValidationError } from '../provider/core/errors.js';
 import { labelValueFor } from '../provider/model/names.js';
 import {
   CLUSTER_TARGET_NAME_LABEL,
@@ -57,14 +58,25 @@ export interface MutatePodOptions {
  * tolerations, and its `affinity` / `topologySpreadConstraints`, where given, replace the
  * proxy's. Everything else (containers, resources, labels, owners, scheduler name) is kept.
  *
+ * Refused (ValidationError, so the pod is not created): an elected pod with `spec.nodeName`
+ * already set (it would skip the scheduler and land on any virtual node, another namespace's
+ * included), and a pod that brings its own `SOURCE_POD_MANIFEST_ANNOTATION` without being one
+ * of our proxies (see {@link isProxyOnReinvocation}).
+ *
  * Idempotent: mutating a proxy again yields `mutated: false` (webhook reinvocation).
  * Called by the webhook app on pod CREATE.
  *
- * @throws ValidationError if the constraints annotation is malformed (the pod is refused).
+ * @throws ValidationError if the pod is refused (the message is for the user).
  */
 export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod; mutated: boolean } {
   const annotations = pod.metadata?.annotations ?? {};
   if (!(ELECT_ANNOTATION in annotations)) return { pod, mutated: false };
+  if (pod.spec?.nodeName) {
+    throw new ValidationError(`an elected pod is placed by the scheduler: remove spec.nodeName (${JSON.stringify(pod.spec.nodeName)}) or the ${ELECT_ANNOTATION} annotation`);
+  }
+  if (annotations[SOURCE_POD_MANIFEST_ANNOTATION] !== undefined && !isProxyOnReinvocation(pod)) {
+    throw new ValidationError(`the ${SOURCE_POD_MANIFEST_ANNOTATION} annotation is written by admiralty only: remove it from the pod`);
+  }
   const constraintsText = annotations[PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION];
   const constraints = constraintsText === undefined ? {} : parseProxySchedulingConstraints(constraintsText);
 
@@ -72,7 +84,7 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   const metadata = (out.metadata ??= {});
   const outAnnotations = (metadata.annotations ??= {});
   if (outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) {
-    // The input, not `out`: the delegate is built from the pod as the user wrote it.
+    // The input, not `out`: the delegate's scheduling fields are the user's, not the proxy's.
     outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(pod);
   }
   metadata.labels = { ...metadata.labels, [HAS_FINALIZER_LABEL]: 'true' };
@@ -140,18 +152,46 @@ function proxyAffinity(affinity: V1Affinity | undefined): V1Affinity | undefined
  * Restricts the proxy to virtual nodes of Targets in its own namespace or of ClusterTargets: a
  * Target serves one namespace, and the stock kube-scheduler knows nothing of that. Required
  * node-affinity terms are ORed and their expressions ANDed, so each of the user's terms is
- * split in two: with `target-namespace In [ns]`, and with `cluster-target-name Exists`.
- * Idempotent: terms that already carry the scope are left alone (webhook reinvocation).
+ * split in two: with `target-namespace In [ns]`, and with `cluster-target-name Exists`. The
+ * user's own expressions on these keys are kept, ANDed with the scope, so they can only narrow
+ * it (choosing among ClusterTargets by name, say), never widen it.
+ *
+ * Idempotent: a term that already contains one of the two scope expressions exactly is left
+ * alone (webhook reinvocation). Such a term can only match allowed nodes whatever else it says,
+ * so this is safe for terms the user wrote too; a term that merely mentions our keys (e.g.
+ * `target-namespace In [other]`) is not trusted.
  */
 function withTargetScope(affinity: V1Affinity | undefined, namespace: string): V1Affinity {
-  const scoped = (t: V1NodeSelectorTerm) => (t.matchExpressions ?? []).some((e) => e.key === TARGET_NAMESPACE_LABEL || e.key === CLUSTER_TARGET_NAME_LABEL);
-  const required = affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
-  const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
-  if (terms.every(scoped)) return affinity!;
   const scopes: V1NodeSelectorRequirement[] = [
     { key: TARGET_NAMESPACE_LABEL, operator: 'In', values: [labelValueFor(namespace)] },
     { key: CLUSTER_TARGET_NAME_LABEL, operator: 'Exists' },
   ];
+  const isScope = (e: V1NodeSelectorRequirement) => scopes.some((s) => jsonEqual(normalRequirement(e), s));
+  const scoped = (t: V1NodeSelectorTerm) => (t.matchExpressions ?? []).some(isScope);
+  const required = affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
+  const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
+  if (terms.every(scoped)) return affinity!;
   const nodeSelectorTerms = terms.flatMap((t) => (scoped(t) ? [t] : scopes.map((s) => ({ ...t, matchExpressions: [...(t.matchExpressions ?? []), s] }))));
   return { ...affinity, nodeAffinity: { ...affinity?.nodeAffinity, requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms } } };
+}
+
+/** A requirement as JSON would carry it, so that an exact comparison ignores absent `values`. */
+function normalRequirement(e: V1NodeSelectorRequirement): V1NodeSelectorRequirement {
+  return e.values === undefined || e.values === null || (e.operator === 'Exists' && e.values.length === 0) ? { key: e.key, operator: e.operator } : { key: e.key, operator: e.operator, values: e.values };
+}
+
+/**
+ * Whether a CREATE that carries `SOURCE_POD_MANIFEST_ANNOTATION` is our own proxy coming back
+ * (the apiserver calls us again when a later webhook changed the pod: `reinvocationPolicy:
+ * IfNeeded`). The AdmissionReview does not say whether a call is a reinvocation, so we look for
+ * every mark our first pass leaves: the finalizer, the label and the virtual-node selector. A
+ * pod creator could copy them; what a manifest can then change is bounded by the delegate
+ * builder, which takes only scheduling fields from it (see `delegateSourcePod`).
+ */
+function isProxyOnReinvocation(pod: V1Pod): boolean {
+  return (
+    (pod.metadata?.finalizers ?? []).includes(PROXY_FINALIZER) &&
+    pod.metadata?.labels?.[HAS_FINALIZER_LABEL] === 'true' &&
+    pod.spec?.nodeSelector?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === VIRTUAL_KUBELET_PROVIDER_VALUE
+  );
 }

@@ -2,6 +2,7 @@ import type { V1Container, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client
 import { ValidationError } from '../core/errors.js';
 import { parseUntrustedYaml } from '../core/untrusted-yaml.js';
 import {
+  HAS_FINALIZER_LABEL,
   KEY_PREFIX,
   NO_PREFIX_LABEL_REGEXP_ANNOTATION,
   PARENT_CLUSTER_NAME_LABEL,
@@ -104,19 +105,61 @@ function withoutTokenVolumes(spec: V1PodSpec): V1PodSpec {
 }
 
 /**
- * Builds the delegate pod of a proxy pod, to be created in the target the proxy is bound to.
- * Everything comes from the source pod manifest (the pod as the user submitted it, before the
- * webhook turned it into a proxy), not from the live proxy:
+ * Spec fields the webhook rewrites on the proxy so that the stock kube-scheduler places it on a
+ * virtual node (see `mutatePod`): the delegate takes these, and only these, from the saved
+ * source pod manifest, where the user's own values are kept.
+ */
+export const MANIFEST_SCHEDULING_FIELDS = ['nodeSelector', 'affinity', 'tolerations', 'topologySpreadConstraints'] as const;
+
+/**
+ * The pod a delegate is made of: the proxy as it is now, except for the
+ * {@link MANIFEST_SCHEDULING_FIELDS}, which come from the source pod manifest, and the proxy-only
+ * marks (`HAS_FINALIZER_LABEL`, every `multicluster.admiralty.io/*` annotation but
+ * `no-prefix-label-regexp`), which are dropped.
+ *
+ * Why not the whole manifest, as Admiralty does: the manifest is an annotation, so whoever
+ * creates the pod can write it, and source-side admission (PodSecurity, policy webhooks) judges
+ * the proxy, not the annotation. Taking containers, volumes, security contexts, host
+ * namespaces, service account and annotations from the manifest would let a harmless-looking
+ * proxy run a privileged delegate. The scheduling fields taken from it are ones the user could
+ * have written on the pod anyway, so a forged manifest gains nothing.
+ *
+ * Pure; used by the delegate builder, the follow reconciler (what the delegate references) and
+ * the scheduler extender (what the delegate needs to fit).
+ *
+ * @throws ValidationError when the manifest is missing or unparsable.
+ */
+export function delegateSourcePod(proxy: V1Pod): V1Pod {
+  const manifest = sourcePodManifest(proxy);
+  const spec = structuredClone(proxy.spec ?? ({} as V1PodSpec));
+  for (const field of MANIFEST_SCHEDULING_FIELDS) {
+    const value = manifest.spec?.[field];
+    if (value === undefined || value === null) delete spec[field];
+    else (spec as unknown as Record<string, unknown>)[field] = structuredClone(value);
+  }
+  const labels = { ...proxy.metadata?.labels };
+  delete labels[HAS_FINALIZER_LABEL];
+  const annotations: Record<string, string> = {};
+  for (const [k, v] of Object.entries(proxy.metadata?.annotations ?? {})) {
+    if (!k.startsWith(KEY_PREFIX) || k === NO_PREFIX_LABEL_REGEXP_ANNOTATION) annotations[k] = v;
+  }
+  return { ...proxy, metadata: { ...proxy.metadata, labels, annotations }, spec };
+}
+
+/**
+ * Builds the delegate pod of a proxy pod, to be created in the target the proxy is bound to,
+ * from {@link delegateSourcePod} (the live proxy, with the user's scheduling fields restored from
+ * the source pod manifest):
  *
  * * name: {@link delegatePodName} (deterministic); namespace: the proxy's;
- * * labels: the source labels re-prefixed ({@link prefixLabels}, honouring the manifest's
+ * * labels: the proxy's labels re-prefixed ({@link prefixLabels}, honouring the proxy's
  *   `no-prefix-label-regexp`), plus `parent-uid` = proxy UID and `parent-cluster-name`;
- * * annotations: the source annotations minus every `multicluster.admiralty.io/*` key, plus
+ * * annotations: the proxy's annotations minus every `multicluster.admiralty.io/*` key, plus
  *   `parent-name` and `parent-namespace`;
- * * spec: the source spec (so tolerations, affinity, topology spread and nodeSelector are the
- *   user's, not the proxy's), minus the service-account token volumes and their mounts, with
- *   `nodeName`, `priority`, `preemptionPolicy`, `overhead`, `schedulingGates` and ephemeral
- *   containers cleared (see inline comments); `schedulerName`, `serviceAccountName` and
+ * * spec: the proxy's spec with the manifest's tolerations, affinity, topology spread and
+ *   nodeSelector, minus the service-account token volumes and their mounts, with `nodeName`,
+ *   `priority`, `preemptionPolicy`, `overhead`, `schedulingGates` and ephemeral containers
+ *   cleared (see inline comments); `schedulerName`, `serviceAccountName` and
  *   `priorityClassName` are kept, so the target must have that ServiceAccount/PriorityClass;
  * * no ownerReferences, finalizers, uid, resourceVersion, timestamps, managedFields,
  *   generateName or status.
@@ -127,17 +170,16 @@ function withoutTokenVolumes(spec: V1PodSpec): V1PodSpec {
  *   no-prefix regexp does not compile.
  */
 export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod {
-  const manifest = sourcePodManifest(proxy);
+  const source = delegateSourcePod(proxy);
   const proxyName = proxy.metadata?.name;
   const namespace = proxy.metadata?.namespace;
   const uid = proxy.metadata?.uid;
   if (!proxyName || !namespace || !uid) {
     throw new ValidationError('proxy pod must have a name, a namespace and a uid');
   }
-  const sourceAnnotations = manifest.metadata?.annotations ?? {};
-  const regexpSource =
-    sourceAnnotations[NO_PREFIX_LABEL_REGEXP_ANNOTATION] ?? proxy.metadata?.annotations?.[NO_PREFIX_LABEL_REGEXP_ANNOTATION];
-  const labels = prefixLabels(manifest.metadata?.labels, parseNoPrefixRegexp(regexpSource));
+  if (!Array.isArray(source.spec?.containers)) throw new ValidationError(`proxy pod ${namespace}/${proxyName} has no spec.containers`);
+  const sourceAnnotations = source.metadata?.annotations ?? {};
+  const labels = prefixLabels(source.metadata?.labels, parseNoPrefixRegexp(sourceAnnotations[NO_PREFIX_LABEL_REGEXP_ANNOTATION]));
   labels[PARENT_UID_LABEL] = uid;
   labels[PARENT_CLUSTER_NAME_LABEL] = opts.sourceClusterName;
 
@@ -148,9 +190,8 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
   annotations[PARENT_NAME_ANNOTATION] = proxyName;
   annotations[PARENT_NAMESPACE_ANNOTATION] = namespace;
 
-  const spec: V1PodSpec = withoutTokenVolumes(structuredClone(manifest.spec!));
-  // A manifest taken at admission has no nodeName, but a pod created already bound would carry
-  // the source node's name, meaningless in the target.
+  const spec: V1PodSpec = withoutTokenVolumes(source.spec!);
+  // The proxy's node is a virtual node of the source, meaningless in the target.
   delete spec.nodeName;
   // The Priority admission plugin rejects a pod whose priority/preemptionPolicy differ from what
   // it computes from priorityClassName; the target must resolve its own (Admiralty clears priority).

@@ -1,4 +1,4 @@
-import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1Pod, type V1PodStatus } from '@kubernetes/client-node';
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, type V1Namespace, type V1Pod, type V1PodStatus } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
@@ -7,6 +7,7 @@ import { DELEGATED_CONDITION, KEY_PREFIX, PARENT_NAME_ANNOTATION, PARENT_NAMESPA
 import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
 import { stringMapMergePatch } from '../model/maps.js';
 import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../model/proxy-status.js';
+import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
 
@@ -14,6 +15,8 @@ export interface DelegationReconcilerOptions {
   sourceCore: CoreV1Api;
   /** Source pods that are proxies (labelled by the webhook). */
   proxies: ObjectCache<V1Pod>;
+  /** Source namespaces labelled `multicluster-scheduler=enabled` (others may be absent). */
+  namespaces: ObjectCache<V1Namespace>;
   /** Per-target cache of the pods this source created there; undefined until the target's informers run. */
   delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
   registry: ClusterRegistry;
@@ -30,7 +33,9 @@ type Result = { requeueAfterMs?: number } | void;
  * Proxy pods -> delegate pods. Key: `<namespace>/<proxy name>`.
  *
  * For a proxy bound to a virtual node: create its delegate in that node's target (after the
- * ConfigMaps and Secrets it uses), mirror the delegate's status and annotations onto the proxy,
+ * ConfigMaps and Secrets it uses), if the proxy may use that target (see `checkTenancy`; if not,
+ * a Warning event and a `Delegated=False` condition with the reason, and nothing is written to
+ * the target), mirror the delegate's status and annotations onto the proxy,
  * and on deletion delete the delegate first, then release the proxy's finalizer and remove the
  * proxy (no kubelet will confirm a pod on a virtual node: we play its part). A delegate that
  * disappears makes a controlled proxy go (its owner replaces it) and a bare proxy Failed.
@@ -156,6 +161,14 @@ export class DelegationReconciler {
         }
       }
       return;
+    }
+    // Before anything is written with the target's credentials: the label and annotations that
+    // brought the pod here are the pod creator's, and the webhook may never have seen the pod.
+    const verdict = checkTenancy(proxy, this.o.namespaces.get(proxy.metadata!.namespace!), target.ref);
+    if (!verdict.allowed) {
+      this.event(proxy, 'Warning', verdict.reason, verdict.message);
+      await this.markNotDelegated(proxy, verdict.reason, verdict.message);
+      throw new TerminalError(`proxy ${proxy.metadata!.namespace}/${proxy.metadata!.name}: ${verdict.message}`);
     }
     await this.o.follow?.ensureCopies(proxy, target);
     try {

@@ -1,9 +1,10 @@
-import type { CoreV1Api, V1ConfigMap, V1Pod, V1Secret } from '@kubernetes/client-node';
+import type { CoreV1Api, V1ConfigMap, V1Namespace, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import { isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
-import { sourcePodManifest } from '../model/delegate-pod.js';
+import { delegateSourcePod } from '../model/delegate-pod.js';
+import { checkTenancy } from '../model/tenancy.js';
 import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isOwnedCopy, referencedConfigMaps, referencedSecrets } from '../model/follow.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
@@ -16,6 +17,8 @@ export interface FollowReconcilerOptions {
   configMaps: ObjectCache<V1ConfigMap>;
   secrets: ObjectCache<V1Secret>;
   proxies: ObjectCache<V1Pod>;
+  /** Source namespaces labelled `multicluster-scheduler=enabled` (others may be absent). */
+  namespaces: ObjectCache<V1Namespace>;
   registry: ClusterRegistry;
   sourceClusterName: string;
   events: EventSink;
@@ -24,10 +27,10 @@ export interface FollowReconcilerOptions {
   targetSecrets: (targetKey: string) => ObjectCache<V1Secret> | undefined;
 }
 
-/** What a delegate uses, read from the proxy's saved manifest (the delegate's spec). */
+/** What a delegate uses: read from the spec the delegate is built from, never from the manifest alone. */
 function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
   try {
-    const spec = sourcePodManifest(proxy).spec!;
+    const spec = delegateSourcePod(proxy).spec!;
     return { configmap: referencedConfigMaps(spec), secret: referencedSecrets(spec) };
   } catch {
     return { configmap: [], secret: [] };
@@ -68,7 +71,8 @@ export class FollowReconciler {
   /**
    * Called by the delegation reconciler before it creates a delegate in `target`: creates or
    * updates the copy of every ConfigMap and Secret the delegate references. Idempotent; a no-op
-   * for a `self` target; a missing source object is skipped.
+   * for a `self` target; a missing source object is skipped. The caller has checked that the
+   * proxy may use `target` (`checkTenancy`).
    */
   async ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> {
     if (target.self) return;
@@ -88,7 +92,8 @@ export class FollowReconciler {
    * matches the source) exactly in the targets whose virtual node has a proxy that references
    * the object; elsewhere, and everywhere once the source object is gone, our copy is deleted
    * (UID precondition). Proxies that are terminating still count while they are bound: their
-   * delegate may still be running.
+   * delegate may still be running. Proxies that may not use their node's target
+   * (`checkTenancy`) do not count.
    */
   async reconcile(key: string): Promise<void> {
     const parts = key.split('/');
@@ -100,7 +105,9 @@ export class FollowReconciler {
       for (const p of this.o.proxies.list(ns)) {
         if (p.metadata?.deletionTimestamp && !p.spec?.nodeName) continue;
         const target = p.spec?.nodeName ? this.o.registry.byNodeName(p.spec.nodeName) : undefined;
-        if (target && references(p)[kind].includes(name)) usedIn.add(target.key);
+        // A pod that may not use the target gets no copies there, as it gets no delegate.
+        if (!target || !checkTenancy(p, this.o.namespaces.get(ns), target.ref).allowed) continue;
+        if (references(p)[kind].includes(name)) usedIn.add(target.key);
       }
     }
     for (const target of this.o.registry.list()) {

@@ -205,12 +205,20 @@ describe('scheduler: fitsTarget', () => {
   });
 
   describe('source pod manifest', () => {
-    it('judges the delegate spec, not the proxy', () => {
-      const original = pod('p', { cpu: '3' }, { nodeSelector: { zone: 'a' } });
-      const proxy = pod('p', { cpu: '3' }, { nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty', other: 'x' } });
-      proxy.metadata!.annotations = { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify({ ...original, spec: { ...original.spec, containers: [container({ cpu: '1' })] } }) };
+    it("judges the delegate spec: the manifest's scheduling fields, not the proxy's", () => {
+      const original = pod('p', { cpu: '1' }, { nodeSelector: { zone: 'a' } });
+      const proxy = pod('p', { cpu: '1' }, { nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty', other: 'x' } });
+      proxy.metadata!.annotations = { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(original) };
       const r = fitsTarget(proxy, [node('n1', { labels: { zone: 'a' }, allocatable: { cpu: '2', memory: '1Gi', pods: '10' } })], [], opts);
       expect(r.fits, r.reason).to.equal(true);
+    });
+
+    it("takes the containers' requests from the proxy, as the delegate does, whatever the manifest says", () => {
+      const proxy = pod('p', { cpu: '3' });
+      const original = pod('p', { cpu: '1' });
+      proxy.metadata!.annotations = { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(original) };
+      const r = fitsTarget(proxy, [node('n1', { allocatable: { cpu: '2', memory: '1Gi', pods: '10' } })], [], opts);
+      expect(r.fits).to.equal(false);
     });
 
     it('rejects, unresolvably, when the manifest is unreadable', () => {

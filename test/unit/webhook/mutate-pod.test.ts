@@ -99,10 +99,56 @@ describe('webhook: mutatePod', () => {
     expect(twice.pod).to.equal(once);
   });
 
-  it('keeps an existing source manifest (the first admission wins)', () => {
-    const pod = sourcePod({ [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: '{"kind":"Pod","original":true}' });
-    const { pod: proxy } = mutatePod(pod);
-    expect(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).to.equal('{"kind":"Pod","original":true}');
+  it('keeps the source manifest of a reinvocation (the first admission wins), after a later webhook changed the pod', () => {
+    const once = mutatePod(sourcePod()).pod;
+    const saved = once.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION];
+    once.spec!.containers.push({ name: 'sidecar', image: 'proxy' });
+    const { pod: proxy } = mutatePod(once);
+    expect(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).to.equal(saved);
+  });
+
+  describe('refuses', () => {
+    const forgedManifest = JSON.stringify({ spec: { containers: [{ name: 'web', image: 'nginx', securityContext: { privileged: true } }] } });
+    const refusals: [string, () => V1Pod, RegExp][] = [
+      ['a pod that brings its own source manifest', () => sourcePod({ [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: forgedManifest }), /sourcepod-manifest annotation is written by admiralty only/],
+      [
+        'a source manifest on a pod with only some of the proxy marks',
+        () => {
+          const p = sourcePod({ [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: forgedManifest });
+          p.metadata!.finalizers!.push(PROXY_FINALIZER);
+          p.metadata!.labels![HAS_FINALIZER_LABEL] = 'true';
+          return p;
+        },
+        /written by admiralty only/,
+      ],
+      [
+        'an elected pod with spec.nodeName set (it would skip the scheduler)',
+        () => {
+          const p = sourcePod();
+          p.spec!.nodeName = 'admiralty-namespace-other-t1';
+          return p;
+        },
+        /remove spec.nodeName \("admiralty-namespace-other-t1"\)/,
+      ],
+    ];
+    for (const [why, make, message] of refusals) {
+      it(why, () => {
+        let caught: unknown;
+        try {
+          mutatePod(make(), { namespace: 'default' });
+        } catch (err) {
+          caught = err;
+        }
+        expect(caught).to.be.instanceOf(ValidationError);
+        expect((caught as Error).message).to.match(message);
+      });
+    }
+
+    it('nothing on a pod that is not elected (the webhook leaves it alone)', () => {
+      const p = sourcePod({ [SOURCE_POD_MANIFEST_ANNOTATION]: forgedManifest });
+      p.spec!.nodeName = 'n1';
+      expect(mutatePod(p).mutated).to.equal(false);
+    });
   });
 
   it('drops pod affinity without node affinity entirely, and does not duplicate tolerations', () => {
@@ -215,6 +261,36 @@ describe('mutatePod target scope', () => {
     for (const t of terms(pod)) expect(t.matchExpressions![0]).to.deep.equal(user);
     expect(terms(pod)[0].matchExpressions![1].key).to.equal('multicluster.admiralty.io/target-namespace');
     expect(terms(pod)[1].matchExpressions![1].key).to.equal('multicluster.admiralty.io/cluster-target-name');
+  });
+
+  // A term that mentions our keys is not a scoped term: each of these once let a pod of team-a
+  // onto virtual nodes of other namespaces' Targets.
+  const hostile: [string, any][] = [
+    ['target-namespace In [other]', { key: 'multicluster.admiralty.io/target-namespace', operator: 'In', values: ['team-b'] }],
+    ['target-namespace Exists', { key: 'multicluster.admiralty.io/target-namespace', operator: 'Exists' }],
+    ['target-namespace NotIn [own]', { key: 'multicluster.admiralty.io/target-namespace', operator: 'NotIn', values: ['team-a'] }],
+    ['target-name In [x]', { key: 'multicluster.admiralty.io/target-name', operator: 'In', values: ['t1'] }],
+    ['cluster-target-name DoesNotExist', { key: 'multicluster.admiralty.io/cluster-target-name', operator: 'DoesNotExist' }],
+  ];
+  for (const [why, expression] of hostile) {
+    for (const where of ['affinity', 'proxy-pod-scheduling-constraints'] as const) {
+      it(`ANDs the scope into a user term with ${why} (${where})`, () => {
+        const affinity = { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [expression] }] } } };
+        const pod = where === 'affinity' ? elected(affinity) : elected();
+        if (where !== 'affinity') pod.metadata!.annotations![CONSTRAINTS] = JSON.stringify({ affinity });
+        const out = mutatePod(pod, { namespace: 'team-a' }).pod;
+        expect(terms(out)).to.deep.equal([
+          { matchExpressions: [expression, { key: 'multicluster.admiralty.io/target-namespace', operator: 'In', values: ['team-a'] }] },
+          { matchExpressions: [expression, { key: 'multicluster.admiralty.io/cluster-target-name', operator: 'Exists' }] },
+        ]);
+      });
+    }
+  }
+
+  it('leaves a user term that already holds an exact scope expression as it is (it can only narrow)', () => {
+    const mine = [{ key: 'multicluster.admiralty.io/cluster-target-name', operator: 'In', values: ['a'] }, { key: 'multicluster.admiralty.io/cluster-target-name', operator: 'Exists' }];
+    const pod = elected({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: mine }] } } });
+    expect(terms(mutatePod(pod, { namespace: 'team-a' }).pod)).to.deep.equal([{ matchExpressions: mine }]);
   });
 
   it('is idempotent on reinvocation', () => {

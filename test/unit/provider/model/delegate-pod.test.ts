@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import type { V1Pod } from '@kubernetes/client-node';
 import { ValidationError } from '../../../../provider/core/errors.js';
 import {
+  HAS_FINALIZER_LABEL,
   NO_PREFIX_LABEL_REGEXP_ANNOTATION,
   PARENT_CLUSTER_NAME_LABEL,
   PARENT_NAMESPACE_ANNOTATION,
@@ -78,20 +79,24 @@ function sourcePod(): V1Pod {
   };
 }
 
+/** The proxy the webhook makes of `source` (scheduling fields rewritten), once bound. */
 function proxyOf(source: V1Pod, manifest: string | null = JSON.stringify(source)): V1Pod {
   return {
     metadata: {
       name: 'web-abc',
       namespace: 'team',
       uid: 'proxy-uid',
-      labels: { app: 'web' },
-      annotations: manifest === null ? {} : { [SOURCE_POD_MANIFEST_ANNOTATION]: manifest },
+      labels: { ...source.metadata!.labels, [HAS_FINALIZER_LABEL]: 'true' },
+      annotations: { ...source.metadata!.annotations, ...(manifest === null ? {} : { [SOURCE_POD_MANIFEST_ANNOTATION]: manifest }) },
+      finalizers: ['multicluster.admiralty.io/delegate'],
     },
     spec: {
       ...source.spec!,
       nodeName: 'admiralty-namespace-team-c2',
+      nodeSelector: { ...source.spec!.nodeSelector, 'virtual-kubelet.io/provider': 'admiralty' },
       tolerations: [{ key: 'virtual-kubelet.io/provider', value: 'admiralty' }],
       affinity: undefined,
+      topologySpreadConstraints: undefined,
     },
   };
 }
@@ -163,7 +168,7 @@ describe('buildDelegatePod', () => {
     expect(JSON.stringify(proxy)).to.equal(before);
   });
 
-  it('honours the no-prefix regexp of the manifest', () => {
+  it('honours the no-prefix regexp of the proxy', () => {
     const src = sourcePod();
     src.metadata!.annotations![NO_PREFIX_LABEL_REGEXP_ANNOTATION] = '^app=';
     const d = buildDelegatePod(proxyOf(src), { sourceClusterName: 'c1' });
@@ -171,9 +176,45 @@ describe('buildDelegatePod', () => {
   });
 
   it('accepts a YAML manifest (written by Admiralty)', () => {
-    const yaml = 'metadata:\n  labels:\n    app: web\nspec:\n  containers:\n  - name: main\n    image: nginx\n';
+    const yaml = 'metadata:\n  labels:\n    app: web\nspec:\n  nodeSelector:\n    disk: hdd\n  containers:\n  - name: main\n    image: nginx\n';
     const d = buildDelegatePod(proxyOf(sourcePod(), yaml), { sourceClusterName: 'c1' });
-    expect(d.spec!.containers).to.deep.equal([{ name: 'main', image: 'nginx' }]);
+    expect(d.spec!.nodeSelector).to.deep.equal({ disk: 'hdd' });
+  });
+
+  describe('a forged manifest on a harmless proxy', () => {
+    // What source-side admission saw and allowed: an unprivileged pod.
+    const harmless = sourcePod();
+    // What a pod creator may write into the annotation: root on the node, another identity,
+    // and annotations that relax confinement in the target.
+    const forged: V1Pod = structuredClone(harmless);
+    forged.metadata!.annotations!['container.apparmor.security.beta.kubernetes.io/main'] = 'unconfined';
+    forged.metadata!.labels!['extra'] = 'forged';
+    Object.assign(forged.spec!, {
+      hostNetwork: true,
+      hostPID: true,
+      hostIPC: true,
+      serviceAccountName: 'cluster-admin',
+      automountServiceAccountToken: true,
+      securityContext: { runAsUser: 0 },
+      volumes: [{ name: 'root', hostPath: { path: '/' } }],
+      containers: [{ name: 'main', image: 'evil', securityContext: { privileged: true }, volumeMounts: [{ name: 'root', mountPath: '/host' }] }],
+      initContainers: [{ name: 'init', image: 'evil', securityContext: { privileged: true } }],
+      nodeSelector: { disk: 'nvme' },
+    });
+    const d = buildDelegatePod(proxyOf(harmless, JSON.stringify(forged)), { sourceClusterName: 'c1' });
+    const honest = buildDelegatePod(proxyOf(harmless), { sourceClusterName: 'c1' });
+
+    for (const field of ['containers', 'initContainers', 'volumes', 'securityContext', 'hostNetwork', 'hostPID', 'hostIPC', 'serviceAccountName', 'automountServiceAccountToken'] as const) {
+      it(`takes spec.${field} from the proxy`, () => expect(d.spec![field]).to.deep.equal(honest.spec![field]));
+    }
+    it('takes labels and annotations from the proxy', () => {
+      expect(d.metadata!.labels).to.deep.equal(honest.metadata!.labels);
+      expect(d.metadata!.annotations).to.deep.equal(honest.metadata!.annotations);
+    });
+    it('takes only the scheduling fields from the manifest', () => {
+      expect(d.spec!.nodeSelector).to.deep.equal({ disk: 'nvme' });
+      expect({ ...d.spec, nodeSelector: undefined }).to.deep.equal({ ...honest.spec, nodeSelector: undefined });
+    });
   });
 
   const invalid: [string, () => V1Pod][] = [

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
@@ -51,11 +51,11 @@ class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> i
 
 type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
 
-function fakeTarget(name: string, self = false): { target: TargetClient; core: CoreStub } {
+function fakeTarget(name: string, self = false, targetNamespace?: string): { target: TargetClient; core: CoreStub } {
   const core = sinon.createStubInstance(CoreV1Api);
   const target = {
-    key: `ClusterTarget/${name}`,
-    ref: { kind: 'ClusterTarget', namespace: '', name },
+    key: targetNamespace ? `Target/${targetNamespace}/${name}` : `ClusterTarget/${name}`,
+    ref: targetNamespace ? { kind: 'Target', namespace: targetNamespace, name } : { kind: 'ClusterTarget', namespace: '', name },
     displayName: name,
     kubeConfig: new KubeConfig(),
     core,
@@ -87,7 +87,7 @@ function proxy(over: { status?: V1Pod['status']; nodeName?: string | null; delet
       ...(over.deleting ? { deletionTimestamp: new Date(T0), deletionGracePeriodSeconds: 30 } : {}),
       ...(over.owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs-uid', controller: true }] } : {}),
     },
-    spec: { nodeName: over.nodeName === null ? undefined : (over.nodeName ?? NODE), containers: [{ name: 'web', image: 'nginx' }] },
+    spec: { ...manifest.spec!, nodeName: over.nodeName === null ? undefined : (over.nodeName ?? NODE) },
     status: over.status ?? { phase: 'Pending' },
   };
 }
@@ -118,9 +118,10 @@ interface Recorded {
   name?: string;
 }
 
-function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean } = {}) {
+function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean; targetNamespace?: string; namespaces?: V1Namespace[] } = {}) {
   const source = sinon.createStubInstance(CoreV1Api);
-  const { target, core: targetCore } = fakeTarget('t1');
+  const { target, core: targetCore } = fakeTarget('t1', false, opts.targetNamespace);
+  const namespaces = new MapCache<V1Namespace>(...(opts.namespaces ?? [{ metadata: { name: NS, labels: { 'multicluster-scheduler': 'enabled' } } }]));
   const registry = new ClusterRegistry();
   registry.set(target, NODE);
   const proxies = new MapCache<V1Pod>(...(opts.proxies ?? []));
@@ -140,6 +141,7 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
   const reconciler = new DelegationReconciler({
     sourceCore: source,
     proxies,
+    namespaces,
     delegates: (key) => (opts.noDelegateCache || key !== target.key ? undefined : delegates),
     registry,
     sourceClusterName: CLUSTER,
@@ -240,6 +242,41 @@ describe('DelegationReconciler', () => {
       const { reconciler, targetCore } = setup({ proxies: [proxy()], noDelegateCache: true });
       expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 2000 });
       sinon.assert.notCalled(targetCore.createNamespacedPod);
+    });
+
+    describe('refuses to act for a pod that may not use the target', () => {
+      const refusals: [string, Parameters<typeof setup>[0], string][] = [
+        ["a proxy of namespace apps on another namespace's Target", { targetNamespace: 'other' }, 'TargetNotAllowed'],
+        ['a proxy of a namespace that is not enabled', { namespaces: [] }, 'NamespaceNotEnabled'],
+      ];
+      for (const [why, opts, reason] of refusals) {
+        it(`${why}: no copies, no delegate, a Warning and Delegated=False ${reason}`, async () => {
+          const { reconciler, targetCore, follow, events, source: sourceCore } = setup({ proxies: [proxy()], ...opts });
+          const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+          expect(err).to.be.instanceOf(TerminalError);
+          sinon.assert.notCalled(targetCore.createNamespacedPod);
+          sinon.assert.notCalled(follow.ensureCopies);
+          expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', reason]]);
+          sinon.assert.calledOnce(sourceCore.patchNamespacedPodStatus);
+          const { body } = sourceCore.patchNamespacedPodStatus.firstCall.args[0] as unknown as { body: { status: { conditions: Record<string, unknown>[] } } };
+          expect(body.status.conditions[0]).to.include({ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason });
+        });
+      }
+
+      it('a pod bound to the virtual node that was never elected (label and manifest set by its creator)', async () => {
+        const p = proxy();
+        delete p.metadata!.annotations!['multicluster.admiralty.io/elect'];
+        const { reconciler, targetCore, events } = setup({ proxies: [p] });
+        await reconciler.reconcile(KEY).catch(() => undefined);
+        sinon.assert.notCalled(targetCore.createNamespacedPod);
+        expect(events.map((e) => e.reason)).to.deep.equal(['NotAProxy']);
+      });
+
+      it("allows a proxy on its own namespace's Target", async () => {
+        const { reconciler, targetCore } = setup({ proxies: [proxy()], targetNamespace: NS });
+        await reconciler.reconcile(KEY);
+        sinon.assert.calledOnce(targetCore.createNamespacedPod);
+      });
     });
 
     it('marks an unreadable manifest with an event and drops the key', async () => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1ConfigMap, type V1Pod, type V1Secret } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, KubeConfig, type V1ConfigMap, type V1Namespace, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
@@ -44,7 +44,7 @@ class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> i
 type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
 
 /** A target whose API behaves like an empty cluster: reads miss, writes succeed. */
-function fakeTarget(name: string, self = false): { target: TargetClient; core: CoreStub } {
+function fakeTarget(name: string, self = false, targetNamespace?: string): { target: TargetClient; core: CoreStub } {
   const core = sinon.createStubInstance(CoreV1Api);
   core.readNamespacedConfigMap.rejects(notFound());
   core.readNamespacedSecret.rejects(notFound());
@@ -57,8 +57,8 @@ function fakeTarget(name: string, self = false): { target: TargetClient; core: C
   core.deleteNamespacedConfigMap.resolves({});
   core.deleteNamespacedSecret.resolves({});
   const target = {
-    key: `ClusterTarget/${name}`,
-    ref: { kind: 'ClusterTarget', namespace: '', name },
+    key: targetNamespace ? `Target/${name}` : `ClusterTarget/${name}`,
+    ref: targetNamespace ? { kind: 'Target', namespace: targetNamespace, name } : { kind: 'ClusterTarget', namespace: '', name },
     displayName: name,
     kubeConfig: new KubeConfig(),
     core,
@@ -86,8 +86,9 @@ function proxy(name: string, nodeName: string | undefined, uses: { configMap?: s
     },
   };
   return {
-    metadata: { name, namespace: NS, uid: `${name}-uid`, finalizers: [PROXY_FINALIZER], annotations: { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
-    spec: { nodeName, containers: [{ name: 'app', image: 'busybox' }] },
+    metadata: { name, namespace: NS, uid: `${name}-uid`, finalizers: [PROXY_FINALIZER], annotations: { 'multicluster.admiralty.io/elect': '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
+    // A real proxy keeps the containers of its manifest (the webhook changes scheduling fields only).
+    spec: { ...manifest.spec!, nodeName },
     status: { phase: 'Pending' },
   };
 }
@@ -101,12 +102,12 @@ function copyOf<T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {})
   return { ...built, ...over, metadata: { ...built.metadata, uid: `copy-of-${src.metadata!.name}`, resourceVersion: '7', ...over.metadata } };
 }
 
-function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t2ConfigMaps?: V1ConfigMap[] } = {}) {
+function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t2ConfigMaps?: V1ConfigMap[]; t2Namespace?: string; namespaces?: V1Namespace[] } = {}) {
   const source = sinon.createStubInstance(CoreV1Api);
   source.readNamespacedConfigMap.rejects(notFound());
   source.readNamespacedSecret.rejects(notFound());
   const t1 = fakeTarget('t1');
-  const t2 = fakeTarget('t2');
+  const t2 = fakeTarget('t2', false, opts.t2Namespace);
   const self = fakeTarget('home', true);
   const registry = new ClusterRegistry();
   registry.set(t1.target, nodeOf('t1'));
@@ -126,6 +127,7 @@ function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: 
     configMaps: new MapCache<V1ConfigMap>(...(opts.configMaps ?? [])),
     secrets: new MapCache<V1Secret>(...(opts.secrets ?? [])),
     proxies,
+    namespaces: new MapCache<V1Namespace>(...(opts.namespaces ?? [{ metadata: { name: NS, labels: { 'multicluster-scheduler': 'enabled' } } }])),
     registry,
     sourceClusterName: CLUSTER,
     events: sink,
@@ -158,6 +160,7 @@ describe('FollowReconciler', () => {
       const delegation = new DelegationReconciler({
         sourceCore: source,
         proxies: new MapCache<V1Pod>(p),
+        namespaces: new MapCache<V1Namespace>({ metadata: { name: NS, labels: { 'multicluster-scheduler': 'enabled' } } }),
         delegates: () => new MapCache<V1Pod>(),
         registry,
         sourceClusterName: CLUSTER,
@@ -272,6 +275,15 @@ describe('FollowReconciler', () => {
       sinon.assert.calledOnce(t1.core.replaceNamespacedSecret);
       expect(t1.core.replaceNamespacedSecret.firstCall.args[0].body.data).to.deep.equal({ password: 'czNjcjN0' });
       sinon.assert.calledOnce(t2.core.createNamespacedSecret);
+    });
+
+    it("makes no copy for a proxy bound to another namespace's Target, nor in a namespace not enabled", async () => {
+      const pw = secret('pw');
+      for (const opts of [{ t2Namespace: 'other' }, { namespaces: [] }]) {
+        const { follow, t2 } = setup({ proxies: [proxy('p2', nodeOf('t2'), { secret: 'pw' })], secrets: [pw], ...opts });
+        await follow.reconcile(`secret/${NS}/pw`);
+        sinon.assert.notCalled(t2.core.createNamespacedSecret);
+      }
     });
 
     it('drops a malformed key', async () => {

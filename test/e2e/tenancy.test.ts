@@ -1,0 +1,94 @@
+import { expect } from 'chai';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, uniqueName, waitFor } from './support.js';
+
+const ELECT = 'multicluster.admiralty.io/elect';
+const MANIFEST = 'multicluster.admiralty.io/sourcepod-manifest';
+const DELEGATED = 'multicluster.admiralty.io/Delegated';
+
+/** What a pod creator could put in the manifest annotation: root on the target's node. */
+const FORGED = JSON.stringify({
+  spec: {
+    hostPID: true,
+    volumes: [{ name: 'root', hostPath: { path: '/' } }],
+    containers: [{ name: 'app', image: 'nginx', securityContext: { privileged: true }, volumeMounts: [{ name: 'root', mountPath: '/host' }] }],
+  },
+});
+
+function pod(name: string, namespace: string, opts: { annotations?: Record<string, string>; labels?: Record<string, string>; nodeName?: string } = {}): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace, annotations: opts.annotations ?? { [ELECT]: '' }, labels: opts.labels },
+    spec: { nodeName: opts.nodeName, containers: [{ name: 'app', image: 'nginx', resources: { requests: { cpu: '10m', memory: '8Mi' } } }] },
+  });
+}
+
+async function refusal(p: Promise<unknown>): Promise<string> {
+  const err = await p.then(
+    () => undefined,
+    (e: Error) => e,
+  );
+  expect(err, 'the apiserver refused the request').to.be.instanceOf(Error);
+  return err!.message;
+}
+
+describe('tenancy', function () {
+  this.timeout(300_000);
+  const nsA = uniqueName('tenant-a');
+  const nsB = uniqueName('tenant-b');
+  let nodes: { c1Node: string; c2Node: string };
+  before(async () => {
+    nodes = await connectNamespace(nsA);
+    await kubectl('c1', 'create', 'namespace', nsB);
+  });
+  after(async () => {
+    // Pods bound to a virtual node without a finalizer of ours: nothing confirms their end.
+    await kubectl('c1', 'delete', 'pods', '--all', '-n', nsB, '--grace-period=0', '--force').catch(() => undefined);
+    await kubectl('c1', 'delete', 'namespace', nsB, '--wait=false', '--ignore-not-found');
+    await disconnectNamespace(nsA);
+  });
+
+  it("gives no delegate to a pod of another namespace bound to a Target's virtual node by spec.nodeName", async () => {
+    // Created before namespace B opts in, so the webhook never sees it: elected, with a
+    // manifest and our label, and bound by its creator to namespace A's self Target, whose
+    // credentials (the provider's own) could create pods anywhere in c1.
+    const name = 'intruder';
+    await apply('c1', pod(name, nsB, { annotations: { [ELECT]: '', [MANIFEST]: FORGED }, labels: { 'multicluster.admiralty.io/has-finalizer': 'true' }, nodeName: nodes.c1Node }));
+    await kubectl('c1', 'label', 'namespace', nsB, 'multicluster-scheduler=enabled');
+    const delegated = async () => (await getJson('c1', 'pod', name, '-n', nsB)).status?.conditions?.find((c: any) => c.type === DELEGATED);
+    await waitFor('Delegated=False TargetNotAllowed on the pod', 60_000, async () => (await delegated())?.reason === 'TargetNotAllowed');
+    expect((await delegated()).status).to.equal('False');
+    const uid = (await getJson('c1', 'pod', name, '-n', nsB)).metadata.uid;
+    expect((await getJson('c1', 'pods', '-n', nsB, '-l', `multicluster.admiralty.io/parent-uid=${uid}`)).items).to.deep.equal([]);
+    const events = (await getJson('c1', 'events', '-n', nsB, '--field-selector', `involvedObject.name=${name}`)).items;
+    expect(events.map((e: any) => [e.type, e.reason])).to.deep.include(['Warning', 'TargetNotAllowed']);
+  });
+
+  it('refuses at admission an elected pod that sets spec.nodeName', async () => {
+    const message = await refusal(apply('c1', pod(uniqueName('bound'), nsA, { nodeName: nodes.c1Node })));
+    expect(message).to.match(/remove spec\.nodeName/);
+  });
+
+  it('refuses at admission an elected pod that brings its own source manifest', async () => {
+    const message = await refusal(apply('c1', pod(uniqueName('forged'), nsA, { annotations: { [ELECT]: '', [MANIFEST]: FORGED } })));
+    expect(message).to.match(/sourcepod-manifest annotation is written by admiralty only/);
+  });
+
+  it('refuses an update that changes, removes or adds the manifest or the election', async () => {
+    const name = uniqueName('proxy');
+    await apply('c1', pod(name, nsA));
+    expect((await getJson('c1', 'pod', name, '-n', nsA)).metadata.annotations[MANIFEST]).to.be.a('string');
+    for (const args of [[`${MANIFEST}=${FORGED}`, '--overwrite'], [`${MANIFEST}-`], [`${ELECT}-`]]) {
+      const message = await refusal(kubectl('c1', 'annotate', 'pod', name, '-n', nsA, ...args));
+      expect(message).to.match(/set when a pod is created and cannot be added, changed or removed/);
+    }
+    const plain = uniqueName('plain');
+    await apply('c1', pod(plain, nsB, { annotations: {} }));
+    for (const args of [[`${ELECT}=`], [`${MANIFEST}=${FORGED}`]]) {
+      const message = await refusal(kubectl('c1', 'annotate', 'pod', plain, '-n', nsB, ...args));
+      expect(message).to.match(/cannot be added, changed or removed/);
+    }
+    // Other annotations stay the user's.
+    await kubectl('c1', 'annotate', 'pod', name, '-n', nsA, 'example.com/note=fine');
+  });
+});
