@@ -349,17 +349,15 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
   const podEvents = 'involvedObject.kind=Pod';
   const proxies = w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`);
-  const configMaps = w.newInformer<V1ConfigMap>('configmaps', config.clusterName, kc, '/api/v1/configmaps', () => core.listConfigMapForAllNamespaces());
-  const secrets = w.newInformer<V1Secret>('secrets', config.clusterName, kc, '/api/v1/secrets', () => core.listSecretForAllNamespaces());
+  // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
+  // reference by name (least privilege: no list/watch of every Secret in the cluster).
   const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
-  w.informers.push(proxies, configMaps, secrets, services);
+  w.informers.push(proxies, services);
 
   const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
 
   const follow = new FollowReconciler({
     sourceCore: core,
-    configMaps,
-    secrets,
     proxies,
     registry: clusters,
     sourceClusterName: config.clusterName,
@@ -401,8 +399,6 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   const followController = w.newController('follow', follow);
   const servicesController = w.newController('services', svc);
   delegationController.watch(proxies, (p) => [DelegationReconciler.proxyKey(p)]);
-  followController.watch(configMaps, (o) => FollowReconciler.keysOfSource('configmap', o));
-  followController.watch(secrets, (o) => FollowReconciler.keysOfSource('secret', o));
   followController.watch(proxies, (p) => FollowReconciler.keysOfProxy(p));
   servicesController.watch(services, (s) => [ServiceReconciler.keyOf(s)]);
   servicesController.watch(proxies, (p) => svc.keysOfProxy(p));

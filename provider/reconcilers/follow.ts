@@ -12,9 +12,8 @@ type Kind = 'configmap' | 'secret';
 type Copy = V1ConfigMap | V1Secret;
 
 export interface FollowReconcilerOptions {
+  /** Reads the originals by name (`get` only: no list or watch of Secrets in the source). */
   sourceCore: CoreV1Api;
-  configMaps: ObjectCache<V1ConfigMap>;
-  secrets: ObjectCache<V1Secret>;
   proxies: ObjectCache<V1Pod>;
   registry: ClusterRegistry;
   sourceClusterName: string;
@@ -22,6 +21,8 @@ export interface FollowReconcilerOptions {
   /** Per-target caches of our copies. */
   targetConfigMaps: (targetKey: string) => ObjectCache<V1ConfigMap> | undefined;
   targetSecrets: (targetKey: string) => ObjectCache<V1Secret> | undefined;
+  /** How often an original that a delegate uses is read again to carry its changes over (default 60 s). */
+  resyncIntervalMs?: number;
 }
 
 /** What a delegate uses, read from the proxy's saved manifest (the delegate's spec). */
@@ -41,13 +42,17 @@ function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
  * proxies that reference an object), so no finalizer is put on the user's objects. Copies are
  * never made into a `self` target: the originals are already there. A same-name object in a
  * target that is not ours is never touched.
+ *
+ * The originals are read by name, never listed or watched: caching every Secret of the source
+ * cluster would make the provider hold (and need RBAC for) all of them, when it needs only those
+ * that proxies reference. Changes to an original therefore reach the copies on the next resync
+ * (`resyncIntervalMs`, while a delegate uses it) or on the next change of a proxy that uses it.
  */
 export class FollowReconciler {
-  constructor(private readonly o: FollowReconcilerOptions) {}
+  private readonly resyncIntervalMs: number;
 
-  /** Key mapper for source ConfigMaps (`configmap/<ns>/<name>`) and Secrets (`secret/<ns>/<name>`). */
-  static keysOfSource(kind: Kind, obj: Copy): string[] {
-    return [`${kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`];
+  constructor(private readonly o: FollowReconcilerOptions) {
+    this.resyncIntervalMs = o.resyncIntervalMs ?? 60_000;
   }
 
   /** Key mapper for copies in a target: the key of their source object, from the parent annotations. */
@@ -90,7 +95,7 @@ export class FollowReconciler {
    * (UID precondition). Proxies that are terminating still count while they are bound: their
    * delegate may still be running.
    */
-  async reconcile(key: string): Promise<void> {
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
     const parts = key.split('/');
     const [kind, ns, name] = parts as [Kind, string, string];
     if (parts.length !== 3 || (kind !== 'configmap' && kind !== 'secret') || !ns || !name) throw new TerminalError(`not a follow key: ${key}`);
@@ -100,7 +105,7 @@ export class FollowReconciler {
       for (const p of this.o.proxies.list(ns)) {
         if (p.metadata?.deletionTimestamp && !p.spec?.nodeName) continue;
         const target = p.spec?.nodeName ? this.o.registry.byNodeName(p.spec.nodeName) : undefined;
-        if (target && references(p)[kind].includes(name)) usedIn.add(target.key);
+        if (target && !target.self && references(p)[kind].includes(name)) usedIn.add(target.key);
       }
     }
     for (const target of this.o.registry.list()) {
@@ -108,11 +113,11 @@ export class FollowReconciler {
       if (src && usedIn.has(target.key)) await this.sync(kind, src, target);
       else await this.deleteCopy(kind, ns, name, target);
     }
+    // Nothing watches the original: look again while a copy of it is in use.
+    if (usedIn.size > 0) return { requeueAfterMs: this.resyncIntervalMs };
   }
 
   private async source(kind: Kind, ns: string, name: string): Promise<Copy | undefined> {
-    const cached = kind === 'configmap' ? this.o.configMaps.get(name, ns) : this.o.secrets.get(name, ns);
-    if (cached) return cached;
     try {
       return kind === 'configmap' ? await this.o.sourceCore.readNamespacedConfigMap({ name, namespace: ns }) : await this.o.sourceCore.readNamespacedSecret({ name, namespace: ns });
     } catch (err) {
