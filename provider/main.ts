@@ -1,5 +1,7 @@
 import {
   AdmissionregistrationV1Api,
+  AuthenticationV1Api,
+  AuthorizationV1Api,
   CertificatesV1Api,
   CoordinationV1Api,
   CoreV1Api,
@@ -42,6 +44,7 @@ import { createKubeletServer } from './kubelet/kubelet-server.js';
 import { KubeletServingCertificate } from './kubelet/serving-certificate.js';
 import { delegatePodName } from './model/names.js';
 import type { ClusterSource, Source, Target } from './model/types.js';
+import { SelfTargetBindings } from './reconcilers/self-target-bindings.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
 import { TargetsReconciler } from './reconcilers/targets.js';
@@ -167,6 +170,11 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
       targets,
       clusterTargets,
       registry: clusters,
+      selfBindings: new SelfTargetBindings({
+        rbac: kc.makeApiClient(RbacAuthorizationV1Api),
+        authentication: kc.makeApiClient(AuthenticationV1Api),
+        authorization: kc.makeApiClient(AuthorizationV1Api),
+      }),
       kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
       kubeletVersion: PROVIDER_VERSION,
       events,
