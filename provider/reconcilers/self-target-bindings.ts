@@ -1,5 +1,5 @@
 import type { AuthenticationV1Api, AuthorizationV1Api, RbacAuthorizationV1Api, RbacV1Subject, V1ClusterRoleBinding, V1RoleBinding } from '@kubernetes/client-node';
-import { isAlreadyExists, isNotFound } from '../core/errors.js';
+import { classifyApiError, isAlreadyExists, isNotFound } from '../core/errors.js';
 import { equalNormalized } from '../model/normalize.js';
 import { buildSelfTargetBinding, selfTargetBindingName, selfTargetOwnerLabels, subjectOfUser } from '../model/self-target-binding.js';
 import type { TargetRef } from '../model/types.js';
@@ -48,9 +48,13 @@ export class SelfTargetBindings {
     return true;
   }
 
-  /** Deletes our binding of a target that is gone or no longer self (UID precondition). Idempotent. */
+  /**
+   * Deletes our binding of a target that is gone or no longer self (UID precondition).
+   * Idempotent. Where the provider may not even read bindings (its self role is not installed:
+   * a source without self targets), it cannot have made one: nothing to do.
+   */
   async remove(ref: TargetRef): Promise<void> {
-    const existing = await this.read(ref);
+    const existing = await this.read(ref, true);
     if (existing && isOurs(existing, ref)) await this.deleteExactly(ref, existing);
   }
 
@@ -69,12 +73,12 @@ export class SelfTargetBindings {
     return this.subject;
   }
 
-  private async read(ref: TargetRef): Promise<V1RoleBinding | V1ClusterRoleBinding | undefined> {
+  private async read(ref: TargetRef, forbiddenIsNone = false): Promise<V1RoleBinding | V1ClusterRoleBinding | undefined> {
     const name = selfTargetBindingName(ref);
     try {
       return ref.kind === 'Target' ? await this.o.rbac.readNamespacedRoleBinding({ name, namespace: ref.namespace }) : await this.o.rbac.readClusterRoleBinding({ name });
     } catch (err) {
-      if (isNotFound(err)) return undefined;
+      if (isNotFound(err) || (forbiddenIsNone && classifyApiError(err) === 'Forbidden')) return undefined;
       throw new Error(`reading the binding ${name} of the self ${ref.kind}`, { cause: err });
     }
   }

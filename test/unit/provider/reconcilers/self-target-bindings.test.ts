@@ -75,6 +75,16 @@ describe('SelfTargetBindings', () => {
     await setup().bindings.remove(REF);
   });
 
+  it('has nothing to remove where it may not read bindings (no self role installed), but says so when it must bind', async () => {
+    const w = setup();
+    const forbidden = new ApiException(403, 'Forbidden', '{"kind":"Status","reason":"Forbidden","message":"cannot get rolebindings"}', {});
+    w.rbac.readNamespacedRoleBinding.rejects(forbidden);
+    await w.bindings.remove(REF);
+    sinon.assert.notCalled(w.rbac.deleteNamespacedRoleBinding);
+    const err = await w.bindings.ensure(REF, 'uid-1').then(() => undefined, (e: Error) => e);
+    expect(err?.message).to.match(/reading the binding admiralty-self-target-home/);
+  });
+
   it('asks the apiserver whether the provider may create pods where the target reaches', async () => {
     const w = setup();
     w.authorization.createSelfSubjectAccessReview.onSecondCall().resolves({ spec: {}, status: { allowed: false } });
