@@ -1,5 +1,7 @@
 import {
   AdmissionregistrationV1Api,
+  AuthenticationV1Api,
+  AuthorizationV1Api,
   CertificatesV1Api,
   CoordinationV1Api,
   CoreV1Api,
@@ -46,6 +48,7 @@ import { createKubeletServer } from './kubelet/kubelet-server.js';
 import { KubeletServingCertificate } from './kubelet/serving-certificate.js';
 import { createProxyResolver } from './kubelet/proxy-resolver.js';
 import type { ClusterSource, Source, Target } from './model/types.js';
+import { SelfTargetBindings } from './reconcilers/self-target-bindings.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
 import { TargetsReconciler } from './reconcilers/targets.js';
@@ -174,6 +177,11 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
       registry: clusters,
       serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
       requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
+      selfBindings: new SelfTargetBindings({
+        rbac: kc.makeApiClient(RbacAuthorizationV1Api),
+        authentication: kc.makeApiClient(AuthenticationV1Api),
+        authorization: kc.makeApiClient(AuthorizationV1Api),
+      }),
       kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
       kubeletVersion: PROVIDER_VERSION,
       events,
@@ -351,21 +359,19 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
   const podEvents = 'involvedObject.kind=Pod';
   const proxies = w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`);
-  const configMaps = w.newInformer<V1ConfigMap>('configmaps', config.clusterName, kc, '/api/v1/configmaps', () => core.listConfigMapForAllNamespaces());
-  const secrets = w.newInformer<V1Secret>('secrets', config.clusterName, kc, '/api/v1/secrets', () => core.listSecretForAllNamespaces());
+  // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
+  // reference by name (least privilege: no list/watch of every Secret in the cluster).
   const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
   // Opted-in namespaces only: the tenancy check needs no more, and a namespace whose label goes
   // away leaves the cache (a watch with a selector reports it as deleted).
   const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
   const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', () => core.listNamespace({ labelSelector: enabledSelector }), enabledSelector);
-  w.informers.push(proxies, configMaps, secrets, services, namespaces);
+  w.informers.push(proxies, services, namespaces);
 
   const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
 
   const follow = new FollowReconciler({
     sourceCore: core,
-    configMaps,
-    secrets,
     proxies,
     namespaces,
     registry: clusters,
@@ -409,8 +415,6 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   const followController = w.newController('follow', follow);
   const servicesController = w.newController('services', svc);
   delegationController.watch(proxies, (p) => [DelegationReconciler.proxyKey(p)]);
-  followController.watch(configMaps, (o) => FollowReconciler.keysOfSource('configmap', o));
-  followController.watch(secrets, (o) => FollowReconciler.keysOfSource('secret', o));
   followController.watch(proxies, (p) => FollowReconciler.keysOfProxy(p));
   // Opting a namespace in or out changes what its proxies may do.
   delegationController.watch(namespaces, (n) => proxies.list(n.metadata?.name).map((p) => DelegationReconciler.proxyKey(p)));

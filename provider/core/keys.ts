@@ -57,7 +57,11 @@ export const NODE_ROLE_LABEL = 'kubernetes.io/role';
 export const NODE_ROLE_VALUE = 'cluster';
 export const EXCLUDE_FROM_LB_LABEL = 'node.kubernetes.io/exclude-from-external-load-balancers';
 export const EXCLUDE_BALANCER_LABEL = 'alpha.service-controller.kubernetes.io/exclude-balancer';
-/** Target identity labels on virtual nodes (targets reconciler writes; kubelet API and delegation read). */
+/**
+ * Target identity labels on virtual nodes (targets reconciler writes; kubelet API and delegation
+ * read), and on the RoleBinding/ClusterRoleBinding that grants the provider the source role for a
+ * self target (targets reconciler writes, and reads them before it replaces or deletes a binding).
+ */
 export const TARGET_NAMESPACE_LABEL = `${KEY_PREFIX}target-namespace`;
 export const TARGET_NAME_LABEL = `${KEY_PREFIX}target-name`;
 export const CLUSTER_TARGET_NAME_LABEL = `${KEY_PREFIX}cluster-target-name`;

@@ -168,14 +168,15 @@ export class KubeletServingCertificate {
         expirationSeconds: this.expirationSeconds,
       },
     };
+    let filed: V1CertificateSigningRequest;
     try {
-      await certificates.createCertificateSigningRequest({ body });
+      filed = await certificates.createCertificateSigningRequest({ body });
     } catch (err) {
       throw new Error(`cannot create the CSR ${name} (HTTP ${statusCode(err) ?? 'n/a'})`, { cause: err });
     }
     try {
       throwIfAborted(signal);
-      await this.approve(name);
+      await this.approve(name, filed);
       const certPem = await this.waitForCertificate(name, signal);
       const { notAfter } = checkMatchesKey(certPem, keyPem, name);
       return { certPem, keyPem, notAfter };
@@ -188,8 +189,13 @@ export class KubeletServingCertificate {
    * Adds our `Approved` condition through the approval subresource: read, append to the read
    * object (its resourceVersion makes the update optimistic), replace; retried on conflict.
    * A CSR already approved (by an approver controller) is left alone.
+   *
+   * Only the very CSR `filed` is approved (same UID, request and signer): RBAC lets the provider
+   * approve any CSR of its signer, so a CSR put in its place under the same name (by whoever may
+   * delete and create CSRs) must not get the provider's approval for an identity or addresses
+   * that are not the provider's.
    */
-  private async approve(name: string): Promise<void> {
+  private async approve(name: string, filed: V1CertificateSigningRequest): Promise<void> {
     const { certificates, clock } = this.opts;
     for (let attempt = 1; ; attempt++) {
       let csr: V1CertificateSigningRequest;
@@ -197,6 +203,9 @@ export class KubeletServingCertificate {
         csr = await certificates.readCertificateSigningRequest({ name });
       } catch (err) {
         throw new Error(`cannot read the CSR ${name} to approve it (HTTP ${statusCode(err) ?? 'n/a'})`, { cause: err });
+      }
+      if (!filed.metadata?.uid || csr.metadata?.uid !== filed.metadata.uid || csr.spec?.request !== filed.spec?.request || csr.spec?.signerName !== filed.spec?.signerName) {
+        throw new Error(`the CSR ${name} is not the one the provider filed (replaced in between); not approving it`);
       }
       const conditions = csr.status?.conditions ?? [];
       const final = finalCondition(conditions);

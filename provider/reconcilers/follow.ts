@@ -13,9 +13,8 @@ type Kind = 'configmap' | 'secret';
 type Copy = V1ConfigMap | V1Secret;
 
 export interface FollowReconcilerOptions {
+  /** Reads the originals by name (`get` only: no list or watch of Secrets in the source). */
   sourceCore: CoreV1Api;
-  configMaps: ObjectCache<V1ConfigMap>;
-  secrets: ObjectCache<V1Secret>;
   proxies: ObjectCache<V1Pod>;
   /** Source namespaces labelled `multicluster-scheduler=enabled` (others may be absent). */
   namespaces: ObjectCache<V1Namespace>;
@@ -25,6 +24,8 @@ export interface FollowReconcilerOptions {
   /** Per-target caches of our copies. */
   targetConfigMaps: (targetKey: string) => ObjectCache<V1ConfigMap> | undefined;
   targetSecrets: (targetKey: string) => ObjectCache<V1Secret> | undefined;
+  /** How often an original that a delegate uses is read again to carry its changes over (default 60 s). */
+  resyncIntervalMs?: number;
 }
 
 /** What a delegate uses: read from the spec the delegate is built from, never from the manifest alone. */
@@ -44,13 +45,17 @@ function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
  * proxies that reference an object), so no finalizer is put on the user's objects. Copies are
  * never made into a `self` target: the originals are already there. A same-name object in a
  * target that is not ours is never touched.
+ *
+ * The originals are read by name, never listed or watched: caching every Secret of the source
+ * cluster would make the provider hold (and need RBAC for) all of them, when it needs only those
+ * that proxies reference. Changes to an original therefore reach the copies on the next resync
+ * (`resyncIntervalMs`, while a delegate uses it) or on the next change of a proxy that uses it.
  */
 export class FollowReconciler {
-  constructor(private readonly o: FollowReconcilerOptions) {}
+  private readonly resyncIntervalMs: number;
 
-  /** Key mapper for source ConfigMaps (`configmap/<ns>/<name>`) and Secrets (`secret/<ns>/<name>`). */
-  static keysOfSource(kind: Kind, obj: Copy): string[] {
-    return [`${kind}/${obj.metadata?.namespace}/${obj.metadata?.name}`];
+  constructor(private readonly o: FollowReconcilerOptions) {
+    this.resyncIntervalMs = o.resyncIntervalMs ?? 60_000;
   }
 
   /** Key mapper for copies in a target: the key of their source object, from the parent annotations. */
@@ -95,7 +100,7 @@ export class FollowReconciler {
    * delegate may still be running. Proxies that may not use their node's target
    * (`checkTenancy`) do not count.
    */
-  async reconcile(key: string): Promise<void> {
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
     const parts = key.split('/');
     const [kind, ns, name] = parts as [Kind, string, string];
     if (parts.length !== 3 || (kind !== 'configmap' && kind !== 'secret') || !ns || !name) throw new TerminalError(`not a follow key: ${key}`);
@@ -105,8 +110,9 @@ export class FollowReconciler {
       for (const p of this.o.proxies.list(ns)) {
         if (p.metadata?.deletionTimestamp && !p.spec?.nodeName) continue;
         const target = p.spec?.nodeName ? this.o.registry.byNodeName(p.spec.nodeName) : undefined;
-        // A pod that may not use the target gets no copies there, as it gets no delegate.
-        if (!target || !checkTenancy(p, this.o.namespaces.get(ns), target.ref).allowed) continue;
+        // A pod that may not use the target gets no copies there, as it gets no delegate; a self
+        // target is this cluster, where the originals already are.
+        if (!target || target.self || !checkTenancy(p, this.o.namespaces.get(ns), target.ref).allowed) continue;
         if (references(p)[kind].includes(name)) usedIn.add(target.key);
       }
     }
@@ -115,11 +121,11 @@ export class FollowReconciler {
       if (src && usedIn.has(target.key)) await this.sync(kind, src, target);
       else await this.deleteCopy(kind, ns, name, target);
     }
+    // Nothing watches the original: look again while a copy of it is in use.
+    if (usedIn.size > 0) return { requeueAfterMs: this.resyncIntervalMs };
   }
 
   private async source(kind: Kind, ns: string, name: string): Promise<Copy | undefined> {
-    const cached = kind === 'configmap' ? this.o.configMaps.get(name, ns) : this.o.secrets.get(name, ns);
-    if (cached) return cached;
     try {
       return kind === 'configmap' ? await this.o.sourceCore.readNamespacedConfigMap({ name, namespace: ns }) : await this.o.sourceCore.readNamespacedSecret({ name, namespace: ns });
     } catch (err) {

@@ -30,6 +30,7 @@ import type { ClusterSummary, Target, TargetRef } from '../model/types.js';
 import { buildNodeLease, buildVirtualNode, buildVirtualNodeLabelsPatch, buildVirtualNodeStatusPatch, NODE_LEASE_NAMESPACE } from '../model/virtual-node.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
+import type { SelfTargetBindings } from './self-target-bindings.js';
 
 export interface TargetsReconcilerOptions {
   sourceKubeConfig: KubeConfig;
@@ -43,6 +44,8 @@ export interface TargetsReconcilerOptions {
   serverPolicy: ServerAddressPolicy;
   /** Deadline of each API call to a target from a Secret (default 30 s); self targets share the source's. */
   requestTimeoutMs?: number;
+  /** Binds the source role to the provider for its self targets, and only for them. */
+  selfBindings: Pick<SelfTargetBindings, 'ensure' | 'remove' | 'allowed'>;
   /** Where the kube-apiserver reaches our kubelet API. */
   kubelet: { address: string; port: number };
   kubeletVersion: string;
@@ -57,6 +60,9 @@ export interface TargetsReconcilerOptions {
   /** Called with each target's readiness, for the `admiralty_target_ready` gauge. */
   onHealth?: (target: string, ready: boolean) => void;
 }
+
+/** How soon a self target is probed again after its binding was written (the authorizer's cache lags a little). */
+const AFTER_BINDING_MS = 1_000;
 
 /** A target's health as probed, with the summary when it was read. */
 interface Probe {
@@ -74,9 +80,15 @@ interface Probe {
  * Lease, and patches the node's labels and status when they change (and at least every
  * `nodeStatusIntervalMs`). The Target's `Ready` condition and events say why a target is not
  * usable. One target's failure never touches another's key.
+ *
+ * A self target first gets its binding of the source role (see {@link SelfTargetBindings}); its
+ * clients join the registry only once the apiserver says the binding is in force, so no
+ * per-target informer starts with rights it does not have. The binding goes with the target.
  */
 export class TargetsReconciler {
   private readonly lastStatusWriteMs = new Map<string, number>();
+  /** Keys known to have no self binding left (saves a read per probe of every remote target). */
+  private readonly unbound = new Set<string>();
   private readonly nodeStatusIntervalMs: number;
   private readonly leaseIntervalMs: number;
   private readonly probeTimeoutMs: number;
@@ -110,18 +122,35 @@ export class TargetsReconciler {
     const nodeName = virtualNodeName(ref);
     if (!obj) {
       await this.removeTarget(key, nodeName);
+      await this.o.selfBindings.remove(ref);
+      this.unbound.delete(key);
       return;
     }
-    const probe = await this.probe(ref, obj, nodeName);
+    const parsed = parseTarget(obj, ref.kind);
+    let bindingWritten = false;
+    let bindingError: unknown;
+    if (parsed.ok && parsed.spec.self) {
+      this.unbound.delete(key);
+      try {
+        bindingWritten = await this.o.selfBindings.ensure(ref, obj.metadata.uid);
+      } catch (err) {
+        bindingError = err;
+      }
+    } else if (!this.unbound.has(key)) {
+      // No longer (or never) self: take back what a self spec was granted.
+      await this.o.selfBindings.remove(ref);
+      this.unbound.add(key);
+    }
+    const probe = await this.probe(ref, obj, nodeName, bindingError);
     const health = this.recordHealth(key, ref, obj, probe);
     const node = await this.ensureNode(key, ref, nodeName, obj, probe, health);
     if (node) await this.renewLease(node);
     await this.writeTargetStatus(ref, obj, nodeName, health);
-    return { requeueAfterMs: this.leaseIntervalMs };
+    return { requeueAfterMs: bindingWritten && !health.ready ? AFTER_BINDING_MS : this.leaseIntervalMs };
   }
 
   /** Validates the Target, builds its clients and reads its ClusterSummary. Never throws. */
-  private async probe(ref: TargetRef, obj: Target, nodeName: string): Promise<Probe> {
+  private async probe(ref: TargetRef, obj: Target, nodeName: string, bindingError?: unknown): Promise<Probe> {
     const parsed = parseTarget(obj, ref.kind);
     if (!parsed.ok) {
       this.o.registry.deleteClient(targetKey(ref));
@@ -135,6 +164,13 @@ export class TargetsReconciler {
       if (err instanceof KubeconfigError) return { health: { ready: false, reason: err.reason, message: err.message } };
       const kind = classifyApiError(err);
       return { health: { ready: false, reason: kind === 'Forbidden' ? 'SecretForbidden' : 'SecretUnreadable', message: `reading the kubeconfig Secret: ${statusMessage(err)}` } };
+    }
+    if (client.self) {
+      const forbidden = await this.selfForbidden(ref, bindingError);
+      if (forbidden) {
+        this.o.registry.deleteClient(targetKey(ref));
+        return { health: { ready: false, reason: 'TargetForbidden', message: forbidden } };
+      }
     }
     this.o.registry.set(client, nodeName);
     try {
@@ -172,6 +208,18 @@ export class TargetsReconciler {
           ? `the target at ${server} has no ClusterSummary "${CLUSTER_SUMMARY_NAME}": install the provider (or at least its CRDs and summary controller) there`
           : `${kind === 'Forbidden' || kind === 'Unauthorized' ? 'the target refused our credentials' : 'cannot reach the target'} at ${server}: ${statusMessage(err)}`;
       return { client, health: { ready: false, reason, message } };
+    }
+  }
+
+  /** Why the provider may not (yet) act as a source in its own cluster for this target, if it may not. */
+  private async selfForbidden(ref: TargetRef, bindingError: unknown): Promise<string | undefined> {
+    const where = ref.kind === 'Target' ? `namespace ${ref.namespace}` : 'all namespaces';
+    if (bindingError) return `cannot bind ClusterRole multicluster-scheduler-source to the provider in ${where}: ${statusMessage(bindingError)}`;
+    try {
+      if (await this.o.selfBindings.allowed(ref)) return undefined;
+      return `the provider may not create pods in ${where} yet (its binding of multicluster-scheduler-source is not in force)`;
+    } catch (err) {
+      return `cannot check the provider's own rights in ${where}: ${statusMessage(err)}`;
     }
   }
 

@@ -19,6 +19,11 @@ export const mochaHooks = {
   },
   async afterAll(this: Mocha.Context) {
     this.timeout(120_000);
-    if (startedHere && process.env.KEEP_SANDBOX !== '1') await new Sandbox().down();
+    const sandbox = new Sandbox();
+    // Least privilege, proven over the whole run: the providers ran as the shipped ServiceAccount
+    // with exactly the shipped RBAC, and the apiservers refused none of their requests.
+    const refused = (sandbox.state()?.clusters ?? []).flatMap((c) => (sandbox.providerForbiddenRequests(c) ?? []).map((r) => `${c}: ${r}`));
+    if (startedHere && process.env.KEEP_SANDBOX !== '1') await sandbox.down();
+    if (refused.length) throw new Error(`the provider needed more than the shipped RBAC; refused (403):\n  ${[...new Set(refused)].join('\n  ')}`);
   },
 };

@@ -245,6 +245,13 @@ export class Sandbox {
             `--kubelet-client-certificate=${pki.kubeletClientCert}`,
             `--kubelet-client-key=${pki.kubeletClientKey}`,
             `--kubelet-certificate-authority=${pki.caCert}`,
+            // Every request of the provider's ServiceAccount, with its response code: the e2e suite
+            // proves from it that the shipped RBAC is enough (no 403 for the provider, ever).
+            `--audit-policy-file=${this.auditPolicyFile()}`,
+            `--audit-log-path=${this.auditLogPath(cluster)}`,
+            '--audit-log-format=json',
+            '--audit-log-maxsize=200',
+            '--audit-log-maxbackup=1',
             '--profiling=false',
           ],
         };
@@ -306,6 +313,60 @@ export class Sandbox {
           args: ['--import', 'tsx', join(REPO_ROOT, 'provider', 'cli.ts'), 'provider', ...this.providerArgs(cluster, state)],
         };
     }
+  }
+
+  /** Audit log of one cluster's apiserver: one JSON event per line, the provider's requests only. */
+  auditLogPath(cluster: string): string {
+    return join(this.clusterDir(cluster), 'audit.log');
+  }
+
+  /**
+   * The requests of the provider's ServiceAccount that the authorizer of `cluster`'s apiserver
+   * refused since it started (not 403s of admission, e.g. in a namespace being deleted), as `verb resource[/subresource] [namespace/]name`, from the audit log
+   * (current file and its one backup). Undefined when this apiserver keeps no audit log (a
+   * sandbox started before the log existed).
+   */
+  providerForbiddenRequests(cluster: string): string[] | undefined {
+    const log = this.auditLogPath(cluster);
+    if (!existsSync(log)) return undefined;
+    const dir = dirname(log);
+    const files = readdirSync(dir).filter((f) => f.startsWith('audit') && f.endsWith('.log')).map((f) => join(dir, f));
+    const refused: string[] = [];
+    for (const f of files) {
+      for (const line of readFileSync(f, 'utf8').split('\n')) {
+        if (!line.includes('"forbid"')) continue;
+        const e = JSON.parse(line) as {
+          user?: { username?: string };
+          verb?: string;
+          annotations?: Record<string, string>;
+          objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
+        };
+        if (e.user?.username !== PROVIDER_USER || e.annotations?.['authorization.k8s.io/decision'] !== 'forbid') continue;
+        const o = e.objectRef ?? {};
+        refused.push(`${e.verb} ${o.resource ?? '?'}${o.subresource ? `/${o.subresource}` : ''} ${o.namespace ? `${o.namespace}/` : ''}${o.name ?? ''}`.trim());
+      }
+    }
+    return refused;
+  }
+
+  /** Writes (idempotently) the audit policy: Metadata level for the provider's ServiceAccount, nothing else. */
+  private auditPolicyFile(): string {
+    const file = join(this.dir, 'audit-policy.yaml');
+    mkdirSync(this.dir, { recursive: true });
+    writeFileSync(
+      file,
+      [
+        'apiVersion: audit.k8s.io/v1',
+        'kind: Policy',
+        'omitStages: [RequestReceived]',
+        'rules:',
+        `- level: Metadata`,
+        `  users: ["${PROVIDER_USER}"]`,
+        '- level: None',
+        '',
+      ].join('\n'),
+    );
+    return file;
   }
 
   /** Flags of a cluster's provider: c1 is the source and runs everything; other clusters run the target-side parts. */
@@ -592,6 +653,9 @@ webhooks:
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
+
+/** The identity the sandbox's providers run as: the shipped ServiceAccount, with nothing added. */
+export const PROVIDER_USER = 'system:serviceaccount:admiralty:admiralty';
 
 /** RBAC that lets the apiserver's kubelet client call kubelets, as kubeadm sets it up. */
 const KUBELET_CLIENT_RBAC = `apiVersion: rbac.authorization.k8s.io/v1

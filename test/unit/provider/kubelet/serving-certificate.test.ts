@@ -72,6 +72,8 @@ interface FakeApiBehaviour {
   conditionAfterApproval?: V1CertificateSigningRequestCondition;
   /** Sign a different key than the requested one. */
   signWrongKey?: boolean;
+  /** Someone deletes our CSR right after its creation and files their own under the same name. */
+  replacedAfterCreate?: boolean;
 }
 
 let ca: CertKeyPair;
@@ -88,7 +90,12 @@ function fakeApi(clock: FakeClock, behaviour: FakeApiBehaviour = {}): FakeApi {
     csr = clone(body);
     csr.metadata = { ...csr.metadata, resourceVersion: '42', uid: 'u-1' };
     csr.status = {};
-    return clone(csr);
+    const created = clone(csr);
+    if (behaviour.replacedAfterCreate) {
+      const theirs = forge.pki.certificationRequestToPem(wrongKeyRequest());
+      csr = { ...clone(csr), metadata: { ...csr.metadata, uid: 'u-theirs', resourceVersion: '43' }, spec: { ...csr.spec, request: Buffer.from(theirs).toString('base64') } };
+    }
+    return created;
   });
   const read = sinon.stub().callsFake(async ({ name }: { name: string }) => {
     if (!csr || csr.metadata?.name !== name) throw notFound();
@@ -335,6 +342,14 @@ describe('provider/kubelet: KubeletServingCertificate', () => {
     const pair = await drive(make(api).issue(), clock);
     expectSelfSigned(pair);
     expect(api.del.calledOnce).to.equal(true);
+  });
+
+  it('never approves a CSR put in place of its own under the same name, and falls back to self-signed', async () => {
+    const api = fakeApi(clock, { replacedAfterCreate: true });
+    const pair = await drive(make(api).issue(), clock);
+    expectSelfSigned(pair);
+    expect(api.approve.called).to.equal(false);
+    expect(logger.warn.firstCall.args[1].error).to.match(/not the one the provider filed/);
   });
 
   it('falls back to self-signed when the issued certificate is not for the requested key', async () => {

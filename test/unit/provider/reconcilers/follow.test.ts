@@ -103,9 +103,11 @@ function copyOf<T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {})
 }
 
 function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t2ConfigMaps?: V1ConfigMap[]; t2Namespace?: string; namespaces?: V1Namespace[] } = {}) {
+  // The originals live in the source's API, read by name (the reconciler caches none of them).
   const source = sinon.createStubInstance(CoreV1Api);
-  source.readNamespacedConfigMap.rejects(notFound());
-  source.readNamespacedSecret.rejects(notFound());
+  const originals = { configMaps: new MapCache<V1ConfigMap>(...(opts.configMaps ?? [])), secrets: new MapCache<V1Secret>(...(opts.secrets ?? [])) };
+  source.readNamespacedConfigMap.callsFake(async ({ name, namespace }) => originals.configMaps.get(name, namespace) ?? Promise.reject(notFound()));
+  source.readNamespacedSecret.callsFake(async ({ name, namespace }) => originals.secrets.get(name, namespace) ?? Promise.reject(notFound()));
   const t1 = fakeTarget('t1');
   const t2 = fakeTarget('t2', false, opts.t2Namespace);
   const self = fakeTarget('home', true);
@@ -124,8 +126,6 @@ function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: 
   const proxies = new MapCache<V1Pod>(...(opts.proxies ?? []));
   const follow = new FollowReconciler({
     sourceCore: source,
-    configMaps: new MapCache<V1ConfigMap>(...(opts.configMaps ?? [])),
-    secrets: new MapCache<V1Secret>(...(opts.secrets ?? [])),
     proxies,
     namespaces: new MapCache<V1Namespace>(...(opts.namespaces ?? [{ metadata: { name: NS, labels: { 'multicluster-scheduler': 'enabled' } } }])),
     registry,
@@ -134,16 +134,14 @@ function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: 
     targetConfigMaps: (key) => byKey(key)?.configMaps,
     targetSecrets: (key) => byKey(key)?.secrets,
   });
-  return { follow, source, t1, t2, self, registry, proxies, events };
+  return { follow, source, originals, t1, t2, self, registry, proxies, events };
 }
 
 describe('FollowReconciler', () => {
   afterEach(() => sinon.restore());
 
   describe('key mappers', () => {
-    it('maps sources, copies and proxies to configmap/<ns>/<name> and secret/<ns>/<name>', () => {
-      expect(FollowReconciler.keysOfSource('configmap', configMap('conf'))).to.deep.equal([`configmap/${NS}/conf`]);
-      expect(FollowReconciler.keysOfSource('secret', secret('pw'))).to.deep.equal([`secret/${NS}/pw`]);
+    it('maps copies and proxies to configmap/<ns>/<name> and secret/<ns>/<name>', () => {
       expect(FollowReconciler.keysOfCopy('secret', copyOf(secret('pw')))).to.deep.equal([`secret/${NS}/pw`]);
       expect(FollowReconciler.keysOfCopy('configmap', configMap('not-a-copy'))).to.deep.equal([]);
       expect(FollowReconciler.keysOfProxy(proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' }))).to.deep.equal([`configmap/${NS}/conf`, `secret/${NS}/pw`]);
@@ -155,7 +153,6 @@ describe('FollowReconciler', () => {
     it('creates the copies before the delegation reconciler creates the delegate', async () => {
       const p = proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' });
       const { follow, source, t1, registry, events } = setup({ proxies: [p], configMaps: [configMap('conf')], secrets: [] });
-      // The Secret is not in the cache yet: read from the source directly.
       source.readNamespacedSecret.resolves(secret('pw'));
       const delegation = new DelegationReconciler({
         sourceCore: source,
@@ -284,6 +281,25 @@ describe('FollowReconciler', () => {
         await follow.reconcile(`secret/${NS}/pw`);
         sinon.assert.notCalled(t2.core.createNamespacedSecret);
       }
+    });
+
+    it('reads the original by name on every pass and comes back while a copy is in use, so changes arrive without a watch on Secrets', async () => {
+      const pw = secret('pw');
+      const { follow, originals, source, t1 } = setup({ proxies: [proxy('p1', nodeOf('t1'), { secret: 'pw' })], secrets: [pw], t1Secrets: [copyOf(pw)] });
+      const first = await follow.reconcile(`secret/${NS}/pw`);
+      expect(first, 'a resync is scheduled while the copy is used').to.deep.equal({ requeueAfterMs: 60_000 });
+      sinon.assert.notCalled(t1.core.replaceNamespacedSecret);
+      // The original changes; no event tells the reconciler, the resync finds it.
+      originals.secrets.put({ ...pw, data: { password: 'bmV3' }, metadata: { ...pw.metadata, resourceVersion: '2' } });
+      await follow.reconcile(`secret/${NS}/pw`);
+      sinon.assert.calledTwice(source.readNamespacedSecret);
+      sinon.assert.calledOnce(t1.core.replaceNamespacedSecret);
+      expect(t1.core.replaceNamespacedSecret.firstCall.args[0].body.data).to.deep.equal({ password: 'bmV3' });
+    });
+
+    it('schedules no resync for an original that no copy uses (or that only a self target uses)', async () => {
+      const { follow } = setup({ proxies: [proxy('p1', nodeOf('home'), { configMap: 'conf' }), proxy('p2', nodeOf('t1'), {})], configMaps: [configMap('conf')] });
+      expect(await follow.reconcile(`configmap/${NS}/conf`)).to.equal(undefined);
     });
 
     it('drops a malformed key', async () => {

@@ -190,6 +190,8 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
   const podsProbe = sinon.stub(CoreV1Api.prototype, 'listNamespacedPod');
   podsProbe.callsFake((opts.podsProbe ?? (async () => ({ items: [] }))) as never);
   const health: [string, boolean][] = [];
+  // The self binding is written and in force unless a test says otherwise.
+  const selfBindings = { ensure: sinon.stub().resolves(false), remove: sinon.stub().resolves(), allowed: sinon.stub().resolves(true) };
   const reconciler = new TargetsReconciler({
     sourceKubeConfig: kubeConfig('https://source.example:6443'),
     sourceCore: src.core as unknown as CoreV1Api,
@@ -199,6 +201,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
     clusterTargets,
     registry,
     serverPolicy: new ServerAddressPolicy({ allowLoopback: false, ownAddresses: [] }),
+    selfBindings,
     kubelet: { address: '10.0.0.5', port: 10250 },
     kubeletVersion: 'v1.30.0-admiralty',
     events: sink,
@@ -207,7 +210,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
     leaseIntervalMs: 10_000,
     onHealth: (t, ready) => health.push([t, ready]),
   });
-  return { clock, src, targets, clusterTargets, registry, events, probe, podsProbe, reconciler, health };
+  return { clock, src, targets, clusterTargets, registry, events, probe, podsProbe, reconciler, health, selfBindings };
 }
 
 /** What the informer would show after the status patch: the Target with the patched status. */
@@ -573,6 +576,82 @@ describe('TargetsReconciler.reconcile', () => {
       await w.reconciler.reconcile(KEY);
       expect(w.events.filter((e) => e.type === 'Warning')).to.have.length(1);
       expect(w.registry.health(KEY)!.sinceMs).to.equal(T0);
+    });
+  });
+
+  describe('the binding of the source role for a self target', () => {
+    const REF: TargetRef = { kind: 'Target', namespace: 'default', name: 'local' };
+    const remote = (): Target => ({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
+
+    it('binds before the probe and registers the self client only once the binding is in force', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      const registeredWith: boolean[] = [];
+      w.registry.on('added', () => registeredWith.push(w.selfBindings.allowed.called));
+      await w.reconciler.reconcile(KEY);
+      sinon.assert.calledOnceWithExactly(w.selfBindings.ensure, REF, 'target-uid');
+      sinon.assert.calledOnceWithExactly(w.selfBindings.allowed, REF);
+      expect(w.selfBindings.ensure.calledBefore(w.selfBindings.allowed)).to.equal(true);
+      expect(registeredWith).to.deep.equal([true]);
+      sinon.assert.notCalled(w.selfBindings.remove);
+    });
+
+    it('says TargetForbidden and registers no client while the binding is not in force, looks again within a second after writing it, and heals', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      w.selfBindings.ensure.resolves(true);
+      w.selfBindings.allowed.resolves(false);
+      const result = await w.reconciler.reconcile(KEY);
+      expect(result).to.deep.equal({ requeueAfterMs: 1_000 });
+      expect(w.registry.get(KEY)).to.equal(undefined);
+      const cond = w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0].body.status.conditions[0];
+      expect(cond).to.deep.include({ status: 'False', reason: 'TargetForbidden' });
+      expect(cond.message).to.match(/may not create pods in namespace default/);
+      expect(readyOf(w.src.nodes.get(NODE))?.status).to.equal('False');
+
+      w.selfBindings.ensure.resolves(false);
+      w.selfBindings.allowed.resolves(true);
+      applyStatusPatch(w.targets.get('local', 'default')!, w.src.custom.patchNamespacedCustomObjectStatus.lastCall.args[0]);
+      expect(await w.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+      expect(w.registry.get(KEY)?.self).to.equal(true);
+      const healed = w.src.custom.patchNamespacedCustomObjectStatus.lastCall.args[0].body.status.conditions[0];
+      expect(healed).to.deep.include({ status: 'True', reason: 'TargetReady' });
+    });
+
+    it('says TargetForbidden with the reason when the binding cannot be made', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      w.selfBindings.ensure.rejects(new ApiException(403, 'Forbidden', '{"kind":"Status","reason":"Forbidden","message":"cannot bind clusterrole"}', {}));
+      w.selfBindings.allowed.resolves(false);
+      await w.reconciler.reconcile(KEY);
+      const cond = w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0].body.status.conditions[0];
+      expect(cond).to.deep.include({ status: 'False', reason: 'TargetForbidden' });
+      expect(cond.message).to.match(/cannot bind ClusterRole multicluster-scheduler-source .*cannot bind clusterrole/);
+      expect(w.registry.get(KEY)).to.equal(undefined);
+    });
+
+    it('takes the binding back when the Target stops being self, reading it only once for a remote target', async () => {
+      const w = setup();
+      w.targets.put(remote());
+      w.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
+      await w.reconciler.reconcile(KEY);
+      await w.reconciler.reconcile(KEY);
+      sinon.assert.calledOnceWithExactly(w.selfBindings.remove, REF);
+      sinon.assert.notCalled(w.selfBindings.ensure);
+      sinon.assert.notCalled(w.selfBindings.allowed);
+      // Self, then remote again: removed again.
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY);
+      w.targets.put(remote());
+      await w.reconciler.reconcile(KEY);
+      sinon.assert.calledTwice(w.selfBindings.remove);
+    });
+
+    it('removes the binding with the Target, and that of a ClusterTarget too', async () => {
+      const w = setup();
+      await w.reconciler.reconcile(KEY);
+      await w.reconciler.reconcile('ClusterTarget/everywhere');
+      expect(w.selfBindings.remove.args).to.deep.equal([[REF], [{ kind: 'ClusterTarget', namespace: '', name: 'everywhere' }]]);
     });
   });
 
