@@ -18,7 +18,31 @@ export interface ProcessSpec {
   env?: NodeJS.ProcessEnv;
   /** A string the process's command line must contain for the pid to still be ours. */
   marker: string;
+  /**
+   * Start it again whenever it exits by itself, as a kubelet does for a container with
+   * `restartPolicy: Always` (a provider exits on purpose when it loses leadership, and a
+   * Deployment would restart it). Stopping still stops it: signals go to the process group.
+   */
+  restart?: boolean;
 }
+
+/**
+ * The restart loop, in bash so that it costs no Node process of its own. It waits for the
+ * command, and starts it again one second after it exits, unless a stop was asked for: the
+ * TERM/INT that stopProcess sends to the whole process group reaches the command directly, so
+ * the trap only notes it (a second SIGTERM would cut the command's own drain short).
+ */
+const RESTART_LOOP = `
+stopping=
+trap 'stopping=1' TERM INT
+while [ -z "$stopping" ]; do
+  "$@" & child=$!
+  # A trapped signal ends wait early: keep waiting until the command itself has exited.
+  while kill -0 "$child" 2>/dev/null; do wait "$child"; done
+  [ -n "$stopping" ] && break
+  echo "sandbox: $1 exited by itself; starting it again in 1 s" >&2
+  sleep 1 & wait $!
+done`;
 
 export function readPid(pidFile: string): number | undefined {
   if (!existsSync(pidFile)) return undefined;
@@ -54,7 +78,8 @@ export function startProcess(spec: ProcessSpec): number {
   mkdirSync(dirname(spec.pidFile), { recursive: true });
   const fd = openSync(spec.logFile, 'a');
   try {
-    const child = spawn(spec.command, spec.args, {
+    const [command, args] = spec.restart ? ['bash', ['-c', RESTART_LOOP, 'sandbox-restart-loop', spec.command, ...spec.args]] : [spec.command, spec.args];
+    const child = spawn(command, args, {
       cwd: spec.cwd,
       env: spec.env ?? process.env,
       detached: true,
@@ -81,21 +106,30 @@ export async function stopProcess(spec: Pick<ProcessSpec, 'pidFile' | 'marker'>,
     rmSync(spec.pidFile, { force: true });
     return false;
   }
+  // The whole process group (each process was started detached, so it leads its own): a
+  // restart loop and the command it runs are stopped together.
+  signalGroup(pid, signal);
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline && isOurs(pid, spec.marker)) await sleep(100);
+  if (isOurs(pid, spec.marker)) {
+    signalGroup(pid, 'SIGKILL');
+    while (isOurs(pid, spec.marker)) await sleep(50);
+  }
+  rmSync(spec.pidFile, { force: true });
+  return true;
+}
+
+/** Signals the process group led by `pid`, or `pid` alone if it leads none. */
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+    return;
+  } catch {
+    /* not a group leader, or gone */
+  }
   try {
     process.kill(pid, signal);
   } catch {
     /* already gone */
   }
-  const deadline = Date.now() + graceMs;
-  while (Date.now() < deadline && isOurs(pid, spec.marker)) await sleep(100);
-  if (isOurs(pid, spec.marker)) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-    while (isOurs(pid, spec.marker)) await sleep(50);
-  }
-  rmSync(spec.pidFile, { force: true });
-  return true;
 }

@@ -309,6 +309,8 @@ export class Sandbox {
           command: process.execPath,
           cwd: REPO_ROOT,
           marker: `--cluster-name=${cluster}`,
+          // As its Deployment would: a provider that exits (it does on losing leadership) comes back.
+          restart: true,
           env: { ...process.env, NODE_ENV: 'sandbox' },
           args: ['--import', 'tsx', join(REPO_ROOT, 'provider', 'cli.ts'), 'provider', ...this.providerArgs(cluster, state)],
         };
