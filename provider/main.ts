@@ -47,6 +47,7 @@ import { readClusterClientCa } from './kubelet/client-ca.js';
 import { createKubeletServer } from './kubelet/kubelet-server.js';
 import { KubeletServingCertificate } from './kubelet/serving-certificate.js';
 import { createProxyResolver } from './kubelet/proxy-resolver.js';
+import { summaryPodFields } from './model/cluster-summary.js';
 import type { ClusterSource, Source, Target } from './model/types.js';
 import { SelfTargetBindings } from './reconcilers/self-target-bindings.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
@@ -146,9 +147,25 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   // Summary and sources run in every cluster (target side).
   if (enabled('summary')) {
     const nodes = newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
-    informers.push(nodes);
-    const c = newController('summary', new SummaryReconciler({ custom, nodes }));
+    // Pods bound to a node and not finished, of every namespace (kube-scheduler's own selection
+    // of assigned pods), cut down to what the summary reads.
+    const assigned = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
+    const pods = new Informer<V1Pod>({
+      name: 'assigned-pods',
+      cluster: config.clusterName,
+      kubeConfig: kc,
+      path: '/api/v1/pods',
+      list: () => core.listPodForAllNamespaces({ fieldSelector: assigned }),
+      fieldSelector: assigned,
+      transform: summaryPodFields,
+      logger,
+      clock,
+      metrics,
+    });
+    informers.push(nodes, pods);
+    const c = newController('summary', new SummaryReconciler({ custom, nodes, pods, clock }));
     c.watch(nodes, () => [SummaryReconciler.KEY]);
+    c.watch(pods, () => [SummaryReconciler.KEY]);
     c.enqueue(SummaryReconciler.KEY);
   }
   if (enabled('sources')) {

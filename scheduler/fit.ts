@@ -2,7 +2,7 @@ import type { V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
 import { delegateSourcePod } from '../provider/model/delegate-pod.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint, VIRTUAL_NODE_ONLY_LABEL_KEYS } from './node-match.js';
-import { allocatableOf, ONE_POD, podRequests, requestedByNode, type ResourceAmounts } from './resources.js';
+import { allocatableOf, ONE_POD, podRequests, requestedByNode, type ResourceAmounts } from '../provider/model/resources.js';
 
 /** Reasons, worded like kube-scheduler's own, so FailedScheduling events read familiar. */
 export const REASON_NOT_READY = 'node(s) were not ready';

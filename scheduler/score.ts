@@ -1,7 +1,7 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
 import { isReady, schedulingPod } from './fit.js';
-import { allocatableOf, podRequests, requestedByNode } from './resources.js';
+import { allocatableOf, podRequests, requestedByNode } from '../provider/model/resources.js';
 
 /** Highest score of {@link scoreTarget}. */
 export const MAX_TARGET_SCORE = 100;

@@ -21,6 +21,12 @@ export interface InformerOptions<T extends KubernetesObject> {
   idleRestartMs?: number;
   /** Starts watches; tests may pass a fake. Defaults to client-node's Watch on `kubeConfig`. */
   watch?: WatchStarter;
+  /**
+   * Applied to every object before it is cached or handed to handlers, to keep only what is
+   * used (memory grows with the objects cached, not with what the code reads of them). Must
+   * keep `metadata.name`, `namespace` and `resourceVersion`.
+   */
+  transform?: (obj: T) => T;
 }
 
 /** The part of client-node's Watch the informer uses. */
@@ -167,7 +173,7 @@ export class Informer<T extends KubernetesObject> {
         const old = this.cache.get(key);
         this.cache.delete(key);
         this.remember(obj);
-        this.emit('delete', old ?? obj);
+        this.emit('delete', old ?? (this.o.transform ? this.o.transform(obj) : obj));
         break;
       }
       case 'BOOKMARK':
@@ -196,7 +202,8 @@ export class Informer<T extends KubernetesObject> {
     }
   }
 
-  private upsert(obj: T, track = true): void {
+  private upsert(raw: T, track = true): void {
+    const obj = this.o.transform ? this.o.transform(raw) : raw;
     const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
     const old = this.cache.get(key);
     this.cache.set(key, obj);

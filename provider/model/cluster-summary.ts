@@ -1,8 +1,9 @@
-import type { V1Node } from '@kubernetes/client-node';
-import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../core/keys.js';
+import type { V1Container, V1Node, V1Pod } from '@kubernetes/client-node';
+import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, HOSTNAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../core/keys.js';
 import { stringMapEquals } from './maps.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
-import type { ClusterSummary } from './types.js';
+import { allocatableOf, requestedByNode, type ResourceAmounts } from './resources.js';
+import type { ClusterSummary, NodePool } from './types.js';
 
 /**
  * The ClusterSummary `singleton` a cluster writes about itself, over its real nodes (every node
@@ -13,11 +14,17 @@ import type { ClusterSummary } from './types.js';
  *   filter, as in Admiralty), written canonically ({@link formatQuantity}); quantities that do not
  *   parse are skipped;
  * * metadata.labels: the labels whose key has one single value on every node that carries it
- *   (a key with two values anywhere is dropped), sorted by key.
+ *   (a key with two values anywhere is dropped), sorted by key;
+ * * nodePools: the nodes grouped by their labels (but `kubernetes.io/hostname`, which would make
+ *   every node a pool of its own) and hard taints, each node with its allocatable and what is
+ *   free on it: allocatable minus the requests of the non-terminal `pods` bound to it (of every
+ *   namespace, as kube-scheduler counts them). This is what a source needs to know whether one
+ *   real node can take a pod, without reading the target's nodes and pods itself;
+ * * free: the sum of `free` over the nodes that take new pods (Ready and not cordoned).
  *
- * Pure and deterministic (independent of node order); called by the summary reconciler.
+ * Pure and deterministic (independent of node and pod order); called by the summary reconciler.
  */
-export function buildClusterSummary(nodes: V1Node[]): ClusterSummary {
+export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = []): ClusterSummary {
   const real = nodes.filter((n) => n.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === undefined);
   const labelValues = new Map<string, string | null>(); // null: conflicting values
   for (const node of real) {
@@ -32,13 +39,83 @@ export function buildClusterSummary(nodes: V1Node[]): ClusterSummary {
     const v = labelValues.get(k);
     if (v !== null && v !== undefined) labels[k] = v;
   }
+  const requested = requestedByNode(pods);
+  const pools = new Map<string, NodePool>();
+  const freeTotal: ResourceAmounts = new Map();
+  for (const node of [...real].sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''))) {
+    const name = node.metadata?.name ?? '';
+    const poolLabels = sortedMap(node.metadata?.labels, (k) => k !== HOSTNAME_LABEL);
+    const taints = (node.spec?.taints ?? [])
+      .filter((t) => t.effect === 'NoSchedule' || t.effect === 'NoExecute')
+      .map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect }))
+      .sort((a, b) => `${a.key}=${a.value ?? ''}:${a.effect}`.localeCompare(`${b.key}=${b.value ?? ''}:${b.effect}`));
+    const poolKey = JSON.stringify([poolLabels, taints]);
+    let pool = pools.get(poolKey);
+    if (!pool) pools.set(poolKey, (pool = { labels: poolLabels, ...(taints.length ? { taints } : {}), nodes: [] }));
+    const allocatable = allocatableOf(node);
+    const used = requested.get(name) ?? new Map<string, bigint>();
+    const free: ResourceAmounts = new Map();
+    for (const [r, amount] of allocatable) free.set(r, amount > (used.get(r) ?? 0n) ? amount - (used.get(r) ?? 0n) : 0n);
+    const hostname = node.metadata?.labels?.[HOSTNAME_LABEL];
+    const unschedulable = node.spec?.unschedulable === true;
+    const notReady = node.status?.conditions?.find((c) => c.type === 'Ready')?.status !== 'True';
+    pool.nodes.push({
+      name,
+      ...(hostname !== undefined && hostname !== name ? { hostname } : {}),
+      allocatable: formatList(allocatable),
+      free: formatList(free),
+      ...(unschedulable ? { unschedulable } : {}),
+      ...(notReady ? { notReady } : {}),
+    });
+    if (!unschedulable && !notReady) for (const [r, amount] of free) freeTotal.set(r, (freeTotal.get(r) ?? 0n) + amount);
+  }
   return {
     apiVersion: `${API_GROUP}/${API_VERSION}`,
     kind: 'ClusterSummary',
     metadata: { name: CLUSTER_SUMMARY_NAME, labels },
     capacity: sumResources(real.map((n) => n.status?.capacity)),
     allocatable: sumResources(real.map((n) => n.status?.allocatable)),
+    free: formatList(freeTotal),
+    nodePools: [...pools.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p),
   };
+}
+
+/**
+ * The fields of a pod that {@link buildClusterSummary} reads (node, phase, what it requests),
+ * for the summary's pod informer: a cluster's pods are cached by the thousand, and a full pod
+ * is tens of times larger. Keeps name, namespace and resourceVersion, which the informer needs.
+ */
+export function summaryPodFields(pod: V1Pod): V1Pod {
+  const resources = (c: { name: string; resources?: V1Container['resources']; restartPolicy?: string }) => ({
+    name: c.name,
+    ...(c.resources ? { resources: c.resources } : {}),
+    ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}),
+  });
+  const spec = pod.spec;
+  return {
+    metadata: { name: pod.metadata?.name, namespace: pod.metadata?.namespace, resourceVersion: pod.metadata?.resourceVersion },
+    spec: {
+      nodeName: spec?.nodeName,
+      containers: (spec?.containers ?? []).map(resources),
+      ...(spec?.initContainers ? { initContainers: spec.initContainers.map(resources) } : {}),
+      ...(spec?.overhead ? { overhead: spec.overhead } : {}),
+      ...(spec?.resources ? { resources: spec.resources } : {}),
+    },
+    status: { phase: pod.status?.phase },
+  };
+}
+
+/** A copy of a string map with the keys `keep` accepts, sorted by key. */
+function sortedMap(m: Record<string, string> | undefined, keep: (k: string) => boolean): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of Object.keys(m ?? {}).sort()) if (keep(k)) out[k] = m![k];
+  return out;
+}
+
+function formatList(amounts: ResourceAmounts): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of [...amounts.keys()].sort()) out[name] = formatQuantity(amounts.get(name)!, name);
+  return out;
 }
 
 function sumResources(lists: (Record<string, string> | undefined)[]): Record<string, string> {
@@ -60,14 +137,17 @@ function sumResources(lists: (Record<string, string> | undefined)[]): Record<str
 }
 
 /**
- * Whether two summaries say the same (labels, and capacity/allocatable by value, so `1Gi` equals
- * `1073741824`); the summary reconciler skips the write when true.
+ * Whether two summaries say the same (labels, capacity/allocatable/free by value, so `1Gi`
+ * equals `1073741824`, and the node pools); the summary reconciler skips the write when true.
+ * Pools are compared as written: the builder writes them canonically and in a stable order.
  */
 export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary | undefined): boolean {
   if (!a || !b) return a === b;
   return (
     stringMapEquals(a.metadata?.labels, b.metadata?.labels) &&
     resourceListEquals(a.capacity, b.capacity) &&
-    resourceListEquals(a.allocatable, b.allocatable)
+    resourceListEquals(a.allocatable, b.allocatable) &&
+    resourceListEquals(a.free, b.free) &&
+    JSON.stringify(a.nodePools ?? []) === JSON.stringify(b.nodePools ?? [])
   );
 }

@@ -1,5 +1,5 @@
 import type { V1Container, V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { parseQuantity } from '../provider/model/quantity.js';
+import { parseQuantity } from './quantity.js';
 
 /** Resource name -> amount in nano-units (see `parseQuantity`). */
 export type ResourceAmounts = Map<string, bigint>;

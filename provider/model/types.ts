@@ -93,6 +93,32 @@ export interface ClusterSummary {
   capacity?: Record<string, string>;
   /** Sum of node.status.allocatable over non-virtual nodes. */
   allocatable?: Record<string, string>;
+  /** Sum of `free` over the nodes that take new pods (Ready, not cordoned). */
+  free?: Record<string, string>;
+  /** The real nodes, grouped by their scheduling-relevant labels and taints. */
+  nodePools?: NodePool[];
+}
+
+/** Nodes that carry the same labels (but `kubernetes.io/hostname`) and the same hard taints. */
+export interface NodePool {
+  labels: Record<string, string>;
+  /** NoSchedule and NoExecute taints (PreferNoSchedule never keeps a pod off a node). */
+  taints?: Array<{ key: string; value?: string; effect: string }>;
+  nodes: SummaryNode[];
+}
+
+/** One node of a pool, with what a scheduler needs to judge whether a pod fits it. */
+export interface SummaryNode {
+  name: string;
+  /** Its `kubernetes.io/hostname` label, when that is not its name. */
+  hostname?: string;
+  allocatable: Record<string, string>;
+  /** Allocatable minus the requests of the non-terminal pods bound to it (`pods` counts them); never below zero. */
+  free: Record<string, string>;
+  /** Cordoned (`spec.unschedulable`). */
+  unschedulable?: boolean;
+  /** Its Ready condition is not True. */
+  notReady?: boolean;
 }
 
 /** Identity of a Target or ClusterTarget; `namespace` is empty for a ClusterTarget. */

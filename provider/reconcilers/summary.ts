@@ -1,23 +1,41 @@
-import { CustomObjectsApi, type V1Node } from '@kubernetes/client-node';
+import { CustomObjectsApi, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import type { Clock } from '../core/clock.js';
 import { isAlreadyExists, isNotFound } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
 import { buildClusterSummary, summaryEquals } from '../model/cluster-summary.js';
 import type { ClusterSummary } from '../model/types.js';
 import type { ObjectCache } from './object-cache.js';
 
+export interface SummaryReconcilerOptions {
+  custom: CustomObjectsApi;
+  nodes: ObjectCache<V1Node>;
+  /** Pods bound to nodes, of every namespace (what is free on each node is computed from them). */
+  pods: ObjectCache<V1Pod>;
+  clock: Clock;
+  /** Rewritten at least this often even without a change (default 60 s). */
+  resyncMs?: number;
+  /** Writes at most once per this period, so a burst of pods is one write, not hundreds (default 1 s). */
+  minWriteIntervalMs?: number;
+}
+
 /**
  * Writes this cluster's singleton ClusterSummary (sums of capacity and allocatable over its
- * real nodes, and the node labels with a single value), which sources read to build the
- * virtual node of this cluster. Runs in every cluster; one key, `singleton`, woken by any node
- * change and every minute.
+ * real nodes, the node labels with a single value, and the node pools with what is free on each
+ * node), which sources read to build the virtual node of this cluster and to judge whether one
+ * of its nodes can take a pod. Runs in every cluster; one key, `singleton`, woken by any node or
+ * pod change and every minute.
  */
 export class SummaryReconciler {
   static readonly KEY = CLUSTER_SUMMARY_NAME;
+  private lastWriteMs = -Infinity;
 
-  constructor(private readonly o: { custom: CustomObjectsApi; nodes: ObjectCache<V1Node>; resyncMs?: number }) {}
+  constructor(private readonly o: SummaryReconcilerOptions) {}
 
   async reconcile(): Promise<{ requeueAfterMs?: number }> {
-    const desired = buildClusterSummary(this.o.nodes.list());
+    const resyncMs = this.o.resyncMs ?? 60_000;
+    const wait = this.lastWriteMs + (this.o.minWriteIntervalMs ?? 1000) - this.o.clock.now();
+    if (wait > 0) return { requeueAfterMs: wait };
+    const desired = buildClusterSummary(this.o.nodes.list(), this.o.pods.list());
     const api = { group: API_GROUP, version: API_VERSION, plural: 'clustersummaries' };
     let existing: ClusterSummary | undefined;
     try {
@@ -29,15 +47,19 @@ export class SummaryReconciler {
       await this.o.custom.createClusterCustomObject({ ...api, body: { apiVersion: `${API_GROUP}/${API_VERSION}`, kind: 'ClusterSummary', ...desired } }).catch((err) => {
         if (!isAlreadyExists(err)) throw new Error('creating the ClusterSummary', { cause: err });
       });
+      this.lastWriteMs = this.o.clock.now();
     } else if (!summaryEquals(existing, desired)) {
       const body = {
         ...existing,
         metadata: { ...existing.metadata, labels: desired.metadata.labels },
         capacity: desired.capacity,
         allocatable: desired.allocatable,
+        free: desired.free,
+        nodePools: desired.nodePools,
       };
       await this.o.custom.replaceClusterCustomObject({ ...api, name: CLUSTER_SUMMARY_NAME, body });
+      this.lastWriteMs = this.o.clock.now();
     }
-    return { requeueAfterMs: this.o.resyncMs ?? 60_000 };
+    return { requeueAfterMs: resyncMs };
   }
 }

@@ -7,7 +7,7 @@ import {
   VIRTUAL_KUBELET_PROVIDER_LABEL,
 } from '../../../provider/core/keys.js';
 import { fitsTarget } from '../../../scheduler/fit.js';
-import { podRequests } from '../../../scheduler/resources.js';
+import { podRequests } from '../../../provider/model/resources.js';
 import { container, node, pod, runningOn } from './fixtures.js';
 
 const opts = { targetName: 'c2' };

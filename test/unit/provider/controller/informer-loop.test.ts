@@ -195,3 +195,36 @@ describe('Informer list and watch loop', () => {
     expect(events).to.deep.equal(['add a', 'add b']);
   });
 });
+
+describe('Informer transform', () => {
+  it('caches and hands out only what the transform keeps, from the list and from the watch', async () => {
+    const api = fakeApi();
+    api.items = [{ ...pod('a', '1'), spec: { containers: [{ name: 'c', image: 'big' }] } }];
+    const seen: V1Pod[] = [];
+    const informer = new Informer<V1Pod>({
+      name: 'pods',
+      cluster: 'c1',
+      kubeConfig: new KubeConfig(),
+      path: '/api/v1/pods',
+      list: api.list,
+      watch: api.watch,
+      logger: silentLogger(),
+      clock: new FakeClock(0),
+      transform: (p) => ({ metadata: { name: p.metadata?.name, namespace: p.metadata?.namespace, resourceVersion: p.metadata?.resourceVersion } }),
+    });
+    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => seen.push(p));
+    informer.start();
+    await settle();
+    api.watches[0].send('MODIFIED', { ...pod('a', '2'), spec: { containers: [] } });
+    api.watches[0].send('DELETED', { ...pod('a', '3'), spec: { containers: [] } });
+    api.watches[0].send('ADDED', { ...pod('b', '4'), spec: { containers: [] } });
+    expect(informer.get('b', 'ns')).to.deep.equal(pod('b', '4'));
+    expect(seen.map((p) => [p.metadata?.name, p.metadata?.resourceVersion, 'spec' in p])).to.deep.equal([
+      ['a', '1', false],
+      ['a', '2', false],
+      ['a', '2', false],
+      ['b', '4', false],
+    ]);
+    informer.stop();
+  });
+});

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
-import type { V1Node } from '@kubernetes/client-node';
-import { buildClusterSummary, summaryEquals } from '../../../../provider/model/cluster-summary.js';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { buildClusterSummary, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
 
 function node(labels: Record<string, string>, capacity?: Record<string, string>, allocatable?: Record<string, string>): V1Node {
   return { metadata: { name: Object.values(labels)[0] ?? 'n', labels }, status: { capacity, allocatable } };
@@ -60,4 +60,86 @@ describe('summaryEquals', () => {
   for (const [why, other, want] of cases) {
     it(why, () => expect(summaryEquals(base, other)).to.equal(want));
   }
+});
+
+describe('buildClusterSummary: node pools and what is free', () => {
+  const ready = [{ type: 'Ready', status: 'True' }];
+  const worker = (name: string, labels: Record<string, string>, extra: Partial<V1Node['spec']> = {}, conditions = ready): V1Node => ({
+    metadata: { name, labels: { 'kubernetes.io/hostname': name, ...labels } },
+    spec: { ...extra },
+    status: { allocatable: { cpu: '4', memory: '8Gi', pods: '10' }, conditions },
+  });
+  const pod = (name: string, nodeName: string | undefined, cpu: string, phase = 'Running'): V1Pod => ({
+    metadata: { name, namespace: 'team' },
+    spec: { nodeName, containers: [{ name: 'c', resources: { requests: { cpu, memory: '1Gi' } } }] },
+    status: { phase },
+  });
+  const nodes = [
+    worker('a1', { pool: 'general', zone: 'a' }),
+    worker('a2', { pool: 'general', zone: 'a' }),
+    worker('g1', { pool: 'gpu', zone: 'a' }, { taints: [{ key: 'gpu', value: 'true', effect: 'NoSchedule' }, { key: 'soft', effect: 'PreferNoSchedule' }] }),
+    worker('c1', { pool: 'general', zone: 'a' }, { unschedulable: true }),
+    worker('n1', { pool: 'general', zone: 'a' }, {}, [{ type: 'Ready', status: 'False' }]),
+  ];
+  const pods = [pod('running', 'a1', '1500m'), pod('done', 'a1', '4', 'Succeeded'), pod('pending', undefined, '4'), pod('big', 'a2', '6')];
+  const summary = buildClusterSummary(nodes, pods);
+
+  it('groups nodes by their labels but the hostname, and by hard taints (PreferNoSchedule ignored)', () => {
+    expect(summary.nodePools!.map((p) => ({ labels: p.labels, taints: p.taints, nodes: p.nodes.map((n) => n.name) }))).to.deep.equal([
+      { labels: { pool: 'general', zone: 'a' }, taints: undefined, nodes: ['a1', 'a2', 'c1', 'n1'] },
+      { labels: { pool: 'gpu', zone: 'a' }, taints: [{ key: 'gpu', value: 'true', effect: 'NoSchedule' }], nodes: ['g1'] },
+    ]);
+  });
+
+  it('counts the requests of bound, non-terminal pods against their node, never below zero', () => {
+    const byName = new Map(summary.nodePools!.flatMap((p) => p.nodes).map((n) => [n.name, n]));
+    expect(byName.get('a1')!.free).to.deep.equal({ cpu: '2500m', memory: '7Gi', pods: '9' });
+    expect(byName.get('a2')!.free, 'overcommitted: zero, not negative').to.deep.equal({ cpu: '0', memory: '7Gi', pods: '9' });
+    expect(byName.get('g1')!.free).to.deep.equal({ cpu: '4', memory: '8Gi', pods: '10' });
+    expect(byName.get('c1')).to.deep.include({ unschedulable: true });
+    expect(byName.get('n1')).to.deep.include({ notReady: true });
+  });
+
+  it('sums free over the nodes that take new pods only (not cordoned, Ready)', () => {
+    expect(summary.free).to.deep.equal({ cpu: '6500m', memory: '22Gi', pods: '28' });
+  });
+
+  it('records a hostname label only where it is not the node name', () => {
+    const n = worker('ip-10-0-0-1.internal', {});
+    n.metadata!.labels!['kubernetes.io/hostname'] = 'ip-10-0-0-1';
+    expect(buildClusterSummary([n]).nodePools![0].nodes[0].hostname).to.equal('ip-10-0-0-1');
+    expect(summary.nodePools![0].nodes[0].hostname).to.equal(undefined);
+  });
+
+  it('does not depend on node or pod order', () => {
+    expect(buildClusterSummary([...nodes].reverse(), [...pods].reverse())).to.deep.equal(summary);
+  });
+
+  it('makes summaryEquals see a change in what is free', () => {
+    expect(summaryEquals(summary, buildClusterSummary(nodes, pods.slice(1)))).to.equal(false);
+    expect(summaryEquals(summary, buildClusterSummary(nodes, pods))).to.equal(true);
+  });
+});
+
+describe('summaryPodFields', () => {
+  const full: V1Pod = {
+    metadata: { name: 'p', namespace: 'team', resourceVersion: '42', uid: 'u', labels: { app: 'x' }, annotations: { big: 'x'.repeat(10_000) }, managedFields: [{ manager: 'kubectl' }] },
+    spec: {
+      nodeName: 'a1',
+      overhead: { cpu: '100m' },
+      initContainers: [{ name: 'side', image: 'i', restartPolicy: 'Always', resources: { requests: { cpu: '250m' } } }, { name: 'init', image: 'i', resources: { requests: { cpu: '2' } } }],
+      containers: [{ name: 'c', image: 'i', env: [{ name: 'A', value: 'b' }], resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { memory: '2Gi' } } }],
+      volumes: [{ name: 'v', emptyDir: {} }],
+    },
+    status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
+  };
+  it('keeps what the summary reads, so the summary is the same from slim pods', () => {
+    const node: V1Node = { metadata: { name: 'a1' }, status: { allocatable: { cpu: '8', memory: '8Gi', pods: '10' }, conditions: [{ type: 'Ready', status: 'True' }] } };
+    expect(buildClusterSummary([node], [summaryPodFields(full)])).to.deep.equal(buildClusterSummary([node], [full]));
+  });
+  it('keeps the name, namespace and resourceVersion the informer needs, and drops the rest', () => {
+    const slim = summaryPodFields(full);
+    expect(slim.metadata).to.deep.equal({ name: 'p', namespace: 'team', resourceVersion: '42' });
+    expect(JSON.stringify(slim).length).to.be.below(JSON.stringify(full).length / 10);
+  });
 });

@@ -1,8 +1,10 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CustomObjectsApi, type V1Node } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { FakeClock } from '../../../../provider/core/clock.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
 import { SummaryReconciler } from '../../../../provider/reconcilers/summary.js';
+import { buildClusterSummary } from '../../../../provider/model/cluster-summary.js';
 import type { ClusterSummary } from '../../../../provider/model/types.js';
 
 const API = { group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'clustersummaries' };
@@ -39,8 +41,8 @@ function customApi(stored: ClusterSummary | undefined) {
   return { api, state };
 }
 
-function reconciler(custom: ReturnType<typeof customApi>['api'], nodes: V1Node[], resyncMs?: number): SummaryReconciler {
-  return new SummaryReconciler({ custom: custom as unknown as CustomObjectsApi, nodes: nodesCache(nodes), resyncMs });
+function reconciler(custom: ReturnType<typeof customApi>['api'], nodes: V1Node[], resyncMs?: number, pods: V1Pod[] = [], clock = new FakeClock(0)): SummaryReconciler {
+  return new SummaryReconciler({ custom: custom as unknown as CustomObjectsApi, nodes: nodesCache(nodes), pods: { get: () => undefined, list: () => pods }, clock, resyncMs });
 }
 
 describe('SummaryReconciler.reconcile', () => {
@@ -58,6 +60,12 @@ describe('SummaryReconciler.reconcile', () => {
         metadata: { name: 'singleton', labels: { 'kubernetes.io/os': 'linux' } },
         capacity: { cpu: '6', memory: '12Gi', pods: '220' },
         allocatable: { cpu: '5500m', memory: '11Gi', pods: '220' },
+        // Neither node reports Ready, so neither adds to what is free for new pods.
+        free: {},
+        nodePools: [
+          { labels: { 'kubernetes.io/os': 'linux', zone: 'a' }, nodes: [{ name: 'worker-1', allocatable: { cpu: '3500m', memory: '7Gi', pods: '110' }, free: { cpu: '3500m', memory: '7Gi', pods: '110' }, notReady: true }] },
+          { labels: { 'kubernetes.io/os': 'linux', zone: 'b' }, nodes: [{ name: 'worker-2', allocatable: { cpu: '2', memory: '4Gi', pods: '110' }, free: { cpu: '2', memory: '4Gi', pods: '110' }, notReady: true }] },
+        ],
       },
     });
   });
@@ -74,6 +82,7 @@ describe('SummaryReconciler.reconcile', () => {
 
   it('compares quantities by value, not by spelling', async () => {
     const { api } = customApi({
+      ...buildClusterSummary([WORKER_1, WORKER_2]),
       metadata: { name: 'singleton', resourceVersion: '7', labels: { 'kubernetes.io/os': 'linux' } },
       capacity: { cpu: '6000m', memory: '12884901888', pods: '220' },
       allocatable: { cpu: '5.5', memory: '11264Mi', pods: '220' },
@@ -105,6 +114,22 @@ describe('SummaryReconciler.reconcile', () => {
       if (want.metadata) expect(args.body.metadata.labels).to.deep.equal(want.metadata.labels);
     });
   }
+
+  it('rewrites when pods take room on a node, at most once per second', async () => {
+    const { api, state } = customApi(undefined);
+    const clock = new FakeClock(0);
+    const pods: V1Pod[] = [];
+    const r = reconciler(api, [WORKER_1], undefined, pods, clock);
+    await r.reconcile();
+    pods.push({ metadata: { name: 'p', namespace: 'x' }, spec: { nodeName: 'worker-1', containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] }, status: { phase: 'Running' } });
+    clock.advance(500);
+    expect(await r.reconcile(), 'too soon after the last write').to.deep.equal({ requeueAfterMs: 500 });
+    expect(api.replaceClusterCustomObject.called).to.equal(false);
+    clock.advance(500);
+    await r.reconcile();
+    expect(api.replaceClusterCustomObject.callCount).to.equal(1);
+    expect(state.stored!.nodePools![0].nodes[0].free).to.deep.equal({ cpu: '2500m', memory: '7Gi', pods: '109' });
+  });
 
   it('ignores virtual nodes entirely: adding one writes nothing', async () => {
     const { api } = customApi(undefined);

@@ -1,0 +1,39 @@
+import { expect } from 'chai';
+import { apply, getJson, kubectl, uniqueName, waitFor } from './support.js';
+
+const milliCpu = (q: string | undefined): number => (q === undefined ? NaN : q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000);
+
+/** Each cluster describes itself honestly: its nodes, and what is free on each. */
+describe('ClusterSummary', function () {
+  this.timeout(120_000);
+
+  it("lists c2's real nodes with what is free on each, and takes a pod of c2's own off its node within seconds", async () => {
+    const summary = await getJson('c2', 'clustersummary', 'singleton');
+    const nodes = summary.nodePools.flatMap((p: any) => p.nodes);
+    const realNodes = (await getJson('c2', 'nodes')).items.map((n: any) => n.metadata.name).sort();
+    expect(nodes.map((n: any) => n.name).sort()).to.deep.equal(realNodes);
+    for (const n of nodes) {
+      expect(n.allocatable.cpu, n.name).to.be.a('string');
+      expect(milliCpu(n.free.cpu), n.name).to.be.at.most(milliCpu(n.allocatable.cpu));
+    }
+    expect(summary.free.cpu).to.be.a('string');
+
+    // A pod that is not ours, pinned to the first node, asking for a visible amount of cpu.
+    const target = nodes[0].name;
+    const before = milliCpu(nodes[0].free.cpu);
+    const ns = uniqueName('summary');
+    await kubectl('c2', 'create', 'namespace', ns);
+    try {
+      await apply('c2', `apiVersion: v1\nkind: Pod\nmetadata: {name: hog, namespace: ${ns}}\nspec:\n  nodeName: ${target}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: 700m}}}]\n`);
+      const freeOn = async () => {
+        const s = await getJson('c2', 'clustersummary', 'singleton');
+        return milliCpu(s.nodePools.flatMap((p: any) => p.nodes).find((n: any) => n.name === target).free.cpu);
+      };
+      await waitFor(`700m less free on ${target}`, 30_000, async () => (await freeOn()) === before - 700);
+      await kubectl('c2', 'delete', 'pod', 'hog', '-n', ns, '--grace-period=0', '--force');
+      await waitFor(`the room back on ${target}`, 30_000, async () => (await freeOn()) === before);
+    } finally {
+      await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+    }
+  });
+});
