@@ -178,7 +178,11 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     c.watch(clusterSources, (o) => [SourcesReconciler.keyOf(o, 'ClusterSource')]);
   }
 
-  // Source side: targets -> virtual nodes, proxies -> delegates, follow, services.
+  // Source side: targets -> virtual nodes, proxies -> delegates, follow, services. The proxies
+  // informer serves delegation and the virtual nodes (what our proxies hold in each target).
+  const proxies = enabled('delegation')
+    ? newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`)
+    : undefined;
   if (enabled('targets')) {
     const targets = crdInformer<Target & KubernetesObject>('targets');
     const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
@@ -194,6 +198,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
       registry: clusters,
       serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
       requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
+      proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
       selfBindings: new SelfTargetBindings({
         rbac: kc.makeApiClient(RbacAuthorizationV1Api),
         authentication: kc.makeApiClient(AuthenticationV1Api),
@@ -214,7 +219,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   }
 
   if (enabled('delegation')) {
-    await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, newInformer, newController });
+    await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, proxies: proxies!, newInformer, newController });
   }
 
   for (const i of informers) ready.informers.push(i);
@@ -355,6 +360,8 @@ interface DelegationWiring {
   clock: typeof realClock;
   metrics: Metrics;
   informers: RunnableInformer[];
+  /** Proxy pods (label has-finalizer=true) of every namespace. */
+  proxies: Informer<V1Pod>;
   newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string) => Informer<T>;
   newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => Controller;
 }
@@ -375,7 +382,7 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
   const { config, kc, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
   const podEvents = 'involvedObject.kind=Pod';
-  const proxies = w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`);
+  const { proxies } = w;
   // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
   // reference by name (least privilege: no list/watch of every Secret in the cluster).
   const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());

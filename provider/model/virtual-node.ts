@@ -22,7 +22,8 @@ import {
 import { parseGoRegexp } from './labels.js';
 import { stringMapMergePatch } from './maps.js';
 import { equalNormalized } from './normalize.js';
-import { resourceListEquals } from './quantity.js';
+import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
+import type { ResourceAmounts } from './resources.js';
 import { labelValueFor, virtualNodeName } from './names.js';
 import type { ClusterSummary, TargetRef } from './types.js';
 
@@ -54,6 +55,12 @@ export interface VirtualNodeInput {
   nodeInfo: { kubeletVersion: string; operatingSystem?: string; architecture?: string };
   /** ISO time of this build; heartbeat times. */
   now: string;
+  /**
+   * What this source's own proxies on this node hold in the target: the requests of the proxies
+   * whose delegates run there (their room is already gone from the summary's `free`, and
+   * kube-scheduler subtracts the proxies again from our allocatable). Empty by default.
+   */
+  heldByProxies?: ResourceAmounts;
 }
 
 /** Resources a node must always advertise; '0' when the target's summary does not say. */
@@ -117,6 +124,37 @@ export function virtualNodeLabels(
   return { ...labels, ...own };
 }
 
+/**
+ * What the virtual node offers kube-scheduler: what is free in the target for new pods, plus what
+ * this source's own running proxies hold there (kube-scheduler subtracts those itself), never more
+ * than the target's allocatable. A target whose summary predates `free` is advertised as before,
+ * by its allocatable.
+ */
+function advertisedAllocatable(summary: ClusterSummary | undefined, held: ResourceAmounts = new Map()): Record<string, string> | undefined {
+  if (!summary?.free) return summary?.allocatable ?? summary?.capacity;
+  const ceiling = summary.allocatable ?? summary.capacity ?? {};
+  const out: Record<string, string> = {};
+  for (const [name, text] of Object.entries(summary.free)) {
+    // The target wrote these: a quantity that does not parse is left out, not trusted.
+    const free = tryParse(text);
+    if (free === undefined) continue;
+    let amount = free + (held.get(name) ?? 0n);
+    const max = tryParse(ceiling[name]);
+    if (max !== undefined && amount > max) amount = max;
+    out[name] = formatQuantity(amount, name);
+  }
+  return out;
+}
+
+function tryParse(text: string | undefined): bigint | undefined {
+  if (text === undefined) return undefined;
+  try {
+    return parseQuantity(text);
+  } catch {
+    return undefined;
+  }
+}
+
 function resources(list: Record<string, string> | undefined): Record<string, string> {
   const out: Record<string, string> = { ...(list ?? {}) };
   for (const r of REQUIRED_RESOURCES) out[r] ??= '0';
@@ -165,7 +203,7 @@ export function buildVirtualNode(input: VirtualNodeInput): V1Node {
     lastTransitionTime: now,
   });
   const capacity = resources(input.summary?.capacity);
-  const allocatable = resources(input.summary?.allocatable ?? input.summary?.capacity);
+  const allocatable = resources(advertisedAllocatable(input.summary, input.heldByProxies));
   return {
     apiVersion: 'v1',
     kind: 'Node',

@@ -6,6 +6,7 @@ import {
   PatchStrategy,
   setHeaderOptions,
   type V1Node,
+  type V1Pod,
 } from '@kubernetes/client-node';
 import type { ClusterRegistry, TargetHealth } from '../clusters/cluster-registry.js';
 import { withRequestDeadline } from '../clusters/request-deadline.js';
@@ -25,6 +26,7 @@ import {
   VIRTUAL_KUBELET_PROVIDER_VALUE,
 } from '../core/keys.js';
 import { virtualNodeName } from '../model/names.js';
+import { requestedByNode } from '../model/resources.js';
 import { conditionsEqual, parseTarget, readyCondition, setCondition, type NormalizedTargetSpec } from '../model/target.js';
 import type { ClusterSummary, Target, TargetRef } from '../model/types.js';
 import { buildNodeLease, buildVirtualNode, buildVirtualNodeLabelsPatch, buildVirtualNodeStatusPatch, NODE_LEASE_NAMESPACE } from '../model/virtual-node.js';
@@ -44,6 +46,8 @@ export interface TargetsReconcilerOptions {
   serverPolicy: ServerAddressPolicy;
   /** Deadline of each API call to a target from a Secret (default 30 s); self targets share the source's. */
   requestTimeoutMs?: number;
+  /** This source's proxies bound to a virtual node (none when delegation does not run here). */
+  proxiesOn?: (nodeName: string) => readonly V1Pod[];
   /** Binds the source role to the provider for its self targets, and only for them. */
   selfBindings: Pick<SelfTargetBindings, 'ensure' | 'remove' | 'allowed'>;
   /** Where the kube-apiserver reaches our kubelet API. */
@@ -263,6 +267,8 @@ export class TargetsReconciler {
       kubelet: this.o.kubelet,
       nodeInfo: { kubeletVersion: this.o.kubeletVersion },
       now: now.toISOString(),
+      // Running proxies: their delegates' room is already gone from the target's free.
+      heldByProxies: requestedByNode((this.o.proxiesOn?.(nodeName) ?? []).filter((p) => p.status?.phase === 'Running')).get(nodeName),
     });
     let existing: V1Node | undefined;
     try {

@@ -7,7 +7,7 @@ const milliCpu = (q: string | undefined): number => (q === undefined ? NaN : q.e
 describe('ClusterSummary', function () {
   this.timeout(120_000);
 
-  it("lists c2's real nodes with what is free on each, and takes a pod of c2's own off its node within seconds", async () => {
+  it("lists c2's real nodes with what is free on each; a pod of c2's own takes room off its node and off c2's virtual node in c1", async () => {
     const summary = await getJson('c2', 'clustersummary', 'singleton');
     const nodes = summary.nodePools.flatMap((p: any) => p.nodes);
     const realNodes = (await getJson('c2', 'nodes')).items.map((n: any) => n.metadata.name).sort();
@@ -21,6 +21,10 @@ describe('ClusterSummary', function () {
     // A pod that is not ours, pinned to the first node, asking for a visible amount of cpu.
     const target = nodes[0].name;
     const before = milliCpu(nodes[0].free.cpu);
+    // What c1's virtual node for c2 offers its scheduler follows what is free in c2.
+    const virtualNode = 'admiralty-namespace-default-c2';
+    const offered = async () => milliCpu((await getJson('c1', 'node', virtualNode)).status.allocatable.cpu);
+    const offeredBefore = await offered();
     const ns = uniqueName('summary');
     await kubectl('c2', 'create', 'namespace', ns);
     try {
@@ -30,8 +34,10 @@ describe('ClusterSummary', function () {
         return milliCpu(s.nodePools.flatMap((p: any) => p.nodes).find((n: any) => n.name === target).free.cpu);
       };
       await waitFor(`700m less free on ${target}`, 30_000, async () => (await freeOn()) === before - 700);
+      await waitFor(`700m less offered by ${virtualNode}`, 45_000, async () => (await offered()) === offeredBefore - 700);
       await kubectl('c2', 'delete', 'pod', 'hog', '-n', ns, '--grace-period=0', '--force');
       await waitFor(`the room back on ${target}`, 30_000, async () => (await freeOn()) === before);
+      await waitFor(`the room offered again by ${virtualNode}`, 45_000, async () => (await offered()) === offeredBefore);
     } finally {
       await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
     }

@@ -116,6 +116,28 @@ describe('buildVirtualNode', () => {
     });
   }
 
+  describe('allocatable from what is free in the target', () => {
+    const withFree = (free: Record<string, string>) => ({ ...input().summary!, free });
+    const cases: [string, Record<string, string>, Map<string, bigint> | undefined, Record<string, string>][] = [
+      ['what is free, when none of our proxies runs there', { cpu: '3', memory: '10Gi', pods: '100' }, undefined, { cpu: '3', memory: '10Gi', pods: '100' }],
+      [
+        'plus what our running proxies hold (kube-scheduler subtracts them again)',
+        { cpu: '3', memory: '10Gi', pods: '100' },
+        new Map([['cpu', 1_500_000_000n], ['pods', 2_000_000_000n]]),
+        { cpu: '4500m', memory: '10Gi', pods: '102' },
+      ],
+      ['never above the target allocatable', { cpu: '7', memory: '30Gi', pods: '219' }, new Map([['cpu', 2_000_000_000n], ['pods', 5_000_000_000n]]), { cpu: '7800m', memory: '30Gi', pods: '220' }],
+      ['without a quantity the target wrote wrong', { cpu: 'lots', memory: '1Gi', pods: '1' }, undefined, { cpu: '0', memory: '1Gi', pods: '1' }],
+    ];
+    for (const [why, free, held, want] of cases) {
+      it(why, () => {
+        const n = buildVirtualNode(input({ summary: withFree(free), heldByProxies: held }));
+        expect(n.status!.allocatable).to.deep.equal(want);
+        expect(n.status!.capacity, 'capacity stays the target total').to.deep.equal({ cpu: '8', memory: '32Gi', pods: '220' });
+      });
+    }
+  });
+
   const readiness: [boolean, string][] = [
     [true, 'True'],
     [false, 'False'],

@@ -10,6 +10,7 @@ import {
   RequestContext,
   type V1Lease,
   type V1Node,
+  type V1Pod,
   type V1NodeCondition,
   type V1Secret,
 } from '@kubernetes/client-node';
@@ -173,7 +174,7 @@ function sourceCluster() {
 
 type Recorded = { type: 'Normal' | 'Warning'; reason: string; message: string; kind: string; name?: string; namespace?: string; uid?: string };
 
-function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise<unknown> } = {}) {
+function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise<unknown>; proxies?: V1Pod[] } = {}) {
   const clock = new FakeClock(T0);
   const src = sourceCluster();
   const targets = new MapCache<Target>();
@@ -209,6 +210,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
     nodeStatusIntervalMs: 60_000,
     leaseIntervalMs: 10_000,
     onHealth: (t, ready) => health.push([t, ready]),
+    proxiesOn: (nodeName) => (opts.proxies ?? []).filter((p) => p.spec?.nodeName === nodeName),
   });
   return { clock, src, targets, clusterTargets, registry, events, probe, podsProbe, reconciler, health, selfBindings };
 }
@@ -817,5 +819,26 @@ describe('TargetsReconciler.keyOfNode', () => {
       now: new Date(T0).toISOString(),
     });
     expect(TargetsReconciler.keyOfNode(built)).to.deep.equal([`Target/default/${'a'.repeat(70)}`]);
+  });
+});
+
+describe('TargetsReconciler: what a virtual node offers', () => {
+  afterEach(() => sinon.restore());
+
+  it("advertises what is free in the target plus what this source's running proxies hold there", async () => {
+    const proxy = (name: string, phase: string): V1Pod => ({
+      metadata: { name, namespace: 'default' },
+      spec: { nodeName: NODE, containers: [{ name: 'c', resources: { requests: { cpu: '1', memory: '1Gi' } } }] },
+      status: { phase },
+    });
+    const w = setup({
+      probe: async () => ({ ...clone(SUMMARY), free: { cpu: '2', memory: '8Gi', pods: '100' } }),
+      // One running proxy (its delegate's room is gone from free), one pending (not yet: not added back).
+      proxies: [proxy('running', 'Running'), proxy('pending', 'Pending')],
+    });
+    w.targets.put(selfTarget());
+    await w.reconciler.reconcile(KEY);
+    expect(w.src.nodes.get(NODE)!.status!.allocatable).to.deep.equal({ cpu: '3', memory: '9Gi', pods: '101' });
+    expect(w.src.nodes.get(NODE)!.status!.capacity).to.deep.equal({ cpu: '8', memory: '32Gi', pods: '110' });
   });
 });
