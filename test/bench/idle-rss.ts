@@ -40,8 +40,15 @@ async function measure(nodeArgs: string[], providerArgs: string[], readyz: strin
     await sleep(IDLE_SECONDS * 1000);
     return rssMiB(child.pid!);
   } finally {
+    // The provider drains within --shutdown-timeout-seconds (20); do not let one that hangs
+    // hold the sandbox's c1 provider down for good.
     child.kill('SIGTERM');
-    await exited(child);
+    const gone = await Promise.race([exited(child).then(() => true), sleep(30_000).then(() => false)]);
+    if (!gone) {
+      console.log(`  (pid ${child.pid} did not exit within 30 s of SIGTERM; killed)`);
+      child.kill('SIGKILL');
+      await exited(child);
+    }
   }
 }
 
