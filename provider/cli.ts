@@ -1,24 +1,56 @@
 /**
- * The one command-line entry point. Subcommands:
- *   provider           run the provider (controllers, webhook, kubelet API)
- *   export-kubeconfig  print a Secret holding a kubeconfig for a service account (kubemcsa export)
- *   cleanup            strip our finalizers from every object, for uninstall
- *   sandbox            local multi-cluster sandbox (development and tests)
- *   demo               the one-command demo on the sandbox
+ * The command-line dispatcher behind `bin/admiralty.js` (which runs its compiled form from
+ * `dist/`). Each subcommand's module is loaded only when asked for, so `admiralty version` does
+ * not pay for loading the provider.
  */
-const [cmd, ...args] = process.argv.slice(2);
-const io = { stdout: process.stdout, stderr: process.stderr, env: process.env };
+import { realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { type CliIo, writeLine } from './tools/cli-io.js';
+import { isClone, needsCloneMessage, packageVersion } from './tools/package-root.js';
 
-async function main(): Promise<number> {
+/** Subcommands and what they do, in the order `--help` lists them. */
+export const COMMANDS: ReadonlyArray<readonly [name: string, summary: string]> = [
+  ['provider', 'run the provider (controllers, webhook, kubelet API)'],
+  ['export-kubeconfig', 'print a Secret holding a kubeconfig for a service account (kubemcsa export)'],
+  ['cleanup', 'strip our finalizers from every object, for uninstall'],
+  ['demo', 'the one-command demo on the local sandbox (needs a clone)'],
+  ['sandbox', 'local multi-cluster sandbox of real control planes (needs a clone)'],
+  ['bench', 'run a benchmark against the sandbox (needs a clone)'],
+  ['version', 'print the version'],
+];
+
+/** The top-level usage text. */
+export function usage(): string {
+  const width = Math.max(...COMMANDS.map(([name]) => name.length));
+  return [
+    'usage: admiralty <command> [flags]',
+    '',
+    ...COMMANDS.map(([name, summary]) => `  ${name.padEnd(width)}  ${summary}`),
+    '',
+    "Run 'admiralty <command> --help' for a command's flags.",
+  ].join('\n');
+}
+
+const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h' || arg === 'help';
+
+/**
+ * Runs one command line (without `node` and the script) and returns the exit code: 0 on
+ * success, 2 on bad usage (unknown command, bad flags), 1 on failure. Writes through `io` except
+ * where a subcommand writes to the process's own streams (provider logs, sandbox progress).
+ */
+export async function runCli(argv: string[], io: CliIo): Promise<number> {
+  const [cmd, ...args] = argv;
+  const env = io.env ?? {};
   switch (cmd) {
-    case 'sandbox': {
-      // The sandbox is a development tool; load it only when asked for.
-      const { sandboxCli } = await import('../test/sandbox/sandbox-cli.js');
-      return sandboxCli(args);
-    }
     case 'provider': {
+      if (args.some(isHelp)) {
+        // The provider's flag reference lives with its parser; main.js is not loaded for it.
+        const { configUsage } = await import('./core/config.js');
+        writeLine(io.stdout, configUsage());
+        return 0;
+      }
       const { runProvider } = await import('./main.js');
-      return runProvider(args, process.env);
+      return runProvider(args, env as NodeJS.ProcessEnv);
     }
     case 'export-kubeconfig': {
       const { exportKubeconfigCli } = await import('./tools/export-kubeconfig.js');
@@ -29,21 +61,62 @@ async function main(): Promise<number> {
       return cleanupCli(args, io);
     }
     case 'demo': {
+      if (!isClone() && !args.some(isHelp)) {
+        writeLine(io.stderr, needsCloneMessage('demo'));
+        return 1;
+      }
       const { demoCli } = await import('./tools/demo.js');
       return demoCli(args, io);
     }
+    case 'sandbox': {
+      if (!isClone()) {
+        writeLine(io.stderr, needsCloneMessage('sandbox'));
+        return 1;
+      }
+      // Development tool, compiled into dist/ from a clone only; loaded only when asked for.
+      const { sandboxCli } = await import('../test/sandbox/sandbox-cli.js');
+      return sandboxCli(args);
+    }
+    case 'bench': {
+      const { benchCli } = await import('./tools/bench-cli.js');
+      return benchCli(args, io);
+    }
+    case 'version':
+    case '--version':
+      writeLine(io.stdout, packageVersion());
+      return 0;
+    case undefined:
+    case '--help':
+    case '-h':
+    case 'help':
+      writeLine(io.stdout, usage());
+      return 0;
     default:
-      console.error('usage: admiralty <provider|export-kubeconfig|cleanup|sandbox|demo> [flags]');
-      return cmd ? 2 : 0;
+      writeLine(io.stderr, `admiralty: unknown command ${JSON.stringify(cmd)}`);
+      writeLine(io.stderr, usage());
+      return 2;
   }
 }
 
-main().then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    console.error(err instanceof Error ? err.message : err);
-    process.exitCode = 1;
-  },
-);
+/** Whether this module is the process's entry point (`node dist/provider/cli.js …`). */
+function isEntryPoint(): boolean {
+  const entry = process.argv[1];
+  if (!entry) return false;
+  try {
+    return pathToFileURL(realpathSync(entry)).href === import.meta.url;
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
+  runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      console.error(err instanceof Error ? err.message : err);
+      process.exitCode = 1;
+    },
+  );
+}

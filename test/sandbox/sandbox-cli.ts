@@ -48,6 +48,11 @@ export async function sandboxCli(args: string[]): Promise<number> {
     case 'kubeconfig':
       console.log(sandbox.kubeconfigPath);
       return 0;
+    case '--help':
+    case '-h':
+    case 'help':
+      console.log(USAGE);
+      return 0;
     default:
       console.error(USAGE);
       return cmd ? 2 : 0;

@@ -4,15 +4,30 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, 
 import https from 'node:https';
 import net from 'node:net';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { packageRoot } from '../../provider/tools/package-root.js';
 import { ensurePki, type SandboxPki } from './pki.js';
 import { isRunning, readPid, startProcess, stopProcess, type ProcessSpec } from './processes.js';
 
 const execFileAsync = promisify(execFile);
 
-/** The repository root (this file lives in test/sandbox/). */
-export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/**
+ * The repository root. This file runs from test/sandbox/ (tests, through tsx) and compiled from
+ * dist/test/sandbox/ (the `sandbox` and `demo` commands), so it is found, not counted.
+ */
+export const REPO_ROOT = packageRoot(import.meta.url);
+
+/**
+ * The command line that starts the CLI as it ships: compiled JavaScript from dist/ through
+ * bin/admiralty.js, with plain node, so the sandbox and the e2e suite test what is published.
+ */
+export function shippedCli(): { command: string; args: string[] } {
+  const bin = join(REPO_ROOT, 'bin', 'admiralty.js');
+  if (!existsSync(join(REPO_ROOT, 'dist', 'provider', 'cli.js'))) {
+    throw new Error('the sandbox runs the provider compiled, from dist/: run `npm run build` first');
+  }
+  return { command: process.execPath, args: [bin] };
+}
 
 /** Control-plane components of one sandbox cluster, in start order. */
 export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider'] as const;
@@ -312,7 +327,8 @@ export class Sandbox {
           // As its Deployment would: a provider that exits (it does on losing leadership) comes back.
           restart: true,
           env: { ...process.env, NODE_ENV: 'sandbox' },
-          args: ['--import', 'tsx', join(REPO_ROOT, 'provider', 'cli.ts'), 'provider', ...this.providerArgs(cluster, state)],
+          // Not shippedCli(): spec() also serves stop(), which must work without dist/.
+          args: [join(REPO_ROOT, 'bin', 'admiralty.js'), 'provider', ...this.providerArgs(cluster, state)],
         };
     }
   }
@@ -569,6 +585,7 @@ webhooks:
   }
 
   private async startProvider(cluster: string, state: SandboxState): Promise<void> {
+    shippedCli(); // fail with the reason before a start that could only time out
     startProcess(this.spec(cluster, 'provider', state));
     await waitFor(`${cluster} provider`, 60_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).metrics}/readyz`));
   }
@@ -602,9 +619,10 @@ webhooks:
 
   /** The `export-kubeconfig` command, run with the sandbox's admin credentials. */
   async exportKubeconfig(cluster: string, namespace: string, serviceAccount: string, secretName: string): Promise<string> {
+    const cli = shippedCli();
     const { stdout } = await execFileAsync(
-      process.execPath,
-      ['--import', 'tsx', join(REPO_ROOT, 'provider', 'cli.ts'), 'export-kubeconfig', '--kubeconfig', this.kubeconfigPath, '--context', cluster, '-n', namespace, serviceAccount, '--as', secretName],
+      cli.command,
+      [...cli.args, 'export-kubeconfig', '--kubeconfig', this.kubeconfigPath, '--context', cluster, '-n', namespace, serviceAccount, '--as', secretName],
       { cwd: REPO_ROOT },
     );
     return stdout;
@@ -618,6 +636,7 @@ webhooks:
   /** Starts one process of one cluster again and waits until it is ready. */
   async start(cluster: string, component: Component): Promise<void> {
     const state = this.requireState();
+    if (component === 'provider') shippedCli();
     startProcess(this.spec(cluster, component, state));
     if (component === 'kube-apiserver') await waitFor(`${cluster} kube-apiserver`, 90_000, () => this.apiserverReady(cluster, state));
     if (component === 'etcd') await waitFor(`${cluster} etcd`, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));

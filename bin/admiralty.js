@@ -1,0 +1,20 @@
+#!/usr/bin/env node
+// The `admiralty` command. It runs the compiled CLI from dist/ with plain node: what ships is
+// JavaScript, and tsx stays a development tool. This file is not compiled, so it stays
+// JavaScript that any supported node runs as is.
+import { existsSync } from 'node:fs';
+
+const cli = new URL('../dist/provider/cli.js', import.meta.url);
+
+if (!existsSync(cli)) {
+  process.stderr.write('admiralty: dist/ is missing: run `npm run build` first (from a clone of the repository)\n');
+  process.exit(1);
+}
+
+const { runCli } = await import(cli.href);
+try {
+  process.exitCode = await runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env });
+} catch (err) {
+  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 1;
+}

@@ -1,0 +1,84 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { type CliIo, writeLine } from './cli-io.js';
+import { isClone, needsCloneMessage, packageRoot } from './package-root.js';
+
+/** One benchmark script under test/bench/: its file name without `.ts`, arguments and purpose. */
+export interface Benchmark {
+  name: string;
+  args: string;
+  summary: string;
+}
+
+/**
+ * The benchmarks `admiralty bench` runs. They are development tools: they need a clone (their
+ * sources and the sandbox are not published) and run through tsx, a dev dependency.
+ */
+export const BENCHMARKS: readonly Benchmark[] = [
+  { name: 'offload', args: '[N=1000] [concurrency=20]', summary: 'N elected pods from creation to all proxies Running, next to N pods created directly in c2; provider CPU seconds and peak RSS' },
+  { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
+  { name: 'webhook-latency', args: '[requests=2000] [concurrency=16]', summary: 'admission latency (p50, p99) of the mutating webhook next to a no-op handler' },
+  { name: 'idle-rss', args: '[idle-seconds=30]', summary: "idle RSS of the source provider started compiled (as shipped) and through tsx, with the sandbox provider's own flags" },
+];
+
+function usage(): string {
+  const width = Math.max(...BENCHMARKS.map((b) => b.name.length));
+  return [
+    'usage: admiralty bench <benchmark> [args]   (npm run bench -- <benchmark> [args])',
+    '',
+    'Benchmarks print figures, next to a baseline measured in the same run. They need a clone',
+    'of the repository and a running sandbox (npm run sandbox -- up), and run through tsx.',
+    '',
+    ...BENCHMARKS.map((b) => `  ${b.name.padEnd(width)}  ${b.args}\n  ${' '.repeat(width)}  ${b.summary}`),
+  ].join('\n');
+}
+
+/** Starts a benchmark process and resolves with its exit code; injected by tests. */
+export type BenchRunner = (command: string, args: string[], cwd: string) => Promise<number>;
+
+const runInherited: BenchRunner = (command, args, cwd) =>
+  new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd, stdio: 'inherit' });
+    child.on('error', reject);
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : 1)));
+  });
+
+/**
+ * The `bench` command: lists the benchmarks (no argument, `--help`), prints one's usage
+ * (`<name> --help`), or runs one as a child process (`node --import tsx test/bench/<name>.ts`)
+ * with the remaining arguments and returns its exit code. 2 on an unknown benchmark.
+ */
+export async function benchCli(args: string[], io: CliIo, run: BenchRunner = runInherited, root = packageRoot()): Promise<number> {
+  const [name, ...rest] = args;
+  if (name === undefined || name === '--help' || name === '-h') {
+    writeLine(io.stdout, usage());
+    return 0;
+  }
+  const bench = BENCHMARKS.find((b) => b.name === name);
+  if (!bench) {
+    writeLine(io.stderr, `bench: unknown benchmark ${JSON.stringify(name)}`);
+    writeLine(io.stderr, usage());
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    writeLine(io.stdout, `usage: admiralty bench ${bench.name} ${bench.args}\n\n${bench.summary}.`);
+    return 0;
+  }
+  if (!isClone(root)) {
+    writeLine(io.stderr, needsCloneMessage('bench'));
+    return 1;
+  }
+  const script = join(root, 'test', 'bench', `${bench.name}.ts`);
+  if (!existsSync(script)) {
+    writeLine(io.stderr, `bench: ${script} is missing`);
+    return 1;
+  }
+  // `--import tsx` is resolved from the working directory: say so plainly when dev
+  // dependencies are not installed rather than let node print a resolution error.
+  if (!existsSync(join(root, 'node_modules', 'tsx', 'package.json'))) {
+    writeLine(io.stderr, 'bench: benchmarks run through tsx, a dev dependency: run npm ci first');
+    return 1;
+  }
+  return run(process.execPath, ['--import', 'tsx', script, ...rest], root);
+}

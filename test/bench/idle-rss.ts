@@ -1,0 +1,89 @@
+/**
+ * Benchmark (not a test): idle resident memory of the source provider (c1) started as it ships
+ * (compiled JavaScript from dist/, plain node), next to the same provider started through tsx
+ * (how it ran before it was compiled) and compiled with --enable-source-maps. Each variant gets
+ * the sandbox provider's own flags and environment, runs alone (the sandbox's c1 provider is
+ * stopped meanwhile and started again at the end), and is read from /proc after it is ready
+ * and has idled. Needs a running sandbox and `npm run build`.
+ *
+ *   npm run bench -- idle-rss [idle-seconds=30]
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { REPO_ROOT, Sandbox, shippedCli, waitFor } from '../sandbox/sandbox.js';
+import { rssMiB, sleep } from './bench-support.js';
+
+const IDLE_SECONDS = Number(process.argv[2] ?? 30);
+const CLUSTER = 'c1';
+
+async function ready(url: string): Promise<boolean> {
+  try {
+    return (await fetch(url, { signal: AbortSignal.timeout(2000) })).ok;
+  } catch {
+    return false;
+  }
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
+}
+
+/** Starts one variant, waits until ready, idles, and returns its RSS in MiB; stops it again. */
+async function measure(nodeArgs: string[], providerArgs: string[], readyz: string): Promise<number> {
+  const child = spawn(process.execPath, [...nodeArgs, 'provider', ...providerArgs], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, NODE_ENV: 'sandbox' },
+    stdio: 'ignore',
+  });
+  try {
+    await waitFor('provider ready', 120_000, () => ready(readyz));
+    await sleep(IDLE_SECONDS * 1000);
+    return rssMiB(child.pid!);
+  } finally {
+    // The provider drains within --shutdown-timeout-seconds (20); do not let one that hangs
+    // hold the sandbox's c1 provider down for good.
+    child.kill('SIGTERM');
+    const gone = await Promise.race([exited(child).then(() => true), sleep(30_000).then(() => false)]);
+    if (!gone) {
+      console.log(`  (pid ${child.pid} did not exit within 30 s of SIGTERM; killed)`);
+      child.kill('SIGKILL');
+      await exited(child);
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  if (!(IDLE_SECONDS >= 0)) throw new Error('idle-seconds must be a non-negative number');
+  const sandbox = new Sandbox();
+  if (!sandbox.isUp()) {
+    console.error('bench: the sandbox is not up; run `npm run sandbox -- up` first');
+    process.exit(2);
+  }
+  const cli = shippedCli();
+  const providerArgs = sandbox.providerArgs(CLUSTER);
+  const metricsPort = providerArgs.find((a) => a.startsWith('--metrics-port='))?.split('=')[1];
+  const readyz = `http://127.0.0.1:${metricsPort}/readyz`;
+  const variants: [string, string[]][] = [
+    ['compiled (node bin/admiralty.js)', cli.args],
+    ['compiled, --enable-source-maps', ['--enable-source-maps', ...cli.args]],
+    ['through tsx (node --import tsx provider/cli.ts)', ['--import', 'tsx', join(REPO_ROOT, 'provider', 'cli.ts')]],
+  ];
+  await sandbox.stop(CLUSTER, 'provider');
+  const results: [string, number][] = [];
+  try {
+    for (const [label, nodeArgs] of variants) {
+      const mib = await measure(nodeArgs, providerArgs, readyz);
+      console.log(`${label}: ${mib.toFixed(1)} MiB RSS after ${IDLE_SECONDS} s idle`);
+      results.push([label, mib]);
+    }
+  } finally {
+    await sandbox.start(CLUSTER, 'provider');
+  }
+  const [compiled, , tsx] = results.map(([, mib]) => mib);
+  if (compiled !== undefined && tsx !== undefined) console.log(`tsx / compiled: ${(tsx / compiled).toFixed(2)}`);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
