@@ -11,10 +11,5 @@ if (!existsSync(cli)) {
   process.exit(1);
 }
 
-const { runCli } = await import(cli.href);
-try {
-  process.exitCode = await runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env });
-} catch (err) {
-  process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
-  process.exitCode = 1;
-}
+const { runAndExit } = await import(cli.href);
+await runAndExit(process.argv.slice(2));

@@ -109,14 +109,25 @@ function isEntryPoint(): boolean {
   }
 }
 
-if (isEntryPoint()) {
-  runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then(
-    (code) => {
-      process.exitCode = code;
-    },
-    (err: unknown) => {
-      console.error(err instanceof Error ? err.message : err);
-      process.exitCode = 1;
-    },
-  );
+/**
+ * Runs one command line and ends the process with its exit code, once what it wrote is flushed.
+ * Ending explicitly matters for `provider`: when its shutdown is done (controllers drained,
+ * leadership released, listeners closed), sockets that outlive it (watches and keep-alive
+ * connections of per-target clients) must not keep a stopped provider running past its
+ * deadline, which a Deployment would only end with SIGKILL after terminationGracePeriodSeconds.
+ * The entry points (`bin/admiralty.js`, and this module run directly) call it.
+ */
+export async function runAndExit(argv: string[]): Promise<never> {
+  let code: number;
+  try {
+    code = await runCli(argv, { stdout: process.stdout, stderr: process.stderr, env: process.env });
+  } catch (err) {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+    code = 1;
+  }
+  await new Promise((r) => process.stdout.write('', r));
+  await new Promise((r) => process.stderr.write('', r));
+  process.exit(code);
 }
+
+if (isEntryPoint()) void runAndExit(process.argv.slice(2));

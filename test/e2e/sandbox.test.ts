@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { appendFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { apply, getJson, kubectl, kubectlStdin, sandbox, uniqueName, waitFor } from './support.js';
 
@@ -45,5 +46,38 @@ describe('sandbox', () => {
     } finally {
       await kubectl('c2', 'delete', 'namespace', ns, '--wait=false');
     }
+  });
+
+  it("ends c1's provider (targets, delegation, kubelet API) within its shutdown deadline on SIGTERM, and brings it back as its Deployment would", async function () {
+    this.timeout(120_000);
+    const loop = Number(readFileSync(join(sandbox.dir, 'pids', 'c1-provider.pid'), 'utf8'));
+    const childOf = (pid: number) => {
+      try {
+        return Number(execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).trim().split('\n')[0]) || undefined;
+      } catch {
+        return undefined;
+      }
+    };
+    const provider = childOf(loop)!;
+    expect(provider, 'the provider runs under its restart loop').to.be.a('number');
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    // The provider itself, not its loop: a kubelet sends SIGTERM to the container's process.
+    const signalled = Date.now();
+    process.kill(provider, 'SIGTERM');
+    // --shutdown-timeout-seconds is 20: the process must be gone by then, not linger on open sockets.
+    await waitFor('the provider to exit after SIGTERM', 25_000, async () => !alive(provider));
+    console.log(`      exited ${((Date.now() - signalled) / 1000).toFixed(1)} s after SIGTERM`);
+    await waitFor('a new provider, Ready', 60_000, async () => {
+      const next = childOf(loop);
+      if (!next || next === provider) return false;
+      return fetch(`http://127.0.0.1:${sandbox.ports('c1').metrics}/readyz`).then((r) => r.ok, () => false);
+    });
   });
 });
