@@ -171,7 +171,10 @@ describe('kubelet API of virtual nodes', function () {
       // `script` runs kubectl on a pseudo-terminal of its own, as a person's shell would.
       // The trailing sleep: kwok can drop a TTY command's last output if it exits at once
       // (seen on exec straight to the delegate too).
-      const remote = `tty; stty size; read x; echo "got:$x"; sleep 0.5`;
+      // The target starts the command as soon as the exec connection opens, and the first
+      // resize follows a few ms later (as through a real kubelet, with one hop more): wait for a
+      // size before printing it, or a loaded machine prints the size of no window (0 0).
+      const remote = `tty; for i in $(seq 50); do [ "$(stty size)" != "0 0" ] && break; sleep 0.1; done; stty size; read x; echo "got:$x"; sleep 0.5`;
       const line = `stty rows 40 cols 100; ${sandbox.kubectlPath} --kubeconfig ${sandbox.kubeconfigPath} --context c1 exec -it ${proxy} -n ${ns} -- sh -c '${remote}'`;
       const child = spawn('script', ['-qec', line, '/dev/null']);
       let out = '';
@@ -179,7 +182,9 @@ describe('kubelet API of virtual nodes', function () {
       const exited = new Promise<number | null>((r) => child.on('close', r));
       try {
         // Type only once the remote shell waits for input: its window size is printed by then.
-        await waitFor('the remote terminal size', 30_000, () => out.includes('40 100'));
+        await waitFor('the remote terminal size', 30_000, () => out.includes('40 100')).catch((err: Error) => {
+          throw new Error(`${err.message}; the terminal showed:\n${out}`);
+        });
         child.stdin.write('typed-by-hand\r');
         expect(await exited).to.equal(0);
       } finally {
