@@ -1,0 +1,35 @@
+import net from 'node:net';
+import tls from 'node:tls';
+import { once } from 'node:events';
+
+// The child half of flood-client.ts: see there.
+process.once('message', (m: { port: number; tls: boolean; preamble: string; unit: string; totalBytes: number; stallMs: number }) => {
+  void (async () => {
+    const socket: net.Socket = m.tls
+      ? tls.connect({ port: m.port, host: '127.0.0.1', rejectUnauthorized: false })
+      : net.connect(m.port, '127.0.0.1');
+    await once(socket, m.tls ? 'secureConnect' : 'connect');
+    socket.on('error', () => undefined);
+    socket.pause(); // never read
+    const unit = Buffer.from(m.unit, 'base64');
+    const batch = Buffer.concat(Array.from({ length: Math.max(1, Math.ceil(65536 / unit.length)) }, () => unit));
+    let sent = 0;
+    const preamble = Buffer.from(m.preamble, 'base64');
+    if (preamble.length > 0) socket.write(preamble);
+    while (sent < m.totalBytes && !socket.destroyed) {
+      sent += batch.length;
+      if (!socket.write(batch)) {
+        const drained = await Promise.race([
+          once(socket, 'drain').then(() => true, () => false),
+          once(socket, 'close').then(() => false),
+          new Promise<boolean>((r) => setTimeout(() => r(false), m.stallMs)),
+        ]);
+        if (!drained) {
+          sent -= socket.writableLength;
+          break;
+        }
+      }
+    }
+    process.send!({ sentBytes: sent });
+  })();
+});
