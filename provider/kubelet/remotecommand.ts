@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { V1Status } from '@kubernetes/client-node';
+import { RstStatus } from './spdy/frames.js';
 import { headerValue } from './spdy/header-codec.js';
 import type { SpdySession, SpdyStream } from './spdy/spdy-session.js';
 import type { KubeStatus } from './upgrade.js';
@@ -231,6 +232,9 @@ export async function serveRemoteCommand(opts: RemoteCommandOptions): Promise<Ex
     return { error: message };
   }
 
+  // Streams opened after the set is complete have no reader: refuse them rather than let
+  // their data fill a buffer and stall the session.
+  session.on('stream', (late: SpdyStream) => late.reset(RstStatus.REFUSED_STREAM));
   const errorStream = streams.get('error')!;
   // The client half-closes the error stream right away; keep it flowing so it never blocks.
   errorStream.resume();
