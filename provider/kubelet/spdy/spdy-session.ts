@@ -1,4 +1,5 @@
 import { EventEmitter, once } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import { Duplex } from 'node:stream';
 import { encodeFrame, FrameParser, RstStatus, SpdyProtocolError, type SpdyFrame } from './frames.js';
 import { HeaderCompressor, HeaderDecompressor, MAX_HEADER_PAIRS, type SpdyHeaders } from './header-codec.js';
@@ -49,6 +50,8 @@ export const INPUT_HIGH_WATER_BYTES = 64 * 1024;
 export const MAX_QUEUED_OUTGOING_FRAMES = 64;
 /** Default for `maxConcurrentStreams`: port-forward uses 2 per connection, exec up to 5. */
 export const DEFAULT_MAX_CONCURRENT_STREAMS = 64;
+/** Longest run of frame handling before the session yields to the event loop. */
+const PUMP_SLICE_MS = 5;
 /** How long a GOAWAY after a protocol error may take to leave before the socket is destroyed. */
 const GOAWAY_FLUSH_TIMEOUT_MS = 1_000;
 
@@ -347,7 +350,16 @@ export class SpdySession extends EventEmitter {
    * reader is full (its `_read` restarts the loop).
    */
   private async pumpLoop(): Promise<void> {
+    let sliceStartedMs = performance.now();
     while (!this.closed && !this.failed && !this.pausedByUs) {
+      // Frames whose handling completes synchronously (PINGs, DATA) would otherwise run back to
+      // back in one macrotask; yield now and then so other connections and timers get a turn.
+      if (performance.now() - sliceStartedMs > PUMP_SLICE_MS) {
+        this.updateSocketFlow();
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStartedMs = performance.now();
+        continue;
+      }
       // Outgoing frames pile up behind a blocked write: wait for them before handling more.
       if (this.outQueued >= MAX_QUEUED_OUTGOING_FRAMES) {
         this.updateSocketFlow();

@@ -6,14 +6,24 @@ import { fileURLToPath } from 'node:url';
  * server would also starve the attacker's event loop and hide a missing back-pressure). It
  * connects to 127.0.0.1:port (TLS when `tls`), sends `preamble` and then `unit` repeated up to
  * `totalBytes`, never reads, and reports how many bytes the kernel took before the socket
- * stayed blocked for `stallMs`. The caller kills it.
+ * stayed blocked for `stallMs` (or, with `pieceBytes`, trickles `unit` once in tiny writes).
+ * The caller kills it.
  */
 export interface FloodResult {
   sentBytes: number;
   child: ChildProcess;
 }
 
-export function flood(opts: { port: number; tls?: boolean; preamble?: Buffer; unit: Buffer; totalBytes: number; stallMs?: number }): Promise<FloodResult> {
+export function flood(opts: {
+  port: number;
+  tls?: boolean;
+  preamble?: Buffer;
+  unit: Buffer;
+  totalBytes: number;
+  stallMs?: number;
+  /** Trickle mode: send `unit` once, in writes of this many bytes. */
+  pieceBytes?: number;
+}): Promise<FloodResult> {
   const child = fork(fileURLToPath(new URL('./flood-client-main.ts', import.meta.url)), [], {
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -25,6 +35,7 @@ export function flood(opts: { port: number; tls?: boolean; preamble?: Buffer; un
     unit: opts.unit.toString('base64'),
     totalBytes: opts.totalBytes,
     stallMs: opts.stallMs ?? 1_000,
+    pieceBytes: opts.pieceBytes,
   });
   return new Promise((resolve, reject) => {
     child.once('message', (m: { sentBytes: number }) => resolve({ sentBytes: m.sentBytes, child }));
