@@ -32,11 +32,15 @@ process.once('message', (m: { port: number; tls: boolean; preamble: string; unit
     while (sent < m.totalBytes && !socket.destroyed) {
       sent += batch.length;
       if (!socket.write(batch)) {
+        const ac = new AbortController();
+        let timer: NodeJS.Timeout | undefined;
         const drained = await Promise.race([
-          once(socket, 'drain').then(() => true, () => false),
-          once(socket, 'close').then(() => false),
-          new Promise<boolean>((r) => setTimeout(() => r(false), m.stallMs)),
+          once(socket, 'drain', { signal: ac.signal }).then(() => true, () => false),
+          once(socket, 'close', { signal: ac.signal }).then(() => false, () => false),
+          new Promise<boolean>((r) => (timer = setTimeout(() => r(false), m.stallMs))),
         ]);
+        ac.abort(); // drop the losers' listeners
+        clearTimeout(timer);
         if (!drained) {
           sent -= socket.writableLength;
           break;

@@ -328,7 +328,7 @@ describe('kubelet API under hostile input', function () {
     });
   });
 
-  it('random frames (seeded): every session fails cleanly or waits, the server stays up', async () => {
+  it('random frames (seeded): the server stays responsive and bounded', async () => {
     await measured('50 sessions of 4 KiB random bytes (seed 42)', async () => {
       const next = prng(42);
       const clients = [];
@@ -345,7 +345,7 @@ describe('kubelet API under hostile input', function () {
         client.socket.destroy();
       }
       expect(await healthz(port)).to.equal(200);
-      return 'all closed, healthz 200';
+      return 'healthz 200 after all 50';
     });
   });
 
