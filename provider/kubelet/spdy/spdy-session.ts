@@ -339,6 +339,9 @@ export class SpdySession extends EventEmitter {
     this.pumping = true;
     void this.pumpLoop().finally(() => {
       this.pumping = false;
+      // A stream may have drained between the loop's exit and now (its _read found the loop
+      // still marked running): input left queued would then wait for bytes that never come.
+      if (!this.pausedByUs && !this.closed && !this.failed && this.parser.queuedBytes > 0) return this.pump();
       this.updateSocketFlow();
       if (this.inputEnded) this.onSocketGone();
     });
