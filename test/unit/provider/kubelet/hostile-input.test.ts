@@ -187,6 +187,7 @@ describe('kubelet API under hostile input', function () {
       logger: silentLogger(),
       backends: { exec: () => exec },
       limits: { maxConnections: 8, handshakeTimeoutMs: 500, firstRequestTimeoutMs: 500, keepAliveTimeoutMs: 500 },
+      streamingIdleTimeoutMs: 2_000,
     });
     port = await server.listen();
   });
@@ -401,6 +402,17 @@ describe('kubelet API under hostile input', function () {
       await until(() => sockets.every((s) => s.destroyed), 3_000);
       expect(await healthz(port)).to.equal(200);
       return `${refused} refused, 8 closed when idle`;
+    });
+  });
+
+  it('an upgraded session with no traffic at all is closed after the streaming idle timeout', async () => {
+    await measured('silent SPDY session (idle timeout 2 s)', async () => {
+      const client = await rawSpdy(port);
+      const started = Date.now();
+      await until(() => client.isClosed(), 6_000);
+      const idleMs = Date.now() - started;
+      expect(idleMs).to.be.at.least(1_500);
+      return `closed after ${(idleMs / 1000).toFixed(1)} s`;
     });
   });
 });
