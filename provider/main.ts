@@ -24,9 +24,9 @@ import { hostname } from 'node:os';
 import type { Server } from 'node:http';
 import { Registry } from 'prom-client';
 import { CertRotator } from '../certs/cert-rotator.js';
-import { createHotSwapHttpsServer } from '../certs/hot-swap-https-server.js';
 import { readCertificate } from '../certs/read-certificate.js';
 import { createWebhookApp } from '../webhook/create-webhook-app.js';
+import { createWebhookServer } from '../webhook/create-webhook-server.js';
 import { WebhookCertificates } from '../webhook/webhook-certificates.js';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
 import { withRequestDeadline } from './clusters/request-deadline.js';
@@ -279,7 +279,7 @@ async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1
   };
   const first = await issue();
   const app = createWebhookApp({ logger, registry });
-  const server = createHotSwapHttpsServer({ pair: first, handler: app });
+  const server = createWebhookServer({ pair: first, handler: app, onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
   const rotator = new CertRotator({
     issue,
     onRotate: (pair) => {

@@ -79,6 +79,20 @@ export function bearerToken(req: IncomingMessage): string | undefined {
   return m?.[1];
 }
 
+/**
+ * The cache key of an authorization decision: everything the SubjectAccessReview carries, in a
+ * canonical form (groups sorted, `extra` keys sorted with their values sorted). Pure. The
+ * decision may depend on any of it (a webhook authorizer can read `extra`, e.g. the scopes
+ * of an impersonated or token-bound identity), so two users differing only in `extra` must not
+ * share a cached answer.
+ */
+export function decisionCacheKey(user: KubeletUser, attrs: KubeletRequestAttributes): string {
+  const extra = Object.keys(user.extra ?? {})
+    .sort()
+    .map((k) => [k, [...(user.extra?.[k] ?? [])].sort()]);
+  return JSON.stringify([user.name, [...user.groups].sort(), user.uid ?? '', extra, [attrs.verb, attrs.resource, attrs.subresource, attrs.name]]);
+}
+
 /** Options for {@link createKubeletAuthorizer}. */
 export interface KubeletAuthorizerOptions {
   /** Client of the source cluster (the one whose apiserver calls us). */
@@ -159,7 +173,7 @@ export function createKubeletAuthorizer(opts: KubeletAuthorizerOptions): Kubelet
     },
 
     async authorize(user, attrs) {
-      const key = JSON.stringify([user.name, [...user.groups].sort(), user.uid ?? '', attrs]);
+      const key = decisionCacheKey(user, attrs);
       const cached = decisions.get(key);
       if (cached !== undefined) return cached;
       const review = await authz.createSubjectAccessReview({

@@ -5,6 +5,7 @@ import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { applyConnectionLimits, DEFAULT_CONNECTION_LIMITS, tlsLimitOptions, type ConnectionLimits } from '../core/connection-limits.js';
 import type { Logger } from '../core/logger.js';
 import { errorFields } from '../core/logger.js';
 import { forbiddenMessage, kubeletRequestAttributes, type KubeletAuthorizer, type KubeletUser } from './auth.js';
@@ -51,7 +52,24 @@ export interface KubeletServerOptions {
   backends?: KubeletBackends;
   /** Time the client has to open its SPDY streams (kubelet default 30 s). */
   streamCreationTimeoutMs?: number;
+  /** Connection cap and handshake/first-request/keep-alive timeouts; defaults {@link DEFAULT_CONNECTION_LIMITS}. */
+  limits?: Partial<ConnectionLimits>;
+  /**
+   * An exec/attach/port-forward connection with no traffic either way for this long is closed
+   * (the kubelet's `--streaming-connection-idle-timeout`, default 4 h). Sessions may be long;
+   * only silence ends them.
+   */
+  streamingIdleTimeoutMs?: number;
 }
+
+/** The kubelet's default `--streaming-connection-idle-timeout`. */
+export const DEFAULT_STREAMING_IDLE_TIMEOUT_MS = 4 * 60 * 60 * 1000;
+/** Streams an exec/attach session may hold: error, stdin, stdout, stderr, resize, with slack. */
+export const MAX_REMOTECOMMAND_STREAMS = 8;
+/** Streams a port-forward session may hold: 2 per forwarded connection. */
+export const MAX_PORT_FORWARD_STREAMS = 64;
+/** Largest WebSocket message we accept (stdin chunks are 32 KiB in client-go). */
+export const MAX_WEBSOCKET_MESSAGE_BYTES = 1024 * 1024;
 
 /** The running server, owned by main.ts. */
 export interface KubeletServer {
@@ -218,7 +236,20 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
   const sessions = new Set<SpdySession>();
   const websockets = new Set<WebSocket>();
   // Subprotocols are chosen before the handshake (after authorization), so ws only echoes it.
-  const wss = new WebSocketServer({ noServer: true, handleProtocols: (offered) => pickWebSocketProtocol(offered) ?? false, perMessageDeflate: false });
+  const wss = new WebSocketServer({
+    noServer: true,
+    handleProtocols: (offered) => pickWebSocketProtocol(offered) ?? false,
+    perMessageDeflate: false,
+    // ws's default is 100 MiB per message, held in memory until complete.
+    maxPayload: MAX_WEBSOCKET_MESSAGE_BYTES,
+  });
+  const limits = { ...DEFAULT_CONNECTION_LIMITS, ...opts.limits };
+  const streamingIdleTimeoutMs = opts.streamingIdleTimeoutMs ?? DEFAULT_STREAMING_IDLE_TIMEOUT_MS;
+  /** Closes an upgraded connection after silence in both directions. */
+  const idleClose = (socket: Duplex) => {
+    const s = socket as Duplex & { setTimeout?: (ms: number, cb?: () => void) => void };
+    s.setTimeout?.(streamingIdleTimeoutMs, () => socket.destroy());
+  };
   const sockets = new Set<Duplex>();
 
   const handleUpgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
@@ -271,6 +302,7 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
         }
         websockets.add(ws);
         ws.once('close', () => websockets.delete(ws));
+        idleClose(socket);
         const result = await serveWebSocketRemoteCommand({ ws, protocol, request: execRequest!, mode: path.route as 'exec' | 'attach', backend: backends.exec(resolved.target) });
         if ('error' in result) logger.warn('kubelet remote command failed', { route, error: result.error });
         observe(route, 101, started);
@@ -290,7 +322,11 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
       if (socket.destroyed) return;
       writeSpdyUpgradeResponse(socket, protocol);
       (socket as Duplex & { setNoDelay?: (v: boolean) => void }).setNoDelay?.(true);
-      const session = new SpdySession(socket, { role: 'server' });
+      idleClose(socket);
+      const session = new SpdySession(socket, {
+        role: 'server',
+        maxConcurrentStreams: path.route === 'portForward' ? MAX_PORT_FORWARD_STREAMS : MAX_REMOTECOMMAND_STREAMS,
+      });
       sessions.add(session);
       session.on('error', (err: Error) => logger.debug('kubelet SPDY session error', { route, ...errorFields(err) }));
       session.once('close', () => sessions.delete(session));
@@ -330,13 +366,14 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
       // Ask for a client certificate but let token-only callers in: authn decides per request.
       ...(opts.clientCaPem ? { ca: opts.clientCaPem, requestCert: true, rejectUnauthorized: false } : {}),
       minVersion: 'TLSv1.2',
+      ...tlsLimitOptions(limits),
     },
     app,
   );
-  // Logs follow and exec sessions are long-lived; only header reading is time-boxed.
+  // Logs follow and exec sessions are long-lived: no whole-request timeout; the handshake,
+  // the first request's headers, keep-alive idle and streaming idle are time-boxed.
   server.requestTimeout = 0;
-  server.headersTimeout = 60_000;
-  server.keepAliveTimeout = 30_000;
+  applyConnectionLimits(server, limits, { handlesUpgrades: true, onDrop: () => logger.debug('kubelet connection refused: connection limit reached', { maxConnections: limits.maxConnections }) });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     void handleUpgrade(req, socket, head);
   });

@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import type { Readable, Writable } from 'node:stream';
 import type { V1Status } from '@kubernetes/client-node';
+import { RstStatus } from './spdy/frames.js';
 import { headerValue } from './spdy/header-codec.js';
 import type { SpdySession, SpdyStream } from './spdy/spdy-session.js';
 import type { KubeStatus } from './upgrade.js';
@@ -104,13 +105,26 @@ export function internalErrorStatus(message: string): KubeStatus {
 }
 
 /**
+ * Longest resize line we keep: `{"Width":65535,"Height":65535}` is 30 bytes, so 1 KiB leaves
+ * room for whitespace and odd key spellings while bounding what a client can make us hold.
+ */
+export const MAX_RESIZE_LINE_BYTES = 1024;
+
+/**
  * Splits the resize stream into sizes. The client writes one JSON object per line
  * (`{"Width":80,"Height":24}\n`), possibly split across DATA frames; keys are matched
- * case-insensitively as Go's decoder does. Malformed lines are skipped.
+ * case-insensitively as Go's decoder does. Malformed lines are skipped, and so is a line
+ * longer than {@link MAX_RESIZE_LINE_BYTES} (its bytes are dropped as they come, up to its
+ * newline). Linear: each byte is scanned once (the old parser rescanned its whole backlog per
+ * chunk while a line without a newline grew without bound).
  */
 export async function* parseResizeStream(input: AsyncIterable<Buffer | string>): AsyncIterable<TerminalSize> {
-  let pending = '';
-  const parseLine = (line: string): TerminalSize | undefined => {
+  let pending: Buffer[] = [];
+  let pendingBytes = 0;
+  let skipping = false;
+  const parseLine = (raw: string): TerminalSize | undefined => {
+    const line = raw.trim();
+    if (!line) return undefined;
     try {
       const obj = JSON.parse(line) as Record<string, unknown>;
       const get = (k: string) => Object.entries(obj).find(([key]) => key.toLowerCase() === k)?.[1];
@@ -122,17 +136,35 @@ export async function* parseResizeStream(input: AsyncIterable<Buffer | string>):
     }
     return undefined;
   };
-  for await (const chunk of input) {
-    pending += chunk.toString();
+  const take = (piece: Buffer) => {
+    if (skipping) return;
+    if (pendingBytes + piece.length > MAX_RESIZE_LINE_BYTES) {
+      skipping = true;
+      pending = [];
+      pendingBytes = 0;
+      return;
+    }
+    pending.push(piece);
+    pendingBytes += piece.length;
+  };
+  for await (const c of input) {
+    const chunk = typeof c === 'string' ? Buffer.from(c) : c;
+    let from = 0;
     let nl: number;
-    while ((nl = pending.indexOf('\n')) >= 0) {
-      const line = pending.slice(0, nl).trim();
-      pending = pending.slice(nl + 1);
-      const size = line ? parseLine(line) : undefined;
+    while ((nl = chunk.indexOf(0x0a, from)) >= 0) {
+      take(chunk.subarray(from, nl));
+      const line = skipping ? undefined : Buffer.concat(pending, pendingBytes).toString('utf8');
+      pending = [];
+      pendingBytes = 0;
+      skipping = false;
+      from = nl + 1;
+      const size = line === undefined ? undefined : parseLine(line);
       if (size) yield size;
     }
+    // Copy the tail: a subarray would pin the whole chunk while the line waits for its end.
+    if (from < chunk.length) take(Buffer.from(chunk.subarray(from)));
   }
-  const last = pending.trim() ? parseLine(pending.trim()) : undefined;
+  const last = skipping ? undefined : parseLine(Buffer.concat(pending, pendingBytes).toString('utf8'));
   if (last) yield last;
 }
 
@@ -200,6 +232,9 @@ export async function serveRemoteCommand(opts: RemoteCommandOptions): Promise<Ex
     return { error: message };
   }
 
+  // Streams opened after the set is complete have no reader: refuse them rather than let
+  // their data fill a buffer and stall the session.
+  session.on('stream', (late: SpdyStream) => late.reset(RstStatus.REFUSED_STREAM));
   const errorStream = streams.get('error')!;
   // The client half-closes the error stream right away; keep it flowing so it never blocks.
   errorStream.resume();

@@ -8,6 +8,11 @@ const { STDIN, STDOUT, STDERR, ERROR: STATUS, RESIZE, CLOSE } = CHANNEL;
 /** How long to keep reading output after the Status before closing the connection ourselves. */
 const STATUS_TO_CLOSE_GRACE_MS = 5_000;
 
+/** Unsent stdin towards the target above which we stop reading the caller's stdin. */
+export const STDIN_HIGH_WATER_BYTES = 1024 * 1024;
+/** ...and below which we read it again. */
+const STDIN_LOW_WATER_BYTES = 256 * 1024;
+
 /**
  * The target's exec/attach URL for the delegate, with the query the apiserver expects. Pure.
  */
@@ -100,12 +105,34 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
     ws.on('error', () => undefined); // a later error surfaces as a close without Status
 
 
+    // Bytes handed to ws whose write the socket has not completed (ws's bufferedAmount, which
+    // the ws client exposes without a drain event; send callbacks tell us when they leave).
+    let inFlight = 0;
+    let stdinPaused = false;
     const send = (channel: number, payload: Buffer) => {
-      if (ws.readyState === WebSocket.OPEN) ws.send(Buffer.concat([Buffer.from([channel]), payload]));
+      if (ws.readyState !== WebSocket.OPEN) return;
+      const n = payload.length + 1;
+      inFlight += n;
+      ws.send(Buffer.concat([Buffer.from([channel]), payload]), () => {
+        inFlight -= n;
+        if (stdinPaused && inFlight <= STDIN_LOW_WATER_BYTES) {
+          stdinPaused = false;
+          io.stdin?.resume();
+        }
+      });
     };
     if (io.stdin) {
       const stdin = io.stdin;
-      stdin.on('data', (chunk: Buffer | string) => send(STDIN, Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk)));
+      stdin.on('data', (chunk: Buffer | string) => {
+        send(STDIN, Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+        // A command that does not read its stdin must slow the caller down, not fill our
+        // memory (600 MB in 3 s before): stop reading the caller's stdin while too much is
+        // unsent; the caller's stream then fills and TCP pushes back on the apiserver.
+        if (inFlight > STDIN_HIGH_WATER_BYTES && !stdinPaused) {
+          stdinPaused = true;
+          stdin.pause();
+        }
+      });
       stdin.once('end', () => {
         // v5 can say "no more input"; v4 cannot, and the command keeps its stdin open.
         if (ws.protocol === 'v5.channel.k8s.io') send(CLOSE, Buffer.from([STDIN]));

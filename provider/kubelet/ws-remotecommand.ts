@@ -82,7 +82,11 @@ export async function serveWebSocketRemoteCommand(opts: WebSocketRemoteCommandOp
         }
         break;
       case RESIZE:
-        if (resizeLines && !resizeLines.writableEnded) resizeLines.write(Buffer.concat([payload, Buffer.from('\n')]));
+        if (resizeLines && !resizeLines.writableEnded && !resizeLines.write(Buffer.concat([payload, Buffer.from('\n')]))) {
+          // Same back-pressure as stdin: a backend slow to apply resizes slows the client.
+          ws.pause();
+          resizeLines.once('drain', () => ws.resume());
+        }
         break;
       case CLOSE:
         if (protocol === 'v5.channel.k8s.io' && payload[0] === STDIN) stdin?.end();

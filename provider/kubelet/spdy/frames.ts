@@ -221,44 +221,123 @@ function decodeControl(version: number, type: number, flags: number, payload: Bu
 }
 
 /**
- * Incremental frame parser: feed it socket chunks with `push`, get complete frames back.
- * Not reentrant. `maxPayloadBytes` bounds memory per frame (a frame larger than that is a
- * protocol error rather than an allocation of up to 16 MiB).
+ * Largest control frame payload we accept. Kubernetes control frames are tiny (a SYN_STREAM
+ * with three short headers is under 100 bytes); 16 KiB also bounds what a compressed header
+ * block can ask the inflater to produce.
+ */
+export const MAX_CONTROL_FRAME_PAYLOAD_BYTES = 16 * 1024;
+
+/** Socket chunks smaller than this are merged while queued, so a trickle of tiny chunks costs no object per byte. */
+const SMALL_CHUNK_BYTES = 1024;
+/** First allocation for a frame payload; it doubles up to the announced length as bytes arrive. */
+const INITIAL_PAYLOAD_CAPACITY = 16 * 1024;
+
+/**
+ * Incremental frame parser, pull-based: `append` socket chunks, take frames one at a time with
+ * `next`, so the caller parses no faster than it handles (and can pause the socket while
+ * `queuedBytes` grows). Linear time: every byte is copied once into its frame (the old parser
+ * re-copied its whole backlog for every chunk, so a 1 MiB frame sent byte by byte never
+ * finished). Memory: the queued input, plus the frame being assembled, whose buffer grows with
+ * the bytes received (a peer announcing 1 MiB and sending 8 bytes costs 16 KiB, not 1 MiB).
+ * A frame longer than the limit for its kind is a protocol error as soon as its 8-byte header
+ * is read. Not reentrant; after it threw, the parser must be dropped.
  */
 export class FrameParser {
-  private buffered: Buffer = Buffer.alloc(0);
+  private readonly input: Buffer[] = [];
+  private inputOffset = 0;
+  private inputBytes = 0;
+  private readonly header = Buffer.alloc(8);
+  private headerFilled = 0;
+  private payload: Buffer | undefined;
+  private payloadLength = 0;
+  private payloadFilled = 0;
 
-  constructor(private readonly maxPayloadBytes: number = MAX_FRAME_PAYLOAD_BYTES) {}
+  /**
+   * @param maxPayloadBytes largest DATA payload (and the bound for control frames when it is smaller)
+   * @param maxControlPayloadBytes largest control frame payload
+   */
+  constructor(
+    private readonly maxPayloadBytes: number = MAX_FRAME_PAYLOAD_BYTES,
+    private readonly maxControlPayloadBytes: number = MAX_CONTROL_FRAME_PAYLOAD_BYTES,
+  ) {}
+
+  /** Queues bytes without parsing them. */
+  append(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    const last = this.input.length > 1 ? this.input[this.input.length - 1] : undefined;
+    if (last && last.length + chunk.length <= SMALL_CHUNK_BYTES) this.input[this.input.length - 1] = Buffer.concat([last, chunk]);
+    else this.input.push(chunk);
+    this.inputBytes += chunk.length;
+  }
+
+  /** The next complete frame, or undefined until more bytes arrive. Throws SpdyProtocolError. */
+  next(): SpdyFrame | undefined {
+    if (this.headerFilled < 8) {
+      this.headerFilled = this.fill(this.header, this.headerFilled, 8);
+      if (this.headerFilled < 8) return undefined;
+      const length = this.header.readUInt32BE(4) & 0xffffff;
+      const control = (this.header.readUInt32BE(0) & 0x80000000) !== 0;
+      const limit = control ? Math.min(this.maxControlPayloadBytes, this.maxPayloadBytes) : this.maxPayloadBytes;
+      if (length > limit) {
+        throw new SpdyProtocolError(`${control ? 'control' : 'data'} frame of ${length} bytes exceeds limit ${limit}`);
+      }
+      this.payloadLength = length;
+      this.payloadFilled = 0;
+      this.payload = Buffer.allocUnsafe(Math.min(length, INITIAL_PAYLOAD_CAPACITY));
+    }
+    while (this.payloadFilled < this.payloadLength && this.inputBytes > 0) {
+      if (this.payloadFilled === this.payload!.length) {
+        // Grow by doubling: amortised linear, at most twice what was received.
+        const grown = Buffer.allocUnsafe(Math.min(this.payloadLength, this.payload!.length * 2));
+        this.payload!.copy(grown, 0, 0, this.payloadFilled);
+        this.payload = grown;
+      }
+      this.payloadFilled = this.fill(this.payload!, this.payloadFilled, this.payload!.length);
+    }
+    if (this.payloadFilled < this.payloadLength) return undefined;
+    const payload = this.payload!;
+    this.payload = undefined;
+    this.headerFilled = 0;
+    this.payloadFilled = 0;
+    const word0 = this.header.readUInt32BE(0);
+    const flags = this.header.readUInt8(4);
+    if (word0 & 0x80000000) return decodeControl((word0 >>> 16) & 0x7fff, word0 & 0xffff, flags, payload);
+    return { type: 'data', streamId: word0 & 0x7fffffff, fin: (flags & FLAG_FIN) !== 0, data: payload };
+  }
 
   /** Appends bytes and returns every frame now complete, in wire order. */
   push(chunk: Buffer): SpdyFrame[] {
-    this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk]);
+    this.append(chunk);
     const frames: SpdyFrame[] = [];
-    let offset = 0;
-    while (this.buffered.length - offset >= 8) {
-      const word0 = this.buffered.readUInt32BE(offset);
-      const word1 = this.buffered.readUInt32BE(offset + 4);
-      const length = word1 & 0xffffff;
-      const flags = word1 >>> 24;
-      if (length > this.maxPayloadBytes) {
-        throw new SpdyProtocolError(`frame of ${length} bytes exceeds limit ${this.maxPayloadBytes}`);
-      }
-      if (this.buffered.length - offset < 8 + length) break;
-      // Copy the payload out so frames do not pin the whole socket chunk in memory.
-      const payload = Buffer.from(this.buffered.subarray(offset + 8, offset + 8 + length));
-      offset += 8 + length;
-      if (word0 & 0x80000000) {
-        frames.push(decodeControl((word0 >>> 16) & 0x7fff, word0 & 0xffff, flags, payload));
-      } else {
-        frames.push({ type: 'data', streamId: word0 & 0x7fffffff, fin: (flags & FLAG_FIN) !== 0, data: payload });
-      }
-    }
-    this.buffered = offset === this.buffered.length ? Buffer.alloc(0) : this.buffered.subarray(offset);
+    for (let f = this.next(); f; f = this.next()) frames.push(f);
     return frames;
+  }
+
+  /** Received bytes not yet taken into a frame (what pausing the socket bounds). */
+  get queuedBytes(): number {
+    return this.inputBytes;
   }
 
   /** Bytes received but not yet forming a complete frame. */
   get pendingBytes(): number {
-    return this.buffered.length;
+    return this.inputBytes + this.headerFilled + this.payloadFilled;
+  }
+
+  /** Copies queued input into `target[from..to)`; returns the new fill level. */
+  private fill(target: Buffer, from: number, to: number): number {
+    let at = from;
+    while (at < to && this.input.length > 0) {
+      const chunk = this.input[0];
+      const n = Math.min(to - at, chunk.length - this.inputOffset);
+      chunk.copy(target, at, this.inputOffset, this.inputOffset + n);
+      at += n;
+      this.inputOffset += n;
+      this.inputBytes -= n;
+      if (this.inputOffset === chunk.length) {
+        this.input.shift();
+        this.inputOffset = 0;
+      }
+    }
+    return at;
   }
 }

@@ -15,8 +15,16 @@ import { SpdyProtocolError } from './frames.js';
 /** Header names (lowercase) to their values; a name may carry several values. */
 export type SpdyHeaders = Record<string, string[]>;
 
-/** Upper bound for a decompressed header block; Kubernetes blocks are a few dozen bytes. */
-const MAX_HEADER_BLOCK_BYTES = 256 * 1024;
+/**
+ * Upper bound for one decompressed header block. Kubernetes blocks are a few dozen bytes
+ * (`streamtype`, `port`, `requestid`); zlib can expand about 1000:1, so the bound is enforced
+ * while inflating, not after (see {@link SyncFlushPipe}).
+ */
+export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+
+/** Upper bound for name/value pairs in one block, and for values (NUL-separated) in total. */
+export const MAX_HEADER_PAIRS = 100;
+export const MAX_HEADER_VALUES = 1000;
 
 /**
  * Serialises headers to an uncompressed block. Pure. Names are lowercased (Go's framer rejects
@@ -40,9 +48,15 @@ export function encodeHeaderBlock(headers: SpdyHeaders): Buffer {
   return Buffer.concat(parts);
 }
 
-/** Parses an uncompressed block. Pure. Names come back lowercased; repeated names merge. */
+/**
+ * Parses an uncompressed block. Pure, linear in the block's size. Names come back lowercased;
+ * repeated names merge. More than {@link MAX_HEADER_PAIRS} pairs or {@link MAX_HEADER_VALUES}
+ * values is a protocol error. The result has no prototype, so a name like `__proto__` is
+ * just a name.
+ */
 export function decodeHeaderBlock(block: Buffer): SpdyHeaders {
-  const out: SpdyHeaders = {};
+  const out: SpdyHeaders = Object.create(null) as SpdyHeaders;
+  let valueCount = 0;
   let off = 0;
   const readU32 = (): number => {
     if (off + 4 > block.length) throw new SpdyProtocolError('truncated header block');
@@ -57,10 +71,16 @@ export function decodeHeaderBlock(block: Buffer): SpdyHeaders {
     return s;
   };
   const count = readU32();
+  if (count > MAX_HEADER_PAIRS) throw new SpdyProtocolError(`header block has ${count} pairs, limit ${MAX_HEADER_PAIRS}`);
   for (let i = 0; i < count; i++) {
     const name = readBytes(readU32()).toLowerCase();
     const values = readBytes(readU32()).split('\0');
-    out[name] = [...(out[name] ?? []), ...values];
+    valueCount += values.length;
+    if (valueCount > MAX_HEADER_VALUES) throw new SpdyProtocolError(`header block has more than ${MAX_HEADER_VALUES} values`);
+    // Append in place: copying the list on every repeat made decoding quadratic.
+    const list = out[name];
+    if (list) for (const v of values) list.push(v);
+    else out[name] = values;
   }
   return out;
 }
@@ -72,41 +92,62 @@ export function headerValue(headers: SpdyHeaders, name: string): string | undefi
 
 type ZStream = zlib.Deflate | zlib.Inflate;
 
-/** Runs one write + Z_SYNC_FLUSH through a persistent zlib stream, serialising callers. */
+/**
+ * Runs one write + Z_SYNC_FLUSH through a persistent zlib stream, serialising callers.
+ *
+ * The output limit is checked on every chunk zlib hands back, while inflating: as soon as a
+ * block passes `limitBytes` the zlib stream is destroyed (zlib stops producing output at its
+ * next chunk) and the call rejects. Checking only after the flush let a 1 MiB bomb inflate to
+ * about 1 GB first. A destroyed pipe fails every later call: the shared zlib state is gone, so
+ * the session must fail too.
+ */
 class SyncFlushPipe {
   private chain: Promise<unknown> = Promise.resolve();
   private chunks: Buffer[] = [];
   private size = 0;
   private failure: Error | undefined;
+  private current: ((err: Error) => void) | undefined;
 
   constructor(
     private readonly z: ZStream,
     private readonly limitBytes: number,
   ) {
     z.on('data', (c: Buffer) => {
-      this.chunks.push(c);
+      if (this.failure) return;
       this.size += c.length;
+      if (this.size > this.limitBytes) {
+        this.fail(new SpdyProtocolError(`header block larger than ${this.limitBytes} bytes`));
+        return;
+      }
+      this.chunks.push(c);
     });
-    z.on('error', (err: Error) => {
-      this.failure = err;
-    });
+    z.on('error', (err: Error) => this.fail(new SpdyProtocolError(`header zlib error: ${err.message}`)));
+  }
+
+  private fail(err: Error): void {
+    if (this.failure) return;
+    this.failure = err;
+    this.chunks = [];
+    this.size = 0;
+    this.z.destroy();
+    this.current?.(err);
   }
 
   run(input: Buffer): Promise<Buffer> {
     const job = this.chain.then(
       () =>
         new Promise<Buffer>((resolve, reject) => {
-          if (this.failure) return reject(new SpdyProtocolError(`header zlib stream failed: ${this.failure.message}`));
+          if (this.failure) return reject(this.failure);
           this.chunks = [];
           this.size = 0;
-          const onError = (err: Error) => reject(new SpdyProtocolError(`header zlib error: ${err.message}`));
-          this.z.once('error', onError);
+          this.current = reject;
           this.z.write(input);
           this.z.flush(zlib.constants.Z_SYNC_FLUSH, () => {
-            this.z.removeListener('error', onError);
-            if (this.failure) return reject(new SpdyProtocolError(`header zlib error: ${this.failure.message}`));
-            if (this.size > this.limitBytes) return reject(new SpdyProtocolError('header block too large'));
-            resolve(Buffer.concat(this.chunks, this.size));
+            this.current = undefined;
+            if (this.failure) return reject(this.failure);
+            const out = Buffer.concat(this.chunks, this.size);
+            this.chunks = [];
+            resolve(out);
           });
         }),
     );
@@ -115,6 +156,9 @@ class SyncFlushPipe {
   }
 
   close(): void {
+    this.failure ??= new SpdyProtocolError('header zlib stream closed');
+    this.chunks = [];
+    this.current = undefined;
     this.z.removeAllListeners('data');
     this.z.on('error', () => undefined);
     this.z.destroy();

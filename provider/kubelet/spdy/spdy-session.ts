@@ -1,7 +1,8 @@
 import { EventEmitter, once } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import { Duplex } from 'node:stream';
 import { encodeFrame, FrameParser, RstStatus, SpdyProtocolError, type SpdyFrame } from './frames.js';
-import { HeaderCompressor, HeaderDecompressor, type SpdyHeaders } from './header-codec.js';
+import { HeaderCompressor, HeaderDecompressor, MAX_HEADER_PAIRS, type SpdyHeaders } from './header-codec.js';
 
 /**
  * A SPDY/3.1 session over one byte stream (the socket left after an HTTP `Upgrade: SPDY/3.1`),
@@ -18,6 +19,18 @@ import { HeaderCompressor, HeaderDecompressor, type SpdyHeaders } from './header
  *
  * Events: `stream` (SpdyStream, server role), `goaway` (status), `error` (Error, protocol
  * failures; the session then closes), `close`.
+ *
+ * Every byte from the peer is treated as hostile, and memory per session is bounded:
+ * - frames are taken from the parser one at a time and handled in order; while a handler
+ *   waits (header inflation, a reply behind a blocked write, a stream whose reader is full)
+ *   received bytes queue up to {@link INPUT_HIGH_WATER_BYTES}, then the socket is paused, so
+ *   TCP pushes back on the peer (30 MB of unread PINGs used to become 830 MB of heap);
+ * - outgoing frames queued behind a blocked write stop the reading of new frames once
+ *   {@link MAX_QUEUED_OUTGOING_FRAMES} are waiting;
+ * - at most `maxConcurrentStreams` streams are open; more are refused with RST_STREAM
+ *   REFUSED_STREAM, as an HTTP/2 server refuses streams past SETTINGS_MAX_CONCURRENT_STREAMS;
+ * - a protocol error sends GOAWAY without waiting behind queued frames and drops the
+ *   connection, at once if the peer does not read.
  */
 export interface SpdySessionOptions {
   role: 'server' | 'client';
@@ -27,7 +40,20 @@ export interface SpdySessionOptions {
   maxIncomingFrameBytes?: number;
   /** Received bytes on a stream before we return window credit to the peer. */
   windowUpdateThresholdBytes?: number;
+  /** Streams open at once (either direction); the peer's next SYN_STREAM is refused. */
+  maxConcurrentStreams?: number;
 }
+
+/** Unparsed bytes queued while a frame handler waits, before the socket is paused. */
+export const INPUT_HIGH_WATER_BYTES = 64 * 1024;
+/** Outgoing frames waiting for the socket before no more incoming frames are handled. */
+export const MAX_QUEUED_OUTGOING_FRAMES = 64;
+/** Default for `maxConcurrentStreams`: port-forward uses 2 per connection, exec up to 5. */
+export const DEFAULT_MAX_CONCURRENT_STREAMS = 64;
+/** Longest run of frame handling before the session yields to the event loop. */
+const PUMP_SLICE_MS = 5;
+/** How long a GOAWAY after a protocol error may take to leave before the socket is destroyed. */
+const GOAWAY_FLUSH_TIMEOUT_MS = 1_000;
 
 const DEFAULT_MAX_DATA_FRAME_BYTES = 32 * 1024;
 const DEFAULT_MAX_INCOMING_FRAME_BYTES = 1024 * 1024;
@@ -94,7 +120,8 @@ export class SpdyStream extends Duplex {
 
   /** @internal called by the session for each received DATA frame. */
   deliver(data: Buffer, fin: boolean): void {
-    if (this.remoteFin) return;
+    // A destroyed stream would refuse the push and leave the session paused for good.
+    if (this.remoteFin || this.destroyed) return;
     if (data.length > 0 && !this.push(data)) this.session.pauseReading();
     if (fin) {
       this.remoteFin = true;
@@ -112,7 +139,11 @@ export class SpdySession extends EventEmitter {
   private readonly pendingReplies = new Map<number, { resolve: (s: SpdyStream) => void; reject: (e: Error) => void }>();
   private readonly pendingPings = new Map<number, () => void>();
   private outChain: Promise<void> = Promise.resolve();
-  private inChain: Promise<void> = Promise.resolve();
+  private outQueued = 0;
+  private pumping = false;
+  private inputEnded = false;
+  private failed = false;
+  private socketPaused = false;
   private lastPeerStreamId = 0;
   private nextStreamId: number;
   private nextPingId: number;
@@ -121,6 +152,7 @@ export class SpdySession extends EventEmitter {
   private pausedByUs = false;
   private readonly maxDataFrameBytes: number;
   private readonly windowUpdateThresholdBytes: number;
+  private readonly maxConcurrentStreams: number;
 
   constructor(
     private readonly socket: Duplex,
@@ -130,6 +162,7 @@ export class SpdySession extends EventEmitter {
     this.parser = new FrameParser(opts.maxIncomingFrameBytes ?? DEFAULT_MAX_INCOMING_FRAME_BYTES);
     this.maxDataFrameBytes = opts.maxDataFrameBytes ?? DEFAULT_MAX_DATA_FRAME_BYTES;
     this.windowUpdateThresholdBytes = opts.windowUpdateThresholdBytes ?? DEFAULT_WINDOW_UPDATE_THRESHOLD_BYTES;
+    this.maxConcurrentStreams = opts.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS;
     // Clients use odd stream and ping ids, servers even ones (SPDY/3 sections 2.3.2, 2.6.5).
     this.nextStreamId = opts.role === 'client' ? 1 : 2;
     this.nextPingId = opts.role === 'client' ? 1 : 2;
@@ -141,8 +174,11 @@ export class SpdySession extends EventEmitter {
    */
   start(head?: Buffer): this {
     this.socket.on('data', (chunk: Buffer) => this.onBytes(chunk));
-    // Frames already read may still wait for header decompression: finish them first.
-    const gone = () => void this.inChain.then(() => this.onSocketGone());
+    // Frames already received are still handled (the pump ends the session once idle).
+    const gone = () => {
+      this.inputEnded = true;
+      if (!this.pumping) this.onSocketGone();
+    };
     this.socket.on('end', gone);
     this.socket.on('close', gone);
     this.socket.on('error', gone);
@@ -237,20 +273,23 @@ export class SpdySession extends EventEmitter {
     return this.enqueue(() => encodeFrame({ type: 'rst_stream', streamId, status }));
   }
 
-  /** @internal TCP back-pressure: a stream's read buffer is full. */
+  /** @internal TCP back-pressure: a stream's read buffer is full; no frame is handled until it drains. */
   pauseReading(): void {
-    if (!this.pausedByUs) {
-      this.pausedByUs = true;
-      this.socket.pause();
-    }
+    this.pausedByUs = true;
+    this.updateSocketFlow();
   }
 
   /** @internal A stream wants more data. */
   resumeReading(): void {
     if (this.pausedByUs) {
       this.pausedByUs = false;
-      this.socket.resume();
+      this.pump();
     }
+  }
+
+  /** Bytes received and not yet handled: frames queued in the parser (test and metrics aid). */
+  get queuedInputBytes(): number {
+    return this.parser.pendingBytes;
   }
 
   /** @internal Drops a stream closed in both directions. */
@@ -265,16 +304,19 @@ export class SpdySession extends EventEmitter {
 
   /** Writes frames in order; a frame built asynchronously (compression) holds later frames. */
   private enqueue(build: () => Buffer | Promise<Buffer>): Promise<void> {
+    this.outQueued++;
     const job = this.outChain.then(async () => {
-      if (this.closed) throw new Error('SPDY session is closed');
+      if (this.closed || this.failed || this.socket.destroyed) throw new Error('SPDY session is closed');
       const bytes = await build();
       if (!this.socket.write(bytes)) await this.waitDrain();
     });
-    this.outChain = job.catch(() => undefined);
+    this.outChain = job.catch(() => undefined).finally(() => this.outQueued--);
     return job;
   }
 
   private async waitDrain(): Promise<void> {
+    // A socket already gone emits neither drain nor close again.
+    if (this.socket.destroyed || this.socket.writableEnded) return;
     const ac = new AbortController();
     try {
       await Promise.race([once(this.socket, 'drain', { signal: ac.signal }), once(this.socket, 'close', { signal: ac.signal })]);
@@ -286,28 +328,88 @@ export class SpdySession extends EventEmitter {
   }
 
   private onBytes(chunk: Buffer): void {
-    if (this.closed) return;
-    let frames: SpdyFrame[];
-    try {
-      frames = this.parser.push(chunk);
-    } catch (err) {
-      this.protocolFailure(err as Error);
-      return;
+    if (this.closed || this.failed) return;
+    this.parser.append(chunk);
+    this.pump();
+  }
+
+  /** Starts the frame loop unless it runs; otherwise only re-evaluates socket flow. */
+  private pump(): void {
+    if (this.pumping) return this.updateSocketFlow();
+    this.pumping = true;
+    void this.pumpLoop().finally(() => {
+      this.pumping = false;
+      // A stream may have drained between the loop's exit and now (its _read found the loop
+      // still marked running): input left queued would then wait for bytes that never come.
+      if (!this.pausedByUs && !this.closed && !this.failed && this.parser.queuedBytes > 0) return this.pump();
+      this.updateSocketFlow();
+      if (this.inputEnded) this.onSocketGone();
+    });
+  }
+
+  /**
+   * Takes frames from the parser one at a time and handles each before the next, so input is
+   * parsed no faster than it is handled. Stops when no complete frame is left or a stream's
+   * reader is full (its `_read` restarts the loop).
+   */
+  private async pumpLoop(): Promise<void> {
+    let sliceStartedMs = performance.now();
+    while (!this.closed && !this.failed && !this.pausedByUs) {
+      // Frames whose handling completes synchronously (PINGs, DATA) would otherwise run back to
+      // back in one macrotask; yield now and then so other connections and timers get a turn.
+      if (performance.now() - sliceStartedMs > PUMP_SLICE_MS) {
+        this.updateSocketFlow();
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStartedMs = performance.now();
+        continue;
+      }
+      // Outgoing frames pile up behind a blocked write: wait for them before handling more.
+      if (this.outQueued >= MAX_QUEUED_OUTGOING_FRAMES) {
+        this.updateSocketFlow();
+        await this.outChain;
+        continue;
+      }
+      let frame: SpdyFrame | undefined;
+      try {
+        frame = this.parser.next();
+        if (!frame) return;
+        this.updateSocketFlow();
+        await this.handleFrame(frame);
+      } catch (err) {
+        this.protocolFailure(err as Error);
+        return;
+      }
     }
-    for (const frame of frames) {
-      this.inChain = this.inChain.then(() => this.handleFrame(frame)).catch((err: Error) => this.protocolFailure(err));
+  }
+
+  /** Pauses the socket while a stream is full or unhandled input passed the high-water mark. */
+  private updateSocketFlow(): void {
+    const pause = !this.closed && (this.pausedByUs || this.parser.queuedBytes >= INPUT_HIGH_WATER_BYTES);
+    if (pause && !this.socketPaused) {
+      this.socketPaused = true;
+      this.socket.pause();
+    } else if (!pause && this.socketPaused) {
+      this.socketPaused = false;
+      this.socket.resume();
     }
   }
 
   private protocolFailure(err: Error): void {
-    if (this.closed) return;
+    if (this.closed || this.failed) return;
+    this.failed = true;
     const wrapped = err instanceof SpdyProtocolError ? err : new SpdyProtocolError(err.message);
     this.goneAway = true;
-    // GOAWAY status 1 = PROTOCOL_ERROR; then drop the connection.
-    void this.enqueue(() => encodeFrame({ type: 'goaway', lastGoodStreamId: this.lastPeerStreamId, status: 1 }))
-      .catch(() => undefined)
-      .finally(() => this.socket.destroy());
+    // GOAWAY status 1 = PROTOCOL_ERROR, written past the queue: frames waiting there are moot,
+    // and a peer that does not read must not keep the session alive.
+    const socket = this.socket;
+    if (!socket.destroyed && !socket.writableEnded) {
+      socket.end(encodeFrame({ type: 'goaway', lastGoodStreamId: this.lastPeerStreamId, status: 1 }));
+      const timer = setTimeout(() => socket.destroy(), GOAWAY_FLUSH_TIMEOUT_MS);
+      timer.unref();
+      socket.once('close', () => clearTimeout(timer));
+    }
     this.emit('error', wrapped);
+    this.onSocketGone();
   }
 
   private async handleFrame(frame: SpdyFrame): Promise<void> {
@@ -333,6 +435,10 @@ export class SpdySession extends EventEmitter {
         const stream = this.streams.get(frame.streamId);
         if (stream) {
           Object.assign(stream.headers, headers);
+          // Each block is bounded, but a stream could collect names frame after frame.
+          if (Object.keys(stream.headers).length > MAX_HEADER_PAIRS) {
+            throw new SpdyProtocolError(`stream ${stream.id} has more than ${MAX_HEADER_PAIRS} header names`);
+          }
           stream.emit('headers', headers);
           if (frame.fin) stream.deliver(Buffer.alloc(0), true);
         }
@@ -402,7 +508,7 @@ export class SpdySession extends EventEmitter {
       return;
     }
     this.lastPeerStreamId = frame.streamId;
-    if (this.goneAway || this.opts.role === 'client') {
+    if (this.goneAway || this.opts.role === 'client' || this.streams.size >= this.maxConcurrentStreams) {
       await this.sendReset(frame.streamId, RstStatus.REFUSED_STREAM);
       return;
     }
@@ -427,6 +533,7 @@ export class SpdySession extends EventEmitter {
   private onSocketGone(): void {
     if (this.closed) return;
     this.closed = true;
+    this.socketPaused = false;
     for (const { reject } of this.pendingReplies.values()) reject(new Error('SPDY session closed'));
     this.pendingReplies.clear();
     for (const resolve of this.pendingPings.values()) resolve();

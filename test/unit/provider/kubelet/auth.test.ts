@@ -64,4 +64,25 @@ describe('createKubeletAuthorizer', () => {
     expect(await a.authorize(user, attrs)).to.equal(true);
     expect(sar.callCount).to.equal(2);
   });
+
+  it('keys cached decisions by user extra (canonically), groups and uid, not only by name', async () => {
+    const sar = sinon.stub(AuthorizationV1Api.prototype, 'createSubjectAccessReview');
+    // The authorizer allows only the identity whose extra carries the right scope.
+    sar.callsFake(async (param) => ({ spec: {}, status: { allowed: (param.body.spec.extra?.scopes ?? []).includes('exec') } }));
+    const a = createKubeletAuthorizer({ kubeConfig: kc(), clock: new FakeClock(0) });
+    const attrs = kubeletRequestAttributes('POST', 'n', true);
+    const scoped = { name: 'bob', groups: ['dev'], uid: 'u1', extra: { scopes: ['exec', 'logs'], team: ['a'] } };
+    expect(await a.authorize(scoped, attrs)).to.equal(true);
+    // Same name, groups and uid, other extra: must not reuse the allow.
+    expect(await a.authorize({ ...scoped, extra: { scopes: ['logs'] } }, attrs)).to.equal(false);
+    expect(await a.authorize({ ...scoped, extra: undefined }, attrs)).to.equal(false);
+    // The same extra in another order is the same identity: cached.
+    const calls = sar.callCount;
+    expect(await a.authorize({ ...scoped, extra: { team: ['a'], scopes: ['logs', 'exec'] } }, attrs)).to.equal(true);
+    expect(sar.callCount).to.equal(calls);
+    // Other uid or groups: asked again.
+    await a.authorize({ ...scoped, uid: 'u2' }, attrs);
+    await a.authorize({ ...scoped, groups: ['dev', 'ops'] }, attrs);
+    expect(sar.callCount).to.equal(calls + 2);
+  });
 });

@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { expect } from 'chai';
-import { exitStatus, parseExecQuery, parseResizeStream } from '../../../../provider/kubelet/remotecommand.js';
+import { exitStatus, MAX_RESIZE_LINE_BYTES, parseExecQuery, parseResizeStream } from '../../../../provider/kubelet/remotecommand.js';
 import { negotiateProtocol } from '../../../../provider/kubelet/upgrade.js';
 
 const target = { namespace: 'ns', pod: 'p', container: 'c' };
@@ -34,5 +34,17 @@ describe('remotecommand helpers', () => {
       { width: 1, height: 2 },
       { width: 3, height: 4 },
     ]);
+  });
+  it('drops a resize line longer than the limit as it comes, and reads on after its newline', async () => {
+    // Valid JSON padded past the limit: unbounded, it was buffered whole and then applied.
+    async function* chunks() {
+      yield '{"Width":1,"Height":2}';
+      for (let i = 0; i < 2048; i++) yield ' '.repeat(1024);
+      yield '\n{"Width":3,"Height":4}\n';
+    }
+    const sizes = [];
+    for await (const s of parseResizeStream(chunks())) sizes.push(s);
+    expect(sizes).to.deep.equal([{ width: 3, height: 4 }]);
+    expect(MAX_RESIZE_LINE_BYTES).to.be.below(2048 * 1024);
   });
 });

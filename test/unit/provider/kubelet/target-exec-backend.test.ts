@@ -1,9 +1,9 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { AddressInfo } from 'node:net';
-import { PassThrough } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { createTargetExecBackend } from '../../../../provider/kubelet/target-exec-backend.js';
+import { createTargetExecBackend, STDIN_HIGH_WATER_BYTES } from '../../../../provider/kubelet/target-exec-backend.js';
 
 /** A kubeconfig whose cluster is the given loopback server (plain HTTP, as client-node allows with skipTLSVerify). */
 function kubeConfigFor(wss: WebSocketServer): KubeConfig {
@@ -126,6 +126,41 @@ describe('target exec backend', () => {
     stdin.end();
     expect(await running).to.deep.equal({ status: { metadata: {}, status: 'Success' } });
     expect(received.map((b) => [...b])).to.deep.equal([[0, ...Buffer.from('hi\n')], [255, 0]]);
+  });
+
+  it('stops reading the caller\'s stdin while the target does not take it (bounded buffering)', async function () {
+    this.timeout(15_000);
+    let targetSocket: { pause(): void } | undefined;
+    target = await fakeTarget((ws) => {
+      // The command never reads its stdin: the target stops reading the connection.
+      targetSocket = (ws as unknown as { _socket: { pause(): void } })._socket;
+      targetSocket.pause();
+    });
+    // An eager caller, capped at 64 MiB so that a regression fails instead of eating the machine.
+    let produced = 0;
+    const stdin = new Readable({
+      read() {
+        if (produced >= 64 << 20) return;
+        produced += 64 * 1024;
+        setImmediate(() => this.push(Buffer.alloc(64 * 1024, 0x61)));
+      },
+    });
+    const ac = new AbortController();
+    const running = createTargetExecBackend(target.kubeConfig)
+      .exec({ ...request, stdin: true }, { stdin, stdout: new PassThrough(), stderr: new PassThrough(), signal: ac.signal })
+      .catch((e: Error) => e);
+    const rssBefore = process.memoryUsage().rss;
+    await new Promise((r) => setTimeout(r, 2_000));
+    const afterTwoSeconds = produced;
+    await new Promise((r) => setTimeout(r, 1_000));
+    const growthMiB = (process.memoryUsage().rss - rssBefore) / 2 ** 20;
+    console.log(`      stdin taken from the caller: ${(produced / 2 ** 20).toFixed(1)} MiB in 3 s; RSS +${growthMiB.toFixed(1)} MiB`);
+    // The kernel's socket buffers take a few MiB; beyond that, nothing more may be read.
+    expect(produced).to.equal(afterTwoSeconds);
+    expect(produced).to.be.below(32 * 1024 * 1024);
+    expect(STDIN_HIGH_WATER_BYTES).to.be.below(8 * 1024 * 1024);
+    ac.abort();
+    expect(await running).to.be.instanceOf(Error);
   });
 
   it('sends terminal resizes on channel 4 for a TTY', async () => {

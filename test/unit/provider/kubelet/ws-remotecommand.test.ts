@@ -94,6 +94,29 @@ describe('kubelet server: remotecommand over WebSocket', () => {
     expect(pickWebSocketProtocol(['chat'])).to.equal(undefined);
   });
 
+  it('stops reading the socket while resizes are not taken by the backend', async function () {
+    this.timeout(15_000);
+    // A backend that never looks at resizes (nor stdin), until the caller goes away.
+    exec.run = async (io) => {
+      if (!io.signal.aborted) await new Promise((r) => io.signal.addEventListener('abort', r));
+      return { exitCode: 0 };
+    };
+    const c = connect(port, '/exec/ns/web/app?command=sh&input=1&output=1&tty=1');
+    await c.opened;
+    const message = Buffer.from(`{"Width":1,"Height":1}${' '.repeat(16 * 1024)}`);
+    for (let i = 0; i < 2000; i++) c.send(4, message); // 32 MiB
+    // Wait until the client's queue stops shrinking.
+    let last = -1;
+    for (let i = 0; i < 50 && c.ws.bufferedAmount !== last; i++) {
+      last = c.ws.bufferedAmount;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    console.log(`      32 MiB of unread resizes: ${(c.ws.bufferedAmount / 2 ** 20).toFixed(1)} MiB still queued at the client`);
+    // Unbounded, the server read it all into the resize buffer and the client queue emptied.
+    expect(c.ws.bufferedAmount).to.be.greaterThan(16 << 20);
+    c.ws.terminate();
+  });
+
   it('runs the command with output on channels 1 and 2 and a v5 Status carrying the exit code', async () => {
     exec.run = async (io) => {
       io.stdout!.write('out\n');

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { encodeFrame, FrameParser, SpdyProtocolError } from '../../../../../provider/kubelet/spdy/frames.js';
+import sinon from 'sinon';
+import { encodeFrame, FrameParser, MAX_CONTROL_FRAME_PAYLOAD_BYTES, SpdyProtocolError } from '../../../../../provider/kubelet/spdy/frames.js';
 
 const hex = (s: string) => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
@@ -76,5 +77,56 @@ describe('SPDY/3 frame codec', () => {
 
   it('rejects truncated control payloads', () => {
     expect(() => new FrameParser().push(hex('8003 0003 00 000004 00000001'))).to.throw(SpdyProtocolError);
+  });
+
+  describe('hostile input', () => {
+    afterEach(() => sinon.restore());
+
+    it('parses a large frame sent byte by byte in linear time (each byte copied a bounded number of times)', () => {
+      const size = 64 * 1024;
+      const wire = encodeFrame({ type: 'data', streamId: 1, fin: false, data: Buffer.alloc(size, 7) });
+      let copied = 0;
+      const concat = Buffer.concat;
+      sinon.stub(Buffer, 'concat').callsFake((list: readonly Uint8Array[], total?: number) => {
+        copied += total ?? list.reduce((n, b) => n + b.length, 0);
+        return concat(list, total);
+      });
+      const copy = Buffer.prototype.copy;
+      sinon.stub(Buffer.prototype, 'copy').callsFake(function (this: Buffer, ...args: unknown[]) {
+        const [target, ts, ss, se] = args as [Uint8Array, number?, number?, number?];
+        copied += (se ?? this.length) - (ss ?? 0);
+        return copy.call(this, target, ts, ss, se);
+      });
+      const parser = new FrameParser();
+      const frames = [];
+      for (let i = 0; i < wire.length; i++) frames.push(...parser.push(wire.subarray(i, i + 1)));
+      sinon.restore();
+      expect(frames).to.have.length(1);
+      expect((frames[0] as { data: Buffer }).data.equals(Buffer.alloc(size, 7))).to.equal(true);
+      // The old parser re-copied its backlog for every chunk: about size^2/2 bytes (2 GiB here).
+      expect(copied).to.be.below(4 * wire.length);
+    });
+
+    it('refuses a control frame over 16 KiB from its 8-byte header, before any payload arrives', () => {
+      const header = Buffer.alloc(8);
+      header.writeUInt32BE(0x80030001, 0);
+      header.writeUInt32BE(MAX_CONTROL_FRAME_PAYLOAD_BYTES + 1, 4);
+      expect(() => new FrameParser(1 << 20).push(header)).to.throw(SpdyProtocolError, /control frame/);
+      // A DATA frame of the same size is fine under a 1 MiB data limit.
+      header.writeUInt32BE(1, 0);
+      expect(new FrameParser(1 << 20).push(header)).to.deep.equal([]);
+    });
+
+    it('hands out frames one at a time, leaving the rest queued (parse no faster than handled)', () => {
+      const ping = encodeFrame({ type: 'ping', id: 1 });
+      const parser = new FrameParser();
+      parser.append(Buffer.concat([ping, ping, ping]));
+      expect(parser.next()).to.deep.equal({ type: 'ping', id: 1 });
+      expect(parser.queuedBytes).to.equal(2 * ping.length);
+      expect(parser.next()).to.deep.equal({ type: 'ping', id: 1 });
+      expect(parser.next()).to.deep.equal({ type: 'ping', id: 1 });
+      expect(parser.next()).to.equal(undefined);
+      expect(parser.pendingBytes).to.equal(0);
+    });
   });
 });

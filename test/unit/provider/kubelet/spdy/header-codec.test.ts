@@ -1,11 +1,13 @@
 import zlib from 'node:zlib';
 import { expect } from 'chai';
+import { SpdyProtocolError } from '../../../../../provider/kubelet/spdy/frames.js';
 import { spdyHeaderDictionary } from '../../../../../provider/kubelet/spdy/dictionary.js';
 import {
   decodeHeaderBlock,
   encodeHeaderBlock,
   HeaderCompressor,
   HeaderDecompressor,
+  MAX_HEADER_BLOCK_BYTES,
 } from '../../../../../provider/kubelet/spdy/header-codec.js';
 
 function adler32(buf: Buffer): number {
@@ -86,5 +88,72 @@ describe('SPDY/3 header blocks', () => {
     for (let i = 0; i < blocks.length; i++) expect(await d.decompress(blocks[i])).to.deep.equal({ requestid: [String(i)] });
     c.close();
     d.close();
+  });
+
+  describe('hostile blocks', () => {
+    /** Header block of `pairs` entries [name, value] (values may hold NULs), uncompressed. */
+    const rawBlock = (pairs: Array<[string, string]>) => {
+      const parts = [Buffer.alloc(4)];
+      parts[0].writeUInt32BE(pairs.length, 0);
+      for (const [n, v] of pairs) {
+        for (const s of [n, v]) {
+          const len = Buffer.alloc(4);
+          len.writeUInt32BE(Buffer.byteLength(s), 0);
+          parts.push(len, Buffer.from(s));
+        }
+      }
+      return Buffer.concat(parts);
+    };
+
+    it('refuses a block with too many pairs, whatever their names (the quadratic merge attack)', () => {
+      // 20k repeats of one name: the old merge copied the list each time (2e8 copies).
+      const block = rawBlock(Array.from({ length: 20_000 }, () => ['x', 'v'] as [string, string]));
+      expect(() => decodeHeaderBlock(block)).to.throw(SpdyProtocolError, /pairs/);
+    });
+
+    it('refuses a block with too many NUL-separated values', () => {
+      expect(() => decodeHeaderBlock(rawBlock([['x', '\0'.repeat(50_000)]]))).to.throw(SpdyProtocolError, /values/);
+    });
+
+    it('merges repeated names in order, and a __proto__ name is just a name', () => {
+      const h = decodeHeaderBlock(rawBlock([['x', 'a\0b'], ['__proto__', 'p'], ['X', 'c']]));
+      expect(h.x).to.deep.equal(['a', 'b', 'c']);
+      expect(Object.getPrototypeOf(h)).to.equal(null);
+      expect(h['__proto__']).to.deep.equal(['p']);
+    });
+
+    it('stops inflating a decompression bomb at the limit and keeps no memory (256 MiB of zeros in ~256 KiB)', async function () {
+      this.timeout(30_000);
+      const c = new HeaderCompressor();
+      // After the first 16 MiB block the window is all zeros, so every later block of zeros
+      // compresses to the same bytes: repeating it builds a large bomb cheaply.
+      const first = await c.compressRaw(Buffer.alloc(16 << 20));
+      const next = await c.compressRaw(Buffer.alloc(16 << 20));
+      c.close();
+      const bomb = Buffer.concat([first, ...Array.from({ length: 15 }, () => next)]);
+      const d = new HeaderDecompressor();
+      const rssBefore = process.memoryUsage().rss;
+      let peakRss = rssBefore;
+      const sampler = setInterval(() => (peakRss = Math.max(peakRss, process.memoryUsage().rss)), 5);
+      const err = await d.decompressRaw(bomb).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      clearInterval(sampler);
+      peakRss = Math.max(peakRss, process.memoryUsage().rss);
+      const growthMiB = (peakRss - rssBefore) / 2 ** 20;
+      console.log(`      bomb of ${(bomb.length / 1024).toFixed(0)} KiB: RSS growth ${growthMiB.toFixed(1)} MiB`);
+      expect(err).to.be.instanceOf(SpdyProtocolError);
+      expect(err!.message).to.match(new RegExp(String(MAX_HEADER_BLOCK_BYTES)));
+      // Unbounded, the block inflated to 256 MiB before being refused.
+      expect(growthMiB).to.be.below(64);
+      // The zlib state is gone: the connection cannot go on.
+      const later = await d.decompress(first).then(
+        () => undefined,
+        (e: Error) => e,
+      );
+      expect(later).to.be.instanceOf(SpdyProtocolError);
+      d.close();
+    });
   });
 });

@@ -1,0 +1,73 @@
+import type https from 'node:https';
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
+
+/**
+ * Bounds on what a client can hold open on one of our HTTPS servers (the kubelet API and the
+ * webhook), before it has proven anything. Node's own `headersTimeout` is only checked on a
+ * timer and never fires for a TLS connection that sends no byte after the handshake, so the
+ * first-request deadline is enforced here, per connection.
+ */
+export interface ConnectionLimits {
+  /** Open TCP connections; further ones are closed on accept. */
+  maxConnections: number;
+  /** Time to finish the TLS handshake (tls.Server `handshakeTimeout`; Node's default is 120 s). */
+  handshakeTimeoutMs: number;
+  /** Time from the end of the handshake to the complete headers of the first request. */
+  firstRequestTimeoutMs: number;
+  /** Idle time between requests on a kept-alive connection. */
+  keepAliveTimeoutMs: number;
+}
+
+/**
+ * Defaults for both servers. The apiserver keeps a few connections per kubelet and per webhook,
+ * so 256 leaves room for many concurrent `kubectl logs -f`/exec sessions while bounding the
+ * memory of idle TLS connections (tens of KiB each) well under the Deployment's 512 Mi.
+ */
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
+  maxConnections: 256,
+  handshakeTimeoutMs: 10_000,
+  firstRequestTimeoutMs: 15_000,
+  keepAliveTimeoutMs: 30_000,
+};
+
+/** TLS options that carry the limits which can only be set at creation (`handshakeTimeout`). Pure. */
+export function tlsLimitOptions(limits: ConnectionLimits): { handshakeTimeout: number } {
+  return { handshakeTimeout: limits.handshakeTimeoutMs };
+}
+
+/**
+ * Applies `limits` to a created (not yet listening) HTTPS server: connection cap, header and
+ * keep-alive timeouts, and a deadline for the first request of every connection (the
+ * connection is destroyed if no complete request or upgrade arrived in time). Call once.
+ * `handlesUpgrades`: the caller has its own `upgrade` listener (the deadline then also ends at
+ * an upgrade request; without one, Node answers upgrades itself and so must we not listen).
+ * `onDrop` is told about connections refused by the cap.
+ */
+export function applyConnectionLimits(
+  server: https.Server,
+  limits: ConnectionLimits,
+  opts: { handlesUpgrades?: boolean; onDrop?: () => void } = {},
+): void {
+  server.maxConnections = limits.maxConnections;
+  server.headersTimeout = limits.firstRequestTimeoutMs;
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  const onDrop = opts.onDrop;
+  if (onDrop) server.on('drop', () => onDrop());
+  const deadlines = new WeakMap<Socket, NodeJS.Timeout>();
+  server.on('secureConnection', (socket: Socket) => {
+    const timer = setTimeout(() => socket.destroy(), limits.firstRequestTimeoutMs);
+    timer.unref();
+    deadlines.set(socket, timer);
+    socket.once('close', () => clearTimeout(timer));
+  });
+  const arrived = (req: IncomingMessage) => {
+    const timer = deadlines.get(req.socket);
+    if (timer) {
+      clearTimeout(timer);
+      deadlines.delete(req.socket);
+    }
+  };
+  server.prependListener('request', arrived);
+  if (opts.handlesUpgrades) server.prependListener('upgrade', arrived);
+}
