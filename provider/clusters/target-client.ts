@@ -39,12 +39,14 @@ export function displayName(ref: TargetRef): string {
  * Builds a KubeConfig for a target from a kubeconfig Secret. Never reads the default
  * kubeconfig file, never lets client-node parse the Secret's text (see target-kubeconfig.ts),
  * and dials only addresses the policy allows. Throws KubeconfigError with a status reason for
- * every way it can be wrong; its messages never quote the Secret's values.
+ * every way it can be wrong; its messages never quote the Secret's values. Returns `current`
+ * itself when the Secret still holds what it was built from.
  */
 export function kubeConfigFromSecret(
   secret: V1Secret | undefined,
   ref: { secretName: string; secretNamespace: string; key?: string; context?: string },
   policy: ServerAddressPolicy,
+  current?: { kubeConfig: KubeConfig; fingerprint: string },
 ): { kubeConfig: KubeConfig; fingerprint: string } {
   const where = `Secret ${ref.secretNamespace}/${ref.secretName}`;
   if (!secret) throw new KubeconfigError('SecretNotFound', `${where} does not exist`);
@@ -55,6 +57,9 @@ export function kubeConfigFromSecret(
     throw new KubeconfigError('SecretKeyMissing', `${where} has no key "${key}"${keys.length ? ` (it has: ${keys.join(', ')})` : ''}`);
   }
   const text = Buffer.from(b64, 'base64').toString('utf8');
+  // The Secret is read again on every probe, but parsed only when its text changed.
+  const fingerprint = createHash('sha256').update(text).update('\0').update(ref.context ?? '').digest('hex').slice(0, 16);
+  if (current && current.fingerprint === fingerprint) return current;
   let parsed;
   try {
     parsed = parseTargetKubeconfig(text, { context: ref.context, policy });
@@ -62,7 +67,6 @@ export function kubeConfigFromSecret(
     if (err instanceof KubeconfigError) throw new KubeconfigError(err.reason, `${where} key "${key}": ${err.message}`);
     throw err;
   }
-  const fingerprint = createHash('sha256').update(text).update('\0').update(ref.context ?? '').digest('hex').slice(0, 16);
   return { kubeConfig: buildTargetKubeConfig(parsed, policy), fingerprint };
 }
 

@@ -31,8 +31,11 @@ export class KubeconfigError extends Error {
   }
 }
 
-/** Largest kubeconfig text we parse (a Secret holds at most 1 MiB anyway). */
-const MAX_KUBECONFIG_BYTES = 256 * 1024;
+/**
+ * Largest kubeconfig text we parse. Real ones, certificates inline, are a few KB; parsing YAML
+ * costs about 1 ms per KB on the event loop, so this bounds what one hostile Secret can take.
+ */
+const MAX_KUBECONFIG_BYTES = 64 * 1024;
 /** Largest token; service-account JWTs are about 1 KiB, OIDC ID tokens a few. */
 const MAX_TOKEN_BYTES = 16 * 1024;
 

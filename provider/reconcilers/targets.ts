@@ -237,7 +237,7 @@ export class TargetsReconciler {
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
-    const { kubeConfig, fingerprint } = kubeConfigFromSecret(secret, { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context }, this.o.serverPolicy);
+    const { kubeConfig, fingerprint } = kubeConfigFromSecret(secret, { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context }, this.o.serverPolicy, existing?.self ? undefined : existing);
     if (existing && existing.fingerprint === fingerprint) return existing;
     return createTargetClient(ref, withRequestDeadline(kubeConfig, this.o.requestTimeoutMs ?? 30_000), fingerprint, false);
   }

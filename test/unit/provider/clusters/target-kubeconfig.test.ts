@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { join } from 'node:path';
 import type { V1Secret } from '@kubernetes/client-node';
 import { ServerAddressPolicy } from '../../../../provider/clusters/server-address-policy.js';
@@ -117,8 +118,16 @@ describe('Target kubeconfigs: tokens and inline data', () => {
     expect(Number(process.hrtime.bigint() - started) / 1e6, 'ms to refuse').to.be.below(2000);
   });
 
-  it('refuses a kubeconfig larger than 256 KiB', () => {
-    expect(refusal(kubeconfig(`token: ${'a'.repeat(300 * 1024)}`)).message).to.match(/larger than 256 KiB/);
+  it('refuses a kubeconfig larger than 64 KiB', () => {
+    expect(refusal(kubeconfig(`token: ${'a'.repeat(70 * 1024)}`)).message).to.match(/larger than 64 KiB/);
+  });
+
+  it('parses a Secret again only when its text changed (it is read on every probe)', () => {
+    const first = kubeConfigFromSecret(secretOf(kubeconfig()), REF, POLICY);
+    expect(kubeConfigFromSecret(secretOf(kubeconfig()), REF, POLICY, first), 'the same object, not parsed again').to.equal(first);
+    const changed = kubeConfigFromSecret(secretOf(kubeconfig('token: other')), REF, POLICY, first);
+    expect(changed).to.not.equal(first);
+    expect(changed.kubeConfig.getCurrentUser()?.token).to.equal('other');
   });
 
   it('accepts what `admiralty export-kubeconfig` writes, with CA data and a token', () => {
@@ -187,5 +196,48 @@ describe('Target kubeconfigs: where the server may be', () => {
     const { kubeConfig } = kubeConfigFromSecret(secretOf(kubeconfig('token: t', 'server: https://127.0.0.1:6443')), REF, loopbackOk);
     expect(kubeConfig.getCurrentCluster()?.server).to.equal('https://127.0.0.1:6443');
     expect(refusal(kubeconfig('token: t', 'server: https://169.254.169.254'), loopbackOk).reason).to.equal('ServerNotAllowed');
+  });
+});
+
+describe('Target kubeconfigs: the hostile-input table', () => {
+  it('refuses every hostile kubeconfig with its reason, within a responsive event loop, and prints what it tried', async () => {
+    const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+    const cases: [string, string, string][] = [
+      ['token-file: the provider token', kubeconfig('token-file: /var/run/secrets/kubernetes.io/serviceaccount/token'), 'KubeconfigUnsupported'],
+      ['exec plugin', kubeconfig('exec: {command: /bin/sh}'), 'KubeconfigUnsupported'],
+      ['auth-provider', kubeconfig('auth-provider: {name: gcp}'), 'KubeconfigUnsupported'],
+      ['client-certificate file', kubeconfig('client-certificate: /etc/passwd'), 'KubeconfigUnsupported'],
+      ['certificate-authority file', kubeconfig('token: t', 'server: https://10.0.0.1, certificate-authority: /etc/hostname'), 'KubeconfigUnsupported'],
+      ['proxy-url', kubeconfig('token: t', 'server: https://10.0.0.1, proxy-url: "socks5://10.9.9.9"'), 'KubeconfigUnsupported'],
+      ['impersonation', kubeconfig('token: t, as-groups: [system:masters]'), 'KubeconfigUnsupported'],
+      ['metadata server', kubeconfig('token: t', 'server: https://169.254.169.254'), 'ServerNotAllowed'],
+      ['own address', kubeconfig('token: t', 'server: "https://10.1.2.3:10250"'), 'ServerNotAllowed'],
+      ['loopback', kubeconfig('token: t', 'server: "https://[::1]"'), 'ServerNotAllowed'],
+      ['query string', kubeconfig('token: t', 'server: "https://10.0.0.1/api?x="'), 'KubeconfigInvalid'],
+      ['token with a newline', kubeconfig('token: "a\\nb"'), 'KubeconfigInvalid'],
+      ['YAML nested 200 000 deep', `clusters: ${deep(200_000)}`, 'KubeconfigInvalid'],
+      ['YAML alias bomb', `a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]`, 'KubeconfigInvalid'],
+      ['a 60 KB mapping, one key twice', `preferences: {${Array.from({ length: 6_000 }, (_, i) => `k${i}: v`).join(', ')}, k0: again}\n${kubeconfig()}`, 'KubeconfigInvalid'],
+      ['over 64 KiB', `${kubeconfig()}# ${'x'.repeat(300 * 1024)}\n`, 'KubeconfigInvalid'],
+    ];
+    const heapBefore = process.memoryUsage().heapUsed;
+    let peakHeap = heapBefore;
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    const rows: string[] = [];
+    for (const [what, text, reason] of cases) {
+      const started = process.hrtime.bigint();
+      const err = refusal(text);
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      peakHeap = Math.max(peakHeap, process.memoryUsage().heapUsed);
+      rows.push(`${what.padEnd(34)} ${err.reason.padEnd(22)} ${ms.toFixed(1).padStart(6)} ms`);
+      expect(err.reason, what).to.equal(reason);
+      // Let the delay monitor sample between cases, as the provider's other work would run.
+      await new Promise((r) => setImmediate(r));
+    }
+    delay.disable();
+    const maxDelayMs = delay.max / 1e6;
+    console.log(`${rows.map((r) => `      ${r}`).join('\n')}\n      peak heap +${((peakHeap - heapBefore) / 2 ** 20).toFixed(1)} MiB, max event-loop delay ${maxDelayMs.toFixed(1)} ms`);
+    expect(maxDelayMs).to.be.below(100);
   });
 });
