@@ -290,7 +290,8 @@ describe('delegate ownership helpers', () => {
 describe('sourcePodManifest on a hostile annotation', () => {
   const proxyWith = (raw: string): V1Pod => ({ metadata: { name: 'p', namespace: 'n', annotations: { [SOURCE_POD_MANIFEST_ANNOTATION]: raw } } });
   const cases: [string, string, RegExp][] = [
-    ['YAML nested 50 000 deep (the parser would recurse until the stack runs out)', `spec: ${'['.repeat(50_000)}${']'.repeat(50_000)}`, /nested deeper than 32 levels/],
+    ['YAML nested 20 000 deep (the parser would recurse until the stack runs out)', `spec: ${'['.repeat(20_000)}${']'.repeat(20_000)}`, /nested deeper than 32 levels/],
+    ['YAML over 64 KiB', `spec: {containers: []}\n# ${'x'.repeat(70 * 1024)}`, /larger than 64 KiB/],
     ['a YAML alias bomb', `a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nspec: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]`, /alias/i],
     ['YAML with duplicate keys', 'spec: {containers: []}\nspec: {containers: [{name: x, image: x, securityContext: {privileged: true}}]}', /duplicate key "spec"/],
   ];
