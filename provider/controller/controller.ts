@@ -6,6 +6,9 @@ import type { Metrics } from '../core/metrics.js';
 import type { Informer } from './informer.js';
 import { WorkQueue } from './workqueue.js';
 
+/** How often start() checks whether the watched informers have listed. */
+const CACHE_SYNC_POLL_MS = 100;
+
 /** A level-based reconciler: it sees only a key, never the event that woke it. */
 export interface Reconciler {
   /** Throwing means retry with backoff; a TerminalError means log, count and drop. */
@@ -31,6 +34,8 @@ export class Controller {
   private readonly inFlight = new Set<Promise<void>>();
   private workers: Promise<void>[] = [];
   private started = false;
+  /** The informers this controller watches: its workers start once each has listed. */
+  private readonly caches: Array<{ hasSynced(): boolean }> = [];
 
   constructor(private readonly o: ControllerOptions) {
     this.name = o.name;
@@ -52,8 +57,9 @@ export class Controller {
     this.queue.addAfter(key, ms);
   }
 
-  /** Wires an informer's events to keys of this controller. */
+  /** Wires an informer's events to keys of this controller; start() waits for it to sync. */
   watch<T extends KubernetesObject>(informer: Informer<T>, mapToKeys: (obj: T) => string[]): void {
+    this.caches.push(informer);
     const handler = (obj: T) => {
       let keys: string[] = [];
       try {
@@ -68,10 +74,25 @@ export class Controller {
     informer.on('delete', handler);
   }
 
+  /**
+   * Starts the workers once every watched informer holds its first list (as controller-runtime
+   * waits for its caches). A reconcile that ran earlier would take an object not listed yet for
+   * an object that is gone: after a restart, the targets reconciler woke by the virtual-nodes
+   * informer deleted the virtual node of every Target whose informer had not listed yet. Keys
+   * queue up meanwhile. Idempotent.
+   */
   start(): void {
     if (this.started) return;
     this.started = true;
-    for (let i = 0; i < (this.o.workers ?? 2); i++) this.workers.push(this.work());
+    const begin = () => {
+      if (this.queue.isShuttingDown()) return;
+      if (!this.caches.every((c) => c.hasSynced())) {
+        this.o.clock.setTimeout(begin, CACHE_SYNC_POLL_MS);
+        return;
+      }
+      for (let i = 0; i < (this.o.workers ?? 2); i++) this.workers.push(this.work());
+    };
+    begin();
   }
 
   private async work(): Promise<void> {

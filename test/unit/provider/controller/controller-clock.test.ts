@@ -130,10 +130,40 @@ describe('Controller driven by a fake clock', () => {
       if (p.metadata!.name === 'bad') throw new Error('bug in a mapper');
       return [`ns/${p.metadata!.name}`];
     });
-    controller.start();
     pods.start();
     await settle();
+    controller.start();
+    await settle();
     expect(calls).to.deep.equal(['ns/good']);
+    pods.stop();
+  });
+
+  it('reconciles nothing until the informers it watches hold their first list', async () => {
+    make(async (k) => void calls.push(k));
+    let answer: (list: { items: V1Pod[]; metadata: { resourceVersion: string } }) => void = () => undefined;
+    const pods = new Informer<V1Pod>({
+      name: 'pods',
+      cluster: 'c1',
+      kubeConfig: new KubeConfig(),
+      path: '/api/v1/pods',
+      list: () => new Promise((r) => (answer = r)),
+      logger: silentLogger(),
+      clock,
+      watch: { watch: async () => ({ abort() {} }) },
+    });
+    controller.watch(pods, (p) => [`ns/${p.metadata!.name}`]);
+    pods.start();
+    controller.start();
+    // A key from elsewhere (another informer, a resync) waits too: the cache would say "absent".
+    controller.enqueue('ns/early');
+    clock.advance(1000);
+    await settle();
+    expect(calls, 'nothing before the first list').to.deep.equal([]);
+    answer({ items: [{ metadata: { name: 'a', namespace: 'ns', resourceVersion: '1' } }], metadata: { resourceVersion: '1' } });
+    await settle();
+    clock.advance(100);
+    await settle();
+    expect([...calls].sort()).to.deep.equal(['ns/a', 'ns/early']);
     pods.stop();
   });
 
