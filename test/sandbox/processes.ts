@@ -30,11 +30,13 @@ export interface ProcessSpec {
  * The restart loop, in bash so that it costs no Node process of its own. It waits for the
  * command, and starts it again one second after it exits, unless a stop was asked for: the
  * TERM/INT that stopProcess sends to the whole process group reaches the command directly, so
- * the trap only notes it (a second SIGTERM would cut the command's own drain short).
+ * the trap only notes it (a second SIGTERM would cut the command's own drain short). Other
+ * signals sent to the recorded pid (SIGHUP: renew certificates now) are passed on to the command.
  */
 const RESTART_LOOP = `
 stopping=
 trap 'stopping=1' TERM INT
+for s in HUP USR1 USR2; do trap "kill -$s \\$child 2>/dev/null" $s; done
 while [ -z "$stopping" ]; do
   "$@" & child=$!
   # A trapped signal ends wait early: keep waiting until the command itself has exited.

@@ -65,4 +65,18 @@ describe('sandbox processes with restart', function () {
     expect(readFileSync(terms, 'utf8').trim().split('\n')).to.deep.equal(['term']);
     expect(pidsWith(marker)).to.deep.equal([]);
   });
+
+  it('passes a SIGHUP sent to the recorded pid on to the command, and keeps running', async () => {
+    const marker = `restart-test-${process.pid}-d`;
+    const hups = join(dir, 'hups');
+    const s = spec(`trap 'echo hup >> ${hups}' HUP; while :; do sleep 0.1; done`, marker);
+    const pid = startProcess(s);
+    for (let i = 0; i < 50 && pidsWith(marker).length < 2; i++) await sleep(100);
+    process.kill(pid, 'SIGHUP');
+    for (let i = 0; i < 30 && !existsSync(hups); i++) await sleep(100);
+    expect(readFileSync(hups, 'utf8').trim()).to.equal('hup');
+    expect(isRunning(s), 'the loop is still there').to.equal(true);
+    expect(await stopProcess(s)).to.equal(true);
+    expect(pidsWith(marker)).to.deep.equal([]);
+  });
 });
