@@ -1,6 +1,6 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import { dirname, join, resolve } from 'node:path';
@@ -338,6 +338,11 @@ export class Sandbox {
     return join(this.clusterDir(cluster), 'audit.log');
   }
 
+  /** When a stopped apiserver was started again and when it became ready, one JSON line each. */
+  private apiserverStartsPath(cluster: string): string {
+    return join(this.clusterDir(cluster), 'apiserver-starts.jsonl');
+  }
+
   /**
    * The requests of the provider's ServiceAccount that the authorizer of `cluster`'s apiserver
    * refused since it started (not 403s of admission, e.g. in a namespace being deleted), as `verb resource[/subresource] [namespace/]name`, from the audit log
@@ -347,6 +352,10 @@ export class Sandbox {
   providerForbiddenRequests(cluster: string): string[] | undefined {
     const log = this.auditLogPath(cluster);
     if (!existsSync(log)) return undefined;
+    // Refusals while a restarted apiserver was not ready yet say nothing about our RBAC.
+    const starting = existsSync(this.apiserverStartsPath(cluster))
+      ? readFileSync(this.apiserverStartsPath(cluster), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { startedMs: number; readyMs: number })
+      : [];
     const dir = dirname(log);
     const files = readdirSync(dir).filter((f) => f.startsWith('audit') && f.endsWith('.log')).map((f) => join(dir, f));
     const refused: string[] = [];
@@ -354,12 +363,15 @@ export class Sandbox {
       for (const line of readFileSync(f, 'utf8').split('\n')) {
         if (!line.includes('"forbid"')) continue;
         const e = JSON.parse(line) as {
+          stageTimestamp?: string;
           user?: { username?: string };
           verb?: string;
           annotations?: Record<string, string>;
           objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
         };
         if (e.user?.username !== PROVIDER_USER || e.annotations?.['authorization.k8s.io/decision'] !== 'forbid') continue;
+        const at = Date.parse(e.stageTimestamp ?? '');
+        if (starting.some((w) => at >= w.startedMs && at <= w.readyMs)) continue;
         const o = e.objectRef ?? {};
         refused.push(`${e.verb} ${o.resource ?? '?'}${o.subresource ? `/${o.subresource}` : ''} ${o.namespace ? `${o.namespace}/` : ''}${o.name ?? ''}`.trim());
       }
@@ -637,8 +649,14 @@ webhooks:
   async start(cluster: string, component: Component): Promise<void> {
     const state = this.requireState();
     if (component === 'provider') shippedCli();
+    const startedMs = Date.now();
     startProcess(this.spec(cluster, component, state));
-    if (component === 'kube-apiserver') await waitFor(`${cluster} kube-apiserver`, 90_000, () => this.apiserverReady(cluster, state));
+    if (component === 'kube-apiserver') {
+      await waitFor(`${cluster} kube-apiserver`, 90_000, () => this.apiserverReady(cluster, state));
+      // Until /readyz says so, the apiserver may refuse requests its RBAC allows (its caches
+      // are still syncing): remember the window, for providerForbiddenRequests.
+      appendFileSync(this.apiserverStartsPath(cluster), `${JSON.stringify({ startedMs, readyMs: Date.now() })}\n`);
+    }
     if (component === 'etcd') await waitFor(`${cluster} etcd`, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));
     if (component === 'provider') await waitFor(`${cluster} provider`, 60_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).metrics}/readyz`));
   }
