@@ -28,7 +28,11 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   maxConnections: 256,
   handshakeTimeoutMs: 10_000,
   firstRequestTimeoutMs: 15_000,
-  keepAliveTimeoutMs: 30_000,
+  // Longer than the apiserver's own idle timeout for these connections (Go's http.Transport
+  // default, 90 s, which its webhook and kubelet clients keep): the client must be the one that
+  // closes an idle connection. Closing it first races the client reusing it, and the request
+  // then fails with "connection reset by peer" (a refused pod, with failurePolicy Fail).
+  keepAliveTimeoutMs: 120_000,
 };
 
 /** TLS options that carry the limits which can only be set at creation (`handshakeTimeout`). Pure. */

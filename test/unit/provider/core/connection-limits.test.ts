@@ -1,0 +1,10 @@
+import { expect } from 'chai';
+import { DEFAULT_CONNECTION_LIMITS } from '../../../../provider/core/connection-limits.js';
+
+describe('DEFAULT_CONNECTION_LIMITS', () => {
+  it("keeps an idle connection longer than the apiserver's clients do (Go's 90 s), so they close it first", () => {
+    // A server that closes first races the client reusing the connection: the webhook call
+    // fails with "connection reset by peer" and, with failurePolicy Fail, the pod is refused.
+    expect(DEFAULT_CONNECTION_LIMITS.keepAliveTimeoutMs).to.be.above(90_000);
+  });
+});
