@@ -130,8 +130,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
 
   const controllers: Controller[] = [];
   const informers: RunnableInformer[] = [];
-  const newInformer = <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string): Informer<T> =>
-    new Informer<T>({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, logger, clock, metrics });
+  const newInformer = <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string, transform?: (obj: T) => T): Informer<T> =>
+    new Informer<T>({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform, logger, clock, metrics });
   const newController = (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => {
     const c = new Controller({ name, reconciler, workers: config.workers, clock, logger, metrics });
     controllers.push(c);
@@ -150,18 +150,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     // Pods bound to a node and not finished, of every namespace (kube-scheduler's own selection
     // of assigned pods), cut down to what the summary reads.
     const assigned = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
-    const pods = new Informer<V1Pod>({
-      name: 'assigned-pods',
-      cluster: config.clusterName,
-      kubeConfig: kc,
-      path: '/api/v1/pods',
-      list: () => core.listPodForAllNamespaces({ fieldSelector: assigned }),
-      fieldSelector: assigned,
-      transform: summaryPodFields,
-      logger,
-      clock,
-      metrics,
-    });
+    const pods = newInformer<V1Pod>('assigned-pods', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: assigned }), undefined, assigned, summaryPodFields);
     informers.push(nodes, pods);
     const c = newController('summary', new SummaryReconciler({ custom, nodes, pods, clock }));
     c.watch(nodes, () => [SummaryReconciler.KEY]);

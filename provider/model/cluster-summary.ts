@@ -131,9 +131,7 @@ function sumResources(lists: (Record<string, string> | undefined)[]): Record<str
       sums.set(name, (sums.get(name) ?? 0n) + nano);
     }
   }
-  const out: Record<string, string> = {};
-  for (const name of [...sums.keys()].sort()) out[name] = formatQuantity(sums.get(name)!, name);
-  return out;
+  return formatList(sums);
 }
 
 /**
