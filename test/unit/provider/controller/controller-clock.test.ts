@@ -1,9 +1,9 @@
 import { expect } from 'chai';
-import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { Controller } from '../../../../provider/controller/controller.js';
-import { Informer, type WatchStarter } from '../../../../provider/controller/informer.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
+import { listOnlyPodInformer } from './fixtures.js';
 
 /** Lets every promise chain that can move without the clock move. */
 async function settle(): Promise<void> {
@@ -112,20 +112,13 @@ describe('Controller driven by a fake clock', () => {
 
   it('a key mapper that throws loses only its own event', async () => {
     make(async (k) => void calls.push(k));
-    const watch: WatchStarter = { watch: async () => ({ abort() {} }) };
-    const pods = new Informer<V1Pod>({
-      name: 'pods',
-      cluster: 'c1',
-      kubeConfig: new KubeConfig(),
-      path: '/api/v1/pods',
-      list: async () => ({
+    const pods = listOnlyPodInformer(
+      async () => ({
         items: [{ metadata: { name: 'bad', namespace: 'ns', resourceVersion: '1' } }, { metadata: { name: 'good', namespace: 'ns', resourceVersion: '1' } }],
         metadata: { resourceVersion: '1' },
       }),
-      logger: silentLogger(),
       clock,
-      watch,
-    });
+    );
     controller.watch(pods, (p) => {
       if (p.metadata!.name === 'bad') throw new Error('bug in a mapper');
       return [`ns/${p.metadata!.name}`];
@@ -141,16 +134,7 @@ describe('Controller driven by a fake clock', () => {
   it('reconciles nothing until the informers it watches hold their first list', async () => {
     make(async (k) => void calls.push(k));
     let answer: (list: { items: V1Pod[]; metadata: { resourceVersion: string } }) => void = () => undefined;
-    const pods = new Informer<V1Pod>({
-      name: 'pods',
-      cluster: 'c1',
-      kubeConfig: new KubeConfig(),
-      path: '/api/v1/pods',
-      list: () => new Promise((r) => (answer = r)),
-      logger: silentLogger(),
-      clock,
-      watch: { watch: async () => ({ abort() {} }) },
-    });
+    const pods = listOnlyPodInformer(() => new Promise((r) => (answer = r)), clock);
     controller.watch(pods, (p) => [`ns/${p.metadata!.name}`]);
     pods.start();
     controller.start();

@@ -1,12 +1,11 @@
-import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { Registry } from 'prom-client';
 import { Controller } from '../../../../provider/controller/controller.js';
-import { Informer, type WatchStarter } from '../../../../provider/controller/informer.js';
 import { realClock } from '../../../../provider/core/clock.js';
 import { TerminalError } from '../../../../provider/core/errors.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { createMetrics } from '../../../../provider/core/metrics.js';
+import { listOnlyPodInformer } from './fixtures.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function until(what: string, cond: () => boolean, ms = 2000): Promise<void> {
@@ -30,17 +29,7 @@ describe('Controller', () => {
   it('maps informer events to keys and reconciles each', async () => {
     const seen: string[] = [];
     const { controller } = make(async (k) => void seen.push(k));
-    const watch: WatchStarter = { watch: async () => ({ abort() {} }) };
-    const pods = new Informer<V1Pod>({
-      name: 'pods',
-      cluster: 'c1',
-      kubeConfig: new KubeConfig(),
-      path: '/api/v1/pods',
-      list: async () => ({ items: [{ metadata: { name: 'a', namespace: 'ns', resourceVersion: '1' } }], metadata: { resourceVersion: '1' } }),
-      logger: silentLogger(),
-      clock: realClock,
-      watch,
-    });
+    const pods = listOnlyPodInformer(async () => ({ items: [{ metadata: { name: 'a', namespace: 'ns', resourceVersion: '1' } }], metadata: { resourceVersion: '1' } }), realClock);
     controller.watch(pods, (p) => [`ns/${p.metadata!.name}`, 'everything']);
     controller.start();
     pods.start();
