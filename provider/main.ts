@@ -53,6 +53,10 @@ import { SelfTargetBindings } from './reconcilers/self-target-bindings.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
 import { TargetsReconciler } from './reconcilers/targets.js';
+import { Binder } from '../scheduler/bind.js';
+import { createExtenderApp } from '../scheduler/extender-server.js';
+import { PlacementMemory } from '../scheduler/placement-memory.js';
+import { nodesOfSummary } from '../scheduler/target-nodes.js';
 
 /** What the provider needs of an informer to start, stop and report readiness. */
 type RunnableInformer = { start(): void; stop(): void; hasSynced(): boolean };
@@ -117,10 +121,13 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   lifecycle.add('metrics server', () => new Promise<void>((res) => opsServer.close(() => res())));
 
   const clusters = new ClusterRegistry();
+  // The scheduler extender shares the webhook's server (and certificate); its routes are added
+  // once the caches it reads are wired, below.
+  const extenderRoutes = express.Router();
 
   // Webhook: every replica serves it; the certificate lives in a Secret so replicas share it.
   if (enabled('webhook')) {
-    await startWebhook(config, kc, core, registry, metrics, logger, lifecycle);
+    await startWebhook(config, kc, core, registry, metrics, logger, lifecycle, extenderRoutes);
   }
   // Kubelet API: serves logs/exec/attach/port-forward of proxies by bridging to delegates.
   if (enabled('kubelet')) {
@@ -207,8 +214,42 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     c.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n));
   }
 
-  if (enabled('delegation')) {
-    await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, proxies: proxies!, newInformer, newController });
+  const delegation = enabled('delegation')
+    ? await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, proxies: proxies!, newInformer, newController })
+    : undefined;
+
+  if (enabled('extender')) {
+    const memory = new PlacementMemory();
+    const binder = delegation
+      ? new Binder({
+          sourceCore: core,
+          registry: clusters,
+          proxies: proxies!,
+          namespaces: delegation.namespaces,
+          delegates: delegation.delegates,
+          follow: delegation.follow,
+          memory,
+          sourceClusterName: config.clusterName,
+          clock,
+          logger,
+          placeTimeoutMs: config.delegatePlacementTimeoutSeconds * 1000,
+        })
+      : undefined;
+    extenderRoutes.use(
+      createExtenderApp({
+        registry: clusters,
+        targetState: (key) => {
+          const read = clusters.summary(key);
+          return read && { nodes: nodesOfSummary(read.summary), readAtMs: read.readAtMs };
+        },
+        policy: { kind: 'spread' },
+        memory,
+        binder,
+        clock,
+        logger,
+        metricsRegistry: registry,
+      }),
+    );
   }
 
   for (const i of informers) ready.informers.push(i);
@@ -252,7 +293,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   return lifecycle.waitForSignal(config.shutdownTimeoutSeconds * 1000);
 }
 
-async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1Api, registry: Registry, metrics: Metrics, logger: Logger, lifecycle: Lifecycle): Promise<void> {
+async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1Api, registry: Registry, metrics: Metrics, logger: Logger, lifecycle: Lifecycle, extenderRoutes: express.Router): Promise<void> {
   const admission = kc.makeApiClient(AdmissionregistrationV1Api);
   const dnsNames = config.webhookServiceName
     ? [config.webhookServiceName, `${config.webhookServiceName}.${config.namespace}`, `${config.webhookServiceName}.${config.namespace}.svc`, `${config.webhookServiceName}.${config.namespace}.svc.cluster.local`]
@@ -267,7 +308,8 @@ async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1
     return { certPem: pair.certPem, keyPem: pair.keyPem };
   };
   const first = await issue();
-  const app = createWebhookApp({ logger, registry });
+  const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
+  app.use(extenderRoutes);
   const server = createWebhookServer({ pair: first, handler: app, onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
   const rotator = new CertRotator({
     issue,
@@ -360,7 +402,11 @@ interface DelegationWiring {
  * gets its own informers (delegates, copies) when it joins the registry and loses them when
  * it leaves, so a broken target never stalls the others.
  */
-async function wireDelegation(w: DelegationWiring): Promise<void> {
+async function wireDelegation(w: DelegationWiring): Promise<{
+  namespaces: Informer<V1Namespace>;
+  delegates: (key: string) => Informer<V1Pod> | undefined;
+  follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+}> {
   // Loaded only when delegation is enabled: target-only installs never load it.
   const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }] = await Promise.all([
     import('./reconcilers/delegation.js'),
@@ -493,4 +539,5 @@ async function wireDelegation(w: DelegationWiring): Promise<void> {
     }
   }, 15_000);
   timer.unref();
+  return { namespaces, delegates: (key) => perTarget.get(key)?.delegates, follow };
 }

@@ -2,10 +2,14 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { Histogram, Registry } from 'prom-client';
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
+import { realClock, type Clock } from '../provider/core/clock.js';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
+import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
 import { fitsTarget } from './fit.js';
+import { PlacementMemory } from './placement-memory.js';
 import { MAX_TARGET_SCORE, scoreTarget, type PlacementPolicy } from './score.js';
+import type { FitNode } from './target-nodes.js';
 
 /** URL prefix of the extender (the `urlPrefix` of kube-scheduler's extender config ends with it). */
 export const EXTENDER_PATH_PREFIX = '/scheduler';
@@ -13,24 +17,23 @@ export const EXTENDER_PATH_PREFIX = '/scheduler';
 export const FILTER_PATH = `${EXTENDER_PATH_PREFIX}/filter`;
 /** `prioritizeVerb: prioritize`. */
 export const PRIORITIZE_PATH = `${EXTENDER_PATH_PREFIX}/prioritize`;
+/** `bindVerb: bind`. */
+export const BIND_PATH = `${EXTENDER_PATH_PREFIX}/bind`;
 
 /** Upstream `MaxExtenderPriority` (k8s.io/kube-scheduler/extender/v1): extender scores are 0..10. */
 export const MAX_EXTENDER_PRIORITY = 10;
 
 /**
- * What the extender needs to know of one target, read from the integrator's per-target
- * informers (caches, never a live API call: kube-scheduler waits on every answer).
+ * What the extender knows of one target: the nodes of its last ClusterSummary (read from the
+ * target by the targets reconciler; never a live call here, kube-scheduler waits on every answer).
  */
 export interface TargetState {
-  /** All nodes of the target (virtual ones of its own are skipped). */
-  nodes: readonly V1Node[];
-  /** Pods bound to those nodes, of every namespace (terminal ones are skipped). */
-  pods: readonly V1Pod[];
-  /** Namespaces that exist in the target, if watched; omit to skip the namespace check. */
-  namespaces?: ReadonlySet<string>;
+  nodes: readonly FitNode[];
+  /** When that summary was read (ms since the epoch), to tell which assumptions it covers. */
+  readAtMs: number;
 }
 
-/** Returns the cached state of a target by target key, or undefined while it is not synced yet. */
+/** Returns the cached state of a target by target key, or undefined while none was read. */
 export type TargetStateSource = (targetKey: string) => TargetState | undefined;
 
 export interface ExtenderAppOptions {
@@ -40,6 +43,11 @@ export interface ExtenderAppOptions {
   /** Placement policy, or a function read on every prioritize call (for live config reloads). */
   policy: PlacementPolicy | (() => PlacementPolicy);
   logger: Logger;
+  /** Refusals and assumptions shared with the binder; default a fresh one. */
+  memory?: PlacementMemory;
+  /** Serves `bind` when given (see {@link Binder}); without it, `bind` answers 404. */
+  binder?: { bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> };
+  clock?: Clock;
   /** Where the request histogram is registered; default a fresh registry owned by this app. */
   metricsRegistry?: Registry;
   /** Largest accepted body; default `64mb` (without `nodeCacheCapable`, every Node is sent on every call). */
@@ -90,28 +98,33 @@ export class MalformedExtenderArgsError extends Error {
  * * `POST /scheduler/filter`: `ExtenderArgs` in, `ExtenderFilterResult` out, in the form the
  *   nodes came in (`NodeNames` for `nodeCacheCapable: true`, else `Nodes`). Only our virtual nodes
  *   are judged, every other node is kept untouched. A virtual node is rejected when its target
- *   is unknown or not ready (`FailedAndUnresolvableNodes`), when the target's state is not synced
- *   yet (`FailedNodes`), or when {@link fitsTarget} finds no real node for the delegate
- *   (`FailedNodes` if some node lacked only resources, which preemption might free, else
- *   `FailedAndUnresolvableNodes`). The reason appears in the pod's FailedScheduling event.
+ *   is unknown or not ready (`FailedAndUnresolvableNodes`), when no summary of it was read yet or
+ *   it refused this pod lately (`FailedNodes`), or when {@link fitsTarget} finds no real node for
+ *   the delegate in its summary, less what was placed since (`FailedNodes` if some node lacked
+ *   only resources, which preemption might free, else `FailedAndUnresolvableNodes`). The reason
+ *   appears in the pod's FailedScheduling event.
  * * `POST /scheduler/prioritize`: `ExtenderArgs` in, `HostPriorityList` out: virtual nodes get
  *   {@link scoreTarget} scaled to 0..10; other nodes, and virtual nodes whose target is unknown,
  *   get 0.
+ * * `POST /scheduler/bind` (with a `binder`): `ExtenderBindingArgs` in, `ExtenderBindingResult`
+ *   out, answered once the target has placed the delegate or refused it (see `Binder`).
  *
- * A body that is not JSON or not an `ExtenderArgs` gets HTTP 400 with the reason as text
- * (kube-scheduler then fails the extender call, and skips it if `ignorable: true`). Records
- * `admiralty_scheduler_extender_request_duration_seconds{verb,result}` (result: ok, bad_request,
- * error) and logs malformed requests and internal errors once, here.
+ * A body that is not JSON or not of the expected shape gets HTTP 400 with the reason as text
+ * (kube-scheduler then fails the call and tries the pod again later). Records
+ * `admiralty_scheduler_extender_request_duration_seconds{verb,result}` (result: ok, refused,
+ * bad_request, error) and logs malformed requests and internal errors once, here.
  */
 export function createExtenderApp(opts: ExtenderAppOptions): Express {
   const { logger, registry } = opts;
+  const clock = opts.clock ?? realClock;
+  const memory = opts.memory ?? new PlacementMemory();
   const policyOf = typeof opts.policy === 'function' ? opts.policy : () => opts.policy as PlacementPolicy;
   const isVirtualNodeName = opts.isVirtualNodeName ?? ((name: string) => registry.byNodeName(name) !== undefined || /^admiralty-(namespace|cluster)-/.test(name));
   const duration = new Histogram({
     name: 'admiralty_scheduler_extender_request_duration_seconds',
-    help: 'Time to answer one scheduler extender call, by verb (filter, prioritize) and result (ok, bad_request, error).',
+    help: 'Time to answer one scheduler extender call, by verb (filter, prioritize, bind) and result (ok, refused, bad_request, error).',
     labelNames: ['verb', 'result'] as const,
-    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 5, 10, 20],
     registers: [opts.metricsRegistry ?? new Registry()],
   });
 
@@ -155,10 +168,15 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
         continue;
       }
       if (!state) {
-        failed[c.name] = `state of target ${target.displayName} is not synced yet`;
+        failed[c.name] = `no ClusterSummary of target ${target.displayName} was read yet`;
         continue;
       }
-      const fit = fitsTarget(args.Pod, state.nodes, state.pods, { targetName: target.displayName, namespaces: state.namespaces });
+      const refusal = memory.refusal(args.Pod.metadata?.uid, target.key, clock.now());
+      if (refusal) {
+        failed[c.name] = `refused ${Math.round((clock.now() - refusal.atMs) / 1000)} s ago: ${refusal.reason}`;
+        continue;
+      }
+      const fit = fitsTarget(args.Pod, state.nodes, { targetName: target.displayName, assumed: memory.assumedOn(target.key, state.readAtMs) });
       if (fit.fits) kept.add(c.name);
       else if (fit.unresolvable) unresolvable[c.name] = fit.reason;
       else failed[c.name] = fit.reason;
@@ -181,7 +199,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
         logger.error('scheduler extender: reading target state failed', { cluster: target?.displayName, ...errorFields(err) });
       }
       if (!target || !state) return { Host: c.name, Score: 0 };
-      const score = scoreTarget(policy, args.Pod, { key: target.key, displayName: target.displayName, nodes: state.nodes, pods: state.pods });
+      const score = scoreTarget(policy, args.Pod, { key: target.key, displayName: target.displayName, nodes: state.nodes, assumed: memory.assumedOn(target.key, state.readAtMs) });
       return { Host: c.name, Score: Math.round((score * MAX_EXTENDER_PRIORITY) / MAX_TARGET_SCORE) };
     });
   };
@@ -219,6 +237,25 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
 
   app.post(FILTER_PATH, raw, handle('filter', filter));
   app.post(PRIORITIZE_PATH, raw, handle('prioritize', prioritize));
+  const binder = opts.binder;
+  if (binder) {
+    app.post(BIND_PATH, raw, (req: Request, res: Response): void => {
+      const end = duration.startTimer({ verb: 'bind' });
+      let args: ExtenderBindingArgs;
+      try {
+        args = parseBindingArgs(Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '');
+      } catch (err) {
+        end({ result: 'bad_request' });
+        logger.warn('scheduler extender: malformed bind request', errorFields(err));
+        res.status(400).type('text/plain').send((err as Error).message);
+        return;
+      }
+      void binder.bind(args).then((result) => {
+        end({ result: result.Error ? 'refused' : 'ok' });
+        res.status(200).json(result);
+      });
+    });
+  }
 
   // Body-parser failures (too large, bad encoding): answer, never crash. Only for our paths, so
   // that mounted on another app this handler does not answer for that app's routes.
@@ -272,6 +309,26 @@ export function parseExtenderArgs(text: string): ExtenderArgs {
     }
   }
   return body as unknown as ExtenderArgs;
+}
+
+/**
+ * Parses and checks an `ExtenderBindingArgs` body: `PodName`, `PodNamespace`, `PodUID` and `Node`
+ * must be non-empty strings.
+ *
+ * @throws MalformedExtenderArgsError with a reason fit for the caller.
+ */
+export function parseBindingArgs(text: string): ExtenderBindingArgs {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (err) {
+    throw new MalformedExtenderArgsError(`request body is not JSON: ${(err as Error).message}`);
+  }
+  if (!isObject(body)) throw new MalformedExtenderArgsError('ExtenderBindingArgs must be a JSON object');
+  for (const field of ['PodName', 'PodNamespace', 'PodUID', 'Node'] as const) {
+    if (typeof body[field] !== 'string' || body[field] === '') throw new MalformedExtenderArgsError(`ExtenderBindingArgs.${field} must be a non-empty string`);
+  }
+  return { PodName: body.PodName, PodNamespace: body.PodNamespace, PodUID: body.PodUID, Node: body.Node };
 }
 
 function isObject(v: unknown): v is Record<string, any> {

@@ -1,14 +1,15 @@
-import type { V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
+import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import { SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/core/keys.js';
 import { delegateSourcePod } from '../provider/model/delegate-pod.js';
+import { formatQuantity } from '../provider/model/quantity.js';
+import { ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint, VIRTUAL_NODE_ONLY_LABEL_KEYS } from './node-match.js';
-import { allocatableOf, ONE_POD, podRequests, requestedByNode, type ResourceAmounts } from '../provider/model/resources.js';
+import type { FitNode } from './target-nodes.js';
 
 /** Reasons, worded like kube-scheduler's own, so FailedScheduling events read familiar. */
 export const REASON_NOT_READY = 'node(s) were not ready';
 export const REASON_UNSCHEDULABLE = 'node(s) were unschedulable';
 export const REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector";
-export const REASON_VIRTUAL = 'node(s) were virtual nodes of admiralty';
 export const REASON_TOO_MANY_PODS = 'Too many pods';
 
 const UNSCHEDULABLE_TAINT = { key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' };
@@ -19,10 +20,10 @@ export interface FitOptions {
   /** Label keys counted as satisfied; default {@link VIRTUAL_NODE_ONLY_LABEL_KEYS}. */
   ignoredLabelKeys?: ReadonlySet<string>;
   /**
-   * Namespaces that exist in the target, when known. The delegate is created in the proxy's
-   * namespace; if it is missing, no node fits. Omit when unknown (no check).
+   * Requests already promised on a node that its summary does not show yet (delegates this
+   * source placed after the summary was written), by node name.
    */
-  namespaces?: ReadonlySet<string>;
+  assumed?: ReadonlyMap<string, ResourceAmounts>;
 }
 
 export interface FitResult {
@@ -56,22 +57,22 @@ export function schedulingPod(pod: V1Pod): V1Pod {
 }
 
 /**
- * Whether a target has a real node on which the delegate of `pod` fits now. A node fits when it
- * is not one of our virtual nodes, is Ready, is schedulable (not cordoned, unless the pod
- * tolerates `node.kubernetes.io/unschedulable`), matches the pod's nodeSelector and required node
- * affinity against its own labels (virtual-node-only keys ignored, see
- * {@link matchesNodeSelectorAndAffinity}), tolerates its NoSchedule/NoExecute taints, and has
- * free allocatable (allocatable minus the requests of the non-terminal pods bound to it) for every
- * resource the pod requests (see {@link podRequests}) plus one pod slot. Checks run in that order
- * and a node is counted under its first failure, except resources, where every insufficient one
- * is counted (as kube-scheduler does).
+ * Whether a target has a real node on which the delegate of `pod` fits now, judged from the
+ * target's ClusterSummary ({@link nodesOfSummary}). A node fits when it is Ready, schedulable
+ * (not cordoned, unless the pod tolerates `node.kubernetes.io/unschedulable`), matches the pod's
+ * nodeSelector and required node affinity against its own labels (virtual-node-only keys
+ * ignored, see {@link matchesNodeSelectorAndAffinity}), tolerates its NoSchedule/NoExecute
+ * taints, and has free room (free minus `assumed`) for every resource the pod requests (see
+ * {@link podRequests}) plus one pod slot. Checks run in that order and a node is counted under
+ * its first failure, except resources, where every insufficient one is counted (as
+ * kube-scheduler does); the reason then names the largest free amount of each such resource.
  *
  * Judged on the delegate's spec ({@link schedulingPod}). Ignores pod (anti-)affinity, topology
- * spread, host ports, volumes and DRA claims: the target's scheduler still has the last word.
+ * spread, host ports, volumes and DRA claims: the target's scheduler has the last word, at bind.
  *
  * Pure; called by the scheduler extender once per virtual node and pod.
  */
-export function fitsTarget(pod: V1Pod, targetNodes: readonly V1Node[], targetPods: readonly V1Pod[], opts: FitOptions): FitResult {
+export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: FitOptions): FitResult {
   const target = opts.targetName;
   let delegate: V1Pod;
   try {
@@ -80,10 +81,6 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly V1Node[], targetPod
     return { fits: false, reason: (err as Error).message, fittingNodes: [], unresolvable: true };
   }
   const spec: V1PodSpec = delegate.spec ?? ({ containers: [] } as V1PodSpec);
-  const namespace = delegate.metadata?.namespace;
-  if (opts.namespaces && namespace && !opts.namespaces.has(namespace)) {
-    return { fits: false, reason: `namespace ${namespace} does not exist in ${target}`, fittingNodes: [], unresolvable: true };
-  }
   if (targetNodes.length === 0) {
     return { fits: false, reason: `no node in ${target} fits: ${target} has no nodes`, fittingNodes: [], unresolvable: true };
   }
@@ -91,23 +88,19 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly V1Node[], targetPod
   const ignored = opts.ignoredLabelKeys ?? VIRTUAL_NODE_ONLY_LABEL_KEYS;
   const requests = podRequests(spec);
   requests.set('pods', ONE_POD);
-  const used = requestedByNode(targetPods);
   const failures = new Map<string, number>();
   const fail = (reason: string) => failures.set(reason, (failures.get(reason) ?? 0) + 1);
+  /** Largest free amount seen, per resource that was short somewhere. */
+  const largestFree = new Map<string, bigint>();
   let resourceFailures = 0;
   const fittingNodes: string[] = [];
 
   for (const node of targetNodes) {
-    const nodeName = node.metadata?.name ?? '';
-    if (node.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === VIRTUAL_KUBELET_PROVIDER_VALUE) {
-      fail(REASON_VIRTUAL);
-      continue;
-    }
-    if (!isReady(node)) {
+    if (node.notReady) {
       fail(REASON_NOT_READY);
       continue;
     }
-    if (node.spec?.unschedulable && !(spec.tolerations ?? []).some((t) => tolerates(t, UNSCHEDULABLE_TAINT))) {
+    if (node.unschedulable && !(spec.tolerations ?? []).some((t) => tolerates(t, UNSCHEDULABLE_TAINT))) {
       fail(REASON_UNSCHEDULABLE);
       continue;
     }
@@ -115,18 +108,30 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly V1Node[], targetPod
       fail(REASON_AFFINITY);
       continue;
     }
-    const taint = untoleratedTaint(node.spec?.taints, spec.tolerations);
+    const taint = untoleratedTaint(node.taints, spec.tolerations);
     if (taint) {
       fail(`node(s) had untolerated taint {${taint.key}: ${taint.value ?? ''}}`);
       continue;
     }
-    const insufficient = insufficientResources(requests, allocatableOf(node), used.get(nodeName));
-    if (insufficient.length > 0) {
+    const assumed = opts.assumed?.get(node.name);
+    const short: string[] = [];
+    for (const [name, amount] of requests) {
+      if (amount <= 0n) continue;
+      const free = (node.free.get(name) ?? 0n) - (assumed?.get(name) ?? 0n);
+      if (free < amount) short.push(name);
+    }
+    if (short.length > 0) {
       resourceFailures++;
-      for (const r of insufficient) fail(r === 'pods' ? REASON_TOO_MANY_PODS : `Insufficient ${r}`);
+      for (const r of short.sort()) {
+        fail(r === 'pods' ? REASON_TOO_MANY_PODS : `Insufficient ${r}`);
+      }
+      for (const [name] of requests) {
+        const free = (node.free.get(name) ?? 0n) - (assumed?.get(name) ?? 0n);
+        if (free > (largestFree.get(name) ?? -1n)) largestFree.set(name, free > 0n ? free : 0n);
+      }
       continue;
     }
-    fittingNodes.push(nodeName);
+    fittingNodes.push(node.name);
   }
 
   if (fittingNodes.length > 0) {
@@ -134,23 +139,11 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly V1Node[], targetPod
   }
   const summary = [...failures]
     .sort(([a, m], [b, n]) => n - m || (a < b ? -1 : a > b ? 1 : 0))
-    .map(([reason, count]) => `${count} ${reason}`)
+    .map(([reason, count]) => {
+      const resource = reason.startsWith('Insufficient ') ? reason.slice('Insufficient '.length) : undefined;
+      const most = resource === undefined ? undefined : largestFree.get(resource);
+      return `${count} ${reason}${most === undefined ? '' : ` (largest free ${formatQuantity(most, resource!)})`}`;
+    })
     .join(', ');
   return { fits: false, reason: `no node in ${target} fits: ${summary}`, fittingNodes, unresolvable: resourceFailures === 0 };
-}
-
-/** A node is Ready when its `Ready` condition is `True`. */
-export function isReady(node: V1Node): boolean {
-  return (node.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
-}
-
-/** Resource names (sorted) for which `allocatable - used` is less than the request; zero requests are skipped. */
-function insufficientResources(requests: ResourceAmounts, allocatable: ResourceAmounts, used: ResourceAmounts | undefined): string[] {
-  const out: string[] = [];
-  for (const [name, amount] of requests) {
-    if (amount <= 0n) continue;
-    const free = (allocatable.get(name) ?? 0n) - (used?.get(name) ?? 0n);
-    if (free < amount) out.push(name);
-  }
-  return out.sort();
 }

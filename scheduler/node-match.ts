@@ -1,4 +1,4 @@
-import type { V1Node, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1PodSpec, V1Taint, V1Toleration } from '@kubernetes/client-node';
+import type { V1NodeSelectorRequirement, V1NodeSelectorTerm, V1PodSpec, V1Taint, V1Toleration } from '@kubernetes/client-node';
 import {
   CLUSTER_TARGET_NAME_LABEL,
   TARGET_NAME_LABEL,
@@ -19,6 +19,12 @@ export const VIRTUAL_NODE_ONLY_LABEL_KEYS: ReadonlySet<string> = new Set([
   CLUSTER_TARGET_NAME_LABEL,
 ]);
 
+/** What node selection looks at: a node's name (`matchFields`) and labels. */
+export interface NodeIdentity {
+  name: string;
+  labels: Readonly<Record<string, string>>;
+}
+
 /**
  * Whether a node satisfies a pod's `nodeSelector` and required node affinity, with kube-scheduler's
  * semantics: every nodeSelector entry must be equal; node selector terms are ORed, and inside a
@@ -31,8 +37,8 @@ export const VIRTUAL_NODE_ONLY_LABEL_KEYS: ReadonlySet<string> = new Set([
  *
  * Pure.
  */
-export function matchesNodeSelectorAndAffinity(spec: V1PodSpec, node: V1Node, ignoredKeys: ReadonlySet<string> = VIRTUAL_NODE_ONLY_LABEL_KEYS): boolean {
-  const labels = node.metadata?.labels ?? {};
+export function matchesNodeSelectorAndAffinity(spec: V1PodSpec, node: NodeIdentity, ignoredKeys: ReadonlySet<string> = VIRTUAL_NODE_ONLY_LABEL_KEYS): boolean {
+  const labels = node.labels;
   for (const [key, value] of Object.entries(spec.nodeSelector ?? {})) {
     if (ignoredKeys.has(key)) continue;
     if (labels[key] !== value) return false;
@@ -42,18 +48,18 @@ export function matchesNodeSelectorAndAffinity(spec: V1PodSpec, node: V1Node, ig
   return (required.nodeSelectorTerms ?? []).some((term) => matchesTerm(term, node, ignoredKeys));
 }
 
-function matchesTerm(term: V1NodeSelectorTerm, node: V1Node, ignoredKeys: ReadonlySet<string>): boolean {
+function matchesTerm(term: V1NodeSelectorTerm, node: NodeIdentity, ignoredKeys: ReadonlySet<string>): boolean {
   const expressions = term.matchExpressions ?? [];
   const fields = term.matchFields ?? [];
   if (expressions.length === 0 && fields.length === 0) return false;
-  const labels = node.metadata?.labels ?? {};
+  const labels = node.labels;
   return (
     expressions.every((r) => ignoredKeys.has(r.key) || matchesLabelRequirement(r, labels)) &&
     fields.every((r) => matchesFieldRequirement(r, node))
   );
 }
 
-function matchesLabelRequirement(r: V1NodeSelectorRequirement, labels: Record<string, string>): boolean {
+function matchesLabelRequirement(r: V1NodeSelectorRequirement, labels: Readonly<Record<string, string>>): boolean {
   const has = Object.prototype.hasOwnProperty.call(labels, r.key);
   const value = labels[r.key];
   const values = r.values ?? [];
@@ -79,9 +85,9 @@ function matchesLabelRequirement(r: V1NodeSelectorRequirement, labels: Record<st
   }
 }
 
-function matchesFieldRequirement(r: V1NodeSelectorRequirement, node: V1Node): boolean {
+function matchesFieldRequirement(r: V1NodeSelectorRequirement, node: NodeIdentity): boolean {
   if (r.key !== 'metadata.name') return false;
-  const name = node.metadata?.name ?? '';
+  const name = node.name;
   const values = r.values ?? [];
   if (r.operator === 'In') return values.includes(name);
   if (r.operator === 'NotIn') return !values.includes(name);

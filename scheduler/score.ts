@@ -1,7 +1,8 @@
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
-import { isReady, schedulingPod } from './fit.js';
-import { allocatableOf, podRequests, requestedByNode } from '../provider/model/resources.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { ResourceAmounts } from '../provider/model/resources.js';
+import { podRequests } from '../provider/model/resources.js';
+import { schedulingPod } from './fit.js';
+import type { FitNode } from './target-nodes.js';
 
 /** Highest score of {@link scoreTarget}. */
 export const MAX_TARGET_SCORE = 100;
@@ -29,24 +30,24 @@ export type PlacementPolicy =
 export interface ScoredTarget {
   key: string;
   displayName: string;
-  nodes: readonly V1Node[];
-  pods: readonly V1Pod[];
+  nodes: readonly FitNode[];
+  /** Requests promised on nodes beyond what their summary shows, by node name. */
+  assumed?: ReadonlyMap<string, ResourceAmounts>;
 }
 
 /**
  * Scores one target for a pod, 0..100 (higher is better).
  *
- * `spread` and `pack` look at cpu only: free = allocatable - requests of non-terminal pods - the
- * pod's own request (100m when it requests none), summed over the target's Ready, schedulable,
- * non-virtual nodes; spread = round(100 x free / allocatable), pack = 100 - spread, both clamped
- * to 0..100. A target with no such node (or zero allocatable cpu) scores 0 under both. The
- * fraction is of the target as a whole, so a target with many half-busy nodes and one with a
- * single free node may score alike even if only one of them fits well.
+ * `spread` and `pack` look at cpu only: free = the nodes' free cpu - assumed - the pod's own
+ * request (100m when it requests none), summed over the target's Ready, schedulable nodes, as a
+ * fraction of their allocatable; spread = round(100 x fraction), pack = 100 - spread, both
+ * clamped to 0..100. A target with no such node (or zero allocatable cpu) scores 0 under both.
+ * The fraction is of the target as a whole, so a target with many half-busy nodes and one with
+ * a single free node may score alike even if only one of them fits well.
  *
  * Ties: this function does not break them. The extender scales scores to 0..10 (more ties), and
  * kube-scheduler adds `score x extender weight x 10` to its own plugin scores per node, then picks
- * at random among the nodes with the highest total. So equal targets share pods at random, and
- * the stock scoring plugins (which see the virtual nodes' advertised capacity) can tip the scale.
+ * at random among the nodes with the highest total. So equal targets share pods at random.
  *
  * Pure; called by the scheduler extender's prioritize verb, once per virtual node.
  */
@@ -70,17 +71,15 @@ function freeCpuFraction(pod: V1Pod, target: ScoredTarget): number | undefined {
     delegateRequest = 0n;
   }
   if (delegateRequest <= 0n) delegateRequest = DEFAULT_CPU_REQUEST;
-  const used = requestedByNode(target.pods);
   let allocatable = 0n;
-  let requested = 0n;
+  let free = 0n;
   for (const node of target.nodes) {
-    if (node.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === VIRTUAL_KUBELET_PROVIDER_VALUE) continue;
-    if (!isReady(node) || node.spec?.unschedulable) continue;
-    allocatable += allocatableOf(node).get('cpu') ?? 0n;
-    requested += used.get(node.metadata?.name ?? '')?.get('cpu') ?? 0n;
+    if (node.notReady || node.unschedulable) continue;
+    allocatable += node.allocatable.get('cpu') ?? 0n;
+    free += (node.free.get('cpu') ?? 0n) - (target.assumed?.get(node.name)?.get('cpu') ?? 0n);
   }
   if (allocatable <= 0n) return undefined;
-  const free = allocatable - requested - delegateRequest;
+  free -= delegateRequest;
   if (free <= 0n) return 0;
   // Parts per million in bigint first: nano-unit sums can exceed the exact range of a Number.
   return Number((free * 1_000_000n) / allocatable) / 1_000_000;

@@ -9,6 +9,8 @@ export interface WebhookAppOptions {
   logger: Logger;
   /** Where the request histogram is registered; default a fresh registry owned by this app. */
   registry?: Registry;
+  /** schedulerName given to proxies (see `MutatePodOptions.schedulerName`); ignored with `mutate`. */
+  proxySchedulerName?: string;
   /** The mutation; default `mutatePod` with its defaults. Tests and the benchmark may swap it. */
   mutate?: (pod: V1Pod, namespace?: string) => { pod: V1Pod; mutated: boolean };
   /** Largest accepted body; default `8mb` (an AdmissionReview carries the pod, up to etcd's limit). */
@@ -26,7 +28,7 @@ export const MUTATE_PATH = '/mutate';
  */
 export function createWebhookApp(opts: WebhookAppOptions): Express {
   const { logger } = opts;
-  const mutate = opts.mutate ?? ((pod: V1Pod, namespace?: string) => mutatePod(pod, { namespace }));
+  const mutate = opts.mutate ?? ((pod: V1Pod, namespace?: string) => mutatePod(pod, { namespace, schedulerName: opts.proxySchedulerName }));
   const duration = new Histogram({
     name: 'admiralty_webhook_request_duration_seconds',
     help: 'Time to answer one AdmissionReview, by result (allowed, denied, error).',

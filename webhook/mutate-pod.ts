@@ -5,6 +5,7 @@ import {
   CLUSTER_TARGET_NAME_LABEL,
   TARGET_NAMESPACE_LABEL,
   ELECT_ANNOTATION,
+  USE_CONSTRAINTS_FROM_SPEC_ANNOTATION,
   HAS_FINALIZER_LABEL,
   PROXY_FINALIZER,
   PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION,
@@ -43,6 +44,14 @@ export interface MutatePodOptions {
    * only land on virtual nodes of Targets of this namespace or of ClusterTargets.
    */
   namespace?: string;
+  /**
+   * The second kube-scheduler that places proxies with the provider's extender (exact mode): the
+   * proxy gets this `schedulerName`, and the user's nodeSelector and node affinity leave the
+   * proxy (the extender judges them against each target's real nodes; the delegate keeps them),
+   * unless the pod carries `USE_CONSTRAINTS_FROM_SPEC_ANNOTATION`. Empty or absent: the pod's
+   * own scheduler places the proxy against virtual-node labels.
+   */
+  schedulerName?: string;
 }
 
 /**
@@ -53,7 +62,9 @@ export interface MutatePodOptions {
  * there; gets `nodeSelector` `virtual-kubelet.io/provider=admiralty` (added to the user's), the
  * proxy tolerations (added to the user's, without duplicates), `PROXY_FINALIZER` and
  * `HAS_FINALIZER_LABEL=true`; keeps node affinity but loses pod (anti-)affinity and topology
- * spread (those are honoured by the delegate in its target). The
+ * spread (those are honoured by the delegate in its target). With `opts.schedulerName` (exact
+ * mode) it gets that scheduler and loses the user's nodeSelector and node affinity too (see
+ * {@link MutatePodOptions.schedulerName}). The
  * `PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION`, when set, adds its `nodeSelector` entries and
  * tolerations, and its `affinity` / `topologySpreadConstraints`, where given, replace the
  * proxy's. Everything else (containers, resources, labels, owners, scheduler name) is kept.
@@ -93,8 +104,13 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   metadata.finalizers = finalizers;
 
   const spec: V1PodSpec = (out.spec ??= {} as V1PodSpec);
+  // Exact mode: the extender matches the user's node constraints against each target's real
+  // nodes, so they must not be matched against the virtual node's (shared-only) labels too.
+  const exact = !!opts.schedulerName;
+  const fromSpec = !exact || USE_CONSTRAINTS_FROM_SPEC_ANNOTATION in annotations;
+  if (exact) spec.schedulerName = opts.schedulerName;
   spec.nodeSelector = {
-    ...spec.nodeSelector,
+    ...(fromSpec ? spec.nodeSelector : {}),
     ...constraints.nodeSelector,
     [VIRTUAL_KUBELET_PROVIDER_LABEL]: VIRTUAL_KUBELET_PROVIDER_VALUE,
   };
@@ -104,7 +120,7 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
     PROXY_TOLERATIONS,
   );
 
-  let affinity = constraints.affinity ?? proxyAffinity(spec.affinity);
+  let affinity = constraints.affinity ?? (fromSpec ? proxyAffinity(spec.affinity) : undefined);
   if (opts.namespace) affinity = withTargetScope(affinity, opts.namespace);
   if (affinity) spec.affinity = affinity;
   else delete spec.affinity;

@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import type { ClusterSummary } from '../model/types.js';
 import type { TargetClient } from './target-client.js';
 
 /** Health of a target as last observed by the targets reconciler. */
@@ -22,6 +23,7 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
   private readonly healths = new Map<string, TargetHealth>();
   /** Virtual node name -> target key. */
   private readonly nodes = new Map<string, string>();
+  private readonly summaries = new Map<string, { summary: ClusterSummary; readAtMs: number }>();
 
   /** Adds or replaces a target's clients. Emits `removed` for the old one, then `added`. Idempotent for the same fingerprint. */
   set(client: TargetClient, virtualNodeName: string): void {
@@ -37,6 +39,7 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
   delete(key: string): void {
     this.deleteClient(key);
     this.healths.delete(key);
+    this.summaries.delete(key);
     for (const [node, k] of this.nodes) if (k === key) this.nodes.delete(node);
   }
 
@@ -75,5 +78,15 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
 
   health(key: string): TargetHealth | undefined {
     return this.healths.get(key);
+  }
+
+  /** Records the target's ClusterSummary as just read (the scheduler extender judges from it). */
+  setSummary(key: string, summary: ClusterSummary, readAtMs: number): void {
+    this.summaries.set(key, { summary, readAtMs });
+  }
+
+  /** The target's last ClusterSummary and when it was read, if any. */
+  summary(key: string): { summary: ClusterSummary; readAtMs: number } | undefined {
+    return this.summaries.get(key);
   }
 }

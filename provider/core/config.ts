@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 
 /** Components that `--enable` can switch on. */
-export const COMPONENTS = ['targets', 'delegation', 'summary', 'sources', 'webhook', 'kubelet'] as const;
+export const COMPONENTS = ['targets', 'delegation', 'summary', 'sources', 'webhook', 'kubelet', 'extender'] as const;
 
 export interface ProviderConfig {
   kubeconfig?: string;
@@ -34,6 +34,8 @@ export interface ProviderConfig {
   nodeLeaseIntervalSeconds: number;
   enable: string[];
   shutdownTimeoutSeconds: number;
+  proxySchedulerName: string;
+  delegatePlacementTimeoutSeconds: number;
 }
 
 interface FlagSpec {
@@ -76,6 +78,13 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   nodeStatusIntervalSeconds: { flag: 'node-status-interval-seconds', kind: 'int', default: '60', help: 'virtual node status is written at least this often' },
   nodeLeaseIntervalSeconds: { flag: 'node-lease-interval-seconds', kind: 'int', default: '10', help: 'node Lease renewal and target probe period' },
   enable: { flag: 'enable', kind: 'list', default: COMPONENTS.join(','), values: COMPONENTS, help: 'components to run' },
+  proxySchedulerName: {
+    flag: 'proxy-scheduler-name',
+    kind: 'string',
+    default: 'admiralty-proxy',
+    help: 'schedulerName the webhook gives proxies: the second kube-scheduler that calls our extender (exact placement); empty keeps the pod\'s own (virtual-node labels only)',
+  },
+  delegatePlacementTimeoutSeconds: { flag: 'delegate-placement-timeout-seconds', kind: 'int', default: '20', help: "how long the extender's bind waits for a target's scheduler to place a delegate before trying another target" },
   shutdownTimeoutSeconds: { flag: 'shutdown-timeout-seconds', kind: 'int', default: '20', help: 'graceful shutdown deadline' },
 };
 
@@ -155,6 +164,9 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   }
   if (!out.clusterName) errors.push('--cluster-name (or CLUSTER_NAME) is required: it names this cluster on every delegate and copy');
   else if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.clusterName as string) || (out.clusterName as string).length > 63) errors.push(`--cluster-name: "${out.clusterName}" must be a valid label value (lowercase, digits, '-', '.', at most 63)`);
+  const enabled = (out.enable as string[] | undefined) ?? [];
+  if (enabled.includes('extender') && !enabled.includes('webhook')) errors.push('--enable: the extender is served on the webhook server: enable webhook too, or leave extender out');
+  if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName}" is not a valid scheduler name`);
   if (errors.length) return { ok: false, errors };
   out.leaderElectionNamespace ??= out.namespace;
   return { ok: true, config: out as unknown as ProviderConfig };

@@ -16,6 +16,8 @@ export const ELECT_ANNOTATION = `${KEY_PREFIX}elect`;
 export const SOURCE_POD_MANIFEST_ANNOTATION = `${KEY_PREFIX}sourcepod-manifest`;
 /** Pod annotation (user writes; webhook reads): YAML PodSpec fragment that constrains the proxy. */
 export const PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION = `${KEY_PREFIX}proxy-pod-scheduling-constraints`;
+/** On a source pod: match its own nodeSelector and node affinity against virtual-node labels too (Admiralty 0.17's name). */
+export const USE_CONSTRAINTS_FROM_SPEC_ANNOTATION = `${KEY_PREFIX}use-constraints-from-spec-for-proxy-pod-scheduling`;
 /** Pod/Service annotation (user writes; delegate builder and service reroute read): regexp on key=value of labels kept unprefixed. */
 export const NO_PREFIX_LABEL_REGEXP_ANNOTATION = `${KEY_PREFIX}no-prefix-label-regexp`;
 

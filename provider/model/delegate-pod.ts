@@ -109,7 +109,7 @@ function withoutTokenVolumes(spec: V1PodSpec): V1PodSpec {
  * virtual node (see `mutatePod`): the delegate takes these, and only these, from the saved
  * source pod manifest, where the user's own values are kept.
  */
-export const MANIFEST_SCHEDULING_FIELDS = ['nodeSelector', 'affinity', 'tolerations', 'topologySpreadConstraints'] as const;
+export const MANIFEST_SCHEDULING_FIELDS = ['nodeSelector', 'affinity', 'tolerations', 'topologySpreadConstraints', 'schedulerName'] as const;
 
 /**
  * The pod a delegate is made of: the proxy as it is now, except for the
@@ -156,11 +156,12 @@ export function delegateSourcePod(proxy: V1Pod): V1Pod {
  *   `no-prefix-label-regexp`), plus `parent-uid` = proxy UID and `parent-cluster-name`;
  * * annotations: the proxy's annotations minus every `multicluster.admiralty.io/*` key, plus
  *   `parent-name` and `parent-namespace`;
- * * spec: the proxy's spec with the manifest's tolerations, affinity, topology spread and
- *   nodeSelector, minus the service-account token volumes and their mounts, with `nodeName`,
- *   `priority`, `preemptionPolicy`, `overhead`, `schedulingGates` and ephemeral containers
- *   cleared (see inline comments); `schedulerName`, `serviceAccountName` and
- *   `priorityClassName` are kept, so the target must have that ServiceAccount/PriorityClass;
+ * * spec: the proxy's spec with the manifest's tolerations, affinity, topology spread,
+ *   nodeSelector and schedulerName (the proxy's is the source's proxy scheduler), minus the
+ *   service-account token volumes and their mounts, with `nodeName`, `priority`,
+ *   `preemptionPolicy`, `overhead`, `schedulingGates` and ephemeral containers cleared (see
+ *   inline comments); `serviceAccountName` and `priorityClassName` are kept, so the target must
+ *   have that ServiceAccount/PriorityClass;
  * * no ownerReferences, finalizers, uid, resourceVersion, timestamps, managedFields,
  *   generateName or status.
  *

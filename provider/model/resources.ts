@@ -89,7 +89,7 @@ function requestsOf(requests: Record<string, string> | undefined, limits: Record
   return out;
 }
 
-function parseList(list: Record<string, string> | undefined | null): ResourceAmounts {
+export function parseList(list: Record<string, string> | undefined | null): ResourceAmounts {
   const out: ResourceAmounts = new Map();
   for (const [name, text] of Object.entries(list ?? {})) {
     try {

@@ -119,6 +119,21 @@ export class DelegationReconciler {
       throw new TerminalError(`delegate name conflict for ${key} in ${target.displayName}`);
     }
     await this.feedback(proxy, existing);
+    await this.deleteStrays(proxy, target, desired);
+  }
+
+  /**
+   * Deletes this proxy's delegates in targets other than its own: the scheduler extender creates
+   * a delegate before the proxy is bound, and one it could not delete after a refusal stays.
+   */
+  private async deleteStrays(proxy: V1Pod, home: TargetClient, desired: V1Pod): Promise<void> {
+    for (const target of this.o.registry.list()) {
+      if (target.key === home.key) continue;
+      const stray = this.o.delegates(target.key)?.get(desired.metadata!.name!, desired.metadata!.namespace);
+      if (!stray || stray.metadata?.deletionTimestamp || !isOurDelegate(stray, this.o.sourceClusterName, proxy.metadata!.uid)) continue;
+      await this.deleteDelegate(target, stray, proxy);
+      this.event(proxy, 'Normal', 'StrayDelegateDeleted', `deleted delegate ${stray.metadata!.name} in ${target.displayName}: the pod runs in ${home.displayName}`);
+    }
   }
 
   /** Reads the delegate directly (the cache may lag); undefined when it does not exist. */
@@ -305,27 +320,6 @@ export class DelegationReconciler {
         await this.deleteDelegate(target, d, {});
       }
     }
-  }
-
-  /**
-   * Our delegates by target display name and phase (`Unknown` when a delegate has no phase yet),
-   * counted from the delegate caches: for a gauge. Targets whose caches are not running are
-   * left out.
-   */
-  countsByTargetAndPhase(): Map<string, Map<string, number>> {
-    const out = new Map<string, Map<string, number>>();
-    for (const target of this.o.registry.list()) {
-      const cache = this.o.delegates(target.key);
-      if (!cache) continue;
-      const counts = new Map<string, number>();
-      for (const d of cache.list()) {
-        if (!isOurDelegate(d, this.o.sourceClusterName)) continue;
-        const phase = d.status?.phase ?? 'Unknown';
-        counts.set(phase, (counts.get(phase) ?? 0) + 1);
-      }
-      out.set(target.displayName, counts);
-    }
-    return out;
   }
 
   /**

@@ -197,6 +197,7 @@ export class TargetsReconciler {
           throw err;
         }
       }
+      this.o.registry.setSummary(targetKey(ref), summary, this.o.clock.now());
       return { client, summary, health: { ready: true, reason: 'TargetReady', message: `target reachable at ${client.kubeConfig.getCurrentCluster()?.server}` } };
     } catch (err) {
       const kind = classifyApiError(err);

@@ -12,7 +12,9 @@ import { virtualNodeName } from '../../../provider/model/names.js';
 import type { TargetRef } from '../../../provider/model/types.js';
 import { createExtenderApp, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
 import type { PlacementPolicy } from '../../../scheduler/score.js';
-import { node, pod, runningOn } from './fixtures.js';
+import { node, nodesOf, pod, runningOn } from './fixtures.js';
+import { PlacementMemory } from '../../../scheduler/placement-memory.js';
+import type { ExtenderBindingArgs } from '../../../scheduler/bind.js';
 
 interface Reply {
   status: number;
@@ -49,6 +51,8 @@ describe('scheduler: createExtenderApp', () => {
   let port: number;
   let metrics: Registry;
   let policy: PlacementPolicy = { kind: 'spread' };
+  const memory = new PlacementMemory();
+  const bindCalls: ExtenderBindingArgs[] = [];
 
   before(async () => {
     const registry = new ClusterRegistry();
@@ -58,9 +62,9 @@ describe('scheduler: createExtenderApp', () => {
       registry.setHealth(client.key, { ready: r !== DOWN, reason: r === DOWN ? 'Unreachable' : 'Ready', message: r === DOWN ? 'connect ECONNREFUSED' : '', sinceMs: 0 });
     }
     const states: Record<string, TargetState> = {
-      'ClusterTarget/roomy': { nodes: [node('r1'), node('r2')], pods: [runningOn('r1', { cpu: '1' })] },
-      'ClusterTarget/busy': { nodes: [node('b1')], pods: [runningOn('b1', { cpu: '3500m' })] },
-      'ClusterTarget/down': { nodes: [node('d1')], pods: [] },
+      'ClusterTarget/roomy': { nodes: nodesOf([node('r1'), node('r2')], [runningOn('r1', { cpu: '1' })]), readAtMs: 0 },
+      'ClusterTarget/busy': { nodes: nodesOf([node('b1')], [runningOn('b1', { cpu: '3500m' })]), readAtMs: 0 },
+      'ClusterTarget/down': { nodes: nodesOf([node('d1')]), readAtMs: 0 },
     };
     metrics = new Registry();
     const app = express();
@@ -68,7 +72,13 @@ describe('scheduler: createExtenderApp', () => {
     app.get('/healthz', (_req, res) => {
       res.send('ok');
     });
-    app.use(createExtenderApp({ registry, targetState: (key) => states[key], policy: () => policy, logger: silentLogger(), metricsRegistry: metrics }));
+    const binder = {
+      bind: async (args: ExtenderBindingArgs) => {
+        bindCalls.push(args);
+        return { Error: args.Node === V(BUSY) ? 'busy: 0/1 nodes are available: 1 Insufficient cpu.' : '' };
+      },
+    };
+    app.use(createExtenderApp({ registry, targetState: (key) => states[key], policy: () => policy, logger: silentLogger(), metricsRegistry: metrics, memory, binder }));
     server = http.createServer(app);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
@@ -119,8 +129,8 @@ describe('scheduler: createExtenderApp', () => {
     expect(result.Nodes).to.equal(undefined);
     expect(result.Error).to.equal('');
     expect(result.FailedNodes).to.deep.equal({
-      [V(BUSY)]: 'no node in busy fits: 1 Insufficient cpu',
-      [V(COLD)]: 'state of target cold is not synced yet',
+      [V(BUSY)]: 'no node in busy fits: 1 Insufficient cpu (largest free 500m)',
+      [V(COLD)]: 'no ClusterSummary of target cold was read yet',
     });
     expect(result.FailedAndUnresolvableNodes).to.deep.equal({
       [V(DOWN)]: 'target down is not ready: Unreachable: connect ECONNREFUSED',
@@ -149,8 +159,8 @@ describe('scheduler: createExtenderApp', () => {
     const result = r.json as ExtenderFilterResult;
     expect(result.NodeNames).to.deep.equal([]);
     expect(result.FailedNodes).to.deep.equal({
-      [V(ROOMY)]: 'no node in roomy fits: 2 Insufficient cpu',
-      [V(BUSY)]: 'no node in busy fits: 1 Insufficient cpu',
+      [V(ROOMY)]: 'no node in roomy fits: 2 Insufficient cpu (largest free 4)',
+      [V(BUSY)]: 'no node in busy fits: 1 Insufficient cpu (largest free 500m)',
     });
   });
 
@@ -171,6 +181,34 @@ describe('scheduler: createExtenderApp', () => {
       { Host: V(ROOMY), Score: 3 },
       { Host: V(BUSY), Score: 10 },
     ]);
+  });
+
+  it('keeps a pod off a target that refused it lately, and says why', async () => {
+    const p = proxy('1');
+    p.metadata!.uid = 'uid-refused';
+    memory.refuse('uid-refused', 'ClusterTarget/roomy', 'roomy: 0/2 nodes are available: 2 node(s) had volume node affinity conflict.', Date.now() - 2000);
+    const r = await post('/scheduler/filter', { Pod: p, NodeNames: [V(ROOMY), REAL] });
+    const result = r.json as ExtenderFilterResult;
+    expect(result.NodeNames).to.deep.equal([REAL]);
+    expect(result.FailedNodes).to.deep.equal({ [V(ROOMY)]: 'refused 2 s ago: roomy: 0/2 nodes are available: 2 node(s) had volume node affinity conflict.' });
+    // Another pod is not affected.
+    const other = await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(ROOMY)] });
+    expect((other.json as ExtenderFilterResult).NodeNames).to.deep.equal([V(ROOMY)]);
+  });
+
+  it('serves bind through the binder, and refuses malformed binding args', async () => {
+    const args = { PodName: 'web', PodNamespace: 'default', PodUID: 'u1', Node: V(ROOMY) };
+    let r = await post('/scheduler/bind', args);
+    expect(r.status).to.equal(200);
+    expect(r.json).to.deep.equal({ Error: '' });
+    r = await post('/scheduler/bind', { ...args, Node: V(BUSY) });
+    expect(r.json).to.deep.equal({ Error: 'busy: 0/1 nodes are available: 1 Insufficient cpu.' });
+    expect(bindCalls.map((c) => c.Node)).to.deep.equal([V(ROOMY), V(BUSY)]);
+    for (const body of ['nope', [], { ...args, PodUID: '' }, { ...args, Node: 3 }]) {
+      r = await post('/scheduler/bind', body);
+      expect(r.status, JSON.stringify(body)).to.equal(400);
+    }
+    expect(bindCalls).to.have.length(2);
   });
 
   const malformed: { name: string; body: string | object; reason: RegExp }[] = [
@@ -213,5 +251,8 @@ describe('scheduler: createExtenderApp', () => {
     expect(counts['filter/ok']).to.be.greaterThan(0);
     expect(counts['prioritize/ok']).to.be.greaterThan(0);
     expect(counts['filter/bad_request']).to.equal(malformed.length);
+    expect(counts['bind/ok']).to.equal(1);
+    expect(counts['bind/refused']).to.equal(1);
+    expect(counts['bind/bad_request']).to.equal(4);
   });
 });

@@ -1,4 +1,6 @@
 import type { V1Container, V1Node, V1Pod, V1PodSpec, V1Taint } from '@kubernetes/client-node';
+import { buildClusterSummary } from '../../../provider/model/cluster-summary.js';
+import { nodesOfSummary, type FitNode } from '../../../scheduler/target-nodes.js';
 
 export interface NodeFixture {
   labels?: Record<string, string>;
@@ -35,4 +37,9 @@ export function runningOn(nodeName: string, requests: Record<string, string>, ph
   const p = pod(`p-${nodeName}-${Math.random().toString(36).slice(2, 8)}`, requests, { nodeName });
   p.status = { phase };
   return p;
+}
+
+/** The nodes a source sees of a target with these nodes and pods: through its ClusterSummary, as in production. */
+export function nodesOf(nodes: V1Node[], pods: readonly V1Pod[] = []): readonly FitNode[] {
+  return nodesOfSummary(buildClusterSummary(nodes, pods));
 }

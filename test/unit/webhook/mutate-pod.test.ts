@@ -305,3 +305,44 @@ describe('mutatePod target scope', () => {
     expect(saved.spec.affinity).to.equal(undefined);
   });
 });
+
+describe('mutatePod exact mode (a proxy scheduler with the extender)', () => {
+  const exact = { namespace: 'default', schedulerName: 'admiralty-proxy' };
+
+  it('gives the proxy the proxy scheduler and takes the user’s node constraints off it', () => {
+    const { pod } = mutatePod(sourcePod(), exact);
+    expect(pod.spec!.schedulerName).to.equal('admiralty-proxy');
+    expect(pod.spec!.nodeSelector).to.deep.equal({ 'virtual-kubelet.io/provider': 'admiralty' });
+    // Only the target scope is left of the affinity: no user term, no preferred term.
+    const terms = pod.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!.nodeSelectorTerms;
+    expect(terms.flatMap((t) => t.matchExpressions!.map((e) => e.key))).to.deep.equal(['multicluster.admiralty.io/target-namespace', 'multicluster.admiralty.io/cluster-target-name']);
+    expect(pod.spec!.affinity!.nodeAffinity!.preferredDuringSchedulingIgnoredDuringExecution).to.equal(undefined);
+    // The delegate gets them back from the manifest, with the pod's own scheduler.
+    const saved = JSON.parse(pod.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]);
+    expect(saved.spec.nodeSelector).to.deep.equal({ 'kubernetes.io/os': 'linux' });
+    expect(saved.spec.schedulerName).to.equal('default-scheduler');
+  });
+
+  it('keeps the constraints annotation’s nodeSelector and affinity: they are about virtual nodes', () => {
+    const p = sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: JSON.stringify({ nodeSelector: { 'topology.kubernetes.io/region': 'eu' } }) });
+    const { pod } = mutatePod(p, exact);
+    expect(pod.spec!.nodeSelector).to.deep.equal({ 'topology.kubernetes.io/region': 'eu', 'virtual-kubelet.io/provider': 'admiralty' });
+  });
+
+  it('keeps the user’s constraints on the proxy for a pod that asks (use-constraints-from-spec-for-proxy-pod-scheduling)', () => {
+    const { pod } = mutatePod(sourcePod({ [ELECT_ANNOTATION]: '', 'multicluster.admiralty.io/use-constraints-from-spec-for-proxy-pod-scheduling': '' }), exact);
+    expect(pod.spec!.schedulerName).to.equal('admiralty-proxy');
+    expect(pod.spec!.nodeSelector).to.deep.equal({ 'kubernetes.io/os': 'linux', 'virtual-kubelet.io/provider': 'admiralty' });
+    expect(pod.spec!.affinity!.nodeAffinity!.preferredDuringSchedulingIgnoredDuringExecution).to.have.length(1);
+  });
+
+  it('is idempotent on reinvocation', () => {
+    const once = mutatePod(sourcePod(), exact).pod;
+    expect(mutatePod(once, exact).mutated).to.equal(false);
+  });
+
+  it('leaves the scheduler alone without a proxy scheduler name', () => {
+    expect(mutatePod(sourcePod(), { namespace: 'default' }).pod.spec!.schedulerName).to.equal('default-scheduler');
+    expect(mutatePod(sourcePod(), { namespace: 'default', schedulerName: '' }).pod.spec!.nodeSelector).to.have.property('kubernetes.io/os');
+  });
+});

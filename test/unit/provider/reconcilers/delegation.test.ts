@@ -118,7 +118,7 @@ interface Recorded {
   name?: string;
 }
 
-function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean; targetNamespace?: string; namespaces?: V1Namespace[] } = {}) {
+function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean; targetNamespace?: string; namespaces?: V1Namespace[]; otherTargetDelegates?: V1Pod[] } = {}) {
   const source = sinon.createStubInstance(CoreV1Api);
   const { target, core: targetCore } = fakeTarget('t1', false, opts.targetNamespace);
   const namespaces = new MapCache<V1Namespace>(...(opts.namespaces ?? [{ metadata: { name: NS, labels: { 'multicluster-scheduler': 'enabled' } } }]));
@@ -126,6 +126,11 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
   registry.set(target, NODE);
   const proxies = new MapCache<V1Pod>(...(opts.proxies ?? []));
   const delegates = new MapCache<V1Pod>(...(opts.delegates ?? []));
+  // A second target, t2, where the scheduler extender may have left a delegate behind.
+  const { target: other, core: otherCore } = fakeTarget('t2');
+  registry.set(other, 'admiralty-cluster-t2');
+  otherCore.deleteNamespacedPod.resolves({});
+  const otherDelegates = new MapCache<V1Pod>(...(opts.otherTargetDelegates ?? []));
   const events: Recorded[] = [];
   const sink: EventSink = { record: (obj, type, reason, message) => events.push({ type, reason, message, name: obj.metadata.name }) };
   const follow = { ensureCopies: sinon.stub().resolves() };
@@ -142,14 +147,14 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
     sourceCore: source,
     proxies,
     namespaces,
-    delegates: (key) => (opts.noDelegateCache || key !== target.key ? undefined : delegates),
+    delegates: (key) => (key === other.key ? otherDelegates : opts.noDelegateCache || key !== target.key ? undefined : delegates),
     registry,
     sourceClusterName: CLUSTER,
     events: sink,
     clock: new FakeClock(T0),
     follow: opts.follow === false ? undefined : follow,
   });
-  return { reconciler, source, targetCore, target, registry, proxies, delegates, events, follow };
+  return { reconciler, source, targetCore, otherCore, target, registry, proxies, delegates, events, follow };
 }
 
 describe('DelegationReconciler', () => {
@@ -166,6 +171,24 @@ describe('DelegationReconciler', () => {
       expect(DelegationReconciler.delegateToProxyKey(d, 'other-cluster')).to.deep.equal([]);
       const foreign: V1Pod = { metadata: { name: 'x', namespace: NS, annotations: { [PARENT_NAME_ANNOTATION]: 'web-0', [PARENT_NAMESPACE_ANNOTATION]: NS } } };
       expect(DelegationReconciler.delegateToProxyKey(foreign, CLUSTER)).to.deep.equal([]);
+    });
+  });
+
+  describe('stray delegates', () => {
+    it("deletes this proxy's delegate in another target once its own delegate exists", async () => {
+      const p = proxy();
+      const stray = delegateOf(p);
+      stray.metadata!.uid = 'stray-uid';
+      const foreign = { ...delegateOf(p), metadata: { ...delegateOf(p).metadata, labels: { ...delegateOf(p).metadata!.labels, [PARENT_UID_LABEL]: 'another-proxy' } } };
+      let s = setup({ proxies: [p], delegates: [delegateOf(p)], otherTargetDelegates: [stray] });
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(s.otherCore.deleteNamespacedPod);
+      expect(s.otherCore.deleteNamespacedPod.firstCall.args[0].body).to.deep.include({ preconditions: { uid: 'stray-uid' } });
+      expect(s.events.map((e) => e.reason)).to.include('StrayDelegateDeleted');
+      // Not another proxy's pod of the same name.
+      s = setup({ proxies: [p], delegates: [delegateOf(p)], otherTargetDelegates: [foreign] });
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.notCalled(s.otherCore.deleteNamespacedPod);
     });
   });
 
@@ -506,24 +529,5 @@ describe('DelegationReconciler', () => {
       sinon.assert.notCalled(source.deleteNamespacedPod);
       sinon.assert.notCalled(source.replaceNamespacedPodStatus);
     });
-  });
-
-  it('counts delegates by target and phase', () => {
-    const p = proxy();
-    const a = delegateOf(p, { status: { phase: 'Running' } });
-    const b = { ...delegateOf(p, { status: { phase: 'Running' } }), metadata: { ...a.metadata, name: 'b' } };
-    const c = { ...delegateOf(p), metadata: { ...a.metadata, name: 'c' }, status: undefined };
-    const { reconciler } = setup({ delegates: [a, b, c] });
-    expect(reconciler.countsByTargetAndPhase()).to.deep.equal(
-      new Map([
-        [
-          't1',
-          new Map([
-            ['Running', 2],
-            ['Unknown', 1],
-          ]),
-        ],
-      ]),
-    );
   });
 });

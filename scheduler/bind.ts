@@ -1,0 +1,248 @@
+import type { CoreV1Api, V1Namespace, V1Pod } from '@kubernetes/client-node';
+import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
+import type { TargetClient } from '../provider/clusters/target-client.js';
+import type { Clock } from '../provider/core/clock.js';
+import { classifyApiError, isAlreadyExists, isNotFound, statusMessage } from '../provider/core/errors.js';
+import { errorFields, type Logger } from '../provider/core/logger.js';
+import { sanitizeRemoteText } from '../provider/core/redact.js';
+import { buildDelegatePod, isOurDelegate } from '../provider/model/delegate-pod.js';
+import { ONE_POD, podRequests } from '../provider/model/resources.js';
+import { checkTenancy } from '../provider/model/tenancy.js';
+import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
+import type { PlacementMemory } from './placement-memory.js';
+
+/** `ExtenderBindingArgs` of k8s.io/kube-scheduler/extender/v1. */
+export interface ExtenderBindingArgs {
+  PodName: string;
+  PodNamespace: string;
+  PodUID: string;
+  Node: string;
+}
+
+/** `ExtenderBindingResult`: an empty `Error` means bound. */
+export interface ExtenderBindingResult {
+  Error: string;
+}
+
+export interface BinderOptions {
+  sourceCore: CoreV1Api;
+  registry: Pick<ClusterRegistry, 'byNodeName' | 'health'>;
+  /** Proxies of the source (a live read is made when the cache does not have the pod yet). */
+  proxies: ObjectCache<V1Pod>;
+  /** Source namespaces labelled `multicluster-scheduler=enabled`. */
+  namespaces: ObjectCache<V1Namespace>;
+  /** Per-target cache of our delegates, when its informer runs (else the binder reads the target). */
+  delegates: (targetKey: string) => (ObjectCache<V1Pod> & { hasSynced(): boolean }) | undefined;
+  /** Copies the ConfigMaps and Secrets the delegate uses into its target first. */
+  follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+  memory: PlacementMemory;
+  sourceClusterName: string;
+  clock: Clock;
+  logger: Logger;
+  /** How long the target's scheduler has to place the delegate (default 20 s, under kube-scheduler's extender httpTimeout). */
+  placeTimeoutMs?: number;
+  /** How often the delegate is looked at while waiting (default 100 ms in the cache, 10x that with live reads). */
+  pollMs?: number;
+}
+
+/** A target would not (or could not) take the pod: kube-scheduler is told, and the target is remembered as refusing. */
+class Refused extends Error {}
+
+/**
+ * The extender's `bind` verb: binds a proxy to a virtual node only once the target behind that
+ * node has really placed the proxy's delegate.
+ *
+ * kube-scheduler calls `bind` from its binding goroutines (one per pod, concurrently), after the
+ * one-pod-at-a-time scheduling cycle has chosen the node, so the wait happens here and never
+ * holds up the placement of other pods. In order:
+ *
+ * 1. the proxy is read and checked (same UID, not bound elsewhere, its tenancy allows the target);
+ * 2. the ConfigMaps and Secrets it uses are copied, and its delegate is created in the target
+ *    (the name is deterministic, so the delegation reconciler adopts it once the proxy is bound);
+ * 3. we wait until the target's scheduler sets the delegate's `nodeName`; if it reports the
+ *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, the
+ *    delegate is deleted, the target is remembered as refusing this pod (the extender's filter
+ *    then keeps the pod off it for a while) and an error goes back, so kube-scheduler tries again
+ *    and picks another virtual node;
+ * 4. the proxy is bound (a Binding in the source); if that fails (the proxy is gone or was bound
+ *    meanwhile) the delegate is deleted.
+ *
+ * Never throws: every failure is an `ExtenderBindingResult.Error` that names the target and why,
+ * which kube-scheduler puts in the pod's FailedScheduling event.
+ */
+export class Binder {
+  private readonly inflight = new Map<string, Promise<ExtenderBindingResult>>();
+  private readonly placeTimeoutMs: number;
+  private readonly pollMs: number;
+
+  constructor(private readonly o: BinderOptions) {
+    this.placeTimeoutMs = o.placeTimeoutMs ?? 20_000;
+    this.pollMs = o.pollMs ?? 100;
+  }
+
+  /** One bind call; a repeated call for the same pod and node joins the one in flight. */
+  bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> {
+    const key = `${args.PodUID}/${args.Node}`;
+    let p = this.inflight.get(key);
+    if (!p) {
+      p = this.place(args)
+        .then(() => ({ Error: '' }))
+        .catch((err: unknown) => ({ Error: (err as Error).message }))
+        .finally(() => this.inflight.delete(key));
+      this.inflight.set(key, p);
+    }
+    return p;
+  }
+
+  private async place(args: ExtenderBindingArgs): Promise<void> {
+    const { PodNamespace: namespace, PodName: name, Node: node } = args;
+    const proxy = await this.readProxy(namespace, name, args.PodUID);
+    if (proxy.spec?.nodeName) {
+      if (proxy.spec.nodeName === node) return;
+      throw new Error(`pod ${namespace}/${name} is already bound to ${proxy.spec.nodeName}`);
+    }
+    const target = this.o.registry.byNodeName(node);
+    if (!target) throw new Error(`virtual node ${node} has no known target`);
+    const health = this.o.registry.health(target.key);
+    if (health && !health.ready) throw new Error(`target ${target.displayName} is not ready: ${health.reason}`);
+    try {
+      const verdict = checkTenancy(proxy, this.o.namespaces.get(namespace), target.ref);
+      if (!verdict.allowed) throw new Refused(`${target.displayName} may not run this pod: ${verdict.message}`);
+      const desired = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName });
+      const delegate = await this.createDelegate(proxy, desired, target);
+      const placed = await this.waitPlaced(target, delegate);
+      await this.bindProxy(proxy, node, target, placed);
+      const requests = podRequests(placed.spec, { includeOverhead: true });
+      requests.set('pods', ONE_POD);
+      this.o.memory.assume(target.key, placed.spec!.nodeName!, requests, this.o.clock.now());
+      this.o.memory.forget(args.PodUID);
+      this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: placed.spec!.nodeName });
+    } catch (err) {
+      const refused = err instanceof Refused;
+      const message = refused ? err.message : `${target.displayName}: ${(err as Error).message}`;
+      this.o.memory.refuse(args.PodUID, target.key, message, this.o.clock.now());
+      this.o.logger.info('scheduler extender: target refused a pod', { pod: `${namespace}/${name}`, cluster: target.displayName, reason: message });
+      throw new Error(message, { cause: err });
+    }
+  }
+
+  /** The proxy, from the cache or the source; it must still be the pod kube-scheduler means. */
+  private async readProxy(namespace: string, name: string, uid: string): Promise<V1Pod> {
+    let proxy = this.o.proxies.get(name, namespace);
+    if (!proxy || proxy.metadata?.uid !== uid) {
+      try {
+        proxy = await this.o.sourceCore.readNamespacedPod({ name, namespace });
+      } catch (err) {
+        if (isNotFound(err)) throw new Error(`pod ${namespace}/${name} no longer exists`);
+        throw new Error(`reading pod ${namespace}/${name}: ${statusMessage(err)}`, { cause: err });
+      }
+    }
+    if (proxy.metadata?.uid !== uid) throw new Error(`pod ${namespace}/${name} was replaced (UID ${proxy.metadata?.uid}, not ${uid})`);
+    if (proxy.metadata?.deletionTimestamp) throw new Error(`pod ${namespace}/${name} is being deleted`);
+    return proxy;
+  }
+
+  /** Creates the delegate (after its copies); an existing delegate of this very proxy is taken as is. */
+  private async createDelegate(proxy: V1Pod, desired: V1Pod, target: TargetClient): Promise<V1Pod> {
+    const where = `${desired.metadata!.namespace}/${desired.metadata!.name}`;
+    try {
+      await this.o.follow?.ensureCopies(proxy, target);
+      return await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body: desired });
+    } catch (err) {
+      if (isAlreadyExists(err)) {
+        const existing = await target.core.readNamespacedPod({ name: desired.metadata!.name!, namespace: desired.metadata!.namespace! });
+        if (isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid) && !existing.metadata?.deletionTimestamp) return existing;
+        throw new Refused(`${target.displayName}: pod ${where} exists and is not this pod's delegate`);
+      }
+      const kind = classifyApiError(err);
+      const text = sanitizeRemoteText(statusMessage(err));
+      if (kind === 'NotFound') throw new Refused(`${target.displayName}: namespace ${desired.metadata!.namespace} does not exist there`);
+      if (kind === 'Forbidden') throw new Refused(`${target.displayName} refused to create the delegate: ${text}`);
+      if (kind === 'Invalid') throw new Refused(`${target.displayName} rejected the delegate: ${text}`);
+      throw new Refused(`${target.displayName}: cannot create the delegate: ${text}`);
+    }
+  }
+
+  /**
+   * Waits for the target's scheduler to decide. Resolves with the placed delegate; rejects with
+   * {@link Refused} (and deletes the delegate) when it is Unschedulable, gone, or undecided in time.
+   */
+  private async waitPlaced(target: TargetClient, created: V1Pod): Promise<V1Pod> {
+    const name = created.metadata!.name!;
+    const namespace = created.metadata!.namespace!;
+    const uid = created.metadata!.uid;
+    const deadline = this.o.clock.now() + this.placeTimeoutMs;
+    let reason: string | undefined;
+    for (let round = 0; ; round++) {
+      const cache = this.o.delegates(target.key);
+      const live = !cache?.hasSynced();
+      let current: V1Pod | undefined = live ? undefined : cache!.get(name, namespace);
+      if (live || (!current && round % 10 === 9)) {
+        // No running cache, or the cache has not seen it yet: ask the target.
+        try {
+          current = await target.core.readNamespacedPod({ name, namespace });
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
+          current = undefined;
+        }
+        if (!current) {
+          reason = `${target.displayName}: the delegate was deleted before it was placed`;
+          break;
+        }
+      }
+      if (current && uid && current.metadata?.uid !== uid) {
+        reason = `${target.displayName}: the delegate was replaced before it was placed`;
+        break;
+      }
+      if (current?.spec?.nodeName) return current;
+      const scheduled = current?.status?.conditions?.find((c) => c.type === 'PodScheduled');
+      if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable') {
+        reason = `${target.displayName}: ${sanitizeRemoteText(scheduled.message ?? 'the delegate is unschedulable')}`;
+        break;
+      }
+      if (current?.metadata?.deletionTimestamp || current?.status?.phase === 'Failed') {
+        reason = `${target.displayName}: the delegate ${current.metadata?.deletionTimestamp ? 'is being deleted' : 'failed'} before it was placed`;
+        break;
+      }
+      if (this.o.clock.now() >= deadline) {
+        reason = `${target.displayName}: its scheduler did not place the delegate within ${this.placeTimeoutMs / 1000} s`;
+        break;
+      }
+      await this.sleep(live ? this.pollMs * 10 : this.pollMs);
+    }
+    await this.deleteDelegate(target, name, namespace, uid);
+    throw new Refused(reason);
+  }
+
+  /** Binds the proxy in the source; on failure the delegate goes, unless the proxy is bound there already. */
+  private async bindProxy(proxy: V1Pod, node: string, target: TargetClient, delegate: V1Pod): Promise<void> {
+    const name = proxy.metadata!.name!;
+    const namespace = proxy.metadata!.namespace!;
+    try {
+      await this.o.sourceCore.createNamespacedPodBinding({
+        name,
+        namespace,
+        body: { apiVersion: 'v1', kind: 'Binding', metadata: { name, namespace, uid: proxy.metadata!.uid }, target: { apiVersion: 'v1', kind: 'Node', name: node } },
+      });
+    } catch (err) {
+      const now = await this.o.sourceCore.readNamespacedPod({ name, namespace }).catch(() => undefined);
+      if (now?.metadata?.uid === proxy.metadata!.uid && now?.spec?.nodeName === node) return;
+      await this.deleteDelegate(target, delegate.metadata!.name!, delegate.metadata!.namespace!, delegate.metadata!.uid);
+      throw new Error(`binding pod ${namespace}/${name} to ${node}: ${statusMessage(err)}`, { cause: err });
+    }
+  }
+
+  private async deleteDelegate(target: TargetClient, name: string, namespace: string, uid: string | undefined): Promise<void> {
+    try {
+      await target.core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, ...(uid ? { preconditions: { uid } } : {}) } });
+    } catch (err) {
+      // Gone, or another pod has the name now: nothing of ours to delete.
+      if (isNotFound(err) || classifyApiError(err) === 'Conflict') return;
+      this.o.logger.warn('scheduler extender: could not delete a refused delegate (the delegation reconciler deletes it once the pod is bound elsewhere, or gone)', { cluster: target.displayName, delegate: `${namespace}/${name}`, ...errorFields(err) });
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.o.clock.setTimeout(resolve, ms));
+  }
+}

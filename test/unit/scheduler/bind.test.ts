@@ -1,0 +1,178 @@
+import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import sinon from 'sinon';
+import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
+import type { TargetClient } from '../../../provider/clusters/target-client.js';
+import { realClock } from '../../../provider/core/clock.js';
+import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../provider/core/keys.js';
+import { silentLogger } from '../../../provider/core/logger.js';
+import { buildDelegatePod } from '../../../provider/model/delegate-pod.js';
+import { Binder } from '../../../scheduler/bind.js';
+import { PlacementMemory } from '../../../scheduler/placement-memory.js';
+
+const NODE = 'admiralty-cluster-c2';
+const KEY = 'ClusterTarget/c2';
+const UID = 'proxy-uid';
+
+function proxy(): V1Pod {
+  const manifest = { metadata: { name: 'web', namespace: 'default', annotations: { [ELECT_ANNOTATION]: '' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } };
+  return {
+    metadata: {
+      name: 'web',
+      namespace: 'default',
+      uid: UID,
+      labels: { [HAS_FINALIZER_LABEL]: 'true' },
+      annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
+    },
+    spec: { containers: [{ name: 'web', image: 'nginx', resources: { requests: { cpu: '1' } } }] },
+  };
+}
+
+const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
+
+/** A delegate cache the test plays the target's scheduler on. */
+class DelegateCache {
+  readonly pods = new Map<string, V1Pod>();
+  synced = true;
+  get(name: string, namespace?: string): V1Pod | undefined {
+    return this.pods.get(`${namespace}/${name}`);
+  }
+  list(): V1Pod[] {
+    return [...this.pods.values()];
+  }
+  hasSynced(): boolean {
+    return this.synced;
+  }
+}
+
+describe('scheduler: Binder', () => {
+  let source: sinon.SinonStubbedInstance<CoreV1Api>;
+  let targetCore: sinon.SinonStubbedInstance<CoreV1Api>;
+  let cache: DelegateCache;
+  let memory: PlacementMemory;
+  let binder: Binder;
+  /** What the target's scheduler does with a created delegate. */
+  let decide: (d: V1Pod) => V1Pod | undefined;
+
+  beforeEach(() => {
+    source = sinon.createStubInstance(CoreV1Api);
+    targetCore = sinon.createStubInstance(CoreV1Api);
+    cache = new DelegateCache();
+    memory = new PlacementMemory();
+    const target = { key: KEY, ref: { kind: 'ClusterTarget', namespace: '', name: 'c2' }, displayName: 'c2', kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'fp', self: false } as unknown as TargetClient;
+    const registry = new ClusterRegistry();
+    registry.set(target, NODE);
+    registry.setHealth(KEY, { ready: true, reason: 'TargetReady', message: '', sinceMs: 0 });
+    const namespace: V1Namespace = { metadata: { name: 'default', labels: { [NAMESPACE_ENABLED_LABEL]: 'enabled' } } };
+    source.readNamespacedPod.resolves(proxy());
+    source.createNamespacedPodBinding.resolves({} as never);
+    decide = (d) => ({ ...d, spec: { ...d.spec!, nodeName: 'c2-node-1' } });
+    targetCore.createNamespacedPod.callsFake(async ({ body }) => {
+      const created = { ...body, metadata: { ...body.metadata, uid: 'delegate-uid' } };
+      // The target's scheduler decides a moment later.
+      setTimeout(() => {
+        const next = decide(created);
+        if (next) cache.pods.set(`${created.metadata!.namespace}/${created.metadata!.name}`, next);
+      }, 5);
+      cache.pods.set(`${created.metadata!.namespace}/${created.metadata!.name}`, created);
+      return created;
+    });
+    targetCore.deleteNamespacedPod.resolves({} as never);
+    binder = new Binder({
+      sourceCore: source,
+      registry,
+      proxies: { get: () => undefined, list: () => [] },
+      namespaces: { get: (n) => (n === 'default' ? namespace : undefined), list: () => [namespace] },
+      delegates: () => cache,
+      memory,
+      sourceClusterName: 'c1',
+      clock: realClock,
+      logger: silentLogger(),
+      placeTimeoutMs: 300,
+      pollMs: 5,
+    });
+  });
+
+  const args = { PodName: 'web', PodNamespace: 'default', PodUID: UID, Node: NODE };
+
+  it('creates the delegate, waits for the target to place it, then binds the proxy', async () => {
+    expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+    const body = targetCore.createNamespacedPod.firstCall.args[0].body;
+    expect(body.metadata!.name).to.equal(buildDelegatePod(proxy(), { sourceClusterName: 'c1' }).metadata!.name);
+    expect(body.metadata!.labels![PARENT_UID_LABEL]).to.equal(UID);
+    const binding = source.createNamespacedPodBinding.firstCall.args[0];
+    expect(binding).to.deep.include({ name: 'web', namespace: 'default' });
+    expect(binding.body.target).to.deep.include({ kind: 'Node', name: NODE });
+    expect(binding.body.metadata!.uid).to.equal(UID);
+    // Until the next summary, c2-node-1 holds the delegate's cpu and a pod slot.
+    const assumed = memory.assumedOn(KEY, Date.now());
+    expect(assumed.get('c2-node-1')!.get('cpu')).to.equal(1_000_000_000n);
+    expect(targetCore.deleteNamespacedPod.called).to.equal(false);
+  });
+
+  it("refuses with the target scheduler's reason, deletes the delegate and remembers the refusal", async () => {
+    decide = (d) => ({ ...d, status: { conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }] } });
+    const r = await binder.bind(args);
+    expect(r.Error).to.equal('c2: 0/2 nodes are available: 2 Insufficient cpu.');
+    expect(source.createNamespacedPodBinding.called).to.equal(false);
+    expect(targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ namespace: 'default' });
+    expect(targetCore.deleteNamespacedPod.firstCall.args[0].body).to.deep.include({ preconditions: { uid: 'delegate-uid' } });
+    expect(memory.refusal(UID, KEY, Date.now())!.reason).to.equal(r.Error);
+  });
+
+  it('refuses when the target does not decide in time', async () => {
+    decide = () => undefined;
+    const r = await binder.bind(args);
+    expect(r.Error).to.equal('c2: its scheduler did not place the delegate within 0.3 s');
+    expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
+  });
+
+  it('refuses when the namespace is missing in the target, without waiting', async () => {
+    targetCore.createNamespacedPod.rejects(apiError(404, 'NotFound'));
+    const r = await binder.bind(args);
+    expect(r.Error).to.equal('c2: namespace default does not exist there');
+    expect(memory.refusal(UID, KEY, Date.now())).to.not.equal(undefined);
+  });
+
+  it('refuses a pod whose namespace is not opted in (tenancy), creating nothing', async () => {
+    const r = await binder.bind({ ...args, PodNamespace: 'other' });
+    expect(r.Error).to.match(/^c2 may not run this pod: /);
+    expect(targetCore.createNamespacedPod.called).to.equal(false);
+  });
+
+  it('deletes the delegate when the proxy cannot be bound', async () => {
+    source.createNamespacedPodBinding.rejects(apiError(409, 'Conflict'));
+    const r = await binder.bind(args);
+    expect(r.Error).to.match(/^c2: binding pod default\/web to admiralty-cluster-c2: /);
+    expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
+  });
+
+  it('answers at once for a proxy already bound to that node, and refuses another node', async () => {
+    source.readNamespacedPod.resolves({ ...proxy(), spec: { ...proxy().spec!, nodeName: NODE } });
+    expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+    expect(await binder.bind({ ...args, Node: 'admiralty-cluster-c3' })).to.deep.equal({ Error: `pod default/web is already bound to ${NODE}` });
+    expect(targetCore.createNamespacedPod.called).to.equal(false);
+  });
+
+  it('refuses a replaced pod (another UID)', async () => {
+    expect((await binder.bind({ ...args, PodUID: 'other' })).Error).to.match(/was replaced/);
+  });
+
+  it('joins a repeated call for the same pod and node', async () => {
+    const [a, b] = await Promise.all([binder.bind(args), binder.bind(args)]);
+    expect(a).to.deep.equal({ Error: '' });
+    expect(b).to.deep.equal({ Error: '' });
+    expect(targetCore.createNamespacedPod.calledOnce).to.equal(true);
+  });
+
+  it('reads the target when the delegate cache is not running', async () => {
+    cache.synced = false;
+    targetCore.readNamespacedPod.callsFake(async ({ name, namespace }) => {
+      const p = cache.get(name, namespace);
+      if (!p) throw apiError(404, 'NotFound');
+      return p;
+    });
+    expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+    expect(targetCore.readNamespacedPod.called).to.equal(true);
+  });
+});

@@ -1,0 +1,38 @@
+import { expect } from 'chai';
+import { PlacementMemory } from '../../../scheduler/placement-memory.js';
+
+describe('scheduler: PlacementMemory', () => {
+  it('keeps a refusal for its time to live, per pod and target', () => {
+    const m = new PlacementMemory({ refusalTtlMs: 1000 });
+    m.refuse('u1', 'ClusterTarget/c2', 'c2: full', 0);
+    expect(m.refusal('u1', 'ClusterTarget/c2', 999)).to.deep.equal({ reason: 'c2: full', atMs: 0 });
+    expect(m.refusal('u1', 'ClusterTarget/c1', 10)).to.equal(undefined);
+    expect(m.refusal('u2', 'ClusterTarget/c2', 10)).to.equal(undefined);
+    expect(m.refusal(undefined, 'ClusterTarget/c2', 10)).to.equal(undefined);
+    expect(m.refusal('u1', 'ClusterTarget/c2', 1000)).to.equal(undefined);
+  });
+
+  it('forgets a pod, and the oldest pods beyond its bound', () => {
+    const m = new PlacementMemory({ maxPods: 2 });
+    m.refuse('u1', 't', 'r', 0);
+    m.refuse('u2', 't', 'r', 0);
+    m.refuse('u1', 't2', 'r', 1); // u1 is now the newest
+    m.refuse('u3', 't', 'r', 2);
+    expect(m.refusal('u2', 't', 3)).to.equal(undefined);
+    expect(m.refusal('u1', 't2', 3)).to.not.equal(undefined);
+    m.forget('u1');
+    expect(m.refusal('u1', 't2', 3)).to.equal(undefined);
+  });
+
+  it('sums assumptions per node until a summary read late enough covers them', () => {
+    const m = new PlacementMemory({ summaryLagMs: 1000 });
+    m.assume('t', 'n1', new Map([['cpu', 1n]]), 100);
+    m.assume('t', 'n1', new Map([['cpu', 2n], ['pods', 1n]]), 600);
+    m.assume('t', 'n2', new Map([['cpu', 5n]]), 600);
+    expect(m.assumedOn('t', 1000)).to.deep.equal(new Map([['n1', new Map([['cpu', 3n], ['pods', 1n]])], ['n2', new Map([['cpu', 5n]])]]));
+    // A summary read at 1200 covers the delegate placed at 100, not those of 600.
+    expect(m.assumedOn('t', 1200).get('n1')).to.deep.equal(new Map([['cpu', 2n], ['pods', 1n]]));
+    expect(m.assumedOn('t', 5000).size).to.equal(0);
+    expect(m.assumedOn('other', 0).size).to.equal(0);
+  });
+});
