@@ -1,4 +1,4 @@
-import { Sandbox } from '../sandbox/sandbox.js';
+import { AUDITED_USERS, Sandbox } from '../sandbox/sandbox.js';
 
 /**
  * Root hooks of the end-to-end suite: start the sandbox once per run, or reuse one that is
@@ -20,10 +20,12 @@ export const mochaHooks = {
   async afterAll(this: Mocha.Context) {
     this.timeout(120_000);
     const sandbox = new Sandbox();
-    // Least privilege, proven over the whole run: the providers ran as the shipped ServiceAccount
-    // with exactly the shipped RBAC, and the apiservers refused none of their requests.
-    const refused = (sandbox.state()?.clusters ?? []).flatMap((c) => (sandbox.providerForbiddenRequests(c) ?? []).map((r) => `${c}: ${r}`));
+    // Least privilege, proven over the whole run: the providers and c1's proxy scheduler ran as
+    // their shipped ServiceAccounts with exactly the shipped RBAC, and the apiservers refused
+    // none of their requests.
+    const clusters = sandbox.state()?.clusters ?? [];
+    const refused = AUDITED_USERS.flatMap((user) => clusters.flatMap((c) => (sandbox.forbiddenRequests(c, user) ?? []).map((r) => `${user} in ${c}: ${r}`)));
     if (startedHere && process.env.KEEP_SANDBOX !== '1') await sandbox.down();
-    if (refused.length) throw new Error(`the provider needed more than the shipped RBAC; refused (403):\n  ${[...new Set(refused)].join('\n  ')}`);
+    if (refused.length) throw new Error(`an identity needed more than the shipped RBAC; refused (403):\n  ${[...new Set(refused)].join('\n  ')}`);
   },
 };

@@ -5,7 +5,7 @@ const USAGE = `usage: sandbox <command>
   down                              stop every process the sandbox started and remove its state
   status                            say what runs
   stop <cluster> <component>        stop one process, keeping its state (components: ${CLUSTER_COMPONENTS.join(', ')})
-  start <cluster> <component>       start it again
+  start <cluster> <component>       start it again (proxy-scheduler runs in c1 only)
   kubeconfig                        print the path of the kubeconfig (contexts c1, c2, …)`;
 
 /** The `sandbox` subcommand. Returns the process exit code. */

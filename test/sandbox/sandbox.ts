@@ -7,6 +7,7 @@ import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { packageRoot } from '../../provider/tools/package-root.js';
 import { ensurePki, type SandboxPki } from './pki.js';
+import { outOfClusterSchedulerConfig, shippedSchedulerConfig } from './proxy-scheduler-config.js';
 import { isRunning, readPid, startProcess, stopProcess, type ProcessSpec } from './processes.js';
 
 const execFileAsync = promisify(execFile);
@@ -29,15 +30,21 @@ export function shippedCli(): { command: string; args: string[] } {
   return { command: process.execPath, args: [bin] };
 }
 
-/** Control-plane components of one sandbox cluster, in start order. */
-export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider'] as const;
+/**
+ * Components of a sandbox cluster, in start order. `proxy-scheduler` (the second kube-scheduler,
+ * schedulerName admiralty-proxy, that places proxy pods) runs in c1 only, the source.
+ */
+export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider', 'proxy-scheduler'] as const;
 export type Component = (typeof CLUSTER_COMPONENTS)[number];
 
 /** Region label of each cluster's fake nodes: c1 is us, c2 eu, and extra targets elsewhere. */
 const REGIONS = ['us', 'eu', 'ap', 'sa', 'af', 'me', 'oc', 'an'];
 
 /** Port offsets inside a cluster's block of ten. */
-const PORT = { etcd: 0, etcdPeer: 1, apiserver: 2, kcm: 3, scheduler: 4, kwok: 5, kubelet: 6, webhook: 7, metrics: 8 } as const;
+const PORT = { etcd: 0, etcdPeer: 1, apiserver: 2, kcm: 3, scheduler: 4, kwok: 5, kubelet: 6, webhook: 7, metrics: 8, proxyScheduler: 9 } as const;
+
+/** The cluster whose proxy pods the proxy scheduler places (the only source). */
+const SOURCE_CLUSTER = 'c1';
 
 export interface SandboxState {
   basePort: number;
@@ -106,11 +113,16 @@ export class Sandbox {
   isUp(): boolean {
     const s = this.state();
     if (!s) return false;
-    return s.clusters.every((c) => this.components(s).every((comp) => isRunning(this.spec(c, comp, s))));
+    return s.clusters.every((c) => this.components(s, c).every((comp) => isRunning(this.spec(c, comp, s))));
   }
 
-  private components(s: SandboxState): Component[] {
-    return CLUSTER_COMPONENTS.filter((c) => c !== 'provider' || s.provider);
+  /** The components that run in `cluster`: the provider's processes only with a provider, the proxy scheduler only in the source. */
+  private components(s: SandboxState, cluster: string): Component[] {
+    return CLUSTER_COMPONENTS.filter((c) => {
+      if (c === 'provider') return s.provider;
+      if (c === 'proxy-scheduler') return s.provider && cluster === SOURCE_CLUSTER;
+      return true;
+    });
   }
 
   /** Starts the sandbox; on a running sandbox it does nothing. Missing processes are restarted. */
@@ -150,6 +162,7 @@ export class Sandbox {
     if (state.provider) {
       await this.installManifests(state);
       await Promise.all(state.clusters.map((c) => this.startProvider(c, state!)));
+      await this.startProxyScheduler(state);
       if (opts.connect !== false) await this.connect(state);
     }
     this.log(`sandbox up in ${((Date.now() - started) / 1000).toFixed(1)} s: clusters ${state.clusters.join(', ')}; kubeconfig ${this.kubeconfigPath}`);
@@ -260,8 +273,9 @@ export class Sandbox {
             `--kubelet-client-certificate=${pki.kubeletClientCert}`,
             `--kubelet-client-key=${pki.kubeletClientKey}`,
             `--kubelet-certificate-authority=${pki.caCert}`,
-            // Every request of the provider's ServiceAccount, with its response code: the e2e suite
-            // proves from it that the shipped RBAC is enough (no 403 for the provider, ever).
+            // Every request of the provider's and the proxy scheduler's ServiceAccounts, with its
+            // response code: the e2e suite proves from it that the shipped RBAC is enough (no 403
+            // for them, ever).
             `--audit-policy-file=${this.auditPolicyFile()}`,
             `--audit-log-path=${this.auditLogPath(cluster)}`,
             '--audit-log-format=json',
@@ -330,10 +344,36 @@ export class Sandbox {
           // Not shippedCli(): spec() also serves stop(), which must work without dist/.
           args: [join(REPO_ROOT, 'bin', 'admiralty.js'), 'provider', ...this.providerArgs(cluster, state)],
         };
+      case 'proxy-scheduler': {
+        const saKubeconfig = this.proxySchedulerPaths(cluster).kubeconfig;
+        return {
+          ...base,
+          command: bin('kube-scheduler'),
+          marker: `--secure-port=${p.proxyScheduler}`,
+          // As its Deployment would: a scheduler that loses its Lease exits, and comes back.
+          restart: true,
+          args: [
+            `--config=${this.proxySchedulerPaths(cluster).config}`,
+            '--bind-address=127.0.0.1',
+            `--secure-port=${p.proxyScheduler}`,
+            // In cluster, delegated authn/authz of the secure port use the in-cluster credentials;
+            // out of cluster they must be named, or they are skipped (and their RBAC never tested).
+            `--authentication-kubeconfig=${saKubeconfig}`,
+            `--authorization-kubeconfig=${saKubeconfig}`,
+            '--profiling=false',
+          ],
+        };
+      }
     }
   }
 
-  /** Audit log of one cluster's apiserver: one JSON event per line, the provider's requests only. */
+  /** Files of the proxy scheduler of `cluster`: its config, the provider's CA, its ServiceAccount's kubeconfig. */
+  private proxySchedulerPaths(cluster: string) {
+    const d = join(this.clusterDir(cluster), 'proxy-scheduler');
+    return { dir: d, config: join(d, 'config.yaml'), caFile: join(d, 'ca.crt'), kubeconfig: join(d, 'kubeconfig') };
+  }
+
+  /** Audit log of one cluster's apiserver: one JSON event per line, the requests of the identities in {@link AUDITED_USERS} only. */
   auditLogPath(cluster: string): string {
     return join(this.clusterDir(cluster), 'audit.log');
   }
@@ -343,13 +383,18 @@ export class Sandbox {
     return join(this.clusterDir(cluster), 'apiserver-starts.jsonl');
   }
 
+  /** {@link forbiddenRequests} of the provider's ServiceAccount. */
+  providerForbiddenRequests(cluster: string): string[] | undefined {
+    return this.forbiddenRequests(cluster, PROVIDER_USER);
+  }
+
   /**
-   * The requests of the provider's ServiceAccount that the authorizer of `cluster`'s apiserver
-   * refused since it started (not 403s of admission, e.g. in a namespace being deleted), as `verb resource[/subresource] [namespace/]name`, from the audit log
+   * The requests of `user` (one of {@link AUDITED_USERS}) that the authorizer of `cluster`'s
+   * apiserver refused since it started (not 403s of admission, e.g. in a namespace being deleted), as `verb resource[/subresource] [namespace/]name`, from the audit log
    * (current file and its one backup). Undefined when this apiserver keeps no audit log (a
    * sandbox started before the log existed).
    */
-  providerForbiddenRequests(cluster: string): string[] | undefined {
+  forbiddenRequests(cluster: string, user: string): string[] | undefined {
     const log = this.auditLogPath(cluster);
     if (!existsSync(log)) return undefined;
     // Refusals while a restarted apiserver was not ready yet say nothing about our RBAC.
@@ -369,7 +414,7 @@ export class Sandbox {
           annotations?: Record<string, string>;
           objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
         };
-        if (e.user?.username !== PROVIDER_USER || e.annotations?.['authorization.k8s.io/decision'] !== 'forbid') continue;
+        if (e.user?.username !== user || e.annotations?.['authorization.k8s.io/decision'] !== 'forbid') continue;
         const at = Date.parse(e.stageTimestamp ?? '');
         if (starting.some((w) => at >= w.startedMs && at <= w.readyMs)) continue;
         const o = e.objectRef ?? {};
@@ -379,7 +424,7 @@ export class Sandbox {
     return refused;
   }
 
-  /** Writes (idempotently) the audit policy: Metadata level for the provider's ServiceAccount, nothing else. */
+  /** Writes (idempotently) the audit policy: Metadata level for {@link AUDITED_USERS}, nothing else. */
   private auditPolicyFile(): string {
     const file = join(this.dir, 'audit-policy.yaml');
     mkdirSync(this.dir, { recursive: true });
@@ -391,7 +436,7 @@ export class Sandbox {
         'omitStages: [RequestReceived]',
         'rules:',
         `- level: Metadata`,
-        `  users: ["${PROVIDER_USER}"]`,
+        `  users: [${AUDITED_USERS.map((u) => `"${u}"`).join(', ')}]`,
         '- level: None',
         '',
       ].join('\n'),
@@ -536,30 +581,40 @@ export class Sandbox {
     });
   }
 
-  /** Installs CRDs and RBAC (manifests/sandbox) and the provider's own kubeconfig in every cluster. */
+  /**
+   * Installs CRDs and RBAC (manifests/sandbox) and the provider's own kubeconfig in every cluster,
+   * and in the source the proxy scheduler's ServiceAccount and RBAC (manifests/scheduler/rbac,
+   * not its Deployment: it runs as a local process) and its kubeconfig.
+   */
   private async installManifests(state: SandboxState): Promise<void> {
     await Promise.all(
       state.clusters.map(async (c) => {
         await this.kubectl(c, 'apply', '--server-side', '-k', join(REPO_ROOT, 'manifests', 'sandbox'));
         await this.kubectl(c, 'wait', '--for=condition=Established', '--timeout=60s', 'crd/targets.multicluster.admiralty.io', 'crd/clustersummaries.multicluster.admiralty.io');
-        await this.writeProviderKubeconfig(c, state);
+        await this.writeServiceAccountKubeconfig(c, state, 'admiralty', join(this.clusterDir(c), 'provider.kubeconfig'));
       }),
     );
+    await this.kubectl(SOURCE_CLUSTER, 'apply', '--server-side', '-k', join(REPO_ROOT, 'manifests', 'scheduler', 'rbac'));
+    mkdirSync(this.proxySchedulerPaths(SOURCE_CLUSTER).dir, { recursive: true });
+    await this.writeServiceAccountKubeconfig(SOURCE_CLUSTER, state, 'admiralty-proxy-scheduler', this.proxySchedulerPaths(SOURCE_CLUSTER).kubeconfig);
     await this.applyYaml('c1', this.webhookConfigYaml(state));
   }
 
-  /** The provider runs as the shipped ServiceAccount (not cluster-admin), with a token from the TokenRequest API. */
-  private async writeProviderKubeconfig(cluster: string, state: SandboxState): Promise<void> {
-    const token = (await this.kubectl(cluster, 'create', 'token', 'admiralty', '-n', 'admiralty', '--duration=48h')).trim();
+  /**
+   * The provider and the proxy scheduler run as their shipped ServiceAccounts (not
+   * cluster-admin), with a token from the TokenRequest API.
+   */
+  private async writeServiceAccountKubeconfig(cluster: string, state: SandboxState, serviceAccount: string, file: string): Promise<void> {
+    const token = (await this.kubectl(cluster, 'create', 'token', serviceAccount, '-n', 'admiralty', '--duration=48h')).trim();
     const ca = readFileSync(join(this.dir, 'pki', 'ca.crt')).toString('base64');
     writeFileSync(
-      join(this.clusterDir(cluster), 'provider.kubeconfig'),
+      file,
       [
         'apiVersion: v1',
         'kind: Config',
         `clusters: [{name: ${cluster}, cluster: {server: "https://127.0.0.1:${this.ports(cluster, state).apiserver}", certificate-authority-data: ${ca}}}]`,
-        `users: [{name: admiralty, user: {token: ${token}}}]`,
-        `contexts: [{name: ${cluster}, context: {cluster: ${cluster}, user: admiralty, namespace: admiralty}}]`,
+        `users: [{name: ${serviceAccount}, user: {token: ${token}}}]`,
+        `contexts: [{name: ${cluster}, context: {cluster: ${cluster}, user: ${serviceAccount}, namespace: admiralty}}]`,
         `current-context: ${cluster}`,
         '',
       ].join('\n'),
@@ -600,6 +655,28 @@ webhooks:
     shippedCli(); // fail with the reason before a start that could only time out
     startProcess(this.spec(cluster, 'provider', state));
     await waitFor(`${cluster} provider`, 60_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).metrics}/readyz`));
+  }
+
+  /**
+   * Starts the source's proxy scheduler on the shipped configuration (manifests/scheduler/config.yaml)
+   * with only what out of cluster requires changed (see {@link outOfClusterSchedulerConfig}): the
+   * extender is the provider's webhook server on 127.0.0.1, verified against the provider's CA
+   * (read from Secret admiralty-webhook-cert, which the provider has written once it is ready).
+   * Idempotent; rewrites the CA file and config on every call.
+   */
+  private async startProxyScheduler(state: SandboxState): Promise<void> {
+    const cluster = SOURCE_CLUSTER;
+    const paths = this.proxySchedulerPaths(cluster);
+    mkdirSync(paths.dir, { recursive: true });
+    const caB64 = await this.kubectl(cluster, 'get', 'secret', 'admiralty-webhook-cert', '-n', 'admiralty', '-o', 'jsonpath={.data.ca\\.crt}');
+    if (!caB64.trim()) throw new Error(`${cluster}: Secret admiralty/admiralty-webhook-cert has no ca.crt`);
+    writeFileSync(paths.caFile, Buffer.from(caB64.trim(), 'base64'));
+    const webhookUrl = new URL(this.providerArgs(cluster, state).find((a) => a.startsWith('--webhook-url='))!.slice('--webhook-url='.length));
+    const shipped = shippedSchedulerConfig(readFileSync(join(REPO_ROOT, 'manifests', 'scheduler', 'config.yaml'), 'utf8'));
+    // The provider's certificate carries its webhook URL's host as an IP SAN (provider/main.ts).
+    writeFileSync(paths.config, outOfClusterSchedulerConfig(shipped, { webhookOrigin: webhookUrl.origin, serverName: webhookUrl.hostname, caFile: paths.caFile, kubeconfig: paths.kubeconfig }));
+    startProcess(this.spec(cluster, 'proxy-scheduler', state));
+    await waitFor(`${cluster} proxy scheduler`, 60_000, () => httpsUnverifiedOk(`https://127.0.0.1:${this.ports(cluster, state).proxyScheduler}/readyz`));
   }
 
   /**
@@ -649,6 +726,9 @@ webhooks:
   async start(cluster: string, component: Component): Promise<void> {
     const state = this.requireState();
     if (component === 'provider') shippedCli();
+    if (!this.components(state, cluster).includes(component)) throw new Error(`${cluster} runs no ${component}`);
+    // It reads the provider's CA at start: take the current one from its Secret.
+    if (component === 'proxy-scheduler') return this.startProxyScheduler(state);
     const startedMs = Date.now();
     startProcess(this.spec(cluster, component, state));
     if (component === 'kube-apiserver') {
@@ -667,7 +747,7 @@ webhooks:
     if (!s) return ['sandbox: down'];
     const lines: string[] = [];
     for (const c of s.clusters) {
-      for (const comp of this.components(s)) {
+      for (const comp of this.components(s, c)) {
         const spec = this.spec(c, comp, s);
         const pid = readPid(spec.pidFile);
         lines.push(`${c.padEnd(4)} ${comp.padEnd(24)} ${isRunning(spec) ? `running (pid ${pid})` : 'stopped'}`);
@@ -681,9 +761,9 @@ webhooks:
   async down(): Promise<void> {
     const s = this.state();
     if (s) {
-      const order = [...this.components(s)].reverse();
+      const order = [...CLUSTER_COMPONENTS].reverse();
       for (const comp of order) {
-        await Promise.all(s.clusters.map((c) => stopProcess(this.spec(c, comp, s))));
+        await Promise.all(s.clusters.filter((c) => this.components(s, c).includes(comp)).map((c) => stopProcess(this.spec(c, comp, s))));
       }
     } else if (existsSync(join(this.dir, 'pids'))) {
       // State lost but pid files remain: nothing can be matched safely; say so.
@@ -695,6 +775,12 @@ webhooks:
 
 /** The identity the sandbox's providers run as: the shipped ServiceAccount, with nothing added. */
 export const PROVIDER_USER = 'system:serviceaccount:admiralty:admiralty';
+
+/** The identity c1's proxy scheduler runs as: the shipped ServiceAccount (manifests/scheduler/rbac), with nothing added. */
+export const PROXY_SCHEDULER_USER = 'system:serviceaccount:admiralty:admiralty-proxy-scheduler';
+
+/** Identities whose requests the apiservers audit, so that a refusal (403) of any fails the e2e suite. */
+export const AUDITED_USERS = [PROVIDER_USER, PROXY_SCHEDULER_USER] as const;
 
 /** RBAC that lets the apiserver's kubelet client call kubelets, as kubeadm sets it up. */
 const KUBELET_CLIENT_RBAC = `apiVersion: rbac.authorization.k8s.io/v1
@@ -717,6 +803,18 @@ function httpOk(url: string): Promise<boolean> {
   return fetch(url, { signal: AbortSignal.timeout(2000) })
     .then((r) => r.ok)
     .catch(() => false);
+}
+
+/** Whether a component's secure port answers 200, without verifying its self-signed certificate. */
+function httpsUnverifiedOk(url: string): Promise<boolean> {
+  return new Promise((res) => {
+    const req = https.get(url, { rejectUnauthorized: false, timeout: 2000 }, (r) => {
+      r.resume();
+      res(r.statusCode === 200);
+    });
+    req.on('error', () => res(false));
+    req.on('timeout', () => req.destroy());
+  });
 }
 
 function httpsOk(url: string, pki: SandboxPki): Promise<boolean> {
