@@ -229,6 +229,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
           delegates: delegation.delegates,
           follow: delegation.follow,
           memory,
+          schedulerName: config.proxySchedulerName,
           sourceClusterName: config.clusterName,
           clock,
           logger,

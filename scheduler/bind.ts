@@ -36,6 +36,8 @@ export interface BinderOptions {
   /** Copies the ConfigMaps and Secrets the delegate uses into its target first. */
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
   memory: PlacementMemory;
+  /** The proxy scheduler's name: only pods with this `schedulerName` are bound. */
+  schedulerName: string;
   sourceClusterName: string;
   clock: Clock;
   logger: Logger;
@@ -97,6 +99,11 @@ export class Binder {
   private async place(args: ExtenderBindingArgs): Promise<void> {
     const { PodNamespace: namespace, PodName: name, Node: node } = args;
     const proxy = await this.readProxy(namespace, name, args.PodUID);
+    // The extender's port is reachable by more than kube-scheduler: bind only what the proxy
+    // scheduler may place (its own pods, proxies allowed on the target: checked below).
+    if (proxy.spec?.schedulerName !== this.o.schedulerName) {
+      throw new Error(`the admiralty extender binds only pods of scheduler ${this.o.schedulerName}, not ${namespace}/${name} (scheduler ${proxy.spec?.schedulerName ?? 'default-scheduler'})`);
+    }
     if (proxy.spec?.nodeName) {
       if (proxy.spec.nodeName === node) return;
       throw new Error(`pod ${namespace}/${name} is already bound to ${proxy.spec.nodeName}`);

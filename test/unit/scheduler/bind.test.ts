@@ -24,7 +24,7 @@ function proxy(): V1Pod {
       labels: { [HAS_FINALIZER_LABEL]: 'true' },
       annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
     },
-    spec: { containers: [{ name: 'web', image: 'nginx', resources: { requests: { cpu: '1' } } }] },
+    spec: { schedulerName: 'admiralty-proxy', containers: [{ name: 'web', image: 'nginx', resources: { requests: { cpu: '1' } } }] },
   };
 }
 
@@ -85,6 +85,7 @@ describe('scheduler: Binder', () => {
       namespaces: { get: (n) => (n === 'default' ? namespace : undefined), list: () => [namespace] },
       delegates: () => cache,
       memory,
+      schedulerName: 'admiralty-proxy',
       sourceClusterName: 'c1',
       clock: realClock,
       logger: silentLogger(),
@@ -152,6 +153,13 @@ describe('scheduler: Binder', () => {
     expect(await binder.bind(args)).to.deep.equal({ Error: '' });
     expect(await binder.bind({ ...args, Node: 'admiralty-cluster-c3' })).to.deep.equal({ Error: `pod default/web is already bound to ${NODE}` });
     expect(targetCore.createNamespacedPod.called).to.equal(false);
+  });
+
+  it("binds nothing but the proxy scheduler's pods (the port is reachable by more than kube-scheduler)", async () => {
+    source.readNamespacedPod.resolves({ ...proxy(), spec: { ...proxy().spec!, schedulerName: 'default-scheduler' } });
+    expect((await binder.bind(args)).Error).to.equal('the admiralty extender binds only pods of scheduler admiralty-proxy, not default/web (scheduler default-scheduler)');
+    expect(targetCore.createNamespacedPod.called).to.equal(false);
+    expect(source.createNamespacedPodBinding.called).to.equal(false);
   });
 
   it('refuses a replaced pod (another UID)', async () => {
