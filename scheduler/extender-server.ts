@@ -182,6 +182,14 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
       else failed[c.name] = fit.reason;
     }
     const result: ExtenderFilterResult = { FailedNodes: failed, FailedAndUnresolvableNodes: unresolvable, Error: '' };
+    if (kept.size === 0 && Object.keys(failed).length + Object.keys(unresolvable).length > 0) {
+      // Nothing left: answer with an error rather than a plain rejection. kube-scheduler parks a
+      // pod that its plugins and we rejected until a node event its plugins care about (labels,
+      // taints) or a 5-minute flush, but what changed our verdict (a target's summary, a refusal
+      // that lapsed) is no node event; after an error it retries within its backoff (10 s at most).
+      const reasons = Object.entries({ ...failed, ...unresolvable }).map(([node, why]) => `${node}: ${why}`);
+      result.Error = `no target can run this pod now (retried with backoff): ${reasons.join('; ')}`;
+    }
     if (args.NodeNames) result.NodeNames = args.NodeNames.filter((n) => kept.has(n));
     if (args.Nodes) result.Nodes = { items: (args.Nodes.items ?? []).filter((n) => kept.has(n.metadata!.name!)) };
     return result;

@@ -4,6 +4,10 @@ import type { ResourceAmounts } from '../provider/model/resources.js';
 export interface Refusal {
   reason: string;
   atMs: number;
+  /** How long it keeps the pod off the target. */
+  forMs: number;
+  /** Refusals of this pod by this target in a row (each doubles `forMs`). */
+  count: number;
 }
 
 interface Assumption {
@@ -13,8 +17,13 @@ interface Assumption {
 }
 
 export interface PlacementMemoryOptions {
-  /** How long a target's refusal of a pod keeps that pod off the target (default 60 s). */
+  /**
+   * How long a target's first refusal of a pod keeps that pod off the target (default 10 s);
+   * each further refusal of the same pod by the same target doubles it, up to `maxRefusalTtlMs`
+   * (default 5 min), so a target that keeps refusing is asked less and less often.
+   */
   refusalTtlMs?: number;
+  maxRefusalTtlMs?: number;
   /**
    * How long after a delegate was placed a summary is still taken not to show it (default 3 s:
    * a target writes its summary at most once a second, after its pod watch sees the bind).
@@ -40,11 +49,13 @@ export class PlacementMemory {
   private readonly refusals = new Map<string, Map<string, Refusal>>();
   private readonly assumptions = new Map<string, Assumption[]>();
   private readonly refusalTtlMs: number;
+  private readonly maxRefusalTtlMs: number;
   private readonly summaryLagMs: number;
   private readonly maxPods: number;
 
   constructor(o: PlacementMemoryOptions = {}) {
-    this.refusalTtlMs = o.refusalTtlMs ?? 60_000;
+    this.refusalTtlMs = o.refusalTtlMs ?? 10_000;
+    this.maxRefusalTtlMs = o.maxRefusalTtlMs ?? 300_000;
     this.summaryLagMs = o.summaryLagMs ?? 3_000;
     this.maxPods = o.maxPods ?? 10_000;
   }
@@ -54,20 +65,19 @@ export class PlacementMemory {
     let byTarget = this.refusals.get(podUid);
     if (byTarget) this.refusals.delete(podUid); // re-insert: Map order is age order
     else byTarget = new Map();
-    byTarget.set(targetKey, { reason, atMs: nowMs });
+    const count = (byTarget.get(targetKey)?.count ?? 0) + 1;
+    const forMs = Math.min(this.maxRefusalTtlMs, this.refusalTtlMs * 2 ** Math.min(count - 1, 30));
+    byTarget.set(targetKey, { reason, atMs: nowMs, forMs, count });
     this.refusals.set(podUid, byTarget);
     while (this.refusals.size > this.maxPods) this.refusals.delete(this.refusals.keys().next().value!);
   }
 
-  /** The target's refusal of this pod, while it still counts. */
+  /** The target's refusal of this pod, while it still keeps the pod off the target. */
   refusal(podUid: string | undefined, targetKey: string, nowMs: number): Refusal | undefined {
     if (!podUid) return undefined;
     const r = this.refusals.get(podUid)?.get(targetKey);
-    if (!r) return undefined;
-    if (nowMs - r.atMs < this.refusalTtlMs) return r;
-    this.refusals.get(podUid)!.delete(targetKey);
-    if (this.refusals.get(podUid)!.size === 0) this.refusals.delete(podUid);
-    return undefined;
+    // Kept after it lapses: a refusal in a row doubles the next one's time.
+    return r && nowMs - r.atMs < r.forMs ? r : undefined;
   }
 
   /** Forgets a pod (it was bound, or is gone). */

@@ -162,6 +162,10 @@ describe('scheduler: createExtenderApp', () => {
       [V(ROOMY)]: 'no node in roomy fits: 2 Insufficient cpu (largest free 4)',
       [V(BUSY)]: 'no node in busy fits: 1 Insufficient cpu (largest free 500m)',
     });
+    // An error, so that kube-scheduler retries with backoff (see filter).
+    expect(result.Error).to.equal(
+      `no target can run this pod now (retried with backoff): ${V(ROOMY)}: no node in roomy fits: 2 Insufficient cpu (largest free 4); ${V(BUSY)}: no node in busy fits: 1 Insufficient cpu (largest free 500m)`,
+    );
   });
 
   it('prioritizes with the policy, scaled to 0..10', async () => {

@@ -2,14 +2,18 @@ import { expect } from 'chai';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
 
 describe('scheduler: PlacementMemory', () => {
-  it('keeps a refusal for its time to live, per pod and target', () => {
-    const m = new PlacementMemory({ refusalTtlMs: 1000 });
+  it('keeps a refusal for its time, per pod and target, doubling it for each refusal in a row', () => {
+    const m = new PlacementMemory({ refusalTtlMs: 1000, maxRefusalTtlMs: 3000 });
     m.refuse('u1', 'ClusterTarget/c2', 'c2: full', 0);
-    expect(m.refusal('u1', 'ClusterTarget/c2', 999)).to.deep.equal({ reason: 'c2: full', atMs: 0 });
+    expect(m.refusal('u1', 'ClusterTarget/c2', 999)).to.deep.include({ reason: 'c2: full', atMs: 0, forMs: 1000 });
     expect(m.refusal('u1', 'ClusterTarget/c1', 10)).to.equal(undefined);
     expect(m.refusal('u2', 'ClusterTarget/c2', 10)).to.equal(undefined);
     expect(m.refusal(undefined, 'ClusterTarget/c2', 10)).to.equal(undefined);
     expect(m.refusal('u1', 'ClusterTarget/c2', 1000)).to.equal(undefined);
+    m.refuse('u1', 'ClusterTarget/c2', 'c2: still full', 1000);
+    expect(m.refusal('u1', 'ClusterTarget/c2', 2999)).to.deep.include({ reason: 'c2: still full', forMs: 2000, count: 2 });
+    m.refuse('u1', 'ClusterTarget/c2', 'c2: still full', 3000);
+    expect(m.refusal('u1', 'ClusterTarget/c2', 3000)!.forMs).to.equal(3000);
   });
 
   it('forgets a pod, and the oldest pods beyond its bound', () => {

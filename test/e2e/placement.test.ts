@@ -1,0 +1,144 @@
+import { expect } from 'chai';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, uniqueName, waitFor } from './support.js';
+
+const milliCpu = (q: string | undefined): number => (q === undefined ? NaN : q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Free cpu (millicores) of each real node of a cluster, from its ClusterSummary. */
+async function freeCpu(cluster: string): Promise<Map<string, number>> {
+  const summary = await getJson(cluster, 'clustersummary', 'singleton');
+  return new Map(summary.nodePools.flatMap((p: any) => p.nodes).map((n: any) => [n.name, milliCpu(n.free.cpu)]));
+}
+
+/** Pins pods that are not ours on every node of `cluster`, so that each keeps `keepMilli` cpu free. */
+async function squeeze(cluster: string, ns: string, keepMilli: number): Promise<void> {
+  const free = await freeCpu(cluster);
+  for (const [node, milli] of free) {
+    if (milli <= keepMilli) continue;
+    await apply(cluster, `apiVersion: v1\nkind: Pod\nmetadata: {name: hog-${node}, namespace: ${ns}, labels: {role: hog}}\nspec:\n  nodeName: ${node}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: ${milli - keepMilli}m}}}]\n`);
+  }
+  await waitFor(`every ${cluster} node down to ${keepMilli}m free`, 30_000, async () => [...(await freeCpu(cluster)).values()].every((m) => m <= keepMilli));
+}
+
+/** What a virtual node offers kube-scheduler (millicores). */
+async function offered(node: string): Promise<number> {
+  return milliCpu((await getJson('c1', 'node', node)).status.allocatable.cpu);
+}
+
+function electedPod(name: string, ns: string, cpu: string, extra: { annotations?: Record<string, string>; nodeSelector?: Record<string, string> } = {}): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns, labels: { app: 'placement' }, annotations: { 'multicluster.admiralty.io/elect': '', ...extra.annotations } },
+    spec: { containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu } } }], ...(extra.nodeSelector ? { nodeSelector: extra.nodeSelector } : {}) },
+  });
+}
+
+/** The delegates in `cluster` of this namespace's proxies. */
+async function delegatesIn(cluster: string, ns: string): Promise<any[]> {
+  return (await getJson(cluster, 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items;
+}
+
+/**
+ * Exact placement: the proxy scheduler (a stock kube-scheduler) with the provider's extender
+ * binds a proxy to a virtual node only when one real node of its target can take the pod, and
+ * only once that target's own scheduler has placed the delegate. Each test has a namespace of
+ * its own, connected with namespaced Targets, so the source works with the Source role's
+ * rights alone in c2.
+ */
+describe('exact placement', function () {
+  this.timeout(240_000);
+  let ns: string;
+  let nodes: { c1Node: string; c2Node: string };
+
+  beforeEach(async () => {
+    ns = uniqueName('place');
+    nodes = await connectNamespace(ns);
+  });
+
+  afterEach(async () => {
+    await kubectl('c1', 'delete', 'pods', '-n', ns, '--all', '--wait=false');
+    await kubectl('c2', 'delete', 'pods', '-n', ns, '-l', 'role=hog', '--grace-period=0', '--force');
+    await kubectl('c1', 'delete', 'pods', '-n', ns, '-l', 'role=hog', '--grace-period=0', '--force');
+    await disconnectNamespace(ns);
+  });
+
+  it('never binds to c2 a pod that only the sum of its nodes could hold; says why, and runs it in c1', async () => {
+    await squeeze('c2', ns, 12_000);
+    // c2 offers the sum of its free cpu (24 cpu over two nodes): enough for kube-scheduler's own
+    // resource check, so only the extender's per-node judgement keeps the pod off c2.
+    await waitFor("c1's view of c2 to shrink", 45_000, async () => (await offered(nodes.c2Node)) <= 24_000);
+    expect(await offered(nodes.c2Node)).to.be.at.least(16_000);
+    // Held to c2 by its virtual-node constraints: it cannot run anywhere, and the event says why.
+    const onlyC2 = { annotations: { 'multicluster.admiralty.io/proxy-pod-scheduling-constraints': JSON.stringify({ nodeSelector: { 'multicluster.admiralty.io/target-name': 'c2' } }) } };
+    await apply('c1', electedPod('only-c2', ns, '16', onlyC2));
+    let message = '';
+    await waitFor('a FailedScheduling event', 60_000, async () => {
+      const events = await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.name=only-c2,reason=FailedScheduling');
+      message = events.items.map((e: any) => e.message).join('\n');
+      return message.includes('c2');
+    });
+    expect(message).to.match(/no node in c2 fits: 2 Insufficient cpu \(largest free 12\)/);
+    expect((await getJson('c1', 'pod', 'only-c2', '-n', ns)).spec.nodeName).to.equal(undefined);
+    // Free to go anywhere, it runs in c1, where one node has room.
+    await apply('c1', electedPod('anywhere', ns, '16'));
+    await waitFor('the pod Running', 60_000, async () => (await getJson('c1', 'pod', 'anywhere', '-n', ns)).status.phase === 'Running');
+    expect((await getJson('c1', 'pod', 'anywhere', '-n', ns)).spec.nodeName).to.equal(nodes.c1Node);
+    expect(await delegatesIn('c2', ns)).to.deep.equal([]);
+  });
+
+  it('runs a pod whose nodeSelector only one c2 node matches on that node', async () => {
+    const c2Nodes = [...(await freeCpu('c2')).keys()].sort();
+    const gpuNode = c2Nodes[c2Nodes.length - 1];
+    await kubectl('c2', 'label', 'node', gpuNode, 'pool=gpu', '--overwrite');
+    try {
+      await waitFor("c2's summary to show the pool", 30_000, async () => (await getJson('c2', 'clustersummary', 'singleton')).nodePools.some((p: any) => p.labels.pool === 'gpu'));
+      // The source reads summaries on its probe period (10 s in the sandbox).
+      await sleep(12_000);
+      // The label is on one node only, so c2's virtual node does not carry it.
+      expect((await getJson('c1', 'node', nodes.c2Node)).metadata.labels.pool).to.equal(undefined);
+      await apply('c1', electedPod('gpu', ns, '100m', { nodeSelector: { pool: 'gpu' } }));
+      await waitFor('the pod Running', 60_000, async () => (await getJson('c1', 'pod', 'gpu', '-n', ns)).status.phase === 'Running');
+      expect((await getJson('c1', 'pod', 'gpu', '-n', ns)).spec.nodeName).to.equal(nodes.c2Node);
+      const [delegate] = await delegatesIn('c2', ns);
+      expect(delegate.spec.nodeName).to.equal(gpuNode);
+      expect(delegate.spec.nodeSelector).to.deep.equal({ pool: 'gpu' });
+      expect(delegate.spec.schedulerName).to.equal('default-scheduler');
+    } finally {
+      await kubectl('c2', 'label', 'node', gpuNode, 'pool-');
+    }
+  });
+
+  it('sends new pods to c1 at once when every c2 node is cordoned, before the source has read the news', async () => {
+    const c2Nodes = [...(await freeCpu('c2')).keys()];
+    for (const n of c2Nodes) await kubectl('c2', 'cordon', n);
+    try {
+      // No wait for the summary: the pods that still go to c2 are refused by c2's scheduler at bind.
+      const names = Array.from({ length: 6 }, (_, i) => `p${i}`);
+      await Promise.all(names.map((n) => apply('c1', electedPod(n, ns, '100m'))));
+      const started = Date.now();
+      await waitFor('every pod Running', 90_000, async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => p.status.phase === 'Running').length === names.length);
+      console.log(`      ${names.length} pods Running in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      for (const p of (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items) expect(p.spec.nodeName, p.metadata.name).to.equal(nodes.c1Node);
+      expect(await delegatesIn('c2', ns)).to.deep.equal([]);
+    } finally {
+      for (const n of c2Nodes) await kubectl('c2', 'uncordon', n);
+    }
+  });
+
+  it('never leaves a delegate Pending for lack of room in two concurrent bursts, while another target has room', async () => {
+    // 4 cpu free on every node of both clusters (16 in all), then two bursts of 7 pods of 1 cpu.
+    await squeeze('c1', ns, 4_000);
+    await squeeze('c2', ns, 4_000);
+    await waitFor("c1's view of both targets to shrink", 45_000, async () => (await offered(nodes.c1Node)) <= 8_000 && (await offered(nodes.c2Node)) <= 8_000);
+    const burst = (tag: string) => Promise.all(Array.from({ length: 7 }, (_, i) => apply('c1', electedPod(`${tag}-${i}`, ns, '1'))));
+    await Promise.all([burst('a'), burst('b')]);
+    await waitFor('all 14 pods Running', 120_000, async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => p.status.phase === 'Running').length === 14);
+    const where = new Map<string, number>();
+    for (const p of (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items) where.set(p.spec.nodeName, (where.get(p.spec.nodeName) ?? 0) + 1);
+    console.log(`      placed: ${[...where].map(([n, k]) => `${k} on ${n}`).join(', ')}`);
+    for (const cluster of ['c1', 'c2']) {
+      for (const d of await delegatesIn(cluster, ns)) expect(d.status.phase, `${cluster} ${d.metadata.name}`).to.equal('Running');
+    }
+  });
+});
