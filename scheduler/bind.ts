@@ -109,7 +109,7 @@ export class Binder {
       throw new Error(`pod ${namespace}/${name} is already bound to ${proxy.spec.nodeName}`);
     }
     const target = this.o.registry.byNodeName(node);
-    if (!target) throw new Error(`virtual node ${node} has no known target`);
+    if (!target) throw new Error(`node ${node} is not a virtual node of a known target: the admiralty extender binds proxies to virtual nodes only`);
     const health = this.o.registry.health(target.key);
     if (health && !health.ready) throw new Error(`target ${target.displayName} is not ready: ${health.reason}`);
     try {

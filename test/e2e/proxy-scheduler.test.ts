@@ -67,10 +67,10 @@ describe('proxy scheduler (c1)', function () {
         return outcome !== '';
       });
       console.log(`      ${outcome.split('\n')[0]}`);
-      // The extender filtered the pod and its bind refused it (a pod that is no proxy): the
+      // The extender filtered the pod and its bind refused it (a real node is no target): the
       // answer came over TLS. A TLS or connection failure would name the certificate or the dial.
       expect(outcome).not.to.match(/x509|certificate|tls:|connection refused|no such host|dial tcp/i);
-      expect(outcome).to.match(/binds only pods of scheduler admiralty-proxy/);
+      expect(outcome).to.match(/binds proxies to virtual nodes only/);
     } finally {
       await kubectl('c1', 'delete', 'namespace', ns, '--wait=false');
     }
