@@ -18,6 +18,7 @@ export interface Benchmark {
 export const BENCHMARKS: readonly Benchmark[] = [
   { name: 'offload', args: '[N=1000] [concurrency=20]', summary: 'N elected pods from creation to all proxies Running, next to N pods created directly in c2; provider CPU seconds and peak RSS' },
   { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
+  { name: 'extender-latency', args: '[requests=3000] [concurrency=1]', summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox' },
   { name: 'webhook-latency', args: '[requests=2000] [concurrency=16]', summary: 'admission latency (p50, p99) of the mutating webhook next to a no-op handler' },
   { name: 'idle-rss', args: '[idle-seconds=30]', summary: "idle RSS of the source provider started compiled (as shipped) and through tsx, with the sandbox provider's own flags" },
 ];
@@ -28,7 +29,8 @@ function usage(): string {
     'usage: admiralty bench <benchmark> [args]   (npm run bench -- <benchmark> [args])',
     '',
     'Benchmarks print figures, next to a baseline measured in the same run. They need a clone',
-    'of the repository and a running sandbox (npm run sandbox -- up), and run through tsx.',
+    'of the repository, most a running sandbox (npm run sandbox -- up; not the two *-latency ones),',
+    'and run through tsx.',
     '',
     ...BENCHMARKS.map((b) => `  ${b.name.padEnd(width)}  ${b.args}\n  ${' '.repeat(width)}  ${b.summary}`),
   ].join('\n');

@@ -34,10 +34,28 @@ export function peakRss(pid: number, everyMs = 250): { stop(): number } {
   };
 }
 
-/** The sandbox provider's pid, or BENCH_PROVIDER_PID for a provider started by hand (e.g. with other flags). */
+/**
+ * The sandbox provider's pid, or BENCH_PROVIDER_PID for a provider started by hand (e.g. with
+ * other flags). The sandbox runs its provider under a bash restart loop (test/sandbox/processes.ts)
+ * and records the loop's pid: the provider is the loop's child, and the loop's own CPU and RSS
+ * say nothing of it. Read again after a restart: the child's pid changes.
+ */
 export function providerPid(sandbox: Sandbox, cluster = 'c1'): number {
   if (process.env.BENCH_PROVIDER_PID) return Number(process.env.BENCH_PROVIDER_PID);
-  return Number(readFileSync(join(sandbox.dir, 'pids', `${cluster}-provider.pid`), 'utf8'));
+  const recorded = Number(readFileSync(join(sandbox.dir, 'pids', `${cluster}-provider.pid`), 'utf8'));
+  if (!commandLine(recorded).includes('sandbox-restart-loop')) return recorded;
+  const children = readFileSync(`/proc/${recorded}/task/${recorded}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  const provider = children.find((pid) => commandLine(pid).includes(`--cluster-name=${cluster}`));
+  if (provider === undefined) throw new Error(`the restart loop ${recorded} of ${cluster}'s provider runs no provider right now`);
+  return provider;
+}
+
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+  } catch {
+    return '';
+  }
 }
 
 /** Runs `fn` over `items` with at most `concurrency` in flight. */

@@ -722,15 +722,25 @@ webhooks:
     return stopProcess(this.spec(cluster, component), signal);
   }
 
-  /** Starts one process of one cluster again and waits until it is ready. */
-  async start(cluster: string, component: Component): Promise<void> {
+  /**
+   * Starts one process of one cluster again and waits until it is ready.
+   *
+   * `extraArgs` are appended to its command line for this start only (e.g. a benchmark starts
+   * c1's provider with `--proxy-scheduler-name=`); the restart loop keeps them while it runs,
+   * and a later `stop` then `start` without them brings back the sandbox's own flags. Not for
+   * the proxy scheduler, whose flags come from its config file.
+   */
+  async start(cluster: string, component: Component, opts: { extraArgs?: readonly string[] } = {}): Promise<void> {
     const state = this.requireState();
     if (component === 'provider') shippedCli();
     if (!this.components(state, cluster).includes(component)) throw new Error(`${cluster} runs no ${component}`);
+    const extraArgs = opts.extraArgs ?? [];
+    if (component === 'proxy-scheduler' && extraArgs.length > 0) throw new Error('the proxy scheduler takes its flags from its config file, not extraArgs');
     // It reads the provider's CA at start: take the current one from its Secret.
     if (component === 'proxy-scheduler') return this.startProxyScheduler(state);
     const startedMs = Date.now();
-    startProcess(this.spec(cluster, component, state));
+    const spec = this.spec(cluster, component, state);
+    startProcess({ ...spec, args: [...spec.args, ...extraArgs] });
     if (component === 'kube-apiserver') {
       await waitFor(`${cluster} kube-apiserver`, 90_000, () => this.apiserverReady(cluster, state));
       // Until /readyz says so, the apiserver may refuse requests its RBAC allows (its caches
