@@ -6,7 +6,7 @@ import { realClock, type Clock } from '../provider/core/clock.js';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
-import { fitsTarget } from './fit.js';
+import { fitsTarget, schedulingPod } from './fit.js';
 import { PlacementMemory } from './placement-memory.js';
 import { MAX_TARGET_SCORE, scoreTarget, type PlacementPolicy } from './score.js';
 import type { FitNode } from './target-nodes.js';
@@ -141,6 +141,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
     c.node ? c.node.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === VIRTUAL_KUBELET_PROVIDER_VALUE : isVirtualNodeName(c.name);
 
   const filter = (args: ExtenderArgs): ExtenderFilterResult => {
+    const pod = delegateSpecOf(args.Pod);
     const failed: Record<string, string> = {};
     const unresolvable: Record<string, string> = {};
     const kept = new Set<string>();
@@ -176,7 +177,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
         failed[c.name] = `refused ${Math.round((clock.now() - refusal.atMs) / 1000)} s ago: ${refusal.reason}`;
         continue;
       }
-      const fit = fitsTarget(args.Pod, state.nodes, { targetName: target.displayName, assumed: memory.assumedOn(target.key, state.readAtMs) });
+      const fit = fitsTarget(pod, state.nodes, { targetName: target.displayName, assumed: memory.assumedOn(target.key, state.readAtMs) });
       if (fit.fits) kept.add(c.name);
       else if (fit.unresolvable) unresolvable[c.name] = fit.reason;
       else failed[c.name] = fit.reason;
@@ -197,6 +198,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
 
   const prioritize = (args: ExtenderArgs): HostPriority[] => {
     const policy = policyOf();
+    const pod = delegateSpecOf(args.Pod);
     return candidates(args).map((c) => {
       if (!isVirtual(c)) return { Host: c.name, Score: 0 };
       const target = registry.byNodeName(c.name);
@@ -207,7 +209,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
         logger.error('scheduler extender: reading target state failed', { cluster: target?.displayName, ...errorFields(err) });
       }
       if (!target || !state) return { Host: c.name, Score: 0 };
-      const score = scoreTarget(policy, args.Pod, { key: target.key, displayName: target.displayName, nodes: state.nodes, assumed: memory.assumedOn(target.key, state.readAtMs) });
+      const score = scoreTarget(policy, pod, { key: target.key, displayName: target.displayName, nodes: state.nodes, assumed: memory.assumedOn(target.key, state.readAtMs) });
       return { Host: c.name, Score: Math.round((score * MAX_EXTENDER_PRIORITY) / MAX_TARGET_SCORE) };
     });
   };
@@ -286,13 +288,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
  * @throws MalformedExtenderArgsError with a reason fit for the caller.
  */
 export function parseExtenderArgs(text: string): ExtenderArgs {
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch (err) {
-    throw new MalformedExtenderArgsError(`request body is not JSON: ${(err as Error).message}`);
-  }
-  if (!isObject(body)) throw new MalformedExtenderArgsError('ExtenderArgs must be a JSON object');
+  const body = parseJsonObject(text, 'ExtenderArgs');
   const pod = body.Pod;
   if (!isObject(pod)) throw new MalformedExtenderArgsError('ExtenderArgs.Pod must be an object');
   if (!isObject(pod.spec)) throw new MalformedExtenderArgsError('ExtenderArgs.Pod.spec must be an object');
@@ -326,17 +322,36 @@ export function parseExtenderArgs(text: string): ExtenderArgs {
  * @throws MalformedExtenderArgsError with a reason fit for the caller.
  */
 export function parseBindingArgs(text: string): ExtenderBindingArgs {
+  const body = parseJsonObject(text, 'ExtenderBindingArgs');
+  for (const field of ['PodName', 'PodNamespace', 'PodUID', 'Node'] as const) {
+    if (typeof body[field] !== 'string' || body[field] === '') throw new MalformedExtenderArgsError(`ExtenderBindingArgs.${field} must be a non-empty string`);
+  }
+  return { PodName: body.PodName, PodNamespace: body.PodNamespace, PodUID: body.PodUID, Node: body.Node };
+}
+
+/**
+ * The delegate's scheduling spec, worked out once per call rather than once per target (the
+ * saved manifest is parsed each time). Unreadable: the pod as is, so that `fitsTarget` gives the
+ * reason on every virtual node.
+ */
+function delegateSpecOf(pod: V1Pod): V1Pod {
+  try {
+    return schedulingPod(pod);
+  } catch {
+    return pod;
+  }
+}
+
+/** The body as a JSON object, else MalformedExtenderArgsError naming `what` it should be. */
+function parseJsonObject(text: string, what: string): Record<string, any> {
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch (err) {
     throw new MalformedExtenderArgsError(`request body is not JSON: ${(err as Error).message}`);
   }
-  if (!isObject(body)) throw new MalformedExtenderArgsError('ExtenderBindingArgs must be a JSON object');
-  for (const field of ['PodName', 'PodNamespace', 'PodUID', 'Node'] as const) {
-    if (typeof body[field] !== 'string' || body[field] === '') throw new MalformedExtenderArgsError(`ExtenderBindingArgs.${field} must be a non-empty string`);
-  }
-  return { PodName: body.PodName, PodNamespace: body.PodNamespace, PodUID: body.PodUID, Node: body.Node };
+  if (!isObject(body)) throw new MalformedExtenderArgsError(`${what} must be a JSON object`);
+  return body;
 }
 
 function isObject(v: unknown): v is Record<string, any> {

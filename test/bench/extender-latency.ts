@@ -29,6 +29,7 @@ import type { TargetRef } from '../../provider/model/types.js';
 import { createExtenderApp, FILTER_PATH, PRIORITIZE_PATH, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../scheduler/extender-server.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { mutatePod } from '../../webhook/mutate-pod.js';
+import { prng } from '../support/prng.js';
 
 const requests = Math.min(Math.max(Number(process.argv[2] ?? 3000) || 3000, 1), 100_000);
 const concurrency = Math.min(Math.max(Number(process.argv[3] ?? 1) || 1, 1), 64);
@@ -40,18 +41,6 @@ const REAL_NODES = 10;
 const runBudgetMs = 20_000;
 const NOOP_PATH = '/noop';
 
-/** Deterministic pseudo-random numbers (mulberry32), so every run judges the same fleet. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Label pools of the real nodes: size and, for gpu, a taint that plain pods do not tolerate. */
 const POOLS = [
   { pool: 'general', cpu: 8, memoryGi: 32 },
@@ -62,7 +51,7 @@ const POOLS = [
 
 /** One target's nodes (4 pools, 3 zones, one cordoned, one not Ready) and pods using 20..80 % of each node's cpu. */
 function fleet(t: number): { nodes: V1Node[]; pods: V1Pod[] } {
-  const rnd = random(t + 1);
+  const rnd = prng(t + 1);
   const nodes: V1Node[] = [];
   const pods: V1Pod[] = [];
   for (let i = 0; i < NODES_PER_TARGET; i++) {

@@ -7,6 +7,7 @@ import { silentLogger } from '../../../provider/core/logger.js';
 import { createWebhookApp } from '../../../webhook/create-webhook-app.js';
 import { mutatePod } from '../../../webhook/mutate-pod.js';
 import { reviewAdmission } from '../../../webhook/review-admission.js';
+import { prng } from '../../support/prng.js';
 
 /**
  * The hostile-input suite for admission: generated AdmissionReviews, seeded so a failure can
@@ -14,18 +15,6 @@ import { reviewAdmission } from '../../../webhook/review-admission.js';
  * reason, or an AdmissionReview for the same uid; a refusal carries a message) and never an
  * internal error, while the event loop stays responsive and memory comes back.
  */
-
-/** mulberry32: a small seeded PRNG, so every run generates the same cases. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Gen = ReturnType<typeof prng>;
 const pick = <T>(r: Gen, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
