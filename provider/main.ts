@@ -214,13 +214,15 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     c.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n));
   }
 
+  // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
+  let binder: Binder | undefined;
   const delegation = enabled('delegation')
-    ? await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, proxies: proxies!, newInformer, newController })
+    ? await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, proxies: proxies!, newInformer, newController, placing: (ns) => binder?.placing(ns) ?? [] })
     : undefined;
 
   if (enabled('extender')) {
     const memory = new PlacementMemory();
-    const binder = delegation
+    binder = delegation
       ? new Binder({
           sourceCore: core,
           registry: clusters,
@@ -396,6 +398,8 @@ interface DelegationWiring {
   proxies: Informer<V1Pod>;
   newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string) => Informer<T>;
   newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => Controller;
+  /** Proxies the extender is placing (see `Binder.placing`). */
+  placing: (namespace: string) => Iterable<{ proxy: V1Pod; targetKey: string }>;
 }
 
 /**
@@ -431,6 +435,7 @@ async function wireDelegation(w: DelegationWiring): Promise<{
   const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
 
   const follow = new FollowReconciler({
+    placing: w.placing,
     sourceCore: core,
     proxies,
     namespaces,

@@ -47,6 +47,15 @@ export interface BinderOptions {
   pollMs?: number;
 }
 
+/** A proxy being placed on a target: it uses that target before it is bound to its virtual node. */
+export interface Placement {
+  proxy: V1Pod;
+  targetKey: string;
+}
+
+/** How long a placement still counts after the bind, at most, while the proxies cache catches up. */
+const PLACED_GRACE_MS = 60_000;
+
 /** A target would not (or could not) take the pod: kube-scheduler is told, and the target is remembered as refusing. */
 class Refused extends Error {}
 
@@ -74,6 +83,8 @@ class Refused extends Error {}
  */
 export class Binder {
   private readonly inflight = new Map<string, Promise<ExtenderBindingResult>>();
+  /** By proxy UID: placements under way, and done ones until the proxies cache shows the bind. */
+  private readonly placements = new Map<string, Placement & { boundAtMs?: number }>();
   private readonly placeTimeoutMs: number;
   private readonly pollMs: number;
 
@@ -96,6 +107,25 @@ export class Binder {
     return p;
   }
 
+  /**
+   * The proxies of a namespace that are being placed (copies made, delegate created or waited
+   * for) or were just bound, with their target: the follow reconciler keeps their copies in
+   * that target, as it does for proxies bound there.
+   */
+  placing(namespace: string): Placement[] {
+    const out: Placement[] = [];
+    for (const [uid, p] of this.placements) {
+      if (p.boundAtMs !== undefined) {
+        const cached = this.o.proxies.get(p.proxy.metadata!.name!, p.proxy.metadata!.namespace);
+        if (cached?.metadata?.uid === uid && cached.spec?.nodeName) this.placements.delete(uid);
+        else if (this.o.clock.now() - p.boundAtMs > PLACED_GRACE_MS) this.placements.delete(uid);
+        if (!this.placements.has(uid)) continue;
+      }
+      if (p.proxy.metadata?.namespace === namespace) out.push({ proxy: p.proxy, targetKey: p.targetKey });
+    }
+    return out;
+  }
+
   private async place(args: ExtenderBindingArgs): Promise<void> {
     const { PodNamespace: namespace, PodName: name, Node: node } = args;
     const proxy = await this.readProxy(namespace, name, args.PodUID);
@@ -116,15 +146,18 @@ export class Binder {
       const verdict = checkTenancy(proxy, this.o.namespaces.get(namespace), target.ref);
       if (!verdict.allowed) throw new Refused(`${target.displayName} may not run this pod: ${verdict.message}`);
       const desired = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName });
+      this.placements.set(args.PodUID, { proxy, targetKey: target.key });
       const delegate = await this.createDelegate(proxy, desired, target);
       const placed = await this.waitPlaced(target, delegate);
       await this.bindProxy(proxy, node, target, placed);
+      this.placements.set(args.PodUID, { proxy, targetKey: target.key, boundAtMs: this.o.clock.now() });
       const requests = podRequests(placed.spec, { includeOverhead: true });
       requests.set('pods', ONE_POD);
       this.o.memory.assume(target.key, placed.spec!.nodeName!, requests, this.o.clock.now());
       this.o.memory.forget(args.PodUID);
       this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: placed.spec!.nodeName });
     } catch (err) {
+      this.placements.delete(args.PodUID);
       const refused = err instanceof Refused;
       const message = refused ? err.message : `${target.displayName}: ${(err as Error).message}`;
       this.o.memory.refuse(args.PodUID, target.key, message, this.o.clock.now());

@@ -24,6 +24,11 @@ export interface FollowReconcilerOptions {
   /** Per-target caches of our copies. */
   targetConfigMaps: (targetKey: string) => ObjectCache<V1ConfigMap> | undefined;
   targetSecrets: (targetKey: string) => ObjectCache<V1Secret> | undefined;
+  /**
+   * Proxies being placed by the scheduler extender, not bound yet, with their target (see
+   * `Binder.placing`): their copies are made before their delegate, and must stay.
+   */
+  placing?: (namespace: string) => Iterable<{ proxy: V1Pod; targetKey: string }>;
   /** How often an original that a delegate uses is read again to carry its changes over (default 60 s). */
   resyncIntervalMs?: number;
 }
@@ -40,7 +45,8 @@ function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
 
 /**
  * Copies the ConfigMaps and Secrets that delegates use into their targets, keeps the copies in
- * sync, and deletes a copy once no proxy bound to that target uses it any more. Key:
+ * sync, and deletes a copy once no proxy bound to that target (or being placed there by the
+ * scheduler extender, see `placing`) uses it any more. Key:
  * `configmap/<ns>/<name>` or `secret/<ns>/<name>`. Garbage collection is level-based (the set of
  * proxies that reference an object), so no finalizer is put on the user's objects. Copies are
  * never made into a `self` target: the originals are already there. A same-name object in a
@@ -114,6 +120,9 @@ export class FollowReconciler {
         // target is this cluster, where the originals already are.
         if (!target || target.self || !checkTenancy(p, this.o.namespaces.get(ns), target.ref).allowed) continue;
         if (references(p)[kind].includes(name)) usedIn.add(target.key);
+      }
+      for (const { proxy, targetKey } of this.o.placing?.(ns) ?? []) {
+        if (references(proxy)[kind].includes(name)) usedIn.add(targetKey);
       }
     }
     for (const target of this.o.registry.list()) {

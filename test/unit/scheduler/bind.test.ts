@@ -53,11 +53,14 @@ describe('scheduler: Binder', () => {
   let binder: Binder;
   /** What the target's scheduler does with a created delegate. */
   let decide: (d: V1Pod) => V1Pod | undefined;
+  /** The source's proxies cache: empty unless a test puts a proxy in it. */
+  let proxies: Map<string, V1Pod>;
 
   beforeEach(() => {
     source = sinon.createStubInstance(CoreV1Api);
     targetCore = sinon.createStubInstance(CoreV1Api);
     cache = new DelegateCache();
+    proxies = new Map();
     memory = new PlacementMemory();
     const target = { key: KEY, ref: { kind: 'ClusterTarget', namespace: '', name: 'c2' }, displayName: 'c2', kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'fp', self: false } as unknown as TargetClient;
     const registry = new ClusterRegistry();
@@ -81,7 +84,7 @@ describe('scheduler: Binder', () => {
     binder = new Binder({
       sourceCore: source,
       registry,
-      proxies: { get: () => undefined, list: () => [] },
+      proxies: { get: (name, ns) => proxies.get(`${ns}/${name}`), list: () => [...proxies.values()] },
       namespaces: { get: (n) => (n === 'default' ? namespace : undefined), list: () => [namespace] },
       delegates: () => cache,
       memory,
@@ -109,6 +112,29 @@ describe('scheduler: Binder', () => {
     const assumed = memory.assumedOn(KEY, Date.now());
     expect(assumed.get('c2-node-1')!.get('cpu')).to.equal(1_000_000_000n);
     expect(targetCore.deleteNamespacedPod.called).to.equal(false);
+  });
+
+  it('reports the proxy as being placed on its target from before its copies until the proxies cache shows the bind', async () => {
+    const seen: string[][] = [];
+    targetCore.createNamespacedPod.callsFake(async ({ body }) => {
+      seen.push(binder.placing('default').map((p) => `${p.proxy.metadata!.name}@${p.targetKey}`));
+      const created = { ...body, metadata: { ...body.metadata, uid: 'delegate-uid' }, spec: { ...body.spec!, nodeName: 'c2-node-1' } };
+      cache.pods.set(`default/${created.metadata.name}`, created);
+      return created;
+    });
+    expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+    expect(seen).to.deep.equal([['web@ClusterTarget/c2']]);
+    // Bound, but the proxies cache does not show it yet: still counted.
+    expect(binder.placing('default')).to.have.length(1);
+    expect(binder.placing('other')).to.have.length(0);
+    proxies.set('default/web', { ...proxy(), spec: { ...proxy().spec!, nodeName: NODE } });
+    expect(binder.placing('default')).to.have.length(0);
+  });
+
+  it('stops reporting a placement the target refused', async () => {
+    decide = () => undefined;
+    await binder.bind(args);
+    expect(binder.placing('default')).to.have.length(0);
   });
 
   it("refuses with the target scheduler's reason, deletes the delegate and remembers the refusal", async () => {

@@ -102,7 +102,7 @@ function copyOf<T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {})
   return { ...built, ...over, metadata: { ...built.metadata, uid: `copy-of-${src.metadata!.name}`, resourceVersion: '7', ...over.metadata } };
 }
 
-function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t2ConfigMaps?: V1ConfigMap[]; t2Namespace?: string; namespaces?: V1Namespace[] } = {}) {
+function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t2ConfigMaps?: V1ConfigMap[]; t2Namespace?: string; namespaces?: V1Namespace[]; placing?: { proxy: V1Pod; targetKey: string }[] } = {}) {
   // The originals live in the source's API, read by name (the reconciler caches none of them).
   const source = sinon.createStubInstance(CoreV1Api);
   const originals = { configMaps: new MapCache<V1ConfigMap>(...(opts.configMaps ?? [])), secrets: new MapCache<V1Secret>(...(opts.secrets ?? [])) };
@@ -133,6 +133,7 @@ function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: 
     events: sink,
     targetConfigMaps: (key) => byKey(key)?.configMaps,
     targetSecrets: (key) => byKey(key)?.secrets,
+    placing: (ns) => (opts.placing ?? []).filter((p) => p.proxy.metadata?.namespace === ns),
   });
   return { follow, source, originals, t1, t2, self, registry, proxies, events };
 }
@@ -249,6 +250,15 @@ describe('FollowReconciler', () => {
       sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
       sinon.assert.calledOnce(t2.core.deleteNamespacedConfigMap);
       expect(t2.core.deleteNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: 'conf', namespace: NS, body: { preconditions: { uid: 'copy-of-conf' } } });
+    });
+
+    it('keeps the copies of a proxy the extender is placing on a target, before it is bound there', async () => {
+      const conf = configMap('conf');
+      const placing = proxy('p1', undefined, { configMap: 'conf' });
+      const { follow, t1, t2 } = setup({ proxies: [placing], configMaps: [conf], t1ConfigMaps: [copyOf(conf)], t2ConfigMaps: [copyOf(conf)], placing: [{ proxy: placing, targetKey: 'ClusterTarget/t1' }] });
+      await follow.reconcile(`configmap/${NS}/conf`);
+      sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+      sinon.assert.calledOnce(t2.core.deleteNamespacedConfigMap);
     });
 
     it('deletes every copy of a source object that is gone, but not objects of others', async () => {
