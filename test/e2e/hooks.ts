@@ -1,4 +1,5 @@
 import { AUDITED_USERS, Sandbox } from '../sandbox/sandbox.js';
+import { settleTeardowns } from './support.js';
 
 /**
  * Root hooks of the end-to-end suite: start the sandbox once per run, or reuse one that is
@@ -18,11 +19,12 @@ export const mochaHooks = {
     await sandbox.up({ log: (l) => console.log(`  sandbox: ${l}`) });
   },
   async afterAll(this: Mocha.Context) {
-    this.timeout(120_000);
+    this.timeout(240_000); // namespace teardowns may still be running (support.ts)
+    await settleTeardowns();
     const sandbox = new Sandbox();
     // Least privilege, proven over the whole run: the providers and c1's proxy scheduler ran as
-    // their shipped ServiceAccounts with exactly the shipped RBAC, and the apiservers refused
-    // none of their requests.
+    // their shipped ServiceAccounts with exactly the shipped RBAC, c1 acted in c2 with only the
+    // Source role's rights, and the apiservers refused none of their requests.
     const clusters = sandbox.state()?.clusters ?? [];
     const refused = AUDITED_USERS.flatMap((user) => clusters.flatMap((c) => (sandbox.forbiddenRequests(c, user) ?? []).map((r) => `${user} in ${c}: ${r}`)));
     if (startedHere && process.env.KEEP_SANDBOX !== '1') await sandbox.down();

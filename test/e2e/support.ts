@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { Sandbox, waitFor } from '../sandbox/sandbox.js';
+import { Sandbox, SOURCE_USER, waitFor } from '../sandbox/sandbox.js';
 
 export { waitFor };
 
@@ -58,6 +58,16 @@ export function uniqueName(prefix: string): string {
 }
 
 /**
+ * In c2's namespace `ns`, authorizes c1's identity (exported from namespace default) with a
+ * Source, and waits until c2's provider has bound the Source role: a Target that lists before
+ * then is refused (403), which the suite's RBAC audit counts against us.
+ */
+export async function authorizeSource(ns: string): Promise<void> {
+  await apply('c2', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: c1, namespace: ${ns}}\nspec: {userName: "${SOURCE_USER}"}\n`);
+  await waitFor(`the Source role bound in c2's ${ns}`, 30_000, async () => (await kubectl('c2', 'auth', 'can-i', 'list', 'pods', '-n', ns, '--as', SOURCE_USER).catch(() => 'no')).trim() === 'yes');
+}
+
+/**
  * Makes a fresh namespace usable for multi-cluster tests, as a user would: the namespace in
  * c1 (labelled) and c2, the kubeconfig Secret of c2 copied in, and Targets `c1` (self) and `c2`
  * in it. Resolves with the names of its two virtual nodes once both are Ready. Isolates tests
@@ -68,7 +78,7 @@ export async function connectNamespace(ns: string): Promise<{ c1Node: string; c2
   await kubectl('c1', 'label', 'namespace', ns, 'multicluster-scheduler=enabled');
   await kubectl('c2', 'create', 'namespace', ns);
   // In the target, authorize the source's identity (exported from namespace default) here too.
-  await apply('c2', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: c1, namespace: ${ns}}\nspec: {userName: "system:serviceaccount:default:c1"}\n`);
+  await authorizeSource(ns);
   const secret = await getJson('c1', 'secret', 'c2', '-n', 'default');
   await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'c2', namespace: ns }, data: secret.data }));
   await apply(
@@ -88,9 +98,27 @@ export async function connectNamespace(ns: string): Promise<{ c1Node: string; c2
   return { c1Node: nodes.c1, c2Node: nodes.c2 };
 }
 
+/** Teardowns still under way in the background; the root hooks await them before the RBAC audit. */
+const pendingTeardowns: Promise<void>[] = [];
 
-/** Deletes a namespace made by connectNamespace in both clusters. */
+/**
+ * Deletes a namespace made by connectNamespace in both clusters, in the order an operator
+ * should: the source side first (its proxies go, and with them their delegates), the target
+ * side once that is gone. The other order takes the Source's rights in c2 away while the
+ * provider still serves the namespace's Targets, and c2 refuses it (403). Returns at once; the
+ * rest runs in the background (see {@link settleTeardowns}).
+ */
 export async function disconnectNamespace(ns: string): Promise<void> {
   await kubectl('c1', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
-  await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+  pendingTeardowns.push(
+    kubectl('c1', 'wait', '--for=delete', `namespace/${ns}`, '--timeout=120s')
+      .catch(() => undefined)
+      .then(() => kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found'))
+      .then(() => undefined, () => undefined),
+  );
+}
+
+/** Waits for the teardowns that {@link disconnectNamespace} left running. */
+export async function settleTeardowns(): Promise<void> {
+  await Promise.all(pendingTeardowns.splice(0));
 }

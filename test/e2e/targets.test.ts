@@ -3,7 +3,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { apply, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, authorizeSource, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
 
 const readyOf = (node: any) => node?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status;
 const targetReady = (t: any) => t?.status?.conditions?.find((c: any) => c.type === 'Ready');
@@ -90,7 +90,7 @@ describe('targets and virtual nodes', function () {
       // Fix the missing Secret with a working kubeconfig (c2's), and authorize that identity in
       // this namespace of c2 as a user would (a Source): it heals without a restart.
       await kubectl('c2', 'create', 'namespace', ns);
-      await apply('c2', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: c1, namespace: ${ns}}\nspec: {userName: "system:serviceaccount:default:c1"}\n`);
+      await authorizeSource(ns);
       const good = await getJson('c1', 'secret', 'c2', '-n', 'default');
       await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'missing', namespace: ns }, data: good.data }));
       await waitFor('Target "missing" Ready', 60_000, async () => targetReady(await getJson('c1', 'target', 'missing', '-n', ns))?.status === 'True');
@@ -99,8 +99,9 @@ describe('targets and virtual nodes', function () {
       expect(t.status.virtualNodeName).to.match(new RegExp(`^admiralty-namespace-${ns}-missing-[0-9a-f]{10}$`));
       await waitFor('its node Ready', 30_000, async () => readyOf(await nodeOrUndefined(t.status.virtualNodeName)) === 'True');
     } finally {
-      await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+      // Source side first: its Targets go before c2 takes the Source's rights away.
       await kubectl('c1', 'delete', 'namespace', ns, '--wait=true', '--timeout=60s');
+      await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
     }
     // Deleting the Targets (with their namespace) removes their nodes.
     await waitFor('nodes of the bad targets gone', 60_000, async () => !(await kubectl('c1', 'get', 'nodes', '-o', 'name')).includes(`admiralty-namespace-${ns}`));

@@ -690,6 +690,8 @@ webhooks:
     }
     for (const t of targets) {
       await waitFor(`${t} ServiceAccount c1`, 30_000, async () => (await this.kubectl(t, 'get', 'sa', 'c1', '-n', 'default', '-o', 'name').catch(() => '')).includes('c1'));
+      // The Target only once the Source role is bound there: earlier, c1's lists are refused.
+      await waitFor(`${t} Source role bound`, 30_000, async () => (await this.kubectl(t, 'auth', 'can-i', 'list', 'pods', '-n', 'default', '--as', SOURCE_USER).catch(() => 'no')).trim() === 'yes');
       const secret = await this.exportKubeconfig(t, 'default', 'c1', t);
       await this.applyYaml('c1', secret);
     }
@@ -789,8 +791,14 @@ export const PROVIDER_USER = 'system:serviceaccount:admiralty:admiralty';
 /** The identity c1's proxy scheduler runs as: the shipped ServiceAccount (manifests/scheduler/rbac), with nothing added. */
 export const PROXY_SCHEDULER_USER = 'system:serviceaccount:admiralty:admiralty-proxy-scheduler';
 
+/**
+ * The identity c1's provider acts as in every target: the ServiceAccount of Source `c1` in
+ * namespace default (exported with `export-kubeconfig`), whose only rights are the Source role's.
+ */
+export const SOURCE_USER = 'system:serviceaccount:default:c1';
+
 /** Identities whose requests the apiservers audit, so that a refusal (403) of any fails the e2e suite. */
-export const AUDITED_USERS = [PROVIDER_USER, PROXY_SCHEDULER_USER] as const;
+export const AUDITED_USERS = [PROVIDER_USER, PROXY_SCHEDULER_USER, SOURCE_USER] as const;
 
 /** RBAC that lets the apiserver's kubelet client call kubelets, as kubeadm sets it up. */
 const KUBELET_CLIENT_RBAC = `apiVersion: rbac.authorization.k8s.io/v1
