@@ -34,6 +34,7 @@ import { ServerAddressPolicy } from './clusters/server-address-policy.js';
 import type { TargetClient } from './clusters/target-client.js';
 import { Controller } from './controller/controller.js';
 import { Informer } from './controller/informer.js';
+import type { WorkQueueShards } from './controller/workqueue.js';
 import { realClock } from './core/clock.js';
 import { configUsage, parseConfig, type ProviderConfig } from './core/config.js';
 import { EventRecorder } from './core/events.js';
@@ -139,8 +140,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const informers: RunnableInformer[] = [];
   const newInformer = <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string, transform?: (obj: T) => T): Informer<T> =>
     new Informer<T>({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform, logger, clock, metrics });
-  const newController = (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => {
-    const c = new Controller({ name, reconciler, workers: config.workers, clock, logger, metrics });
+  const newController = (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => {
+    const c = new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics });
     controllers.push(c);
     return c;
   };
@@ -397,7 +398,7 @@ interface DelegationWiring {
   /** Proxy pods (label has-finalizer=true) of every namespace. */
   proxies: Informer<V1Pod>;
   newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string) => Informer<T>;
-  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }) => Controller;
+  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => Controller;
   /** Proxies the extender is placing (see `Binder.placing`). */
   placing: (namespace: string) => Iterable<{ proxy: V1Pod; targetKey: string }>;
 }
@@ -475,7 +476,15 @@ async function wireDelegation(w: DelegationWiring): Promise<{
     clock,
     logger: w.logger,
   });
-  const delegationController = w.newController('delegation', delegation);
+  // A proxy's key is grouped by its virtual node (one per target): a target whose calls hang
+  // holds at most --workers-per-target workers, and the others keep flowing.
+  const delegationController = w.newController('delegation', delegation, {
+    of: (key) => {
+      const [namespace, name] = key.split('/');
+      return proxies.get(name, namespace)?.spec?.nodeName || undefined;
+    },
+    maxInFlight: config.workersPerTarget,
+  });
   const eventsController = w.newController('delegate-events', delegateEvents);
   const followController = w.newController('follow', follow);
   const servicesController = w.newController('services', svc);

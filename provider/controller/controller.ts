@@ -4,7 +4,7 @@ import { TerminalError } from '../core/errors.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import type { Metrics } from '../core/metrics.js';
 import type { Informer } from './informer.js';
-import { WorkQueue } from './workqueue.js';
+import { WorkQueue, type WorkQueueShards } from './workqueue.js';
 
 /** How often start() checks whether the watched informers have listed. */
 const CACHE_SYNC_POLL_MS = 100;
@@ -19,6 +19,8 @@ export interface ControllerOptions {
   name: string;
   reconciler: Reconciler;
   workers?: number;
+  /** Caps how many keys of one group (e.g. one target) the workers process at once. */
+  shards?: WorkQueueShards;
   clock: Clock;
   logger: Logger;
   metrics?: Metrics;
@@ -41,6 +43,7 @@ export class Controller {
     this.name = o.name;
     const labels = { controller: o.name };
     this.queue = new WorkQueue(o.clock, {
+      shards: o.shards,
       hooks: {
         onAdd: () => o.metrics?.workqueueAdds.inc(labels),
         onRetry: () => o.metrics?.workqueueRetries.inc(labels),

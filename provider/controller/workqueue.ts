@@ -7,9 +7,23 @@ export interface WorkQueueHooks {
 }
 
 /**
+ * Keys grouped by what they touch (for delegation: the target of a proxy), with a cap on how
+ * many keys of one group are processed at once, so that one group whose calls hang (a target
+ * that accepts connections and never answers) cannot hold every worker.
+ */
+export interface WorkQueueShards {
+  /** The group of a key when it is handed out; undefined means no group (never held back). */
+  of(key: string): string | undefined;
+  /** Keys of one group processed at once, at most; at least 1. */
+  maxInFlight: number;
+}
+
+/**
  * A deduplicating work queue of string keys. A key is never handed to two workers at once: a
  * key added while it is being processed is handed out again after `done`. Supports delayed adds
- * and per-key exponential backoff with jitter; time comes from the injected clock.
+ * and per-key exponential backoff with jitter; time comes from the injected clock. With
+ * `shards`, a key whose group is at its cap waits in the queue while later keys of other
+ * groups are handed out.
  */
 export class WorkQueue {
   private readonly queue: string[] = [];
@@ -20,10 +34,13 @@ export class WorkQueue {
   private readonly delayed = new Map<string, { timer: ClockTimer; at: number }>();
   private waiters: ((key: string | undefined) => void)[] = [];
   private shuttingDown = false;
+  /** Keys being processed per group, and the group each processing key was counted in. */
+  private readonly inFlight = new Map<string, number>();
+  private readonly groupOf = new Map<string, string>();
 
   constructor(
     private readonly clock: Clock,
-    private readonly opts: { baseDelayMs?: number; maxDelayMs?: number; hooks?: WorkQueueHooks; random?: () => number } = {},
+    private readonly opts: { baseDelayMs?: number; maxDelayMs?: number; hooks?: WorkQueueHooks; random?: () => number; shards?: WorkQueueShards } = {},
   ) {}
 
   add(key: string): void {
@@ -34,15 +51,43 @@ export class WorkQueue {
       return;
     }
     if (this.queued.has(key)) return;
-    const waiter = this.waiters.shift();
-    if (waiter) {
-      this.processing.add(key);
-      waiter(key);
+    if (this.waiters.length && this.admit(key)) {
+      this.waiters.shift()!(key);
       return;
     }
     this.queued.add(key);
     this.queue.push(key);
     this.opts.hooks?.onDepth?.(this.queue.length);
+  }
+
+  /**
+   * Marks `key` processing and counts it in its group if the group is under its cap; false
+   * (nothing changed) when the group is full.
+   */
+  private admit(key: string): boolean {
+    const shards = this.opts.shards;
+    const group = shards?.of(key);
+    if (group !== undefined) {
+      const n = this.inFlight.get(group) ?? 0;
+      if (n >= Math.max(1, shards!.maxInFlight)) return false;
+      this.inFlight.set(group, n + 1);
+      this.groupOf.set(key, group);
+    }
+    this.processing.add(key);
+    return true;
+  }
+
+  /** The first queued key that {@link admit} lets through, taken out of the queue. */
+  private takeNext(): string | undefined {
+    for (let i = 0; i < this.queue.length; i++) {
+      const key = this.queue[i];
+      if (!this.admit(key)) continue;
+      this.queue.splice(i, 1);
+      this.queued.delete(key);
+      this.opts.hooks?.onDepth?.(this.queue.length);
+      return key;
+    }
+    return undefined;
   }
 
   /** Adds the key after `ms`; an earlier pending delayed add of the same key wins. */
@@ -85,20 +130,28 @@ export class WorkQueue {
   get(): Promise<string | undefined> {
     // Keys still queued at shut down are dropped, not handed out: stop means stop writing.
     if (this.shuttingDown) return Promise.resolve(undefined);
-    const key = this.queue.shift();
-    if (key !== undefined) {
-      this.queued.delete(key);
-      this.processing.add(key);
-      this.opts.hooks?.onDepth?.(this.queue.length);
-      return Promise.resolve(key);
-    }
+    const key = this.takeNext();
+    if (key !== undefined) return Promise.resolve(key);
     return new Promise((res) => this.waiters.push(res));
   }
 
   /** Marks the key processed; a key added meanwhile goes back in the queue. */
   done(key: string): void {
     this.processing.delete(key);
+    const group = this.groupOf.get(key);
+    if (group !== undefined) {
+      this.groupOf.delete(key);
+      const n = (this.inFlight.get(group) ?? 1) - 1;
+      if (n > 0) this.inFlight.set(group, n);
+      else this.inFlight.delete(group);
+    }
     if (this.dirty.delete(key)) this.add(key);
+    // A slot of this group is free: a waiting worker may take a key that was held back.
+    while (this.waiters.length && !this.shuttingDown) {
+      const next = this.takeNext();
+      if (next === undefined) break;
+      this.waiters.shift()!(next);
+    }
   }
 
   len(): number {

@@ -28,6 +28,8 @@ export interface ProviderConfig {
   renewDeadlineSeconds: number;
   retryPeriodSeconds: number;
   workers: number;
+  /** Delegation workers that keys of one target may hold at once. */
+  workersPerTarget: number;
   logLevel: string;
   logFormat: 'json' | 'text';
   nodeStatusIntervalSeconds: number;
@@ -73,6 +75,11 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   renewDeadlineSeconds: { flag: 'renew-deadline-seconds', kind: 'int', default: '10', help: 'leader renew deadline' },
   retryPeriodSeconds: { flag: 'retry-period-seconds', kind: 'int', default: '2', help: 'leader election retry period' },
   workers: { flag: 'workers', kind: 'int', default: '4', help: 'workers per controller' },
+  workersPerTarget: {
+    flag: 'workers-per-target',
+    kind: 'int',
+    help: 'delegation workers the proxies of one target may hold at once, so that a target whose calls hang cannot stall the others (default: --workers minus 1, at least 1)',
+  },
   logLevel: { flag: 'log-level', kind: 'enum', default: 'info', values: ['error', 'warn', 'info', 'debug'], help: 'log level' },
   logFormat: { flag: 'log-format', kind: 'enum', default: 'json', values: ['json', 'text'], help: 'log format' },
   nodeStatusIntervalSeconds: { flag: 'node-status-interval-seconds', kind: 'int', default: '60', help: 'virtual node status is written at least this often' },
@@ -167,8 +174,10 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   const enabled = (out.enable as string[] | undefined) ?? [];
   if (enabled.includes('extender') && !enabled.includes('webhook')) errors.push('--enable: the extender is served on the webhook server: enable webhook too, or leave extender out');
   if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName}" is not a valid scheduler name`);
+  if (out.workersPerTarget === 0) errors.push('--workers-per-target: must be at least 1');
   if (errors.length) return { ok: false, errors };
   out.leaderElectionNamespace ??= out.namespace;
+  out.workersPerTarget ??= Math.max(1, (out.workers as number) - 1);
   return { ok: true, config: out as unknown as ProviderConfig };
 }
 

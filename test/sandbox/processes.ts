@@ -121,6 +121,18 @@ export async function stopProcess(spec: Pick<ProcessSpec, 'pidFile' | 'marker'>,
   return true;
 }
 
+/**
+ * Sends `signal` to the process group we recorded (e.g. SIGSTOP then SIGCONT: a frozen process
+ * still has its connections accepted by the kernel and never answers). False, and nothing sent,
+ * when the process is not ours.
+ */
+export function signalProcess(spec: Pick<ProcessSpec, 'pidFile' | 'marker'>, signal: NodeJS.Signals): boolean {
+  const pid = readPid(spec.pidFile);
+  if (pid === undefined || !isOurs(pid, spec.marker)) return false;
+  signalGroup(pid, signal);
+  return true;
+}
+
 /** Signals the process group led by `pid`, or `pid` alone if it leads none. */
 function signalGroup(pid: number, signal: NodeJS.Signals): void {
   try {

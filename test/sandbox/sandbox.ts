@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { packageRoot } from '../../provider/tools/package-root.js';
 import { ensurePki, type SandboxPki } from './pki.js';
 import { outOfClusterSchedulerConfig, shippedSchedulerConfig } from './proxy-scheduler-config.js';
-import { isRunning, readPid, startProcess, stopProcess, type ProcessSpec } from './processes.js';
+import { isRunning, readPid, signalProcess, startProcess, stopProcess, type ProcessSpec } from './processes.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -717,6 +717,20 @@ webhooks:
       { cwd: REPO_ROOT },
     );
     return stdout;
+  }
+
+  /**
+   * Freezes one process of one cluster (SIGSTOP): its port still accepts connections (the
+   * kernel completes them) and nothing answers, the "tarpit" a hung apiserver is. Undo with
+   * {@link thaw}. Throws when the process is not running.
+   */
+  freeze(cluster: string, component: Component): void {
+    if (!signalProcess(this.spec(cluster, component), 'SIGSTOP')) throw new Error(`${cluster} ${component} is not running`);
+  }
+
+  /** Resumes a process {@link freeze} stopped. */
+  thaw(cluster: string, component: Component): void {
+    if (!signalProcess(this.spec(cluster, component), 'SIGCONT')) throw new Error(`${cluster} ${component} is not running`);
   }
 
   /** Stops one process of one cluster, keeping its state (for fault tests). */

@@ -1,0 +1,74 @@
+import { expect } from 'chai';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+
+/** The sandbox providers' deadline of one API call (`--api-request-timeout-seconds`, default). */
+const REQUEST_DEADLINE_MS = 30_000;
+/** The sandbox providers' `--workers` (default): delegation may give all but one to one target. */
+const WORKERS = 4;
+
+/** An elected pod that only the given target may run (virtual-node constraint). */
+function pinnedPod(name: string, ns: string, target: string): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name,
+      namespace: ns,
+      labels: { pinned: target },
+      annotations: {
+        'multicluster.admiralty.io/elect': '',
+        'multicluster.admiralty.io/proxy-pod-scheduling-constraints': JSON.stringify({ nodeSelector: { 'multicluster.admiralty.io/target-name': target } }),
+      },
+    },
+    spec: { containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '10m' } } }] },
+  });
+}
+
+const phases = async (ns: string, selector: string): Promise<string[]> => (await getJson('c1', 'pods', '-n', ns, '-l', selector)).items.map((p: any) => p.status?.phase ?? '');
+
+/**
+ * A target that hangs (its apiserver frozen: connections are accepted and never answered, a
+ * "tarpit") must not stall the work of the others. Deleting proxies that run in c2 makes the
+ * delegation workers call c2, and each call hangs until its deadline; meanwhile new pods for c1
+ * must still get their delegates' status, because one target holds at most
+ * `--workers-per-target` of the workers.
+ */
+describe('a hung target', function () {
+  this.timeout(240_000);
+  const ns = uniqueName('hung');
+  let frozen = false;
+
+  before(async () => {
+    await connectNamespace(ns);
+  });
+  after(async () => {
+    if (frozen) sandbox.thaw('c2', 'kube-apiserver');
+    await kubectl('c1', 'delete', 'pods', '-n', ns, '--all', '--wait=false');
+    await disconnectNamespace(ns);
+  });
+
+  it("keeps the other targets' pods flowing while every call to it hangs", async () => {
+    const inC2 = WORKERS + 2;
+    for (let i = 0; i < inC2; i++) await apply('c1', pinnedPod(`c2-${i}`, ns, 'c2'));
+    await waitFor(`${inC2} proxies Running in c2`, 90_000, async () => (await phases(ns, 'pinned=c2')).filter((p) => p === 'Running').length === inC2);
+
+    sandbox.freeze('c2', 'kube-apiserver');
+    frozen = true;
+    // Each deletion needs the delegate deleted in c2: more hung reconciles than workers.
+    await kubectl('c1', 'delete', 'pods', '-n', ns, '-l', 'pinned=c2', '--wait=false');
+    const hungSinceMs = Date.now();
+    for (let i = 0; i < 3; i++) await apply('c1', pinnedPod(`c1-${i}`, ns, 'c1'));
+
+    // Running (the delegate's status copied back by a delegation worker) before any call to c2
+    // could have reached its deadline and given its worker back.
+    await waitFor("c1's pods Running while c2 hangs", REQUEST_DEADLINE_MS - 5_000, async () => (await phases(ns, 'pinned=c1')).every((p) => p === 'Running') && (await phases(ns, 'pinned=c1')).length === 3);
+    expect(Date.now() - hungSinceMs, 'every call to c2 still hanging').to.be.below(REQUEST_DEADLINE_MS);
+    expect((await phases(ns, 'pinned=c2')).length, "c2's proxies wait for their delegates' deletion").to.equal(inC2);
+
+    sandbox.thaw('c2', 'kube-apiserver');
+    frozen = false;
+    // Once c2 answers again, the deletions complete: nothing is left behind there.
+    await waitFor("c2's proxies gone", 120_000, async () => (await phases(ns, 'pinned=c2')).length === 0);
+    expect((await getJson('c2', 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items).to.deep.equal([]);
+  });
+});
