@@ -1,0 +1,73 @@
+import { createServer, type AddressInfo, type Socket } from 'node:net';
+import { expect } from 'chai';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, uniqueName, waitFor } from '../e2e/support.js';
+import { account, record } from './report.js';
+
+const PODS = Number(process.env.RELIABILITY_TARPIT_PODS ?? 60);
+
+function electedPod(name: string, ns: string): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns, labels: { app: 'flow' }, annotations: { 'multicluster.admiralty.io/elect': '' } },
+    spec: { containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '10m' } } }] },
+  });
+}
+
+/** Creates `n` elected pods and resolves with the seconds until all are Running with one delegate each. */
+async function flow(ns: string, prefix: string, n: number): Promise<number> {
+  const t0 = Date.now();
+  await Promise.all(Array.from({ length: n }, (_, i) => apply('c1', electedPod(`${prefix}-${i}`, ns))));
+  await waitFor(`${n} pods Running`, 240_000, async () => (await account(ns)).running === n);
+  return (Date.now() - t0) / 1000;
+}
+
+/**
+ * A "tarpit" target beside c2: a Target whose server accepts connections and never answers.
+ * The pods of the healthy targets keep flowing at their usual pace: the same burst takes about
+ * as long with the tarpit as without it.
+ */
+describe('reliability: a tarpit target beside c2', function () {
+  const ns = uniqueName('rel-tarpit');
+  const held: Socket[] = [];
+  const tarpit = createServer((socket) => {
+    held.push(socket);
+    socket.on('error', () => undefined);
+  });
+  before(async () => {
+    await connectNamespace(ns);
+    await new Promise<void>((res) => tarpit.listen(0, '127.0.0.1', res));
+  });
+  after(async () => {
+    for (const s of held) s.destroy();
+    tarpit.close();
+    await kubectl('c1', 'delete', 'pods', '--all', '-n', ns, '--wait=false');
+    await disconnectNamespace(ns);
+  });
+
+  it("keeps c1's and c2's pods flowing at their usual pace", async () => {
+    const baselineS = await flow(ns, 'before', PODS);
+    await kubectl('c1', 'delete', 'pods', '--all', '-n', ns, '--wait=false');
+    await waitFor('the first burst gone', 180_000, async () => (await account(ns)).proxies === 0 && (await getJson('c2', 'pods', '-n', ns)).items.length === 0);
+
+    const port = (tarpit.address() as AddressInfo).port;
+    const kubeconfig = `apiVersion: v1\nkind: Config\nclusters: [{name: t, cluster: {server: "https://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]\nusers: [{name: t, user: {token: t}}]\ncontexts: [{name: t, context: {cluster: t, user: t}}]\ncurrent-context: t\n`;
+    await kubectl('c1', 'create', 'secret', 'generic', 'tarpit', '-n', ns, `--from-literal=config=${kubeconfig}`);
+    await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: tarpit, namespace: ${ns}}\nspec: {kubeconfigSecret: {name: tarpit}}\n`);
+    await waitFor('the tarpit dialled', 60_000, async () => held.length > 0);
+
+    const withTarpitS = await flow(ns, 'after', PODS);
+    const last = await account(ns);
+    const ratio = withTarpitS / baselineS;
+    record({
+      scenario: 'tarpit target beside c2',
+      load: `${PODS} elected pods, twice`,
+      faults: 'a Target whose server accepts and never answers',
+      outcome: `all Running: ${baselineS.toFixed(1)} s without, ${withTarpitS.toFixed(1)} s with (ratio ${ratio.toFixed(2)})`,
+      lost: last.lost.length,
+      duplicates: last.duplicated.length + last.orphans.length,
+    });
+    console.log(`      tarpit: ${PODS} pods Running in ${baselineS.toFixed(1)} s without, ${withTarpitS.toFixed(1)} s with (ratio ${ratio.toFixed(2)})`);
+    expect(last).to.deep.include({ proxies: PODS, running: PODS, lost: [], duplicated: [], orphans: [] });
+  });
+});
