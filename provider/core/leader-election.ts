@@ -1,4 +1,4 @@
-import { V1MicroTime, type CoordinationV1Api, type RequestContext, type V1Lease } from '@kubernetes/client-node';
+import { Observable, V1MicroTime, type CoordinationV1Api, type RequestContext, type ResponseContext, type V1Lease } from '@kubernetes/client-node';
 import type { Clock, ClockTimer } from './clock.js';
 import { isConflict, isNotFound } from './errors.js';
 import { errorFields, type Logger } from './logger.js';
@@ -185,12 +185,21 @@ export class LeaderElector {
 }
 
 /**
- * Per-call options that bind a generated client's request to `signal` (a middleware replaces
- * the signal that `withRequestDeadline` set, which is longer than any renew deadline).
+ * Per-call options that bind a generated client's request to `signal`: a middleware (the
+ * object-parameter API takes the observable kind) replaces the signal that
+ * `withRequestDeadline` set, which is longer than any renew deadline.
  */
 function abortWith(signal: AbortSignal): never {
   return {
-    middleware: [{ pre: async (ctx: RequestContext) => (ctx.setSignal(signal), ctx), post: async <R>(r: R) => r }],
+    middleware: [
+      {
+        pre: (ctx: RequestContext) => {
+          ctx.setSignal(signal);
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
+      },
+    ],
     middlewareMergeStrategy: 'append',
   } as never;
 }

@@ -1,4 +1,7 @@
-import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
+import { CoordinationV1Api, KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
 import { expect } from 'chai';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { LeaderElector } from '../../../../provider/core/leader-election.js';
@@ -224,5 +227,40 @@ describe('LeaderElector', () => {
     await settle();
     expect(log).to.deep.equal(['a started', 'a stopped at 10s']);
     await a.release();
+  });
+
+  it('with the real client, aborts the request of an attempt that passes its deadline (the socket is closed)', async () => {
+    // An API server that takes every request and never answers.
+    const seen: IncomingMessage[] = [];
+    const closed: IncomingMessage[] = [];
+    const server: Server = createServer((req) => {
+      seen.push(req);
+      req.socket.on('close', () => closed.push(req));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        // Plain HTTP on loopback (the client allows it only with skipTLSVerify).
+        clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+        users: [{ name: 'u', token: 't' }],
+        contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+        currentContext: 'x',
+      });
+      // As main does: a per-request deadline far longer than the renew deadline.
+      withRequestDeadline(kc, 60_000);
+      const a = elector('a', kc.makeApiClient(CoordinationV1Api));
+      void a.run();
+      for (let i = 0; i < 100 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(seen, 'the read reached the server').to.have.length(1);
+      expect(seen[0]!.url).to.match(/\/apis\/coordination.k8s.io\/v1\/namespaces\/admiralty\/leases\/admiralty-provider/);
+      clock.advance(10_000); // the attempt's deadline
+      for (let i = 0; i < 100 && closed.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(closed, 'the hung request was aborted').to.have.length(1);
+      await a.release();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
