@@ -34,7 +34,7 @@ import { ServerAddressPolicy } from './clusters/server-address-policy.js';
 import type { TargetClient } from './clusters/target-client.js';
 import { Controller } from './controller/controller.js';
 import { Informer } from './controller/informer.js';
-import { Manager, type Cache, type Runnable } from './controller/manager.js';
+import { leaderController, Manager, type Runnable } from './controller/manager.js';
 import { realClock } from './core/clock.js';
 import { configUsage, parseConfig, type ProviderConfig } from './core/config.js';
 import { EventRecorder } from './core/events.js';
@@ -191,11 +191,6 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   lifecycle.add('manager', () => manager.stop(config.shutdownTimeoutSeconds * 1000));
   logger.info('provider started', { cluster: config.clusterName, components: config.enable, leaderElect: config.leaderElect });
   return lifecycle.waitForSignal(config.shutdownTimeoutSeconds * 1000);
-}
-
-/** A controller as the manager runs it: a writer, on the leader only. */
-function leaderController(c: Controller, caches: Cache[]): Runnable {
-  return { name: c.name, needLeaderElection: true, caches, start: () => c.start(), stop: (ms) => c.stop(ms) };
 }
 
 /**

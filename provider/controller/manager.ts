@@ -1,4 +1,5 @@
 import { errorFields, type Logger } from '../core/logger.js';
+import type { Controller } from './controller.js';
 
 /** A cache the manager starts, stops and waits for: an informer. */
 export interface Cache {
@@ -178,4 +179,13 @@ export class Manager {
       }
     }
   }
+}
+
+/**
+ * A controller as the manager runs it: a writer, so on the leader only, reading `caches` (the
+ * informers it watches that the manager owns; per-target informers are started by whoever
+ * creates them).
+ */
+export function leaderController(c: Controller, caches: readonly Cache[]): Runnable {
+  return { name: c.name, needLeaderElection: true, caches, start: () => c.start(), stop: (ms) => c.stop(ms) };
 }

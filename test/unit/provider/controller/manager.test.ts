@@ -1,6 +1,9 @@
 import { expect } from 'chai';
 import { silentLogger } from '../../../../provider/core/logger.js';
-import { Manager, type Cache, type Runnable } from '../../../../provider/controller/manager.js';
+import { Controller } from '../../../../provider/controller/controller.js';
+import type { Informer } from '../../../../provider/controller/informer.js';
+import { leaderController, Manager, type Cache, type Runnable } from '../../../../provider/controller/manager.js';
+import { realClock } from '../../../../provider/core/clock.js';
 
 /** A cache that records its starts and stops in the shared log; `synced` is set by the test. */
 function cache(name: string, log: string[]): Cache & { synced: boolean } {
@@ -166,5 +169,28 @@ describe('Manager', () => {
     const m = new Manager({ logger: silentLogger(), stepDownDeadlineMs: 1000 });
     await m.start();
     expect(() => m.add(runnable('late', log))).to.throw(/added after start/);
+  });
+
+  it('leaderController: a real controller reconciles nothing on a standby, the keys it queued meanwhile once elected, and stops on loss', async () => {
+    const reconciled: string[] = [];
+    const handlers: Array<(o: object) => void> = [];
+    const informer = { name: 'targets', on: (_: string, h: (o: object) => void) => handlers.push(h), hasSynced: () => true, start: () => undefined, stop: () => undefined };
+    const c = new Controller({ name: 'targets', reconciler: { reconcile: async (k) => void reconciled.push(k) }, clock: realClock, logger: silentLogger() });
+    c.watch(informer as unknown as Informer<never>, (o) => [(o as { key: string }).key]);
+    const e = fakeElector(log);
+    const m = new Manager({ logger: silentLogger(), elector: e.build, stepDownDeadlineMs: 1000 });
+    m.add(leaderController(c, [informer]));
+    await m.start();
+    for (const h of handlers) h({ key: 'Target/a/b' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(reconciled, 'a standby writes nothing').to.deep.equal([]);
+    e.callbacks!.onStartedLeading();
+    for (let i = 0; i < 50 && reconciled.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(reconciled).to.deep.equal(['Target/a/b']);
+    e.callbacks!.onStoppedLeading();
+    await settle();
+    for (const h of handlers) h({ key: 'Target/a/c' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(reconciled, 'nothing after the loss').to.deep.equal(['Target/a/b']);
   });
 });
