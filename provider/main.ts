@@ -267,7 +267,6 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
           placeTimeoutMs: config.delegatePlacementTimeoutSeconds * 1000,
         })
       : undefined;
-    const leaderBinder = binder;
     extenderRoutes.use(
       createExtenderApp({
         registry: w.clusters,
@@ -277,16 +276,12 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
         },
         policy: { kind: 'spread' },
         memory,
-        // Filter and prioritize are served by every replica; bind only by the leader. A
-        // standby's bind would copy ConfigMaps and Secrets that the leader's follow controller,
-        // which does not see the standby's placements, deletes as unused before the proxy is
-        // bound. kube-scheduler retries a failed bind (backoff), reaching the leader in time.
-        binder: leaderBinder && {
-          bind: (args) =>
-            manager.isLeader()
-              ? leaderBinder.bind(args)
-              : Promise.resolve({ Error: 'this provider replica is a standby: only the leader binds proxies; kube-scheduler retries' }),
-        },
+        // Every replica binds: kube-scheduler keeps its connection to the extender, so through a
+        // Service its binds go to one replica, leader or not. The binder's writes are safe from
+        // any replica: the delegate's name is deterministic (AlreadyExists is adopted), the
+        // Binding succeeds once, and the leader's follow keeps the copies of proxies not bound
+        // yet (it does not see a standby's placements).
+        binder,
         clock: w.clock,
         logger: w.logger,
         metricsRegistry: w.registry,
