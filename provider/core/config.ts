@@ -67,7 +67,7 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   webhookUrl: { flag: 'webhook-url', kind: 'url', help: 'URL the apiserver calls out of cluster (its IP goes in the certificate)' },
   metricsPort: { flag: 'metrics-port', kind: 'port', default: '8080', help: 'port of /metrics, /healthz and /readyz' },
   metricsBindAddress: { flag: 'metrics-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address of the metrics server' },
-  leaderElect: { flag: 'leader-elect', kind: 'bool', default: 'true', help: 'elect a leader among replicas; only the leader runs controllers' },
+  leaderElect: { flag: 'leader-elect', kind: 'bool', default: 'true', help: 'elect a leader among replicas; every replica serves, only the leader runs the controllers that write' },
   leaderElectionNamespace: { flag: 'leader-election-namespace', kind: 'string', help: 'namespace of the leader Lease (default: --namespace)' },
   leaseDurationSeconds: { flag: 'lease-duration-seconds', kind: 'int', default: '15', help: 'leader lease duration' },
   renewDeadlineSeconds: { flag: 'renew-deadline-seconds', kind: 'int', default: '10', help: 'a leader that cannot renew its lease within this steps down; less than --lease-duration-seconds' },
