@@ -195,6 +195,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
   // The self binding is written and in force unless a test says otherwise.
   const selfBindings = { ensure: sinon.stub().resolves(false), remove: sinon.stub().resolves(), allowed: sinon.stub().resolves(true) };
   const bindingsWritten: string[] = [];
+  const probed: string[] = [];
   const options = {
     sourceKubeConfig: kubeConfig('https://source.example:6443'),
     sourceCore: src.core as unknown as CoreV1Api,
@@ -213,6 +214,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
     leaseIntervalMs: 10_000,
     onHealth: (t: string, ready: boolean) => health.push([t, ready]),
     onBindingWritten: (key: string) => bindingsWritten.push(key),
+    onProbed: (key: string) => probed.push(key),
     proxiesOn: (nodeName: string) => (opts.proxies ?? []).filter((p) => p.spec?.nodeName === nodeName),
   };
   // The read side (every replica) and the write side (the leader), as main wires them: the
@@ -226,7 +228,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
       return result;
     },
   };
-  return { clock, src, targets, clusterTargets, registry, events, probe, podsProbe, reconciler, reader, writer, health, selfBindings, bindingsWritten };
+  return { clock, src, targets, clusterTargets, registry, events, probe, podsProbe, reconciler, reader, writer, health, selfBindings, bindingsWritten, probed };
 }
 
 /** What the informer would show after the status patch: the Target with the patched status. */
@@ -632,6 +634,16 @@ describe('TargetsReconciler.reconcile', () => {
       await w.reader.reconcile(KEY);
       expect(w.registry.get(KEY)).to.equal(undefined);
       sinon.assert.notCalled(w.src.core.deleteNode);
+    });
+
+    it('the read side wakes the writer after each probe, every lease interval, and not once the Target is gone', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      expect(await w.reader.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+      expect(w.probed).to.deep.equal([KEY]);
+      w.targets.items.clear();
+      expect(await w.reader.reconcile(KEY)).to.equal(undefined);
+      expect(w.probed).to.deep.equal([KEY]);
     });
 
     it('the write side writes nothing for a target not probed yet', async () => {
