@@ -34,6 +34,7 @@ import { ServerAddressPolicy } from './clusters/server-address-policy.js';
 import type { TargetClient } from './clusters/target-client.js';
 import { Controller } from './controller/controller.js';
 import { Informer } from './controller/informer.js';
+import { leaderController, Manager, type Runnable } from './controller/manager.js';
 import type { WorkQueueShards } from './controller/workqueue.js';
 import { realClock } from './core/clock.js';
 import { configUsage, parseConfig, type ProviderConfig } from './core/config.js';
@@ -53,21 +54,40 @@ import type { ClusterSource, Source, Target } from './model/types.js';
 import { SelfTargetBindings } from './reconcilers/self-target-bindings.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
-import { TargetsReconciler } from './reconcilers/targets.js';
+import { TargetRegistryReconciler } from './reconcilers/target-registry.js';
+import { AFTER_BINDING_MS, TargetsReconciler } from './reconcilers/targets.js';
 import { Binder } from '../scheduler/bind.js';
 import { createExtenderApp } from '../scheduler/extender-server.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../scheduler/target-nodes.js';
 
-/** What the provider needs of an informer to start, stop and report readiness. */
-type RunnableInformer = { start(): void; stop(): void; hasSynced(): boolean };
-
 /** Version reported in virtual nodes' nodeInfo. */
 export const PROVIDER_VERSION = 'v0.1.0-admiralty-ts';
+
+/** What every part of the wiring shares. */
+interface Wiring {
+  config: ProviderConfig;
+  kc: KubeConfig;
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  clusters: ClusterRegistry;
+  events: EventRecorder;
+  logger: Logger;
+  clock: typeof realClock;
+  metrics: Metrics;
+  registry: Registry;
+  manager: Manager;
+  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string, transform?: (obj: T) => T) => Informer<T>;
+  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => Controller;
+}
 
 /**
  * Runs the provider until SIGTERM/SIGINT. This is the only place that wires components
  * together; each server and controller can be switched off with `--enable`.
+ *
+ * Every replica serves (webhook, kubelet API, scheduler extender) from its own registry of
+ * targets and caches; only the leader runs the controllers that write. The {@link Manager}
+ * starts each part as it declares: see {@link wire}.
  */
 export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const parsed = parseConfig(argv, env);
@@ -99,11 +119,37 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const coordination = kc.makeApiClient(CoordinationV1Api);
-  const events = new EventRecorder({ core, component: 'admiralty', clock, logger });
-  const enabled = (c: string) => config.enable.includes(c);
-  const ready = { servers: false, informers: [] as RunnableInformer[] };
 
-  // Health and metrics first, so probes answer while the rest starts.
+  const manager = new Manager({
+    logger,
+    elector: config.leaderElect
+      ? (callbacks) =>
+          new LeaderElector({
+            coordination,
+            namespace: config.leaderElectionNamespace,
+            name: 'admiralty-provider',
+            identity: `${env.POD_NAME ?? hostname()}-${process.pid}`,
+            leaseDurationSeconds: config.leaseDurationSeconds,
+            renewDeadlineSeconds: config.renewDeadlineSeconds,
+            retryPeriodSeconds: config.retryPeriodSeconds,
+            clock,
+            logger,
+            ...callbacks,
+          })
+      : undefined,
+    // The leader stepped down at its renew deadline; another replica may take the lease once
+    // the lease duration has passed: the writers stop within the difference.
+    stepDownDeadlineMs: (config.leaseDurationSeconds - config.renewDeadlineSeconds) * 1000,
+    // The writers' controllers and per-target watches are built once: a fresh process starts
+    // clean, as a standby (the Deployment restarts it), while the other replicas keep serving.
+    onLostLeadership: () => {
+      logger.warn('lost leadership; exiting so that a fresh process starts as a standby');
+      process.exit(1);
+    },
+  });
+
+  // Health and metrics first, so probes answer while the rest starts. Ready means "can serve"
+  // (servers listening, serving caches synced), on the leader and on a standby alike.
   const ops = express();
   ops.get('/metrics', async (_req, res) => {
     res.set('Content-Type', registry.contentType).send(await registry.metrics());
@@ -112,121 +158,104 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     res.send('ok');
   });
   ops.get('/readyz', (_req, res) => {
-    const notSynced = ready.informers.filter((i) => !i.hasSynced()).length;
-    if (ready.servers && notSynced === 0) res.send('ok');
-    else res.status(503).send(ready.servers ? `${notSynced} informers not synced` : 'servers starting');
+    const r = manager.readiness();
+    if (r.ready) res.send('ok');
+    else res.status(503).send(r.reason);
+  });
+  // Which replica leads, for operators and the sandbox's tests (no secret in it).
+  ops.get('/leaderz', (_req, res) => {
+    res.status(manager.isLeader() ? 200 : 503).send(manager.isLeader() ? 'leader' : 'standby');
   });
   const opsServer: Server = await new Promise((res) => {
     const s = ops.listen(config.metricsPort, config.metricsBindAddress, () => res(s));
   });
   lifecycle.add('metrics server', () => new Promise<void>((res) => opsServer.close(() => res())));
 
-  const clusters = new ClusterRegistry();
+  const w: Wiring = {
+    config,
+    kc,
+    core,
+    custom,
+    clusters: new ClusterRegistry(),
+    events: new EventRecorder({ core, component: 'admiralty', clock, logger }),
+    logger,
+    clock,
+    metrics,
+    registry,
+    manager,
+    newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform) =>
+      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform, logger, clock, metrics }),
+    newController: (name, reconciler, shards) => new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics }),
+  };
+  await wire(w, coordination);
+  await manager.start();
+  lifecycle.add('manager', () => manager.stop(config.shutdownTimeoutSeconds * 1000));
+  logger.info('provider started', { cluster: config.clusterName, components: config.enable, leaderElect: config.leaderElect });
+  return lifecycle.waitForSignal(config.shutdownTimeoutSeconds * 1000);
+}
+
+/**
+ * Adds every enabled part to the manager, in start order: servers first (every replica), then
+ * the caches and controllers that fill the registry of targets (every replica), then the
+ * writers (the leader).
+ */
+async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
+  const { config, kc, core, custom, manager } = w;
+  const enabled = (c: string) => config.enable.includes(c);
   // The scheduler extender shares the webhook's server (and certificate); its routes are added
   // once the caches it reads are wired, below.
   const extenderRoutes = express.Router();
-
-  // Webhook: every replica serves it; the certificate lives in a Secret so replicas share it.
-  if (enabled('webhook')) {
-    await startWebhook(config, kc, core, registry, metrics, logger, lifecycle, extenderRoutes);
-  }
+  if (enabled('webhook')) manager.add(webhookRunnable(w, extenderRoutes));
   // Kubelet API: serves logs/exec/attach/port-forward of proxies by bridging to delegates.
-  if (enabled('kubelet')) {
-    await startKubeletServer(config, kc, core, clusters, registry, metrics, logger, lifecycle);
-  }
-  ready.servers = true;
-
-  const controllers: Controller[] = [];
-  const informers: RunnableInformer[] = [];
-  const newInformer = <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string, transform?: (obj: T) => T): Informer<T> =>
-    new Informer<T>({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform, logger, clock, metrics });
-  const newController = (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => {
-    const c = new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics });
-    controllers.push(c);
-    return c;
-  };
+  if (enabled('kubelet')) manager.add(kubeletRunnable(w));
 
   /** An informer over one of our CRDs, all namespaces. */
   const crdInformer = <T extends KubernetesObject>(plural: string) =>
-    newInformer<T>(plural, config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/${plural}`, () =>
+    w.newInformer<T>(plural, config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/${plural}`, () =>
       custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural }) as Promise<KubernetesListObject<T>>,
     );
 
   // Summary and sources run in every cluster (target side).
   if (enabled('summary')) {
-    const nodes = newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
+    const nodes = w.newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
     // Pods bound to a node and not finished, of every namespace (kube-scheduler's own selection
     // of assigned pods), cut down to what the summary reads.
     const assigned = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
-    const pods = newInformer<V1Pod>('assigned-pods', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: assigned }), undefined, assigned, summaryPodFields);
-    informers.push(nodes, pods);
-    const c = newController('summary', new SummaryReconciler({ custom, nodes, pods, clock }));
+    const pods = w.newInformer<V1Pod>('assigned-pods', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: assigned }), undefined, assigned, summaryPodFields);
+    const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, clock: w.clock }));
     c.watch(nodes, () => [SummaryReconciler.KEY]);
     c.watch(pods, () => [SummaryReconciler.KEY]);
     c.enqueue(SummaryReconciler.KEY);
+    manager.add(leaderController(c, [nodes, pods]));
   }
   if (enabled('sources')) {
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
     const sources = crdInformer<Source & KubernetesObject>('sources');
     const clusterSources = crdInformer<ClusterSource & KubernetesObject>('clustersources');
-    informers.push(sources, clusterSources);
-    const c = newController('sources', new SourcesReconciler({ core, rbac, sources, clusterSources }));
+    const c = w.newController('sources', new SourcesReconciler({ core, rbac, sources, clusterSources }));
     c.watch(sources, (o) => [SourcesReconciler.keyOf(o, 'Source')]);
     c.watch(clusterSources, (o) => [SourcesReconciler.keyOf(o, 'ClusterSource')]);
+    manager.add(leaderController(c, [sources, clusterSources]));
   }
 
-  // Source side: targets -> virtual nodes, proxies -> delegates, follow, services. The proxies
-  // informer serves delegation and the virtual nodes (what our proxies hold in each target).
+  // Source side: targets -> registry (every replica) and virtual nodes (the leader), proxies ->
+  // delegates, follow, services. The proxies informer serves delegation, the binder and the
+  // virtual nodes (what our proxies hold in each target).
   const proxies = enabled('delegation')
-    ? newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`)
+    ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`)
     : undefined;
-  if (enabled('targets')) {
-    const targets = crdInformer<Target & KubernetesObject>('targets');
-    const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
-    const virtualNodes = newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode({ labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}` }), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
-    informers.push(targets, clusterTargets, virtualNodes);
-    const reconciler = new TargetsReconciler({
-      sourceKubeConfig: kc,
-      sourceCore: core,
-      sourceCustom: custom,
-      sourceCoordination: coordination,
-      targets,
-      clusterTargets,
-      registry: clusters,
-      serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
-      requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
-      proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
-      selfBindings: new SelfTargetBindings({
-        rbac: kc.makeApiClient(RbacAuthorizationV1Api),
-        authentication: kc.makeApiClient(AuthenticationV1Api),
-        authorization: kc.makeApiClient(AuthorizationV1Api),
-      }),
-      kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
-      kubeletVersion: PROVIDER_VERSION,
-      events,
-      clock,
-      nodeStatusIntervalMs: config.nodeStatusIntervalSeconds * 1000,
-      leaseIntervalMs: config.nodeLeaseIntervalSeconds * 1000,
-      onHealth: (target, isReady) => metrics.targetReady.set({ target }, isReady ? 1 : 0),
-    });
-    const c = newController('targets', reconciler);
-    c.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
-    c.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
-    c.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n));
-  }
+  if (enabled('targets')) wireTargets(w, coordination, crdInformer, proxies);
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
-  const delegation = enabled('delegation')
-    ? await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, proxies: proxies!, newInformer, newController, placing: (ns) => binder?.placing(ns) ?? [] })
-    : undefined;
+  const delegation = enabled('delegation') ? await wireDelegation(w, proxies!, (ns) => binder?.placing(ns) ?? []) : undefined;
 
   if (enabled('extender')) {
     const memory = new PlacementMemory();
     binder = delegation
       ? new Binder({
           sourceCore: core,
-          registry: clusters,
+          registry: w.clusters,
           proxies: proxies!,
           namespaces: delegation.namespaces,
           delegates: delegation.delegates,
@@ -234,184 +263,216 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
           memory,
           schedulerName: config.proxySchedulerName,
           sourceClusterName: config.clusterName,
-          clock,
-          logger,
+          clock: w.clock,
+          logger: w.logger,
           placeTimeoutMs: config.delegatePlacementTimeoutSeconds * 1000,
         })
       : undefined;
     extenderRoutes.use(
       createExtenderApp({
-        registry: clusters,
+        registry: w.clusters,
         targetState: (key) => {
-          const read = clusters.summary(key);
+          const read = w.clusters.summary(key);
           return read && { nodes: nodesOfSummary(read.summary), readAtMs: read.readAtMs };
         },
         policy: { kind: 'spread' },
         memory,
+        // Every replica binds: kube-scheduler keeps its connection to the extender, so through a
+        // Service its binds go to one replica, leader or not. The binder's writes are safe from
+        // any replica: the delegate's name is deterministic (AlreadyExists is adopted), the
+        // Binding succeeds once, and the leader's follow keeps the copies of proxies not bound
+        // yet (it does not see a standby's placements).
         binder,
-        clock,
-        logger,
-        metricsRegistry: registry,
+        clock: w.clock,
+        logger: w.logger,
+        metricsRegistry: w.registry,
       }),
     );
+    // The binder reads proxies and namespaces: kept warm on every replica.
+    manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces] : [], start: () => undefined, stop: () => undefined });
   }
+  if (delegation) for (const r of delegation.runnables) manager.add(r);
+}
 
-  for (const i of informers) ready.informers.push(i);
+/**
+ * Targets: the registry (clients, summaries, health) filled on every replica by the read side,
+ * and the virtual nodes, their Leases and the Targets' status written by the leader.
+ */
+function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>, proxies: Informer<V1Pod> | undefined): void {
+  const { config, kc, core, custom, manager } = w;
+  const targets = crdInformer<Target & KubernetesObject>('targets');
+  const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
+  const virtualNodes = w.newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode({ labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}` }), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
+  const selfBindings = new SelfTargetBindings({
+    rbac: kc.makeApiClient(RbacAuthorizationV1Api),
+    authentication: kc.makeApiClient(AuthenticationV1Api),
+    authorization: kc.makeApiClient(AuthorizationV1Api),
+  });
+  // The writer is woken after every probe: the probe period is the node Lease period.
+  let writer: Controller | undefined;
+  const reader = w.newController(
+    'target-registry',
+    new TargetRegistryReconciler({
+      sourceKubeConfig: kc,
+      sourceCore: core,
+      targets,
+      clusterTargets,
+      registry: w.clusters,
+      serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
+      requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
+      selfBindings,
+      clock: w.clock,
+      leaseIntervalMs: config.nodeLeaseIntervalSeconds * 1000,
+      onHealth: (target, isReady) => w.metrics.targetReady.set({ target }, isReady ? 1 : 0),
+      onProbed: (key) => writer?.enqueue(key),
+    }),
+  );
+  reader.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
+  reader.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
+  manager.add({ name: 'target-registry', caches: [targets, clusterTargets], start: () => reader.start(), stop: (ms) => reader.stop(ms) });
 
-  // Only the leader runs controllers; every replica serves the webhook and the kubelet API.
-  const startControllers = () => {
-    for (const i of informers) i.start();
-    for (const c of controllers) c.start();
-    logger.info('controllers started', { controllers: controllers.map((c) => c.name) });
-  };
-  const stopControllers = async () => {
-    await Promise.all(controllers.map((c) => c.stop(config.shutdownTimeoutSeconds * 1000)));
-    for (const i of informers) i.stop();
-  };
-  if (config.leaderElect) {
-    const elector = new LeaderElector({
-      coordination,
-      namespace: config.leaderElectionNamespace,
-      name: 'admiralty-provider',
-      identity: `${env.POD_NAME ?? hostname()}-${process.pid}`,
-      leaseDurationSeconds: config.leaseDurationSeconds,
-      renewDeadlineSeconds: config.renewDeadlineSeconds,
-      retryPeriodSeconds: config.retryPeriodSeconds,
-      clock,
-      logger,
-      onStartedLeading: startControllers,
-      onStoppedLeading: () => {
-        // Lost leadership while running: stop writing at once; the process restarts clean.
-        logger.warn('lost leadership; exiting so that a fresh process takes over');
-        void stopControllers().finally(() => process.exit(1));
+  writer = w.newController(
+    'targets',
+    new TargetsReconciler({
+      sourceCore: core,
+      sourceCustom: custom,
+      sourceCoordination: coordination,
+      targets,
+      clusterTargets,
+      registry: w.clusters,
+      proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
+      selfBindings,
+      kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
+      kubeletVersion: PROVIDER_VERSION,
+      events: w.events,
+      clock: w.clock,
+      nodeStatusIntervalMs: config.nodeStatusIntervalSeconds * 1000,
+      onBindingWritten: (key) => reader.enqueueAfter(key, AFTER_BINDING_MS),
+    }),
+  );
+  writer.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
+  writer.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
+  writer.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n));
+  manager.add(leaderController(writer, [targets, clusterTargets, virtualNodes, ...(proxies ? [proxies] : [])]));
+}
+
+/** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
+function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runnable {
+  const { config, kc, core, registry, metrics, logger } = w;
+  let stop: () => Promise<void> = async () => undefined;
+  const start = async () => {
+    const admission = kc.makeApiClient(AdmissionregistrationV1Api);
+    const dnsNames = config.webhookServiceName
+      ? [config.webhookServiceName, `${config.webhookServiceName}.${config.namespace}`, `${config.webhookServiceName}.${config.namespace}.svc`, `${config.webhookServiceName}.${config.namespace}.svc.cluster.local`]
+      : ['localhost'];
+    const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
+    const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock: realClock });
+    const issue = async () => {
+      const pair = await certs.ensureServingCertificate();
+      // Keep the webhook configuration's caBundle current ourselves: no cert-manager needed.
+      await certs.ensureCaBundle(config.webhookConfigName, pair.caPem).catch((err) => logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName }));
+      metrics.certificateExpiry.set({ certificate: 'webhook' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
+      return { certPem: pair.certPem, keyPem: pair.keyPem };
+    };
+    const first = await issue();
+    const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
+    app.use(extenderRoutes);
+    const server = createWebhookServer({ pair: first, handler: app, onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
+    const rotator = new CertRotator({
+      issue,
+      onRotate: (pair) => {
+        server.swap(pair);
+        logger.info('webhook certificate rotated');
       },
+      clock: realClock,
+      onError: (err) => logger.warn('webhook certificate renewal failed', errorFields(err)),
     });
-    void elector.run();
-    lifecycle.add('leader election', () => elector.release());
-  } else {
-    startControllers();
-  }
-  lifecycle.add('controllers', stopControllers);
-
-  logger.info('provider started', { cluster: config.clusterName, components: config.enable });
-  return lifecycle.waitForSignal(config.shutdownTimeoutSeconds * 1000);
-}
-
-async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1Api, registry: Registry, metrics: Metrics, logger: Logger, lifecycle: Lifecycle, extenderRoutes: express.Router): Promise<void> {
-  const admission = kc.makeApiClient(AdmissionregistrationV1Api);
-  const dnsNames = config.webhookServiceName
-    ? [config.webhookServiceName, `${config.webhookServiceName}.${config.namespace}`, `${config.webhookServiceName}.${config.namespace}.svc`, `${config.webhookServiceName}.${config.namespace}.svc.cluster.local`]
-    : ['localhost'];
-  const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
-  const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock: realClock });
-  const issue = async () => {
-    const pair = await certs.ensureServingCertificate();
-    // Keep the webhook configuration's caBundle current ourselves: no cert-manager needed.
-    await certs.ensureCaBundle(config.webhookConfigName, pair.caPem).catch((err) => logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName }));
-    metrics.certificateExpiry.set({ certificate: 'webhook' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
-    return { certPem: pair.certPem, keyPem: pair.keyPem };
+    await rotator.start(first);
+    // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
+    process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
+    await new Promise<void>((res) => server.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
+    logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
+    stop = async () => {
+      rotator.stop();
+      await new Promise<void>((res) => server.server.close(() => res()));
+    };
   };
-  const first = await issue();
-  const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
-  app.use(extenderRoutes);
-  const server = createWebhookServer({ pair: first, handler: app, onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
-  const rotator = new CertRotator({
-    issue,
-    onRotate: (pair) => {
-      server.swap(pair);
-      logger.info('webhook certificate rotated');
-    },
-    clock: realClock,
-    onError: (err) => logger.warn('webhook certificate renewal failed', errorFields(err)),
-  });
-  await rotator.start(first);
-  // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
-  process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
-  await new Promise<void>((res) => server.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
-  logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
-  lifecycle.add('webhook', async () => {
-    rotator.stop();
-    await new Promise<void>((res) => server.server.close(() => res()));
-  });
+  return { name: 'webhook', start, stop: () => stop() };
 }
 
-async function startKubeletServer(config: ProviderConfig, kc: KubeConfig, core: CoreV1Api, clusters: ClusterRegistry, registry: Registry, metrics: Metrics, logger: Logger, lifecycle: Lifecycle): Promise<void> {
-  const serving = new KubeletServingCertificate({
-    certificates: kc.makeApiClient(CertificatesV1Api),
-    nodeName: `admiralty-${config.clusterName}`,
-    ipAddresses: [config.kubeletAddress],
-    dnsNames: [],
-    signerName: config.kubeletServingSigner,
-    clock: realClock,
-    logger,
-  });
-  const first = await serving.issue();
-  let clientCaPem: string | undefined;
-  if (config.kubeletClientCaFile) clientCaPem = readFileSync(config.kubeletClientCaFile, 'utf8');
-  else {
-    const ca = await readClusterClientCa(core);
-    if ('pem' in ca) clientCaPem = ca.pem;
-    // Fail closed: without a client CA only bearer tokens authenticate, and the apiserver
-    // presents a certificate, so kubectl logs/exec on proxies are refused until this is fixed.
-    else logger.warn('kubelet API: no client CA, so the apiserver cannot authenticate for kubectl logs/exec; set --kubelet-client-ca-file', { reason: ca.reason });
-  }
-  const server = createKubeletServer({
-    host: config.kubeletBindAddress,
-    port: config.kubeletPort,
-    tls: first,
-    clientCaPem,
-    auth: createKubeletAuthorizer({ kubeConfig: kc }),
-    logger,
-    registry,
-    resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
-  });
-  await server.listen();
-  metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(first.certPem).notAfter.getTime() / 1000);
-  const rotator = new CertRotator({
-    issue: () => serving.issue(),
-    onRotate: (pair) => {
-      server.setCertificate(pair.certPem, pair.keyPem);
-      metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
-    },
-    clock: realClock,
-    onError: (err) => logger.warn('kubelet certificate renewal failed', errorFields(err)),
-  });
-  await rotator.start(first);
-  process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced kubelet certificate rotation failed', errorFields(err))));
-  logger.info('kubelet API listening', { address: config.kubeletBindAddress, port: config.kubeletPort, selfSigned: first.selfSigned });
-  lifecycle.add('kubelet API', async () => {
-    rotator.stop();
-    await server.close();
-  });
-}
-
-interface DelegationWiring {
-  config: ProviderConfig;
-  kc: KubeConfig;
-  core: CoreV1Api;
-  clusters: ClusterRegistry;
-  events: EventRecorder;
-  logger: Logger;
-  clock: typeof realClock;
-  metrics: Metrics;
-  informers: RunnableInformer[];
-  /** Proxy pods (label has-finalizer=true) of every namespace. */
-  proxies: Informer<V1Pod>;
-  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string) => Informer<T>;
-  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => Controller;
-  /** Proxies the extender is placing (see `Binder.placing`). */
-  placing: (namespace: string) => Iterable<{ proxy: V1Pod; targetKey: string }>;
+/** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
+function kubeletRunnable(w: Wiring): Runnable {
+  const { config, kc, core, clusters, registry, metrics, logger } = w;
+  let stop: () => Promise<void> = async () => undefined;
+  const start = async () => {
+    const serving = new KubeletServingCertificate({
+      certificates: kc.makeApiClient(CertificatesV1Api),
+      nodeName: `admiralty-${config.clusterName}`,
+      ipAddresses: [config.kubeletAddress],
+      dnsNames: [],
+      signerName: config.kubeletServingSigner,
+      clock: realClock,
+      logger,
+    });
+    const first = await serving.issue();
+    let clientCaPem: string | undefined;
+    if (config.kubeletClientCaFile) clientCaPem = readFileSync(config.kubeletClientCaFile, 'utf8');
+    else {
+      const ca = await readClusterClientCa(core);
+      if ('pem' in ca) clientCaPem = ca.pem;
+      // Fail closed: without a client CA only bearer tokens authenticate, and the apiserver
+      // presents a certificate, so kubectl logs/exec on proxies are refused until this is fixed.
+      else logger.warn('kubelet API: no client CA, so the apiserver cannot authenticate for kubectl logs/exec; set --kubelet-client-ca-file', { reason: ca.reason });
+    }
+    const server = createKubeletServer({
+      host: config.kubeletBindAddress,
+      port: config.kubeletPort,
+      tls: first,
+      clientCaPem,
+      auth: createKubeletAuthorizer({ kubeConfig: kc }),
+      logger,
+      registry,
+      resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
+    });
+    await server.listen();
+    metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(first.certPem).notAfter.getTime() / 1000);
+    const rotator = new CertRotator({
+      issue: () => serving.issue(),
+      onRotate: (pair) => {
+        server.setCertificate(pair.certPem, pair.keyPem);
+        metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
+      },
+      clock: realClock,
+      onError: (err) => logger.warn('kubelet certificate renewal failed', errorFields(err)),
+    });
+    await rotator.start(first);
+    process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced kubelet certificate rotation failed', errorFields(err))));
+    logger.info('kubelet API listening', { address: config.kubeletBindAddress, port: config.kubeletPort, selfSigned: first.selfSigned });
+    stop = async () => {
+      rotator.stop();
+      await server.close();
+    };
+  };
+  return { name: 'kubelet API', start, stop: () => stop() };
 }
 
 /**
  * Proxies -> delegates, follow and services. Source-side informers are static; each target
  * gets its own informers (delegates, copies) when it joins the registry and loses them when
- * it leaves, so a broken target never stalls the others.
+ * it leaves, so a broken target never stalls the others. The per-target informers run on
+ * every replica (the binder reads delegates; a new leader starts on warm caches); the
+ * controllers run on the leader.
  */
-async function wireDelegation(w: DelegationWiring): Promise<{
+async function wireDelegation(
+  w: Wiring,
+  proxies: Informer<V1Pod>,
+  /** Proxies the extender is placing (see `Binder.placing`). */
+  placing: (namespace: string) => Iterable<{ proxy: V1Pod; targetKey: string }>,
+): Promise<{
   namespaces: Informer<V1Namespace>;
   delegates: (key: string) => Informer<V1Pod> | undefined;
   follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+  runnables: Runnable[];
 }> {
   // Loaded only when delegation is enabled: target-only installs never load it.
   const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }] = await Promise.all([
@@ -423,7 +484,6 @@ async function wireDelegation(w: DelegationWiring): Promise<{
   const { config, kc, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
   const podEvents = 'involvedObject.kind=Pod';
-  const { proxies } = w;
   // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
   // reference by name (least privilege: no list/watch of every Secret in the cluster).
   const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
@@ -431,12 +491,11 @@ async function wireDelegation(w: DelegationWiring): Promise<{
   // away leaves the cache (a watch with a selector reports it as deleted).
   const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
   const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', () => core.listNamespace({ labelSelector: enabledSelector }), enabledSelector);
-  w.informers.push(proxies, services, namespaces);
 
   const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
 
   const follow = new FollowReconciler({
-    placing: w.placing,
+    placing,
     sourceCore: core,
     proxies,
     namespaces,
@@ -541,6 +600,7 @@ async function wireDelegation(w: DelegationWiring): Promise<{
     perTarget.delete(t.key);
     for (const i of Object.values(entry)) i.stop();
   };
+  // From the first probe on, whether or not this replica leads.
   clusters.on('added', addTarget);
   clusters.on('removed', removeTarget);
 
@@ -554,5 +614,20 @@ async function wireDelegation(w: DelegationWiring): Promise<{
     }
   }, 15_000);
   timer.unref();
-  return { namespaces, delegates: (key) => perTarget.get(key)?.delegates, follow };
+  const runnables: Runnable[] = [
+    {
+      name: 'target caches',
+      start: () => undefined,
+      stop: () => {
+        clearInterval(timer);
+        for (const entry of perTarget.values()) for (const i of Object.values(entry)) i.stop();
+        perTarget.clear();
+      },
+    },
+    leaderController(delegationController, [proxies, namespaces]),
+    leaderController(eventsController, []),
+    leaderController(followController, [proxies, namespaces]),
+    leaderController(servicesController, [services, proxies]),
+  ];
+  return { namespaces, delegates: (key) => perTarget.get(key)?.delegates, follow, runnables };
 }

@@ -69,10 +69,10 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   webhookUrl: { flag: 'webhook-url', kind: 'url', help: 'URL the apiserver calls out of cluster (its IP goes in the certificate)' },
   metricsPort: { flag: 'metrics-port', kind: 'port', default: '8080', help: 'port of /metrics, /healthz and /readyz' },
   metricsBindAddress: { flag: 'metrics-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address of the metrics server' },
-  leaderElect: { flag: 'leader-elect', kind: 'bool', default: 'true', help: 'elect a leader among replicas; only the leader runs controllers' },
+  leaderElect: { flag: 'leader-elect', kind: 'bool', default: 'true', help: 'elect a leader among replicas; every replica serves, only the leader runs the controllers that write' },
   leaderElectionNamespace: { flag: 'leader-election-namespace', kind: 'string', help: 'namespace of the leader Lease (default: --namespace)' },
   leaseDurationSeconds: { flag: 'lease-duration-seconds', kind: 'int', default: '15', help: 'leader lease duration' },
-  renewDeadlineSeconds: { flag: 'renew-deadline-seconds', kind: 'int', default: '10', help: 'leader renew deadline' },
+  renewDeadlineSeconds: { flag: 'renew-deadline-seconds', kind: 'int', default: '10', help: 'a leader that cannot renew its lease within this steps down; less than --lease-duration-seconds' },
   retryPeriodSeconds: { flag: 'retry-period-seconds', kind: 'int', default: '2', help: 'leader election retry period' },
   workers: { flag: 'workers', kind: 'int', default: '4', help: 'workers per controller' },
   workersPerTarget: {
@@ -175,6 +175,11 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   if (enabled.includes('extender') && !enabled.includes('webhook')) errors.push('--enable: the extender is served on the webhook server: enable webhook too, or leave extender out');
   if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName}" is not a valid scheduler name`);
   if (out.workersPerTarget === 0) errors.push('--workers-per-target: must be at least 1');
+  // The leader must step down (renew deadline) before another replica may take the lease
+  // (lease duration), and must get at least one retry in before stepping down.
+  const lease = out.leaseDurationSeconds as number, renew = out.renewDeadlineSeconds as number, retry = out.retryPeriodSeconds as number;
+  if (!(renew < lease)) errors.push(`--renew-deadline-seconds (${renew}) must be less than --lease-duration-seconds (${lease}): a leader steps down only after its renew deadline, and another replica takes the lease after the lease duration`);
+  if (!(retry > 0 && retry < renew)) errors.push(`--retry-period-seconds (${retry}) must be at least 1 and less than --renew-deadline-seconds (${renew})`);
   if (errors.length) return { ok: false, errors };
   out.leaderElectionNamespace ??= out.namespace;
   out.workersPerTarget ??= Math.max(1, (out.workers as number) - 1);

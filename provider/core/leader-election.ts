@@ -1,4 +1,4 @@
-import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
+import { Observable, V1MicroTime, type CoordinationV1Api, type RequestContext, type ResponseContext, type V1Lease } from '@kubernetes/client-node';
 import type { Clock, ClockTimer } from './clock.js';
 import { isConflict, isNotFound } from './errors.js';
 import { errorFields, type Logger } from './logger.js';
@@ -9,12 +9,22 @@ export interface LeaderElectorOptions {
   name: string;
   identity: string;
   leaseDurationSeconds: number;
+  /**
+   * How long a leader keeps leading without a confirmed renewal; shorter than the lease, so it
+   * steps down before another replica may take the lease (`parseConfig` checks this).
+   */
   renewDeadlineSeconds: number;
   retryPeriodSeconds: number;
   clock: Clock;
   logger: Logger;
   onStartedLeading(): void;
+  /** Called once when leadership is lost or cannot be confirmed: stop every writer now. */
   onStoppedLeading(): void;
+}
+
+/** An attempt that did not finish in time (a network failure for the caller). */
+class AttemptDeadlineError extends Error {
+  readonly code = 'ETIMEDOUT';
 }
 
 /**
@@ -22,12 +32,21 @@ export interface LeaderElectorOptions {
  * stale resourceVersion fails with 409 and we lost the race). A lease is taken over when it has
  * no holder or its holder has not renewed for `leaseDurationSeconds`. `release()` empties the
  * holder so another replica takes over at once instead of waiting for expiry.
+ *
+ * Every attempt has a deadline, and its API calls are aborted when it passes: a leader's attempt
+ * must finish within `renewDeadlineSeconds` of its last confirmed renewal (as client-go's
+ * `RenewDeadline`), else the leader steps down at that moment. Attempts are `retryPeriodSeconds`
+ * apart, less than the renew deadline, so a hung renew call can no longer leave a leader that
+ * never steps down while another replica, `leaseDurationSeconds` after the last renewal it
+ * saw, takes over.
  */
 export class LeaderElector {
   private leading = false;
   private stopped = false;
   private timer?: ClockTimer;
+  /** When the attempt that last confirmed our lease started (the lease says that time or later). */
   private lastRenewMs = 0;
+  private attempt?: AbortController;
   /** The lease record (holder and renew time) last seen, and when we first saw it. */
   private observed?: { record: string; atMs: number };
 
@@ -49,10 +68,15 @@ export class LeaderElector {
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
+    const startedMs = this.o.clock.now();
+    const renewDeadlineMs = this.o.renewDeadlineSeconds * 1000;
+    // A leader has until its renew deadline; a candidate, one renew deadline per attempt.
+    const budgetMs = this.leading ? this.lastRenewMs + renewDeadlineMs - startedMs : renewDeadlineMs;
     try {
-      const ok = await this.tryAcquireOrRenew();
+      const ok = await this.withDeadline((signal) => this.tryAcquireOrRenew(signal), Math.max(0, budgetMs));
+      if (this.stopped) return;
       if (ok) {
-        this.lastRenewMs = this.o.clock.now();
+        this.lastRenewMs = startedMs;
         if (!this.leading) {
           this.leading = true;
           this.o.logger.info('became leader', { lease: `${this.o.namespace}/${this.o.name}`, identity: this.o.identity });
@@ -60,24 +84,48 @@ export class LeaderElector {
         }
       } else if (this.leading) this.lose('another replica holds the lease');
     } catch (err) {
+      if (this.stopped) return;
       this.o.logger.debug('leader election attempt failed', errorFields(err));
-      if (this.leading && this.o.clock.now() - this.lastRenewMs > this.o.renewDeadlineSeconds * 1000) this.lose('could not renew the lease in time');
+      if (this.leading && this.o.clock.now() - this.lastRenewMs >= renewDeadlineMs) this.lose('could not renew the lease in time');
     }
     this.schedule();
   }
 
+  /**
+   * Runs one attempt with its API calls bound to an abort signal, and rejects once `ms` have
+   * passed on the injected clock whatever the calls do (a fake API may ignore the signal).
+   */
+  private withDeadline<T>(run: (signal: AbortSignal) => Promise<T>, ms: number): Promise<T> {
+    const controller = new AbortController();
+    this.attempt = controller;
+    let timer: ClockTimer | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = this.o.clock.setTimeout(() => {
+        const err = new AttemptDeadlineError(`leader election attempt did not finish within ${ms} ms`);
+        controller.abort(err);
+        reject(err);
+      }, ms);
+    });
+    return Promise.race([run(controller.signal), deadline]).finally(() => {
+      if (timer) this.o.clock.clearTimeout(timer);
+      if (this.attempt === controller) this.attempt = undefined;
+    });
+  }
+
   private lose(why: string): void {
+    if (!this.leading) return;
     this.leading = false;
     this.o.logger.warn('lost leadership', { why });
     this.o.onStoppedLeading();
   }
 
-  private async tryAcquireOrRenew(): Promise<boolean> {
+  private async tryAcquireOrRenew(signal: AbortSignal): Promise<boolean> {
     const now = new V1MicroTime(this.o.clock.now());
     const { namespace, name, identity } = this.o;
+    const options = abortWith(signal);
     let lease: V1Lease;
     try {
-      lease = await this.o.coordination.readNamespacedLease({ name, namespace });
+      lease = await this.o.coordination.readNamespacedLease({ name, namespace }, options);
     } catch (err) {
       if (!isNotFound(err)) throw err;
       const body: V1Lease = {
@@ -85,7 +133,7 @@ export class LeaderElector {
         spec: { holderIdentity: identity, leaseDurationSeconds: this.o.leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
       };
       try {
-        await this.o.coordination.createNamespacedLease({ namespace, body });
+        await this.o.coordination.createNamespacedLease({ namespace, body }, options);
         return true;
       } catch (e) {
         if (isConflict(e)) return false;
@@ -110,7 +158,7 @@ export class LeaderElector {
       leaseTransitions: (spec.leaseTransitions ?? 0) + (takeover ? 1 : 0),
     };
     try {
-      await this.o.coordination.replaceNamespacedLease({ name, namespace, body: lease });
+      await this.o.coordination.replaceNamespacedLease({ name, namespace, body: lease }, options);
       return true;
     } catch (e) {
       if (isConflict(e)) return false;
@@ -122,6 +170,7 @@ export class LeaderElector {
   async release(): Promise<void> {
     this.stopped = true;
     if (this.timer) this.o.clock.clearTimeout(this.timer);
+    this.attempt?.abort(new AttemptDeadlineError('elector stopped'));
     if (!this.leading) return;
     this.leading = false;
     try {
@@ -133,4 +182,24 @@ export class LeaderElector {
       this.o.logger.warn('could not release the leader lease', errorFields(err));
     }
   }
+}
+
+/**
+ * Per-call options that bind a generated client's request to `signal`: a middleware (the
+ * object-parameter API takes the observable kind) replaces the signal that
+ * `withRequestDeadline` set, which is longer than any renew deadline.
+ */
+function abortWith(signal: AbortSignal): never {
+  return {
+    middleware: [
+      {
+        pre: (ctx: RequestContext) => {
+          ctx.setSignal(signal);
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
+      },
+    ],
+    middlewareMergeStrategy: 'append',
+  } as never;
 }

@@ -46,7 +46,10 @@ function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
 /**
  * Copies the ConfigMaps and Secrets that delegates use into their targets, keeps the copies in
  * sync, and deletes a copy once no proxy bound to that target (or being placed there by the
- * scheduler extender, see `placing`) uses it any more. Key:
+ * scheduler extender, see `placing`) uses it any more. While a proxy that uses it is not bound
+ * yet, existing copies are kept in every target: the extender of any replica may be placing it
+ * (copies before the delegate, then the bind), and this replica's `placing` knows only its own
+ * placements. Key:
  * `configmap/<ns>/<name>` or `secret/<ns>/<name>`. Garbage collection is level-based (the set of
  * proxies that reference an object), so no finalizer is put on the user's objects. Copies are
  * never made into a `self` target: the originals are already there. A same-name object in a
@@ -112,9 +115,11 @@ export class FollowReconciler {
     if (parts.length !== 3 || (kind !== 'configmap' && kind !== 'secret') || !ns || !name) throw new TerminalError(`not a follow key: ${key}`);
     const src = await this.source(kind, ns, name);
     const usedIn = new Set<string>();
+    let unboundUser = false;
     if (src) {
       for (const p of this.o.proxies.list(ns)) {
         if (p.metadata?.deletionTimestamp && !p.spec?.nodeName) continue;
+        if (!p.spec?.nodeName && references(p)[kind].includes(name)) unboundUser = true;
         const target = p.spec?.nodeName ? this.o.registry.byNodeName(p.spec.nodeName) : undefined;
         // A pod that may not use the target gets no copies there, as it gets no delegate; a self
         // target is this cluster, where the originals already are.
@@ -128,10 +133,10 @@ export class FollowReconciler {
     for (const target of this.o.registry.list()) {
       if (target.self) continue;
       if (src && usedIn.has(target.key)) await this.sync(kind, src, target);
-      else await this.deleteCopy(kind, ns, name, target);
+      else if (!unboundUser) await this.deleteCopy(kind, ns, name, target);
     }
-    // Nothing watches the original: look again while a copy of it is in use.
-    if (usedIn.size > 0) return { requeueAfterMs: this.resyncIntervalMs };
+    // Nothing watches the original: look again while a copy of it is in use (or may be).
+    if (usedIn.size > 0 || unboundUser) return { requeueAfterMs: this.resyncIntervalMs };
   }
 
   private async source(kind: Kind, ns: string, name: string): Promise<Copy | undefined> {

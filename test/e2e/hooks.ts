@@ -16,7 +16,10 @@ export const mochaHooks = {
       return;
     }
     startedHere = sandbox.state() === undefined;
-    await sandbox.up({ log: (l) => console.log(`  sandbox: ${l}`) });
+    // SANDBOX_PROVIDER_REPLICAS=2 runs c1's provider as leader and warm standby (replicas.test.ts
+    // needs it). Not yet the default: a few tests read the one provider's ports and pid.
+    const providerReplicas = Number(process.env.SANDBOX_PROVIDER_REPLICAS ?? 1);
+    await sandbox.up({ providerReplicas, log: (l) => console.log(`  sandbox: ${l}`) });
   },
   async afterAll(this: Mocha.Context) {
     this.timeout(240_000); // namespace teardowns may still be running (support.ts)

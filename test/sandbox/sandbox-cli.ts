@@ -1,7 +1,9 @@
 import { CLUSTER_COMPONENTS, Sandbox, type Component } from './sandbox.js';
 
 const USAGE = `usage: sandbox <command>
-  up [--targets N] [--no-connect]   start clusters c1, c2 (and c3… with --targets); idempotent
+  up [--targets N] [--provider-replicas N] [--no-connect]
+                                    start clusters c1, c2 (and c3… with --targets), with N provider
+                                    processes in c1 (default 1; a front stands in for their Service); idempotent
   down                              stop every process the sandbox started and remove its state
   status                            say what runs
   stop <cluster> <component>        stop one process, keeping its state (components: ${CLUSTER_COMPONENTS.join(', ')})
@@ -21,7 +23,13 @@ export async function sandboxCli(args: string[]): Promise<number> {
         console.error('sandbox: --targets takes a whole number from 0 to 6');
         return 2;
       }
-      await sandbox.up({ targets, connect: !rest.includes('--no-connect'), log });
+      const r = rest.indexOf('--provider-replicas');
+      const providerReplicas = r >= 0 ? Number(rest[r + 1]) : 1;
+      if (!Number.isInteger(providerReplicas) || providerReplicas < 1 || providerReplicas > 5) {
+        console.error('sandbox: --provider-replicas takes a whole number from 1 to 5');
+        return 2;
+      }
+      await sandbox.up({ targets, providerReplicas, connect: !rest.includes('--no-connect'), log });
       return 0;
     }
     case 'down':

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { packageRoot } from '../../provider/tools/package-root.js';
 import { ensurePki, type SandboxPki } from './pki.js';
 import { outOfClusterSchedulerConfig, shippedSchedulerConfig } from './proxy-scheduler-config.js';
-import { isRunning, readPid, signalProcess, startProcess, stopProcess, type ProcessSpec } from './processes.js';
+import { isOurs, isRunning, readPid, signalProcess, startProcess, stopProcess, type ProcessSpec } from './processes.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -34,7 +34,7 @@ export function shippedCli(): { command: string; args: string[] } {
  * Components of a sandbox cluster, in start order. `proxy-scheduler` (the second kube-scheduler,
  * schedulerName admiralty-proxy, that places proxy pods) runs in c1 only, the source.
  */
-export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider', 'proxy-scheduler'] as const;
+export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider', 'provider-front', 'proxy-scheduler'] as const;
 export type Component = (typeof CLUSTER_COMPONENTS)[number];
 
 /** Region label of each cluster's fake nodes: c1 is us, c2 eu, and extra targets elsewhere. */
@@ -53,6 +53,8 @@ export interface SandboxState {
   kwokModuleDir: string;
   /** Whether the provider processes should run (false until the provider exists or with --no-provider). */
   provider: boolean;
+  /** Provider processes of the source (c1), each with its own ports; 1 when absent. */
+  providerReplicas?: number;
 }
 
 export interface UpOptions {
@@ -60,6 +62,8 @@ export interface UpOptions {
   targets?: number;
   /** Stop before connecting the clusters (Source, kubeconfig Secret, Targets). */
   connect?: boolean;
+  /** Provider processes of the source (c1), default 1; with more, a front stands in for their Service. */
+  providerReplicas?: number;
   log?: (line: string) => void;
 }
 
@@ -113,16 +117,43 @@ export class Sandbox {
   isUp(): boolean {
     const s = this.state();
     if (!s) return false;
-    return s.clusters.every((c) => this.components(s, c).every((comp) => isRunning(this.spec(c, comp, s))));
+    return s.clusters.every((c) => this.components(s, c).every((comp) => this.specs(c, comp, s).every((spec) => isRunning(spec))));
   }
 
-  /** The components that run in `cluster`: the provider's processes only with a provider, the proxy scheduler only in the source. */
+  /**
+   * The components that run in `cluster`: the provider's processes only with a provider, the
+   * proxy scheduler only in the source, the provider front only in front of several replicas.
+   */
   private components(s: SandboxState, cluster: string): Component[] {
     return CLUSTER_COMPONENTS.filter((c) => {
       if (c === 'provider') return s.provider;
       if (c === 'proxy-scheduler') return s.provider && cluster === SOURCE_CLUSTER;
+      if (c === 'provider-front') return s.provider && this.providerReplicas(cluster, s) > 1;
       return true;
     });
+  }
+
+  /** How many provider processes run in `cluster`: only the source may run more than one. */
+  providerReplicas(cluster: string, state = this.requireState()): number {
+    return cluster === SOURCE_CLUSTER ? (state.providerReplicas ?? 1) : 1;
+  }
+
+  /**
+   * Ports of one provider replica. With one replica, the cluster's own; with more, each replica
+   * has its own three ports in the block after the clusters' (the cluster's webhook port is then
+   * the front's, where the apiserver and the proxy scheduler call).
+   */
+  providerPorts(cluster: string, replica: number, state = this.requireState()): { kubelet: number; webhook: number; metrics: number } {
+    const p = this.ports(cluster, state);
+    if (this.providerReplicas(cluster, state) === 1) return { kubelet: p.kubelet, webhook: p.webhook, metrics: p.metrics };
+    const b = state.basePort + state.clusters.length * 10 + replica * 3;
+    return { kubelet: b, webhook: b + 1, metrics: b + 2 };
+  }
+
+  /** Every process of a component: one per provider replica, one otherwise. */
+  private specs(cluster: string, component: Component, state = this.requireState()): ProcessSpec[] {
+    if (component !== 'provider') return [this.spec(cluster, component, state)];
+    return Array.from({ length: this.providerReplicas(cluster, state) }, (_, r) => this.providerSpec(cluster, r, state));
   }
 
   /** Starts the sandbox; on a running sandbox it does nothing. Missing processes are restarted. */
@@ -135,6 +166,11 @@ export class Sandbox {
     if (state && wantClusters.some((c) => !state!.clusters.includes(c))) {
       throw new Error(`the running sandbox has clusters ${state.clusters.join(', ')}; run \`down\` first to change the number of targets`);
     }
+    const replicas = opts.providerReplicas ?? 1;
+    if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) throw new Error('providerReplicas takes a whole number from 1 to 5');
+    if (state && (state.providerReplicas ?? 1) !== replicas) {
+      throw new Error(`the running sandbox has ${state.providerReplicas ?? 1} provider replica(s) in c1; run \`down\` first to change it`);
+    }
     if (state && this.isUp()) {
       this.log(`sandbox already up (${state.clusters.join(', ')})`);
       return;
@@ -142,8 +178,9 @@ export class Sandbox {
     const binDir = this.build();
     if (!state) {
       state = {
-        basePort: await this.pickBasePort(wantClusters.length),
+        basePort: await this.pickBasePort(wantClusters.length * 10 + (replicas > 1 ? replicas * 3 : 0)),
         clusters: wantClusters,
+        providerReplicas: replicas,
         binDir,
         kwokModuleDir: readFileSync(join(binDir, 'kwok-module-dir'), 'utf8').trim(),
         provider: existsSync(join(REPO_ROOT, 'provider', 'main.ts')),
@@ -176,12 +213,12 @@ export class Sandbox {
   }
 
   /** Picks a block of ports, keyed by the sandbox folder, that is free on 127.0.0.1. */
-  private async pickBasePort(clusters: number): Promise<number> {
+  private async pickBasePort(count: number): Promise<number> {
     const h = createHash('sha256').update(this.dir).digest().readUInt32BE(0);
     for (let attempt = 0; attempt < 50; attempt++) {
       // Below the Linux ephemeral range (32768+) so outgoing connections never hold our ports.
       const base = 11000 + ((h + attempt * 7) % 200) * 100;
-      const ports = Array.from({ length: clusters * 10 }, (_, i) => base + i);
+      const ports = Array.from({ length: count }, (_, i) => base + i);
       const free = await Promise.all(ports.map(portIsFree));
       if (free.every(Boolean)) return base;
     }
@@ -333,17 +370,18 @@ export class Sandbox {
           ],
         };
       case 'provider':
+        return this.providerSpec(cluster, 0, state);
+      case 'provider-front': {
+        const replicas = Array.from({ length: this.providerReplicas(cluster, state) }, (_, r) => this.providerPorts(cluster, r, state));
         return {
           ...base,
           command: process.execPath,
           cwd: REPO_ROOT,
-          marker: `--cluster-name=${cluster}`,
-          // As its Deployment would: a provider that exits (it does on losing leadership) comes back.
+          marker: `--listen=${p.webhook}`,
           restart: true,
-          env: { ...process.env, NODE_ENV: 'sandbox' },
-          // Not shippedCli(): spec() also serves stop(), which must work without dist/.
-          args: [join(REPO_ROOT, 'bin', 'admiralty.js'), 'provider', ...this.providerArgs(cluster, state)],
+          args: ['--import', 'tsx', join(REPO_ROOT, 'test', 'sandbox', 'tcp-front.ts'), `--listen=${p.webhook}`, `--backends=${replicas.map((r) => r.webhook).join(',')}`, `--readyz=${replicas.map((r) => r.metrics).join(',')}`],
         };
+      }
       case 'proxy-scheduler': {
         const saKubeconfig = this.proxySchedulerPaths(cluster).kubeconfig;
         return {
@@ -365,6 +403,25 @@ export class Sandbox {
         };
       }
     }
+  }
+
+  /** One provider replica of `cluster`: replica 0 keeps the names of a single provider. */
+  private providerSpec(cluster: string, replica: number, state: SandboxState): ProcessSpec {
+    const name = replica === 0 ? `${cluster}-provider` : `${cluster}-provider-${replica}`;
+    const ports = this.providerPorts(cluster, replica, state);
+    return {
+      name,
+      logFile: join(this.dir, 'logs', `${name}.log`),
+      pidFile: join(this.dir, 'pids', `${name}.pid`),
+      command: process.execPath,
+      cwd: REPO_ROOT,
+      marker: `--metrics-port=${ports.metrics}`,
+      // As its Deployment would: a provider that exits (it does on losing leadership) comes back.
+      restart: true,
+      env: { ...process.env, NODE_ENV: 'sandbox', POD_NAME: name },
+      // Not shippedCli(): spec() also serves stop(), which must work without dist/.
+      args: [join(REPO_ROOT, 'bin', 'admiralty.js'), 'provider', ...this.providerArgs(cluster, state, replica)],
+    };
   }
 
   /** Files of the proxy scheduler of `cluster`: its config, the provider's CA, its ServiceAccount's kubeconfig. */
@@ -445,8 +502,9 @@ export class Sandbox {
   }
 
   /** Flags of a cluster's provider: c1 is the source and runs everything; other clusters run the target-side parts. */
-  providerArgs(cluster: string, state = this.requireState()): string[] {
+  providerArgs(cluster: string, state = this.requireState(), replica = 0): string[] {
     const p = this.ports(cluster, state);
+    const own = this.providerPorts(cluster, replica, state);
     const d = this.clusterDir(cluster);
     const args = [
       `--kubeconfig=${join(d, 'provider.kubeconfig')}`,
@@ -454,12 +512,15 @@ export class Sandbox {
       '--namespace=admiralty',
       '--kubelet-address=127.0.0.1',
       '--kubelet-bind-address=127.0.0.1',
-      `--kubelet-port=${p.kubelet}`,
+      // Each replica's own kubelet port: the leader writes it in the virtual nodes, as in a
+      // cluster the leader writes its pod IP.
+      `--kubelet-port=${own.kubelet}`,
       '--webhook-bind-address=127.0.0.1',
-      `--webhook-port=${p.webhook}`,
+      `--webhook-port=${own.webhook}`,
+      // Where the apiserver calls: the cluster's webhook port (the front, with several replicas).
       `--webhook-url=https://127.0.0.1:${p.webhook}/mutate`,
       '--metrics-bind-address=127.0.0.1',
-      `--metrics-port=${p.metrics}`,
+      `--metrics-port=${own.metrics}`,
       '--log-format=json',
       '--log-level=debug',
       // Every sandbox cluster listens on 127.0.0.1: the one setting a real install never needs.
@@ -651,10 +712,37 @@ webhooks:
 `;
   }
 
-  private async startProvider(cluster: string, state: SandboxState): Promise<void> {
+  private async startProvider(cluster: string, state: SandboxState, extraArgs: readonly string[] = []): Promise<void> {
     shippedCli(); // fail with the reason before a start that could only time out
-    startProcess(this.spec(cluster, 'provider', state));
-    await waitFor(`${cluster} provider`, 60_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).metrics}/readyz`));
+    if (this.components(state, cluster).includes('provider-front')) startProcess(this.spec(cluster, 'provider-front', state));
+    const specs = this.specs(cluster, 'provider', state);
+    for (const spec of specs) startProcess({ ...spec, args: [...spec.args, ...extraArgs] });
+    // Every replica, leader or standby, is Ready once it can serve.
+    await Promise.all(specs.map((spec, r) => waitFor(`${spec.name}`, 60_000, () => httpOk(`http://127.0.0.1:${this.providerPorts(cluster, r, state).metrics}/readyz`))));
+  }
+
+  /**
+   * Kills one provider replica's process with `signal` and leaves its restart loop alone, which
+   * starts it again a second later, as a kubelet restarts a container. Returns the killed pid.
+   */
+  killProviderReplica(cluster: string, replica: number, signal: NodeJS.Signals = 'SIGKILL'): number {
+    const spec = this.providerSpec(cluster, replica, this.requireState());
+    const loop = readPid(spec.pidFile);
+    if (loop === undefined || !isRunning(spec)) throw new Error(`${spec.name} is not running`);
+    // The command is the restart loop's child: find it by its parent and our marker.
+    const child = readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .map(Number)
+      .find((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')[1] === String(loop) && isOurs(pid, spec.marker);
+        } catch {
+          return false;
+        }
+      });
+    if (child === undefined) throw new Error(`${spec.name}: its restart loop runs no provider right now`);
+    process.kill(child, signal);
+    return child;
   }
 
   /**
@@ -735,7 +823,8 @@ webhooks:
 
   /** Stops one process of one cluster, keeping its state (for fault tests). */
   async stop(cluster: string, component: Component, signal: NodeJS.Signals = 'SIGTERM'): Promise<boolean> {
-    return stopProcess(this.spec(cluster, component), signal);
+    const results = await Promise.all(this.specs(cluster, component).map((spec) => stopProcess(spec, signal)));
+    return results.some(Boolean);
   }
 
   /**
@@ -754,6 +843,8 @@ webhooks:
     if (component === 'proxy-scheduler' && extraArgs.length > 0) throw new Error('the proxy scheduler takes its flags from its config file, not extraArgs');
     // It reads the provider's CA at start: take the current one from its Secret.
     if (component === 'proxy-scheduler') return this.startProxyScheduler(state);
+    // Every replica, with the same flags.
+    if (component === 'provider') return this.startProvider(cluster, state, extraArgs);
     const startedMs = Date.now();
     const spec = this.spec(cluster, component, state);
     startProcess({ ...spec, args: [...spec.args, ...extraArgs] });
@@ -764,7 +855,6 @@ webhooks:
       appendFileSync(this.apiserverStartsPath(cluster), `${JSON.stringify({ startedMs, readyMs: Date.now() })}\n`);
     }
     if (component === 'etcd') await waitFor(`${cluster} etcd`, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));
-    if (component === 'provider') await waitFor(`${cluster} provider`, 60_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).metrics}/readyz`));
   }
 
   /** One line per process: cluster, component, pid, running or not. */
@@ -774,9 +864,10 @@ webhooks:
     const lines: string[] = [];
     for (const c of s.clusters) {
       for (const comp of this.components(s, c)) {
-        const spec = this.spec(c, comp, s);
-        const pid = readPid(spec.pidFile);
-        lines.push(`${c.padEnd(4)} ${comp.padEnd(24)} ${isRunning(spec) ? `running (pid ${pid})` : 'stopped'}`);
+        for (const spec of this.specs(c, comp, s)) {
+          const pid = readPid(spec.pidFile);
+          lines.push(`${c.padEnd(4)} ${spec.name.slice(c.length + 1).padEnd(24)} ${isRunning(spec) ? `running (pid ${pid})` : 'stopped'}`);
+        }
       }
     }
     lines.push(`kubeconfig: ${this.kubeconfigPath}`, `kubectl:    ${this.kubectlPath}`);
@@ -789,7 +880,7 @@ webhooks:
     if (s) {
       const order = [...CLUSTER_COMPONENTS].reverse();
       for (const comp of order) {
-        await Promise.all(s.clusters.filter((c) => this.components(s, c).includes(comp)).map((c) => stopProcess(this.spec(c, comp, s))));
+        await Promise.all(s.clusters.filter((c) => this.components(s, c).includes(comp)).flatMap((c) => this.specs(c, comp, s).map((spec) => stopProcess(spec))));
       }
     } else if (existsSync(join(this.dir, 'pids'))) {
       // State lost but pid files remain: nothing can be matched safely; say so.

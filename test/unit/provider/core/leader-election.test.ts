@@ -1,4 +1,7 @@
-import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
+import { CoordinationV1Api, KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
 import { expect } from 'chai';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { LeaderElector } from '../../../../provider/core/leader-election.js';
@@ -11,9 +14,19 @@ class FakeLeases {
   lease?: V1Lease;
   rv = 0;
   failing = false;
+  /** Calls never answer (a black-holed connection); each call's abort signal is kept. */
+  hung = false;
+  signals: AbortSignal[] = [];
   writes = 0;
+  hang(options: unknown): Promise<never> {
+    const signal = (options as { middleware?: Array<{ pre(ctx: unknown): Promise<unknown> }> } | undefined)?.middleware?.[0];
+    // The elector's middleware sets its abort signal on the request context: record it.
+    if (signal) void signal.pre({ setSignal: (s: AbortSignal) => this.signals.push(s) });
+    return new Promise(() => {});
+  }
   api = {
-    readNamespacedLease: async () => {
+    readNamespacedLease: async (_: unknown, options?: unknown) => {
+      if (this.hung) return this.hang(options);
       if (this.failing) throw apiError(503);
       if (!this.lease) throw apiError(404);
       return structuredClone(this.lease);
@@ -51,9 +64,9 @@ describe('LeaderElector', () => {
   let leases: FakeLeases;
   let log: string[];
 
-  function elector(identity: string) {
+  function elector(identity: string, api: object = leases.api) {
     return new LeaderElector({
-      coordination: leases.api as unknown as CoordinationV1Api,
+      coordination: api as unknown as CoordinationV1Api,
       namespace: 'admiralty',
       name: 'admiralty-provider',
       identity,
@@ -63,9 +76,10 @@ describe('LeaderElector', () => {
       clock,
       logger: silentLogger(),
       onStartedLeading: () => log.push(`${identity} started`),
-      onStoppedLeading: () => log.push(`${identity} stopped`),
+      onStoppedLeading: () => log.push(`${identity} stopped at ${(clock.now() - t0) / 1000}s`),
     });
   }
+  let t0 = 0;
   /** Advances the clock in retry-period steps, letting each attempt finish. */
   async function advance(seconds: number): Promise<void> {
     for (let t = 0; t < seconds; t += 1) {
@@ -78,6 +92,7 @@ describe('LeaderElector', () => {
     clock = new FakeClock(Date.parse('2026-11-22T12:00:00Z'));
     leases = new FakeLeases();
     log = [];
+    t0 = clock.now();
   });
 
   it('creates a missing lease and leads, renewing it every retry period', async () => {
@@ -140,7 +155,7 @@ describe('LeaderElector', () => {
     expect(a.isLeader(), 'still within the deadline').to.equal(true);
     await advance(4);
     expect(a.isLeader()).to.equal(false);
-    expect(log).to.deep.equal(['a started', 'a stopped']);
+    expect(log).to.deep.equal(['a started', 'a stopped at 10s']);
     await a.release();
   });
 
@@ -154,5 +169,98 @@ describe('LeaderElector', () => {
     expect(leases.writes).to.equal(writes);
     expect(a.isLeader()).to.equal(false);
     expect(clock.pending()).to.equal(0);
+  });
+
+  it('steps down at its renew deadline when a renew call hangs, aborts that call, and before another replica takes over', async () => {
+    // Only a's connection is black-holed: b reaches the API server.
+    let aHung = false;
+    const aApi = { ...leases.api, readNamespacedLease: (p: unknown, o?: unknown) => (aHung ? leases.hang(o) : leases.api.readNamespacedLease(p, o)) };
+    const a = elector('a', aApi);
+    await a.run(); // renewed at t=0
+    const b = elector('b');
+    await b.run();
+    await advance(1);
+    aHung = true; // the renew at t=2 never answers
+    await advance(8);
+    expect(a.isLeader(), 'within the renew deadline').to.equal(true);
+    await advance(1);
+    expect(a.isLeader(), 'the renew deadline passed').to.equal(false);
+    expect(log).to.deep.equal(['a started', 'a stopped at 10s']);
+    expect(leases.signals.length).to.be.greaterThan(0);
+    expect(leases.signals.every((s) => s.aborted), 'the hung calls were aborted').to.equal(true);
+    // b saw the last renewal at t=0 and may take over only after t=15: a stepped down before.
+    await advance(4);
+    expect(b.isLeader()).to.equal(false);
+    await advance(4);
+    expect(b.isLeader()).to.equal(true);
+    expect(log).to.deep.equal(['a started', 'a stopped at 10s', 'b started']);
+    await a.release();
+    await b.release();
+  });
+
+  it('a candidate whose attempt hangs tries again after the attempt deadline', async () => {
+    leases.hung = true;
+    const a = elector('a');
+    void a.run();
+    await advance(9);
+    expect(leases.signals.length).to.equal(1);
+    await advance(4); // the attempt is cut at 10 s, the next one starts 2 s later
+    expect(leases.signals.length).to.equal(2);
+    expect(leases.signals[0]!.aborted).to.equal(true);
+    leases.hung = false;
+    await advance(12);
+    expect(a.isLeader()).to.equal(true);
+    await a.release();
+    expect(clock.pending()).to.equal(0);
+  });
+
+  it('a late answer to an aborted renew does not bring back a leader that stepped down', async () => {
+    let answer: (() => void) | undefined;
+    const a = elector('a');
+    await a.run();
+    const read = leases.api.readNamespacedLease;
+    leases.api.readNamespacedLease = (p: unknown, o?: unknown) => new Promise((res) => (answer = () => res(read(p, o))));
+    await advance(11);
+    expect(a.isLeader()).to.equal(false);
+    leases.api.readNamespacedLease = read;
+    answer!(); // the old call finally answers, successfully
+    await settle();
+    expect(log).to.deep.equal(['a started', 'a stopped at 10s']);
+    await a.release();
+  });
+
+  it('with the real client, aborts the request of an attempt that passes its deadline (the socket is closed)', async () => {
+    // An API server that takes every request and never answers.
+    const seen: IncomingMessage[] = [];
+    const closed: IncomingMessage[] = [];
+    const server: Server = createServer((req) => {
+      seen.push(req);
+      req.socket.on('close', () => closed.push(req));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const kc = new KubeConfig();
+      kc.loadFromOptions({
+        // Plain HTTP on loopback (the client allows it only with skipTLSVerify).
+        clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+        users: [{ name: 'u', token: 't' }],
+        contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+        currentContext: 'x',
+      });
+      // As main does: a per-request deadline far longer than the renew deadline.
+      withRequestDeadline(kc, 60_000);
+      const a = elector('a', kc.makeApiClient(CoordinationV1Api));
+      void a.run();
+      for (let i = 0; i < 100 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(seen, 'the read reached the server').to.have.length(1);
+      expect(seen[0]!.url).to.match(/\/apis\/coordination.k8s.io\/v1\/namespaces\/admiralty\/leases\/admiralty-provider/);
+      clock.advance(10_000); // the attempt's deadline
+      for (let i = 0; i < 100 && closed.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(closed, 'the hung request was aborted').to.have.length(1);
+      await a.release();
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });

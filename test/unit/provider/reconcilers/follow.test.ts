@@ -258,7 +258,22 @@ describe('FollowReconciler', () => {
       const { follow, t1, t2 } = setup({ proxies: [placing], configMaps: [conf], t1ConfigMaps: [copyOf(conf)], t2ConfigMaps: [copyOf(conf)], placing: [{ proxy: placing, targetKey: 'ClusterTarget/t1' }] });
       await follow.reconcile(`configmap/${NS}/conf`);
       sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
-      sinon.assert.calledOnce(t2.core.deleteNamespacedConfigMap);
+      // Not bound yet: another replica's extender may be placing it on t2.
+      sinon.assert.notCalled(t2.core.deleteNamespacedConfigMap);
+    });
+
+    it("keeps existing copies of a proxy not bound yet in every target, making none, as another replica's extender may be placing it; collects them once it is bound", async () => {
+      const conf = configMap('conf');
+      const pending = proxy('p1', undefined, { configMap: 'conf' });
+      const before = setup({ proxies: [pending], configMaps: [conf], t1ConfigMaps: [copyOf(conf)] });
+      expect(await before.follow.reconcile(`configmap/${NS}/conf`)).to.have.property('requeueAfterMs');
+      sinon.assert.notCalled(before.t1.core.deleteNamespacedConfigMap);
+      sinon.assert.notCalled(before.t2.core.createNamespacedConfigMap);
+      // Bound to t2: the copy in t1 goes, one in t2 is made.
+      const after = setup({ proxies: [proxy('p1', nodeOf('t2'), { configMap: 'conf' })], configMaps: [conf], t1ConfigMaps: [copyOf(conf)] });
+      await after.follow.reconcile(`configmap/${NS}/conf`);
+      sinon.assert.calledOnce(after.t1.core.deleteNamespacedConfigMap);
+      sinon.assert.calledOnce(after.t2.core.createNamespacedConfigMap);
     });
 
     it('deletes every copy of a source object that is gone, but not objects of others', async () => {

@@ -20,6 +20,7 @@ import { createTargetClient, type TargetClient } from '../../../../provider/clus
 import { FakeClock } from '../../../../provider/core/clock.js';
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import { TargetRegistryReconciler } from '../../../../provider/reconcilers/target-registry.js';
 import { TargetsReconciler } from '../../../../provider/reconcilers/targets.js';
 import { buildVirtualNode } from '../../../../provider/model/virtual-node.js';
 import type { ClusterSummary, Target, TargetRef } from '../../../../provider/model/types.js';
@@ -193,7 +194,9 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
   const health: [string, boolean][] = [];
   // The self binding is written and in force unless a test says otherwise.
   const selfBindings = { ensure: sinon.stub().resolves(false), remove: sinon.stub().resolves(), allowed: sinon.stub().resolves(true) };
-  const reconciler = new TargetsReconciler({
+  const bindingsWritten: string[] = [];
+  const probed: string[] = [];
+  const options = {
     sourceKubeConfig: kubeConfig('https://source.example:6443'),
     sourceCore: src.core as unknown as CoreV1Api,
     sourceCustom: src.custom as unknown as CustomObjectsApi,
@@ -209,10 +212,23 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
     clock,
     nodeStatusIntervalMs: 60_000,
     leaseIntervalMs: 10_000,
-    onHealth: (t, ready) => health.push([t, ready]),
-    proxiesOn: (nodeName) => (opts.proxies ?? []).filter((p) => p.spec?.nodeName === nodeName),
-  });
-  return { clock, src, targets, clusterTargets, registry, events, probe, podsProbe, reconciler, health, selfBindings };
+    onHealth: (t: string, ready: boolean) => health.push([t, ready]),
+    onBindingWritten: (key: string) => bindingsWritten.push(key),
+    onProbed: (key: string) => probed.push(key),
+    proxiesOn: (nodeName: string) => (opts.proxies ?? []).filter((p) => p.spec?.nodeName === nodeName),
+  };
+  // The read side (every replica) and the write side (the leader), as main wires them: the
+  // probe wakes the writer. One round here is one probe, then what the leader writes from it.
+  const reader = new TargetRegistryReconciler(options);
+  const writer = new TargetsReconciler(options);
+  const reconciler = {
+    async reconcile(key: string) {
+      const result = await reader.reconcile(key);
+      await writer.reconcile(key);
+      return result;
+    },
+  };
+  return { clock, src, targets, clusterTargets, registry, events, probe, podsProbe, reconciler, reader, writer, health, selfBindings, bindingsWritten, probed };
 }
 
 /** What the informer would show after the status patch: the Target with the patched status. */
@@ -585,17 +601,57 @@ describe('TargetsReconciler.reconcile', () => {
     const REF: TargetRef = { kind: 'Target', namespace: 'default', name: 'local' };
     const remote = (): Target => ({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
 
-    it('binds before the probe and registers the self client only once the binding is in force', async () => {
+    it('the leader binds; the read side registers the self client only once the binding is in force', async () => {
       const w = setup();
       w.targets.put(selfTarget());
-      const registeredWith: boolean[] = [];
-      w.registry.on('added', () => registeredWith.push(w.selfBindings.allowed.called));
-      await w.reconciler.reconcile(KEY);
+      w.selfBindings.allowed.resolves(false);
+      await w.reconciler.reconcile(KEY); // probe: not in force yet; then the leader binds
+      expect(w.registry.get(KEY)).to.equal(undefined);
       sinon.assert.calledOnceWithExactly(w.selfBindings.ensure, REF, 'target-uid');
-      sinon.assert.calledOnceWithExactly(w.selfBindings.allowed, REF);
-      expect(w.selfBindings.ensure.calledBefore(w.selfBindings.allowed)).to.equal(true);
+      w.selfBindings.allowed.resolves(true);
+      const registeredWith: boolean[] = [];
+      w.registry.on('added', () => registeredWith.push(w.selfBindings.allowed.callCount === 2));
+      await w.reader.reconcile(KEY);
+      sinon.assert.calledWithExactly(w.selfBindings.allowed, REF);
       expect(registeredWith).to.deep.equal([true]);
       sinon.assert.notCalled(w.selfBindings.remove);
+    });
+
+    it('the read side never writes: no binding, no node, no status, no event', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      await w.reader.reconcile(KEY);
+      expect(w.registry.get(KEY)?.self).to.equal(true);
+      expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
+      sinon.assert.notCalled(w.selfBindings.ensure);
+      sinon.assert.notCalled(w.selfBindings.remove);
+      for (const stub of [w.src.core.createNode, w.src.core.patchNode, w.src.core.patchNodeStatus, w.src.core.deleteNode, w.src.custom.patchNamespacedCustomObjectStatus, w.src.coordination.createNamespacedLease, w.src.coordination.replaceNamespacedLease]) {
+        sinon.assert.notCalled(stub);
+      }
+      expect(w.events).to.deep.equal([]);
+      // Gone from the cache: the read side forgets the clients, and still writes nothing.
+      w.targets.items.clear();
+      await w.reader.reconcile(KEY);
+      expect(w.registry.get(KEY)).to.equal(undefined);
+      sinon.assert.notCalled(w.src.core.deleteNode);
+    });
+
+    it('the read side wakes the writer after each probe, every lease interval, and not once the Target is gone', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      expect(await w.reader.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+      expect(w.probed).to.deep.equal([KEY]);
+      w.targets.items.clear();
+      expect(await w.reader.reconcile(KEY)).to.equal(undefined);
+      expect(w.probed).to.deep.equal([KEY]);
+    });
+
+    it('the write side writes nothing for a target not probed yet', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      await w.writer.reconcile(KEY);
+      sinon.assert.notCalled(w.src.core.createNode);
+      sinon.assert.notCalled(w.src.custom.patchNamespacedCustomObjectStatus);
     });
 
     it('says TargetForbidden and registers no client while the binding is not in force, looks again within a second after writing it, and heals', async () => {
@@ -603,8 +659,8 @@ describe('TargetsReconciler.reconcile', () => {
       w.targets.put(selfTarget());
       w.selfBindings.ensure.resolves(true);
       w.selfBindings.allowed.resolves(false);
-      const result = await w.reconciler.reconcile(KEY);
-      expect(result).to.deep.equal({ requeueAfterMs: 1_000 });
+      await w.reconciler.reconcile(KEY);
+      expect(w.bindingsWritten, 'the leader asks the read side to probe again soon').to.deep.equal([KEY]);
       expect(w.registry.get(KEY)).to.equal(undefined);
       const cond = w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0].body.status.conditions[0];
       expect(cond).to.deep.include({ status: 'False', reason: 'TargetForbidden' });
@@ -615,6 +671,7 @@ describe('TargetsReconciler.reconcile', () => {
       w.selfBindings.allowed.resolves(true);
       applyStatusPatch(w.targets.get('local', 'default')!, w.src.custom.patchNamespacedCustomObjectStatus.lastCall.args[0]);
       expect(await w.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+      expect(w.bindingsWritten).to.deep.equal([KEY]);
       expect(w.registry.get(KEY)?.self).to.equal(true);
       const healed = w.src.custom.patchNamespacedCustomObjectStatus.lastCall.args[0].body.status.conditions[0];
       expect(healed).to.deep.include({ status: 'True', reason: 'TargetReady' });

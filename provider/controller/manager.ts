@@ -1,0 +1,191 @@
+import { errorFields, type Logger } from '../core/logger.js';
+import type { Controller } from './controller.js';
+
+/** A cache the manager starts, stops and waits for: an informer. */
+export interface Cache {
+  readonly name: string;
+  start(): void;
+  stop(): void;
+  hasSynced(): boolean;
+}
+
+/**
+ * One part of the provider, as the manager runs it (controller-runtime's `Runnable` with its
+ * `LeaderElectionRunnable`): what it reads, whether it writes, how it starts and stops.
+ */
+export interface Runnable {
+  readonly name: string;
+  /**
+   * True for a part that writes to a cluster (controllers): it runs only while this replica
+   * leads. False (the default) for a part every replica runs: servers and the caches they read.
+   */
+  readonly needLeaderElection?: boolean;
+  /**
+   * The caches it reads. The manager starts each once, before the first runnable that needs
+   * it, and stops it with the last. The caches of the runnables every replica runs must have
+   * synced before the replica reports ready.
+   */
+  readonly caches?: readonly Cache[];
+  /** Starts it; resolves once it serves (a server listens). A rejection stops the manager's start. */
+  start(): Promise<void> | void;
+  /** Stops it within `deadlineMs`: stops taking work, lets in-flight work finish. */
+  stop(deadlineMs: number): Promise<void> | void;
+}
+
+/** What the manager needs of a leader elector (see `LeaderElector`). */
+export interface Elector {
+  run(): Promise<void>;
+  release(): Promise<void>;
+}
+
+export interface ManagerOptions {
+  logger: Logger;
+  /**
+   * Builds the elector, given what to call on gaining and losing leadership; without it this
+   * replica leads from the start (`--leader-elect=false`).
+   */
+  elector?: (callbacks: { onStartedLeading(): void; onStoppedLeading(): void }) => Elector;
+  /** Budget to stop the leader's runnables when leadership is lost. */
+  stepDownDeadlineMs: number;
+  /** Called once the leader's runnables stopped after a loss of leadership (main exits). */
+  onLostLeadership?: () => void;
+}
+
+/**
+ * Runs the provider's parts, in the manner of controller-runtime's manager: the runnables every
+ * replica needs (servers and the caches they read) start at once, the leader's (the writers)
+ * start on election and stop the moment leadership is lost or cannot be confirmed. Readiness
+ * means "can serve": every always-on runnable started and its caches synced, whether or not
+ * this replica leads.
+ */
+export class Manager {
+  private readonly runnables: Runnable[] = [];
+  /** Started caches, with the runnables that hold them. */
+  private readonly cacheUsers = new Map<Cache, Set<Runnable>>();
+  private readonly running = new Set<Runnable>();
+  private started = false;
+  private leading = false;
+  private stopping = false;
+  private elector?: Elector;
+  /** Leader runnables start one after the other; a loss waits for a start in progress. */
+  private leaderTransition: Promise<void> = Promise.resolve();
+
+  constructor(private readonly o: ManagerOptions) {}
+
+  /** Adds a runnable; runnables start in the order added and stop in reverse. Before `start()` only. */
+  add(r: Runnable): void {
+    if (this.started) throw new Error(`manager: ${r.name} added after start`);
+    this.runnables.push(r);
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  /**
+   * Starts the always-on runnables (and their caches), then leader election, or the leader's
+   * runnables at once without an elector. Resolves once the always-on runnables serve.
+   */
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    for (const r of this.runnables.filter((x) => !x.needLeaderElection)) await this.startOne(r);
+    if (this.o.elector) {
+      this.elector = this.o.elector({ onStartedLeading: () => this.startedLeading(), onStoppedLeading: () => this.stoppedLeading() });
+      void this.elector.run();
+    } else this.startedLeading();
+  }
+
+  /** Whether this replica can serve, and if not, why (for `/readyz`). */
+  readiness(): { ready: boolean; reason?: string } {
+    if (this.stopping) return { ready: false, reason: 'shutting down' };
+    const always = this.runnables.filter((r) => !r.needLeaderElection);
+    const notStarted = always.filter((r) => !this.running.has(r)).map((r) => r.name);
+    if (notStarted.length) return { ready: false, reason: `starting: ${notStarted.join(', ')}` };
+    const notSynced = [...new Set(always.flatMap((r) => r.caches ?? []))].filter((c) => !c.hasSynced()).map((c) => c.name);
+    if (notSynced.length) return { ready: false, reason: `caches not synced: ${notSynced.join(', ')}` };
+    return { ready: true };
+  }
+
+  /** Stops everything, newest first, within `deadlineMs`, and hands leadership back. */
+  async stop(deadlineMs: number): Promise<void> {
+    this.stopping = true;
+    const deadline = Date.now() + deadlineMs;
+    await this.leaderTransition;
+    await this.stopLeaders(Math.max(0, deadline - Date.now()));
+    // After the writers stopped: the next leader must not overlap with them.
+    await this.elector?.release();
+    for (const r of [...this.runnables].reverse()) if (this.running.has(r)) await this.stopOne(r, Math.max(0, deadline - Date.now()));
+  }
+
+  private startedLeading(): void {
+    if (this.stopping) return;
+    this.leading = true;
+    this.leaderTransition = this.leaderTransition.then(async () => {
+      const leaders = this.runnables.filter((r) => r.needLeaderElection);
+      for (const r of leaders) {
+        if (!this.leading || this.stopping) return;
+        await this.startOne(r).catch((err) => this.o.logger.error('could not start a leader runnable', { runnable: r.name, ...errorFields(err) }));
+      }
+      this.o.logger.info('leading: writers started', { runnables: leaders.map((r) => r.name) });
+    });
+  }
+
+  private stoppedLeading(): void {
+    this.leading = false;
+    this.leaderTransition = this.leaderTransition
+      .then(() => this.stopLeaders(this.o.stepDownDeadlineMs))
+      .then(() => {
+        this.o.logger.warn('leadership lost: writers stopped');
+        if (!this.stopping) this.o.onLostLeadership?.();
+      });
+  }
+
+  private async stopLeaders(deadlineMs: number): Promise<void> {
+    const deadline = Date.now() + deadlineMs;
+    const leaders = this.runnables.filter((r) => r.needLeaderElection && this.running.has(r)).reverse();
+    // All at once: each stops taking work at its first step, so no writer waits for another.
+    await Promise.all(leaders.map((r) => this.stopOne(r, Math.max(0, deadline - Date.now()))));
+  }
+
+  private async startOne(r: Runnable): Promise<void> {
+    for (const c of r.caches ?? []) {
+      let users = this.cacheUsers.get(c);
+      if (!users) {
+        users = new Set();
+        this.cacheUsers.set(c, users);
+        c.start();
+      }
+      users.add(r);
+    }
+    await r.start();
+    this.running.add(r);
+  }
+
+  private async stopOne(r: Runnable, deadlineMs: number): Promise<void> {
+    this.running.delete(r);
+    try {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.resolve(r.stop(deadlineMs)), new Promise<void>((res) => (timer = setTimeout(res, deadlineMs)))]).finally(() => clearTimeout(timer));
+    } catch (err) {
+      this.o.logger.warn('stopping a runnable failed', { runnable: r.name, ...errorFields(err) });
+    }
+    for (const c of r.caches ?? []) {
+      const users = this.cacheUsers.get(c);
+      users?.delete(r);
+      if (users && users.size === 0) {
+        this.cacheUsers.delete(c);
+        c.stop();
+      }
+    }
+  }
+}
+
+/**
+ * A controller as the manager runs it: a writer, so on the leader only, reading `caches` (the
+ * informers it watches that the manager owns; per-target informers are started by whoever
+ * creates them).
+ */
+export function leaderController(c: Controller, caches: readonly Cache[]): Runnable {
+  return { name: c.name, needLeaderElection: true, caches, start: () => c.start(), stop: (ms) => c.stop(ms) };
+}

@@ -1,0 +1,190 @@
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import type { ClusterRegistry, TargetHealth } from '../clusters/cluster-registry.js';
+import { withRequestDeadline } from '../clusters/request-deadline.js';
+import type { ServerAddressPolicy } from '../clusters/server-address-policy.js';
+import { KubeconfigError } from '../clusters/target-kubeconfig.js';
+import { createTargetClient, kubeConfigFromSecret, parseTargetKey, targetKey, type TargetClient } from '../clusters/target-client.js';
+import type { Clock } from '../core/clock.js';
+import { classifyApiError, isNotFound, statusMessage } from '../core/errors.js';
+import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
+import { virtualNodeName } from '../model/names.js';
+import { parseTarget, type NormalizedTargetSpec } from '../model/target.js';
+import type { ClusterSummary, Target, TargetRef } from '../model/types.js';
+import type { ObjectCache } from './object-cache.js';
+import type { SelfTargetBindings } from './self-target-bindings.js';
+
+export interface TargetRegistryReconcilerOptions {
+  sourceKubeConfig: KubeConfig;
+  /** Reads the kubeconfig Secrets of Targets. */
+  sourceCore: Pick<CoreV1Api, 'readNamespacedSecret'>;
+  targets: ObjectCache<Target>;
+  clusterTargets: ObjectCache<Target>;
+  registry: ClusterRegistry;
+  /** Which addresses a Target's kubeconfig may point at. */
+  serverPolicy: ServerAddressPolicy;
+  /** Deadline of each API call to a target from a Secret (default 30 s); self targets share the source's. */
+  requestTimeoutMs?: number;
+  /** Whether the provider's binding of the source role for a self target is in force (a review: no write). */
+  selfBindings: Pick<SelfTargetBindings, 'allowed'>;
+  clock: Clock;
+  /** How often each target is probed (default 10 s): the node Lease period. */
+  leaseIntervalMs?: number;
+  /** Budget of one probe of a target's API (default 5 s). */
+  probeTimeoutMs?: number;
+  /** Called with each target's readiness, for the `admiralty_target_ready` gauge. */
+  onHealth?: (target: string, ready: boolean) => void;
+  /** Called after every probe of a target that still exists (the leader then writes its virtual node). */
+  onProbed?: (key: string) => void;
+}
+
+/** A target's health as probed, with the summary when it was read. */
+interface Probe {
+  health: Omit<TargetHealth, 'sinceMs'>;
+  summary?: ClusterSummary;
+  client?: TargetClient;
+}
+
+/**
+ * The read side of targets, run by every replica: keeps the {@link ClusterRegistry} filled
+ * from Targets, ClusterTargets and their kubeconfig Secrets, so that the kubelet API and the
+ * scheduler extender of a standby serve as the leader's do.
+ *
+ * Key: `Target/<ns>/<name>` or `ClusterTarget/<name>`. Every `leaseIntervalMs` it re-reads the
+ * Target's kubeconfig Secret (so fixing a Secret heals the target without a restart), builds or
+ * keeps its clients, probes the target by reading its ClusterSummary, and records the clients,
+ * the summary and the health (with its transition time) in the registry. It writes nothing to
+ * any cluster: the virtual node, its Lease, the Target's status, events and the self binding are
+ * the leader's ({@link TargetsReconciler}), which reads what this records.
+ *
+ * A self target's clients join the registry only once the apiserver says the provider's
+ * binding of the source role is in force, so no per-target informer starts with rights it does
+ * not have.
+ */
+export class TargetRegistryReconciler {
+  private readonly leaseIntervalMs: number;
+  private readonly probeTimeoutMs: number;
+
+  constructor(private readonly o: TargetRegistryReconcilerOptions) {
+    this.leaseIntervalMs = o.leaseIntervalMs ?? 10_000;
+    this.probeTimeoutMs = o.probeTimeoutMs ?? 5_000;
+  }
+
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
+    const ref = parseTargetKey(key);
+    const obj = ref.kind === 'Target' ? this.o.targets.get(ref.name, ref.namespace) : this.o.clusterTargets.get(ref.name);
+    if (!obj) {
+      this.o.registry.delete(key);
+      return;
+    }
+    const probe = await this.probe(ref, obj, virtualNodeName(ref));
+    this.recordHealth(key, probe);
+    this.o.onProbed?.(key);
+    return { requeueAfterMs: this.leaseIntervalMs };
+  }
+
+  /** Validates the Target, builds its clients and reads its ClusterSummary. Never throws. */
+  private async probe(ref: TargetRef, obj: Target, nodeName: string): Promise<Probe> {
+    const parsed = parseTarget(obj, ref.kind);
+    if (!parsed.ok) {
+      this.o.registry.deleteClient(targetKey(ref));
+      return { health: { ready: false, reason: parsed.reason, message: parsed.message } };
+    }
+    let client: TargetClient;
+    try {
+      client = await this.buildClient(ref, parsed.spec);
+    } catch (err) {
+      this.o.registry.deleteClient(targetKey(ref));
+      if (err instanceof KubeconfigError) return { health: { ready: false, reason: err.reason, message: err.message } };
+      const kind = classifyApiError(err);
+      return { health: { ready: false, reason: kind === 'Forbidden' ? 'SecretForbidden' : 'SecretUnreadable', message: `reading the kubeconfig Secret: ${statusMessage(err)}` } };
+    }
+    if (client.self) {
+      const forbidden = await this.selfForbidden(ref);
+      if (forbidden) {
+        this.o.registry.deleteClient(targetKey(ref));
+        return { health: { ready: false, reason: 'TargetForbidden', message: forbidden } };
+      }
+    }
+    this.o.registry.set(client, nodeName);
+    try {
+      const summary = (await withTimeout(
+        this.o.clock,
+        client.custom.getClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: 'clustersummaries', name: CLUSTER_SUMMARY_NAME }),
+        this.probeTimeoutMs,
+        `the target's API did not answer within ${this.probeTimeoutMs} ms`,
+      )) as ClusterSummary;
+      const namespace = ref.kind === 'Target' ? ref.namespace : undefined;
+      if (namespace && !client.self) {
+        // The summary is readable cluster-wide; delegates need rights in this namespace, which a
+        // Source in that namespace of the target grants. Say so rather than fail on every pod.
+        try {
+          await withTimeout(this.o.clock, client.core.listNamespacedPod({ namespace, limit: 1 }), this.probeTimeoutMs, `the target's API did not answer within ${this.probeTimeoutMs} ms`);
+        } catch (err) {
+          if (classifyApiError(err) === 'Forbidden') {
+            return { client, health: { ready: false, reason: 'TargetForbidden', message: `our identity may not manage pods in namespace ${namespace} of the target: create a Source for it there (${statusMessage(err)})` } };
+          }
+          throw err;
+        }
+      }
+      this.o.registry.setSummary(targetKey(ref), summary, this.o.clock.now());
+      return { client, summary, health: { ready: true, reason: 'TargetReady', message: `target reachable at ${client.kubeConfig.getCurrentCluster()?.server}` } };
+    } catch (err) {
+      const kind = classifyApiError(err);
+      const server = client.kubeConfig.getCurrentCluster()?.server;
+      const reasons: Record<string, string> = {
+        Forbidden: 'TargetForbidden',
+        Unauthorized: 'TargetUnauthorized',
+        NotFound: 'ClusterSummaryMissing',
+      };
+      const reason = reasons[kind] ?? 'TargetUnreachable';
+      const message =
+        kind === 'NotFound'
+          ? `the target at ${server} has no ClusterSummary "${CLUSTER_SUMMARY_NAME}": install the provider (or at least its CRDs and summary controller) there`
+          : `${kind === 'Forbidden' || kind === 'Unauthorized' ? 'the target refused our credentials' : 'cannot reach the target'} at ${server}: ${statusMessage(err)}`;
+      return { client, health: { ready: false, reason, message } };
+    }
+  }
+
+  /** Why the provider may not (yet) act as a source in its own cluster for this target, if it may not. */
+  private async selfForbidden(ref: TargetRef): Promise<string | undefined> {
+    const where = ref.kind === 'Target' ? `namespace ${ref.namespace}` : 'all namespaces';
+    try {
+      if (await this.o.selfBindings.allowed(ref)) return undefined;
+      return `the provider may not create pods in ${where} yet (its binding of multicluster-scheduler-source is not in force)`;
+    } catch (err) {
+      return `cannot check the provider's own rights in ${where}: ${statusMessage(err)}`;
+    }
+  }
+
+  private async buildClient(ref: TargetRef, spec: NormalizedTargetSpec): Promise<TargetClient> {
+    const existing = this.o.registry.get(targetKey(ref));
+    if (spec.self) return existing?.fingerprint === 'self' ? existing : createTargetClient(ref, this.o.sourceKubeConfig, 'self', true);
+    const s = spec.kubeconfigSecret!;
+    let secret;
+    try {
+      secret = await this.o.sourceCore.readNamespacedSecret({ name: s.name, namespace: s.namespace });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    const { kubeConfig, fingerprint } = kubeConfigFromSecret(secret, { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context }, this.o.serverPolicy, existing?.self ? undefined : existing);
+    if (existing && existing.fingerprint === fingerprint) return existing;
+    return createTargetClient(ref, withRequestDeadline(kubeConfig, this.o.requestTimeoutMs ?? 30_000), fingerprint, false);
+  }
+
+  /** Stores the health in the registry, keeping the transition time. */
+  private recordHealth(key: string, probe: Probe): void {
+    const now = this.o.clock.now();
+    const prev = this.o.registry.health(key);
+    this.o.registry.setHealth(key, { ...probe.health, sinceMs: prev && prev.ready === probe.health.ready ? prev.sinceMs : now });
+    this.o.onHealth?.(key, probe.health.ready);
+  }
+}
+
+/** Rejects with ETIMEDOUT (a network error) if `p` has not settled within `ms` of `clock`. */
+function withTimeout<T>(clock: Clock, p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: ReturnType<Clock['setTimeout']> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = clock.setTimeout(() => reject(Object.assign(new Error(message), { code: 'ETIMEDOUT' })), ms);
+  });
+  return Promise.race([p, timeout]).finally(() => timer && clock.clearTimeout(timer));
+}

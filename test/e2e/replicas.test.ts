@@ -1,0 +1,128 @@
+import { expect } from 'chai';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { connectNamespace, disconnectNamespace, getJson, kubectlStdin, sandbox, uniqueName, waitFor } from './support.js';
+
+const PARENT_UID = 'multicluster.admiralty.io/parent-uid';
+const PODS = 60;
+const BATCH = 10;
+
+/** GET on 127.0.0.1: the status code, or 0 when nothing answers. */
+async function status(port: number, path: string): Promise<number> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(1000) });
+    await res.text();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** Lines of c1's apiserver log that say it could not call the webhook (refused, reset, timed out). */
+function failedWebhookCalls(): string[] {
+  const log = join(sandbox.dir, 'logs', 'c1-kube-apiserver.log');
+  if (!existsSync(log)) return [];
+  return readFileSync(log, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('failed calling webhook'));
+}
+
+function pod(ns: string, i: number): string {
+  return `apiVersion: v1
+kind: Pod
+metadata:
+  name: burst-${i}
+  namespace: ${ns}
+  labels: {app: burst}
+  annotations: {multicluster.admiralty.io/elect: ""}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    resources: {requests: {cpu: 10m, memory: 8Mi}}
+`;
+}
+
+/**
+ * Warm standby: c1 runs two provider replicas (the sandbox's default for the e2e suite) behind
+ * a front that stands in for their Service. The leader is killed (SIGKILL: no lease handed
+ * back) in the middle of a burst of elected pods; the standby, Ready all along, must take over
+ * and nothing the users did may fail.
+ */
+describe('two provider replicas: the leader dies during a burst of elected pods', function () {
+  this.timeout(300_000);
+  const ns = uniqueName('replicas');
+  const metricsPort = (r: number) => sandbox.providerPorts('c1', r).metrics;
+
+  before(async function () {
+    const replicas = sandbox.providerReplicas('c1');
+    if (replicas < 2) {
+      console.log(`    skipped: the sandbox runs ${replicas} provider replica in c1; start it with SANDBOX_PROVIDER_REPLICAS=2 (or \`sandbox up --provider-replicas 2\`)`);
+      this.skip();
+    }
+    await connectNamespace(ns);
+  });
+  after(async () => {
+    if (sandbox.providerReplicas('c1') >= 2) await disconnectNamespace(ns);
+  });
+
+  it('the standby, Ready before it leads, takes over within 20 s; every pod runs with exactly one delegate; no webhook call failed', async () => {
+    const replicas = [0, 1];
+    let leader = -1;
+    await waitFor('one replica leads', 30_000, async () => {
+      const codes = await Promise.all(replicas.map((r) => status(metricsPort(r), '/leaderz')));
+      leader = codes.indexOf(200);
+      return codes.filter((c) => c === 200).length === 1;
+    });
+    const standby = 1 - leader;
+    expect(await status(metricsPort(standby), '/readyz'), 'the standby is Ready before it leads').to.equal(200);
+    expect(await status(metricsPort(standby), '/leaderz')).to.equal(503);
+    const failedBefore = failedWebhookCalls().length;
+
+    // The burst: batches of pods created while the leader dies after the second batch.
+    const created: Promise<{ stdout: string; stderr: string; code: number }>[] = [];
+    let killedAtMs = 0;
+    for (let b = 0; b < PODS / BATCH; b++) {
+      const yaml = Array.from({ length: BATCH }, (_, i) => pod(ns, b * BATCH + i)).join('---\n');
+      created.push(kubectlStdin('c1', yaml, 'create', '-f', '-'));
+      if (b === 1) {
+        sandbox.killProviderReplica('c1', leader, 'SIGKILL');
+        killedAtMs = Date.now();
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const results = await Promise.all(created);
+    for (const r of results) expect(r.code, `kubectl create: ${r.stderr}`).to.equal(0);
+
+    // Takeover: some replica leads again (the standby, or the killed one restarted, whichever
+    // takes the expired lease first).
+    let newLeader = -1;
+    await waitFor('a replica leads again', 30_000, async () => {
+      const codes = await Promise.all(replicas.map((r) => status(metricsPort(r), '/leaderz')));
+      newLeader = codes.indexOf(200);
+      return newLeader >= 0;
+    });
+    const takeoverMs = Date.now() - killedAtMs;
+    console.log(`    takeover: replica ${newLeader} leads ${(takeoverMs / 1000).toFixed(1)} s after replica ${leader} was killed`);
+    expect(takeoverMs).to.be.below(20_000);
+
+    await waitFor(`${PODS} proxies Running`, 180_000, async () => {
+      const ps = (await getJson('c1', 'pods', '-n', ns, '-l', 'app=burst')).items as any[];
+      return ps.filter((p) => p.status?.phase === 'Running').length === PODS;
+    });
+    console.log(`    all ${PODS} proxies Running ${((Date.now() - killedAtMs) / 1000).toFixed(1)} s after the kill`);
+    const proxies = (await getJson('c1', 'pods', '-n', ns, '-l', 'app=burst')).items as any[];
+    // Delegates carry the proxy's labels prefixed, and our parent labels.
+    const delegates = [
+      ...((await getJson('c1', 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items as any[]),
+      ...((await getJson('c2', 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items as any[]),
+    ];
+    const perProxy = new Map<string, number>();
+    for (const d of delegates) perProxy.set(d.metadata.labels[PARENT_UID], (perProxy.get(d.metadata.labels[PARENT_UID]) ?? 0) + 1);
+    for (const p of proxies) expect(perProxy.get(p.metadata.uid), `delegates of ${p.metadata.name}`).to.equal(1);
+    expect(delegates).to.have.length(PODS);
+
+    const failed = failedWebhookCalls().slice(failedBefore);
+    expect(failed, 'failed webhook calls in the apiserver log').to.deep.equal([]);
+  });
+});
