@@ -16,8 +16,8 @@ export const mochaHooks = {
       return;
     }
     startedHere = sandbox.state() === undefined;
-    // SANDBOX_PROVIDER_REPLICAS=2 runs c1's provider as leader and warm standby (replicas.test.ts
-    // needs it). Not yet the default: a few tests read the one provider's ports and pid.
+    // SANDBOX_PROVIDER_REPLICAS=2 runs c1's provider as leader and warm standby (the reliability
+    // suite does). Not the e2e default: a few tests read the one provider's ports and pid.
     const providerReplicas = Number(process.env.SANDBOX_PROVIDER_REPLICAS ?? 1);
     await sandbox.up({ providerReplicas, log: (l) => console.log(`  sandbox: ${l}`) });
   },
