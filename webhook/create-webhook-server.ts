@@ -12,6 +12,20 @@ export interface WebhookServerOptions {
   limits?: Partial<ConnectionLimits>;
   /** Told when a connection is refused by the cap. */
   onDrop?: () => void;
+  /**
+   * CAs (PEM) that client certificates are verified against. When given, every handshake asks
+   * for a client certificate without requiring one (the apiserver's webhook calls present none);
+   * routes decide from `socket.authorized` (see `createExtenderClientGuard`). Replace them with
+   * {@link WebhookServer.swap}.
+   */
+  clientCaPems?: readonly string[];
+}
+
+/** The webhook's server: like {@link HotSwapHttpsServer}, with a swap that also replaces the client CAs. */
+export interface WebhookServer {
+  server: HotSwapHttpsServer['server'];
+  /** Serves `pair` to new handshakes and, when given, verifies client certificates against `clientCaPems`. */
+  swap(pair: CertKeyPair, clientCaPems?: readonly string[]): void;
 }
 
 /**
@@ -26,10 +40,14 @@ export const WEBHOOK_REQUEST_TIMEOUT_MS = 30_000;
  * a client that ties up the webhook stops elected pods from being admitted. The caller
  * listens and closes.
  */
-export function createWebhookServer(opts: WebhookServerOptions): HotSwapHttpsServer {
+export function createWebhookServer(opts: WebhookServerOptions): WebhookServer {
   const limits = { ...DEFAULT_CONNECTION_LIMITS, ...opts.limits };
-  const hot = createHotSwapHttpsServer({ pair: opts.pair, handler: opts.handler, tlsOptions: tlsLimitOptions(limits) });
+  const clientAuth = opts.clientCaPems ? { requestCert: true, rejectUnauthorized: false, ca: [...opts.clientCaPems] } : {};
+  const hot = createHotSwapHttpsServer({ pair: opts.pair, handler: opts.handler, tlsOptions: { ...tlsLimitOptions(limits), ...clientAuth } });
   hot.server.requestTimeout = WEBHOOK_REQUEST_TIMEOUT_MS;
   applyConnectionLimits(hot.server, limits, { onDrop: opts.onDrop });
-  return hot;
+  return {
+    server: hot.server,
+    swap: (pair, clientCaPems) => hot.swap(pair, clientCaPems ? { ca: [...clientCaPems] } : undefined),
+  };
 }
