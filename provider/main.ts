@@ -28,6 +28,7 @@ import { readCertificate } from '../certs/read-certificate.js';
 import { createWebhookApp } from '../webhook/create-webhook-app.js';
 import { createWebhookServer } from '../webhook/create-webhook-server.js';
 import { WebhookCertificates } from '../webhook/webhook-certificates.js';
+import { ProxySchedulerClientCertificate } from '../webhook/proxy-scheduler-client-certificate.js';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
 import { withRequestDeadline } from './clusters/request-deadline.js';
 import { ServerAddressPolicy } from './clusters/server-address-policy.js';
@@ -54,7 +55,8 @@ import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
 import { TargetsReconciler } from './reconcilers/targets.js';
 import { Binder } from '../scheduler/bind.js';
-import { createExtenderApp } from '../scheduler/extender-server.js';
+import { createExtenderApp, EXTENDER_PATH_PREFIX } from '../scheduler/extender-server.js';
+import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../scheduler/extender-client-auth.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../scheduler/target-nodes.js';
 
@@ -303,26 +305,48 @@ async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1
     : ['localhost'];
   const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
   const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock: realClock });
+  // The proxy scheduler's client certificate, signed by the webhook's CA: the extender's routes
+  // answer only to it. Issued only when this process serves the extender.
+  const clientCert = config.enable.includes('extender')
+    ? new ProxySchedulerClientCertificate({ core, namespace: config.namespace, secretName: 'admiralty-proxy-scheduler-client', commonName: PROXY_SCHEDULER_CLIENT_CN, clock: realClock })
+    : undefined;
+  let ca = { certPem: '', keyPem: '' };
   const issue = async () => {
     const pair = await certs.ensureServingCertificate();
     // Keep the webhook configuration's caBundle current ourselves: no cert-manager needed.
     await certs.ensureCaBundle(config.webhookConfigName, pair.caPem).catch((err) => logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName }));
     metrics.certificateExpiry.set({ certificate: 'webhook' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
+    ca = { certPem: pair.caPem, keyPem: pair.caKeyPem };
     return { certPem: pair.certPem, keyPem: pair.keyPem };
   };
   const first = await issue();
+  const clientRotator =
+    clientCert &&
+    new CertRotator({
+      issue: () => clientCert.ensure(ca),
+      onRotate: (pair) => metrics.certificateExpiry.set({ certificate: 'proxy-scheduler-client' }, readCertificate(pair.certPem).notAfter.getTime() / 1000),
+      clock: realClock,
+      onError: (err) => logger.warn('proxy scheduler client certificate renewal failed', errorFields(err)),
+    });
   const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
+  app.use(EXTENDER_PATH_PREFIX, createExtenderClientGuard({ logger, metricsRegistry: registry }));
   app.use(extenderRoutes);
-  const server = createWebhookServer({ pair: first, handler: app, onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
+  let servedCa = ca.certPem;
+  const server = createWebhookServer({ pair: first, handler: app, clientCaPems: [ca.certPem], onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
   const rotator = new CertRotator({
     issue,
     onRotate: (pair) => {
-      server.swap(pair);
+      server.swap(pair, [ca.certPem]);
       logger.info('webhook certificate rotated');
+      // A new CA: move the proxy scheduler's certificate to it.
+      if (ca.certPem !== servedCa) void clientRotator?.rotateNow().catch(() => undefined);
+      servedCa = ca.certPem;
     },
     clock: realClock,
     onError: (err) => logger.warn('webhook certificate renewal failed', errorFields(err)),
   });
+  // Failures are logged by onError and retried by the rotator; the webhook serves meanwhile.
+  await clientRotator?.start().catch(() => undefined);
   await rotator.start(first);
   // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
   process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
@@ -330,6 +354,7 @@ async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1
   logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
   lifecycle.add('webhook', async () => {
     rotator.stop();
+    clientRotator?.stop();
     await new Promise<void>((res) => server.server.close(() => res()));
   });
 }
