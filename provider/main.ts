@@ -26,9 +26,10 @@ import { Registry } from 'prom-client';
 import { CertRotator } from '../certs/cert-rotator.js';
 import { readCertificate } from '../certs/read-certificate.js';
 import { createWebhookApp } from '../webhook/create-webhook-app.js';
-import { createWebhookServer } from '../webhook/create-webhook-server.js';
+import { createWebhookServer, type WebhookServer } from '../webhook/create-webhook-server.js';
 import { WebhookCertificates } from '../webhook/webhook-certificates.js';
 import { ProxySchedulerClientCertificate } from '../webhook/proxy-scheduler-client-certificate.js';
+import { WebhookCertificateRotation } from '../webhook/webhook-certificate-rotation.js';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
 import { withRequestDeadline } from './clusters/request-deadline.js';
 import { ServerAddressPolicy } from './clusters/server-address-policy.js';
@@ -305,56 +306,38 @@ async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1
     : ['localhost'];
   const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
   const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock: realClock });
-  // The proxy scheduler's client certificate, signed by the webhook's CA: the extender's routes
-  // answer only to it. Issued only when this process serves the extender.
-  const clientCert = config.enable.includes('extender')
-    ? new ProxySchedulerClientCertificate({ core, namespace: config.namespace, secretName: 'admiralty-proxy-scheduler-client', commonName: PROXY_SCHEDULER_CLIENT_CN, clock: realClock })
-    : undefined;
-  let ca = { certPem: '', keyPem: '' };
-  const issue = async () => {
-    const pair = await certs.ensureServingCertificate();
-    // Keep the webhook configuration's caBundle current ourselves: no cert-manager needed.
-    await certs.ensureCaBundle(config.webhookConfigName, pair.caPem).catch((err) => logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName }));
-    metrics.certificateExpiry.set({ certificate: 'webhook' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
-    ca = { certPem: pair.caPem, keyPem: pair.caKeyPem };
-    return { certPem: pair.certPem, keyPem: pair.keyPem };
-  };
-  const first = await issue();
-  const clientRotator =
-    clientCert &&
-    new CertRotator({
-      issue: () => clientCert.ensure(ca),
-      onRotate: (pair) => metrics.certificateExpiry.set({ certificate: 'proxy-scheduler-client' }, readCertificate(pair.certPem).notAfter.getTime() / 1000),
-      clock: realClock,
-      onError: (err) => logger.warn('proxy scheduler client certificate renewal failed', errorFields(err)),
-    });
+  let server: WebhookServer | undefined;
+  // Keeps the serving certificate, the webhook configuration's caBundle (no cert-manager needed)
+  // and, when this process serves the extender, the proxy scheduler's client certificate: the
+  // extender's routes answer only to it.
+  const rotation = new WebhookCertificateRotation({
+    certs,
+    webhookConfigName: config.webhookConfigName,
+    clientCertificate: config.enable.includes('extender')
+      ? new ProxySchedulerClientCertificate({ core, namespace: config.namespace, secretName: 'admiralty-proxy-scheduler-client', commonName: PROXY_SCHEDULER_CLIENT_CN, clock: realClock })
+      : undefined,
+    serve: (pair, trustedCaPems) => {
+      server?.swap(pair, trustedCaPems);
+      logger.info('webhook certificate or trusted CAs rotated', { trustedCas: trustedCaPems.length });
+    },
+    clock: realClock,
+    onError: (what, err) =>
+      what === 'caBundle'
+        ? logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName })
+        : logger.warn(`${what === 'serving' ? 'webhook' : 'proxy scheduler client'} certificate renewal failed`, errorFields(err)),
+    onIssued: (what, pair) => metrics.certificateExpiry.set({ certificate: what === 'serving' ? 'webhook' : 'proxy-scheduler-client' }, readCertificate(pair.certPem).notAfter.getTime() / 1000),
+  });
+  const first = await rotation.start();
   const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
   app.use(EXTENDER_PATH_PREFIX, createExtenderClientGuard({ logger, metricsRegistry: registry }));
   app.use(extenderRoutes);
-  let servedCa = ca.certPem;
-  const server = createWebhookServer({ pair: first, handler: app, clientCaPems: [ca.certPem], onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
-  const rotator = new CertRotator({
-    issue,
-    onRotate: (pair) => {
-      server.swap(pair, [ca.certPem]);
-      logger.info('webhook certificate rotated');
-      // A new CA: move the proxy scheduler's certificate to it.
-      if (ca.certPem !== servedCa) void clientRotator?.rotateNow().catch(() => undefined);
-      servedCa = ca.certPem;
-    },
-    clock: realClock,
-    onError: (err) => logger.warn('webhook certificate renewal failed', errorFields(err)),
-  });
-  // Failures are logged by onError and retried by the rotator; the webhook serves meanwhile.
-  await clientRotator?.start().catch(() => undefined);
-  await rotator.start(first);
+  server = createWebhookServer({ pair: first.pair, handler: app, clientCaPems: first.trustedCaPems, onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
   // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
-  process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
+  process.on('SIGHUP', () => void rotation.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
   await new Promise<void>((res) => server.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
   logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
   lifecycle.add('webhook', async () => {
-    rotator.stop();
-    clientRotator?.stop();
+    rotation.stop();
     await new Promise<void>((res) => server.server.close(() => res()));
   });
 }

@@ -35,8 +35,8 @@ const MAX_ATTEMPTS = 5;
  * provider's namespace, signed by the webhook's current CA. Safe to call from several replicas
  * at once (create races and update conflicts are resolved by re-reading).
  *
- * Called by `main.ts` through a `CertRotator` (issue = `ensure(currentCa)`), and again whenever
- * the webhook's CA changes, so the certificate moves to the new CA before the old one is trimmed.
+ * Called by `WebhookCertificateRotation` through a `CertRotator`, which moves the certificate to
+ * a new CA once every replica trusts it, and before the old one is trimmed.
  */
 export class ProxySchedulerClientCertificate {
   constructor(private readonly opts: ProxySchedulerClientCertificateOptions) {}
@@ -45,8 +45,12 @@ export class ProxySchedulerClientCertificate {
    * Returns the stored pair when it is usable: parses, matches its key, is signed by `ca`, has
    * the expected CN and `clientAuth`, and is not yet due for renewal. Otherwise issues a new one
    * from `ca` and stores it (create, or replace guarded by resourceVersion). Idempotent.
+   *
+   * `holdOnCaPems`: previous CAs, given right after a CA rotation while some replicas may not
+   * trust `ca` yet. A stored certificate of one of them (or of `ca`) is then kept until it
+   * expires, even when due: a new one could only come from `ca`.
    */
-  async ensure(ca: CertKeyPair): Promise<CertKeyPair> {
+  async ensure(ca: CertKeyPair, holdOnCaPems: readonly string[] = []): Promise<CertKeyPair> {
     const { core, namespace, secretName: name } = this.opts;
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
       let secret: V1Secret | undefined;
@@ -56,7 +60,7 @@ export class ProxySchedulerClientCertificate {
         if (!isNotFound(err)) throw new Error(`reading Secret ${namespace}/${name}`, { cause: err });
       }
       const stored = secret && decode(secret);
-      if (stored && this.usable(stored, ca)) return stored;
+      if (stored && this.usable(stored, [ca.certPem, ...holdOnCaPems], holdOnCaPems.length > 0)) return stored;
       const pair = createClientCert({ ca, commonName: this.opts.commonName, validityDays: this.opts.validityDays ?? 365, now: this.opts.clock.now() });
       try {
         if (!secret) {
@@ -77,16 +81,16 @@ export class ProxySchedulerClientCertificate {
     throw new Error(`Secret ${namespace}/${name}: gave up after ${MAX_ATTEMPTS} conflicting writes`);
   }
 
-  private usable(pair: CertKeyPair, ca: CertKeyPair): boolean {
+  private usable(pair: CertKeyPair, acceptedCaPems: readonly string[], untilExpiry: boolean): boolean {
     try {
       const x = new X509Certificate(pair.certPem);
       if (!x.checkPrivateKey(createPrivateKey(pair.keyPem))) return false;
-      if (!verifySignedBy(pair.certPem, ca.certPem)) return false;
+      if (!acceptedCaPems.some((caPem) => verifySignedBy(pair.certPem, caPem))) return false;
       // 1.3.6.1.5.5.7.3.2: id-kp-clientAuth.
       if (!(x.keyUsage ?? []).includes('1.3.6.1.5.5.7.3.2')) return false;
       const info = readCertificate(pair.certPem);
       if (info.subjectCommonName !== this.opts.commonName) return false;
-      return this.opts.clock.now() < renewalTimeMs(info, this.opts.renewal);
+      return this.opts.clock.now() < (untilExpiry ? info.notAfter.getTime() : renewalTimeMs(info, this.opts.renewal));
     } catch {
       return false;
     }
