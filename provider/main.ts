@@ -331,7 +331,17 @@ async function startWebhook(config: ProviderConfig, kc: KubeConfig, core: CoreV1
   const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
   app.use(EXTENDER_PATH_PREFIX, createExtenderClientGuard({ logger, metricsRegistry: registry }));
   app.use(extenderRoutes);
-  server = createWebhookServer({ pair: first.pair, handler: app, clientCaPems: first.trustedCaPems, onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
+  server = createWebhookServer({
+    pair: first.pair,
+    handler: app,
+    clientCaPems: first.trustedCaPems,
+    // At warn: with failurePolicy Fail, a connection closed just as the apiserver uses it is a
+    // refused pod ("connection reset by peer"), and nothing else would say so.
+    onClose: (reason) => {
+      metrics.webhookConnectionsClosed.inc({ reason });
+      logger.warn('webhook connection closed by the server', { reason });
+    },
+  });
   // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
   process.on('SIGHUP', () => void rotation.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
   await new Promise<void>((res) => server.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));

@@ -1,7 +1,7 @@
 import type { RequestListener } from 'node:http';
 import { createHotSwapHttpsServer, type HotSwapHttpsServer } from '../certs/hot-swap-https-server.js';
 import type { CertKeyPair } from '../certs/cert-types.js';
-import { applyConnectionLimits, DEFAULT_CONNECTION_LIMITS, tlsLimitOptions, type ConnectionLimits } from '../provider/core/connection-limits.js';
+import { applyConnectionLimits, DEFAULT_CONNECTION_LIMITS, tlsLimitOptions, type ClosedConnectionReason, type ConnectionLimits } from '../provider/core/connection-limits.js';
 
 /** Options for {@link createWebhookServer}. */
 export interface WebhookServerOptions {
@@ -10,8 +10,12 @@ export interface WebhookServerOptions {
   handler: RequestListener;
   /** Defaults {@link DEFAULT_CONNECTION_LIMITS}. */
   limits?: Partial<ConnectionLimits>;
-  /** Told when a connection is refused by the cap. */
-  onDrop?: () => void;
+  /** Time to receive a whole request once its headers are in; default {@link WEBHOOK_REQUEST_TIMEOUT_MS}. */
+  requestTimeoutMs?: number;
+  /** How often Node looks for connections past `headersTimeout` (its default is 30 s); tests shorten it. */
+  connectionsCheckingIntervalMs?: number;
+  /** Told about every connection the server refuses or closes on its own, and why. */
+  onClose?: (reason: ClosedConnectionReason | 'request_timeout') => void;
   /**
    * CAs (PEM) that client certificates are verified against. When given, every handshake asks
    * for a client certificate without requiring one (the apiserver's webhook calls present none);
@@ -29,8 +33,9 @@ export interface WebhookServer {
 }
 
 /**
- * Time to receive a whole AdmissionReview. The apiserver gives a webhook at most 30 s
- * (`timeoutSeconds`), so a request still arriving after that is not the apiserver's.
+ * Time to receive a whole AdmissionReview once its headers are in. The apiserver gives a
+ * webhook at most 30 s (`timeoutSeconds`), so a request still arriving after that is not the
+ * apiserver's.
  */
 export const WEBHOOK_REQUEST_TIMEOUT_MS = 30_000;
 
@@ -43,9 +48,23 @@ export const WEBHOOK_REQUEST_TIMEOUT_MS = 30_000;
 export function createWebhookServer(opts: WebhookServerOptions): WebhookServer {
   const limits = { ...DEFAULT_CONNECTION_LIMITS, ...opts.limits };
   const clientAuth = opts.clientCaPems ? { requestCert: true, rejectUnauthorized: false, ca: [...opts.clientCaPems] } : {};
-  const hot = createHotSwapHttpsServer({ pair: opts.pair, handler: opts.handler, tlsOptions: { ...tlsLimitOptions(limits), ...clientAuth } });
-  hot.server.requestTimeout = WEBHOOK_REQUEST_TIMEOUT_MS;
-  applyConnectionLimits(hot.server, limits, { onDrop: opts.onDrop });
+  const checking = opts.connectionsCheckingIntervalMs !== undefined ? { connectionsCheckingInterval: opts.connectionsCheckingIntervalMs } : {};
+  const hot = createHotSwapHttpsServer({ pair: opts.pair, handler: opts.handler, tlsOptions: { ...tlsLimitOptions(limits), ...clientAuth, ...checking } });
+  // Not Node's requestTimeout: it counts from the connection's start until the first request
+  // begins, so it would close a connection the apiserver dialled and keeps unused (see
+  // DEFAULT_CONNECTION_LIMITS.firstRequestTimeoutMs). Our own deadline counts per request.
+  hot.server.requestTimeout = 0;
+  hot.server.prependListener('request', (req) => {
+    const timer = setTimeout(() => {
+      opts.onClose?.('request_timeout');
+      req.socket.destroy();
+    }, opts.requestTimeoutMs ?? WEBHOOK_REQUEST_TIMEOUT_MS);
+    timer.unref();
+    const done = () => clearTimeout(timer);
+    req.once('end', done);
+    req.once('close', done);
+  });
+  applyConnectionLimits(hot.server, limits, { onClose: opts.onClose });
   return {
     server: hot.server,
     swap: (pair, clientCaPems) => hot.swap(pair, clientCaPems ? { ca: [...clientCaPems] } : undefined),

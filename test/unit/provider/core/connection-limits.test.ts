@@ -7,4 +7,10 @@ describe('DEFAULT_CONNECTION_LIMITS', () => {
     // fails with "connection reset by peer" and, with failurePolicy Fail, the pod is refused.
     expect(DEFAULT_CONNECTION_LIMITS.keepAliveTimeoutMs).to.be.above(90_000);
   });
+
+  it('lets a connection wait as long for its first request: Go keeps connections it dialled but never used as idle ones', () => {
+    // Under a burst, Go's http.Transport dials one connection per waiting request; a request that
+    // gets a freed connection first leaves the new one in the idle pool, unused, for up to 90 s.
+    expect(DEFAULT_CONNECTION_LIMITS.firstRequestTimeoutMs).to.be.above(90_000);
+  });
 });
