@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { DEFAULT_CONNECTION_LIMITS } from '../../../../provider/core/connection-limits.js';
+import { WEBHOOK_CONNECTION_LIMITS } from '../../../../webhook/create-webhook-server.js';
 
 describe('DEFAULT_CONNECTION_LIMITS', () => {
   it("keeps an idle connection longer than the apiserver's clients do (Go's 90 s), so they close it first", () => {
@@ -12,5 +13,10 @@ describe('DEFAULT_CONNECTION_LIMITS', () => {
     // Under a burst, Go's http.Transport dials one connection per waiting request; a request that
     // gets a freed connection first leaves the new one in the idle pool, unused, for up to 90 s.
     expect(DEFAULT_CONNECTION_LIMITS.firstRequestTimeoutMs).to.be.above(90_000);
+  });
+
+  it("lets the webhook take as many connections as one apiserver's default in-flight limits, with room for Go's extra dials", () => {
+    // --max-requests-inflight 400 + --max-mutating-requests-inflight 200: every one can be a webhook call.
+    expect(WEBHOOK_CONNECTION_LIMITS.maxConnections).to.be.above(600);
   });
 });
