@@ -11,7 +11,10 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 export interface CertRotatorOptions extends RenewalPolicy {
   /** Obtains a fresh (or still valid) certificate; may do I/O. Its first PEM certificate is read for dates. */
   issue: () => Promise<CertKeyPair>;
-  /** Called with every pair `issue` returned, before the next renewal is scheduled. May be async. */
+  /**
+   * Called with every pair `issue` returned, before the next renewal is scheduled. May be async.
+   * With `recheckMs` it also receives unchanged pairs, and must then do nothing.
+   */
   onRotate: (pair: CertKeyPair) => void | Promise<void>;
   clock: CertClock;
   /** Called on every failed attempt (for logs/metrics); the rotator retries by itself. */
@@ -20,6 +23,13 @@ export interface CertRotatorOptions extends RenewalPolicy {
   retryInitialMs?: number;
   /** Cap of the retry delay. Default 5 minutes. */
   retryMaxMs?: number;
+  /**
+   * Calls `issue` at least this often even when nothing is due, so that a pair another process
+   * stored (a shared Secret, a CA rotation) reaches this one within that time. With it, a pair
+   * that `issue` returns already due is accepted (it kept it on purpose) and looked at again one
+   * recheck later. Default: only at the renewal time.
+   */
+  recheckMs?: number;
 }
 
 /**
@@ -49,7 +59,7 @@ export class CertRotator {
     this.stopped = false;
     if (current) {
       this.current = current;
-      this.scheduleAt(this.renewalTimeOf(current));
+      this.scheduleAt(this.nextCheckAt(this.renewalTimeOf(current)));
       return;
     }
     await this.rotateNow();
@@ -84,13 +94,15 @@ export class CertRotator {
     try {
       const pair = await this.opts.issue();
       const dueAt = this.renewalTimeOf(pair);
-      // A pair that is already due would make us spin; treat it as a failure and back off.
-      if (dueAt <= this.opts.clock.now()) throw new Error('issued certificate is already due for renewal');
+      const recheckMs = this.opts.recheckMs ?? 0;
+      // A pair that is already due would make us spin: without rechecks, a failure (back off);
+      // with them, `issue` kept it on purpose, and the next look is one recheck away.
+      if (dueAt <= this.opts.clock.now() && recheckMs <= 0) throw new Error('issued certificate is already due for renewal');
       if (this.stopped) return pair;
       await this.opts.onRotate(pair);
       this.current = pair;
       this.failures = 0;
-      if (!this.stopped) this.scheduleAt(dueAt);
+      if (!this.stopped) this.scheduleAt(this.nextCheckAt(Math.max(dueAt, this.opts.clock.now() + 1)));
       return pair;
     } catch (err) {
       this.failures++;
@@ -98,6 +110,12 @@ export class CertRotator {
       if (!this.stopped) this.scheduleIn(this.backoffMs());
       throw err;
     }
+  }
+
+  /** The renewal time, or the next recheck when that comes first (so a due pair waits one recheck). */
+  private nextCheckAt(dueAt: number): number {
+    const recheck = this.opts.recheckMs;
+    return recheck !== undefined && recheck > 0 ? Math.min(dueAt, this.opts.clock.now() + recheck) : dueAt;
   }
 
   private renewalTimeOf(pair: CertKeyPair): number {

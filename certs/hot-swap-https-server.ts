@@ -20,9 +20,10 @@ export interface HotSwapHttpsServer {
   /**
    * Serves `pair` to every handshake from now on. Connections already open keep their session
    * (and their keep-alive), so a rotation never cuts a request. Throws if the PEMs are invalid,
-   * in which case the previous certificate stays in use.
+   * in which case the previous certificate stays in use. `tlsOptions`, when given, are merged
+   * into the kept ones first (e.g. a new `ca` list that client certificates are verified against).
    */
-  swap(pair: CertKeyPair): void;
+  swap(pair: CertKeyPair, tlsOptions?: Omit<https.ServerOptions, 'cert' | 'key'>): void;
 }
 
 /**
@@ -30,14 +31,17 @@ export interface HotSwapHttpsServer {
  * `server.setSecureContext`. The caller listens (on the address it chooses) and closes.
  */
 export function createHotSwapHttpsServer(opts: HotSwapHttpsServerOptions): HotSwapHttpsServer {
-  const base = opts.tlsOptions ?? {};
+  let base = opts.tlsOptions ?? {};
   const server = opts.handler
     ? https.createServer({ ...base, cert: opts.pair.certPem, key: opts.pair.keyPem }, opts.handler)
     : https.createServer({ ...base, cert: opts.pair.certPem, key: opts.pair.keyPem });
   return {
     server,
-    swap(pair) {
-      server.setSecureContext({ ...base, cert: pair.certPem, key: pair.keyPem });
+    swap(pair, tlsOptions) {
+      const next = tlsOptions ? { ...base, ...tlsOptions } : base;
+      server.setSecureContext({ ...next, cert: pair.certPem, key: pair.keyPem });
+      // Kept only once the context was accepted, so a rejected swap changes nothing.
+      base = next;
     },
   };
 }

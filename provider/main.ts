@@ -26,8 +26,10 @@ import { Registry } from 'prom-client';
 import { CertRotator } from '../certs/cert-rotator.js';
 import { readCertificate } from '../certs/read-certificate.js';
 import { createWebhookApp } from '../webhook/create-webhook-app.js';
-import { createWebhookServer } from '../webhook/create-webhook-server.js';
+import { createWebhookServer, type WebhookServer } from '../webhook/create-webhook-server.js';
 import { WebhookCertificates } from '../webhook/webhook-certificates.js';
+import { ProxySchedulerClientCertificate } from '../webhook/proxy-scheduler-client-certificate.js';
+import { WebhookCertificateRotation } from '../webhook/webhook-certificate-rotation.js';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
 import { withRequestDeadline } from './clusters/request-deadline.js';
 import { ServerAddressPolicy } from './clusters/server-address-policy.js';
@@ -57,7 +59,8 @@ import { SummaryReconciler } from './reconcilers/summary.js';
 import { TargetRegistryReconciler } from './reconcilers/target-registry.js';
 import { AFTER_BINDING_MS, TargetsReconciler } from './reconcilers/targets.js';
 import { Binder } from '../scheduler/bind.js';
-import { createExtenderApp } from '../scheduler/extender-server.js';
+import { createExtenderApp, EXTENDER_PATH_PREFIX } from '../scheduler/extender-server.js';
+import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../scheduler/extender-client-auth.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../scheduler/target-nodes.js';
 
@@ -367,34 +370,50 @@ function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runnable {
       : ['localhost'];
     const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
     const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock: realClock });
-    const issue = async () => {
-      const pair = await certs.ensureServingCertificate();
-      // Keep the webhook configuration's caBundle current ourselves: no cert-manager needed.
-      await certs.ensureCaBundle(config.webhookConfigName, pair.caPem).catch((err) => logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName }));
-      metrics.certificateExpiry.set({ certificate: 'webhook' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
-      return { certPem: pair.certPem, keyPem: pair.keyPem };
-    };
-    const first = await issue();
-    const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
-    app.use(extenderRoutes);
-    const server = createWebhookServer({ pair: first, handler: app, onDrop: () => logger.debug('webhook connection refused: connection limit reached') });
-    const rotator = new CertRotator({
-      issue,
-      onRotate: (pair) => {
-        server.swap(pair);
-        logger.info('webhook certificate rotated');
+    let server: WebhookServer | undefined;
+    // Keeps the serving certificate, the webhook configuration's caBundle (no cert-manager needed)
+    // and, when this process serves the extender, the proxy scheduler's client certificate: the
+    // extender's routes answer only to it.
+    const rotation = new WebhookCertificateRotation({
+      certs,
+      webhookConfigName: config.webhookConfigName,
+      clientCertificate: config.enable.includes('extender')
+        ? new ProxySchedulerClientCertificate({ core, namespace: config.namespace, secretName: 'admiralty-proxy-scheduler-client', commonName: PROXY_SCHEDULER_CLIENT_CN, clock: realClock })
+        : undefined,
+      serve: (pair, trustedCaPems) => {
+        server?.swap(pair, trustedCaPems);
+        logger.info('webhook certificate or trusted CAs rotated', { trustedCas: trustedCaPems.length });
       },
       clock: realClock,
-      onError: (err) => logger.warn('webhook certificate renewal failed', errorFields(err)),
+      onError: (what, err) =>
+        what === 'caBundle'
+          ? logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName })
+          : logger.warn(`${what === 'serving' ? 'webhook' : 'proxy scheduler client'} certificate renewal failed`, errorFields(err)),
+      onIssued: (what, pair) => metrics.certificateExpiry.set({ certificate: what === 'serving' ? 'webhook' : 'proxy-scheduler-client' }, readCertificate(pair.certPem).notAfter.getTime() / 1000),
     });
-    await rotator.start(first);
+    const first = await rotation.start();
+    const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
+    app.use(EXTENDER_PATH_PREFIX, createExtenderClientGuard({ logger, metricsRegistry: registry }));
+    app.use(extenderRoutes);
+    const listening = createWebhookServer({
+      pair: first.pair,
+      handler: app,
+      clientCaPems: first.trustedCaPems,
+      // At warn: with failurePolicy Fail, a connection closed just as the apiserver uses it is a
+      // refused pod ("connection reset by peer"), and nothing else would say so.
+      onClose: (reason) => {
+        metrics.webhookConnectionsClosed.inc({ reason });
+        logger.warn('webhook connection closed by the server', { reason });
+      },
+    });
+    server = listening;
     // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
-    process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
-    await new Promise<void>((res) => server.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
+    process.on('SIGHUP', () => void rotation.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
+    await new Promise<void>((res) => listening.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
     logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
     stop = async () => {
-      rotator.stop();
-      await new Promise<void>((res) => server.server.close(() => res()));
+      rotation.stop();
+      await new Promise<void>((res) => listening.server.close(() => res()));
     };
   };
   return { name: 'webhook', start, stop: () => stop() };

@@ -13,7 +13,11 @@ export interface ConnectionLimits {
   maxConnections: number;
   /** Time to finish the TLS handshake (tls.Server `handshakeTimeout`; Node's default is 120 s). */
   handshakeTimeoutMs: number;
-  /** Time from the end of the handshake to the complete headers of the first request. */
+  /**
+   * Time from the end of the handshake to the complete headers of the first request. A Go
+   * client (the apiserver) may hold a connection it dialled and never used for as long as any
+   * idle one, so this must outlast its idle timeout too, like `keepAliveTimeoutMs`.
+   */
   firstRequestTimeoutMs: number;
   /** Idle time between requests on a kept-alive connection. */
   keepAliveTimeoutMs: number;
@@ -27,7 +31,12 @@ export interface ConnectionLimits {
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   maxConnections: 256,
   handshakeTimeoutMs: 10_000,
-  firstRequestTimeoutMs: 15_000,
+  // Not shorter than keep-alive: under a burst, Go's http.Transport dials a connection for each
+  // waiting request, and a request that gets a freed connection first leaves its new one idle
+  // in the pool, unused, for up to 90 s. Closing it earlier races the apiserver reusing it (the
+  // "connection reset by peer" of three webhook calls within 2 ms in a 1000-pod run: connections
+  // dialled together, closed together 15 s later by this deadline while the event loop lagged).
+  firstRequestTimeoutMs: 120_000,
   // Longer than the apiserver's own idle timeout for these connections (Go's http.Transport
   // default, 90 s, which its webhook and kubelet clients keep): the client must be the one that
   // closes an idle connection. Closing it first races the client reusing it, and the request
@@ -40,27 +49,39 @@ export function tlsLimitOptions(limits: ConnectionLimits): { handshakeTimeout: n
   return { handshakeTimeout: limits.handshakeTimeoutMs };
 }
 
+/** Why a server closed a connection on its own: refused by the cap, or no first request in time. */
+export type ClosedConnectionReason = 'connection_limit' | 'first_request_timeout';
+
 /**
  * Applies `limits` to a created (not yet listening) HTTPS server: connection cap, header and
  * keep-alive timeouts, and a deadline for the first request of every connection (the
  * connection is destroyed if no complete request or upgrade arrived in time). Call once.
  * `handlesUpgrades`: the caller has its own `upgrade` listener (the deadline then also ends at
  * an upgrade request; without one, Node answers upgrades itself and so must we not listen).
- * `onDrop` is told about connections refused by the cap.
+ * `onClose` is told about every connection the server refuses or closes on its own (not the
+ * keep-alive close, which only comes after the client's own idle timeout).
+ *
+ * Node's `headersTimeout` (and `requestTimeout`) count from the connection's start until its
+ * first request begins, and its periodic check closes an unused connection with a 408 once they
+ * pass; `headersTimeout` is therefore set past the first-request deadline (which closes first,
+ * and is reported), and callers must keep any `requestTimeout` of theirs at 0 or above it.
  */
 export function applyConnectionLimits(
   server: https.Server,
   limits: ConnectionLimits,
-  opts: { handlesUpgrades?: boolean; onDrop?: () => void } = {},
+  opts: { handlesUpgrades?: boolean; onClose?: (reason: ClosedConnectionReason) => void } = {},
 ): void {
   server.maxConnections = limits.maxConnections;
-  server.headersTimeout = limits.firstRequestTimeoutMs;
+  server.headersTimeout = limits.handshakeTimeoutMs + limits.firstRequestTimeoutMs;
   server.keepAliveTimeout = limits.keepAliveTimeoutMs;
-  const onDrop = opts.onDrop;
-  if (onDrop) server.on('drop', () => onDrop());
+  const onClose = opts.onClose;
+  if (onClose) server.on('drop', () => onClose('connection_limit'));
   const deadlines = new WeakMap<Socket, NodeJS.Timeout>();
   server.on('secureConnection', (socket: Socket) => {
-    const timer = setTimeout(() => socket.destroy(), limits.firstRequestTimeoutMs);
+    const timer = setTimeout(() => {
+      onClose?.('first_request_timeout');
+      socket.destroy();
+    }, limits.firstRequestTimeoutMs);
     timer.unref();
     deadlines.set(socket, timer);
     socket.once('close', () => clearTimeout(timer));

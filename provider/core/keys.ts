@@ -41,6 +41,14 @@ export const CILIUM_GLOBAL_SERVICE_ANNOTATION = 'io.cilium/global-service';
 /** Service annotation (service follow writes and reads): the selector before rerouting, `a=b,c=d`. */
 export const ORIGINAL_SELECTOR_ANNOTATION = `${KEY_PREFIX}original-selector`;
 
+/**
+ * Annotation on the webhook's certificate Secret (the provider writes it when it rotates the CA;
+ * every replica reads it): RFC 3339 instant of the last CA rotation. `ca-previous.crt` stays
+ * trusted for a retention period after it, while replicas may still serve the old CA's
+ * certificates.
+ */
+export const CA_ROTATED_AT_ANNOTATION = `${KEY_PREFIX}ca-rotated-at`;
+
 /** Label on objects that carry one of our finalizers (writers: webhook, follow; reader: cleanup command). */
 export const HAS_FINALIZER_LABEL = `${KEY_PREFIX}has-finalizer`;
 /**

@@ -24,6 +24,12 @@ export function createMetrics(registry: Registry) {
     targetReady: new Gauge({ name: 'admiralty_target_ready', help: '1 when a target is reachable and usable, else 0.', labelNames: ['target'], registers }),
     targetApiErrors: new Counter({ name: 'admiralty_target_api_errors_total', help: 'Failed calls to a target API by kind.', labelNames: ['target', 'kind'], registers }),
     certificateExpiry: new Gauge({ name: 'admiralty_certificate_expiry_timestamp_seconds', help: 'When a serving certificate expires (Unix time).', labelNames: ['certificate'], registers }),
+    webhookConnectionsClosed: new Counter({
+      name: 'admiralty_webhook_connections_closed_total',
+      help: 'Connections the webhook server refused or closed on its own, by reason (connection_limit, first_request_timeout, request_timeout).',
+      labelNames: ['reason'],
+      registers,
+    }),
     informerRestarts: new Counter({ name: 'admiralty_informer_restarts_total', help: 'Informer restarts after a watch or list failure.', labelNames: ['informer'], registers }),
   };
 }

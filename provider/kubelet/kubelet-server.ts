@@ -373,7 +373,7 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
   // Logs follow and exec sessions are long-lived: no whole-request timeout; the handshake,
   // the first request's headers, keep-alive idle and streaming idle are time-boxed.
   server.requestTimeout = 0;
-  applyConnectionLimits(server, limits, { handlesUpgrades: true, onDrop: () => logger.debug('kubelet connection refused: connection limit reached', { maxConnections: limits.maxConnections }) });
+  applyConnectionLimits(server, limits, { handlesUpgrades: true, onClose: (reason) => logger.log(reason === 'connection_limit' ? 'warn' : 'info', 'kubelet API connection closed by the server', { reason, maxConnections: limits.maxConnections }) });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     void handleUpgrade(req, socket, head);
   });

@@ -24,6 +24,22 @@ function getStatus(path: string, auth: { cert?: Buffer; key?: Buffer; token?: st
   });
 }
 
+/** Status and body of a POST to the provider's webhook server of c1 (its certificate is not checked here). */
+function postToWebhookServer(path: string, body: string, client: { cert?: Buffer; key?: Buffer }): Promise<{ status: number; body: string }> {
+  return new Promise((res, rej) => {
+    const req = https.request(
+      { host: '127.0.0.1', port: sandbox.ports('c1').webhook, path, method: 'POST', rejectUnauthorized: false, cert: client.cert, key: client.key, agent: false, timeout: 5000, headers: { 'content-type': 'application/json' } },
+      (r) => {
+        let text = '';
+        r.on('data', (d) => (text += d));
+        r.on('end', () => res({ status: r.statusCode ?? 0, body: text }));
+      },
+    );
+    req.on('error', rej);
+    req.end(body);
+  });
+}
+
 describe('proxy scheduler (c1)', function () {
   this.timeout(90_000);
 
@@ -74,5 +90,23 @@ describe('proxy scheduler (c1)', function () {
     } finally {
       await kubectl('c1', 'delete', 'namespace', ns, '--wait=false');
     }
+  });
+
+  it("refuses extender calls that do not carry the proxy scheduler's client certificate", async () => {
+    const pki = ensurePki(join(sandbox.dir, 'pki'));
+    const binding = JSON.stringify({ PodName: 'nobody', PodNamespace: 'default', PodUID: '00000000-0000-0000-0000-000000000000', Node: 'admiralty-namespace-default-c2' });
+    const filter = JSON.stringify({ Pod: { metadata: { name: 'nobody', namespace: 'default' }, spec: { containers: [] } }, NodeNames: ['admiralty-namespace-default-c2'] });
+    for (const [verb, body] of [['bind', binding], ['filter', filter]]) {
+      const anonymous = await postToWebhookServer(`/scheduler/${verb}`, body, {});
+      expect(anonymous.status, `${verb} without a certificate`).to.equal(401);
+      expect(anonymous.body).to.match(/requires a client certificate/);
+      // The cluster admin's certificate is valid for the apiserver, not for the extender: another CA.
+      const admin = await postToWebhookServer(`/scheduler/${verb}`, body, { cert: readFileSync(pki.adminCert), key: readFileSync(pki.adminKey) });
+      expect(admin.status, `${verb} with a certificate of another CA`).to.equal(401);
+    }
+    // The scheduler's own certificate (the files it was started with) is let through.
+    const dir = join(sandbox.dir, 'c1', 'proxy-scheduler');
+    const own = await postToWebhookServer('/scheduler/filter', filter, { cert: readFileSync(join(dir, 'client.crt')), key: readFileSync(join(dir, 'client.key')) });
+    expect(own.status).to.equal(200);
   });
 });

@@ -8,6 +8,9 @@ export interface OutOfClusterSchedulerOptions {
   serverName: string;
   /** PEM file of the provider's CA (ca.crt of Secret admiralty-webhook-cert). */
   caFile: string;
+  /** PEM files of the scheduler's client certificate and key (Secret admiralty-proxy-scheduler-client). */
+  certFile: string;
+  keyFile: string;
   /** Kubeconfig of ServiceAccount admiralty-proxy-scheduler. */
   kubeconfig: string;
 }
@@ -30,8 +33,8 @@ export function shippedSchedulerConfig(configMapYaml: string): string {
 
 /**
  * The shipped KubeSchedulerConfiguration with only what running out of cluster requires
- * changed: the extender's urlPrefix (same path, the webhook server's origin), tlsConfig.serverName
- * and caFile, and clientConnection.kubeconfig. Everything else (profile, leader election and its
+ * changed: the extender's urlPrefix (same path, the webhook server's origin), tlsConfig.serverName,
+ * caFile, certFile and keyFile, and clientConnection.kubeconfig. Everything else (profile, leader election and its
  * Lease, verbs, timeout, ignorable) stays as shipped. Pure; throws if the config has no extender
  * or more than one.
  */
@@ -43,6 +46,8 @@ export function outOfClusterSchedulerConfig(shipped: string, opts: OutOfClusterS
   doc.setIn(['extenders', 0, 'urlPrefix'], `${opts.webhookOrigin}${path}`);
   doc.setIn(['extenders', 0, 'tlsConfig', 'serverName'], opts.serverName);
   doc.setIn(['extenders', 0, 'tlsConfig', 'caFile'], opts.caFile);
+  doc.setIn(['extenders', 0, 'tlsConfig', 'certFile'], opts.certFile);
+  doc.setIn(['extenders', 0, 'tlsConfig', 'keyFile'], opts.keyFile);
   doc.setIn(['clientConnection', 'kubeconfig'], opts.kubeconfig);
   return stringify(doc.toJS());
 }

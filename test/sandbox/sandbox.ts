@@ -424,10 +424,10 @@ export class Sandbox {
     };
   }
 
-  /** Files of the proxy scheduler of `cluster`: its config, the provider's CA, its ServiceAccount's kubeconfig. */
+  /** Files of the proxy scheduler of `cluster`: its config, the provider's CA, its client certificate, its ServiceAccount's kubeconfig. */
   private proxySchedulerPaths(cluster: string) {
     const d = join(this.clusterDir(cluster), 'proxy-scheduler');
-    return { dir: d, config: join(d, 'config.yaml'), caFile: join(d, 'ca.crt'), kubeconfig: join(d, 'kubeconfig') };
+    return { dir: d, config: join(d, 'config.yaml'), caFile: join(d, 'ca.crt'), certFile: join(d, 'client.crt'), keyFile: join(d, 'client.key'), kubeconfig: join(d, 'kubeconfig') };
   }
 
   /** Audit log of one cluster's apiserver: one JSON event per line, the requests of the identities in {@link AUDITED_USERS} only. */
@@ -749,7 +749,9 @@ webhooks:
    * Starts the source's proxy scheduler on the shipped configuration (manifests/scheduler/config.yaml)
    * with only what out of cluster requires changed (see {@link outOfClusterSchedulerConfig}): the
    * extender is the provider's webhook server on 127.0.0.1, verified against the provider's CA
-   * (read from Secret admiralty-webhook-cert, which the provider has written once it is ready).
+   * (read from Secret admiralty-webhook-cert, which the provider has written once it is ready),
+   * and the scheduler authenticates with the client certificate of Secret
+   * admiralty-proxy-scheduler-client (written by then too).
    * Idempotent; rewrites the CA file and config on every call.
    */
   private async startProxyScheduler(state: SandboxState): Promise<void> {
@@ -759,10 +761,16 @@ webhooks:
     const caB64 = await this.kubectl(cluster, 'get', 'secret', 'admiralty-webhook-cert', '-n', 'admiralty', '-o', 'jsonpath={.data.ca\\.crt}');
     if (!caB64.trim()) throw new Error(`${cluster}: Secret admiralty/admiralty-webhook-cert has no ca.crt`);
     writeFileSync(paths.caFile, Buffer.from(caB64.trim(), 'base64'));
+    // The client certificate the extender requires, as the Deployment mounts it.
+    const client = await this.kubectl(cluster, 'get', 'secret', 'admiralty-proxy-scheduler-client', '-n', 'admiralty', '-o', 'jsonpath={.data.tls\\.crt} {.data.tls\\.key}');
+    const [certB64, keyB64] = client.trim().split(' ');
+    if (!certB64 || !keyB64) throw new Error(`${cluster}: Secret admiralty/admiralty-proxy-scheduler-client has no tls.crt and tls.key`);
+    writeFileSync(paths.certFile, Buffer.from(certB64, 'base64'));
+    writeFileSync(paths.keyFile, Buffer.from(keyB64, 'base64'), { mode: 0o600 });
     const webhookUrl = new URL(this.providerArgs(cluster, state).find((a) => a.startsWith('--webhook-url='))!.slice('--webhook-url='.length));
     const shipped = shippedSchedulerConfig(readFileSync(join(REPO_ROOT, 'manifests', 'scheduler', 'config.yaml'), 'utf8'));
     // The provider's certificate carries its webhook URL's host as an IP SAN (provider/main.ts).
-    writeFileSync(paths.config, outOfClusterSchedulerConfig(shipped, { webhookOrigin: webhookUrl.origin, serverName: webhookUrl.hostname, caFile: paths.caFile, kubeconfig: paths.kubeconfig }));
+    writeFileSync(paths.config, outOfClusterSchedulerConfig(shipped, { webhookOrigin: webhookUrl.origin, serverName: webhookUrl.hostname, caFile: paths.caFile, certFile: paths.certFile, keyFile: paths.keyFile, kubeconfig: paths.kubeconfig }));
     startProcess(this.spec(cluster, 'proxy-scheduler', state));
     await waitFor(`${cluster} proxy scheduler`, 60_000, () => httpsUnverifiedOk(`https://127.0.0.1:${this.ports(cluster, state).proxyScheduler}/readyz`));
   }

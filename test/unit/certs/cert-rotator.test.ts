@@ -86,6 +86,29 @@ describe('certs: CertRotator', () => {
     rotator.stop();
   });
 
+  it('with recheckMs, calls issue that often between renewals and still renews on time', async () => {
+    const served = await issue();
+    issuedAt = [];
+    const rotator = makeRotator({ recheckMs: HOUR_MS });
+    await rotator.start(served);
+    clock.advance(HOUR_MS - 1);
+    await flush();
+    expect(issuedAt).to.have.length(0);
+    clock.advance(1);
+    await flush();
+    expect(issuedAt).to.deep.equal([START + HOUR_MS]);
+    clock.advance(HOUR_MS);
+    await flush();
+    expect(issuedAt).to.deep.equal([START + HOUR_MS, START + 2 * HOUR_MS]);
+    // Each issue returned a fresh pair in this test; the next renewal of the last one is still
+    // 2 days away, and the rechecks keep their hourly pace.
+    clock.advance(HOUR_MS / 2);
+    await flush();
+    expect(issuedAt).to.have.length(2);
+    expect(rotated).to.have.length(2);
+    rotator.stop();
+  });
+
   it('reaches a renewal months away in several timer hops (no 32-bit timer overflow)', async () => {
     validityDays = 365;
     const rotator = makeRotator();

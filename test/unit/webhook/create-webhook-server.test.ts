@@ -49,7 +49,7 @@ describe('webhook: createWebhookServer', () => {
     return s;
   };
 
-  it('closes a TLS connection that sends no request after the handshake', async () => {
+  it('closes a TLS connection that sends no request after the handshake (after the first-request allowance)', async () => {
     const s = await tlsConnect();
     expect(await closedWithin(s, 3_000)).to.be.a('number');
   });
@@ -79,5 +79,70 @@ describe('webhook: createWebhookServer', () => {
     third.once('secureConnect', () => (handshaken = true));
     expect(await closedWithin(third, 250)).to.be.a('number');
     expect(handshaken).to.equal(false);
+  });
+
+  describe('a connection the client dialled and keeps idle, unused (Go under a burst)', () => {
+    let idle: https.Server;
+    let idlePort: number;
+    const closed: string[] = [];
+    beforeEach(async () => {
+      closed.length = 0;
+      const hot = createWebhookServer({
+        pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem },
+        handler: (req, res) => {
+          req.resume();
+          req.on('end', () => res.end('ok'));
+        },
+        // Scaled down: the client's idle timeout stands for Go's 90 s; the first-request allowance
+        // outlasts it as the default does (120 s), and the per-request deadline (30 s by default)
+        // and Node's own check (every 30 s by default) are shorter than that, as in production.
+        limits: { maxConnections: 8, handshakeTimeoutMs: 300, firstRequestTimeoutMs: 1_500, keepAliveTimeoutMs: 1_500 },
+        requestTimeoutMs: 400,
+        connectionsCheckingIntervalMs: 50,
+        onClose: (reason) => closed.push(reason),
+      });
+      idle = hot.server;
+      await new Promise<void>((r) => idle.listen(0, '127.0.0.1', r));
+      idlePort = (idle.address() as AddressInfo).port;
+    });
+    afterEach(async () => {
+      idle.closeAllConnections();
+      await new Promise<void>((r) => idle.close(() => r()));
+    });
+    const connect = async () => {
+      const s = tls.connect({ port: idlePort, host: '127.0.0.1', ca: fixtures.ca.certPem });
+      s.on('error', () => undefined);
+      opened.push(s);
+      await once(s, 'secureConnect');
+      return s;
+    };
+    const post = (s: tls.TLSSocket) => {
+      s.write('POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}');
+      return once(s, 'data').then(([d]) => (d as Buffer).toString());
+    };
+
+    it('is served when it is first used after idling longer than the per-request deadline and Node checks', async () => {
+      const s = await connect();
+      // Past the request deadline (400 ms) and many of Node's checks (50 ms): before the fix, Node's
+      // requestTimeout and headersTimeout, counted from the connection's start, closed it with a 408.
+      expect(await closedWithin(s, 1_000)).to.equal('open');
+      expect(await post(s)).to.match(/^HTTP\/1.1 200/);
+      expect(closed).to.deep.equal([]);
+    });
+
+    it('is closed, and reported, only once the first-request allowance has passed', async () => {
+      const s = await connect();
+      const t = await closedWithin(s, 3_000);
+      expect(t).to.be.a('number').and.at.least(1_400);
+      expect(closed).to.deep.equal(['first_request_timeout']);
+    });
+
+    it('still closes a request whose body does not arrive in time, and reports it', async () => {
+      const s = await connect();
+      s.write('POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{}');
+      const t = await closedWithin(s, 3_000);
+      expect(t).to.be.a('number').and.below(1_000);
+      expect(closed).to.deep.equal(['request_timeout']);
+    });
   });
 });

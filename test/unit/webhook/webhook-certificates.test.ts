@@ -4,7 +4,7 @@ import sinon from 'sinon';
 import { readCertificate } from '../../../certs/read-certificate.js';
 import { verifySignedBy } from '../../../certs/verify-signed-by.js';
 import { FakeClock } from '../../../provider/core/clock.js';
-import { WebhookCertificates, type WebhookCertificatesOptions } from '../../../webhook/webhook-certificates.js';
+import { trustedCaPems, WebhookCertificates, type WebhookCertificatesOptions } from '../../../webhook/webhook-certificates.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const NS = 'admiralty';
@@ -108,6 +108,41 @@ describe('webhook: WebhookCertificates', () => {
     const newCa = await certs.ensureServingCertificate();
     expect(newCa.caPem).to.not.equal(first.caPem);
     expect(verifySignedBy(newCa.certPem, newCa.caPem)).to.equal(true);
+  });
+
+  it('keeps the replaced CA as ca-previous.crt for the retention period, then trims it', async () => {
+    const certs = make({ servingValidityDays: 30, caValidityDays: 90, previousCaRetentionMs: 20 * 60 * 1000 });
+    const first = await certs.ensureServingCertificate();
+    expect(first.previousCaPems).to.deep.equal([]);
+    expect(trustedCaPems(first)).to.deep.equal([first.caPem]);
+    clock.advance(61 * DAY_MS);
+    const rotated = await certs.ensureServingCertificate();
+    expect(rotated.caPem).to.not.equal(first.caPem);
+    expect(rotated.previousCaPems).to.deep.equal([first.caPem]);
+    expect(rotated.caRotatedAtMs).to.equal(clock.now());
+    expect(trustedCaPems(rotated)).to.deep.equal([rotated.caPem, first.caPem]);
+    const secret = store.get()!;
+    expect(pem(secret, 'ca-previous.crt')).to.equal(first.caPem);
+    expect(secret.metadata!.annotations!['multicluster.admiralty.io/ca-rotated-at']).to.equal(new Date(clock.now()).toISOString());
+    // Another replica reading the Secret meanwhile sees the same set, without writing.
+    clock.advance(19 * 60 * 1000);
+    const replaces = store.core.replaceNamespacedSecret.callCount;
+    expect(await make({ servingValidityDays: 30, caValidityDays: 90, previousCaRetentionMs: 20 * 60 * 1000 }).ensureServingCertificate()).to.deep.equal(rotated);
+    expect(store.core.replaceNamespacedSecret.callCount).to.equal(replaces);
+    clock.advance(60 * 1000);
+    const trimmed = await certs.ensureServingCertificate();
+    expect(trimmed).to.deep.equal({ ...rotated, previousCaPems: [], caRotatedAtMs: undefined });
+    expect(store.get()!.data).not.to.have.property('ca-previous.crt');
+    expect(store.get()!.metadata!.annotations ?? {}).not.to.have.property('multicluster.admiralty.io/ca-rotated-at');
+  });
+
+  it('drops a previous CA that has expired, even within the retention period', async () => {
+    const certs = make({ servingValidityDays: 1, caValidityDays: 3, previousCaRetentionMs: 10 * DAY_MS });
+    const first = await certs.ensureServingCertificate();
+    clock.advance(2 * DAY_MS + 60 * 60 * 1000);
+    expect((await certs.ensureServingCertificate()).previousCaPems).to.deep.equal([first.caPem]);
+    clock.advance(DAY_MS);
+    expect((await certs.ensureServingCertificate()).previousCaPems).to.deep.equal([]);
   });
 
   it('replaces a serving cert that the CA did not sign', async () => {

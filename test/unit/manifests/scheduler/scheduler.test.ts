@@ -37,11 +37,17 @@ describe('manifests/scheduler', () => {
       nodeCacheCapable: true,
       ignorable: false,
     });
-    expect(e.tlsConfig).to.deep.equal({ serverName: 'admiralty.admiralty.svc', caFile: '/etc/admiralty-proxy-scheduler/ca.crt' });
+    expect(e.tlsConfig).to.deep.equal({
+      serverName: 'admiralty.admiralty.svc',
+      caFile: '/etc/admiralty-proxy-scheduler/ca.crt',
+      // Files, so that client-go reloads a renewed certificate (data would be read once).
+      certFile: '/etc/admiralty-proxy-scheduler/client.crt',
+      keyFile: '/etc/admiralty-proxy-scheduler/client.key',
+    });
     expect(e.managedResources, 'consulted for every pod').to.equal(undefined);
   });
 
-  it('mounts the config and the provider CA where the config says, from the shipped ConfigMap and the provider Secret', () => {
+  it('mounts the config, the provider CA and the client certificate where the config says, from the shipped ConfigMap and the provider Secrets', () => {
     const spec = deployment.spec.template.spec;
     const [c] = spec.containers;
     expect(c.image).to.equal(`registry.k8s.io/kube-scheduler:${readFileSync(join(packageRoot(), 'test', 'sandbox', 'build.sh'), 'utf8').match(/K8S=(v[\d.]+)/)![1]}`);
@@ -51,6 +57,13 @@ describe('manifests/scheduler', () => {
     const sources = spec.volumes.find((v: { name: string }) => v.name === 'config').projected.sources;
     expect(sources).to.deep.include({ configMap: { name: docs('config.yaml')[0].metadata.name, items: [{ key: 'config.yaml', path: 'config.yaml' }] } });
     expect(sources).to.deep.include({ secret: { name: 'admiralty-webhook-cert', items: [{ key: 'ca.crt', path: 'ca.crt' }] } });
+    expect(config.extenders[0].tlsConfig.certFile).to.equal(`${mount.mountPath}/client.crt`);
+    expect(config.extenders[0].tlsConfig.keyFile).to.equal(`${mount.mountPath}/client.key`);
+    expect(sources).to.deep.include({
+      secret: { name: 'admiralty-proxy-scheduler-client', items: [{ key: 'tls.crt', path: 'client.crt' }, { key: 'tls.key', path: 'client.key' }] },
+    });
+    // No subPath: files mounted with one are never updated, and a renewal would not reach the scheduler.
+    expect(mount.subPath).to.equal(undefined);
   });
 
   it('runs two replicas as ServiceAccount admiralty-proxy-scheduler, non-root, probed on the secure port', () => {

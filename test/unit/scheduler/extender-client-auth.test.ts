@@ -1,0 +1,111 @@
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { expect } from 'chai';
+import express from 'express';
+import { Registry } from 'prom-client';
+import type { CertKeyPair } from '../../../certs/cert-types.js';
+import { createCA } from '../../../certs/create-ca.js';
+import { createClientCert } from '../../../certs/create-client-cert.js';
+import { createServingCert } from '../../../certs/create-serving-cert.js';
+import { silentLogger } from '../../../provider/core/logger.js';
+import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../../scheduler/extender-client-auth.js';
+import { EXTENDER_PATH_PREFIX } from '../../../scheduler/extender-server.js';
+import { createWebhookServer, type WebhookServer } from '../../../webhook/create-webhook-server.js';
+
+// The certificates are issued once: RSA key generation is the slow part.
+const ca = createCA({ commonName: 'admiralty-webhook-cert-ca' });
+// Same subject name as ours, another key: only the signature tells them apart.
+const otherCa = createCA({ commonName: 'admiralty-webhook-cert-ca' });
+const serving = createServingCert({ ca, commonName: '127.0.0.1', dnsNames: [], ipAddresses: ['127.0.0.1'] });
+const good = createClientCert({ ca, commonName: PROXY_SCHEDULER_CLIENT_CN });
+const foreign = createClientCert({ ca: otherCa, commonName: PROXY_SCHEDULER_CLIENT_CN });
+const wrongCn = createClientCert({ ca, commonName: 'system:kube-scheduler' });
+// A serving certificate of our CA whose CN is right: its key usage is serverAuth only.
+const servingAsClient = createServingCert({ ca, commonName: PROXY_SCHEDULER_CLIENT_CN, dnsNames: ['x'] });
+
+interface Reply {
+  status: number;
+  body: string;
+}
+
+describe('scheduler: createExtenderClientGuard over a real TLS server', () => {
+  let hot: WebhookServer;
+  let port: number;
+  let metrics: Registry;
+
+  beforeEach(async () => {
+    metrics = new Registry();
+    const app = express();
+    app.post('/mutate', (_req, res) => res.send('mutated'));
+    app.use(EXTENDER_PATH_PREFIX, createExtenderClientGuard({ logger: silentLogger(), metricsRegistry: metrics }));
+    app.post(`${EXTENDER_PATH_PREFIX}/bind`, (_req, res) => res.json({ Error: '' }));
+    app.post(`${EXTENDER_PATH_PREFIX}/filter`, (_req, res) => res.json({ FailedNodes: {}, Error: '' }));
+    hot = createWebhookServer({ pair: serving, handler: app, clientCaPems: [ca.certPem] });
+    await new Promise<void>((r) => hot.server.listen(0, '127.0.0.1', r));
+    port = (hot.server.address() as AddressInfo).port;
+  });
+  afterEach(async () => {
+    hot.server.closeAllConnections();
+    await new Promise<void>((r) => hot.server.close(() => r()));
+  });
+
+  /** A POST on a fresh connection (no agent: every call is its own handshake). */
+  const post = (path: string, client?: CertKeyPair): Promise<Reply> =>
+    new Promise((resolve, reject) => {
+      const req = https.request(
+        { host: '127.0.0.1', port, path, method: 'POST', ca: ca.certPem, cert: client?.certPem, key: client?.keyPem, agent: false },
+        (res) => {
+          let body = '';
+          res.on('data', (d) => (body += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on('error', reject);
+      req.end('{}');
+    });
+
+  const refusals = async () => Object.fromEntries(((await metrics.getSingleMetric('admiralty_scheduler_extender_refused_requests_total')!.get()).values).map((v) => [v.labels.reason, v.value]));
+
+  const table: { name: string; client?: CertKeyPair; status: number; body: RegExp }[] = [
+    { name: 'no certificate', status: 401, body: /requires a client certificate/ },
+    { name: 'a certificate of another CA (same CA name)', client: foreign, status: 401, body: /not signed by the provider's CA/ },
+    { name: 'a serving certificate of our CA with the right CN', client: servingAsClient, status: 401, body: /not signed by the provider's CA.*purpose/i },
+    { name: 'a certificate of our CA with another CN', client: wrongCn, status: 403, body: /CN "system:kube-scheduler" may not call/ },
+  ];
+  for (const row of table) {
+    it(`refuses bind and filter with ${row.name}`, async () => {
+      for (const verb of ['bind', 'filter']) {
+        const reply = await post(`${EXTENDER_PATH_PREFIX}/${verb}`, row.client);
+        expect(reply.status, verb).to.equal(row.status);
+        expect(JSON.parse(reply.body).Error, verb).to.match(row.body);
+      }
+    });
+  }
+
+  it("serves bind and filter to the proxy scheduler's certificate", async () => {
+    expect(await post(`${EXTENDER_PATH_PREFIX}/bind`, good)).to.deep.equal({ status: 200, body: '{"Error":""}' });
+    expect((await post(`${EXTENDER_PATH_PREFIX}/filter`, good)).status).to.equal(200);
+    expect(await refusals()).to.deep.equal({});
+  });
+
+  it('counts refusals by reason', async () => {
+    await post(`${EXTENDER_PATH_PREFIX}/bind`);
+    await post(`${EXTENDER_PATH_PREFIX}/bind`, foreign);
+    await post(`${EXTENDER_PATH_PREFIX}/filter`, wrongCn);
+    await post(`${EXTENDER_PATH_PREFIX}/filter`, wrongCn);
+    expect(await refusals()).to.deep.equal({ no_certificate: 1, untrusted_certificate: 1, wrong_identity: 2 });
+  });
+
+  it('leaves the webhook route open to callers without a certificate (the apiserver presents none)', async () => {
+    expect(await post('/mutate')).to.deep.equal({ status: 200, body: 'mutated' });
+  });
+
+  it('verifies against the CAs of the last swap: a new CA is trusted at once, a dropped one no longer', async () => {
+    const next = createClientCert({ ca: otherCa, commonName: PROXY_SCHEDULER_CLIENT_CN });
+    hot.swap(serving, [otherCa.certPem, ca.certPem]);
+    expect((await post(`${EXTENDER_PATH_PREFIX}/bind`, next)).status, 'new CA').to.equal(200);
+    expect((await post(`${EXTENDER_PATH_PREFIX}/bind`, good)).status, 'previous CA, still listed').to.equal(200);
+    hot.swap(serving, [otherCa.certPem]);
+    expect((await post(`${EXTENDER_PATH_PREFIX}/bind`, good)).status, 'previous CA, dropped').to.equal(401);
+  });
+});
