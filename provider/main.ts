@@ -179,6 +179,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const proxies = enabled('delegation')
     ? newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`)
     : undefined;
+  // Set once delegation is wired: the outage controller looks at a target after each probe.
+  let afterProbe: ((targetKey: string) => void) | undefined;
   if (enabled('targets')) {
     const targets = crdInformer<Target & KubernetesObject>('targets');
     const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
@@ -206,7 +208,10 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
       clock,
       nodeStatusIntervalMs: config.nodeStatusIntervalSeconds * 1000,
       leaseIntervalMs: config.nodeLeaseIntervalSeconds * 1000,
-      onHealth: (target, isReady) => metrics.targetReady.set({ target }, isReady ? 1 : 0),
+      onHealth: (target, isReady) => {
+        metrics.targetReady.set({ target }, isReady ? 1 : 0);
+        afterProbe?.(target);
+      },
     });
     const c = newController('targets', reconciler);
     c.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
@@ -219,6 +224,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const delegation = enabled('delegation')
     ? await wireDelegation({ config, kc, core, clusters, events, logger, clock, metrics, informers, proxies: proxies!, newInformer, newController, placing: (ns) => binder?.placing(ns) ?? [] })
     : undefined;
+  afterProbe = delegation?.outage.afterProbe;
 
   if (enabled('extender')) {
     const memory = new PlacementMemory();
@@ -236,6 +242,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
           clock,
           logger,
           placeTimeoutMs: config.delegatePlacementTimeoutSeconds * 1000,
+          mayCreateDelegates: delegation.outage.mayCreateDelegates,
         })
       : undefined;
     extenderRoutes.use(
@@ -411,13 +418,15 @@ async function wireDelegation(w: DelegationWiring): Promise<{
   namespaces: Informer<V1Namespace>;
   delegates: (key: string) => Informer<V1Pod> | undefined;
   follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+  outage: { afterProbe(targetKey: string): void; mayCreateDelegates(targetKey: string): boolean };
 }> {
   // Loaded only when delegation is enabled: target-only installs never load it.
-  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }] = await Promise.all([
+  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }, { OutageReconciler }] = await Promise.all([
     import('./reconcilers/delegation.js'),
     import('./reconcilers/follow.js'),
     import('./reconcilers/services.js'),
     import('./reconcilers/delegate-events.js'),
+    import('./reconcilers/outage.js'),
   ]);
   const { config, kc, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
@@ -445,7 +454,13 @@ async function wireDelegation(w: DelegationWiring): Promise<{
     targetConfigMaps: (key: string) => perTarget.get(key)?.configMaps,
     targetSecrets: (key: string) => perTarget.get(key)?.secrets,
   });
+  // Outages: proxies say their target is unreachable, fail over if asked, and a target that
+  // comes back is fenced before delegation creates anything there.
+  const outage = new OutageReconciler({ sourceCore: core, proxies, namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock });
+  const outageController = w.newController('outage', outage);
+  outageController.watch(proxies, (p) => OutageReconciler.keysOfProxy(clusters, p));
   const delegation = new DelegationReconciler({
+    mayCreateDelegates: (key) => outage.mayCreateDelegates(key),
     sourceCore: core,
     proxies,
     namespaces,
@@ -545,5 +560,10 @@ async function wireDelegation(w: DelegationWiring): Promise<{
     }
   }, 15_000);
   timer.unref();
-  return { namespaces, delegates: (key) => perTarget.get(key)?.delegates, follow };
+  return {
+    namespaces,
+    delegates: (key) => perTarget.get(key)?.delegates,
+    follow,
+    outage: { afterProbe: (key) => outageController.enqueue(key), mayCreateDelegates: (key) => outage.mayCreateDelegates(key) },
+  };
 }

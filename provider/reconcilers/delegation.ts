@@ -23,6 +23,11 @@ export interface DelegationReconcilerOptions {
   sourceClusterName: string;
   events: EventSink;
   clock: Clock;
+  /**
+   * Whether delegates may be created in a target now (the outage reconciler's fencing gate: a
+   * target back from an outage first loses the delegates of proxies that failed over). Default: always.
+   */
+  mayCreateDelegates?: (targetKey: string) => boolean;
   /** Copies what the delegate references into its target before it is created. */
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
 }
@@ -177,6 +182,7 @@ export class DelegationReconciler {
       }
       return;
     }
+    if (this.o.mayCreateDelegates && !this.o.mayCreateDelegates(target.key)) return { requeueAfterMs: 1000 };
     // Before anything is written with the target's credentials: the label and annotations that
     // brought the pod here are the pod creator's, and the webhook may never have seen the pod.
     const verdict = checkTenancy(proxy, this.o.namespaces.get(proxy.metadata!.namespace!), target.ref);
