@@ -456,7 +456,7 @@ async function wireDelegation(w: DelegationWiring): Promise<{
   });
   // Outages: proxies say their target is unreachable, fail over if asked, and a target that
   // comes back is fenced before delegation creates anything there.
-  const outage = new OutageReconciler({ sourceCore: core, proxies, namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock });
+  const outage = new OutageReconciler({ sourceCore: core, proxies, namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock, metrics });
   const outageController = w.newController('outage', outage);
   outageController.watch(proxies, (p) => OutageReconciler.keysOfProxy(clusters, p));
   const delegation = new DelegationReconciler({

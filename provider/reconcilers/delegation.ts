@@ -6,6 +6,7 @@ import { classifyApiError, isAlreadyExists, isNotFound, statusMessage, TerminalE
 import { DELEGATED_CONDITION, KEY_PREFIX, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PROXY_FINALIZER, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
 import { stringMapMergePatch } from '../model/maps.js';
+import { isOutage } from '../model/outage.js';
 import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../model/proxy-status.js';
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
@@ -317,6 +318,8 @@ export class DelegationReconciler {
       if (!isNotFound(err)) throw new Error(`reading proxy ${namespace}/${name}`, { cause: err });
     }
     for (const target of this.o.registry.list()) {
+      // Out of reach: the outage reconciler fences the target before it gets new delegates.
+      if (isOutage(this.o.registry.health(target.key))) continue;
       const cache = this.o.delegates(target.key);
       for (const d of cache?.list(namespace) ?? []) {
         const a = d.metadata?.annotations ?? {};

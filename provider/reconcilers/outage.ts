@@ -2,6 +2,7 @@ import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Namespace, type V1Po
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
+import type { Metrics } from '../core/metrics.js';
 import { classifyApiError, isNotFound } from '../core/errors.js';
 import { API_GROUP, API_VERSION, KEY_PREFIX, PARENT_CLUSTER_NAME_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { virtualNodeName } from '../model/names.js';
@@ -20,6 +21,8 @@ export interface OutageReconcilerOptions {
   sourceClusterName: string;
   events: EventSink;
   clock: Clock;
+  /** Counts failovers and fenced delegates, by target key. */
+  metrics?: Pick<Metrics, 'outageFailovers' | 'fencedDelegates'>;
 }
 
 type Result = { requeueAfterMs?: number } | void;
@@ -87,7 +90,7 @@ export class OutageReconciler {
       await this.each(proxies, `proxies on ${target.displayName}`, async (proxy) => {
         const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.sinceMs, nowMs: now });
         if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
-        await this.apply(proxy, decision);
+        await this.apply(proxy, decision, key);
       });
       return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.max(0, recheckAtMs - now) };
     }
@@ -96,7 +99,7 @@ export class OutageReconciler {
       await this.fence(target);
       this.fenced.add(key);
     }
-    await this.each(proxies, `proxies on ${target.displayName}`, (proxy) => this.apply(proxy, decideRecovered(proxy, target.displayName, now)));
+    await this.each(proxies, `proxies on ${target.displayName}`, (proxy) => this.apply(proxy, decideRecovered(proxy, target.displayName, now), key));
   }
 
   /** Runs `fn` on every item, then throws the first failure (one bad proxy does not stall the others). */
@@ -112,11 +115,13 @@ export class OutageReconciler {
     if (failures.length > 0) throw new Error(`${failures.length} of ${items.length} ${what} failed`, { cause: failures[0] });
   }
 
-  private async apply(proxy: V1Pod, decision: OutageDecision): Promise<void> {
+  private async apply(proxy: V1Pod, decision: OutageDecision, targetKey: string): Promise<void> {
     if (decision.failover) {
+      const first = !proxy.metadata?.deletionTimestamp;
       // Said before the delete: once the proxy is gone, an event about it is hard to find.
-      if (decision.event && !proxy.metadata?.deletionTimestamp) this.event(proxy, decision.event);
+      if (decision.event && first) this.event(proxy, decision.event);
       await this.failover(proxy);
+      if (first) this.o.metrics?.outageFailovers.inc({ target: targetKey });
       return;
     }
     if (!decision.condition || !conditionDiffers(proxy, decision.condition)) return;
@@ -201,6 +206,7 @@ export class OutageReconciler {
       try {
         await target.core.deleteNamespacedPod({ name: d.metadata!.name!, namespace: d.metadata!.namespace!, body: { preconditions: { uid: d.metadata!.uid } } });
         deleted.push(`${d.metadata!.namespace}/${d.metadata!.name}`);
+        this.o.metrics?.fencedDelegates.inc({ target: target.key });
       } catch (err) {
         if (isNotFound(err) || classifyApiError(err) === 'Conflict') return;
         throw new Error(`deleting orphaned delegate ${d.metadata!.namespace}/${d.metadata!.name} in ${target.displayName}`, { cause: err });

@@ -500,6 +500,18 @@ describe('DelegationReconciler', () => {
       expect(targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: orphan.metadata!.name, namespace: NS, body: { preconditions: { uid: 'delegate-uid-1' } } });
     });
 
+    it('leaves the orphans of an unreachable target to its fencing (no call that cannot succeed)', async () => {
+      const p = proxy();
+      const { reconciler, targetCore, registry, target } = setup({ proxies: [], delegates: [delegateOf(p)] });
+      registry.setHealth(target.key, { ready: false, reason: 'TargetUnreachable', message: 'connection refused', sinceMs: T0 });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(targetCore.deleteNamespacedPod);
+      // Not ready for another reason (the API answers): deleted as usual.
+      registry.setHealth(target.key, { ready: false, reason: 'ClusterSummaryMissing', message: 'no summary', sinceMs: T0 });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
+    });
+
     it('keeps the delegate when the proxy exists but the cache has not seen it yet', async () => {
       const p = proxy();
       const { reconciler, source, targetCore } = setup({ proxies: [], delegates: [delegateOf(p)] });

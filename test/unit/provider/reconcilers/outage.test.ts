@@ -5,6 +5,8 @@ import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import { Registry } from 'prom-client';
+import { createMetrics } from '../../../../provider/core/metrics.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
 import { OutageReconciler } from '../../../../provider/reconcilers/outage.js';
 
@@ -80,7 +82,8 @@ function setup(o: { proxies?: V1Pod[]; namespace?: V1Namespace; targetPods?: V1P
   source.readNamespacedPod.rejects(apiError(404, 'NotFound'));
   targetCore.listNamespacedPod.resolves({ items: o.targetPods ?? [] });
   targetCore.deleteNamespacedPod.resolves({});
-  const reconciler = new OutageReconciler({ sourceCore: source, proxies, namespaces, registry, sourceClusterName: CLUSTER, events: sink, clock });
+  const metrics = createMetrics(new Registry());
+  const reconciler = new OutageReconciler({ sourceCore: source, proxies, namespaces, registry, sourceClusterName: CLUSTER, events: sink, clock, metrics });
   const health = (ready: boolean, sinceMs = clock.now()) =>
     registry.setHealth(KEY, ready ? { ready, reason: 'TargetReady', message: 'ok', sinceMs } : { ready, reason: 'TargetUnreachable', message: 'connection refused', sinceMs });
   /** The proxy as the cache would see it after our condition patch. */
@@ -91,7 +94,8 @@ function setup(o: { proxies?: V1Pod[]; namespace?: V1Namespace; targetPods?: V1P
     proxies.put(next);
     return next;
   };
-  return { clock, source, targetCore, registry, proxies, reconciler, events, health, afterPatch };
+  const counted = async (name: string) => (await metrics[name as 'outageFailovers'].get()).values.find((v) => v.labels.target === KEY)?.value ?? 0;
+  return { clock, source, targetCore, registry, proxies, reconciler, events, health, afterPatch, counted };
 }
 
 const conditionOf = (call: sinon.SinonSpyCall) => (call.args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0];
@@ -147,12 +151,14 @@ describe('OutageReconciler', () => {
       { op: 'replace', path: '/metadata/finalizers', value: ['example.com/keep'] },
     ]);
     expect(s.events.map((e) => e.reason)).to.deep.equal(['TargetUnreachable', 'FailingOver']);
+    expect(await s.counted('outageFailovers')).to.equal(1);
     // Deleting already (the finalizer release failed, say): only the release is done again.
     const deleting = proxy('web', { owner: true, annotations: { [AFTER]: '20s' }, deleting: true });
     s.proxies.put(deleting);
     await s.reconciler.reconcile(KEY);
     sinon.assert.calledOnce(s.source.deleteNamespacedPod);
     sinon.assert.calledTwice(s.source.patchNamespacedPod);
+    expect(await s.counted('outageFailovers'), 'counted once').to.equal(1);
   });
 
   it('leaves a bare proxy in place past its failover-after, and says it cannot be moved', async () => {
@@ -249,6 +255,7 @@ describe('OutageReconciler', () => {
       // A cached proxy with the right UID needs no read.
       expect(s.source.readNamespacedPod.getCalls().map((c) => c.args[0].name)).to.not.include('live');
       expect(s.events.map((e) => `${e.kind}:${e.reason}`)).to.deep.equal(['Target:DelegatesFenced']);
+      expect(await s.counted('fencedDelegates')).to.equal(2);
       expect(s.events[0].message).to.include(`${NS}/gone-d`).and.include(`${NS}/replaced-d`);
     });
 
