@@ -15,6 +15,9 @@ export function isOutage(health: { ready: boolean; reason: string } | undefined)
   return !!health && !health.ready && health.reason === TARGET_UNREACHABLE_REASON;
 }
 
+/** Go's longest duration (2^63 - 1 ns), in ms: `time.ParseDuration` refuses more. */
+const MAX_GO_DURATION_MS = 9_223_372_036_854;
+
 const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
 
 /**
@@ -41,6 +44,7 @@ export function parseGoDuration(text: string): number {
     at = part.lastIndex;
   }
   if (!Number.isFinite(ms)) throw bad();
+  if (ms > MAX_GO_DURATION_MS) throw new ValidationError(`"${text}" is longer than a Go duration can be (about 292 years)`);
   return Math.round(ms);
 }
 

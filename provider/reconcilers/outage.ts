@@ -28,6 +28,12 @@ export interface OutageReconcilerOptions {
 type Result = { requeueAfterMs?: number } | void;
 
 /**
+ * Longest wait before a failover deadline is looked at again. Probes wake the key every 10 s
+ * anyway; the cap keeps a far deadline from overflowing the timer (Node fires at once past 2^31 ms).
+ */
+const MAX_RECHECK_MS = 60_000;
+
+/**
  * What happens to proxies while their target is unreachable, and after. Key: the target's key
  * (`Target/<ns>/<name>` or `ClusterTarget/<name>`), woken by each probe of the target and by
  * changes of proxies that concern an outage.
@@ -92,7 +98,7 @@ export class OutageReconciler {
         if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
         await this.apply(proxy, decision, key);
       });
-      return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.max(0, recheckAtMs - now) };
+      return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.min(MAX_RECHECK_MS, Math.max(0, recheckAtMs - now)) };
     }
     if (!health.ready) return; // a configuration problem, not an outage: the Target's status says it
     if (!this.fenced.has(key)) {

@@ -161,6 +161,13 @@ describe('OutageReconciler', () => {
     expect(await s.counted('outageFailovers'), 'counted once').to.equal(1);
   });
 
+  it('looks again at a far deadline within a minute (a timer past 2^31 ms would fire at once)', async () => {
+    const s = setup({ proxies: [proxy('web', { owner: true, annotations: { [AFTER]: '1000h' } })] });
+    s.health(false);
+    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 60_000 });
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+  });
+
   it('leaves a bare proxy in place past its failover-after, and says it cannot be moved', async () => {
     const p = proxy('bare', { annotations: { [AFTER]: '20s' } });
     const s = setup({ proxies: [p] });
