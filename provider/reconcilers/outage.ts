@@ -46,16 +46,20 @@ const MAX_RECHECK_MS = 60_000;
  *   its namespace's) has elapsed is deleted (UID precondition) and its finalizer released, so its
  *   controller recreates it and the scheduler places the new pod elsewhere (the virtual node is
  *   NotReady). A bare pod cannot be recreated: it stays, and its condition says so.
- * * **Fencing.** New delegates may be created in a target only once a fence pass has run since
- *   it was last seen unreachable (or since start): the pass lists this source's delegates there
- *   and deletes, with a UID precondition, those whose proxy is gone. So a delegate left behind by
- *   a failover never runs next to its replacement once the target is back.
+ * * **Fencing.** Once a target has been seen unreachable, no new delegate is created there until a
+ *   fence pass has run: the pass lists this source's delegates there and deletes, with a UID
+ *   precondition, those whose proxy is gone. So a delegate left behind by a failover never runs
+ *   next to its replacement once the target is back. A pass also runs the first time a target is
+ *   seen ready after start (a provider that restarted during an outage and missed it), without
+ *   holding delegation back: outside an outage nothing can have failed over.
  *
  * Once the target is back, the proxies that carried False get True.
  */
 export class OutageReconciler {
-  /** Targets fenced since they were last seen unreachable (or since start): delegates may be created there. */
-  private readonly fenced = new Set<string>();
+  /** Targets seen unreachable and not fenced since: no delegate may be created there. */
+  private readonly owed = new Set<string>();
+  /** Targets fenced at least once since start. */
+  private readonly fencedOnce = new Set<string>();
 
   constructor(private readonly o: OutageReconcilerOptions) {}
 
@@ -72,26 +76,26 @@ export class OutageReconciler {
   }
 
   /**
-   * Whether delegates may be created in this target now: false until a fence pass has run since
-   * the target was last unreachable (or since start). Read by delegation and the extender's bind.
+   * Whether delegates may be created in this target now: false from when the target is seen
+   * unreachable until a fence pass has run. Read by delegation and the extender's bind.
    */
   mayCreateDelegates(targetKey: string): boolean {
-    return this.fenced.has(targetKey);
+    return !this.owed.has(targetKey);
   }
 
   async reconcile(key: string): Promise<Result> {
     const target = this.o.registry.get(key);
     const health = this.o.registry.health(key);
     if (!target || !health) {
-      // Gone, or not loaded: fence again when it (re)appears.
-      this.fenced.delete(key);
+      // Gone, or not loaded: fence again when it (re)appears (an owed fence stays owed).
+      this.fencedOnce.delete(key);
       return;
     }
     const nodeName = this.o.registry.nodeNameOf(key) ?? virtualNodeName(target.ref);
     const proxies = this.o.proxies.list().filter((p) => p.spec?.nodeName === nodeName);
     const now = this.o.clock.now();
     if (isOutage(health)) {
-      this.fenced.delete(key);
+      this.owed.add(key);
       let recheckAtMs: number | undefined;
       await this.each(proxies, `proxies on ${target.displayName}`, async (proxy) => {
         const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.sinceMs, nowMs: now });
@@ -101,9 +105,10 @@ export class OutageReconciler {
       return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.min(MAX_RECHECK_MS, Math.max(0, recheckAtMs - now)) };
     }
     if (!health.ready) return; // a configuration problem, not an outage: the Target's status says it
-    if (!this.fenced.has(key)) {
+    if (this.owed.has(key) || !this.fencedOnce.has(key)) {
       await this.fence(target);
-      this.fenced.add(key);
+      this.owed.delete(key);
+      this.fencedOnce.add(key);
     }
     await this.each(proxies, `proxies on ${target.displayName}`, (proxy) => this.apply(proxy, decideRecovered(proxy, target.displayName, now), key));
   }

@@ -205,13 +205,14 @@ describe('OutageReconciler', () => {
     await s.reconciler.reconcile(KEY);
     sinon.assert.notCalled(s.source.patchNamespacedPodStatus);
     sinon.assert.notCalled(s.source.deleteNamespacedPod);
-    expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(false);
+    // Delegation tries, and reports the target's own refusal on the proxy, as without outages.
+    expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
   });
 
   describe('fencing', () => {
-    it('keeps the gate closed until a fence pass has run, closes it in an outage, and opens it after the next pass', async () => {
+    it('fences once at start without closing the gate, closes it in an outage, and opens it after the next pass', async () => {
       const s = setup();
-      expect(s.reconciler.mayCreateDelegates(KEY), 'at start').to.equal(false);
+      expect(s.reconciler.mayCreateDelegates(KEY), 'at start: nothing can have failed over').to.equal(true);
       s.health(true);
       await s.reconciler.reconcile(KEY);
       sinon.assert.calledOnce(s.targetCore.listNamespacedPod);
@@ -271,12 +272,18 @@ describe('OutageReconciler', () => {
       s.targetCore.deleteNamespacedPod.onCall(0).rejects(apiError(404, 'NotFound'));
       s.targetCore.deleteNamespacedPod.onCall(1).rejects(apiError(409, 'Conflict'));
       s.targetCore.deleteNamespacedPod.onCall(2).rejects(apiError(500, 'InternalError'));
+      s.health(false);
+      await s.reconciler.reconcile(KEY);
       s.health(true);
       let failed = false;
       await s.reconciler.reconcile(KEY).catch(() => (failed = true));
       expect(failed).to.equal(true);
       expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(false);
       sinon.assert.calledThrice(s.targetCore.deleteNamespacedPod);
+      // The retry fences again, and opens the gate.
+      s.targetCore.deleteNamespacedPod.resolves({});
+      await s.reconciler.reconcile(KEY);
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
     });
   });
 
