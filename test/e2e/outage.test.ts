@@ -51,6 +51,12 @@ describe('target outage', function () {
     if (c2Down) await sandbox.start('c2', 'kube-apiserver');
     await waitFor("default/c2's virtual node Ready", 90_000, async () => readyOf(await getJson('c1', 'node', 'admiralty-namespace-default-c2')) === 'True');
     await disconnectNamespace(ns);
+    // c2's controller-manager reconnects to its apiserver with a backoff: wait until it serves a
+    // new namespace again (its default ServiceAccount), as the test files after this one expect.
+    const probe = `${ns}-back`;
+    await kubectl('c2', 'create', 'namespace', probe);
+    await waitFor("c2's controller-manager serving new namespaces", 120_000, async () => (await kubectl('c2', 'get', 'serviceaccount', 'default', '-n', probe, '-o', 'name').catch(() => '')).trim() !== '');
+    await kubectl('c2', 'delete', 'namespace', probe, '--wait=false');
   });
 
   const proxies = async (selector: string) => (await getJson('c1', 'pods', '-n', ns, '-l', selector)).items as any[];
