@@ -52,6 +52,7 @@ import { createKubeletServer } from './kubelet/kubelet-server.js';
 import { KubeletServingCertificate } from './kubelet/serving-certificate.js';
 import { createProxyResolver } from './kubelet/proxy-resolver.js';
 import { summaryPodFields } from './model/cluster-summary.js';
+import { standbyMayCreateDelegates } from './model/outage.js';
 import type { ClusterSource, Source, Target } from './model/types.js';
 import { SelfTargetBindings } from './reconcilers/self-target-bindings.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
@@ -247,11 +248,14 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const proxies = enabled('delegation')
     ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`)
     : undefined;
-  if (enabled('targets')) wireTargets(w, coordination, crdInformer, proxies);
+  // Set once delegation is wired: the outage controller looks at a target after each probe.
+  let afterProbe: ((targetKey: string) => void) | undefined;
+  if (enabled('targets')) wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key));
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
   const delegation = enabled('delegation') ? await wireDelegation(w, proxies!, (ns) => binder?.placing(ns) ?? []) : undefined;
+  afterProbe = delegation?.outage.afterProbe;
 
   if (enabled('extender')) {
     const memory = new PlacementMemory();
@@ -269,6 +273,10 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
           clock: w.clock,
           logger: w.logger,
           placeTimeoutMs: config.delegatePlacementTimeoutSeconds * 1000,
+          // The leader fences a target that comes back before it creates delegates there; a
+          // standby cannot know when that is done, so it keeps off a target recently unreachable.
+          mayCreateDelegates: (key) =>
+            w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.now()),
         })
       : undefined;
     extenderRoutes.use(
@@ -301,7 +309,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
  * Targets: the registry (clients, summaries, health) filled on every replica by the read side,
  * and the virtual nodes, their Leases and the Targets' status written by the leader.
  */
-function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>, proxies: Informer<V1Pod> | undefined): void {
+function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>, proxies: Informer<V1Pod> | undefined, afterProbe: (targetKey: string) => void): void {
   const { config, kc, core, custom, manager } = w;
   const targets = crdInformer<Target & KubernetesObject>('targets');
   const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
@@ -327,7 +335,10 @@ function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInformer: <T
       clock: w.clock,
       leaseIntervalMs: config.nodeLeaseIntervalSeconds * 1000,
       onHealth: (target, isReady) => w.metrics.targetReady.set({ target }, isReady ? 1 : 0),
-      onProbed: (key) => writer?.enqueue(key),
+      onProbed: (key) => {
+        writer?.enqueue(key);
+        afterProbe(key);
+      },
     }),
   );
   reader.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
@@ -492,13 +503,15 @@ async function wireDelegation(
   delegates: (key: string) => Informer<V1Pod> | undefined;
   follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
   runnables: Runnable[];
+  outage: { afterProbe(targetKey: string): void; mayCreateDelegates(targetKey: string): boolean };
 }> {
   // Loaded only when delegation is enabled: target-only installs never load it.
-  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }] = await Promise.all([
+  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }, { OutageReconciler }] = await Promise.all([
     import('./reconcilers/delegation.js'),
     import('./reconcilers/follow.js'),
     import('./reconcilers/services.js'),
     import('./reconcilers/delegate-events.js'),
+    import('./reconcilers/outage.js'),
   ]);
   const { config, kc, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
@@ -524,7 +537,13 @@ async function wireDelegation(
     targetConfigMaps: (key: string) => perTarget.get(key)?.configMaps,
     targetSecrets: (key: string) => perTarget.get(key)?.secrets,
   });
+  // Outages: proxies say their target is unreachable, fail over if asked, and a target that
+  // comes back is fenced before delegation creates anything there.
+  const outage = new OutageReconciler({ sourceCore: core, proxies, namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock, metrics });
+  const outageController = w.newController('outage', outage);
+  outageController.watch(proxies, (p) => OutageReconciler.keysOfProxy(clusters, p));
   const delegation = new DelegationReconciler({
+    mayCreateDelegates: (key) => outage.mayCreateDelegates(key),
     sourceCore: core,
     proxies,
     namespaces,
@@ -644,9 +663,16 @@ async function wireDelegation(
       },
     },
     leaderController(delegationController, [proxies, namespaces]),
+    leaderController(outageController, [proxies, namespaces]),
     leaderController(eventsController, []),
     leaderController(followController, [proxies, namespaces]),
     leaderController(servicesController, [services, proxies]),
   ];
-  return { namespaces, delegates: (key) => perTarget.get(key)?.delegates, follow, runnables };
+  return {
+    namespaces,
+    delegates: (key) => perTarget.get(key)?.delegates,
+    follow,
+    runnables,
+    outage: { afterProbe: (key) => outageController.enqueue(key), mayCreateDelegates: (key) => outage.mayCreateDelegates(key) },
+  };
 }

@@ -41,6 +41,11 @@ export interface BinderOptions {
   sourceClusterName: string;
   clock: Clock;
   logger: Logger;
+  /**
+   * Whether delegates may be created in a target now (the outage reconciler's fencing gate: a
+   * target back from an outage first loses the delegates of proxies that failed over). Default: always.
+   */
+  mayCreateDelegates?: (targetKey: string) => boolean;
   /** How long the target's scheduler has to place the delegate (default 20 s, under kube-scheduler's extender httpTimeout). */
   placeTimeoutMs?: number;
   /** How often the delegate is looked at while waiting (default 100 ms in the cache, 10x that with live reads). */
@@ -142,6 +147,7 @@ export class Binder {
     if (!target) throw new Error(`node ${node} is not a virtual node of a known target: the admiralty extender binds proxies to virtual nodes only`);
     const health = this.o.registry.health(target.key);
     if (health && !health.ready) throw new Error(`target ${target.displayName} is not ready: ${health.reason}`);
+    if (this.o.mayCreateDelegates && !this.o.mayCreateDelegates(target.key)) throw new Error(`target ${target.displayName} is being fenced: delegates left there by failed-over proxies go first`);
     try {
       const verdict = checkTenancy(proxy, this.o.namespaces.get(namespace), target.ref);
       if (!verdict.allowed) throw new Refused(`${target.displayName} may not run this pod: ${verdict.message}`);

@@ -9,6 +9,8 @@ export interface TargetHealth {
   message: string;
   /** When `ready` last changed, ms since the epoch. */
   sinceMs: number;
+  /** When the target was last seen unreachable (its API did not answer), if ever. */
+  lastOutageMs?: number;
 }
 
 /**

@@ -30,6 +30,19 @@ export const PARENT_NAME_ANNOTATION = `${KEY_PREFIX}parent-name`;
 export const PARENT_NAMESPACE_ANNOTATION = `${KEY_PREFIX}parent-namespace`;
 /** Pod condition on a proxy whose delegate cannot be created (delegation writes False with the reason). */
 export const DELEGATED_CONDITION = `${KEY_PREFIX}Delegated`;
+/**
+ * Pod condition on a proxy (outage reconciler writes; users and their tooling read): False with
+ * reason `TargetUnreachable` while the proxy's target cannot be reached, True once it is back.
+ * Delegation keeps it when it mirrors the delegate's status onto the proxy.
+ */
+export const TARGET_REACHABLE_CONDITION = `${KEY_PREFIX}TargetReachable`;
+/**
+ * Pod (template) or namespace annotation (user writes; outage reconciler reads, the pod's wins):
+ * a Go-style duration (`30s`, `2m`). Once the proxy's target has been unreachable that long, a
+ * proxy with a controller is deleted so that its controller recreates it on another target.
+ * Absent: proxies stay bound to their target through an outage.
+ */
+export const FAILOVER_AFTER_ANNOTATION = `${KEY_PREFIX}failover-after`;
 /** Annotation on a proxy's copies of its delegate's events (delegate-events writes): `<target>/<namespace>/<event>`. */
 export const MIRRORED_FROM_ANNOTATION = `${KEY_PREFIX}mirrored-from`;
 /** Annotation on copies of Services (service follow writes and reads): marks a copy, never re-propagated. */

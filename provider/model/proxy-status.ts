@@ -1,5 +1,5 @@
 import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
-import { KEY_PREFIX } from '../core/keys.js';
+import { KEY_PREFIX, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { stringMapEquals } from './maps.js';
 import { equalNormalized } from './normalize.js';
 
@@ -11,7 +11,10 @@ import { equalNormalized } from './normalize.js';
  * immutable and it follows from the proxy's own resources), `ephemeralContainerStatuses` (the
  * delegate has none: ephemeral containers are not delegated) and `observedGeneration` (it refers
  * to the proxy's generation). Conditions lose `observedGeneration`, which counts the delegate's
- * generations, not the proxy's. Timestamps are passed through as they are (Date or string).
+ * generations, not the proxy's. The proxy's own `TargetReachable` condition (the outage
+ * reconciler's) is kept after the delegate's: the delegate knows nothing of its target's
+ * reachability, and dropping it here would make the two writers undo each other. Timestamps are
+ * passed through as they are (Date or string).
  *
  * Pure; called by the delegation reconciler, which writes the result with the status subresource
  * when {@link statusEquals} says it differs from the proxy's.
@@ -23,7 +26,7 @@ export function buildProxyStatus(proxy: V1Pod, delegate: V1Pod): V1PodStatus {
   const initNames = new Set((proxy.spec?.initContainers ?? []).map((c) => c.name));
   const status: V1PodStatus = {
     phase: from.phase,
-    conditions: from.conditions?.map(withoutObservedGeneration),
+    conditions: withOwnConditions(from.conditions?.map(withoutObservedGeneration), own.conditions),
     message: from.message,
     reason: from.reason,
     hostIP: from.hostIP,
@@ -44,6 +47,13 @@ function withoutObservedGeneration(c: V1PodCondition): V1PodCondition {
   if (c.observedGeneration === undefined) return c;
   const { observedGeneration: _ignored, ...rest } = c;
   return rest;
+}
+
+/** The delegate's conditions, then the proxy's TargetReachable condition if it has one. */
+function withOwnConditions(mirrored: V1PodCondition[] | undefined, own: V1PodCondition[] | undefined): V1PodCondition[] | undefined {
+  const kept = own?.filter((c) => c.type === TARGET_REACHABLE_CONDITION) ?? [];
+  if (kept.length === 0) return mirrored;
+  return [...(mirrored ?? []).filter((c) => c.type !== TARGET_REACHABLE_CONDITION), ...kept];
 }
 
 function filterByName(statuses: V1ContainerStatus[] | undefined, names: Set<string>): V1ContainerStatus[] | undefined {

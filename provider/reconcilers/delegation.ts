@@ -6,6 +6,7 @@ import { classifyApiError, isAlreadyExists, isNotFound, statusMessage, TerminalE
 import { DELEGATED_CONDITION, KEY_PREFIX, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PROXY_FINALIZER, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
 import { stringMapMergePatch } from '../model/maps.js';
+import { isOutage } from '../model/outage.js';
 import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../model/proxy-status.js';
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
@@ -23,6 +24,11 @@ export interface DelegationReconcilerOptions {
   sourceClusterName: string;
   events: EventSink;
   clock: Clock;
+  /**
+   * Whether delegates may be created in a target now (the outage reconciler's fencing gate: a
+   * target back from an outage first loses the delegates of proxies that failed over). Default: always.
+   */
+  mayCreateDelegates?: (targetKey: string) => boolean;
   /** Copies what the delegate references into its target before it is created. */
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
 }
@@ -177,6 +183,7 @@ export class DelegationReconciler {
       }
       return;
     }
+    if (this.o.mayCreateDelegates && !this.o.mayCreateDelegates(target.key)) return { requeueAfterMs: 1000 };
     // Before anything is written with the target's credentials: the label and annotations that
     // brought the pod here are the pod creator's, and the webhook may never have seen the pod.
     const verdict = checkTenancy(proxy, this.o.namespaces.get(proxy.metadata!.namespace!), target.ref);
@@ -311,6 +318,8 @@ export class DelegationReconciler {
       if (!isNotFound(err)) throw new Error(`reading proxy ${namespace}/${name}`, { cause: err });
     }
     for (const target of this.o.registry.list()) {
+      // Out of reach: the outage reconciler fences the target before it gets new delegates.
+      if (isOutage(this.o.registry.health(target.key))) continue;
       const cache = this.o.delegates(target.key);
       for (const d of cache?.list(namespace) ?? []) {
         const a = d.metadata?.annotations ?? {};

@@ -8,6 +8,7 @@ import type { Clock } from '../core/clock.js';
 import { classifyApiError, isNotFound, statusMessage } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
 import { virtualNodeName } from '../model/names.js';
+import { isOutage } from '../model/outage.js';
 import { parseTarget, type NormalizedTargetSpec } from '../model/target.js';
 import type { ClusterSummary, Target, TargetRef } from '../model/types.js';
 import type { ObjectCache } from './object-cache.js';
@@ -175,7 +176,11 @@ export class TargetRegistryReconciler {
   private recordHealth(key: string, probe: Probe): void {
     const now = this.o.clock.now();
     const prev = this.o.registry.health(key);
-    this.o.registry.setHealth(key, { ...probe.health, sinceMs: prev && prev.ready === probe.health.ready ? prev.sinceMs : now });
+    this.o.registry.setHealth(key, {
+      ...probe.health,
+      sinceMs: prev && prev.ready === probe.health.ready ? prev.sinceMs : now,
+      lastOutageMs: isOutage(probe.health) ? now : prev?.lastOutageMs,
+    });
     this.o.onHealth?.(key, probe.health.ready);
   }
 }

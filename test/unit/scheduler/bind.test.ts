@@ -51,6 +51,7 @@ describe('scheduler: Binder', () => {
   let cache: DelegateCache;
   let memory: PlacementMemory;
   let binder: Binder;
+  let options: ConstructorParameters<typeof Binder>[0];
   /** What the target's scheduler does with a created delegate. */
   let decide: (d: V1Pod) => V1Pod | undefined;
   /** The source's proxies cache: empty unless a test puts a proxy in it. */
@@ -81,7 +82,7 @@ describe('scheduler: Binder', () => {
       return created;
     });
     targetCore.deleteNamespacedPod.resolves({} as never);
-    binder = new Binder({
+    options = {
       sourceCore: source,
       registry,
       proxies: { get: (name, ns) => proxies.get(`${ns}/${name}`), list: () => [...proxies.values()] },
@@ -94,7 +95,8 @@ describe('scheduler: Binder', () => {
       logger: silentLogger(),
       placeTimeoutMs: 300,
       pollMs: 5,
-    });
+    };
+    binder = new Binder(options);
   });
 
   const args = { PodName: 'web', PodNamespace: 'default', PodUID: UID, Node: NODE };
@@ -145,6 +147,16 @@ describe('scheduler: Binder', () => {
     expect(targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ namespace: 'default' });
     expect(targetCore.deleteNamespacedPod.firstCall.args[0].body).to.deep.include({ preconditions: { uid: 'delegate-uid' } });
     expect(memory.refusal(UID, KEY, Date.now())!.reason).to.equal(r.Error);
+  });
+
+  it('creates nothing in a target its fencing gate keeps closed, without remembering a refusal', async () => {
+    const asked: string[] = [];
+    binder = new Binder({ ...options, mayCreateDelegates: (key) => (asked.push(key), false) });
+    const r = await binder.bind(args);
+    expect(r.Error).to.match(/^target c2 is being fenced/);
+    expect(asked).to.deep.equal([KEY]);
+    expect(targetCore.createNamespacedPod.called).to.equal(false);
+    expect(memory.refusal(UID, KEY, Date.now())).to.equal(undefined);
   });
 
   it('refuses when the target does not decide in time', async () => {

@@ -118,7 +118,7 @@ interface Recorded {
   name?: string;
 }
 
-function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean; targetNamespace?: string; namespaces?: V1Namespace[]; otherTargetDelegates?: V1Pod[] } = {}) {
+function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean; targetNamespace?: string; namespaces?: V1Namespace[]; otherTargetDelegates?: V1Pod[]; mayCreateDelegates?: (key: string) => boolean } = {}) {
   const source = sinon.createStubInstance(CoreV1Api);
   const { target, core: targetCore } = fakeTarget('t1', false, opts.targetNamespace);
   const namespaces = new MapCache<V1Namespace>(...(opts.namespaces ?? [{ metadata: { name: NS, labels: { 'multicluster-scheduler': 'enabled' } } }]));
@@ -153,6 +153,7 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
     events: sink,
     clock: new FakeClock(T0),
     follow: opts.follow === false ? undefined : follow,
+    mayCreateDelegates: opts.mayCreateDelegates,
   });
   return { reconciler, source, targetCore, otherCore, target, registry, proxies, delegates, events, follow };
 }
@@ -193,6 +194,20 @@ describe('DelegationReconciler', () => {
   });
 
   describe('creation', () => {
+    it('creates nothing in a target its fencing gate keeps closed, and looks again soon', async () => {
+      const p = proxy();
+      const asked: string[] = [];
+      let open = false;
+      const s = setup({ proxies: [p], mayCreateDelegates: (key) => (asked.push(key), open) });
+      expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 1000 });
+      sinon.assert.notCalled(s.targetCore.createNamespacedPod);
+      sinon.assert.notCalled(s.follow.ensureCopies);
+      expect(asked).to.deep.equal([s.target.key]);
+      open = true;
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(s.targetCore.createNamespacedPod);
+    });
+
     it('copies what the delegate references, then creates the delegate in the bound target', async () => {
       const p = proxy();
       const { reconciler, targetCore, follow, events, target } = setup({ proxies: [p] });
@@ -483,6 +498,18 @@ describe('DelegationReconciler', () => {
       sinon.assert.calledOnce(source.readNamespacedPod);
       sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
       expect(targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: orphan.metadata!.name, namespace: NS, body: { preconditions: { uid: 'delegate-uid-1' } } });
+    });
+
+    it('leaves the orphans of an unreachable target to its fencing (no call that cannot succeed)', async () => {
+      const p = proxy();
+      const { reconciler, targetCore, registry, target } = setup({ proxies: [], delegates: [delegateOf(p)] });
+      registry.setHealth(target.key, { ready: false, reason: 'TargetUnreachable', message: 'connection refused', sinceMs: T0 });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(targetCore.deleteNamespacedPod);
+      // Not ready for another reason (the API answers): deleted as usual.
+      registry.setHealth(target.key, { ready: false, reason: 'ClusterSummaryMissing', message: 'no summary', sinceMs: T0 });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
     });
 
     it('keeps the delegate when the proxy exists but the cache has not seen it yet', async () => {

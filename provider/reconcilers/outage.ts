@@ -1,0 +1,254 @@
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Namespace, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
+import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { TargetClient } from '../clusters/target-client.js';
+import type { Clock } from '../core/clock.js';
+import type { Metrics } from '../core/metrics.js';
+import { classifyApiError, isNotFound } from '../core/errors.js';
+import { API_GROUP, API_VERSION, KEY_PREFIX, PARENT_CLUSTER_NAME_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
+import { virtualNodeName } from '../model/names.js';
+import { conditionDiffers, decideOutage, decideRecovered, fenceVerdict, isOutage, parentOf, type OutageDecision } from '../model/outage.js';
+import type { EventSink } from './event-sink.js';
+import type { ObjectCache } from './object-cache.js';
+
+export interface OutageReconcilerOptions {
+  sourceCore: CoreV1Api;
+  /** Source pods that are proxies (labelled by the webhook). */
+  proxies: ObjectCache<V1Pod>;
+  /** Source namespaces labelled `multicluster-scheduler=enabled` (their failover-after annotation). */
+  namespaces: ObjectCache<V1Namespace>;
+  /** Targets' clients and health, as the targets reconciler records them. */
+  registry: Pick<ClusterRegistry, 'get' | 'health' | 'byNodeName' | 'nodeNameOf'>;
+  sourceClusterName: string;
+  events: EventSink;
+  clock: Clock;
+  /** Counts failovers and fenced delegates, by target key. */
+  metrics?: Pick<Metrics, 'outageFailovers' | 'fencedDelegates'>;
+}
+
+type Result = { requeueAfterMs?: number } | void;
+
+/**
+ * Longest wait before a failover deadline is looked at again. Probes wake the key every 10 s
+ * anyway; the cap keeps a far deadline from overflowing the timer (Node fires at once past 2^31 ms).
+ */
+const MAX_RECHECK_MS = 60_000;
+
+/**
+ * What happens to proxies while their target is unreachable, and after. Key: the target's key
+ * (`Target/<ns>/<name>` or `ClusterTarget/<name>`), woken by each probe of the target and by
+ * changes of proxies that concern an outage.
+ *
+ * * **Say it.** While the target is unreachable (see `isOutage`), each of its proxies carries the
+ *   condition `multicluster.admiralty.io/TargetReachable=False` and gets one Warning event; each
+ *   is written once per transition (the condition is stable for an outage, so a level-based
+ *   pass writes nothing the second time).
+ * * **Failover, opt-in.** A proxy whose `multicluster.admiralty.io/failover-after` (its own or
+ *   its namespace's) has elapsed is deleted (UID precondition) and its finalizer released, so its
+ *   controller recreates it and the scheduler places the new pod elsewhere (the virtual node is
+ *   NotReady). A bare pod cannot be recreated: it stays, and its condition says so.
+ * * **Fencing.** Once a target has been seen unreachable, no new delegate is created there until a
+ *   fence pass has run: the pass lists this source's delegates there and deletes, with a UID
+ *   precondition, those whose proxy is gone. So a delegate left behind by a failover never runs
+ *   next to its replacement once the target is back. A pass also runs the first time a target is
+ *   seen ready after start (a provider that restarted during an outage and missed it), without
+ *   holding delegation back: outside an outage nothing can have failed over.
+ *
+ * Once the target is back, the proxies that carried False get True.
+ */
+export class OutageReconciler {
+  /** Targets seen unreachable and not fenced since: no delegate may be created there. */
+  private readonly owed = new Set<string>();
+  /** Targets fenced at least once since start. */
+  private readonly fencedOnce = new Set<string>();
+
+  constructor(private readonly o: OutageReconcilerOptions) {}
+
+  /**
+   * Key mapper for proxies: the key of the proxy's target when that target is in an outage or
+   * the proxy still says it is (so healthy times cost no reconcile per proxy change).
+   */
+  static keysOfProxy(registry: Pick<ClusterRegistry, 'byNodeName' | 'health'>, proxy: V1Pod): string[] {
+    const nodeName = proxy.spec?.nodeName;
+    const target = nodeName ? registry.byNodeName(nodeName) : undefined;
+    if (!target) return [];
+    const marked = proxy.status?.conditions?.some((c) => c.type === TARGET_REACHABLE_CONDITION && c.status === 'False');
+    return marked || isOutage(registry.health(target.key)) ? [target.key] : [];
+  }
+
+  /**
+   * Whether delegates may be created in this target now: false from when the target is seen
+   * unreachable until a fence pass has run. Read by delegation and the extender's bind.
+   */
+  mayCreateDelegates(targetKey: string): boolean {
+    return !this.owed.has(targetKey);
+  }
+
+  async reconcile(key: string): Promise<Result> {
+    const target = this.o.registry.get(key);
+    const health = this.o.registry.health(key);
+    if (!target || !health) {
+      // Gone, or not loaded: fence again when it (re)appears (an owed fence stays owed).
+      this.fencedOnce.delete(key);
+      return;
+    }
+    const nodeName = this.o.registry.nodeNameOf(key) ?? virtualNodeName(target.ref);
+    const proxies = this.o.proxies.list().filter((p) => p.spec?.nodeName === nodeName);
+    const now = this.o.clock.now();
+    if (isOutage(health)) {
+      this.owed.add(key);
+      let recheckAtMs: number | undefined;
+      await this.each(proxies, `proxies on ${target.displayName}`, async (proxy) => {
+        const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.sinceMs, nowMs: now });
+        if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
+        await this.apply(proxy, decision, key);
+      });
+      return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.min(MAX_RECHECK_MS, Math.max(0, recheckAtMs - now)) };
+    }
+    if (!health.ready) return; // a configuration problem, not an outage: the Target's status says it
+    if (this.owed.has(key) || !this.fencedOnce.has(key)) {
+      await this.fence(target);
+      this.owed.delete(key);
+      this.fencedOnce.add(key);
+    }
+    await this.each(proxies, `proxies on ${target.displayName}`, (proxy) => this.apply(proxy, decideRecovered(proxy, target.displayName, now), key));
+  }
+
+  /** Runs `fn` on every item, then throws the first failure (one bad proxy does not stall the others). */
+  private async each<T>(items: T[], what: string, fn: (item: T) => Promise<void>): Promise<void> {
+    const failures: unknown[] = [];
+    for (const item of items) {
+      try {
+        await fn(item);
+      } catch (err) {
+        failures.push(err);
+      }
+    }
+    if (failures.length > 0) throw new Error(`${failures.length} of ${items.length} ${what} failed`, { cause: failures[0] });
+  }
+
+  private async apply(proxy: V1Pod, decision: OutageDecision, targetKey: string): Promise<void> {
+    if (decision.failover) {
+      const first = !proxy.metadata?.deletionTimestamp;
+      // Said before the delete: once the proxy is gone, an event about it is hard to find.
+      if (decision.event && first) this.event(proxy, decision.event);
+      await this.failover(proxy);
+      if (first) this.o.metrics?.outageFailovers.inc({ target: targetKey });
+      return;
+    }
+    if (!decision.condition || !conditionDiffers(proxy, decision.condition)) return;
+    await this.writeCondition(proxy, decision.condition);
+    if (decision.event) this.event(proxy, decision.event);
+  }
+
+  /** One strategic-merge patch of the condition (merge key `type`): other conditions stay as they are. */
+  private async writeCondition(proxy: V1Pod, condition: V1PodCondition): Promise<void> {
+    const name = proxy.metadata!.name!;
+    const namespace = proxy.metadata!.namespace!;
+    const body = { status: { conditions: [{ ...condition, lastTransitionTime: new Date(condition.lastTransitionTime as Date).toISOString() }] } };
+    try {
+      await this.o.sourceCore.patchNamespacedPodStatus({ name, namespace, body }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch));
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw new Error(`writing condition ${condition.type} of proxy ${namespace}/${name}`, { cause: err });
+    }
+  }
+
+  /**
+   * Deletes the proxy (UID precondition, no grace: no kubelet will confirm it) and releases our
+   * finalizers, which delegation cannot do while the delegate is out of reach. Idempotent: a
+   * proxy deleting already only has its finalizers released.
+   */
+  private async failover(proxy: V1Pod): Promise<void> {
+    const name = proxy.metadata!.name!;
+    const namespace = proxy.metadata!.namespace!;
+    const uid = proxy.metadata!.uid!;
+    if (!proxy.metadata?.deletionTimestamp) {
+      try {
+        await this.o.sourceCore.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid } } });
+      } catch (err) {
+        // 404: gone already; 409: the UID precondition failed, another pod took the name.
+        if (isNotFound(err) || classifyApiError(err) === 'Conflict') return;
+        throw new Error(`deleting proxy ${namespace}/${name} for failover`, { cause: err });
+      }
+    }
+    const finalizers = proxy.metadata?.finalizers ?? [];
+    const kept = finalizers.filter((f) => !f.startsWith(KEY_PREFIX));
+    if (kept.length === finalizers.length) return;
+    try {
+      // The tests make it a conditional write: this pod (UID), with the finalizers we saw.
+      await this.o.sourceCore.patchNamespacedPod(
+        {
+          name,
+          namespace,
+          body: [
+            { op: 'test', path: '/metadata/uid', value: uid },
+            { op: 'test', path: '/metadata/finalizers', value: finalizers },
+            { op: 'replace', path: '/metadata/finalizers', value: kept },
+          ],
+        },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      );
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw new Error(`releasing the finalizer of proxy ${namespace}/${name} for failover`, { cause: err });
+    }
+  }
+
+  /**
+   * Deletes this source's delegates in the target whose proxy is gone (or is another pod now).
+   * Lists the target directly: its informer cache may still hold what it saw before the outage.
+   * Each proxy is confirmed gone with a read of the source before its delegate is deleted.
+   */
+  private async fence(target: TargetClient): Promise<void> {
+    const labelSelector = `${PARENT_CLUSTER_NAME_LABEL}=${this.o.sourceClusterName}`;
+    const ns = target.ref.kind === 'Target' ? target.ref.namespace : undefined;
+    let delegates: V1Pod[];
+    try {
+      delegates = (ns ? await target.core.listNamespacedPod({ namespace: ns, labelSelector }) : await target.core.listPodForAllNamespaces({ labelSelector })).items;
+    } catch (err) {
+      throw new Error(`listing delegates in ${target.displayName} to fence it`, { cause: err });
+    }
+    const deleted: string[] = [];
+    await this.each(delegates, `delegates in ${target.displayName}`, async (d) => {
+      // First without reading the source: another source's pods, or ones deleting, are left alone.
+      if (fenceVerdict(d, this.o.sourceClusterName, undefined) !== 'delete') return;
+      const verdict = fenceVerdict(d, this.o.sourceClusterName, await this.liveProxyUid(d));
+      if (verdict !== 'delete') return;
+      try {
+        await target.core.deleteNamespacedPod({ name: d.metadata!.name!, namespace: d.metadata!.namespace!, body: { preconditions: { uid: d.metadata!.uid } } });
+        deleted.push(`${d.metadata!.namespace}/${d.metadata!.name}`);
+        this.o.metrics?.fencedDelegates.inc({ target: target.key });
+      } catch (err) {
+        if (isNotFound(err) || classifyApiError(err) === 'Conflict') return;
+        throw new Error(`deleting orphaned delegate ${d.metadata!.namespace}/${d.metadata!.name} in ${target.displayName}`, { cause: err });
+      }
+    });
+    if (deleted.length > 0) {
+      const ref = target.ref;
+      this.o.events.record(
+        { kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined } },
+        'Normal',
+        'DelegatesFenced',
+        `deleted ${deleted.length} delegate(s) in ${target.displayName} whose proxy is gone (failed over or deleted while it was unreachable): ${deleted.slice(0, 20).join(', ')}${deleted.length > 20 ? ', …' : ''}`,
+      );
+    }
+  }
+
+  /** UID of the pod now at the delegate's parent name in the source (cache first, then a read), if any. */
+  private async liveProxyUid(delegate: V1Pod): Promise<string | undefined> {
+    const parent = parentOf(delegate);
+    if (!parent.name || !parent.namespace) return undefined;
+    const cached = this.o.proxies.get(parent.name, parent.namespace);
+    if (cached?.metadata?.uid === parent.uid) return parent.uid;
+    try {
+      return (await this.o.sourceCore.readNamespacedPod({ name: parent.name, namespace: parent.namespace })).metadata?.uid;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new Error(`reading proxy ${parent.namespace}/${parent.name}`, { cause: err });
+    }
+  }
+
+  private event(proxy: V1Pod, e: { type: 'Normal' | 'Warning'; reason: string; message: string }): void {
+    this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: proxy.metadata?.namespace, uid: proxy.metadata?.uid } }, e.type, e.reason, e.message);
+  }
+}

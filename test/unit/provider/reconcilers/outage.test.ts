@@ -1,0 +1,312 @@
+import { expect } from 'chai';
+import sinon from 'sinon';
+import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
+import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
+import type { TargetClient } from '../../../../provider/clusters/target-client.js';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import { Registry } from 'prom-client';
+import { createMetrics } from '../../../../provider/core/metrics.js';
+import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import { OutageReconciler } from '../../../../provider/reconcilers/outage.js';
+
+const CLUSTER = 'c1';
+const NS = 'apps';
+const NODE = 'admiralty-namespace-apps-c2';
+const KEY = `Target/${NS}/c2`;
+const T0 = Date.parse('2026-01-01T10:00:00.000Z');
+const AFTER = 'multicluster.admiralty.io/failover-after';
+const COND = 'multicluster.admiralty.io/TargetReachable';
+const FINALIZER = 'multicluster.admiralty.io/delegate';
+
+const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
+
+class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
+  readonly items = new Map<string, T>();
+  constructor(...objs: T[]) {
+    for (const o of objs) this.put(o);
+  }
+  put(obj: T): void {
+    this.items.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`, obj);
+  }
+  get(name: string, namespace?: string): T | undefined {
+    return this.items.get(`${namespace ?? ''}/${name}`);
+  }
+  list(namespace?: string): T[] {
+    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata?.namespace === namespace);
+  }
+}
+
+function proxy(name: string, o: { owner?: boolean; annotations?: Record<string, string>; conditions?: V1PodCondition[]; nodeName?: string; deleting?: boolean } = {}): V1Pod {
+  return {
+    metadata: {
+      name,
+      namespace: NS,
+      uid: `uid-${name}`,
+      annotations: o.annotations,
+      finalizers: [FINALIZER, 'example.com/keep'],
+      ownerReferences: o.owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs', controller: true }] : undefined,
+      deletionTimestamp: o.deleting ? new Date(T0) : undefined,
+    },
+    spec: { containers: [{ name: 'c' }], nodeName: o.nodeName ?? NODE },
+    status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }, ...(o.conditions ?? [])] },
+  };
+}
+
+function delegate(name: string, parent: string, parentUid: string, cluster = CLUSTER): V1Pod {
+  return {
+    metadata: {
+      name,
+      namespace: NS,
+      uid: `d-${name}`,
+      labels: { 'multicluster.admiralty.io/parent-cluster-name': cluster, 'multicluster.admiralty.io/parent-uid': parentUid },
+      annotations: { 'multicluster.admiralty.io/parent-name': parent, 'multicluster.admiralty.io/parent-namespace': NS },
+    },
+  };
+}
+
+function setup(o: { proxies?: V1Pod[]; namespace?: V1Namespace; targetPods?: V1Pod[] } = {}) {
+  const clock = new FakeClock(T0);
+  const source = sinon.createStubInstance(CoreV1Api);
+  const targetCore = sinon.createStubInstance(CoreV1Api);
+  const target = { key: KEY, ref: { kind: 'Target', namespace: NS, name: 'c2' }, displayName: `${NS}/c2`, kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'f', self: false } as unknown as TargetClient;
+  const registry = new ClusterRegistry();
+  registry.set(target, NODE);
+  const proxies = new MapCache<V1Pod>(...(o.proxies ?? []));
+  const namespaces = new MapCache<V1Namespace>(o.namespace ?? { metadata: { name: NS } });
+  const events: { kind: string; name?: string; type: string; reason: string; message: string }[] = [];
+  const sink: EventSink = { record: (obj, type, reason, message) => events.push({ kind: obj.kind, name: obj.metadata.name, type, reason, message }) };
+  source.patchNamespacedPodStatus.resolves({});
+  source.patchNamespacedPod.resolves({});
+  source.deleteNamespacedPod.resolves({});
+  source.readNamespacedPod.rejects(apiError(404, 'NotFound'));
+  targetCore.listNamespacedPod.resolves({ items: o.targetPods ?? [] });
+  targetCore.deleteNamespacedPod.resolves({});
+  const metrics = createMetrics(new Registry());
+  const reconciler = new OutageReconciler({ sourceCore: source, proxies, namespaces, registry, sourceClusterName: CLUSTER, events: sink, clock, metrics });
+  const health = (ready: boolean, sinceMs = clock.now()) =>
+    registry.setHealth(KEY, ready ? { ready, reason: 'TargetReady', message: 'ok', sinceMs } : { ready, reason: 'TargetUnreachable', message: 'connection refused', sinceMs });
+  /** The proxy as the cache would see it after our condition patch. */
+  const afterPatch = (p: V1Pod, call: number) => {
+    const cond = (source.patchNamespacedPodStatus.getCall(call).args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0];
+    const next = structuredClone(p);
+    next.status!.conditions = [...next.status!.conditions!.filter((c) => c.type !== COND), cond];
+    proxies.put(next);
+    return next;
+  };
+  const counted = async (name: string) => (await metrics[name as 'outageFailovers'].get()).values.find((v) => v.labels.target === KEY)?.value ?? 0;
+  return { clock, source, targetCore, registry, proxies, reconciler, events, health, afterPatch, counted };
+}
+
+const conditionOf = (call: sinon.SinonSpyCall) => (call.args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0];
+
+describe('OutageReconciler', () => {
+  afterEach(() => sinon.restore());
+
+  it('marks each proxy of an unreachable target once: one status write and one event per proxy per transition', async () => {
+    const a = proxy('a', { owner: true });
+    const b = proxy('b');
+    const elsewhere = proxy('x', { nodeName: 'admiralty-namespace-apps-c1' });
+    const s = setup({ proxies: [a, b, elsewhere] });
+    s.health(false);
+    s.clock.advance(10_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledTwice(s.source.patchNamespacedPodStatus);
+    const names = s.source.patchNamespacedPodStatus.getCalls().map((c) => c.args[0].name);
+    expect(names).to.deep.equal(['a', 'b']);
+    const cond = conditionOf(s.source.patchNamespacedPodStatus.firstCall);
+    expect(cond).to.include({ type: COND, status: 'False', reason: 'TargetUnreachable' });
+    expect(cond.message).to.match(/^target apps\/c2 unreachable since 2026-01-01T10:00:00.000Z/);
+    expect(cond.lastTransitionTime).to.equal('2026-01-01T10:00:00.000Z');
+    expect(s.events.map((e) => `${e.name}:${e.reason}`)).to.deep.equal(['a:TargetUnreachable', 'b:TargetUnreachable']);
+    // The next probes find the condition in place: nothing more is written.
+    s.afterPatch(a, 0);
+    s.afterPatch(b, 1);
+    s.clock.advance(10_000);
+    await s.reconciler.reconcile(KEY);
+    s.clock.advance(10_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledTwice(s.source.patchNamespacedPodStatus);
+    expect(s.events).to.have.length(2);
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+  });
+
+  it('fails over a controlled proxy once failover-after has elapsed: deleted with a UID precondition, its finalizer released', async () => {
+    const p = proxy('web', { owner: true, annotations: { [AFTER]: '20s' } });
+    const s = setup({ proxies: [p] });
+    s.health(false);
+    s.clock.advance(5_000);
+    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 15_000 });
+    expect(conditionOf(s.source.patchNamespacedPodStatus.firstCall).message).to.match(/failover at 2026-01-01T10:00:20.000Z/);
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+    s.afterPatch(p, 0);
+    s.clock.advance(15_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledOnce(s.source.deleteNamespacedPod);
+    expect(s.source.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: 'web', namespace: NS, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: 'uid-web' } } });
+    sinon.assert.calledOnce(s.source.patchNamespacedPod);
+    expect(s.source.patchNamespacedPod.firstCall.args[0].body).to.deep.equal([
+      { op: 'test', path: '/metadata/uid', value: 'uid-web' },
+      { op: 'test', path: '/metadata/finalizers', value: [FINALIZER, 'example.com/keep'] },
+      { op: 'replace', path: '/metadata/finalizers', value: ['example.com/keep'] },
+    ]);
+    expect(s.events.map((e) => e.reason)).to.deep.equal(['TargetUnreachable', 'FailingOver']);
+    expect(await s.counted('outageFailovers')).to.equal(1);
+    // Deleting already (the finalizer release failed, say): only the release is done again.
+    const deleting = proxy('web', { owner: true, annotations: { [AFTER]: '20s' }, deleting: true });
+    s.proxies.put(deleting);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledOnce(s.source.deleteNamespacedPod);
+    sinon.assert.calledTwice(s.source.patchNamespacedPod);
+    expect(await s.counted('outageFailovers'), 'counted once').to.equal(1);
+  });
+
+  it('looks again at a far deadline within a minute (a timer past 2^31 ms would fire at once)', async () => {
+    const s = setup({ proxies: [proxy('web', { owner: true, annotations: { [AFTER]: '1000h' } })] });
+    s.health(false);
+    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 60_000 });
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+  });
+
+  it('leaves a bare proxy in place past its failover-after, and says it cannot be moved', async () => {
+    const p = proxy('bare', { annotations: { [AFTER]: '20s' } });
+    const s = setup({ proxies: [p] });
+    s.health(false);
+    await s.reconciler.reconcile(KEY);
+    s.afterPatch(p, 0);
+    s.clock.advance(20_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+    sinon.assert.calledTwice(s.source.patchNamespacedPodStatus);
+    expect(conditionOf(s.source.patchNamespacedPodStatus.secondCall).message).to.match(/cannot fail over after 20s: the pod has no controller/);
+    expect(s.events.map((e) => e.reason)).to.deep.equal(['TargetUnreachable', 'CannotFailOver']);
+  });
+
+  it('takes failover-after from the namespace, and reports a bad value with an event', async () => {
+    const p = proxy('web', { owner: true });
+    let s = setup({ proxies: [p], namespace: { metadata: { name: NS, annotations: { [AFTER]: '1m' } } } });
+    s.health(false);
+    s.clock.advance(60_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledOnce(s.source.deleteNamespacedPod);
+    s = setup({ proxies: [proxy('web', { owner: true, annotations: { [AFTER]: 'one minute' } })] });
+    s.health(false);
+    s.clock.advance(3_600_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+    expect(s.events.map((e) => e.reason)).to.deep.equal(['InvalidFailoverAfter']);
+    expect(s.events[0].message).to.match(/"one minute" is not a duration/);
+  });
+
+  it('does nothing to proxies for a target that is not ready for another reason than an outage', async () => {
+    const s = setup({ proxies: [proxy('a', { owner: true, annotations: { [AFTER]: '1s' } })] });
+    s.registry.setHealth(KEY, { ready: false, reason: 'TargetForbidden', message: 'no', sinceMs: T0 });
+    s.clock.advance(60_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.notCalled(s.source.patchNamespacedPodStatus);
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+    // Delegation tries, and reports the target's own refusal on the proxy, as without outages.
+    expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
+  });
+
+  describe('fencing', () => {
+    it('fences once at start without closing the gate, closes it in an outage, and opens it after the next pass', async () => {
+      const s = setup();
+      expect(s.reconciler.mayCreateDelegates(KEY), 'at start: nothing can have failed over').to.equal(true);
+      s.health(true);
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(s.targetCore.listNamespacedPod);
+      expect(s.targetCore.listNamespacedPod.firstCall.args[0]).to.deep.equal({ namespace: NS, labelSelector: 'multicluster.admiralty.io/parent-cluster-name=c1' });
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
+      // Fenced once: later probes of a healthy target list nothing.
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(s.targetCore.listNamespacedPod);
+      s.health(false);
+      await s.reconciler.reconcile(KEY);
+      expect(s.reconciler.mayCreateDelegates(KEY), 'in an outage').to.equal(false);
+      s.health(true);
+      s.targetCore.listNamespacedPod.rejects(apiError(503, 'ServiceUnavailable'));
+      let failed = false;
+      await s.reconciler.reconcile(KEY).catch(() => (failed = true));
+      expect(failed, 'a failed fence pass throws (retry)').to.equal(true);
+      expect(s.reconciler.mayCreateDelegates(KEY), 'after a failed pass').to.equal(false);
+      s.targetCore.listNamespacedPod.resolves({ items: [] });
+      await s.reconciler.reconcile(KEY);
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
+    });
+
+    it("deletes only this source's delegates whose proxy is gone or replaced, each with a UID precondition", async () => {
+      const live = proxy('live');
+      const replaced = proxy('replaced');
+      const s = setup({
+        proxies: [live],
+        targetPods: [
+          delegate('live-d', 'live', 'uid-live'),
+          delegate('gone-d', 'gone', 'uid-gone'),
+          delegate('replaced-d', 'replaced', 'uid-old'),
+          delegate('cached-late-d', 'late', 'uid-late'),
+          delegate('foreign-d', 'gone', 'uid-gone', 'c9'),
+        ],
+      });
+      // The source answers for proxies the cache has not (or no longer) the same.
+      s.source.readNamespacedPod.callsFake(async ({ name }) => {
+        if (name === 'replaced') return replaced; // same name, UID uid-replaced
+        if (name === 'late') return proxy('late'); // uid-late: alive, the cache lags
+        throw apiError(404, 'NotFound');
+      });
+      s.health(true);
+      await s.reconciler.reconcile(KEY);
+      const deleted = s.targetCore.deleteNamespacedPod.getCalls().map((c) => c.args[0]);
+      expect(deleted.map((d) => d.name)).to.deep.equal(['gone-d', 'replaced-d']);
+      expect(deleted[0].body).to.deep.equal({ preconditions: { uid: 'd-gone-d' } });
+      expect(deleted[1].body).to.deep.equal({ preconditions: { uid: 'd-replaced-d' } });
+      // A cached proxy with the right UID needs no read.
+      expect(s.source.readNamespacedPod.getCalls().map((c) => c.args[0].name)).to.not.include('live');
+      expect(s.events.map((e) => `${e.kind}:${e.reason}`)).to.deep.equal(['Target:DelegatesFenced']);
+      expect(await s.counted('fencedDelegates')).to.equal(2);
+      expect(s.events[0].message).to.include(`${NS}/gone-d`).and.include(`${NS}/replaced-d`);
+    });
+
+    it('keeps the gate closed when a delete fails, and accepts a delegate gone meanwhile (404) or replaced (409)', async () => {
+      const s = setup({ targetPods: [delegate('a-d', 'a', 'uid-a'), delegate('b-d', 'b', 'uid-b'), delegate('c-d', 'c', 'uid-c')] });
+      s.targetCore.deleteNamespacedPod.onCall(0).rejects(apiError(404, 'NotFound'));
+      s.targetCore.deleteNamespacedPod.onCall(1).rejects(apiError(409, 'Conflict'));
+      s.targetCore.deleteNamespacedPod.onCall(2).rejects(apiError(500, 'InternalError'));
+      s.health(false);
+      await s.reconciler.reconcile(KEY);
+      s.health(true);
+      let failed = false;
+      await s.reconciler.reconcile(KEY).catch(() => (failed = true));
+      expect(failed).to.equal(true);
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(false);
+      sinon.assert.calledThrice(s.targetCore.deleteNamespacedPod);
+      // The retry fences again, and opens the gate.
+      s.targetCore.deleteNamespacedPod.resolves({});
+      await s.reconciler.reconcile(KEY);
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
+    });
+  });
+
+  it('turns the condition True on the proxies that carried False once the target is back', async () => {
+    const marked = proxy('m', { conditions: [{ type: COND, status: 'False', reason: 'TargetUnreachable', message: 'x' }] });
+    const never = proxy('n');
+    const s = setup({ proxies: [marked, never] });
+    s.health(true);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledOnce(s.source.patchNamespacedPodStatus);
+    expect(s.source.patchNamespacedPodStatus.firstCall.args[0].name).to.equal('m');
+    expect(conditionOf(s.source.patchNamespacedPodStatus.firstCall)).to.include({ type: COND, status: 'True', reason: 'TargetReachable' });
+    expect(s.events.map((e) => `${e.name}:${e.reason}`)).to.deep.equal(['m:TargetReachable']);
+  });
+
+  it('maps a proxy to its target key only when that target is in an outage or the proxy still says it is', () => {
+    const s = setup();
+    const marked = proxy('m', { conditions: [{ type: COND, status: 'False', reason: 'TargetUnreachable', message: 'x' }] });
+    s.health(true);
+    expect(OutageReconciler.keysOfProxy(s.registry, proxy('a'))).to.deep.equal([]);
+    expect(OutageReconciler.keysOfProxy(s.registry, marked)).to.deep.equal([KEY]);
+    s.health(false);
+    expect(OutageReconciler.keysOfProxy(s.registry, proxy('a'))).to.deep.equal([KEY]);
+    expect(OutageReconciler.keysOfProxy(s.registry, proxy('x', { nodeName: 'elsewhere' }))).to.deep.equal([]);
+  });
+});
