@@ -1,0 +1,89 @@
+import { expect } from 'chai';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from '../e2e/support.js';
+import { account, record } from './report.js';
+
+/** How long c2's apiserver stays down (the issue's scenario: 90 s). */
+const OUTAGE_S = Number(process.env.RELIABILITY_TARGET_OUTAGE_S ?? 90);
+const REPLICAS = 20;
+const COND = 'multicluster.admiralty.io/TargetReachable';
+const readyOf = (node: any) => node?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function deployment(name: string, ns: string, annotations: Record<string, string>): string {
+  return JSON.stringify({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, namespace: ns },
+    spec: {
+      replicas: REPLICAS,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name }, annotations: { 'multicluster.admiralty.io/elect': '', ...annotations } },
+        spec: { containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '10m' } } }] },
+      },
+    },
+  });
+}
+
+/**
+ * c2's kube-apiserver stopped for 90 s while delegates run there. Two Deployments spread over c1
+ * and c2: `stays` keeps the default (nothing is deleted; its proxies say the target is
+ * unreachable), `moves` opts in to failover after 30 s (its replicas on c2 move to c1, and when
+ * c2 is back their orphans there are fenced). Afterwards every proxy runs with exactly one
+ * delegate.
+ */
+describe('reliability: a target down 90 s with delegates running', function () {
+  const ns = uniqueName('rel-outage');
+  let nodes: { c1Node: string; c2Node: string };
+  let c2Down = false;
+  before(async () => {
+    nodes = await connectNamespace(ns);
+  });
+  after(async () => {
+    if (c2Down) await sandbox.start('c2', 'kube-apiserver');
+    await kubectl('c1', 'delete', 'deployment', '--all', '-n', ns, '--wait=false');
+    await disconnectNamespace(ns);
+  });
+
+  it('marks, moves what asks, fences on return, and loses nothing', async () => {
+    await apply('c1', deployment('stays', ns, {}));
+    await apply('c1', deployment('moves', ns, { 'multicluster.admiralty.io/failover-after': '30s' }));
+    await waitFor(`${2 * REPLICAS} replicas Running with one delegate each`, 180_000, async () => (await account(ns)).running === 2 * REPLICAS);
+    const onC2 = async (app: string) => (await getJson('c1', 'pods', '-n', ns, '-l', `app=${app}`)).items.filter((p: any) => p.spec.nodeName === nodes.c2Node && !p.metadata.deletionTimestamp);
+    const staysOnC2 = (await onC2('stays')).length;
+    const movesOnC2 = (await onC2('moves')).length;
+    expect(staysOnC2 + movesOnC2, 'some replicas run in c2').to.be.greaterThan(0);
+
+    const stoppedMs = Date.now();
+    c2Down = true;
+    await sandbox.stop('c2', 'kube-apiserver');
+    await waitFor(`${nodes.c2Node} NotReady`, 60_000, async () => readyOf(await getJson('c1', 'node', nodes.c2Node)) !== 'True');
+    const notReadyS = (Date.now() - stoppedMs) / 1000;
+    await waitFor("the proxies left on c2 say it is unreachable", 60_000, async () => (await onC2('stays')).every((p: any) => p.status?.conditions?.some((c: any) => c.type === COND && c.status === 'False')));
+    await sleep(Math.max(0, OUTAGE_S * 1000 - (Date.now() - stoppedMs)));
+    const movedAway = (await onC2('moves')).length;
+
+    await sandbox.start('c2', 'kube-apiserver');
+    c2Down = false;
+    const backMs = Date.now();
+    let last = await account(ns);
+    await waitFor('converged: every proxy Running with one delegate, no orphan', 180_000, async () => {
+      last = await account(ns);
+      return last.proxies === 2 * REPLICAS && last.running === 2 * REPLICAS && last.orphans.length === 0 && last.duplicated.length === 0;
+    }).catch(() => undefined);
+    const convergedS = (Date.now() - backMs) / 1000;
+    const ok = last.running === 2 * REPLICAS && last.orphans.length === 0 && last.duplicated.length === 0;
+    record({
+      scenario: 'target apiserver down with delegates running',
+      load: `2 Deployments of ${REPLICAS} (one with failover-after 30s); ${staysOnC2 + movesOnC2} replicas in c2`,
+      faults: `c2's kube-apiserver down ${OUTAGE_S} s`,
+      outcome: ok
+        ? `NotReady after ${notReadyS.toFixed(0)} s; ${movesOnC2 - movedAway}/${movesOnC2} opted-in replicas moved; converged ${convergedS.toFixed(0)} s after c2's return`
+        : `not converged: ${last.running}/${last.proxies} Running, ${last.orphans.length} orphans`,
+      lost: last.lost.length + Math.max(0, 2 * REPLICAS - last.running),
+      duplicates: last.duplicated.length + last.orphans.length,
+    });
+    expect(movedAway, "the opted-in replicas left c2").to.equal(0);
+    expect(last).to.deep.include({ proxies: 2 * REPLICAS, running: 2 * REPLICAS, lost: [], duplicated: [], orphans: [] });
+  });
+});
