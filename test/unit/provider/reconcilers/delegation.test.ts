@@ -18,6 +18,7 @@ import { buildProxyStatus } from '../../../../provider/model/proxy-status.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import { MapCache } from './map-cache.js';
 
 const CLUSTER = 'c1';
 const NODE = 'admiralty-cluster-t1';
@@ -30,24 +31,6 @@ const apiError = (code: number, reason: string) => new ApiException(code, reason
 const notFound = () => apiError(404, 'NotFound');
 
 /** Informer cache fake: objects by `<ns>/<name>`. */
-class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
-  readonly items = new Map<string, T>();
-  constructor(...objs: T[]) {
-    for (const o of objs) this.put(o);
-  }
-  put(obj: T): void {
-    this.items.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`, obj);
-  }
-  remove(obj: T): void {
-    this.items.delete(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`);
-  }
-  get(name: string, namespace?: string): T | undefined {
-    return this.items.get(`${namespace ?? ''}/${name}`);
-  }
-  list(namespace?: string): T[] {
-    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata?.namespace === namespace);
-  }
-}
 
 type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
 

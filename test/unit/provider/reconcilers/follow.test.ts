@@ -18,6 +18,7 @@ import { DelegationReconciler } from '../../../../provider/reconcilers/delegatio
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import { FollowReconciler } from '../../../../provider/reconcilers/follow.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import { MapCache } from './map-cache.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -25,21 +26,6 @@ const NS = 'apps';
 const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
 const notFound = () => apiError(404, 'NotFound');
 
-class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
-  readonly items = new Map<string, T>();
-  constructor(...objs: T[]) {
-    for (const o of objs) this.put(o);
-  }
-  put(obj: T): void {
-    this.items.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`, obj);
-  }
-  get(name: string, namespace?: string): T | undefined {
-    return this.items.get(`${namespace ?? ''}/${name}`);
-  }
-  list(namespace?: string): T[] {
-    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata?.namespace === namespace);
-  }
-}
 
 type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
 

@@ -9,6 +9,7 @@ import { Registry } from 'prom-client';
 import { createMetrics } from '../../../../provider/core/metrics.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
 import { OutageReconciler } from '../../../../provider/reconcilers/outage.js';
+import { MapCache } from './map-cache.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -21,21 +22,6 @@ const FINALIZER = 'multicluster.admiralty.io/delegate';
 
 const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
 
-class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
-  readonly items = new Map<string, T>();
-  constructor(...objs: T[]) {
-    for (const o of objs) this.put(o);
-  }
-  put(obj: T): void {
-    this.items.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`, obj);
-  }
-  get(name: string, namespace?: string): T | undefined {
-    return this.items.get(`${namespace ?? ''}/${name}`);
-  }
-  list(namespace?: string): T[] {
-    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata?.namespace === namespace);
-  }
-}
 
 function proxy(name: string, o: { owner?: boolean; annotations?: Record<string, string>; conditions?: V1PodCondition[]; nodeName?: string; deleting?: boolean } = {}): V1Pod {
   return {

@@ -16,6 +16,7 @@ import { buildReroutedService, buildServiceCopy } from '../../../../provider/mod
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
 import { ServiceReconciler } from '../../../../provider/reconcilers/services.js';
+import { MapCache } from './map-cache.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -23,21 +24,6 @@ const KEY = `${NS}/web`;
 
 const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
 
-class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {
-  readonly items = new Map<string, T>();
-  constructor(...objs: T[]) {
-    for (const o of objs) this.put(o);
-  }
-  put(obj: T): void {
-    this.items.set(`${obj.metadata?.namespace ?? ''}/${obj.metadata?.name}`, obj);
-  }
-  get(name: string, namespace?: string): T | undefined {
-    return this.items.get(`${namespace ?? ''}/${name}`);
-  }
-  list(namespace?: string): T[] {
-    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata?.namespace === namespace);
-  }
-}
 
 function fakeTarget(name: string, self = false) {
   const core = sinon.createStubInstance(CoreV1Api);

@@ -24,6 +24,7 @@ import { TargetRegistryReconciler } from '../../../../provider/reconcilers/targe
 import { TargetsReconciler } from '../../../../provider/reconcilers/targets.js';
 import { buildVirtualNode } from '../../../../provider/model/virtual-node.js';
 import type { ClusterSummary, Target, TargetRef } from '../../../../provider/model/types.js';
+import { MapCache } from './map-cache.js';
 
 const T0 = Date.parse('2024-05-01T10:00:00.000Z');
 const NODE = 'admiralty-namespace-default-local';
@@ -34,18 +35,6 @@ const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reas
 const alreadyExists = () => new ApiException(409, 'AlreadyExists', '{"kind":"Status","reason":"AlreadyExists"}', {});
 
 /** Informer cache fake: objects by `<ns>/<name>`. */
-class MapCache<T extends { metadata: { name?: string; namespace?: string } }> implements ObjectCache<T> {
-  readonly items = new Map<string, T>();
-  put(obj: T): void {
-    this.items.set(`${obj.metadata.namespace ?? ''}/${obj.metadata.name}`, obj);
-  }
-  get(name: string, namespace?: string): T | undefined {
-    return this.items.get(`${namespace ?? ''}/${name}`);
-  }
-  list(namespace?: string): T[] {
-    return [...this.items.values()].filter((o) => namespace === undefined || o.metadata.namespace === namespace);
-  }
-}
 
 function kubeConfig(server: string): KubeConfig {
   const kc = new KubeConfig();
