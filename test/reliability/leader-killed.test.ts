@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { connectNamespace, disconnectNamespace, getJson, kubectlStdin, sandbox, uniqueName, waitFor } from '../e2e/support.js';
+import { connectNamespace, disconnectNamespace, getJson, kubectlStdin, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
 
 const PARENT_UID = 'multicluster.admiralty.io/parent-uid';
@@ -62,7 +62,9 @@ describe('two provider replicas: the leader dies during a burst of elected pods'
     await connectNamespace(ns);
   });
   after(async () => {
+    // Wholly, before the next scenario stops something a background teardown would need.
     await disconnectNamespace(ns);
+    await settleTeardowns();
   });
 
   it('the standby, Ready before it leads, takes over within 20 s; every admitted pod runs with exactly one delegate; failed webhook calls are counted', async () => {

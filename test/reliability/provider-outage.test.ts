@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, kubectl, sandbox, uniqueName, waitFor } from '../e2e/support.js';
+import { apply, connectNamespace, disconnectNamespace, kubectl, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
 
 /** How long c1's provider stays down (the issue's scenario: 2 minutes). */
@@ -35,7 +35,9 @@ describe('reliability: the provider stopped while pods come and go', function ()
   after(async () => {
     await sandbox.start('c1', 'provider').catch(() => undefined);
     await kubectl('c1', 'delete', 'deployment', '--all', '-n', ns, '--wait=false');
+    // Wholly, before the next scenario stops something a background teardown would need.
     await disconnectNamespace(ns);
+    await settleTeardowns();
   });
 
   it('converges with nothing lost and nothing duplicated', async () => {

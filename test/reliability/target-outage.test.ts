@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from '../e2e/support.js';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
 
 /** How long c2's apiserver stays down (the issue's scenario: 90 s). */
@@ -42,7 +42,9 @@ describe('reliability: a target down 90 s with delegates running', function () {
   after(async () => {
     if (c2Down) await sandbox.start('c2', 'kube-apiserver');
     await kubectl('c1', 'delete', 'deployment', '--all', '-n', ns, '--wait=false');
+    // Wholly, before the next scenario stops something a background teardown would need.
     await disconnectNamespace(ns);
+    await settleTeardowns();
   });
 
   it('marks, moves what asks, fences on return, and loses nothing', async () => {

@@ -1,6 +1,6 @@
 import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, uniqueName, waitFor } from '../e2e/support.js';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
 
 const PODS = Number(process.env.RELIABILITY_TARPIT_PODS ?? 60);
@@ -42,7 +42,9 @@ describe('reliability: a tarpit target beside c2', function () {
     for (const s of held) s.destroy();
     tarpit.close();
     await kubectl('c1', 'delete', 'pods', '--all', '-n', ns, '--wait=false');
+    // Wholly, before the next scenario stops something a background teardown would need.
     await disconnectNamespace(ns);
+    await settleTeardowns();
   });
 
   it("keeps c1's and c2's pods flowing at their usual pace", async () => {
