@@ -1,6 +1,6 @@
 import forge from 'node-forge';
 import type { CertKeyPair } from './cert-types.js';
-import { generateRsaKeyPair, randomSerialHex, setValidity, sha256 } from './forge-helpers.js';
+import { newLeafCertificate, sha256 } from './forge-helpers.js';
 
 export interface CreateClientCertOptions {
   /** The signing CA (from `createCA`). */
@@ -23,12 +23,7 @@ export interface CreateClientCertOptions {
 export function createClientCert(opts: CreateClientCertOptions): CertKeyPair {
   const caCert = forge.pki.certificateFromPem(opts.ca.certPem);
   const caKey = forge.pki.privateKeyFromPem(opts.ca.keyPem) as forge.pki.rsa.PrivateKey;
-  const { privateKey, publicKey } = generateRsaKeyPair();
-  const cert = forge.pki.createCertificate();
-  cert.publicKey = publicKey;
-  cert.serialNumber = randomSerialHex();
-  setValidity(cert, opts.now ?? Date.now(), opts.validityDays ?? 365);
-  cert.setSubject([{ name: 'commonName', value: opts.commonName }]);
+  const { cert, privateKey } = newLeafCertificate({ commonName: opts.commonName, nowMs: opts.now ?? Date.now(), validityDays: opts.validityDays ?? 365 });
   cert.setIssuer(caCert.subject.attributes);
   cert.setExtensions([
     { name: 'basicConstraints', cA: false, critical: true },

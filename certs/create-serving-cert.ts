@@ -1,6 +1,6 @@
 import forge from 'node-forge';
 import type { CertKeyPair } from './cert-types.js';
-import { altNames, generateRsaKeyPair, randomSerialHex, setValidity, sha256 } from './forge-helpers.js';
+import { altNames, newLeafCertificate, sha256 } from './forge-helpers.js';
 
 export interface CreateServingCertOptions {
   /** The signing CA (from `createCA`). */
@@ -39,12 +39,7 @@ export function buildServingCert(
 ): CertKeyPair {
   const names = altNames(opts.dnsNames, opts.ipAddresses ?? []);
   if (names.length === 0) throw new TypeError('a serving certificate needs at least one DNS name or IP address');
-  const { privateKey, publicKey } = generateRsaKeyPair();
-  const cert = forge.pki.createCertificate();
-  cert.publicKey = publicKey;
-  cert.serialNumber = randomSerialHex();
-  setValidity(cert, opts.now ?? Date.now(), opts.validityDays ?? 365);
-  cert.setSubject([{ name: 'commonName', value: opts.commonName }]);
+  const { cert, privateKey } = newLeafCertificate({ commonName: opts.commonName, nowMs: opts.now ?? Date.now(), validityDays: opts.validityDays ?? 365 });
   cert.setIssuer(issuer ? issuer.cert.subject.attributes : cert.subject.attributes);
   const extensions: object[] = [
     { name: 'basicConstraints', cA: false, critical: true },

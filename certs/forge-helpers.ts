@@ -44,6 +44,20 @@ export function setValidity(cert: forge.pki.Certificate, nowMs: number, validity
   cert.validity.notAfter = new Date(nowMs + validityDays * DAY_MS);
 }
 
+/**
+ * The part every leaf certificate of ours shares: a fresh key pair, a random serial, the
+ * validity window and the subject (CN only). The caller sets issuer and extensions, and signs.
+ */
+export function newLeafCertificate(opts: { commonName: string; nowMs: number; validityDays: number }): { cert: forge.pki.Certificate; privateKey: forge.pki.rsa.PrivateKey } {
+  const { privateKey, publicKey } = generateRsaKeyPair();
+  const cert = forge.pki.createCertificate();
+  cert.publicKey = publicKey;
+  cert.serialNumber = randomSerialHex();
+  setValidity(cert, opts.nowMs, opts.validityDays);
+  cert.setSubject([{ name: 'commonName', value: opts.commonName }]);
+  return { cert, privateKey };
+}
+
 /** forge `altNames` entries: DNS names (type 2) then IP addresses (type 7). */
 export function altNames(dnsNames: readonly string[], ipAddresses: readonly string[]): Array<{ type: number; value?: string; ip?: string }> {
   for (const ip of ipAddresses) {

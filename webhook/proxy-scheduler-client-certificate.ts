@@ -5,7 +5,8 @@ import { createClientCert } from '../certs/create-client-cert.js';
 import { readCertificate } from '../certs/read-certificate.js';
 import { renewalTimeMs, type RenewalPolicy } from '../certs/renewal-time.js';
 import { verifySignedBy } from '../certs/verify-signed-by.js';
-import { isConflict, isNotFound } from '../provider/core/errors.js';
+import { isConflict } from '../provider/core/errors.js';
+import { readSecretIfExists } from './read-secret-if-exists.js';
 
 export interface ProxySchedulerClientCertificateOptions {
   core: Pick<CoreV1Api, 'readNamespacedSecret' | 'createNamespacedSecret' | 'replaceNamespacedSecret'>;
@@ -53,12 +54,7 @@ export class ProxySchedulerClientCertificate {
   async ensure(ca: CertKeyPair, holdOnCaPems: readonly string[] = []): Promise<CertKeyPair> {
     const { core, namespace, secretName: name } = this.opts;
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      let secret: V1Secret | undefined;
-      try {
-        secret = await core.readNamespacedSecret({ name, namespace });
-      } catch (err) {
-        if (!isNotFound(err)) throw new Error(`reading Secret ${namespace}/${name}`, { cause: err });
-      }
+      const secret = await readSecretIfExists(core, namespace, name);
       const stored = secret && decode(secret);
       if (stored && this.usable(stored, [ca.certPem, ...holdOnCaPems], holdOnCaPems.length > 0)) return stored;
       const pair = createClientCert({ ca, commonName: this.opts.commonName, validityDays: this.opts.validityDays ?? 365, now: this.opts.clock.now() });

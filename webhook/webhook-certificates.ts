@@ -5,7 +5,8 @@ import { createServingCert } from '../certs/create-serving-cert.js';
 import { normalizeIp, readCertificate } from '../certs/read-certificate.js';
 import { renewalTimeMs, type RenewalPolicy } from '../certs/renewal-time.js';
 import { verifySignedBy } from '../certs/verify-signed-by.js';
-import { isConflict, isNotFound } from '../provider/core/errors.js';
+import { isConflict } from '../provider/core/errors.js';
+import { readSecretIfExists } from './read-secret-if-exists.js';
 import { CA_ROTATED_AT_ANNOTATION } from '../provider/core/keys.js';
 import { escapePointerToken, type JsonPatchOp } from './create-json-patch.js';
 
@@ -96,12 +97,7 @@ export class WebhookCertificates {
   async ensureServingCertificate(): Promise<WebhookCertificateBundle> {
     const { core, namespace, secretName: name } = this.opts;
     for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      let secret: V1Secret | undefined;
-      try {
-        secret = await core.readNamespacedSecret({ name, namespace });
-      } catch (err) {
-        if (!isNotFound(err)) throw new Error(`reading Secret ${namespace}/${name}`, { cause: err });
-      }
+      const secret = await readSecretIfExists(core, namespace, name);
       if (!secret) {
         const bundle = this.generate(undefined, [], undefined);
         try {

@@ -3,8 +3,9 @@ import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import { classifyApiError, isAlreadyExists, isNotFound, statusMessage, TerminalError, ValidationError } from '../core/errors.js';
-import { DELEGATED_CONDITION, KEY_PREFIX, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PROXY_FINALIZER, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
+import { DELEGATED_CONDITION, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
+import { releaseOurFinalizers } from '../model/finalizers.js';
 import { stringMapMergePatch } from '../model/maps.js';
 import { isOutage } from '../model/outage.js';
 import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../model/proxy-status.js';
@@ -259,22 +260,11 @@ export class DelegationReconciler {
   private async release(proxy: V1Pod): Promise<void> {
     const name = proxy.metadata!.name!;
     const namespace = proxy.metadata!.namespace!;
-    const finalizers = proxy.metadata?.finalizers ?? [];
-    const kept = finalizers.filter((f) => f !== PROXY_FINALIZER && !f.startsWith(KEY_PREFIX));
-    if (kept.length !== finalizers.length) {
+    const { kept, patch } = releaseOurFinalizers(proxy);
+    if (patch) {
       // A failed test (422) means the cached list is stale: the retry reads a fresher one.
       try {
-        await this.o.sourceCore.patchNamespacedPod(
-          {
-            name,
-            namespace,
-            body: [
-              { op: 'test', path: '/metadata/finalizers', value: finalizers },
-              { op: 'replace', path: '/metadata/finalizers', value: kept },
-            ],
-          },
-          setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
-        );
+        await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: patch }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
       } catch (err) {
         if (isNotFound(err)) return;
         throw new Error(`removing the finalizer of proxy ${namespace}/${name}`, { cause: err });

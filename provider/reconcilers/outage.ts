@@ -4,7 +4,8 @@ import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
 import { classifyApiError, isNotFound } from '../core/errors.js';
-import { API_GROUP, API_VERSION, KEY_PREFIX, PARENT_CLUSTER_NAME_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
+import { API_GROUP, API_VERSION, PARENT_CLUSTER_NAME_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
+import { releaseOurFinalizers } from '../model/finalizers.js';
 import { virtualNodeName } from '../model/names.js';
 import { conditionDiffers, decideOutage, decideRecovered, fenceVerdict, isOutage, parentOf, type OutageDecision } from '../model/outage.js';
 import type { EventSink } from './event-sink.js';
@@ -171,23 +172,11 @@ export class OutageReconciler {
         throw new Error(`deleting proxy ${namespace}/${name} for failover`, { cause: err });
       }
     }
-    const finalizers = proxy.metadata?.finalizers ?? [];
-    const kept = finalizers.filter((f) => !f.startsWith(KEY_PREFIX));
-    if (kept.length === finalizers.length) return;
+    // A conditional write: this pod (UID), with the finalizers we saw.
+    const { patch } = releaseOurFinalizers(proxy, { uid });
+    if (!patch) return;
     try {
-      // The tests make it a conditional write: this pod (UID), with the finalizers we saw.
-      await this.o.sourceCore.patchNamespacedPod(
-        {
-          name,
-          namespace,
-          body: [
-            { op: 'test', path: '/metadata/uid', value: uid },
-            { op: 'test', path: '/metadata/finalizers', value: finalizers },
-            { op: 'replace', path: '/metadata/finalizers', value: kept },
-          ],
-        },
-        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
-      );
+      await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: patch }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
     } catch (err) {
       if (isNotFound(err)) return;
       throw new Error(`releasing the finalizer of proxy ${namespace}/${name} for failover`, { cause: err });
