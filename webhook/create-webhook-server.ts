@@ -1,6 +1,7 @@
 import type { RequestListener } from 'node:http';
 import { createHotSwapHttpsServer, type HotSwapHttpsServer } from '../certs/hot-swap-https-server.js';
 import type { CertKeyPair } from '../certs/cert-types.js';
+import { drainOnRequest } from '../provider/core/drain.js';
 import { applyConnectionLimits, DEFAULT_CONNECTION_LIMITS, tlsLimitOptions, type ClosedConnectionReason, type ConnectionLimits } from '../provider/core/connection-limits.js';
 
 /** Options for {@link createWebhookServer}. */
@@ -30,6 +31,8 @@ export interface WebhookServer {
   server: HotSwapHttpsServer['server'];
   /** Serves `pair` to new handshakes and, when given, verifies client certificates against `clientCaPems`. */
   swap(pair: CertKeyPair, clientCaPems?: readonly string[]): void;
+  /** Asks every client to close its connection after its next answer (graceful shutdown; see `drainOnRequest`). */
+  drain(): void;
 }
 
 /**
@@ -77,8 +80,10 @@ export function createWebhookServer(opts: WebhookServerOptions): WebhookServer {
     req.once('close', done);
   });
   applyConnectionLimits(hot.server, limits, { onClose: opts.onClose });
+  const draining = drainOnRequest(hot.server);
   return {
     server: hot.server,
+    drain: () => draining.drain(),
     swap: (pair, clientCaPems) => hot.swap(pair, clientCaPems ? { ca: [...clientCaPems] } : undefined),
   };
 }

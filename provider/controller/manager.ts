@@ -28,6 +28,12 @@ export interface Runnable {
   readonly caches?: readonly Cache[];
   /** Starts it; resolves once it serves (a server listens). A rejection stops the manager's start. */
   start(): Promise<void> | void;
+  /**
+   * A server's first step of a graceful shutdown: from now on it answers every request and
+   * asks each client to close its connection after the answer, so that clients reconnect,
+   * through the Service, to a replica that is not going away. It keeps serving until `stop`.
+   */
+  drain?(): void;
   /** Stops it within `deadlineMs`: stops taking work, lets in-flight work finish. */
   stop(deadlineMs: number): Promise<void> | void;
 }
@@ -107,15 +113,26 @@ export class Manager {
     return { ready: true };
   }
 
-  /** Stops everything, newest first, within `deadlineMs`, and hands leadership back. */
-  async stop(deadlineMs: number): Promise<void> {
+  /**
+   * Shuts down gracefully: not Ready from the first moment, servers draining (see
+   * {@link Runnable.drain}); the writers stop and leadership is handed back at once, so another
+   * replica leads while this one still serves; after `drainMs` (the time endpoints take to move
+   * elsewhere) the rest stops, newest first. `deadlineMs` bounds the writers' stop and, from the
+   * end of the drain, the rest.
+   */
+  async stop(deadlineMs: number, drainMs = 0): Promise<void> {
     this.stopping = true;
+    if (drainMs > 0) this.o.logger.info('shutting down: not Ready; serving on while clients move to other replicas', { drainSeconds: drainMs / 1000 });
+    for (const r of this.runnables) if (this.running.has(r)) r.drain?.();
+    const drained = new Promise<void>((res) => setTimeout(res, drainMs));
     const deadline = Date.now() + deadlineMs;
     await this.leaderTransition;
     await this.stopLeaders(Math.max(0, deadline - Date.now()));
     // After the writers stopped: the next leader must not overlap with them.
     await this.elector?.release();
-    for (const r of [...this.runnables].reverse()) if (this.running.has(r)) await this.stopOne(r, Math.max(0, deadline - Date.now()));
+    await drained;
+    const rest = Date.now() + deadlineMs;
+    for (const r of [...this.runnables].reverse()) if (this.running.has(r)) await this.stopOne(r, Math.max(0, rest - Date.now()));
   }
 
   private startedLeading(): void {

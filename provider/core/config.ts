@@ -36,6 +36,8 @@ export interface ProviderConfig {
   nodeLeaseIntervalSeconds: number;
   enable: string[];
   shutdownTimeoutSeconds: number;
+  /** Seconds a terminating replica keeps serving, not Ready, before it closes its servers. */
+  shutdownDelaySeconds: number;
   proxySchedulerName: string;
   delegatePlacementTimeoutSeconds: number;
 }
@@ -92,7 +94,13 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
     help: 'schedulerName the webhook gives proxies: the second kube-scheduler that calls our extender (exact placement); empty keeps the pod\'s own (virtual-node labels only)',
   },
   delegatePlacementTimeoutSeconds: { flag: 'delegate-placement-timeout-seconds', kind: 'int', default: '20', help: "how long the extender's bind waits for a target's scheduler to place a delegate before trying another target" },
-  shutdownTimeoutSeconds: { flag: 'shutdown-timeout-seconds', kind: 'int', default: '20', help: 'graceful shutdown deadline' },
+  shutdownTimeoutSeconds: { flag: 'shutdown-timeout-seconds', kind: 'int', default: '20', help: 'graceful shutdown deadline, counted after --shutdown-delay-seconds' },
+  shutdownDelaySeconds: {
+    flag: 'shutdown-delay-seconds',
+    kind: 'int',
+    default: '5',
+    help: 'on SIGTERM, keep serving this long, not Ready and asking clients to close their connections, while endpoints move to the other replicas; then stop. Delay plus timeout must stay under the pod\'s terminationGracePeriodSeconds',
+  },
 };
 
 /**
@@ -180,6 +188,7 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   const lease = out.leaseDurationSeconds as number, renew = out.renewDeadlineSeconds as number, retry = out.retryPeriodSeconds as number;
   if (!(renew < lease)) errors.push(`--renew-deadline-seconds (${renew}) must be less than --lease-duration-seconds (${lease}): a leader steps down only after its renew deadline, and another replica takes the lease after the lease duration`);
   if (!(retry > 0 && retry < renew)) errors.push(`--retry-period-seconds (${retry}) must be at least 1 and less than --renew-deadline-seconds (${renew})`);
+  if ((out.shutdownDelaySeconds as number) > 300) errors.push(`--shutdown-delay-seconds (${out.shutdownDelaySeconds}) must be at most 300: a terminating replica is not Ready, so a longer drain only holds a rollout`);
   if (errors.length) return { ok: false, errors };
   out.leaderElectionNamespace ??= out.namespace;
   out.workersPerTarget ??= Math.max(1, (out.workers as number) - 1);

@@ -17,6 +17,7 @@ import { createTargetExecBackend } from './target-exec-backend.js';
 import { negotiateProtocol, writeSpdyUpgradeResponse, writeUpgradeError } from './upgrade.js';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { pickWebSocketProtocol, serveWebSocketRemoteCommand, WEBSOCKET_PROTOCOLS } from './ws-remotecommand.js';
+import { drainOnRequest } from '../core/drain.js';
 
 /** Where a proxy pod's delegate runs, as the provider's registry knows it. */
 export interface ResolvedPod {
@@ -75,6 +76,8 @@ export const MAX_WEBSOCKET_MESSAGE_BYTES = 1024 * 1024;
 export interface KubeletServer {
   /** Starts listening; resolves with the bound port (publish it as daemonEndpoints port). */
   listen(): Promise<number>;
+  /** Asks every client to close its connection after its next answer; streams go on (graceful shutdown). */
+  drain(): void;
   /** Stops accepting and drops open connections and sessions. */
   close(): Promise<void>;
   /** Hot-swaps the serving certificate (rotation); existing connections keep the old one. */
@@ -382,8 +385,10 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     socket.once('close', () => sockets.delete(socket));
   });
   server.on('tlsClientError', (err: Error) => logger.debug('kubelet TLS handshake failed', errorFields(err)));
+  const draining = drainOnRequest(server);
 
   return {
+    drain: () => draining.drain(),
     listen: () =>
       new Promise<number>((resolve, reject) => {
         server.once('error', reject);

@@ -1,49 +1,12 @@
 import { expect } from 'chai';
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { connectNamespace, disconnectNamespace, getJson, kubectlStdin, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
+import { electedPod, failedWebhookCalls, metricsPort, status, theLeader } from './replicas.js';
 
 const PARENT_UID = 'multicluster.admiralty.io/parent-uid';
 /** The burst (the issue's scenario: 200 elected pods), in batches of 20. */
 const PODS = Number(process.env.RELIABILITY_BURST_PODS ?? 200);
 const BATCH = 20;
-
-/** GET on 127.0.0.1: the status code, or 0 when nothing answers. */
-async function status(port: number, path: string): Promise<number> {
-  try {
-    const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(1000) });
-    await res.text();
-    return res.status;
-  } catch {
-    return 0;
-  }
-}
-
-/** Lines of c1's apiserver log that say it could not call the webhook (refused, reset, timed out). */
-function failedWebhookCalls(): string[] {
-  const log = join(sandbox.dir, 'logs', 'c1-kube-apiserver.log');
-  if (!existsSync(log)) return [];
-  return readFileSync(log, 'utf8')
-    .split('\n')
-    .filter((l) => l.includes('failed calling webhook'));
-}
-
-function pod(ns: string, i: number): string {
-  return `apiVersion: v1
-kind: Pod
-metadata:
-  name: burst-${i}
-  namespace: ${ns}
-  labels: {app: burst}
-  annotations: {multicluster.admiralty.io/elect: ""}
-spec:
-  containers:
-  - name: c
-    image: busybox
-    resources: {requests: {cpu: 10m, memory: 8Mi}}
-`;
-}
 
 /**
  * Warm standby: c1 runs two provider replicas (`npm run test:reliability` starts the sandbox so) behind
@@ -54,7 +17,6 @@ spec:
 describe('two provider replicas: the leader dies during a burst of elected pods', function () {
   this.timeout(300_000);
   const ns = uniqueName('replicas');
-  const metricsPort = (r: number) => sandbox.providerPorts('c1', r).metrics;
 
   before(async () => {
     const replicas = sandbox.providerReplicas('c1');
@@ -69,12 +31,7 @@ describe('two provider replicas: the leader dies during a burst of elected pods'
 
   it('the standby, Ready before it leads, takes over within 20 s; every admitted pod runs with exactly one delegate; failed webhook calls are counted', async () => {
     const replicas = [0, 1];
-    let leader = -1;
-    await waitFor('one replica leads', 30_000, async () => {
-      const codes = await Promise.all(replicas.map((r) => status(metricsPort(r), '/leaderz')));
-      leader = codes.indexOf(200);
-      return codes.filter((c) => c === 200).length === 1;
-    });
+    const leader = await theLeader();
     const standby = 1 - leader;
     expect(await status(metricsPort(standby), '/readyz'), 'the standby is Ready before it leads').to.equal(200);
     expect(await status(metricsPort(standby), '/leaderz')).to.equal(503);
@@ -84,7 +41,7 @@ describe('two provider replicas: the leader dies during a burst of elected pods'
     const created: Promise<{ stdout: string; stderr: string; code: number }>[] = [];
     let killedAtMs = 0;
     for (let b = 0; b < PODS / BATCH; b++) {
-      const yaml = Array.from({ length: BATCH }, (_, i) => pod(ns, b * BATCH + i)).join('---\n');
+      const yaml = Array.from({ length: BATCH }, (_, i) => electedPod(ns, `burst-${b * BATCH + i}`)).join('---\n');
       created.push(kubectlStdin('c1', yaml, 'create', '-f', '-'));
       if (b === 1) {
         sandbox.killProviderReplica('c1', leader, 'SIGKILL');

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { Controller } from '../../../../provider/controller/controller.js';
 import type { Informer } from '../../../../provider/controller/informer.js';
@@ -163,6 +164,34 @@ describe('Manager', () => {
     expect(log.slice(2)).to.deep.equal(['stop cache virtual-nodes', 'elector release', 'stop extender', 'stop cache proxies', 'stop target-registry', 'stop cache targets', 'stop webhook']);
     expect(w.lost(), 'a shutdown is not a loss').to.equal(0);
     expect(w.m.readiness().ready).to.equal(false);
+  });
+
+  it('stop with a drain: not Ready and draining at once, the lease handed back before the drain ends, the servers stopped after it', async () => {
+    const clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    try {
+      const w = setup();
+      const drained: string[] = [];
+      const server: Runnable = { ...runnable('kubelet API', log), drain: () => void drained.push('kubelet API') };
+      const m = new Manager({ logger: silentLogger(), elector: w.elector.build, stepDownDeadlineMs: 1000 });
+      m.add(server);
+      m.add(runnable('delegation', log, { leader: true }));
+      await m.start();
+      w.elector.callbacks!.onStartedLeading();
+      await settle();
+      log.length = 0;
+      const stopped = m.stop(1000, 5000);
+      expect(m.readiness()).to.deep.equal({ ready: false, reason: 'shutting down' });
+      expect(drained).to.deep.equal(['kubelet API']);
+      await settle();
+      expect(log, 'the writers stop and the lease is handed back while the servers still serve').to.deep.equal(['stop delegation', 'elector release']);
+      await clock.tickAsync(4999);
+      expect(log).to.not.include('stop kubelet API');
+      await clock.tickAsync(1);
+      await stopped;
+      expect(log).to.deep.equal(['stop delegation', 'elector release', 'stop kubelet API']);
+    } finally {
+      clock.restore();
+    }
   });
 
   it('refuses runnables added after start', async () => {

@@ -45,3 +45,17 @@ describe('parseConfig: leader election timings', () => {
     });
   }
 });
+
+describe('parseConfig: graceful shutdown', () => {
+  it('drains 5 s and then stops within 20 s by default: 25 s, under the Deployment\'s 30 s grace period', () => {
+    expect(configOf().shutdownDelaySeconds).to.equal(5);
+    expect(configOf().shutdownTimeoutSeconds).to.equal(20);
+  });
+
+  it('takes 0 (no drain) and refuses a drain that would only hold a rollout', () => {
+    expect(configOf('--shutdown-delay-seconds=0').shutdownDelaySeconds).to.equal(0);
+    const r = parse('--shutdown-delay-seconds=301');
+    expect(r.ok).to.equal(false);
+    expect(!r.ok && r.errors.join('\n')).to.match(/--shutdown-delay-seconds \(301\) must be at most 300/);
+  });
+});

@@ -1,0 +1,200 @@
+import type { KubernetesListObject, KubernetesObject, CoreV1Event, V1ConfigMap, V1Namespace, V1Pod, V1Secret, V1Service } from '@kubernetes/client-node';
+import type { TargetClient } from '../clusters/target-client.js';
+import type { Informer } from '../controller/informer.js';
+import { leaderController, type Runnable } from '../controller/manager.js';
+import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
+import type { Wiring } from './wiring.js';
+
+/** What delegation gives the rest of the wiring. */
+export interface DelegationWiring {
+  namespaces: Informer<V1Namespace>;
+  delegates: (key: string) => Informer<V1Pod> | undefined;
+  follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+  runnables: Runnable[];
+  outage: { afterProbe(targetKey: string): void; mayCreateDelegates(targetKey: string): boolean };
+}
+
+/**
+ * Proxies -> delegates, follow and services. Source-side informers are static; each target
+ * gets its own informers (delegates, copies) when it joins the registry and loses them when
+ * it leaves, so a broken target never stalls the others. The per-target informers run on
+ * every replica (the binder reads delegates; a new leader starts on warm caches); the
+ * controllers run on the leader.
+ */
+export async function wireDelegation(
+  w: Wiring,
+  proxies: Informer<V1Pod>,
+  /** Proxies the extender is placing (see `Binder.placing`). */
+  placing: (namespace: string) => Iterable<{ proxy: V1Pod; targetKey: string }>,
+): Promise<DelegationWiring> {
+  // Loaded only when delegation is enabled: target-only installs never load it.
+  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }, { OutageReconciler }] = await Promise.all([
+    import('../reconcilers/delegation.js'),
+    import('../reconcilers/follow.js'),
+    import('../reconcilers/services.js'),
+    import('../reconcilers/delegate-events.js'),
+    import('../reconcilers/outage.js'),
+  ]);
+  const { config, kc, core, clusters, events, clock, metrics } = w;
+  const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
+  const podEvents = 'involvedObject.kind=Pod';
+  // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
+  // reference by name (least privilege: no list/watch of every Secret in the cluster).
+  const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
+  // Opted-in namespaces only: the tenancy check needs no more, and a namespace whose label goes
+  // away leaves the cache (a watch with a selector reports it as deleted).
+  const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
+  const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', () => core.listNamespace({ labelSelector: enabledSelector }), enabledSelector);
+
+  const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
+
+  const follow = new FollowReconciler({
+    placing,
+    sourceCore: core,
+    proxies,
+    namespaces,
+    registry: clusters,
+    sourceClusterName: config.clusterName,
+    events,
+    targetConfigMaps: (key: string) => perTarget.get(key)?.configMaps,
+    targetSecrets: (key: string) => perTarget.get(key)?.secrets,
+  });
+  // Outages: proxies say their target is unreachable, fail over if asked, and a target that
+  // comes back is fenced before delegation creates anything there.
+  const outage = new OutageReconciler({ sourceCore: core, proxies, namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock, metrics });
+  const outageController = w.newController('outage', outage);
+  outageController.watch(proxies, (p) => OutageReconciler.keysOfProxy(clusters, p));
+  const delegation = new DelegationReconciler({
+    mayCreateDelegates: (key) => outage.mayCreateDelegates(key),
+    sourceCore: core,
+    proxies,
+    namespaces,
+    delegates: (key: string) => perTarget.get(key)?.delegates,
+    registry: clusters,
+    sourceClusterName: config.clusterName,
+    events,
+    clock,
+    follow,
+  });
+  const svc = new ServiceReconciler({
+    sourceCore: core,
+    services,
+    proxies,
+    registry: clusters,
+    sourceClusterName: config.clusterName,
+    events,
+    targetServices: (key: string) => perTarget.get(key)?.services,
+    delegates: (key: string) => perTarget.get(key)?.delegates,
+  });
+  const delegateEvents = new DelegateEventsReconciler({
+    sourceCore: core,
+    targetEvents: (key: string) => perTarget.get(key)?.events,
+    delegates: (key: string) => perTarget.get(key)?.delegates,
+    targetName: (key: string) => clusters.get(key)?.displayName,
+    sourceClusterName: config.clusterName,
+    clock,
+    logger: w.logger,
+  });
+  // A proxy's key is grouped by its virtual node (one per target): a target whose calls hang
+  // holds at most --workers-per-target workers, and the others keep flowing.
+  const delegationController = w.newController('delegation', delegation, {
+    of: (key) => {
+      const [namespace, name] = key.split('/');
+      return proxies.get(name, namespace)?.spec?.nodeName || undefined;
+    },
+    maxInFlight: config.workersPerTarget,
+  });
+  const eventsController = w.newController('delegate-events', delegateEvents);
+  const followController = w.newController('follow', follow);
+  const servicesController = w.newController('services', svc);
+  delegationController.watch(proxies, (p) => [DelegationReconciler.proxyKey(p)]);
+  followController.watch(proxies, (p) => FollowReconciler.keysOfProxy(p));
+  // Opting a namespace in or out changes what its proxies may do.
+  delegationController.watch(namespaces, (n) => proxies.list(n.metadata?.name).map((p) => DelegationReconciler.proxyKey(p)));
+  followController.watch(namespaces, (n) => proxies.list(n.metadata?.name).flatMap((p) => FollowReconciler.keysOfProxy(p)));
+  servicesController.watch(services, (s) => [ServiceReconciler.keyOf(s)]);
+  servicesController.watch(proxies, (p) => svc.keysOfProxy(p));
+
+  const addTarget = (t: TargetClient) => {
+    const existing = perTarget.get(t.key);
+    if (existing) removeTarget(t);
+    // A Target's Source grants rights in the Target's namespace only; a ClusterTarget's, everywhere.
+    const ns = t.ref.kind === 'Target' ? t.ref.namespace : undefined;
+    const path = (resource: string) => (ns ? `/api/v1/namespaces/${ns}/${resource}` : `/api/v1/${resource}`);
+    const informer = <T extends KubernetesObject>(name: string, resource: string, fn: () => Promise<KubernetesListObject<T>>) =>
+      w.newInformer<T>(name, t.displayName, t.kubeConfig, path(resource), fn, ours);
+    const entry = {
+      delegates: informer<V1Pod>('delegates', 'pods', () => (ns ? t.core.listNamespacedPod({ namespace: ns, labelSelector: ours }) : t.core.listPodForAllNamespaces({ labelSelector: ours }))),
+      configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', () =>
+        ns ? t.core.listNamespacedConfigMap({ namespace: ns, labelSelector: ours }) : t.core.listConfigMapForAllNamespaces({ labelSelector: ours }),
+      ),
+      secrets: informer<V1Secret>('secret-copies', 'secrets', () => (ns ? t.core.listNamespacedSecret({ namespace: ns, labelSelector: ours }) : t.core.listSecretForAllNamespaces({ labelSelector: ours }))),
+      services: informer<V1Service>('service-copies', 'services', () =>
+        ns ? t.core.listNamespacedService({ namespace: ns, labelSelector: ours }) : t.core.listServiceForAllNamespaces({ labelSelector: ours }),
+      ),
+      // Events carry no labels of ours: take all pod events, keep those about our delegates.
+      events: w.newInformer<CoreV1Event>('delegate-events', t.displayName, t.kubeConfig, path('events'), () =>
+        ns ? t.core.listNamespacedEvent({ namespace: ns, fieldSelector: podEvents }) : t.core.listEventForAllNamespaces({ fieldSelector: podEvents }),
+        undefined,
+        podEvents,
+      ),
+    };
+    perTarget.set(t.key, entry);
+    delegationController.watch(entry.delegates, (p) => DelegationReconciler.delegateToProxyKey(p, config.clusterName));
+    followController.watch(entry.configMaps, (o) => FollowReconciler.keysOfCopy('configmap', o));
+    followController.watch(entry.secrets, (o) => FollowReconciler.keysOfCopy('secret', o));
+    servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s));
+    servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p));
+    eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev));
+    // Events can arrive before their delegate is cached: look at them again when it is.
+    entry.delegates.on('add', (p) => {
+      for (const k of DelegateEventsReconciler.keysOfDelegate(t.key, p, entry.events)) eventsController.enqueue(k);
+    });
+    for (const i of Object.values(entry)) i.start();
+    // Proxies bound to this target may have been waiting for its clients.
+    for (const p of proxies.list()) delegationController.enqueue(DelegationReconciler.proxyKey(p));
+  };
+  const removeTarget = (t: TargetClient) => {
+    const entry = perTarget.get(t.key);
+    if (!entry) return;
+    perTarget.delete(t.key);
+    for (const i of Object.values(entry)) i.stop();
+  };
+  // From the first probe on, whether or not this replica leads.
+  clusters.on('added', addTarget);
+  clusters.on('removed', removeTarget);
+
+  // Delegates by target and phase, from the caches, every 15 s.
+  const timer = setInterval(() => {
+    metrics.delegates.reset();
+    for (const [key, entry] of perTarget) {
+      const counts = new Map<string, number>();
+      for (const p of entry.delegates.list()) counts.set(p.status?.phase ?? 'Unknown', (counts.get(p.status?.phase ?? 'Unknown') ?? 0) + 1);
+      for (const [phase, n] of counts) metrics.delegates.set({ target: clusters.get(key)?.displayName ?? key, phase }, n);
+    }
+  }, 15_000);
+  timer.unref();
+  const runnables: Runnable[] = [
+    {
+      name: 'target caches',
+      start: () => undefined,
+      stop: () => {
+        clearInterval(timer);
+        for (const entry of perTarget.values()) for (const i of Object.values(entry)) i.stop();
+        perTarget.clear();
+      },
+    },
+    leaderController(delegationController, [proxies, namespaces]),
+    leaderController(outageController, [proxies, namespaces]),
+    leaderController(eventsController, []),
+    leaderController(followController, [proxies, namespaces]),
+    leaderController(servicesController, [services, proxies]),
+  ];
+  return {
+    namespaces,
+    delegates: (key) => perTarget.get(key)?.delegates,
+    follow,
+    runnables,
+    outage: { afterProbe: (key) => outageController.enqueue(key), mayCreateDelegates: (key) => outage.mayCreateDelegates(key) },
+  };
+}

@@ -1,0 +1,62 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import type express from 'express';
+import type { Informer } from '../controller/informer.js';
+import { standbyMayCreateDelegates } from '../model/outage.js';
+import { Binder } from '../../scheduler/bind.js';
+import { createExtenderApp } from '../../scheduler/extender-server.js';
+import { PlacementMemory } from '../../scheduler/placement-memory.js';
+import { nodesOfSummary } from '../../scheduler/target-nodes.js';
+import type { DelegationWiring } from './delegation.js';
+import type { Wiring } from './wiring.js';
+
+/**
+ * The scheduler extender (filter, prioritize and, with delegation, bind) on the webhook's
+ * server, which every replica runs. Returns the binder, which follow asks for the proxies it is
+ * placing.
+ */
+export function wireExtender(w: Wiring, routes: express.Router, proxies: Informer<V1Pod> | undefined, delegation: DelegationWiring | undefined): Binder | undefined {
+  const memory = new PlacementMemory();
+  const binder = delegation
+    ? new Binder({
+        sourceCore: w.core,
+        registry: w.clusters,
+        proxies: proxies!,
+        namespaces: delegation.namespaces,
+        delegates: delegation.delegates,
+        follow: delegation.follow,
+        memory,
+        schedulerName: w.config.proxySchedulerName,
+        sourceClusterName: w.config.clusterName,
+        clock: w.clock,
+        logger: w.logger,
+        placeTimeoutMs: w.config.delegatePlacementTimeoutSeconds * 1000,
+        // The leader fences a target that comes back before it creates delegates there; a
+        // standby cannot know when that is done, so it keeps off a target recently unreachable.
+        mayCreateDelegates: (key) =>
+          w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.now()),
+      })
+    : undefined;
+  routes.use(
+    createExtenderApp({
+      registry: w.clusters,
+      targetState: (key) => {
+        const read = w.clusters.summary(key);
+        return read && { nodes: nodesOfSummary(read.summary), readAtMs: read.readAtMs };
+      },
+      policy: { kind: 'spread' },
+      memory,
+      // Every replica binds: kube-scheduler keeps its connection to the extender, so through a
+      // Service its binds go to one replica, leader or not. The binder's writes are safe from
+      // any replica: the delegate's name is deterministic (AlreadyExists is adopted), the
+      // Binding succeeds once, and the leader's follow keeps the copies of proxies not bound
+      // yet (it does not see a standby's placements).
+      binder,
+      clock: w.clock,
+      logger: w.logger,
+      metricsRegistry: w.registry,
+    }),
+  );
+  // The binder reads proxies and namespaces: kept warm on every replica.
+  w.manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces] : [], start: () => undefined, stop: () => undefined });
+  return binder;
+}

@@ -1,0 +1,170 @@
+import { AdmissionregistrationV1Api, CertificatesV1Api } from '@kubernetes/client-node';
+import express from 'express';
+import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { Registry } from 'prom-client';
+import { CertRotator } from '../../certs/cert-rotator.js';
+import { readCertificate } from '../../certs/read-certificate.js';
+import { createWebhookApp } from '../../webhook/create-webhook-app.js';
+import { createWebhookServer, type WebhookServer } from '../../webhook/create-webhook-server.js';
+import { WebhookCertificates } from '../../webhook/webhook-certificates.js';
+import { ProxySchedulerClientCertificate } from '../../webhook/proxy-scheduler-client-certificate.js';
+import { WebhookCertificateRotation } from '../../webhook/webhook-certificate-rotation.js';
+import type { Manager, Runnable } from '../controller/manager.js';
+import { realClock } from '../core/clock.js';
+import { errorFields } from '../core/logger.js';
+import { createKubeletAuthorizer } from '../kubelet/auth.js';
+import { readClusterClientCa } from '../kubelet/client-ca.js';
+import { createKubeletServer } from '../kubelet/kubelet-server.js';
+import { KubeletServingCertificate } from '../kubelet/serving-certificate.js';
+import { createProxyResolver } from '../kubelet/proxy-resolver.js';
+import { EXTENDER_PATH_PREFIX } from '../../scheduler/extender-server.js';
+import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../scheduler/extender-client-auth.js';
+import type { Wiring } from './wiring.js';
+
+/** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
+export function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runnable {
+  const { config, kc, core, registry, metrics, logger } = w;
+  let stop: () => Promise<void> = async () => undefined;
+  let drain = () => undefined as void;
+  const start = async () => {
+    const admission = kc.makeApiClient(AdmissionregistrationV1Api);
+    const dnsNames = config.webhookServiceName
+      ? [config.webhookServiceName, `${config.webhookServiceName}.${config.namespace}`, `${config.webhookServiceName}.${config.namespace}.svc`, `${config.webhookServiceName}.${config.namespace}.svc.cluster.local`]
+      : ['localhost'];
+    const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
+    const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock: realClock });
+    let server: WebhookServer | undefined;
+    // Keeps the serving certificate, the webhook configuration's caBundle (no cert-manager needed)
+    // and, when this process serves the extender, the proxy scheduler's client certificate: the
+    // extender's routes answer only to it.
+    const rotation = new WebhookCertificateRotation({
+      certs,
+      webhookConfigName: config.webhookConfigName,
+      clientCertificate: config.enable.includes('extender')
+        ? new ProxySchedulerClientCertificate({ core, namespace: config.namespace, secretName: 'admiralty-proxy-scheduler-client', commonName: PROXY_SCHEDULER_CLIENT_CN, clock: realClock })
+        : undefined,
+      serve: (pair, trustedCaPems) => {
+        server?.swap(pair, trustedCaPems);
+        logger.info('webhook certificate or trusted CAs rotated', { trustedCas: trustedCaPems.length });
+      },
+      clock: realClock,
+      onError: (what, err) =>
+        what === 'caBundle'
+          ? logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName })
+          : logger.warn(`${what === 'serving' ? 'webhook' : 'proxy scheduler client'} certificate renewal failed`, errorFields(err)),
+      onIssued: (what, pair) => metrics.certificateExpiry.set({ certificate: what === 'serving' ? 'webhook' : 'proxy-scheduler-client' }, readCertificate(pair.certPem).notAfter.getTime() / 1000),
+    });
+    const first = await rotation.start();
+    const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
+    app.use(EXTENDER_PATH_PREFIX, createExtenderClientGuard({ logger, metricsRegistry: registry }));
+    app.use(extenderRoutes);
+    const listening = createWebhookServer({
+      pair: first.pair,
+      handler: app,
+      clientCaPems: first.trustedCaPems,
+      // At warn: with failurePolicy Fail, a connection closed just as the apiserver uses it is a
+      // refused pod ("connection reset by peer"), and nothing else would say so.
+      onClose: (reason) => {
+        metrics.webhookConnectionsClosed.inc({ reason });
+        logger.warn('webhook connection closed by the server', { reason });
+      },
+    });
+    server = listening;
+    // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
+    process.on('SIGHUP', () => void rotation.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
+    await new Promise<void>((res) => listening.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
+    logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
+    drain = () => listening.drain();
+    stop = async () => {
+      rotation.stop();
+      await new Promise<void>((res) => listening.server.close(() => res()));
+    };
+  };
+  return { name: 'webhook', start, drain: () => drain(), stop: () => stop() };
+}
+
+/** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
+export function kubeletRunnable(w: Wiring): Runnable {
+  const { config, kc, core, clusters, registry, metrics, logger } = w;
+  let stop: () => Promise<void> = async () => undefined;
+  let drain = () => undefined as void;
+  const start = async () => {
+    const serving = new KubeletServingCertificate({
+      certificates: kc.makeApiClient(CertificatesV1Api),
+      nodeName: `admiralty-${config.clusterName}`,
+      ipAddresses: [config.kubeletAddress],
+      dnsNames: [],
+      signerName: config.kubeletServingSigner,
+      clock: realClock,
+      logger,
+    });
+    const first = await serving.issue();
+    let clientCaPem: string | undefined;
+    if (config.kubeletClientCaFile) clientCaPem = readFileSync(config.kubeletClientCaFile, 'utf8');
+    else {
+      const ca = await readClusterClientCa(core);
+      if ('pem' in ca) clientCaPem = ca.pem;
+      // Fail closed: without a client CA only bearer tokens authenticate, and the apiserver
+      // presents a certificate, so kubectl logs/exec on proxies are refused until this is fixed.
+      else logger.warn('kubelet API: no client CA, so the apiserver cannot authenticate for kubectl logs/exec; set --kubelet-client-ca-file', { reason: ca.reason });
+    }
+    const server = createKubeletServer({
+      host: config.kubeletBindAddress,
+      port: config.kubeletPort,
+      tls: first,
+      clientCaPem,
+      auth: createKubeletAuthorizer({ kubeConfig: kc }),
+      logger,
+      registry,
+      resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
+    });
+    await server.listen();
+    metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(first.certPem).notAfter.getTime() / 1000);
+    const rotator = new CertRotator({
+      issue: () => serving.issue(),
+      onRotate: (pair) => {
+        server.setCertificate(pair.certPem, pair.keyPem);
+        metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
+      },
+      clock: realClock,
+      onError: (err) => logger.warn('kubelet certificate renewal failed', errorFields(err)),
+    });
+    await rotator.start(first);
+    process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced kubelet certificate rotation failed', errorFields(err))));
+    logger.info('kubelet API listening', { address: config.kubeletBindAddress, port: config.kubeletPort, selfSigned: first.selfSigned });
+    drain = () => server.drain();
+    stop = async () => {
+      rotator.stop();
+      await server.close();
+    };
+  };
+  return { name: 'kubelet API', start, drain: () => drain(), stop: () => stop() };
+}
+
+/**
+ * Metrics and probes, plain HTTP. Ready means "can serve" (servers listening, serving caches
+ * synced, not shutting down), on the leader and on a standby alike; `/leaderz` says which
+ * replica leads, for operators and the sandbox's tests (no secret in it).
+ */
+export async function startOpsServer(o: { port: number; host: string; registry: Registry; manager: Pick<Manager, 'readiness' | 'isLeader'> }): Promise<Server> {
+  const ops = express();
+  ops.get('/metrics', async (_req, res) => {
+    res.set('Content-Type', o.registry.contentType).send(await o.registry.metrics());
+  });
+  ops.get('/healthz', (_req, res) => {
+    res.send('ok');
+  });
+  ops.get('/readyz', (_req, res) => {
+    const r = o.manager.readiness();
+    if (r.ready) res.send('ok');
+    else res.status(503).send(r.reason);
+  });
+  ops.get('/leaderz', (_req, res) => {
+    const leading = o.manager.isLeader();
+    res.status(leading ? 200 : 503).send(leading ? 'leader' : 'standby');
+  });
+  return new Promise((res) => {
+    const s = ops.listen(o.port, o.host, () => res(s));
+  });
+}

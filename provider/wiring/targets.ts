@@ -1,0 +1,76 @@
+import { AuthenticationV1Api, AuthorizationV1Api, CoordinationV1Api, RbacAuthorizationV1Api, type KubernetesObject, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { ServerAddressPolicy } from '../clusters/server-address-policy.js';
+import { Controller } from '../controller/controller.js';
+import type { Informer } from '../controller/informer.js';
+import { leaderController } from '../controller/manager.js';
+import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
+import type { Target } from '../model/types.js';
+import { SelfTargetBindings } from '../reconcilers/self-target-bindings.js';
+import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
+import { AFTER_BINDING_MS, TargetsReconciler } from '../reconcilers/targets.js';
+import { PROVIDER_VERSION, type Wiring } from './wiring.js';
+
+/**
+ * Targets: the registry (clients, summaries, health) filled on every replica by the read side,
+ * and the virtual nodes, their Leases and the Targets' status written by the leader.
+ */
+export function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>, proxies: Informer<V1Pod> | undefined, afterProbe: (targetKey: string) => void): void {
+  const { config, kc, core, custom, manager } = w;
+  const targets = crdInformer<Target & KubernetesObject>('targets');
+  const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
+  const virtualNodes = w.newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode({ labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}` }), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
+  const selfBindings = new SelfTargetBindings({
+    rbac: kc.makeApiClient(RbacAuthorizationV1Api),
+    authentication: kc.makeApiClient(AuthenticationV1Api),
+    authorization: kc.makeApiClient(AuthorizationV1Api),
+  });
+  // The writer is woken after every probe: the probe period is the node Lease period.
+  let writer: Controller | undefined;
+  const reader = w.newController(
+    'target-registry',
+    new TargetRegistryReconciler({
+      sourceKubeConfig: kc,
+      sourceCore: core,
+      targets,
+      clusterTargets,
+      registry: w.clusters,
+      serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
+      requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
+      selfBindings,
+      clock: w.clock,
+      leaseIntervalMs: config.nodeLeaseIntervalSeconds * 1000,
+      onHealth: (target, isReady) => w.metrics.targetReady.set({ target }, isReady ? 1 : 0),
+      onProbed: (key) => {
+        writer?.enqueue(key);
+        afterProbe(key);
+      },
+    }),
+  );
+  reader.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
+  reader.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
+  manager.add({ name: 'target-registry', caches: [targets, clusterTargets], start: () => reader.start(), stop: (ms) => reader.stop(ms) });
+
+  writer = w.newController(
+    'targets',
+    new TargetsReconciler({
+      sourceCore: core,
+      sourceCustom: custom,
+      sourceCoordination: coordination,
+      targets,
+      clusterTargets,
+      registry: w.clusters,
+      proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
+      selfBindings,
+      kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
+      kubeletVersion: PROVIDER_VERSION,
+      events: w.events,
+      clock: w.clock,
+      nodeStatusIntervalMs: config.nodeStatusIntervalSeconds * 1000,
+      onBindingWritten: (key) => reader.enqueueAfter(key, AFTER_BINDING_MS),
+    }),
+  );
+  writer.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
+  writer.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
+  writer.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n));
+  manager.add(leaderController(writer, [targets, clusterTargets, virtualNodes, ...(proxies ? [proxies] : [])]));
+}

@@ -1,0 +1,32 @@
+import type { CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import type { Registry } from 'prom-client';
+import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { Controller } from '../controller/controller.js';
+import type { Informer } from '../controller/informer.js';
+import type { Manager } from '../controller/manager.js';
+import type { WorkQueueShards } from '../controller/workqueue.js';
+import type { Clock } from '../core/clock.js';
+import type { ProviderConfig } from '../core/config.js';
+import type { EventRecorder } from '../core/events.js';
+import type { Logger } from '../core/logger.js';
+import type { Metrics } from '../core/metrics.js';
+
+/** Version reported in virtual nodes' nodeInfo. */
+export const PROVIDER_VERSION = 'v0.1.0-admiralty-ts';
+
+/** What every part of the wiring shares. */
+export interface Wiring {
+  config: ProviderConfig;
+  kc: KubeConfig;
+  core: CoreV1Api;
+  custom: CustomObjectsApi;
+  clusters: ClusterRegistry;
+  events: EventRecorder;
+  logger: Logger;
+  clock: Clock;
+  metrics: Metrics;
+  registry: Registry;
+  manager: Manager;
+  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string, transform?: (obj: T) => T) => Informer<T>;
+  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => Controller;
+}

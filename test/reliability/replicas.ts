@@ -1,0 +1,55 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { sandbox, waitFor } from '../e2e/support.js';
+
+/** GET on 127.0.0.1: the status code, or 0 when nothing answers. */
+export async function status(port: number, path: string): Promise<number> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(1000) });
+    await res.text();
+    return res.status;
+  } catch {
+    return 0;
+  }
+}
+
+/** The metrics (probes) port of one of c1's provider replicas. */
+export const metricsPort = (replica: number): number => sandbox.providerPorts('c1', replica).metrics;
+
+/** Waits until exactly one of c1's provider replicas leads; returns it. */
+export async function theLeader(timeoutMs = 30_000): Promise<number> {
+  const replicas = Array.from({ length: sandbox.providerReplicas('c1') }, (_, r) => r);
+  let leader = -1;
+  await waitFor('one replica leads', timeoutMs, async () => {
+    const codes = await Promise.all(replicas.map((r) => status(metricsPort(r), '/leaderz')));
+    leader = codes.indexOf(200);
+    return codes.filter((c) => c === 200).length === 1;
+  });
+  return leader;
+}
+
+/** Lines of c1's apiserver log that say it could not call the webhook (refused, reset, timed out). */
+export function failedWebhookCalls(): string[] {
+  const log = join(sandbox.dir, 'logs', 'c1-kube-apiserver.log');
+  if (!existsSync(log)) return [];
+  return readFileSync(log, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('failed calling webhook'));
+}
+
+/** An elected pod of the bursts, labelled app=burst. */
+export function electedPod(ns: string, name: string): string {
+  return `apiVersion: v1
+kind: Pod
+metadata:
+  name: ${name}
+  namespace: ${ns}
+  labels: {app: burst}
+  annotations: {multicluster.admiralty.io/elect: ""}
+spec:
+  containers:
+  - name: c
+    image: busybox
+    resources: {requests: {cpu: 10m, memory: 8Mi}}
+`;
+}
