@@ -1,7 +1,7 @@
 import { expect } from 'chai';
-import { connectNamespace, disconnectNamespace, getJson, kubectlStdin, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
+import { getJson, kubectlStdin, sandbox, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
-import { electedPod, failedWebhookCalls, metricsPort, status, theLeader } from './replicas.js';
+import { electedPod, failedWebhookCalls, metricsPort, status, theLeader, withTwoReplicasAnd } from './replicas.js';
 
 const PARENT_UID = 'multicluster.admiralty.io/parent-uid';
 /** The burst (the issue's scenario: 200 elected pods), in batches of 20. */
@@ -17,17 +17,7 @@ const BATCH = 20;
 describe('two provider replicas: the leader dies during a burst of elected pods', function () {
   this.timeout(300_000);
   const ns = uniqueName('replicas');
-
-  before(async () => {
-    const replicas = sandbox.providerReplicas('c1');
-    if (replicas < 2) throw new Error(`the sandbox runs ${replicas} provider replica in c1; this scenario needs 2: run it with npm run test:reliability, or start the sandbox with --provider-replicas 2`);
-    await connectNamespace(ns);
-  });
-  after(async () => {
-    // Wholly, before the next scenario stops something a background teardown would need.
-    await disconnectNamespace(ns);
-    await settleTeardowns();
-  });
+  withTwoReplicasAnd(ns);
 
   it('the standby, Ready before it leads, takes over within 20 s; every admitted pod runs with exactly one delegate; failed webhook calls are counted', async () => {
     const replicas = [0, 1];

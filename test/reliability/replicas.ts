@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { sandbox, waitFor } from '../e2e/support.js';
+import { connectNamespace, disconnectNamespace, sandbox, settleTeardowns, waitFor } from '../e2e/support.js';
 
 /** GET on 127.0.0.1: the status code, or 0 when nothing answers. */
 export async function status(port: number, path: string): Promise<number> {
@@ -52,4 +52,21 @@ spec:
     image: busybox
     resources: {requests: {cpu: 10m, memory: 8Mi}}
 `;
+}
+
+/**
+ * Mocha hooks of a scenario on two provider replicas: checks the sandbox runs two, connects
+ * namespace `ns` first, and tears it down wholly after, before the next scenario stops
+ * something a background teardown would need.
+ */
+export function withTwoReplicasAnd(ns: string): void {
+  before(async () => {
+    const replicas = sandbox.providerReplicas('c1');
+    if (replicas < 2) throw new Error(`the sandbox runs ${replicas} provider replica in c1; this scenario needs 2: run it with npm run test:reliability, or start the sandbox with --provider-replicas 2`);
+    await connectNamespace(ns);
+  });
+  after(async () => {
+    await disconnectNamespace(ns);
+    await settleTeardowns();
+  });
 }

@@ -8,10 +8,11 @@ import net from 'node:net';
  * replicas share the serving certificate, from Secret admiralty-webhook-cert) to one replica.
  *
  * As a Service routes only to Ready endpoints, it polls every replica's `/readyz` every 250 ms
- * and takes turns among the Ready ones (all of them when none is). Unlike kube-proxy, a
- * connection refused by a replica that died since the last poll is tried on the next one:
- * in a cluster, the kubelet's readiness probe and the endpoints update take that window, which
- * this does not try to reproduce. Loopback only.
+ * and takes turns among the Ready ones (all of them when none is), each answer taking effect
+ * `--endpoints-lag-ms` later (default 1000), as an endpoints update reaches kube-proxy. As with kube-proxy, a
+ * connection goes to the replica chosen and nowhere else: if that replica no longer listens
+ * (it died or closed since), the client's connection is dropped, and its call fails: a replica
+ * that is going away must keep listening a while (`--shutdown-delay-seconds`). Loopback only.
  *
  * Usage: `tcp-front.ts --listen=<port> --backends=<port>,<port> --readyz=<port>,<port>`
  * (readyz ports are the replicas' metrics ports, in the same order as their backends).
@@ -25,58 +26,47 @@ function main(argv: string[]): void {
     console.error('usage: tcp-front --listen=<port> --backends=<port>,... --readyz=<port>,...');
     process.exit(2);
   }
+  // What a Service routes to lags what the replicas say: the endpoints update travels to
+  // kube-proxy (about a second). A replica's answer takes effect that much later.
+  const lagMs = Number(flags.get('endpoints-lag-ms') ?? 1000);
   const ready = backends.map(() => false);
+  const observe = (i: number, isReady: boolean) => setTimeout(() => (ready[i] = isReady), lagMs);
   const poll = () => {
     readyz.forEach((port, i) => {
       const req = http.get({ host: '127.0.0.1', port, path: '/readyz', timeout: 1000 }, (res) => {
-        ready[i] = res.statusCode === 200;
+        observe(i, res.statusCode === 200);
         res.resume();
       });
       req.on('timeout', () => req.destroy());
-      req.on('error', () => (ready[i] = false));
+      req.on('error', () => observe(i, false));
     });
   };
   poll();
   setInterval(poll, 250);
 
   let turn = 0;
-  /** Ready replicas first, in turn; the others after them, as a last resort. */
-  const order = (): number[] => {
+  /** The Ready replicas in turn (all of them when none is Ready, as a last resort). */
+  const choose = (): number => {
     const all = backends.map((_, i) => i);
     const up = all.filter((i) => ready[i]);
     const pool = up.length ? up : all;
-    const start = turn++ % pool.length;
-    const rotated = [...pool.slice(start), ...pool.slice(0, start)];
-    return [...rotated, ...all.filter((i) => !rotated.includes(i))];
+    return pool[turn++ % pool.length]!;
   };
 
   const server = net.createServer((client) => {
-    const candidates = order();
-    let upstream: net.Socket | undefined;
-    client.on('error', () => upstream?.destroy());
-    client.on('close', () => upstream?.destroy());
-    const attempt = (k: number) => {
-      if (k >= candidates.length || client.destroyed) {
-        client.destroy();
-        return;
-      }
-      const socket = net.connect({ host: '127.0.0.1', port: backends[candidates[k]!]! });
-      let connected = false;
-      socket.once('connect', () => {
-        connected = true;
-        upstream = socket;
-        client.pipe(socket);
-        socket.pipe(client);
-      });
-      socket.on('error', () => {
-        if (!connected) attempt(k + 1);
-        else client.destroy();
-      });
-      socket.on('close', () => {
-        if (connected) client.destroy();
-      });
-    };
-    attempt(0);
+    const upstream = net.connect({ host: '127.0.0.1', port: backends[choose()]! });
+    client.on('error', () => upstream.destroy());
+    client.on('close', () => upstream.destroy());
+    upstream.once('connect', () => {
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    // A refused or broken upstream drops the client; an upstream that ends (a replica answered
+    // with Connection: close) ends the client through the pipe, after the answer's last byte.
+    upstream.on('error', () => client.destroy());
+    upstream.on('close', (hadError) => {
+      if (hadError || !client.writableEnded) client.destroy();
+    });
   });
   server.listen(listen, '127.0.0.1', () => console.log(`tcp-front: 127.0.0.1:${listen} -> ${backends.join(', ')}`));
   // Open connections would hold a graceful close: a Service going away drops them too.
