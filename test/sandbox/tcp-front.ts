@@ -9,12 +9,13 @@ import net from 'node:net';
  *
  * As a Service routes only to Ready endpoints, it polls every replica's `/readyz` every 250 ms
  * and takes turns among the Ready ones (all of them when none is), each answer taking effect
- * `--endpoints-lag-ms` later (default 1000), as an endpoints update reaches kube-proxy. As with kube-proxy, a
- * connection goes to the replica chosen and nowhere else: if that replica no longer listens
- * (it died or closed since), the client's connection is dropped, and its call fails: a replica
- * that is going away must keep listening a while (`--shutdown-delay-seconds`). Loopback only.
+ * `--endpoints-lag-ms` later (default 1000), as an endpoints update reaches kube-proxy. As
+ * with kube-proxy, a connection goes to the replica chosen and nowhere else: if that replica
+ * no longer listens (it died or closed since), the client's connection is dropped and its call
+ * fails, so a replica that is going away must keep listening a while
+ * (`--shutdown-delay-seconds`). Loopback only.
  *
- * Usage: `tcp-front.ts --listen=<port> --backends=<port>,<port> --readyz=<port>,<port>`
+ * Usage: `tcp-front.ts --listen=<port> --backends=<port>,<port> --readyz=<port>,<port> [--endpoints-lag-ms=<ms>]`
  * (readyz ports are the replicas' metrics ports, in the same order as their backends).
  */
 function main(argv: string[]): void {
