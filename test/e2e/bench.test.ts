@@ -1,0 +1,66 @@
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { benchCli, type BenchRunner } from '../../provider/tools/bench-cli.js';
+import { SUMMARY_LINE_PATTERN } from '../bench/offload-report.js';
+import { REPO_ROOT } from '../sandbox/sandbox.js';
+import { checkXmlWellFormed } from '../support/xml-well-formed.js';
+import { kubectl, sandbox } from './support.js';
+
+/** Runs the benchmark process as `admiralty bench` would, capturing what it prints. */
+function capturing(sink: { out: string; err: string }): BenchRunner {
+  return (command, args, cwd) =>
+    new Promise((res, rej) => {
+      const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout.on('data', (d) => (sink.out += d));
+      child.stderr.on('data', (d) => (sink.err += d));
+      child.on('error', rej);
+      child.on('exit', (code, signal) => res(code ?? (signal ? 128 : 1)));
+    });
+}
+
+describe('bench', () => {
+  const written: string[] = [];
+  after(() => {
+    for (const f of written) rmSync(f, { force: true });
+  });
+
+  it('runs the offload benchmark on the running sandbox, prints the summary line, writes the JSON and the SVG, and leaves the sandbox up', async function () {
+    this.timeout(180_000);
+    const sink = { out: '', err: '' };
+    const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
+    const code = await benchCli(['--sizes', '10'], io, capturing(sink));
+    expect(code, sink.out + sink.err).to.equal(0);
+
+    const summaries = sink.out.split('\n').filter((l) => l.startsWith('offload '));
+    expect(summaries.length, sink.out).to.be.greaterThan(0);
+    for (const line of summaries) expect(line).to.match(SUMMARY_LINE_PATTERN);
+    expect(SUMMARY_LINE_PATTERN.exec(summaries[0])![1]).to.equal('10');
+
+    const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
+    expect(m, sink.out).to.not.equal(null);
+    // Printed relative to the benchmark's working directory, the repository root.
+    const [json, svg] = [resolve(REPO_ROOT, m![1]), resolve(REPO_ROOT, m![2])];
+    written.push(json, svg);
+    expect(json).to.match(/[/\\]\.bench[/\\]offload-[^/\\]+\.json$/);
+    const figures = JSON.parse(readFileSync(json, 'utf8'));
+    expect(figures.results).to.have.length(1);
+    const [result] = figures.results;
+    expect(result.size).to.equal(10);
+    for (const run of [result.direct, result.offloaded]) {
+      expect(run.allRunningSeconds).to.be.a('number').above(0);
+      expect(run.deletionSeconds).to.be.a('number').above(0);
+      expect(run.startLatencyP99Ms).to.be.at.least(run.startLatencyP50Ms);
+      expect(run.providerPeakRssMiB).to.be.above(0);
+    }
+    expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
+    expect(result.offloadedPods).to.have.length(10);
+    expect(checkXmlWellFormed(readFileSync(svg, 'utf8'))).to.equal('svg');
+
+    // It reused the sandbox, left it up, and took its namespaces away.
+    expect(sandbox.isUp()).to.equal(true);
+    for (const c of ['c1', 'c2']) expect(await kubectl(c, 'get', 'namespaces', '-o', 'name')).not.to.match(/bench-/);
+    expect(existsSync(json)).to.equal(true);
+  });
+});
