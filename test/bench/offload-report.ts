@@ -196,6 +196,29 @@ export interface RunFigures {
   /** Whether the provider process changed during the run (a restart): its figures are then partial. */
   providerRestarted: boolean;
   stages: StageFigure[];
+  /** The provider's deepest workqueue (`admiralty_workqueue_depth`) by controller over the run, as sampled. */
+  peakQueueDepth?: Record<string, number>;
+  /** The provider's reconciles (`admiralty_controller_reconcile_total`, all results) by controller during the run. */
+  reconciles?: Record<string, number>;
+}
+
+/**
+ * The samples of one metric in Prometheus text exposition, summed by the value of one label
+ * (e.g. `admiralty_workqueue_depth` by `controller`). Samples without the label are summed under
+ * ''. Comment lines and other metrics are skipped; so are values that are not numbers.
+ */
+export function metricByLabel(text: string, metric: string, label: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const m = /^([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== metric) continue;
+    const value = Number(m[3]);
+    if (Number.isNaN(value)) continue;
+    const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
+    const key = labels[label] ?? '';
+    out[key] = (out[key] ?? 0) + value;
+  }
+  return out;
 }
 
 /** Both runs of one size. */
@@ -246,6 +269,19 @@ export function renderTable(results: readonly SizeResult[]): string {
     }),
   );
   return columns([header, ...rows]);
+}
+
+/** One line per run on the provider's queues: its deepest queues and its reconciles by controller (non-zero ones). */
+export function renderQueues(results: readonly SizeResult[]): string {
+  const list = (r: Record<string, number> | undefined) =>
+    Object.entries(r ?? {})
+      .filter(([, n]) => n > 0)
+      .sort((a, b) => b[1] - a[1])
+      .map(([c, n]) => `${c} ${n}`)
+      .join(', ') || '-';
+  return results
+    .flatMap((r) => (['direct', 'offloaded'] as const).map((kind) => `${r.size} ${kind}: peak queue depth ${list(r[kind].peakQueueDepth)}; reconciles ${list(r[kind].reconciles)}`))
+    .join('\n');
 }
 
 /**

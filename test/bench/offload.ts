@@ -32,11 +32,13 @@ import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
 import { cpuSeconds, peakRss, pool, providerPid, rssMiB } from './bench-support.js';
 import {
   DIRECT_MILESTONES,
+  metricByLabel,
   OFFLOAD_MILESTONES,
   orderedStages,
   OFFLOAD_USAGE,
   parseOffloadArgs,
   percentile,
+  renderQueues,
   renderStages,
   renderSvg,
   renderTable,
@@ -204,18 +206,60 @@ function benchPod(name: string, namespace: string, offload: boolean): V1Pod {
   };
 }
 
-/** The c1 provider's process, sampled over a run. */
+/** The provider's metrics text, or '' when it does not answer (the figures are then missing, not wrong). */
+async function providerMetrics(): Promise<string> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', 0).metrics}/metrics`, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? await res.text() : '';
+  } catch {
+    return '';
+  }
+}
+
+const RECONCILES = 'admiralty_controller_reconcile_total';
+const QUEUE_DEPTH = 'admiralty_workqueue_depth';
+
+/**
+ * The c1 provider over a run: its process (CPU, peak RSS, restart) and its queues (the deepest
+ * each controller's got, sampled every 250 ms, and the reconciles done).
+ */
 class ProviderSampler {
   private readonly pid: number;
   private readonly rss: { stop(): number };
   readonly rssBeforeMiB: number;
   private lastCpu: number;
+  private reconcilesBefore: Record<string, number> = {};
+  private readonly peakQueueDepth: Record<string, number> = {};
+  private queueTimer?: NodeJS.Timeout;
 
-  constructor() {
+  private constructor() {
     this.pid = providerPid(sandbox);
     this.rssBeforeMiB = rssMiB(this.pid);
     this.rss = peakRss(this.pid, 100);
     this.lastCpu = cpuSeconds(this.pid);
+  }
+
+  static async start(): Promise<ProviderSampler> {
+    const s = new ProviderSampler();
+    s.reconcilesBefore = metricByLabel(await providerMetrics(), RECONCILES, 'controller');
+    let busy = false;
+    s.queueTimer = setInterval(() => {
+      if (busy) return;
+      busy = true;
+      void providerMetrics().then((text) => {
+        busy = false;
+        for (const [c, n] of Object.entries(metricByLabel(text, QUEUE_DEPTH, 'controller'))) s.peakQueueDepth[c] = Math.max(s.peakQueueDepth[c] ?? 0, n);
+      });
+    }, 250);
+    return s;
+  }
+
+  /** The deepest queues seen, and the reconciles since the start, by controller. */
+  async queues(): Promise<{ peakQueueDepth: Record<string, number>; reconciles: Record<string, number> }> {
+    clearInterval(this.queueTimer);
+    const after = metricByLabel(await providerMetrics(), RECONCILES, 'controller');
+    const reconciles = Object.fromEntries(Object.entries(after).map(([c, n]) => [c, n - (this.reconcilesBefore[c] ?? 0)]));
+    return { peakQueueDepth: { ...this.peakQueueDepth }, reconciles };
   }
 
   /** CPU seconds since the previous call (or the start); NaN when the process is gone. */
@@ -280,7 +324,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
       await waitFor(`virtual node ${c2Node} advertising ${size} pods`, 120_000, async () => Number((await c1Core.readNode({ name: c2Node })).status?.allocatable?.pods ?? 0) >= size);
     }
     for (const w of watches) await w.start();
-    const sampler = new ProviderSampler();
+    const sampler = await ProviderSampler.start();
     // Created once the watches are up, so every step is seen; t0 is the first request.
     times.t0 = performance.now();
     await pool(names, concurrency, async (name) => {
@@ -305,6 +349,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     const deletionSeconds = (times.last('gone') - deleteStart) / 1000;
     const providerDeletionCpuSeconds = sampler.cpuSince();
     const { peakRssMiB, restarted } = sampler.finish();
+    const { peakQueueDepth, reconciles } = await sampler.queues();
     const pods = times.list();
     const latencies = startLatencies(pods);
     return {
@@ -321,6 +366,8 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
         providerRssBeforeMiB: sampler.rssBeforeMiB,
         providerRestarted: restarted,
         stages: stageFigures(pods, orderedStages(pods, direct ? DIRECT_MILESTONES : OFFLOAD_MILESTONES)),
+        peakQueueDepth,
+        reconciles,
       },
     };
   } finally {
@@ -392,8 +439,11 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log('');
   console.log(renderTable(results));
   console.log('');
-  console.log('stages (p50/p99 of each pod\'s own gap):');
+  console.log("stages (p50/p99 of each pod's own gap, in the order observed):");
   console.log(renderStages(results));
+  console.log('');
+  console.log("c1's provider, over each run (creation to deletion done):");
+  console.log(renderQueues(results));
   console.log('');
   for (const r of results) console.log(summaryLine(r.size, r.direct.allRunningSeconds, r.offloaded.allRunningSeconds));
 

@@ -3,8 +3,10 @@ import {
   DIRECT_MILESTONES,
   OFFLOAD_MILESTONES,
   orderedStages,
+  metricByLabel,
   parseOffloadArgs,
   percentile,
+  renderQueues,
   renderStages,
   renderSvg,
   renderTable,
@@ -224,5 +226,32 @@ describe('offload benchmark report', () => {
       expect(svg).not.to.contain('<polyline');
       expect(svg).not.to.contain('NaN');
     });
+  });
+});
+
+describe('offload benchmark report: provider metrics', () => {
+  const text = [
+    '# HELP admiralty_workqueue_depth Keys waiting in a controller queue.',
+    '# TYPE admiralty_workqueue_depth gauge',
+    'admiralty_workqueue_depth{controller="summary"} 0',
+    'admiralty_workqueue_depth{controller="delegation"} 42',
+    'admiralty_workqueue_depth_other{controller="delegation"} 7',
+    'admiralty_controller_reconcile_total{controller="delegation",result="success"} 10',
+    'admiralty_controller_reconcile_total{result="error",controller="delegation"} 2',
+    'admiralty_controller_reconcile_total{controller="a \\"quoted\\" one",result="success"} 1',
+    'admiralty_controller_reconcile_total 5',
+    'admiralty_workqueue_depth{controller="x"} NaN-ish',
+  ].join('\n');
+
+  it('sums the samples of one metric by one label', () => {
+    expect(metricByLabel(text, 'admiralty_workqueue_depth', 'controller')).to.deep.equal({ summary: 0, delegation: 42 });
+    expect(metricByLabel(text, 'admiralty_controller_reconcile_total', 'controller')).to.deep.equal({ delegation: 12, 'a \\"quoted\\" one': 1, '': 5 });
+    expect(metricByLabel('', 'admiralty_workqueue_depth', 'controller')).to.deep.equal({});
+  });
+
+  it('renders the non-zero queues and reconciles of each run, largest first', () => {
+    const base: RunFigures = { allRunningSeconds: 1, startLatencyP50Ms: 1, startLatencyP99Ms: 1, deletionSeconds: 1, providerCpuSeconds: 0, providerDeletionCpuSeconds: 0, providerPeakRssMiB: 1, providerRssBeforeMiB: 1, providerRestarted: false, stages: [] };
+    const text = renderQueues([{ size: 10, direct: base, offloaded: { ...base, peakQueueDepth: { summary: 0, delegation: 3, 'delegate-events': 9 }, reconciles: { delegation: 30 } } }]);
+    expect(text).to.equal('10 direct: peak queue depth -; reconciles -\n10 offloaded: peak queue depth delegate-events 9, delegation 3; reconciles delegation 30');
   });
 });
