@@ -63,6 +63,19 @@ export function parseOffloadArgs(argv: readonly string[]): OffloadArgs {
 }
 
 /**
+ * The pod capacity to give each of the target's nodes so that they hold `size` more pods than the
+ * `running` ones, with `margin` to spare, raised evenly; undefined when their allocatable pods
+ * already suffice (nothing to change). Never lowers a node: the result is at least its largest
+ * allocatable.
+ */
+export function podCapacityPlan(allocatablePods: readonly number[], running: number, size: number, margin: number): number | undefined {
+  const needed = size + running + margin;
+  const total = allocatablePods.reduce((a, b) => a + b, 0);
+  if (allocatablePods.length === 0 || total >= needed) return undefined;
+  return Math.max(Math.ceil(needed / allocatablePods.length), ...allocatablePods);
+}
+
+/**
  * The p-th percentile (0 < p <= 100) by nearest rank: the smallest value with at least p% of the
  * values at or below it. NaN for no values. Does not reorder `values`.
  */

@@ -38,6 +38,7 @@ import {
   OFFLOAD_USAGE,
   parseOffloadArgs,
   percentile,
+  podCapacityPlan,
   renderQueues,
   renderStages,
   renderSvg,
@@ -391,11 +392,9 @@ async function ensureCapacity(size: number): Promise<() => Promise<void>> {
   const core = kubeConfigFor('c2').makeApiClient(CoreV1Api);
   const nodes = (await core.listNode({ labelSelector: 'type=kwok' })).items;
   const running = (await core.listPodForAllNamespaces()).items.filter((p) => p.spec?.nodeName && holdsRoom(p)).length;
-  const allocatable = (n: V1Node) => Number(n.status?.allocatable?.pods ?? 0);
-  const total = nodes.reduce((sum, n) => sum + allocatable(n), 0);
-  const needed = size + running + CAPACITY_MARGIN;
-  if (total >= needed) return async () => undefined;
-  const perNode = String(Math.ceil(needed / nodes.length));
+  const plan = podCapacityPlan(nodes.map((n: V1Node) => Number(n.status?.allocatable?.pods ?? 0)), running, size, CAPACITY_MARGIN);
+  if (plan === undefined) return async () => undefined;
+  const perNode = String(plan);
   log(`raising the pod capacity of c2's ${nodes.length} kwok nodes to ${perNode} each (${size} pods + ${running} running + ${CAPACITY_MARGIN})`);
   const before = nodes.map((n) => ({ name: n.metadata!.name!, capacity: n.status?.capacity?.pods ?? '0', allocatable: n.status?.allocatable?.pods ?? '0' }));
   const patch = (name: string, capacity: string, allocatableValue: string) =>

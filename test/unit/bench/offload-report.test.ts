@@ -6,6 +6,7 @@ import {
   metricByLabel,
   parseOffloadArgs,
   percentile,
+  podCapacityPlan,
   renderQueues,
   renderStages,
   renderSvg,
@@ -64,6 +65,23 @@ describe('offload benchmark report', () => {
     for (const [argv, message] of bad) {
       it(`refuses ${JSON.stringify(argv)}`, () => {
         expect(() => parseOffloadArgs(argv)).to.throw(message);
+      });
+    }
+  });
+
+  describe('podCapacityPlan', () => {
+    const cases: [string, number[], number, number, number, number | undefined][] = [
+      ['room enough: nothing to change', [600, 600], 0, 1000, 100, undefined],
+      ['exactly enough', [600, 600], 100, 1000, 100, undefined],
+      ['5000 pods on two nodes of 600', [600, 600], 0, 5000, 100, 2550],
+      ['running pods count', [600, 600], 300, 1200, 100, 800],
+      ['rounded up', [10, 10, 10], 0, 100, 0, 34],
+      ['never lowers a node', [2000, 10], 0, 2500, 0, 2000],
+      ['no nodes: nothing to do', [], 0, 10, 0, undefined],
+    ];
+    for (const [name, pods, running, size, margin, want] of cases) {
+      it(name, () => {
+        expect(podCapacityPlan(pods, running, size, margin)).to.equal(want);
       });
     }
   });
