@@ -11,12 +11,13 @@
  * pod capacity is raised (same nodes for both runs) and put back at the end.
  *
  * Per run: first creation request -> last pod seen Running; each pod's start latency (request
- * sent -> Running seen on a watch) p50/p99; c1's provider CPU seconds and peak RSS; deletion of
- * the N pods (for the offloaded run, until every delegate is gone from c2). For the offloaded
- * run, the gaps between the steps of each pod's way (proxy created, bound, delegate created,
- * bound, Running, proxy Running). Prints one summary line per size
- * (`offload 1000 pods: direct 18.2 s, offloaded 21.0 s, ratio 1.15`), a table, the stages,
- * and writes `.bench/offload-<timestamp>.json` and `.svg`.
+ * sent -> Running seen on a watch) p50/p99; c1's provider CPU seconds, peak RSS, deepest queue
+ * and reconciles by controller (from its metrics); deletion of the N pods (for the offloaded run,
+ * until every delegate is gone from c2). For the offloaded run, the gaps between the steps of
+ * each pod's way (proxy created, bound, delegate created, bound, Running, proxy Running), in the
+ * order observed. Prints one summary line per size (e.g.
+ * `offload 1000 pods: direct 18.2 s, offloaded 21.0 s, ratio 1.15`), a table, the stages and
+ * the queues, and writes `.bench/offload-<timestamp>.json` and `.svg`.
  *
  * Starts the sandbox when it is not up, and stops it at the end only if it started it.
  *
@@ -425,7 +426,6 @@ async function main(args: OffloadArgs): Promise<void> {
       const direct = await run(size, args.concurrency, true);
       const offloaded = await run(size, args.concurrency, false);
       results.push({ size, direct: direct.figures, offloaded: offloaded.figures, directPods: direct.pods, offloadedPods: offloaded.pods });
-      console.log(summaryLine(size, direct.figures.allRunningSeconds, offloaded.figures.allRunningSeconds));
     }
   } finally {
     for (const restore of restores.reverse()) await restore();
@@ -444,6 +444,7 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log("c1's provider, over each run (creation to deletion done):");
   console.log(renderQueues(results));
   console.log('');
+  // Exactly one line per size in this form, for scripts; everything else starts otherwise.
   for (const r of results) console.log(summaryLine(r.size, r.direct.allRunningSeconds, r.offloaded.allRunningSeconds));
 
   const outDir = resolve(REPO_ROOT, args.outDir);
