@@ -1,18 +1,19 @@
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, rmSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { benchCli, type BenchRunner } from '../../provider/tools/bench-cli.js';
 import { SUMMARY_LINE_PATTERN } from '../bench/offload-report.js';
-import { REPO_ROOT } from '../sandbox/sandbox.js';
+import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
 import { checkXmlWellFormed } from '../support/xml-well-formed.js';
 import { kubectl, sandbox } from './support.js';
 
-/** Runs the benchmark process as `admiralty bench` would, capturing what it prints. */
-function capturing(sink: { out: string; err: string }): BenchRunner {
+/** Runs the benchmark process as `admiralty bench` would, capturing what it prints; `env` adds to the environment. */
+function capturing(sink: { out: string; err: string }, env: Record<string, string> = {}): BenchRunner {
   return (command, args, cwd) =>
     new Promise((res, rej) => {
-      const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       child.stdout.on('data', (d) => (sink.out += d));
       child.stderr.on('data', (d) => (sink.err += d));
       child.on('error', rej);
@@ -63,5 +64,30 @@ describe('bench', () => {
     expect(sandbox.isUp()).to.equal(true);
     for (const c of ['c1', 'c2']) expect(await kubectl(c, 'get', 'namespaces', '-o', 'name')).not.to.match(/bench-/);
     expect(existsSync(json)).to.equal(true);
+  });
+
+  describe('with no sandbox up', () => {
+    // A sandbox of its own, beside the suite's: another folder, so other ports.
+    const dir = mkdtempSync(join(tmpdir(), 'bench-sandbox-'));
+    after(async function () {
+      this.timeout(60_000);
+      await new Sandbox(dir).down(); // in case the benchmark failed before stopping it
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('starts the sandbox it needs, and stops it at the end', async function () {
+      this.timeout(240_000);
+      const sink = { out: '', err: '' };
+      const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
+      const code = await benchCli(['offload', '--sizes', '2'], io, capturing(sink, { SANDBOX_DIR: dir }));
+      expect(code, sink.out + sink.err).to.equal(0);
+      expect(sink.out).to.contain('bench: the sandbox is not up: starting it');
+      expect(sink.out).to.contain('bench: stopping the sandbox it started');
+      expect(sink.out).to.match(/^offload 2 pods: direct /m);
+      const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
+      if (m) written.push(resolve(REPO_ROOT, m[1]), resolve(REPO_ROOT, m[2]));
+      expect(new Sandbox(dir).state()).to.equal(undefined);
+      expect(sandbox.isUp(), "the suite's sandbox").to.equal(true);
+    });
   });
 });
