@@ -209,10 +209,18 @@ export interface RunFigures {
   /** Whether the provider process changed during the run (a restart): its figures are then partial. */
   providerRestarted: boolean;
   stages: StageFigure[];
-  /** The provider's deepest workqueue (`admiralty_workqueue_depth`) by controller over the run, as sampled. */
-  peakQueueDepth?: Record<string, number>;
-  /** The provider's reconciles (`admiralty_controller_reconcile_total`, all results) by controller during the run. */
-  reconciles?: Record<string, number>;
+  /** The provider's queues while the pods started (first creation request -> all Running). */
+  startQueues?: QueueFigures;
+  /** The provider's queues during the deletion. */
+  deletionQueues?: QueueFigures;
+}
+
+/** What the provider's metrics say of its controllers over one phase of a run. */
+export interface QueueFigures {
+  /** The deepest workqueue (`admiralty_workqueue_depth`) by controller, as sampled every 250 ms. */
+  peakQueueDepth: Record<string, number>;
+  /** Reconciles (`admiralty_controller_reconcile_total`, all results) by controller. */
+  reconciles: Record<string, number>;
 }
 
 /**
@@ -284,7 +292,7 @@ export function renderTable(results: readonly SizeResult[]): string {
   return columns([header, ...rows]);
 }
 
-/** One line per run on the provider's queues: its deepest queues and its reconciles by controller (non-zero ones). */
+/** One line per run and phase on the provider's queues: its deepest queues and its reconciles by controller (non-zero ones). */
 export function renderQueues(results: readonly SizeResult[]): string {
   const list = (r: Record<string, number> | undefined) =>
     Object.entries(r ?? {})
@@ -293,7 +301,14 @@ export function renderQueues(results: readonly SizeResult[]): string {
       .map(([c, n]) => `${c} ${n}`)
       .join(', ') || '-';
   return results
-    .flatMap((r) => (['direct', 'offloaded'] as const).map((kind) => `${r.size} ${kind}: peak queue depth ${list(r[kind].peakQueueDepth)}; reconciles ${list(r[kind].reconciles)}`))
+    .flatMap((r) =>
+      (['direct', 'offloaded'] as const).flatMap((kind) =>
+        (['start', 'deletion'] as const).map((phase) => {
+          const q = r[kind][phase === 'start' ? 'startQueues' : 'deletionQueues'];
+          return `${r.size} ${kind}, ${phase}: peak queue depth ${list(q?.peakQueueDepth)}; reconciles ${list(q?.reconciles)}`;
+        }),
+      ),
+    )
     .join('\n');
 }
 

@@ -49,6 +49,7 @@ import {
   summaryLine,
   type OffloadArgs,
   type PodTimes,
+  type QueueFigures,
   type RunFigures,
   type SizeResult,
 } from './offload-report.js';
@@ -231,7 +232,7 @@ class ProviderSampler {
   readonly rssBeforeMiB: number;
   private lastCpu: number;
   private reconcilesBefore: Record<string, number> = {};
-  private readonly peakQueueDepth: Record<string, number> = {};
+  private peakQueueDepth: Record<string, number> = {};
   private queueTimer?: NodeJS.Timeout;
 
   private constructor() {
@@ -256,12 +257,14 @@ class ProviderSampler {
     return s;
   }
 
-  /** The deepest queues seen, and the reconciles since the start, by controller. */
-  async queues(): Promise<{ peakQueueDepth: Record<string, number>; reconciles: Record<string, number> }> {
-    clearInterval(this.queueTimer);
-    const after = metricByLabel(await providerMetrics(), RECONCILES, 'controller');
-    const reconciles = Object.fromEntries(Object.entries(after).map(([c, n]) => [c, n - (this.reconcilesBefore[c] ?? 0)]));
-    return { peakQueueDepth: { ...this.peakQueueDepth }, reconciles };
+  /** The deepest queues seen and the reconciles done, by controller, since the previous call (or the start); the next phase starts. */
+  async queuesSince(): Promise<QueueFigures> {
+    const now = metricByLabel(await providerMetrics(), RECONCILES, 'controller');
+    const reconciles = Object.fromEntries(Object.entries(now).map(([c, n]) => [c, n - (this.reconcilesBefore[c] ?? 0)]));
+    const peakQueueDepth = this.peakQueueDepth;
+    this.reconcilesBefore = now;
+    this.peakQueueDepth = {};
+    return { peakQueueDepth, reconciles };
   }
 
   /** CPU seconds since the previous call (or the start); NaN when the process is gone. */
@@ -277,6 +280,7 @@ class ProviderSampler {
   }
 
   finish(): { peakRssMiB: number; restarted: boolean } {
+    clearInterval(this.queueTimer);
     const peakRssMiB = this.rss.stop();
     let restarted = true;
     try {
@@ -337,6 +341,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     await waitFor(`${size} pods Running in ${namespace}`, phaseTimeoutMs(size), () => times.count('running') === size);
     const allRunningSeconds = times.last('running') / 1000;
     const providerCpuSeconds = sampler.cpuSince();
+    const startQueues = await sampler.queuesSince();
     if (!direct) {
       const proxies = await core.listNamespacedPod({ namespace, labelSelector: 'app=bench' });
       const elsewhere = proxies.items.filter((p) => p.spec?.nodeName !== c2Node).length;
@@ -350,8 +355,8 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     await waitFor(`${size} pods gone from ${namespace}`, phaseTimeoutMs(size), () => times.count('gone') === size && (direct || times.count('proxyGone') === size));
     const deletionSeconds = (times.last('gone') - deleteStart) / 1000;
     const providerDeletionCpuSeconds = sampler.cpuSince();
+    const deletionQueues = await sampler.queuesSince();
     const { peakRssMiB, restarted } = sampler.finish();
-    const { peakQueueDepth, reconciles } = await sampler.queues();
     const pods = times.list();
     const latencies = startLatencies(pods);
     return {
@@ -368,8 +373,8 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
         providerRssBeforeMiB: sampler.rssBeforeMiB,
         providerRestarted: restarted,
         stages: stageFigures(pods, orderedStages(pods, direct ? DIRECT_MILESTONES : OFFLOAD_MILESTONES)),
-        peakQueueDepth,
-        reconciles,
+        startQueues,
+        deletionQueues,
       },
     };
   } finally {
@@ -441,7 +446,7 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log("stages (p50/p99 of each pod's own gap, in the order observed):");
   console.log(renderStages(results));
   console.log('');
-  console.log("c1's provider, over each run (creation to deletion done):");
+  console.log("c1's provider, while the pods started and while they were deleted:");
   console.log(renderQueues(results));
   console.log('');
   // Exactly one line per size in this form, for scripts; everything else starts otherwise.
