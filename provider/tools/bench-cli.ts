@@ -11,12 +11,20 @@ export interface Benchmark {
   summary: string;
 }
 
+/** What `admiralty bench` runs with no benchmark name (or with only options): the offload benchmark. */
+export const DEFAULT_BENCHMARK = 'offload';
+
 /**
  * The benchmarks `admiralty bench` runs. They are development tools: they need a clone (their
  * sources and the sandbox are not published) and run through tsx, a dev dependency.
  */
 export const BENCHMARKS: readonly Benchmark[] = [
-  { name: 'offload', args: '[N=1000] [concurrency=20]', summary: 'N elected pods from creation to all proxies Running, next to N pods created directly in c2; provider CPU seconds and peak RSS' },
+  {
+    name: 'offload',
+    args: '[--sizes 100,1000] [--concurrency 20] [--out .bench]',
+    summary:
+      'for each size N, N pods offloaded to c2 (pinned to its virtual node) next to the same N pods created directly in c2: time to all Running, start latency p50/p99, where the time goes, deletion, provider CPU seconds and peak RSS; writes .bench/offload-<time>.json and .svg; starts the sandbox if it is not up',
+  },
   { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
   { name: 'extender-latency', args: '[requests=3000] [concurrency=1]', summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox' },
   { name: 'webhook-latency', args: '[requests=2000] [concurrency=16]', summary: 'admission latency (p50, p99) of the mutating webhook next to a no-op handler' },
@@ -26,11 +34,14 @@ export const BENCHMARKS: readonly Benchmark[] = [
 function usage(): string {
   const width = Math.max(...BENCHMARKS.map((b) => b.name.length));
   return [
-    'usage: admiralty bench <benchmark> [args]   (npm run bench -- <benchmark> [args])',
+    'usage: admiralty bench [<benchmark>] [args]   (npm run bench -- [<benchmark>] [args])',
+    '',
+    `With no benchmark name, runs \`${DEFAULT_BENCHMARK}\` (sizes 100 and 1000); options alone go to it:`,
+    '`npm run bench -- --sizes 100,1000,5000`.',
     '',
     'Benchmarks print figures, next to a baseline measured in the same run. They need a clone',
-    'of the repository, most a running sandbox (npm run sandbox -- up; not the two *-latency ones),',
-    'and run through tsx.',
+    'of the repository and run through tsx. Most need a running sandbox (npm run sandbox -- up; not',
+    'the two *-latency ones); offload starts one when none is up, and stops it again at the end.',
     '',
     ...BENCHMARKS.map((b) => `  ${b.name.padEnd(width)}  ${b.args}\n  ${' '.repeat(width)}  ${b.summary}`),
   ].join('\n');
@@ -47,16 +58,17 @@ const runInherited: BenchRunner = (command, args, cwd) =>
   });
 
 /**
- * The `bench` command: lists the benchmarks (no argument, `--help`), prints one's usage
- * (`<name> --help`), or runs one as a child process (`node --import tsx test/bench/<name>.ts`)
- * with the remaining arguments and returns its exit code. 2 on an unknown benchmark.
+ * The `bench` command: lists the benchmarks (`--help`), prints one's usage (`<name> --help`), or
+ * runs one as a child process (`node --import tsx test/bench/<name>.ts`) with the remaining
+ * arguments and returns its exit code. With no argument, or with options first (`--sizes …`),
+ * it runs {@link DEFAULT_BENCHMARK} with those options. 2 on an unknown benchmark.
  */
 export async function benchCli(args: string[], io: CliIo, run: BenchRunner = runInherited, root = packageRoot()): Promise<number> {
-  const [name, ...rest] = args;
-  if (name === undefined || name === '--help' || name === '-h') {
+  if (args[0] === '--help' || args[0] === '-h') {
     writeLine(io.stdout, usage());
     return 0;
   }
+  const [name, ...rest] = args.length === 0 || args[0].startsWith('-') ? [DEFAULT_BENCHMARK, ...args] : args;
   const bench = BENCHMARKS.find((b) => b.name === name);
   if (!bench) {
     writeLine(io.stderr, `bench: unknown benchmark ${JSON.stringify(name)}`);

@@ -1,169 +1,487 @@
 /**
- * Benchmark (not a test): end-to-end offload of N elected pods (creation to all proxies
- * Running), placed two ways, next to the same N pods created directly in a target, as ratios,
- * with the source provider's CPU seconds and peak RSS for each way:
+ * Benchmark (not a test): N pods offloaded from c1 to c2, like for like next to the same N pods
+ * created directly in c2, for each size given (default 100 and 1000).
  *
- * * exact: the sandbox's c1 provider as it runs (the webhook gives proxies schedulerName
- *   admiralty-proxy; the proxy scheduler places them through the provider's extender);
- * * inexact: c1's provider restarted with `--proxy-scheduler-name=` (proxies keep their own
- *   scheduler: the stock default-scheduler places them on virtual node labels and capacity,
- *   without the extender). The sandbox's own provider is started again afterwards.
+ * Like for like: the offloaded pods are pinned to c2's virtual node (the proxy-only
+ * nodeSelector `multicluster.admiralty.io/target-name: c2` of the proxy-pod-scheduling-
+ * constraints annotation), so their delegates carry exactly the direct pods' spec (same
+ * requests, no selector) and land on the same kwok nodes of c2. Each run gets a fresh namespace
+ * connected as the e2e suite connects one (connectNamespace), and starts only once the previous
+ * run's namespace is gone from both clusters. When c2's kwok nodes cannot hold N more pods, their
+ * pod capacity is raised (same nodes for both runs) and put back at the end.
  *
- * Each offloaded run has a fresh namespace, connected as a user would (connectNamespace), and
- * the next run starts only once the previous namespace is gone from both clusters, so the runs
- * see the same clusters; both start from a freshly started provider. Needs a running sandbox (`npm run sandbox -- up`).
+ * Per run: first creation request -> last pod seen Running; each pod's start latency (request
+ * sent -> Running seen on a watch) p50/p99; c1's provider CPU seconds, peak RSS, deepest queue
+ * and reconciles by controller (from its metrics); deletion of the N pods (for the offloaded run,
+ * until every delegate is gone from c2). For the offloaded run, the gaps between the steps of
+ * each pod's way (proxy created, bound, delegate created, bound, Running, proxy Running), in the
+ * order observed. Prints one summary line per size (e.g.
+ * `offload 1000 pods: direct 18.2 s, offloaded 21.0 s, ratio 1.15`), a table, the stages and
+ * the queues, and writes `.bench/offload-<timestamp>.json` and `.svg`.
  *
- *   npx tsx test/bench/offload.ts [N=1000] [concurrency=20]
+ * Starts the sandbox when it is not up, and stops it at the end only if it started it.
+ *
+ *   node --import tsx test/bench/offload.ts [--sizes 100,1000] [--concurrency 20] [--out .bench]
  */
-import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import { connectNamespace, kubeConfigFor, kubectl, uniqueName } from '../e2e/support.js';
-import { Sandbox } from '../sandbox/sandbox.js';
-import { cpuSeconds, peakRss, pool, providerPid, rssMiB, sleep } from './bench-support.js';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { CoreV1Api, KubeConfig, Watch, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { ELECT_ANNOTATION, PARENT_NAME_ANNOTATION, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL } from '../../provider/core/keys.js';
+import { connectNamespace, kubeConfigFor, kubectl, uniqueName, waitFor } from '../e2e/support.js';
+import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
+import { cpuSeconds, peakRss, pool, providerPid, rssMiB } from './bench-support.js';
+import {
+  DIRECT_MILESTONES,
+  metricByLabel,
+  OFFLOAD_MILESTONES,
+  orderedStages,
+  OFFLOAD_USAGE,
+  parseOffloadArgs,
+  percentile,
+  podCapacityPlan,
+  renderQueues,
+  renderStages,
+  renderSvg,
+  renderTable,
+  startLatencies,
+  stageFigures,
+  summaryLine,
+  type OffloadArgs,
+  type PodTimes,
+  type QueueFigures,
+  type RunFigures,
+  type SizeResult,
+} from './offload-report.js';
 
-const N = Number(process.argv[2] ?? 1000);
-const CONCURRENCY = Number(process.argv[3] ?? 20);
-/** The c1 provider's flag for the inexact run: proxies keep their scheduler (default-scheduler). */
-const INEXACT_ARGS = ['--proxy-scheduler-name='];
+const log = (line: string) => console.log(`bench: ${line}`);
 const sandbox = new Sandbox();
-if (!sandbox.isUp()) {
-  console.error('bench: the sandbox is not up; run `npm run sandbox -- up` first');
-  process.exit(2);
-}
-const c1 = kubeConfigFor('c1').makeApiClient(CoreV1Api);
-const c2 = kubeConfigFor('c2').makeApiClient(CoreV1Api);
 
-function pod(name: string, elect: boolean): V1Pod {
+/** Room left on c2's kwok nodes beyond the benchmark's pods (other pods may come and go meanwhile). */
+const CAPACITY_MARGIN = 100;
+
+/** How long one phase (all Running, all gone) may take before the run fails: generous, never a figure. */
+const phaseTimeoutMs = (size: number) => 120_000 + size * 200;
+
+/**
+ * Follows the pods of one namespace: lists, then watches from the list's resourceVersion, and
+ * calls `onEvent` with the time each change was seen (performance.now()). Reconnects when the
+ * server ends the watch; lists again when its resourceVersion has expired, reporting a pod that
+ * vanished meanwhile as DELETED with its last known state.
+ */
+class PodWatch {
+  private stopped = false;
+  private abort?: AbortController;
+  private resourceVersion = '';
+  private readonly known = new Map<string, V1Pod>();
+
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly namespace: string,
+    private readonly onEvent: (type: string, pod: V1Pod, atMs: number) => void,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.list();
+    await this.watch();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.abort?.abort();
+  }
+
+  private async list(): Promise<void> {
+    const list = await this.kc.makeApiClient(CoreV1Api).listNamespacedPod({ namespace: this.namespace });
+    const now = performance.now();
+    const seen = new Set<string>();
+    for (const pod of list.items) {
+      seen.add(pod.metadata!.name!);
+      this.known.set(pod.metadata!.name!, pod);
+      this.onEvent('MODIFIED', pod, now);
+    }
+    for (const [name, pod] of this.known) {
+      if (seen.has(name)) continue;
+      this.known.delete(name);
+      this.onEvent('DELETED', pod, now);
+    }
+    this.resourceVersion = list.metadata?.resourceVersion ?? '';
+  }
+
+  private async watch(): Promise<void> {
+    if (this.stopped) return;
+    let expired = false;
+    this.abort = await new Watch(this.kc).watch(
+      `/api/v1/namespaces/${this.namespace}/pods`,
+      { resourceVersion: this.resourceVersion, allowWatchBookmarks: true },
+      (type, obj) => {
+        const now = performance.now();
+        if (type === 'ERROR') {
+          if ((obj as { code?: number }).code === 410) expired = true;
+          return;
+        }
+        if (obj?.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
+        if (type === 'BOOKMARK') return;
+        if (type === 'DELETED') this.known.delete(obj.metadata.name);
+        else this.known.set(obj.metadata.name, obj as V1Pod);
+        this.onEvent(type, obj as V1Pod, now);
+      },
+      () => {
+        if (this.stopped) return;
+        // The apiserver ends watches after a while: go on from where this one stopped.
+        void this.resume(expired);
+      },
+    );
+  }
+
+  private async resume(expired: boolean): Promise<void> {
+    for (let attempt = 0; !this.stopped; attempt++) {
+      try {
+        if (expired || attempt > 0) await this.list();
+        await this.watch();
+        return;
+      } catch {
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+  }
+}
+
+/** The observed times of each pod of one run, by the proxy's (or direct pod's) name, in ms since `t0`. */
+class RunTimes {
+  readonly pods = new Map<string, PodTimes>();
+  /** performance.now() of the run's first creation request. */
+  t0 = 0;
+
+  constructor(names: readonly string[]) {
+    for (const n of names) this.pods.set(n, {});
+  }
+
+  /** Records `key` for pod `name` at `atMs` (performance.now()) unless already recorded. */
+  mark(name: string, key: keyof PodTimes, atMs: number): void {
+    const p = this.pods.get(name);
+    if (p && p[key] === undefined) p[key] = atMs - this.t0;
+  }
+
+  count(key: keyof PodTimes): number {
+    let n = 0;
+    for (const p of this.pods.values()) if (p[key] !== undefined) n++;
+    return n;
+  }
+
+  /** The latest `key` over all pods, in ms since t0. */
+  last(key: keyof PodTimes): number {
+    return Math.max(...[...this.pods.values()].map((p) => p[key] ?? NaN));
+  }
+
+  list(): PodTimes[] {
+    return [...this.pods.values()];
+  }
+}
+
+/** Which pod a watch sees: a pod created in c2 directly, a proxy in c1, or a delegate in c2. */
+type Role = 'direct' | 'proxy' | 'delegate';
+
+/** Marks what one event shows of a pod's way: created (delegates), bound, Running, gone. */
+function markPod(times: RunTimes, name: string, role: Role, type: string, pod: V1Pod, atMs: number): void {
+  if (type === 'DELETED') {
+    times.mark(name, role === 'proxy' ? 'proxyGone' : 'gone', atMs);
+    return;
+  }
+  const delegate = role === 'delegate';
+  if (delegate) times.mark(name, 'delegateCreated', atMs);
+  if (pod.spec?.nodeName) times.mark(name, delegate ? 'delegateBound' : 'bound', atMs);
+  if (pod.status?.phase === 'Running') times.mark(name, delegate ? 'delegateRunning' : 'running', atMs);
+}
+
+function benchPod(name: string, namespace: string, offload: boolean): V1Pod {
+  // The same pod both ways; offloaded, it is elected and pinned to c2's virtual node by a
+  // proxy-only nodeSelector, so that its delegate has the direct pod's spec.
+  const annotations: Record<string, string> = offload
+    ? {
+        [ELECT_ANNOTATION]: '',
+        [PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION]: JSON.stringify({ nodeSelector: { [TARGET_NAMESPACE_LABEL]: namespace, [TARGET_NAME_LABEL]: 'c2' } }),
+      }
+    : {};
   return {
-    metadata: { name, labels: { app: 'bench' }, annotations: elect ? { 'multicluster.admiralty.io/elect': '' } : {} },
+    metadata: { name, labels: { app: 'bench' }, annotations },
     spec: { containers: [{ name: 'app', image: 'nginx', resources: { requests: { cpu: '1m', memory: '1Mi' } } }] },
   };
 }
 
-async function runningCount(core: CoreV1Api, namespace: string): Promise<number> {
-  const list = await core.listNamespacedPod({ namespace, labelSelector: 'app=bench' });
-  return list.items.filter((p) => p.status?.phase === 'Running').length;
-}
-
-/** Creates N pods (elected or not) in `namespace` and waits until all are Running; returns seconds. */
-async function timeRun(core: CoreV1Api, namespace: string, elect: boolean): Promise<number> {
-  const t0 = performance.now();
-  await pool(
-    Array.from({ length: N }, (_, i) => `p-${i}`),
-    CONCURRENCY,
-    async (name) => {
-      await core.createNamespacedPod({ namespace, body: pod(name, elect) });
-    },
-  );
-  const deadline = Date.now() + 15 * 60_000;
-  while ((await runningCount(core, namespace)) < N) {
-    if (Date.now() > deadline) throw new Error(`not all ${N} pods Running after 15 minutes in ${namespace}`);
-    await sleep(500);
+/** The provider's metrics text, or '' when it does not answer (the figures are then missing, not wrong). */
+async function providerMetrics(): Promise<string> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', 0).metrics}/metrics`, { signal: AbortSignal.timeout(2000) });
+    return res.ok ? await res.text() : '';
+  } catch {
+    return '';
   }
-  return (performance.now() - t0) / 1000;
 }
 
-/** Deletes a namespace from the given clusters, one after the other, waiting each time until it is gone. */
-async function deleteNamespace(namespace: string, clusters: readonly string[]): Promise<void> {
-  for (const c of clusters) {
+const RECONCILES = 'admiralty_controller_reconcile_total';
+const QUEUE_DEPTH = 'admiralty_workqueue_depth';
+
+/**
+ * The c1 provider over a run: its process (CPU, peak RSS, restart) and its queues (the deepest
+ * each controller's got, sampled every 250 ms, and the reconciles done).
+ */
+class ProviderSampler {
+  private readonly pid: number;
+  private readonly rss: { stop(): number };
+  readonly rssBeforeMiB: number;
+  private lastCpu: number;
+  private reconcilesBefore: Record<string, number> = {};
+  private peakQueueDepth: Record<string, number> = {};
+  private queueTimer?: NodeJS.Timeout;
+
+  private constructor() {
+    this.pid = providerPid(sandbox);
+    this.rssBeforeMiB = rssMiB(this.pid);
+    this.rss = peakRss(this.pid, 100);
+    this.lastCpu = cpuSeconds(this.pid);
+  }
+
+  static async start(): Promise<ProviderSampler> {
+    const s = new ProviderSampler();
+    s.reconcilesBefore = metricByLabel(await providerMetrics(), RECONCILES, 'controller');
+    let busy = false;
+    s.queueTimer = setInterval(() => {
+      if (busy) return;
+      busy = true;
+      void providerMetrics().then((text) => {
+        busy = false;
+        for (const [c, n] of Object.entries(metricByLabel(text, QUEUE_DEPTH, 'controller'))) s.peakQueueDepth[c] = Math.max(s.peakQueueDepth[c] ?? 0, n);
+      });
+    }, 250);
+    return s;
+  }
+
+  /** The deepest queues seen and the reconciles done, by controller, since the previous call (or the start); the next phase starts. */
+  async queuesSince(): Promise<QueueFigures> {
+    const now = metricByLabel(await providerMetrics(), RECONCILES, 'controller');
+    const reconciles = Object.fromEntries(Object.entries(now).map(([c, n]) => [c, n - (this.reconcilesBefore[c] ?? 0)]));
+    const peakQueueDepth = this.peakQueueDepth;
+    this.reconcilesBefore = now;
+    this.peakQueueDepth = {};
+    return { peakQueueDepth, reconciles };
+  }
+
+  /** CPU seconds since the previous call (or the start); NaN when the process is gone. */
+  cpuSince(): number {
+    try {
+      const now = cpuSeconds(this.pid);
+      const d = now - this.lastCpu;
+      this.lastCpu = now;
+      return d;
+    } catch {
+      return NaN;
+    }
+  }
+
+  finish(): { peakRssMiB: number; restarted: boolean } {
+    clearInterval(this.queueTimer);
+    const peakRssMiB = this.rss.stop();
+    let restarted = true;
+    try {
+      restarted = providerPid(sandbox) !== this.pid;
+    } catch {
+      /* no provider right now: restarted */
+    }
+    return { peakRssMiB, restarted };
+  }
+}
+
+/** Deletes a connected namespace as an operator should (source first, target once that is gone) and waits until it is gone from both. */
+async function disconnect(namespace: string): Promise<void> {
+  for (const c of ['c1', 'c2']) {
     await kubectl(c, 'delete', 'namespace', namespace, '--wait=false', '--ignore-not-found');
-    const deadline = Date.now() + 10 * 60_000;
-    while ((await kubectl(c, 'get', 'namespace', namespace, '--ignore-not-found', '-o', 'name')).trim() !== '') {
-      if (Date.now() > deadline) throw new Error(`namespace ${namespace} still in ${c} after 10 minutes`);
-      await sleep(1000);
-    }
+    await waitFor(`namespace ${namespace} gone from ${c}`, 10 * 60_000, async () => (await kubectl(c, 'get', 'namespace', namespace, '--ignore-not-found', '-o', 'name')).trim() === '');
   }
 }
 
-interface OffloadRun {
-  seconds: number;
-  /** How many proxies each scheduler placed (`spec.schedulerName`), to show which way ran. */
-  schedulers: Record<string, number>;
-  cpuSeconds: number;
-  peakRssMiB: number;
-  rssBeforeMiB: number;
-}
-
-/** N elected pods in a fresh namespace of c1, timed until all proxies are Running; the namespace is deleted (and gone) before it returns. */
-async function timeOffload(label: string): Promise<OffloadRun> {
-  const namespace = uniqueName(`bench-${label}`);
-  await connectNamespace(namespace);
+/**
+ * One run of `size` pods: `direct` creates them in c2, otherwise in c1 (elected, pinned to c2).
+ * Resolves with the figures and the per-pod times; the namespace is gone before it resolves.
+ */
+async function run(size: number, concurrency: number, direct: boolean): Promise<{ figures: RunFigures; pods: PodTimes[] }> {
+  const namespace = uniqueName(direct ? 'bench-direct' : 'bench-offload');
+  const { c2Node } = await connectNamespace(namespace);
+  const c1 = kubeConfigFor('c1');
+  const c2 = kubeConfigFor('c2');
+  const here = direct ? c2 : c1;
+  const core = here.makeApiClient(CoreV1Api);
+  const names = Array.from({ length: size }, (_, i) => `p-${i}`);
+  const times = new RunTimes(names);
+  const watches = [new PodWatch(here, namespace, (type, pod, at) => markPod(times, pod.metadata!.name!, direct ? 'direct' : 'proxy', type, pod, at))];
+  if (!direct) {
+    watches.push(
+      new PodWatch(c2, namespace, (type, pod, at) => {
+        const parent = pod.metadata?.annotations?.[PARENT_NAME_ANNOTATION];
+        if (parent) markPod(times, parent, 'delegate', type, pod, at);
+      }),
+    );
+  }
   try {
-    const pid = providerPid(sandbox);
-    const cpu0 = cpuSeconds(pid);
-    const rss = peakRss(pid);
-    const rssBeforeMiB = rssMiB(pid);
-    const seconds = await timeRun(c1, namespace, true);
-    const run = { cpuSeconds: cpuSeconds(pid) - cpu0, peakRssMiB: rss.stop(), rssBeforeMiB };
-    const schedulers: Record<string, number> = {};
-    for (const p of (await c1.listNamespacedPod({ namespace, labelSelector: 'app=bench' })).items) {
-      const name = p.spec?.schedulerName ?? 'default-scheduler';
-      schedulers[name] = (schedulers[name] ?? 0) + 1;
+    if (!direct) {
+      // The virtual node must advertise room for every pod, or the proxy scheduler leaves some
+      // Pending for a while: wait for the summary of c2's (perhaps just raised) capacity.
+      const c1Core = c1.makeApiClient(CoreV1Api);
+      await waitFor(`virtual node ${c2Node} advertising ${size} pods`, 120_000, async () => Number((await c1Core.readNode({ name: c2Node })).status?.allocatable?.pods ?? 0) >= size);
     }
-    return { seconds, schedulers, ...run };
+    for (const w of watches) await w.start();
+    const sampler = await ProviderSampler.start();
+    // Created once the watches are up, so every step is seen; t0 is the first request.
+    times.t0 = performance.now();
+    await pool(names, concurrency, async (name) => {
+      times.mark(name, 'sent', performance.now());
+      await core.createNamespacedPod({ namespace, body: benchPod(name, namespace, !direct) });
+      times.mark(name, 'created', performance.now());
+    });
+    await waitFor(`${size} pods Running in ${namespace}`, phaseTimeoutMs(size), () => times.count('running') === size);
+    const allRunningSeconds = times.last('running') / 1000;
+    const providerCpuSeconds = sampler.cpuSince();
+    const startQueues = await sampler.queuesSince();
+    if (!direct) {
+      const proxies = await core.listNamespacedPod({ namespace, labelSelector: 'app=bench' });
+      const elsewhere = proxies.items.filter((p) => p.spec?.nodeName !== c2Node).length;
+      if (elsewhere > 0) throw new Error(`${elsewhere} proxies are not bound to ${c2Node}: the runs would not be like for like`);
+    }
+    log(`${direct ? 'direct' : 'offloaded'} ${size}: all Running in ${allRunningSeconds.toFixed(1)} s; deleting`);
+
+    // Deletion of the same pods (the proxies, for the offloaded run) until every pod is gone from c2.
+    const deleteStart = performance.now() - times.t0;
+    await core.deleteCollectionNamespacedPod({ namespace, labelSelector: 'app=bench' });
+    await waitFor(`${size} pods gone from ${namespace}`, phaseTimeoutMs(size), () => times.count('gone') === size && (direct || times.count('proxyGone') === size));
+    const deletionSeconds = (times.last('gone') - deleteStart) / 1000;
+    const providerDeletionCpuSeconds = sampler.cpuSince();
+    const deletionQueues = await sampler.queuesSince();
+    const { peakRssMiB, restarted } = sampler.finish();
+    const pods = times.list();
+    const latencies = startLatencies(pods);
+    return {
+      pods,
+      figures: {
+        allRunningSeconds,
+        startLatencyP50Ms: percentile(latencies, 50),
+        startLatencyP99Ms: percentile(latencies, 99),
+        deletionSeconds,
+        proxiesGoneSeconds: direct ? undefined : (times.last('proxyGone') - deleteStart) / 1000,
+        providerCpuSeconds,
+        providerDeletionCpuSeconds,
+        providerPeakRssMiB: peakRssMiB,
+        providerRssBeforeMiB: sampler.rssBeforeMiB,
+        providerRestarted: restarted,
+        stages: stageFigures(pods, orderedStages(pods, direct ? DIRECT_MILESTONES : OFFLOAD_MILESTONES)),
+        startQueues,
+        deletionQueues,
+      },
+    };
   } finally {
-    // Proxies first, and every delegate gone, before the namespace: a proxy keeps its finalizer
-    // until the provider has deleted its delegate, which needs the namespace's Target in c1 and
-    // Source in c2; deleting the namespaces with the pods can leave proxies Terminating for
-    // good (403 on their delegates).
-    await c1.deleteCollectionNamespacedPod({ namespace, labelSelector: 'app=bench' });
-    const deadline = Date.now() + 10 * 60_000;
-    for (const core of [c1, c2]) {
-      while ((await core.listNamespacedPod({ namespace })).items.length > 0) {
-        if (Date.now() > deadline) throw new Error(`pods of ${namespace} still there after 10 minutes`);
-        await sleep(1000);
-      }
-    }
-    await deleteNamespace(namespace, ['c1', 'c2']);
+    for (const w of watches) w.stop();
+    // A failed run may leave pods: the proxies first (their finalizer waits for their delegates,
+    // which needs the namespace's Target and Source), then the namespace, source side first.
+    await core.deleteCollectionNamespacedPod({ namespace, labelSelector: 'app=bench' }).catch(() => undefined);
+    await disconnect(namespace);
   }
 }
 
-/** Restarts c1's provider with `extraArgs` (none: the sandbox's own flags) and waits until it is ready. */
-async function restartProvider(extraArgs: readonly string[]): Promise<void> {
-  await sandbox.stop('c1', 'provider');
-  await sandbox.start('c1', 'provider', { extraArgs });
+/** Pods that hold room on a node (not yet finished). */
+const holdsRoom = (p: V1Pod) => p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed';
+
+/**
+ * Makes c2's kwok nodes hold `size` more pods than they run now, by raising their pod capacity
+ * evenly (same nodes, so both runs see the same ones). kwok keeps a node's status capacity as
+ * set. Resolves with a function that puts back what it changed.
+ */
+async function ensureCapacity(size: number): Promise<() => Promise<void>> {
+  const core = kubeConfigFor('c2').makeApiClient(CoreV1Api);
+  const nodes = (await core.listNode({ labelSelector: 'type=kwok' })).items;
+  const running = (await core.listPodForAllNamespaces()).items.filter((p) => p.spec?.nodeName && holdsRoom(p)).length;
+  const plan = podCapacityPlan(nodes.map((n: V1Node) => Number(n.status?.allocatable?.pods ?? 0)), running, size, CAPACITY_MARGIN);
+  if (plan === undefined) return async () => undefined;
+  const perNode = String(plan);
+  log(`raising the pod capacity of c2's ${nodes.length} kwok nodes to ${perNode} each (${size} pods + ${running} running + ${CAPACITY_MARGIN})`);
+  const before = nodes.map((n) => ({ name: n.metadata!.name!, capacity: n.status?.capacity?.pods ?? '0', allocatable: n.status?.allocatable?.pods ?? '0' }));
+  const patch = (name: string, capacity: string, allocatableValue: string) =>
+    kubectl('c2', 'patch', 'node', name, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status: { capacity: { pods: capacity }, allocatable: { pods: allocatableValue } } }));
+  for (const n of before) await patch(n.name, perNode, perNode);
+  return async () => {
+    for (const n of before) await patch(n.name, n.capacity, n.allocatable).catch(() => undefined);
+    log("c2's kwok nodes have their pod capacity back");
+  };
 }
 
-async function main(): Promise<void> {
-  const direct = uniqueName('bench-direct');
-  let inexactStarted = false;
+async function main(args: OffloadArgs): Promise<void> {
+  let startedSandbox = false;
+  if (!sandbox.isUp()) {
+    // As the e2e hooks do: stop it at the end only if there was none at all.
+    startedSandbox = sandbox.state() === undefined;
+    log('the sandbox is not up: starting it');
+    await sandbox.up({ log: (l) => log(`sandbox: ${l}`) });
+  }
+  const restores: (() => Promise<void>)[] = [];
+  const results: SizeResult[] = [];
+  const startedAt = new Date();
+  const loadBefore = loadavg();
   try {
-    console.log(`bench: ${N} pods, creation concurrency ${CONCURRENCY}`);
-    await c2.createNamespace({ body: { metadata: { name: direct } } });
-    const directSeconds = await timeRun(c2, direct, false);
-    console.log(`bench: direct in c2: ${directSeconds.toFixed(1)} s`);
-    // Free c2's capacity first: the virtual nodes advertise the targets' free room, and the
-    // offloaded pods must not compete with the direct ones.
-    await deleteNamespace(direct, ['c2']);
-
-    // Both offloaded runs start from a freshly started provider (empty caches, no memory of
-    // earlier placements), so they differ only in how proxies are placed.
-    await restartProvider([]);
-    const exact = await timeOffload('exact');
-    console.log(`bench: offloaded, exact (proxy scheduler + extender): ${exact.seconds.toFixed(1)} s`);
-
-    inexactStarted = true;
-    await restartProvider(INEXACT_ARGS);
-    const inexact = await timeOffload('inexact');
-    console.log(`bench: offloaded, inexact (default-scheduler, ${INEXACT_ARGS.join(' ')}): ${inexact.seconds.toFixed(1)} s`);
-
-    const resources = (r: OffloadRun) =>
-      `proxies placed by ${Object.entries(r.schedulers)
-        .map(([name, n]) => `${name} (${n})`)
-        .join(', ')}; provider CPU ${r.cpuSeconds.toFixed(1)} s, peak RSS ${r.peakRssMiB.toFixed(0)} MiB (${r.rssBeforeMiB.toFixed(0)} MiB before)`;
-    console.log(`bench: ratio exact/direct: ${(exact.seconds / directSeconds).toFixed(2)}, inexact/direct: ${(inexact.seconds / directSeconds).toFixed(2)}`);
-    console.log(`bench: ratio exact/inexact (the cost of the extender): ${(exact.seconds / inexact.seconds).toFixed(2)}`);
-    console.log(`bench: exact: ${resources(exact)}`);
-    console.log(`bench: inexact: ${resources(inexact)}`);
+    log(`sizes ${args.sizes.join(', ')}, creation concurrency ${args.concurrency}; ${cpus().length} CPUs, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
+    for (const size of args.sizes) {
+      restores.push(await ensureCapacity(size));
+      const direct = await run(size, args.concurrency, true);
+      const offloaded = await run(size, args.concurrency, false);
+      results.push({ size, direct: direct.figures, offloaded: offloaded.figures, directPods: direct.pods, offloadedPods: offloaded.pods });
+    }
   } finally {
-    await c2.deleteNamespace({ name: direct }).catch(() => undefined);
-    if (inexactStarted) {
-      await restartProvider([]);
-      console.log("bench: c1's provider runs with the sandbox's own flags again");
+    for (const restore of restores.reverse()) await restore();
+    if (startedSandbox) {
+      log('stopping the sandbox it started');
+      await sandbox.down();
     }
   }
+  const loadAfter = loadavg();
+  console.log('');
+  console.log(renderTable(results));
+  console.log('');
+  console.log("stages (p50/p99 of each pod's own gap, in the order observed):");
+  console.log(renderStages(results));
+  console.log('');
+  console.log("c1's provider, while the pods started and while they were deleted:");
+  console.log(renderQueues(results));
+  console.log('');
+  // Exactly one line per size in this form, for scripts; everything else starts otherwise.
+  for (const r of results) console.log(summaryLine(r.size, r.direct.allRunningSeconds, r.offloaded.allRunningSeconds));
+
+  const outDir = resolve(REPO_ROOT, args.outDir);
+  mkdirSync(outDir, { recursive: true });
+  const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
+  const base = join(outDir, `offload-${stamp}`);
+  const json = {
+    benchmark: 'offload',
+    startedAt: startedAt.toISOString(),
+    cpus: cpus().length,
+    loadAverageBefore: loadBefore,
+    loadAverageAfter: loadAfter,
+    concurrency: args.concurrency,
+    results,
+  };
+  writeFileSync(`${base}.json`, JSON.stringify(json, null, 1) + '\n');
+  writeFileSync(`${base}.svg`, renderSvg(results, `offload: direct vs offloaded, ${startedAt.toISOString()}`));
+  log(`wrote ${relative(process.cwd(), `${base}.json`)} and ${relative(process.cwd(), `${base}.svg`)}`);
 }
 
-main().catch((err) => {
+let parsed: OffloadArgs;
+try {
+  parsed = parseOffloadArgs(process.argv.slice(2));
+} catch (err) {
   console.error(`bench: ${err instanceof Error ? err.message : err}`);
-  process.exit(1);
-});
+  console.error(`usage: offload ${OFFLOAD_USAGE}`);
+  process.exit(2);
+}
+main(parsed).then(
+  () => process.exit(0),
+  (err) => {
+    console.error(`bench: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
+    process.exit(1);
+  },
+);

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BENCHMARKS, benchCli, type BenchRunner } from '../../../../provider/tools/bench-cli.js';
+import { BENCHMARKS, benchCli, DEFAULT_BENCHMARK, type BenchRunner } from '../../../../provider/tools/bench-cli.js';
 import { packageRoot } from '../../../../provider/tools/package-root.js';
 
 function io() {
@@ -14,17 +14,37 @@ describe('admiralty bench', () => {
   const root = packageRoot();
 
   it('knows exactly the benchmark scripts under test/bench/', () => {
+    // The other files there are the benchmarks' helpers, not benchmarks.
+    const helpers = ['bench-support.ts', 'offload-report.ts'];
     const scripts = readdirSync(join(root, 'test', 'bench'))
-      .filter((f) => f.endsWith('.ts') && f !== 'bench-support.ts')
+      .filter((f) => f.endsWith('.ts') && !helpers.includes(f))
       .map((f) => f.slice(0, -3));
     expect(BENCHMARKS.map((b) => b.name)).to.have.members(scripts);
   });
 
-  it('lists the benchmarks with no argument and on --help', async () => {
-    for (const args of [[], ['--help']]) {
+  it('lists the benchmarks on --help, and says what runs with no name', async () => {
+    for (const args of [['--help'], ['-h']]) {
       const { sink, io: cliIo } = io();
-      expect(await benchCli(args, cliIo, async () => 99, root)).to.equal(0);
+      let ran = false;
+      expect(await benchCli(args, cliIo, async () => ((ran = true), 99), root)).to.equal(0);
+      expect(ran).to.equal(false);
       for (const b of BENCHMARKS) expect(sink.out).to.contain(b.name);
+      expect(sink.out).to.contain('With no benchmark name, runs `offload`');
+    }
+  });
+
+  it('runs the offload benchmark with no argument, and with options alone', async () => {
+    expect(DEFAULT_BENCHMARK).to.equal('offload');
+    const script = join(root, 'test', 'bench', 'offload.ts');
+    for (const [args, passed] of [
+      [[], []],
+      [['--sizes', '100,1000,5000'], ['--sizes', '100,1000,5000']],
+      [['--sizes=10', '--out', 'x'], ['--sizes=10', '--out', 'x']],
+    ]) {
+      const calls: Parameters<BenchRunner>[] = [];
+      const { io: cliIo } = io();
+      expect(await benchCli(args, cliIo, async (...call) => (calls.push(call), 0), root)).to.equal(0);
+      expect(calls).to.deep.equal([[process.execPath, ['--import', 'tsx', script, ...passed], root]]);
     }
   });
 
@@ -33,7 +53,7 @@ describe('admiralty bench', () => {
     let ran = false;
     expect(await benchCli(['offload', '--help'], cliIo, async () => ((ran = true), 0), root)).to.equal(0);
     expect(ran).to.equal(false);
-    expect(sink.out).to.contain('usage: admiralty bench offload [N=1000]');
+    expect(sink.out).to.contain('usage: admiralty bench offload [--sizes 100,1000]');
   });
 
   it('runs the script through tsx from the repository root with the remaining arguments, and returns its exit code', async () => {

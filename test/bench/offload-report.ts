@@ -1,0 +1,408 @@
+/**
+ * The pure half of the offload benchmark (test/bench/offload.ts): its arguments, the figures it
+ * derives from the timestamps its watches observe, the line scripts read, the table, and the
+ * SVG chart. No I/O and no clock here, so all of it is unit-tested (test/unit/bench/).
+ */
+
+/** What `offload` runs: pod counts, creation concurrency, and where the JSON and SVG go. */
+export interface OffloadArgs {
+  sizes: number[];
+  concurrency: number;
+  outDir: string;
+}
+
+export const DEFAULT_SIZES: readonly number[] = [100, 1000];
+export const DEFAULT_CONCURRENCY = 20;
+export const DEFAULT_OUT_DIR = '.bench';
+
+export const OFFLOAD_USAGE = '[--sizes 100,1000] [--concurrency 20] [--out .bench]';
+
+/**
+ * Parses `offload`'s arguments (`--sizes 100,1000`, `--sizes=100,1000`, `--concurrency N`,
+ * `--out DIR`). Sizes are whole numbers from 1, kept in the order given, duplicates dropped.
+ *
+ * @throws Error with a message for the user on an unknown flag or a bad value.
+ */
+export function parseOffloadArgs(argv: readonly string[]): OffloadArgs {
+  const out: OffloadArgs = { sizes: [...DEFAULT_SIZES], concurrency: DEFAULT_CONCURRENCY, outDir: DEFAULT_OUT_DIR };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const eq = arg.indexOf('=');
+    const flag = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
+    const value = (): string => {
+      if (flag !== arg) return arg.slice(eq + 1);
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`${flag} needs a value`);
+      return v;
+    };
+    switch (flag) {
+      case '--sizes': {
+        const text = value();
+        const sizes = text.split(',').map((s) => s.trim());
+        if (sizes.some((s) => !/^[1-9]\d*$/.test(s))) throw new Error(`--sizes takes whole numbers from 1, separated by commas: ${JSON.stringify(text)}`);
+        out.sizes = [...new Set(sizes.map(Number))];
+        break;
+      }
+      case '--concurrency': {
+        const text = value();
+        if (!/^[1-9]\d*$/.test(text)) throw new Error(`--concurrency takes a whole number from 1: ${JSON.stringify(text)}`);
+        out.concurrency = Number(text);
+        break;
+      }
+      case '--out': {
+        const text = value();
+        if (text === '') throw new Error('--out takes a folder');
+        out.outDir = text;
+        break;
+      }
+      default:
+        throw new Error(`unknown argument ${JSON.stringify(arg)}; usage: offload ${OFFLOAD_USAGE}`);
+    }
+  }
+  return out;
+}
+
+/**
+ * The pod capacity to give each of the target's nodes so that they hold `size` more pods than the
+ * `running` ones, with `margin` to spare, raised evenly; undefined when their allocatable pods
+ * already suffice (nothing to change). Never lowers a node: the result is at least its largest
+ * allocatable.
+ */
+export function podCapacityPlan(allocatablePods: readonly number[], running: number, size: number, margin: number): number | undefined {
+  const needed = size + running + margin;
+  const total = allocatablePods.reduce((a, b) => a + b, 0);
+  if (allocatablePods.length === 0 || total >= needed) return undefined;
+  return Math.max(Math.ceil(needed / allocatablePods.length), ...allocatablePods);
+}
+
+/**
+ * The p-th percentile (0 < p <= 100) by nearest rank: the smallest value with at least p% of the
+ * values at or below it. NaN for no values. Does not reorder `values`.
+ */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
+}
+
+/**
+ * The moments of one pod's way that the benchmark observes, in ms since its run started (the
+ * first creation request). `sent`: its creation request left; `created`: the apiserver
+ * answered (admission, our webhook included, is before this); `bound`: spec.nodeName seen;
+ * `running`: phase Running seen. For an offloaded pod these are the proxy's, and the `delegate*`
+ * ones those of its delegate in the target. `gone`: its deletion seen in the target (the
+ * delegate's, for an offloaded pod); `proxyGone`: the proxy's deletion seen in the source.
+ */
+export interface PodTimes {
+  sent?: number;
+  created?: number;
+  bound?: number;
+  delegateCreated?: number;
+  delegateBound?: number;
+  delegateRunning?: number;
+  running?: number;
+  gone?: number;
+  proxyGone?: number;
+}
+
+/** One gap of a pod's way: from one observed moment to the next. */
+export interface Stage {
+  name: string;
+  from: keyof PodTimes;
+  to: keyof PodTimes;
+}
+
+/** One observed moment of a pod's way, and what to call it. */
+export interface Milestone {
+  key: keyof PodTimes;
+  label: string;
+}
+
+/** The way of a pod created directly in the target. */
+export const DIRECT_MILESTONES: readonly Milestone[] = [
+  { key: 'sent', label: 'sent' },
+  { key: 'created', label: 'created' },
+  { key: 'bound', label: 'bound' },
+  { key: 'running', label: 'Running' },
+];
+
+/**
+ * The way of an offloaded pod: the proxy in the source, its delegate in the target. Their order
+ * depends on the mode: with the proxy scheduler's extender, the provider creates the delegate and
+ * waits for the target to place it before it binds the proxy; without, the proxy is bound first.
+ * So the stages are put in the order observed (see {@link orderedStages}).
+ */
+export const OFFLOAD_MILESTONES: readonly Milestone[] = [
+  { key: 'sent', label: 'sent' },
+  { key: 'created', label: 'proxy created' },
+  { key: 'bound', label: 'proxy bound' },
+  { key: 'delegateCreated', label: 'delegate created' },
+  { key: 'delegateBound', label: 'delegate bound' },
+  { key: 'delegateRunning', label: 'delegate Running' },
+  { key: 'running', label: 'proxy Running' },
+];
+
+/**
+ * The stages between consecutive milestones, the milestones taken in the order of their median
+ * time since the first one (`sent`), ties kept in the given order. Milestones nobody reached go
+ * last. Pure; used with {@link stageFigures}.
+ */
+export function orderedStages(pods: readonly PodTimes[], milestones: readonly Milestone[]): Stage[] {
+  const [first, ...rest] = milestones;
+  const median = (m: Milestone): number => {
+    const v = percentile(
+      pods.flatMap((p) => (p[m.key] !== undefined && p[first.key] !== undefined ? [p[m.key]! - p[first.key]!] : [])),
+      50,
+    );
+    return Number.isNaN(v) ? Infinity : v;
+  };
+  const order = [first, ...rest.map((m, i) => ({ m, i, at: median(m) })).sort((a, b) => a.at - b.at || a.i - b.i).map((x) => x.m)];
+  return order.slice(1).map((m, i) => ({ name: `${order[i].label} -> ${m.label}`, from: order[i].key, to: m.key }));
+}
+
+/** p50 and p99 of one stage's gap over the pods that were seen at both ends, in ms. */
+export interface StageFigure {
+  name: string;
+  p50Ms: number;
+  p99Ms: number;
+  /** p50 of the stage's end since the pod's creation request was sent: where on the way it ends. */
+  endP50Ms: number;
+  /** How many pods were seen at both ends. */
+  pods: number;
+}
+
+/**
+ * Per stage, the percentiles of each pod's own gap (not the gap between two percentiles); a pod
+ * missing either end is left out of that stage. A gap may be slightly negative when two watches
+ * see one step in the other order.
+ */
+export function stageFigures(pods: readonly PodTimes[], stages: readonly Stage[]): StageFigure[] {
+  return stages.map((s) => {
+    const gaps = pods.flatMap((p) => (p[s.from] !== undefined && p[s.to] !== undefined ? [p[s.to]! - p[s.from]!] : []));
+    const ends = pods.flatMap((p) => (p.sent !== undefined && p[s.to] !== undefined ? [p[s.to]! - p.sent] : []));
+    return { name: s.name, p50Ms: percentile(gaps, 50), p99Ms: percentile(gaps, 99), endP50Ms: percentile(ends, 50), pods: gaps.length };
+  });
+}
+
+/** Each pod's start latency (creation request sent -> Running seen) in ms, for pods seen at both ends. */
+export function startLatencies(pods: readonly PodTimes[]): number[] {
+  return pods.flatMap((p) => (p.sent !== undefined && p.running !== undefined ? [p.running - p.sent] : []));
+}
+
+/** The figures of one run (direct or offloaded) of one size. */
+export interface RunFigures {
+  /** First creation request sent -> last pod seen Running. */
+  allRunningSeconds: number;
+  startLatencyP50Ms: number;
+  startLatencyP99Ms: number;
+  /** Deletion requested -> last pod gone (for an offloaded run: the last delegate in the target). */
+  deletionSeconds: number;
+  /** Offloaded runs: deletion requested -> last proxy gone in the source. */
+  proxiesGoneSeconds?: number;
+  /** The source provider's CPU seconds from the first creation request to all Running. */
+  providerCpuSeconds: number;
+  /** The source provider's CPU seconds during the deletion. */
+  providerDeletionCpuSeconds: number;
+  providerPeakRssMiB: number;
+  providerRssBeforeMiB: number;
+  /** Whether the provider process changed during the run (a restart): its figures are then partial. */
+  providerRestarted: boolean;
+  stages: StageFigure[];
+  /** The provider's queues while the pods started (first creation request -> all Running). */
+  startQueues?: QueueFigures;
+  /** The provider's queues during the deletion. */
+  deletionQueues?: QueueFigures;
+}
+
+/** What the provider's metrics say of its controllers over one phase of a run. */
+export interface QueueFigures {
+  /** The deepest workqueue (`admiralty_workqueue_depth`) by controller, as sampled every 250 ms. */
+  peakQueueDepth: Record<string, number>;
+  /** Reconciles (`admiralty_controller_reconcile_total`, all results) by controller. */
+  reconciles: Record<string, number>;
+}
+
+/**
+ * The samples of one metric in Prometheus text exposition, summed by the value of one label
+ * (e.g. `admiralty_workqueue_depth` by `controller`). Samples without the label are summed under
+ * ''. Comment lines and other metrics are skipped; so are values that are not numbers.
+ */
+export function metricByLabel(text: string, metric: string, label: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    const m = /^([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== metric) continue;
+    const value = Number(m[3]);
+    if (Number.isNaN(value)) continue;
+    const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
+    const key = labels[label] ?? '';
+    out[key] = (out[key] ?? 0) + value;
+  }
+  return out;
+}
+
+/** Both runs of one size. */
+export interface SizeResult {
+  size: number;
+  direct: RunFigures;
+  offloaded: RunFigures;
+  /** Raw per-pod times (ms since each run's start), for the JSON and the latency CDF. */
+  directPods?: PodTimes[];
+  offloadedPods?: PodTimes[];
+}
+
+/**
+ * The line scripts read, one per size, e.g.
+ * `offload 1000 pods: direct 18.2 s, offloaded 21.0 s, ratio 1.15`.
+ */
+export function summaryLine(size: number, directSeconds: number, offloadedSeconds: number): string {
+  return `offload ${size} pods: direct ${directSeconds.toFixed(1)} s, offloaded ${offloadedSeconds.toFixed(1)} s, ratio ${(offloadedSeconds / directSeconds).toFixed(2)}`;
+}
+
+/** Matches a {@link summaryLine}; groups: size, direct seconds, offloaded seconds, ratio. */
+export const SUMMARY_LINE_PATTERN = /^offload (\d+) pods: direct (\d+\.\d) s, offloaded (\d+\.\d) s, ratio (\d+\.\d\d)$/;
+
+const fmt = (n: number | undefined, digits: number): string => (n === undefined || !Number.isFinite(n) ? '-' : n.toFixed(digits));
+
+/** Lays rows out in columns, the first left-aligned, the others right-aligned. */
+function columns(rows: readonly string[][]): string {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  return rows.map((r) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  ').trimEnd()).join('\n');
+}
+
+/** The readable table of every size and run: times, latency percentiles, provider CPU and RSS, deletion. */
+export function renderTable(results: readonly SizeResult[]): string {
+  const header = ['run', 'all Running s', 'start p50 ms', 'start p99 ms', 'provider CPU s', 'peak RSS MiB', 'delete s', 'delete CPU s'];
+  const rows = results.flatMap((r) =>
+    (['direct', 'offloaded'] as const).map((kind) => {
+      const f = r[kind];
+      return [
+        `${r.size} ${kind}${f.providerRestarted ? ' (provider restarted)' : ''}`,
+        fmt(f.allRunningSeconds, 1),
+        fmt(f.startLatencyP50Ms, 0),
+        fmt(f.startLatencyP99Ms, 0),
+        fmt(f.providerCpuSeconds, 1),
+        fmt(f.providerPeakRssMiB, 0),
+        fmt(f.deletionSeconds, 1) + (f.proxiesGoneSeconds === undefined ? '' : ` (proxies ${fmt(f.proxiesGoneSeconds, 1)})`),
+        fmt(f.providerDeletionCpuSeconds, 1),
+      ];
+    }),
+  );
+  return columns([header, ...rows]);
+}
+
+/** One line per run and phase on the provider's queues: its deepest queues and its reconciles by controller (non-zero ones). */
+export function renderQueues(results: readonly SizeResult[]): string {
+  const list = (r: Record<string, number> | undefined) =>
+    Object.entries(r ?? {})
+      .filter(([, n]) => n > 0)
+      .sort((a, b) => b[1] - a[1])
+      .map(([c, n]) => `${c} ${n}`)
+      .join(', ') || '-';
+  return results
+    .flatMap((r) =>
+      (['direct', 'offloaded'] as const).flatMap((kind) =>
+        (['start', 'deletion'] as const).map((phase) => {
+          const q = r[kind][phase === 'start' ? 'startQueues' : 'deletionQueues'];
+          return `${r.size} ${kind}, ${phase}: peak queue depth ${list(q?.peakQueueDepth)}; reconciles ${list(q?.reconciles)}`;
+        }),
+      ),
+    )
+    .join('\n');
+}
+
+/**
+ * The stage breakdown of each size's offloaded run, next to the direct run's: p50 and p99 of
+ * each pod's gap, and the p50 of the stage's end since the creation request, in ms.
+ */
+export function renderStages(results: readonly SizeResult[]): string {
+  const blocks = results.map((r) => {
+    const rows = [
+      ['stage', 'p50 ms', 'p99 ms', 'ends at p50 ms', 'pods'],
+      ...r.offloaded.stages.map((s) => [`offloaded: ${s.name}`, fmt(s.p50Ms, 0), fmt(s.p99Ms, 0), fmt(s.endP50Ms, 0), String(s.pods)]),
+      ...r.direct.stages.map((s) => [`direct: ${s.name}`, fmt(s.p50Ms, 0), fmt(s.p99Ms, 0), fmt(s.endP50Ms, 0), String(s.pods)]),
+    ];
+    return `${r.size} pods:\n${columns(rows)}`;
+  });
+  return blocks.join('\n\n');
+}
+
+const escapeXml = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+const DIRECT_COLOUR = '#4878a8';
+const OFFLOADED_COLOUR = '#d8823a';
+
+/**
+ * A hand-written SVG of the results: per size, bars of direct and offloaded time to all Running
+ * (each size on its own scale, since sizes differ tenfold), and the CDF of start latencies of
+ * the largest size's two runs when its per-pod times are present. Standalone, valid XML.
+ */
+export function renderSvg(results: readonly SizeResult[], title: string): string {
+  const width = 720;
+  const left = 150;
+  const barArea = width - left - 110;
+  const rowHeight = 22;
+  const parts: string[] = [];
+  let y = 40;
+  parts.push(`<text x="20" y="24" font-size="16" font-weight="bold">${escapeXml(title)}</text>`);
+  for (const r of results) {
+    const max = Math.max(r.direct.allRunningSeconds, r.offloaded.allRunningSeconds) || 1;
+    parts.push(`<text x="20" y="${y + 15}" font-size="13" font-weight="bold">${r.size} pods</text>`);
+    y += 22;
+    for (const [kind, colour] of [
+      ['direct', DIRECT_COLOUR],
+      ['offloaded', OFFLOADED_COLOUR],
+    ] as const) {
+      const seconds = r[kind].allRunningSeconds;
+      const w = Number.isFinite(seconds) ? Math.max(1, (seconds / max) * barArea) : 0;
+      parts.push(`<text x="${left - 8}" y="${y + 14}" font-size="12" text-anchor="end">${kind}</text>`);
+      parts.push(`<rect x="${left}" y="${y}" width="${w.toFixed(1)}" height="${rowHeight - 6}" fill="${colour}"/>`);
+      parts.push(`<text x="${(left + w + 6).toFixed(1)}" y="${y + 14}" font-size="12">${escapeXml(fmt(seconds, 1))} s</text>`);
+      y += rowHeight;
+    }
+    parts.push(`<text x="${left}" y="${y + 12}" font-size="11" fill="#555">ratio ${escapeXml(fmt(r.offloaded.allRunningSeconds / r.direct.allRunningSeconds, 2))}, start p50 ${escapeXml(fmt(r.direct.startLatencyP50Ms, 0))} / ${escapeXml(fmt(r.offloaded.startLatencyP50Ms, 0))} ms, p99 ${escapeXml(fmt(r.direct.startLatencyP99Ms, 0))} / ${escapeXml(fmt(r.offloaded.startLatencyP99Ms, 0))} ms</text>`);
+    y += 30;
+  }
+  const largest = [...results].sort((a, b) => b.size - a.size)[0];
+  if (largest?.directPods && largest.offloadedPods) {
+    const series = [
+      { name: 'direct', colour: DIRECT_COLOUR, values: startLatencies(largest.directPods).sort((a, b) => a - b) },
+      { name: 'offloaded', colour: OFFLOADED_COLOUR, values: startLatencies(largest.offloadedPods).sort((a, b) => a - b) },
+    ].filter((s) => s.values.length > 0);
+    if (series.length > 0) {
+      const plotW = width - left - 40;
+      const plotH = 180;
+      const top = y + 24;
+      const maxMs = Math.max(...series.map((s) => s.values[s.values.length - 1])) || 1;
+      parts.push(`<text x="20" y="${y + 12}" font-size="13" font-weight="bold">start latency CDF, ${largest.size} pods (creation request sent -> Running seen)</text>`);
+      parts.push(`<rect x="${left}" y="${top}" width="${plotW}" height="${plotH}" fill="none" stroke="#999"/>`);
+      parts.push(`<text x="${left}" y="${top + plotH + 16}" font-size="11">0 s</text>`);
+      parts.push(`<text x="${left + plotW}" y="${top + plotH + 16}" font-size="11" text-anchor="end">${escapeXml((maxMs / 1000).toFixed(1))} s</text>`);
+      parts.push(`<text x="${left - 8}" y="${top + 10}" font-size="11" text-anchor="end">100%</text>`);
+      parts.push(`<text x="${left - 8}" y="${top + plotH}" font-size="11" text-anchor="end">0%</text>`);
+      series.forEach((s, i) => {
+        // At most 200 points a line: enough for the eye, small for the file.
+        const step = Math.max(1, Math.floor(s.values.length / 200));
+        const points: string[] = [];
+        for (let k = 0; k < s.values.length; k += step) points.push(point(s.values[k], (k + 1) / s.values.length));
+        points.push(point(s.values[s.values.length - 1], 1));
+        parts.push(`<polyline fill="none" stroke="${s.colour}" stroke-width="2" points="${points.join(' ')}"/>`);
+        parts.push(`<text x="${left + 10}" y="${top + 18 + i * 16}" font-size="12" fill="${s.colour}">${s.name}</text>`);
+      });
+      y = top + plotH + 30;
+      function point(ms: number, fraction: number): string {
+        return `${(left + (ms / maxMs) * plotW).toFixed(1)},${(top + plotH - fraction * plotH).toFixed(1)}`;
+      }
+    }
+  }
+  const height = y + 10;
+  return [
+    `<?xml version="1.0" encoding="UTF-8"?>`,
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif">`,
+    `<rect width="100%" height="100%" fill="white"/>`,
+    ...parts,
+    '</svg>',
+    '',
+  ].join('\n');
+}

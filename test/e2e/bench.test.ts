@@ -1,0 +1,93 @@
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { benchCli, type BenchRunner } from '../../provider/tools/bench-cli.js';
+import { SUMMARY_LINE_PATTERN } from '../bench/offload-report.js';
+import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
+import { checkXmlWellFormed } from '../support/xml-well-formed.js';
+import { kubectl, sandbox } from './support.js';
+
+/** Runs the benchmark process as `admiralty bench` would, capturing what it prints; `env` adds to the environment. */
+function capturing(sink: { out: string; err: string }, env: Record<string, string> = {}): BenchRunner {
+  return (command, args, cwd) =>
+    new Promise((res, rej) => {
+      const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout.on('data', (d) => (sink.out += d));
+      child.stderr.on('data', (d) => (sink.err += d));
+      child.on('error', rej);
+      child.on('exit', (code, signal) => res(code ?? (signal ? 128 : 1)));
+    });
+}
+
+describe('bench', () => {
+  const written: string[] = [];
+  after(() => {
+    for (const f of written) rmSync(f, { force: true });
+  });
+
+  it('runs the offload benchmark on the running sandbox, prints the summary line, writes the JSON and the SVG, and leaves the sandbox up', async function () {
+    this.timeout(180_000);
+    const sink = { out: '', err: '' };
+    const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
+    const code = await benchCli(['--sizes', '10'], io, capturing(sink));
+    expect(code, sink.out + sink.err).to.equal(0);
+
+    // Exactly one summary line for the one size, in the form scripts read.
+    const summaries = sink.out.split('\n').filter((l) => l.startsWith('offload '));
+    expect(summaries, sink.out).to.have.length(1);
+    expect(summaries[0]).to.match(SUMMARY_LINE_PATTERN);
+    expect(SUMMARY_LINE_PATTERN.exec(summaries[0])![1]).to.equal('10');
+
+    const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
+    expect(m, sink.out).to.not.equal(null);
+    // Printed relative to the benchmark's working directory, the repository root.
+    const [json, svg] = [resolve(REPO_ROOT, m![1]), resolve(REPO_ROOT, m![2])];
+    written.push(json, svg);
+    expect(json).to.match(/[/\\]\.bench[/\\]offload-[^/\\]+\.json$/);
+    const figures = JSON.parse(readFileSync(json, 'utf8'));
+    expect(figures.results).to.have.length(1);
+    const [result] = figures.results;
+    expect(result.size).to.equal(10);
+    for (const run of [result.direct, result.offloaded]) {
+      expect(run.allRunningSeconds).to.be.a('number').above(0);
+      expect(run.deletionSeconds).to.be.a('number').above(0);
+      expect(run.startLatencyP99Ms).to.be.at.least(run.startLatencyP50Ms);
+      expect(run.providerPeakRssMiB).to.be.above(0);
+    }
+    expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
+    expect(result.offloadedPods).to.have.length(10);
+    expect(checkXmlWellFormed(readFileSync(svg, 'utf8'))).to.equal('svg');
+
+    // It reused the sandbox, left it up, and took its namespaces away.
+    expect(sandbox.isUp()).to.equal(true);
+    for (const c of ['c1', 'c2']) expect(await kubectl(c, 'get', 'namespaces', '-o', 'name')).not.to.match(/bench-/);
+    expect(existsSync(json)).to.equal(true);
+  });
+
+  describe('with no sandbox up', () => {
+    // A sandbox of its own, beside the suite's: another folder, so other ports.
+    const dir = mkdtempSync(join(tmpdir(), 'bench-sandbox-'));
+    after(async function () {
+      this.timeout(60_000);
+      await new Sandbox(dir).down(); // in case the benchmark failed before stopping it
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it('starts the sandbox it needs, and stops it at the end', async function () {
+      this.timeout(240_000);
+      const sink = { out: '', err: '' };
+      const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
+      const code = await benchCli(['offload', '--sizes', '2'], io, capturing(sink, { SANDBOX_DIR: dir }));
+      expect(code, sink.out + sink.err).to.equal(0);
+      expect(sink.out).to.contain('bench: the sandbox is not up: starting it');
+      expect(sink.out).to.contain('bench: stopping the sandbox it started');
+      expect(sink.out).to.match(/^offload 2 pods: direct /m);
+      const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
+      if (m) written.push(resolve(REPO_ROOT, m[1]), resolve(REPO_ROOT, m[2]));
+      expect(new Sandbox(dir).state()).to.equal(undefined);
+      expect(sandbox.isUp(), "the suite's sandbox").to.equal(true);
+    });
+  });
+});

@@ -1,0 +1,284 @@
+import { expect } from 'chai';
+import {
+  DIRECT_MILESTONES,
+  OFFLOAD_MILESTONES,
+  orderedStages,
+  metricByLabel,
+  parseOffloadArgs,
+  percentile,
+  podCapacityPlan,
+  renderQueues,
+  renderStages,
+  renderSvg,
+  renderTable,
+  startLatencies,
+  stageFigures,
+  summaryLine,
+  SUMMARY_LINE_PATTERN,
+  type PodTimes,
+  type RunFigures,
+  type SizeResult,
+} from '../../bench/offload-report.js';
+import { checkXmlWellFormed } from '../../support/xml-well-formed.js';
+
+function figures(over: Partial<RunFigures> = {}): RunFigures {
+  return {
+    allRunningSeconds: 10,
+    startLatencyP50Ms: 400,
+    startLatencyP99Ms: 900,
+    deletionSeconds: 5,
+    providerCpuSeconds: 1.5,
+    providerDeletionCpuSeconds: 0.5,
+    providerPeakRssMiB: 200,
+    providerRssBeforeMiB: 150,
+    providerRestarted: false,
+    stages: [],
+    ...over,
+  };
+}
+
+describe('offload benchmark report', () => {
+  describe('parseOffloadArgs', () => {
+    const cases: [string, string[], { sizes: number[]; concurrency: number; outDir: string }][] = [
+      ['defaults', [], { sizes: [100, 1000], concurrency: 20, outDir: '.bench' }],
+      ['sizes', ['--sizes', '100,1000,5000'], { sizes: [100, 1000, 5000], concurrency: 20, outDir: '.bench' }],
+      ['sizes with =, order kept, duplicates dropped', ['--sizes=1000,10,1000'], { sizes: [1000, 10], concurrency: 20, outDir: '.bench' }],
+      ['everything', ['--concurrency', '5', '--out=/tmp/b', '--sizes', '10'], { sizes: [10], concurrency: 5, outDir: '/tmp/b' }],
+    ];
+    for (const [name, argv, want] of cases) {
+      it(`parses ${name}`, () => {
+        expect(parseOffloadArgs(argv)).to.deep.equal(want);
+      });
+    }
+
+    const bad: [string[], RegExp][] = [
+      [['--sizes'], /--sizes needs a value/],
+      [['--sizes', '0'], /whole numbers from 1/],
+      [['--sizes', '10,x'], /whole numbers from 1/],
+      [['--sizes', '1.5'], /whole numbers from 1/],
+      [['--sizes', ''], /whole numbers from 1/],
+      [['--concurrency', '-1'], /--concurrency takes a whole number/],
+      [['--out='], /--out takes a folder/],
+      [['1000'], /unknown argument "1000"; usage: offload/],
+      [['--size', '10'], /unknown argument "--size"/],
+    ];
+    for (const [argv, message] of bad) {
+      it(`refuses ${JSON.stringify(argv)}`, () => {
+        expect(() => parseOffloadArgs(argv)).to.throw(message);
+      });
+    }
+  });
+
+  describe('podCapacityPlan', () => {
+    const cases: [string, number[], number, number, number, number | undefined][] = [
+      ['room enough: nothing to change', [600, 600], 0, 1000, 100, undefined],
+      ['exactly enough', [600, 600], 100, 1000, 100, undefined],
+      ['5000 pods on two nodes of 600', [600, 600], 0, 5000, 100, 2550],
+      ['running pods count', [600, 600], 300, 1200, 100, 800],
+      ['rounded up', [10, 10, 10], 0, 100, 0, 34],
+      ['never lowers a node', [2000, 10], 0, 2500, 0, 2000],
+      ['no nodes: nothing to do', [], 0, 10, 0, undefined],
+    ];
+    for (const [name, pods, running, size, margin, want] of cases) {
+      it(name, () => {
+        expect(podCapacityPlan(pods, running, size, margin)).to.equal(want);
+      });
+    }
+  });
+
+  describe('percentile', () => {
+    it('takes the nearest rank, whatever the order', () => {
+      const values = [5, 1, 4, 2, 3, 10, 9, 8, 7, 6];
+      expect(percentile(values, 50)).to.equal(5);
+      expect(percentile(values, 90)).to.equal(9);
+      expect(percentile(values, 99)).to.equal(10);
+      expect(percentile(values, 100)).to.equal(10);
+      expect(percentile(values, 1)).to.equal(1);
+      expect(values[0]).to.equal(5); // not sorted in place
+    });
+
+    it('gives the one value of one, and NaN of none', () => {
+      expect(percentile([7], 50)).to.equal(7);
+      expect(percentile([7], 99)).to.equal(7);
+      expect(percentile([], 50)).to.be.NaN;
+    });
+
+    it('p99 of 1000 values is the 990th', () => {
+      const values = Array.from({ length: 1000 }, (_, i) => i + 1);
+      expect(percentile(values, 99)).to.equal(990);
+      expect(percentile(values, 50)).to.equal(500);
+    });
+  });
+
+  describe('orderedStages, stageFigures and startLatencies', () => {
+    // The proxy bound first (as without the extender)...
+    const pods: PodTimes[] = [
+      { sent: 0, created: 10, bound: 30, delegateCreated: 60, delegateBound: 70, delegateRunning: 170, running: 200 },
+      { sent: 5, created: 25, bound: 45, delegateCreated: 95, delegateBound: 115, delegateRunning: 215, running: 265 },
+      { sent: 10, created: 40, bound: 70 }, // never got further
+    ];
+    // ...and the delegate placed before the proxy is bound (as with the extender's bind).
+    const exact: PodTimes[] = [
+      { sent: 0, created: 10, delegateCreated: 20, delegateBound: 30, bound: 50, delegateRunning: 60, running: 100 },
+      { sent: 0, created: 20, delegateCreated: 30, delegateBound: 40, bound: 60, delegateRunning: 55, running: 90 },
+    ];
+
+    it('puts the milestones in the order observed', () => {
+      expect(orderedStages(pods, OFFLOAD_MILESTONES).map((s) => s.name)).to.deep.equal([
+        'sent -> proxy created',
+        'proxy created -> proxy bound',
+        'proxy bound -> delegate created',
+        'delegate created -> delegate bound',
+        'delegate bound -> delegate Running',
+        'delegate Running -> proxy Running',
+      ]);
+      expect(orderedStages(exact, OFFLOAD_MILESTONES).map((s) => [s.from, s.to])).to.deep.equal([
+        ['sent', 'created'],
+        ['created', 'delegateCreated'],
+        ['delegateCreated', 'delegateBound'],
+        ['delegateBound', 'bound'],
+        ['bound', 'delegateRunning'],
+        ['delegateRunning', 'running'],
+      ]);
+    });
+
+    it('puts milestones nobody reached last, in the given order', () => {
+      expect(orderedStages([{ sent: 0, created: 5 }], DIRECT_MILESTONES).map((s) => s.name)).to.deep.equal(['sent -> created', 'created -> bound', 'bound -> Running']);
+    });
+
+    it("takes percentiles of each pod's own gap, leaving out pods missing an end", () => {
+      const figures = stageFigures(pods, orderedStages(pods, OFFLOAD_MILESTONES));
+      expect(figures[0]).to.deep.equal({ name: 'sent -> proxy created', p50Ms: 20, p99Ms: 30, endP50Ms: 20, pods: 3 });
+      expect(figures[1]).to.deep.equal({ name: 'proxy created -> proxy bound', p50Ms: 20, p99Ms: 30, endP50Ms: 40, pods: 3 });
+      expect(figures[2]).to.deep.equal({ name: 'proxy bound -> delegate created', p50Ms: 30, p99Ms: 50, endP50Ms: 60, pods: 2 });
+      expect(figures[5]).to.deep.equal({ name: 'delegate Running -> proxy Running', p50Ms: 30, p99Ms: 50, endP50Ms: 200, pods: 2 });
+    });
+
+    it('a gap may be negative when one pod took the steps in the other order', () => {
+      const figures = stageFigures(exact, orderedStages(exact, OFFLOAD_MILESTONES));
+      expect(figures[4]).to.deep.include({ name: 'proxy bound -> delegate Running', p50Ms: -5, p99Ms: 10 });
+    });
+
+    it('the direct way has three stages', () => {
+      expect(stageFigures(pods, orderedStages(pods, DIRECT_MILESTONES)).map((f) => [f.name, f.p50Ms])).to.deep.equal([
+        ['sent -> created', 20],
+        ['created -> bound', 20],
+        ['bound -> Running', 170],
+      ]);
+    });
+
+    it('a stage nobody reached has NaN figures and no pods', () => {
+      const [, , last] = stageFigures([{ sent: 0 }], orderedStages([{ sent: 0 }], DIRECT_MILESTONES));
+      expect(last.pods).to.equal(0);
+      expect(last.p50Ms).to.be.NaN;
+    });
+
+    it('start latency is sent -> Running, for pods seen at both ends', () => {
+      expect(startLatencies(pods)).to.deep.equal([200, 260]);
+    });
+  });
+
+  describe('summaryLine', () => {
+    it('prints the exact form scripts read, and the pattern reads it back', () => {
+      const line = summaryLine(1000, 18.2, 21.0);
+      expect(line).to.equal('offload 1000 pods: direct 18.2 s, offloaded 21.0 s, ratio 1.15');
+      expect(SUMMARY_LINE_PATTERN.exec(line)?.slice(1)).to.deep.equal(['1000', '18.2', '21.0', '1.15']);
+    });
+
+    it('rounds to one decimal (seconds) and two (ratio)', () => {
+      expect(summaryLine(10, 0.44, 1.26)).to.equal('offload 10 pods: direct 0.4 s, offloaded 1.3 s, ratio 2.86');
+      expect(SUMMARY_LINE_PATTERN.test(summaryLine(10, 0.44, 1.26))).to.equal(true);
+    });
+  });
+
+  describe('renderTable and renderStages', () => {
+    const results: SizeResult[] = [
+      {
+        size: 100,
+        direct: figures({ stages: [{ name: 'created -> bound', p50Ms: 12, p99Ms: 40, endP50Ms: 70, pods: 100 }] }),
+        offloaded: figures({ allRunningSeconds: 12.34, proxiesGoneSeconds: 3.2, providerRestarted: true, startLatencyP50Ms: NaN, stages: [{ name: 'proxy bound -> delegate created', p50Ms: 250, p99Ms: 800, endP50Ms: 900, pods: 100 }] }),
+      },
+    ];
+
+    it('has one row per size and run, with the figures rounded, and says when the provider restarted', () => {
+      const lines = renderTable(results).split('\n');
+      expect(lines).to.have.length(3);
+      expect(lines[0]).to.match(/^run\s+all Running s\s+start p50 ms\s+start p99 ms\s+provider CPU s\s+peak RSS MiB\s+delete s\s+delete CPU s$/);
+      expect(lines[1]).to.match(/^100 direct\s+10\.0\s+400\s+900\s+1\.5\s+200\s+5\.0\s+0\.5$/);
+      expect(lines[2]).to.match(/^100 offloaded \(provider restarted\)\s+12\.3\s+-\s+900\s+1\.5\s+200\s+5\.0 \(proxies 3\.2\)\s+0\.5$/);
+    });
+
+    it('lists the stages of both runs per size', () => {
+      const text = renderStages(results);
+      expect(text).to.match(/^100 pods:\n/);
+      expect(text).to.match(/offloaded: proxy bound -> delegate created\s+250\s+800\s+900\s+100/);
+      expect(text).to.match(/direct: created -> bound\s+12\s+40\s+70\s+100/);
+    });
+  });
+
+  describe('renderSvg', () => {
+    const pods = (n: number, scale: number): PodTimes[] => Array.from({ length: n }, (_, i) => ({ sent: i, running: i + scale * (i + 1) }));
+    const results: SizeResult[] = [
+      { size: 100, direct: figures({ allRunningSeconds: 2 }), offloaded: figures({ allRunningSeconds: 5 }) },
+      { size: 1000, direct: figures({ allRunningSeconds: 18 }), offloaded: figures({ allRunningSeconds: 30 }), directPods: pods(1000, 10), offloadedPods: pods(1000, 20) },
+    ];
+
+    it('is well-formed SVG with a pair of bars per size and a CDF of the largest size', () => {
+      const svg = renderSvg(results, 'offload <test> & more');
+      expect(checkXmlWellFormed(svg)).to.equal('svg');
+      expect(svg).to.contain('xmlns="http://www.w3.org/2000/svg"');
+      expect(svg.match(/<rect x=/g)).to.have.length(4 + 1); // 2 sizes x 2 bars, and the CDF frame
+      expect(svg.match(/<polyline /g)).to.have.length(2);
+      expect(svg).to.contain('start latency CDF, 1000 pods');
+      expect(svg).to.contain('offload &lt;test&gt; &amp; more');
+      // Each size on its own scale: the longer bar of each pair has the full width.
+      const widths = [...svg.matchAll(/<rect x="150" y="\d+" width="([\d.]+)" height="16"/g)].map((m) => Number(m[1]));
+      expect(widths).to.have.length(4);
+      expect(widths[1]).to.equal(widths[3]);
+      expect(widths[0]).to.be.closeTo((widths[1] * 2) / 5, 0.1);
+    });
+
+    it('stays well-formed with no per-pod times and with missing figures', () => {
+      const svg = renderSvg([{ size: 10, direct: figures({ allRunningSeconds: NaN }), offloaded: figures() }], 't');
+      expect(checkXmlWellFormed(svg)).to.equal('svg');
+      expect(svg).not.to.contain('<polyline');
+      expect(svg).not.to.contain('NaN');
+    });
+  });
+});
+
+describe('offload benchmark report: provider metrics', () => {
+  const text = [
+    '# HELP admiralty_workqueue_depth Keys waiting in a controller queue.',
+    '# TYPE admiralty_workqueue_depth gauge',
+    'admiralty_workqueue_depth{controller="summary"} 0',
+    'admiralty_workqueue_depth{controller="delegation"} 42',
+    'admiralty_workqueue_depth_other{controller="delegation"} 7',
+    'admiralty_controller_reconcile_total{controller="delegation",result="success"} 10',
+    'admiralty_controller_reconcile_total{result="error",controller="delegation"} 2',
+    'admiralty_controller_reconcile_total{controller="a \\"quoted\\" one",result="success"} 1',
+    'admiralty_controller_reconcile_total 5',
+    'admiralty_workqueue_depth{controller="x"} NaN-ish',
+  ].join('\n');
+
+  it('sums the samples of one metric by one label', () => {
+    expect(metricByLabel(text, 'admiralty_workqueue_depth', 'controller')).to.deep.equal({ summary: 0, delegation: 42 });
+    expect(metricByLabel(text, 'admiralty_controller_reconcile_total', 'controller')).to.deep.equal({ delegation: 12, 'a \\"quoted\\" one': 1, '': 5 });
+    expect(metricByLabel('', 'admiralty_workqueue_depth', 'controller')).to.deep.equal({});
+  });
+
+  it('renders the non-zero queues and reconciles of each run, largest first', () => {
+    const base: RunFigures = { allRunningSeconds: 1, startLatencyP50Ms: 1, startLatencyP99Ms: 1, deletionSeconds: 1, providerCpuSeconds: 0, providerDeletionCpuSeconds: 0, providerPeakRssMiB: 1, providerRssBeforeMiB: 1, providerRestarted: false, stages: [] };
+    const offloaded: RunFigures = {
+      ...base,
+      startQueues: { peakQueueDepth: { summary: 0, delegation: 3, 'delegate-events': 9 }, reconciles: { delegation: 30 } },
+      deletionQueues: { peakQueueDepth: { delegation: 10 }, reconciles: {} },
+    };
+    expect(renderQueues([{ size: 10, direct: base, offloaded }]).split('\n')).to.deep.equal([
+      '10 direct, start: peak queue depth -; reconciles -',
+      '10 direct, deletion: peak queue depth -; reconciles -',
+      '10 offloaded, start: peak queue depth delegate-events 9, delegation 3; reconciles delegation 30',
+      '10 offloaded, deletion: peak queue depth delegation 10; reconciles -',
+    ]);
+  });
+});
