@@ -3,6 +3,7 @@ import express from 'express';
 import { hostname } from 'node:os';
 import { Registry } from 'prom-client';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
+import { reuseConnections } from './clusters/connection-reuse.js';
 import { withRequestDeadline } from './clusters/request-deadline.js';
 import { Controller } from './controller/controller.js';
 import { Informer } from './controller/informer.js';
@@ -61,6 +62,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     return 2;
   }
   withRequestDeadline(kc, config.apiRequestTimeoutSeconds * 1000);
+  reuseConnections(kc);
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const coordination = kc.makeApiClient(CoordinationV1Api);

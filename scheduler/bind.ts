@@ -48,7 +48,11 @@ export interface BinderOptions {
   mayCreateDelegates?: (targetKey: string) => boolean;
   /** How long the target's scheduler has to place the delegate (default 20 s, under kube-scheduler's extender httpTimeout). */
   placeTimeoutMs?: number;
-  /** How often the delegate is looked at while waiting (default 100 ms in the cache, 10x that with live reads). */
+  /**
+   * How often the delegate is looked at while waiting, at the latest (default 500 ms in the
+   * cache, 10x that with live reads): a bind is woken at once by {@link Binder.delegateChanged},
+   * so this only bounds the wait when no change is reported.
+   */
   pollMs?: number;
 }
 
@@ -92,10 +96,26 @@ export class Binder {
   private readonly placements = new Map<string, Placement & { boundAtMs?: number }>();
   private readonly placeTimeoutMs: number;
   private readonly pollMs: number;
+  /** Binds waiting for a delegate to change, by {@link waitKey}. */
+  private readonly waiting = new Map<string, Set<() => void>>();
 
   constructor(private readonly o: BinderOptions) {
     this.placeTimeoutMs = o.placeTimeoutMs ?? 20_000;
-    this.pollMs = o.pollMs ?? 100;
+    this.pollMs = o.pollMs ?? 500;
+  }
+
+  /**
+   * Wakes the binds waiting for this delegate. The wiring calls it for every change the
+   * target's delegates informer sees, so a bind goes on as soon as the target's scheduler has
+   * decided rather than at its next look (polling every 100 ms cost each pod 50 ms on average
+   * and, with a thousand binds waiting, ten thousand wake-ups a second). Cheap when nobody waits.
+   */
+  delegateChanged(targetKey: string, delegate: V1Pod): void {
+    const key = waitKey(targetKey, delegate.metadata?.namespace ?? '', delegate.metadata?.name ?? '');
+    const wakers = this.waiting.get(key);
+    if (!wakers) return;
+    this.waiting.delete(key);
+    for (const wake of wakers) wake();
   }
 
   /** One bind call; a repeated call for the same pod and node joins the one in flight. */
@@ -254,7 +274,7 @@ export class Binder {
         reason = `${target.displayName}: its scheduler did not place the delegate within ${this.placeTimeoutMs / 1000} s`;
         break;
       }
-      await this.sleep(live ? this.pollMs * 10 : this.pollMs);
+      await this.changeOrTimeout(waitKey(target.key, namespace, name), live ? this.pollMs * 10 : this.pollMs);
     }
     await this.deleteDelegate(target, name, namespace, uid);
     throw new Refused(reason);
@@ -288,7 +308,29 @@ export class Binder {
     }
   }
 
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => this.o.clock.setTimeout(resolve, ms));
+  /**
+   * Resolves when {@link delegateChanged} reports the delegate, or after `ms`. Registered in the
+   * same tick as the look that found it undecided, so no change can slip in between.
+   */
+  private changeOrTimeout(key: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let wakers = this.waiting.get(key);
+      if (!wakers) this.waiting.set(key, (wakers = new Set()));
+      const wake = () => {
+        this.o.clock.clearTimeout(timer);
+        resolve();
+      };
+      const timer = this.o.clock.setTimeout(() => {
+        const set = this.waiting.get(key);
+        set?.delete(wake);
+        if (set?.size === 0) this.waiting.delete(key);
+        resolve();
+      }, ms);
+      wakers.add(wake);
+    });
   }
+}
+
+function waitKey(targetKey: string, namespace: string, name: string): string {
+  return `${targetKey}/${namespace}/${name}`;
 }

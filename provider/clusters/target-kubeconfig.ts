@@ -1,6 +1,5 @@
-import type { AgentOptions } from 'node:https';
-import https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
+import { reuseConnections } from './connection-reuse.js';
 import { parseUntrustedYaml, UntrustedYamlError } from '../core/untrusted-yaml.js';
 import type { ServerAddressPolicy } from './server-address-policy.js';
 
@@ -158,11 +157,11 @@ export function buildTargetKubeConfig(t: TargetKubeconfig, policy: ServerAddress
     currentContext: t.contextName,
   });
   // client-node makes a new Agent per request in a private `createAgent`; replace it on this
-  // instance so the lookup is ours. The server is https and has no proxy (validated above), so
-  // a plain https.Agent is what client-node would have built. A unit test fails if client-node
-  // stops calling this method, rather than the guard silently going away.
-  (kc as unknown as { createAgent: (cluster: unknown, options: AgentOptions) => https.Agent }).createAgent = (_cluster, options) =>
-    new https.Agent({ ...options, lookup: policy.lookup });
+  // instance so the lookup is ours, on keep-alive agents shared by the calls (see
+  // reuseConnections). The server is https and has no proxy (validated above), so an
+  // https.Agent is what client-node would have built. A unit test fails if client-node stops
+  // calling this method, rather than the guard silently going away.
+  reuseConnections(kc, { lookup: policy.lookup });
   return kc;
 }
 

@@ -24,7 +24,8 @@ export interface InformerOptions<T extends KubernetesObject> {
   /**
    * Applied to every object before it is cached or handed to handlers, to keep only what is
    * used (memory grows with the objects cached, not with what the code reads of them). Must
-   * keep `metadata.name`, `namespace` and `resourceVersion`.
+   * keep `metadata.name`, `namespace` and `resourceVersion`. `metadata.managedFields` is
+   * dropped before it, in every informer (see {@link Informer}).
    */
   transform?: (obj: T) => T;
 }
@@ -52,6 +53,8 @@ const WATCH_TIMEOUT_MIN_S = 300;
  * watch, and relisting on 410 Gone. Any failure restarts the loop after a capped exponential
  * backoff (1 s to 30 s, with jitter) that only resets once a list succeeds. A watch silent for
  * longer than `idleRestartMs` (bookmarks count as activity) is assumed half-open and restarted.
+ *
+ * Objects are cached without `metadata.managedFields`, then through the `transform` if any.
  *
  * Each attempt carries a generation number: callbacks of an attempt that was superseded (our
  * own aborts included) are ignored, so a restart can never disturb the attempt that follows it.
@@ -173,7 +176,7 @@ export class Informer<T extends KubernetesObject> {
         const old = this.cache.get(key);
         this.cache.delete(key);
         this.remember(obj);
-        this.emit('delete', old ?? (this.o.transform ? this.o.transform(obj) : obj));
+        this.emit('delete', old ?? this.keep(obj));
         break;
       }
       case 'BOOKMARK':
@@ -202,8 +205,21 @@ export class Informer<T extends KubernetesObject> {
     }
   }
 
+  /**
+   * What is cached of an object the server sent: no `metadata.managedFields` (nothing of ours
+   * reads them, and for a pod they are a good part of its size and of what each event makes the
+   * garbage collector walk), then the informer's transform. The object is freshly parsed and
+   * ours, so it is changed in place. Writes built from a cached object (an update of a proxy's
+   * status) lose nothing by it: the apiserver keeps the live object's managedFields when an
+   * update carries none.
+   */
+  private keep(raw: T): T {
+    if (raw.metadata?.managedFields) delete raw.metadata.managedFields;
+    return this.o.transform ? this.o.transform(raw) : raw;
+  }
+
   private upsert(raw: T, track = true): void {
-    const obj = this.o.transform ? this.o.transform(raw) : raw;
+    const obj = this.keep(raw);
     const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
     const old = this.cache.get(key);
     this.cache.set(key, obj);

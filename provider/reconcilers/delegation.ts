@@ -103,7 +103,12 @@ export class DelegationReconciler {
       }
       throw err;
     }
-    const existing = cache.get(desired.metadata!.name!, namespace) ?? (await this.readDelegate(target, desired));
+    // A delegate missing from the cache is read from the target only where its absence leads to
+    // a conclusion (release a terminating proxy, replace or fail one whose delegate went away).
+    // A proxy that never had one gets its create at once: the name is deterministic, so a
+    // delegate the cache has not shown yet answers AlreadyExists, and a read before every create
+    // would double the calls of a burst.
+    const existing = cache.get(desired.metadata!.name!, namespace) ?? (terminating || hadDelegate(proxy) ? await this.readDelegate(target, desired) : undefined);
     const ours = !!existing && isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid);
 
     if (terminating) {
@@ -155,11 +160,9 @@ export class DelegationReconciler {
 
   private async createOrReplace(proxy: V1Pod, desired: V1Pod, target: TargetClient): Promise<Result> {
     const phase = proxy.status?.phase;
-    // The proxy's status only ever leaves Pending (or gets a startTime) through feedback from a
-    // delegate, so a proxy that shows either had one, which is now gone (deleted or evicted in
-    // the target): creating another would silently restart a pod the user saw running.
-    const hadDelegate = !!proxy.status?.startTime || (phase !== undefined && phase !== 'Pending');
-    if (hadDelegate) {
+    // A proxy that had a delegate, now gone (deleted or evicted in the target): creating another
+    // would silently restart a pod the user saw running.
+    if (hadDelegate(proxy)) {
       // Finished: a target may garbage-collect finished pods; the proxy keeps its last status.
       if (phase === 'Succeeded' || phase === 'Failed') return;
       const name = proxy.metadata!.name!;
@@ -343,6 +346,15 @@ export class DelegationReconciler {
   private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {
     this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: proxy.metadata?.namespace, uid: proxy.metadata?.uid } }, type, reason, message);
   }
+}
+
+/**
+ * Whether the proxy had a delegate: its status only ever leaves Pending (or gets a startTime)
+ * through feedback from one.
+ */
+function hadDelegate(proxy: V1Pod): boolean {
+  const phase = proxy.status?.phase;
+  return !!proxy.status?.startTime || (phase !== undefined && phase !== 'Pending');
 }
 
 /**

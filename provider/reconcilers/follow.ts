@@ -75,11 +75,17 @@ export class FollowReconciler {
     return name && ns ? [`${kind}/${ns}/${name}`] : [];
   }
 
-  /** Key mapper for proxies: every ConfigMap and Secret their delegate references (so binding and deletion re-evaluate GC). */
+  /**
+   * Key mapper for proxies: every ConfigMap and Secret their delegate references (so binding and
+   * deletion re-evaluate GC). Read from the proxy's own spec: the delegate's differs only in
+   * scheduling fields, which reference neither, and parsing the saved manifest on every event
+   * of every proxy was the largest cost of this mapper. A proxy whose manifest cannot be read
+   * maps to keys too; their reconcile counts it as using nothing.
+   */
   static keysOfProxy(proxy: V1Pod): string[] {
     const ns = proxy.metadata?.namespace;
-    const refs = references(proxy);
-    return [...refs.configmap.map((n) => `configmap/${ns}/${n}`), ...refs.secret.map((n) => `secret/${ns}/${n}`)];
+    const spec = proxy.spec ?? { containers: [] };
+    return [...referencedConfigMaps(spec).map((n) => `configmap/${ns}/${n}`), ...referencedSecrets(spec).map((n) => `secret/${ns}/${n}`)];
   }
 
   /**

@@ -9,6 +9,8 @@ import type { Wiring } from './wiring.js';
 export interface DelegationWiring {
   namespaces: Informer<V1Namespace>;
   delegates: (key: string) => Informer<V1Pod> | undefined;
+  /** Calls `listener` with the target's key for every delegate any target's informer adds, updates or deletes. */
+  onDelegateChange(listener: (targetKey: string, delegate: V1Pod) => void): void;
   follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
   runnables: Runnable[];
   outage: { afterProbe(targetKey: string): void; mayCreateDelegates(targetKey: string): boolean };
@@ -46,6 +48,7 @@ export async function wireDelegation(
   const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
   const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', () => core.listNamespace({ labelSelector: enabledSelector }), enabledSelector);
 
+  const delegateListeners: Array<(targetKey: string, delegate: V1Pod) => void> = [];
   const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
 
   const follow = new FollowReconciler({
@@ -146,6 +149,11 @@ export async function wireDelegation(
     servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s));
     servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p));
     eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev));
+    for (const verb of ['add', 'update', 'delete'] as const) {
+      entry.delegates.on(verb, (p) => {
+        for (const listener of delegateListeners) listener(t.key, p);
+      });
+    }
     // Events can arrive before their delegate is cached: look at them again when it is.
     entry.delegates.on('add', (p) => {
       for (const k of DelegateEventsReconciler.keysOfDelegate(t.key, p, entry.events)) eventsController.enqueue(k);
@@ -193,6 +201,7 @@ export async function wireDelegation(
   return {
     namespaces,
     delegates: (key) => perTarget.get(key)?.delegates,
+    onDelegateChange: (listener) => delegateListeners.push(listener),
     follow,
     runnables,
     outage: { afterProbe: (key) => outageController.enqueue(key), mayCreateDelegates: (key) => outage.mayCreateDelegates(key) },

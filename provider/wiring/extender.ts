@@ -36,6 +36,8 @@ export function wireExtender(w: Wiring, routes: express.Router, proxies: Informe
           w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.now()),
       })
     : undefined;
+  // A bind waiting for the target's scheduler goes on as soon as the delegate is placed.
+  if (binder) delegation!.onDelegateChange((targetKey, delegate) => binder.delegateChanged(targetKey, delegate));
   routes.use(
     createExtenderApp({
       registry: w.clusters,

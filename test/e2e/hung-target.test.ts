@@ -4,7 +4,7 @@ import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox
 /** The sandbox providers' deadline of one API call (`--api-request-timeout-seconds`, default). */
 const REQUEST_DEADLINE_MS = 30_000;
 /** The sandbox providers' `--workers` (default): delegation may give all but one to one target. */
-const WORKERS = 4;
+const WORKERS = 16;
 
 /** An elected pod that only the given target may run (virtual-node constraint). */
 function pinnedPod(name: string, ns: string, target: string): string {

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../provider/clusters/target-client.js';
-import { realClock } from '../../../provider/core/clock.js';
+import { FakeClock, realClock } from '../../../provider/core/clock.js';
 import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
 import { buildDelegatePod } from '../../../provider/model/delegate-pod.js';
@@ -209,6 +209,31 @@ describe('scheduler: Binder', () => {
     expect(a).to.deep.equal({ Error: '' });
     expect(b).to.deep.equal({ Error: '' });
     expect(targetCore.createNamespacedPod.calledOnce).to.equal(true);
+  });
+
+  it('goes on as soon as the delegate changes, not at its next look, and only for that delegate', async () => {
+    // The clock never moves: only a reported change can end the wait.
+    binder = new Binder({ ...options, clock: new FakeClock(Date.now()), pollMs: 60_000 });
+    let placed: V1Pod | undefined;
+    targetCore.createNamespacedPod.callsFake(async ({ body }) => {
+      const created = { ...body, metadata: { ...body.metadata, uid: 'delegate-uid' } };
+      cache.pods.set(`default/${created.metadata.name}`, created);
+      placed = { ...created, spec: { ...created.spec!, nodeName: 'c2-node-1' } };
+      return created;
+    });
+    let done = false;
+    const result = binder.bind(args).finally(() => (done = true));
+    while (!placed) await new Promise((r) => setImmediate(r));
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    cache.pods.set(`default/${placed.metadata!.name}`, placed);
+    // Another delegate, or the same name in another target: the bind keeps waiting.
+    binder.delegateChanged(KEY, { ...placed, metadata: { ...placed.metadata, name: 'other' } });
+    binder.delegateChanged('ClusterTarget/c3', placed);
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    expect(done).to.equal(false);
+    binder.delegateChanged(KEY, placed);
+    expect(await result).to.deep.equal({ Error: '' });
+    expect(source.createNamespacedPodBinding.calledOnce).to.equal(true);
   });
 
   it('reads the target when the delegate cache is not running', async () => {

@@ -228,3 +228,44 @@ describe('Informer transform', () => {
     informer.stop();
   });
 });
+
+describe('Informer managedFields', () => {
+  it('caches and hands out objects without managedFields, before the transform sees them', async () => {
+    const api = fakeApi();
+    const fields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } }];
+    api.items = [{ metadata: { ...pod('a', '1').metadata, managedFields: fields } }];
+    const seen: V1Pod[] = [];
+    const transformed: V1Pod[] = [];
+    const informer = new Informer<V1Pod>({
+      name: 'pods',
+      cluster: 'c1',
+      kubeConfig: new KubeConfig(),
+      path: '/api/v1/pods',
+      list: api.list,
+      watch: api.watch,
+      logger: silentLogger(),
+      clock: new FakeClock(0),
+      transform: (p) => {
+        transformed.push(structuredClone(p));
+        return p;
+      },
+    });
+    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => seen.push(p));
+    informer.start();
+    await settle();
+    api.watches[0].send('MODIFIED', { metadata: { ...pod('a', '2').metadata, managedFields: fields } });
+    api.watches[0].send('ADDED', { metadata: { ...pod('b', '3').metadata, managedFields: fields } });
+    // Not cached before: the deleted object itself is handed out.
+    api.watches[0].send('DELETED', { metadata: { ...pod('c', '4').metadata, managedFields: fields } });
+    expect(informer.get('a', 'ns')).to.deep.equal(pod('a', '2'));
+    expect(informer.list().map((p) => p.metadata?.managedFields)).to.deep.equal([undefined, undefined]);
+    expect(seen.map((p) => [p.metadata?.name, p.metadata?.managedFields])).to.deep.equal([
+      ['a', undefined],
+      ['a', undefined],
+      ['b', undefined],
+      ['c', undefined],
+    ]);
+    expect(transformed.every((p) => p.metadata?.managedFields === undefined)).to.equal(true);
+    informer.stop();
+  });
+});

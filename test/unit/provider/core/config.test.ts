@@ -10,9 +10,9 @@ const configOf = (...argv: string[]): ProviderConfig => {
 
 describe('parseConfig: workers', () => {
   it('lets one target hold all workers but one by default', () => {
-    expect(configOf().workers).to.equal(4);
-    expect(configOf().workersPerTarget).to.equal(3);
-    expect(configOf('--workers=16').workersPerTarget).to.equal(15);
+    expect(configOf().workers).to.equal(16);
+    expect(configOf().workersPerTarget).to.equal(15);
+    expect(configOf('--workers=4').workersPerTarget).to.equal(3);
   });
 
   it('keeps at least one worker per target, and takes an explicit value as it is', () => {

@@ -214,12 +214,23 @@ describe('DelegationReconciler', () => {
       expect(events).to.deep.equal([]);
     });
 
-    it('finds a delegate the cache has not seen yet with a direct read, and does not create another', async () => {
+    it('creates without reading the target first when the proxy never had a delegate (AlreadyExists covers a lagging cache)', async () => {
       const p = proxy();
       const { reconciler, targetCore } = setup({ proxies: [p] });
+      targetCore.createNamespacedPod.rejects(apiError(409, 'AlreadyExists'));
+      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 1000 });
+      sinon.assert.notCalled(targetCore.readNamespacedPod);
+      sinon.assert.calledOnce(targetCore.createNamespacedPod);
+    });
+
+    it('finds the delegate of a proxy that had one with a direct read when the cache has not seen it, and neither replaces nor recreates it', async () => {
+      const p = { ...proxy(), status: { phase: 'Running', startTime: new Date(0) } };
+      const { reconciler, targetCore, source: sourceCore } = setup({ proxies: [p] });
       targetCore.readNamespacedPod.resolves(delegateOf(p));
       await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(targetCore.readNamespacedPod);
       sinon.assert.notCalled(targetCore.createNamespacedPod);
+      sinon.assert.notCalled(sourceCore.deleteNamespacedPod);
     });
 
     it('reports a missing target namespace and retries', async () => {

@@ -134,6 +134,12 @@ describe('FollowReconciler', () => {
       expect(FollowReconciler.keysOfProxy(proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' }))).to.deep.equal([`configmap/${NS}/conf`, `secret/${NS}/pw`]);
       expect(FollowReconciler.keysOfProxy({ metadata: { name: 'x', namespace: NS } })).to.deep.equal([]);
     });
+
+    it("maps a proxy from its own spec, without reading the saved manifest (its scheduling fields reference nothing)", () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' });
+      p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = 'not a manifest';
+      expect(FollowReconciler.keysOfProxy(p)).to.deep.equal([`configmap/${NS}/conf`, `secret/${NS}/pw`]);
+    });
   });
 
   describe('ensureCopies', () => {

@@ -1,0 +1,86 @@
+import { createHash } from 'node:crypto';
+import type { Agent } from 'node:http';
+import https, { type AgentOptions } from 'node:https';
+import type { LookupFunction } from 'node:net';
+import type { Cluster, KubeConfig } from '@kubernetes/client-node';
+
+export interface ConnectionReuseOptions {
+  /**
+   * Resolves the server's name for every new connection (a Target's kubeconfig: the
+   * ServerAddressPolicy's guarded lookup). With it, every agent is an https one: the caller has
+   * checked that the server is https and has no proxy.
+   */
+  lookup?: LookupFunction;
+  /**
+   * How long an idle connection stays open for the next request, in ms (default 30 s): below
+   * kube-apiserver's own idle timeout (90 s), so the client closes first and a request never
+   * races the server's close of the connection it was written on.
+   */
+  idleSocketTimeoutMs?: number;
+}
+
+/** Distinct credential sets (a rotated client certificate, a renewed CA) kept per KubeConfig. */
+const MAX_AGENTS = 4;
+
+/**
+ * Makes the connections that client-node opens through `kc` last beyond one request.
+ *
+ * client-node 1.4 builds a new `https.Agent` (keep-alive off) in its private `createAgent` for
+ * every API call, watch and stream, so every call paid a TCP connect and a full TLS handshake
+ * (with client certificates: RSA signatures on both sides) and left its socket in TIME_WAIT.
+ * Here `createAgent` hands out one keep-alive agent per set of TLS options (the same CA,
+ * client certificate and key, server name and verification: the same connection), so calls
+ * share a pool of open connections. Options are compared by content: client-node re-reads
+ * certificate files on each call, and a rotated certificate gets a fresh agent (and fresh
+ * connections). A kubeconfig with a proxy or a plain-http server keeps client-node's own agent.
+ *
+ * Safe for every kind of request client-node makes: an aborted request (deadline, watch
+ * restart) destroys its socket rather than returning it to the pool, a WebSocket upgrade takes
+ * its socket out of the pool, and the idle timeout applies to pooled sockets only (an open
+ * watch or log stream is never cut by it). Returns `kc`, changed in place.
+ */
+export function reuseConnections(kc: KubeConfig, opts: ConnectionReuseOptions = {}): KubeConfig {
+  type CreateAgent = (cluster: Cluster | null, options: AgentOptions) => Agent;
+  const target = kc as unknown as { createAgent: CreateAgent };
+  const own = target.createAgent.bind(kc);
+  const agents = new Map<string, https.Agent>();
+  target.createAgent = (cluster, options) => {
+    if (!opts.lookup && (!cluster || cluster.proxyUrl || !cluster.server.startsWith('https:'))) return own(cluster, options);
+    const withLookup = opts.lookup ? { lookup: opts.lookup } : {};
+    const key = agentKey(options);
+    // Options that cannot be compared by content (a function, a KeyObject): an agent of its
+    // own, as client-node would make.
+    if (key === undefined) return new https.Agent({ ...options, ...withLookup });
+    let agent = agents.get(key);
+    if (agent) {
+      // Most recently used last: the oldest set of credentials is the first to go.
+      agents.delete(key);
+    } else {
+      agent = new https.Agent({ ...options, keepAlive: true, timeout: options.timeout ?? opts.idleSocketTimeoutMs ?? 30_000, ...withLookup });
+      // A dropped agent is not destroyed: its requests in flight finish, and its idle sockets
+      // close after the idle timeout.
+      if (agents.size >= MAX_AGENTS) agents.delete(agents.keys().next().value!);
+    }
+    agents.set(key, agent);
+    return agent;
+  };
+  return kc;
+}
+
+/** A digest of the options that decide what a connection is (never kept in clear: they hold keys). */
+function agentKey(options: AgentOptions): string | undefined {
+  const h = createHash('sha256');
+  for (const name of Object.keys(options).sort()) {
+    const value = (options as Record<string, unknown>)[name];
+    if (value === undefined) continue;
+    h.update(name).update('\0');
+    for (const v of Array.isArray(value) ? value : [value]) {
+      if (Buffer.isBuffer(v)) h.update(v);
+      else if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') h.update(String(v));
+      else return undefined;
+      h.update('\0');
+    }
+    h.update('\n');
+  }
+  return h.digest('hex');
+}

@@ -1,0 +1,137 @@
+import { expect } from 'chai';
+import https from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { createCA } from '../../../../certs/create-ca.js';
+import { createServingCert } from '../../../../certs/create-serving-cert.js';
+import { reuseConnections } from '../../../../provider/clusters/connection-reuse.js';
+import { withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
+
+/** client-node's private factory, which reuseConnections replaces. */
+type CreateAgent = (cluster: unknown, options: https.AgentOptions) => https.Agent;
+const createAgentOf = (kc: KubeConfig) => (kc as unknown as { createAgent: CreateAgent }).createAgent.bind(kc);
+
+describe('reuseConnections', () => {
+  const ca = createCA({ commonName: 'test-ca' });
+  const serving = createServingCert({ ca, commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+  let server: https.Server;
+  let port: number;
+  /** TLS connections the server accepted, and those still open. */
+  let accepted: number;
+  const open = new Set<Socket>();
+  /** Milliseconds the server waits before it answers `/api/v1/namespaces`. */
+  let answerAfterMs = 0;
+
+  before(async () => {
+    server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
+      const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [] }));
+      if (answerAfterMs > 0) setTimeout(answer, answerAfterMs);
+      else answer();
+    });
+    server.on('secureConnection', (s: Socket) => {
+      accepted++;
+      open.add(s);
+      s.on('close', () => open.delete(s));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  beforeEach(() => {
+    accepted = 0;
+    answerAfterMs = 0;
+    for (const s of open) s.destroy();
+  });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  function kubeConfig(extra: { proxyUrl?: string } = {}): KubeConfig {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `https://127.0.0.1:${port}`, caData: Buffer.from(ca.certPem).toString('base64'), skipTLSVerify: false, ...extra }],
+      users: [{ name: 'u', token: 't' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    return kc;
+  }
+
+  const waitFor = async (what: () => boolean) => {
+    for (let i = 0; i < 200 && !what(); i++) await new Promise((r) => setTimeout(r, 10));
+  };
+
+  it('sends successive API calls over one connection', async () => {
+    const api = reuseConnections(kubeConfig()).makeApiClient(CoreV1Api);
+    for (let i = 0; i < 5; i++) await api.listNamespace();
+    expect(accepted).to.equal(1);
+  });
+
+  it('without it, client-node opens a connection per call (what this replaces)', async () => {
+    const api = kubeConfig().makeApiClient(CoreV1Api);
+    for (let i = 0; i < 3; i++) await api.listNamespace();
+    expect(accepted).to.equal(3);
+  });
+
+  it('opens connections side by side for concurrent calls, and reuses them after', async () => {
+    const api = reuseConnections(kubeConfig()).makeApiClient(CoreV1Api);
+    answerAfterMs = 20;
+    await Promise.all([api.listNamespace(), api.listNamespace(), api.listNamespace()]);
+    expect(accepted).to.equal(3);
+    await Promise.all([api.listNamespace(), api.listNamespace(), api.listNamespace()]);
+    expect(accepted).to.equal(3);
+  });
+
+  it('shares an agent between calls with the same TLS options, compared by content', () => {
+    const kc = reuseConnections(kubeConfig());
+    const createAgent = createAgentOf(kc);
+    const cluster = kc.getCurrentCluster();
+    const a = createAgent(cluster, { ca: Buffer.from('ca-1'), cert: 'cert', key: 'key' });
+    expect(createAgent(cluster, { ca: Buffer.from('ca-1'), cert: 'cert', key: 'key' })).to.equal(a);
+    expect(a.options.keepAlive).to.equal(true);
+    // A rotated certificate or CA, another server name: other connections.
+    expect(createAgent(cluster, { ca: Buffer.from('ca-1'), cert: 'cert-2', key: 'key-2' })).to.not.equal(a);
+    expect(createAgent(cluster, { ca: Buffer.from('ca-2'), cert: 'cert', key: 'key' })).to.not.equal(a);
+    expect(createAgent(cluster, { ca: Buffer.from('ca-1'), cert: 'cert', key: 'key', servername: 'other' })).to.not.equal(a);
+  });
+
+  it('keeps client-node\'s own agent for a cluster behind a proxy', () => {
+    const kc = reuseConnections(kubeConfig({ proxyUrl: 'http://127.0.0.1:1' }));
+    const createAgent = createAgentOf(kc);
+    const a = createAgent(kc.getCurrentCluster(), {});
+    expect(createAgent(kc.getCurrentCluster(), {})).to.not.equal(a);
+  });
+
+  it('closes an idle connection after the idle timeout', async () => {
+    const api = reuseConnections(kubeConfig(), { idleSocketTimeoutMs: 50 }).makeApiClient(CoreV1Api);
+    await api.listNamespace();
+    expect(accepted).to.equal(1);
+    await waitFor(() => open.size === 0);
+    expect(open.size).to.equal(0);
+    await api.listNamespace();
+    expect(accepted).to.equal(2);
+  });
+
+  it('does not cut a call whose answer takes longer than the idle timeout', async () => {
+    const api = reuseConnections(kubeConfig(), { idleSocketTimeoutMs: 30 }).makeApiClient(CoreV1Api);
+    answerAfterMs = 150;
+    const list = await api.listNamespace();
+    expect(list.items).to.deep.equal([]);
+  });
+
+  it('a call aborted at its deadline closes its connection and leaves the pool usable', async () => {
+    const api = reuseConnections(withRequestDeadline(kubeConfig(), 50)).makeApiClient(CoreV1Api);
+    await api.listNamespace();
+    answerAfterMs = 500;
+    const err = await api.listNamespace().then(
+      () => expect.fail('answered'),
+      (e: unknown) => e,
+    );
+    expect(String(err)).to.match(/abort/i);
+    await waitFor(() => open.size === 0);
+    expect(open.size, 'connections left open').to.equal(0);
+    answerAfterMs = 0;
+    await api.listNamespace();
+    expect(accepted).to.equal(2);
+  });
+});
