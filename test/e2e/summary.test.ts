@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { apply, getJson, kubectl, uniqueName, waitFor } from './support.js';
+import { apply, getJson, kubectl, settleTeardowns, uniqueName, waitFor } from './support.js';
 
 const milliCpu = (q: string | undefined): number => (q === undefined ? NaN : q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000);
 
@@ -8,6 +8,10 @@ describe('ClusterSummary', function () {
   this.timeout(120_000);
 
   it("lists c2's real nodes with what is free on each; a pod of c2's own takes room off its node and off c2's virtual node in c1", async () => {
+    // The earlier tests' namespaces go away in the background: their delegates leaving c2 and
+    // their proxies leaving c1 move what c1's virtual node offers (free in c2, plus what the
+    // proxies hold there), which this test reads exactly.
+    await settleTeardowns();
     const summary = await getJson('c2', 'clustersummary', 'singleton');
     const nodes = summary.nodePools.flatMap((p: any) => p.nodes);
     const realNodes = (await getJson('c2', 'nodes')).items.map((n: any) => n.metadata.name).sort();
@@ -24,7 +28,15 @@ describe('ClusterSummary', function () {
     // What c1's virtual node for c2 offers its scheduler follows what is free in c2.
     const virtualNode = 'admiralty-namespace-default-c2';
     const offered = async () => milliCpu((await getJson('c1', 'node', virtualNode)).status.allocatable.cpu);
-    const offeredBefore = await offered();
+    // Steady: the same across a whole probe period (10 s), e.g. after a provider restart.
+    let offeredBefore = await offered();
+    await waitFor(`what ${virtualNode} offers, steady`, 60_000, async () => {
+      await new Promise((r) => setTimeout(r, 11_000));
+      const now = await offered();
+      const steady = now === offeredBefore;
+      offeredBefore = now;
+      return steady;
+    });
     const ns = uniqueName('summary');
     await kubectl('c2', 'create', 'namespace', ns);
     try {
