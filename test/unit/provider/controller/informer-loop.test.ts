@@ -196,23 +196,29 @@ describe('Informer list and watch loop', () => {
   });
 });
 
+/** An informer over `api` with `transform`, recording in `seen` every object it hands out. */
+function transformingInformer(api: ReturnType<typeof fakeApi>, seen: V1Pod[], transform: (p: V1Pod) => V1Pod): Informer<V1Pod> {
+  const informer = new Informer<V1Pod>({
+    name: 'pods',
+    cluster: 'c1',
+    kubeConfig: new KubeConfig(),
+    path: '/api/v1/pods',
+    list: api.list,
+    watch: api.watch,
+    logger: silentLogger(),
+    clock: new FakeClock(0),
+    transform,
+  });
+  for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => seen.push(p));
+  return informer;
+}
+
 describe('Informer transform', () => {
   it('caches and hands out only what the transform keeps, from the list and from the watch', async () => {
     const api = fakeApi();
     api.items = [{ ...pod('a', '1'), spec: { containers: [{ name: 'c', image: 'big' }] } }];
     const seen: V1Pod[] = [];
-    const informer = new Informer<V1Pod>({
-      name: 'pods',
-      cluster: 'c1',
-      kubeConfig: new KubeConfig(),
-      path: '/api/v1/pods',
-      list: api.list,
-      watch: api.watch,
-      logger: silentLogger(),
-      clock: new FakeClock(0),
-      transform: (p) => ({ metadata: { name: p.metadata?.name, namespace: p.metadata?.namespace, resourceVersion: p.metadata?.resourceVersion } }),
-    });
-    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => seen.push(p));
+    const informer = transformingInformer(api, seen, (p) => ({ metadata: { name: p.metadata?.name, namespace: p.metadata?.namespace, resourceVersion: p.metadata?.resourceVersion } }));
     informer.start();
     await settle();
     api.watches[0].send('MODIFIED', { ...pod('a', '2'), spec: { containers: [] } });
@@ -236,21 +242,10 @@ describe('Informer managedFields', () => {
     api.items = [{ metadata: { ...pod('a', '1').metadata, managedFields: fields } }];
     const seen: V1Pod[] = [];
     const transformed: V1Pod[] = [];
-    const informer = new Informer<V1Pod>({
-      name: 'pods',
-      cluster: 'c1',
-      kubeConfig: new KubeConfig(),
-      path: '/api/v1/pods',
-      list: api.list,
-      watch: api.watch,
-      logger: silentLogger(),
-      clock: new FakeClock(0),
-      transform: (p) => {
-        transformed.push(structuredClone(p));
-        return p;
-      },
+    const informer = transformingInformer(api, seen, (p) => {
+      transformed.push(structuredClone(p));
+      return p;
     });
-    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => seen.push(p));
     informer.start();
     await settle();
     api.watches[0].send('MODIFIED', { metadata: { ...pod('a', '2').metadata, managedFields: fields } });
