@@ -1,11 +1,10 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, readyOf, sandbox, uniqueName, waitFor } from './support.js';
 
 const COND = 'multicluster.admiralty.io/TargetReachable';
 const PARENT_UID = 'multicluster.admiralty.io/parent-uid';
 
 const reachable = (p: any) => p.status?.conditions?.find((c: any) => c.type === COND);
-const readyOf = (node: any) => node?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status;
 const live = (pods: any[]) => pods.filter((p) => !p.metadata.deletionTimestamp);
 
 function workloads(ns: string): string {

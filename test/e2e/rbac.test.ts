@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { PROVIDER_USER, REPO_ROOT } from '../sandbox/sandbox.js';
-import { apply, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, getJson, kubectl, readyOf, sandbox, uniqueName, waitFor } from './support.js';
 
 type Attributes = { verb: string; resource: string; group?: string; subresource?: string; namespace?: string; name?: string };
 
@@ -119,7 +119,7 @@ describe('least privilege of the provider (exactly the shipped RBAC)', function 
     try {
       expect(await mayCreatePods(), 'before the ClusterTarget').to.equal(false);
       await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: ClusterTarget\nmetadata: {name: ${name}}\nspec: {self: true}\n`);
-      await waitFor('the self ClusterTarget Ready', 60_000, async () => (await getJson('c1', 'clustertarget', name)).status?.conditions?.find((c: any) => c.type === 'Ready')?.status === 'True');
+      await waitFor('the self ClusterTarget Ready', 60_000, async () => readyOf(await getJson('c1', 'clustertarget', name)) === 'True');
       expect(await mayCreatePods(), 'with the ClusterTarget').to.equal(true);
       expect(await mayExec()).to.equal(true);
       const crb = await getJson('c1', 'clusterrolebinding', `admiralty-self-cluster-target-${name}`);
@@ -143,7 +143,7 @@ describe('least privilege of the provider (exactly the shipped RBAC)', function 
     const may = (n: string) => providerMay('c1', { verb: 'create', resource: 'pods', namespace: n });
     try {
       await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: home, namespace: ${ns}}\nspec: {self: true}\n`);
-      await waitFor('the self Target Ready', 60_000, async () => (await getJson('c1', 'target', 'home', '-n', ns)).status?.conditions?.find((c: any) => c.type === 'Ready')?.status === 'True');
+      await waitFor('the self Target Ready', 60_000, async () => readyOf(await getJson('c1', 'target', 'home', '-n', ns)) === 'True');
       expect(await may(ns)).to.equal(true);
       expect(await may(other)).to.equal(false);
       // No longer self: the rights go, though the Target stays.

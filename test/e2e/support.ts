@@ -44,6 +44,9 @@ export async function getJson<T = any>(cluster: string, ...args: string[]): Prom
   return JSON.parse(await kubectl(cluster, 'get', ...args, '-o', 'json')) as T;
 }
 
+/** The status of an object's Ready condition (a node, a Target), or undefined. */
+export const readyOf = (obj: any): string | undefined => obj?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status;
+
 /** A KubeConfig for one sandbox cluster (admin). */
 export function kubeConfigFor(cluster: string): KubeConfig {
   const kc = new KubeConfig();
@@ -89,7 +92,7 @@ export async function connectNamespace(ns: string): Promise<{ c1Node: string; c2
   await waitFor(`virtual nodes of ${ns} Ready`, 60_000, async () => {
     for (const t of ['c1', 'c2']) {
       const target = await getJson('c1', 'target', t, '-n', ns);
-      const ready = target.status?.conditions?.find((c: any) => c.type === 'Ready')?.status === 'True';
+      const ready = readyOf(target) === 'True';
       if (!ready || !target.status?.virtualNodeName) return false;
       nodes[t] = target.status.virtualNodeName;
     }

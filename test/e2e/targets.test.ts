@@ -3,9 +3,8 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { apply, authorizeSource, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, authorizeSource, getJson, kubectl, readyOf, sandbox, uniqueName, waitFor } from './support.js';
 
-const readyOf = (node: any) => node?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status;
 const targetReady = (t: any) => t?.status?.conditions?.find((c: any) => c.type === 'Ready');
 
 async function nodeOrUndefined(name: string): Promise<any | undefined> {

@@ -1,12 +1,11 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, readyOf, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
 
 /** How long c2's apiserver stays down (the issue's scenario: 90 s). */
 const OUTAGE_S = Number(process.env.RELIABILITY_TARGET_OUTAGE_S ?? 90);
 const REPLICAS = 20;
 const COND = 'multicluster.admiralty.io/TargetReachable';
-const readyOf = (node: any) => node?.status?.conditions?.find((c: any) => c.type === 'Ready')?.status;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function deployment(name: string, ns: string, annotations: Record<string, string>): string {

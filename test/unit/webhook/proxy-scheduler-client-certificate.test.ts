@@ -1,55 +1,29 @@
 import { X509Certificate } from 'node:crypto';
-import type { V1Secret } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import sinon from 'sinon';
 import { createCA } from '../../../certs/create-ca.js';
 import { readCertificate } from '../../../certs/read-certificate.js';
 import { verifySignedBy } from '../../../certs/verify-signed-by.js';
 import { FakeClock } from '../../../provider/core/clock.js';
 import { ProxySchedulerClientCertificate, type ProxySchedulerClientCertificateOptions } from '../../../webhook/proxy-scheduler-client-certificate.js';
+import { apiError, fakeSecretStore } from './fake-secrets.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const NS = 'admiralty';
 const NAME = 'admiralty-proxy-scheduler-client';
 const CN = 'admiralty-proxy-scheduler';
 
-function apiError(code: number, reason: string): Error {
-  return Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', reason }) });
-}
-
-/** An in-memory Secret with resourceVersion checks, behind sinon stubs. */
-function fakeCore() {
-  let stored: V1Secret | undefined;
-  let version = 0;
-  const core = {
-    readNamespacedSecret: sinon.stub().callsFake(async () => {
-      if (!stored) throw apiError(404, 'NotFound');
-      return structuredClone(stored);
-    }),
-    createNamespacedSecret: sinon.stub().callsFake(async ({ body }: { body: V1Secret }) => {
-      if (stored) throw apiError(409, 'AlreadyExists');
-      stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } };
-    }),
-    replaceNamespacedSecret: sinon.stub().callsFake(async ({ body }: { body: V1Secret }) => {
-      if (body.metadata?.resourceVersion !== stored?.metadata?.resourceVersion) throw apiError(409, 'Conflict');
-      stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } };
-    }),
-  };
-  return { core, get: () => stored };
-}
-
 describe('webhook: ProxySchedulerClientCertificate', () => {
   const start = Date.UTC(2030, 5, 1);
   const ca = createCA({ commonName: 'admiralty-webhook-cert-ca', now: start });
   const nextCa = createCA({ commonName: 'admiralty-webhook-cert-ca', now: start });
   let clock: FakeClock;
-  let store: ReturnType<typeof fakeCore>;
+  let store: ReturnType<typeof fakeSecretStore>;
   const make = () =>
     new ProxySchedulerClientCertificate({ core: store.core as unknown as ProxySchedulerClientCertificateOptions['core'], namespace: NS, secretName: NAME, commonName: CN, clock, validityDays: 30 });
 
   beforeEach(() => {
     clock = new FakeClock(start);
-    store = fakeCore();
+    store = fakeSecretStore(NS, NAME);
   });
 
   it('creates a kubernetes.io/tls Secret with a clientAuth certificate of the CA, then reuses it', async () => {

@@ -7,6 +7,7 @@ import { FakeClock } from '../../../provider/core/clock.js';
 import { ProxySchedulerClientCertificate, type ProxySchedulerClientCertificateOptions } from '../../../webhook/proxy-scheduler-client-certificate.js';
 import { WebhookCertificateRotation } from '../../../webhook/webhook-certificate-rotation.js';
 import { WebhookCertificates, type WebhookCertificatesOptions } from '../../../webhook/webhook-certificates.js';
+import { apiError } from './fake-secrets.js';
 
 const MINUTE_MS = 60 * 1000;
 const HOUR_MS = 60 * MINUTE_MS;
@@ -14,10 +15,6 @@ const NS = 'admiralty';
 const CONFIG = 'admiralty';
 /** How long the kubelet and client-go take to put a renewed client certificate in use (at most). */
 const CLIENT_PROPAGATION_MS = 2 * MINUTE_MS;
-
-function apiError(code: number, reason: string): Error {
-  return Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', reason }) });
-}
 
 /** Secrets by name with resourceVersion checks, and one MutatingWebhookConfiguration patched by JSON patch. */
 function fakeApis() {

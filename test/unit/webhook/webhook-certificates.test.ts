@@ -5,45 +5,18 @@ import { readCertificate } from '../../../certs/read-certificate.js';
 import { verifySignedBy } from '../../../certs/verify-signed-by.js';
 import { FakeClock } from '../../../provider/core/clock.js';
 import { trustedCaPems, WebhookCertificates, type WebhookCertificatesOptions } from '../../../webhook/webhook-certificates.js';
+import { apiError, fakeSecretStore } from './fake-secrets.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const NS = 'admiralty';
 const NAME = 'admiralty-webhook-cert';
 const DNS = ['admiralty.admiralty.svc', 'admiralty.admiralty.svc.cluster.local'];
 
-function apiError(code: number, reason: string): Error {
-  return Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', reason }) });
-}
-
-/** An in-memory Secret store with resourceVersion checks, behind sinon stubs. */
-function fakeCore() {
-  let stored: V1Secret | undefined;
-  let version = 0;
-  const core = {
-    readNamespacedSecret: sinon.stub().callsFake(async ({ name, namespace }: { name: string; namespace: string }) => {
-      if (!stored || name !== NAME || namespace !== NS) throw apiError(404, 'NotFound');
-      return structuredClone(stored);
-    }),
-    createNamespacedSecret: sinon.stub().callsFake(async ({ body }: { body: V1Secret }) => {
-      if (stored) throw apiError(409, 'AlreadyExists');
-      stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } };
-      return structuredClone(stored);
-    }),
-    replaceNamespacedSecret: sinon.stub().callsFake(async ({ body }: { body: V1Secret }) => {
-      if (!stored) throw apiError(404, 'NotFound');
-      if (body.metadata?.resourceVersion !== stored.metadata?.resourceVersion) throw apiError(409, 'Conflict');
-      stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } };
-      return structuredClone(stored);
-    }),
-  };
-  return { core, get: () => stored, set: (s: V1Secret | undefined) => (stored = s) };
-}
-
 const pem = (secret: V1Secret | undefined, key: string) => Buffer.from(secret!.data![key], 'base64').toString('utf8');
 
 describe('webhook: WebhookCertificates', () => {
   let clock: FakeClock;
-  let store: ReturnType<typeof fakeCore>;
+  let store: ReturnType<typeof fakeSecretStore>;
   const admissionRegistration = { readMutatingWebhookConfiguration: sinon.stub(), patchMutatingWebhookConfiguration: sinon.stub() };
 
   const make = (extra: Partial<WebhookCertificatesOptions> = {}) =>
@@ -60,7 +33,7 @@ describe('webhook: WebhookCertificates', () => {
 
   beforeEach(() => {
     clock = new FakeClock(Date.UTC(2030, 5, 1));
-    store = fakeCore();
+    store = fakeSecretStore(NS, NAME);
     admissionRegistration.readMutatingWebhookConfiguration.reset();
     admissionRegistration.patchMutatingWebhookConfiguration.reset();
   });
@@ -148,7 +121,7 @@ describe('webhook: WebhookCertificates', () => {
   it('replaces a serving cert that the CA did not sign', async () => {
     const first = await make().ensureServingCertificate();
     // A serving cert from another CA, stored next to the first CA.
-    const elsewhere = fakeCore();
+    const elsewhere = fakeSecretStore(NS, NAME);
     await make({ core: elsewhere.core as unknown as WebhookCertificatesOptions['core'] }).ensureServingCertificate();
     const secret = store.get()!;
     const foreign = { 'tls.crt': elsewhere.get()!.data!['tls.crt'], 'tls.key': elsewhere.get()!.data!['tls.key'] };
