@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# Builds the sandbox's pinned control-plane binaries from their Go modules into a cache folder
-# keyed by every input (versions, Go version, wrapper go.sum files). A finished build is
-# marked by a .complete stamp, so a second call returns at once. Prints the folder on stdout.
+# Builds pinned binaries from their Go modules into a cache folder keyed by every input
+# (versions, Go version, wrapper go.mod/go.sum files). A finished build is marked by a .complete
+# stamp, so a second call returns at once. Prints the folder on stdout.
+#   build.sh          the sandbox's control plane: etcd, kwok, kube-apiserver, kube-controller-manager,
+#                     kube-scheduler, kubectl
+#   build.sh helm     helm, for the chart's tests (charts/admiralty)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
-K8S=v1.36.3 ETCD=v3.6.14 KWOK=v0.8.0
+K8S=v1.36.3 ETCD=v3.6.14 KWOK=v0.8.0 HELM=v4.3.1
+what=${1:-control-plane}
 
 command -v go >/dev/null || { echo "sandbox: Go 1.26.x is required to build the control plane" >&2; exit 1; }
 go version | grep -q ' go1\.26\.' || { echo "sandbox: need Go 1.26.x, found: $(go version)" >&2; exit 1; }
 
-sums=$(cat "$here"/go/*/go.mod "$here"/go/*/go.sum | sha256sum | cut -c1-12)
-key="k8s-${K8S}_etcd-${ETCD}_kwok-${KWOK}_$(go env GOVERSION)_${sums}"
+# Hash of the wrapper modules named, in this order.
+sums() { for f in go.mod go.sum; do for m in "$@"; do cat "$here/go/$m/$f"; done; done; }
+case "$what" in
+  control-plane) key="k8s-${K8S}_etcd-${ETCD}_kwok-${KWOK}_$(go env GOVERSION)_$(sums etcd k8s kwok | sha256sum | cut -c1-12)" ;;
+  helm) key="helm-${HELM}_$(go env GOVERSION)_$(sums helm | sha256sum | cut -c1-12)" ;;
+  *) echo "usage: build.sh [control-plane|helm]" >&2; exit 2 ;;
+esac
 root="${SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/admiralty-ts-sandbox}"
 bin="$root/$key"
 mkdir -p "$root"
@@ -20,26 +29,33 @@ flock 9
 if [ -f "$bin/.complete" ]; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
 log() { echo "sandbox build: $*" >&2; }
-
 start=$(date +%s)
-V="-X k8s.io/component-base/version"; C="-X k8s.io/client-go/pkg/version"; D=2026-07-23T00:00:00Z
-ldk="-s -w $V.gitVersion=$K8S $V.gitMajor=1 $V.gitMinor=36 $V.gitTreeState=clean $V.buildDate=$D"
-ldk="$ldk $C.gitVersion=$K8S $C.gitMajor=1 $C.gitMinor=36 $C.gitTreeState=clean $C.buildDate=$D"
 
-log "etcd $ETCD"
-(cd "$here/go/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
-log "kwok $KWOK"
-(cd "$here/go/kwok" && go build -trimpath -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
-# kwok reads its default stages from its module source; record where they are so that
-# starting the sandbox never needs Go.
-(cd "$here/go/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) > "$bin/kwok-module-dir"
-for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-  log "$cmd $K8S"
-  (cd "$here/go/k8s" && go build -trimpath -ldflags "$ldk" -o "$bin/$cmd" "k8s.io/kubernetes/cmd/$cmd")
-done
+if [ "$what" = helm ]; then
+  log "helm $HELM"
+  H="-X helm.sh/helm/v4/internal/version"
+  (cd "$here/go/helm" && go build -trimpath -ldflags "-s -w $H.version=$HELM $H.metadata= $H.gitTreeState=clean" -o "$bin/helm" helm.sh/helm/v4/cmd/helm)
+  "$bin/helm" version --short | grep -qx "$HELM" || { echo "sandbox build: helm says $("$bin/helm" version --short), want $HELM" >&2; exit 1; }
+else
+  V="-X k8s.io/component-base/version"; C="-X k8s.io/client-go/pkg/version"; D=2026-07-23T00:00:00Z
+  ldk="-s -w $V.gitVersion=$K8S $V.gitMajor=1 $V.gitMinor=36 $V.gitTreeState=clean $V.buildDate=$D"
+  ldk="$ldk $C.gitVersion=$K8S $C.gitMajor=1 $C.gitMinor=36 $C.gitTreeState=clean $C.buildDate=$D"
 
-for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do "$bin/$b" --version >/dev/null; done
-"$bin/kubectl" version --client >/dev/null
+  log "etcd $ETCD"
+  (cd "$here/go/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3)
+  log "kwok $KWOK"
+  (cd "$here/go/kwok" && go build -trimpath -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  # kwok reads its default stages from its module source; record where they are so that
+  # starting the sandbox never needs Go.
+  (cd "$here/go/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) > "$bin/kwok-module-dir"
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    log "$cmd $K8S"
+    (cd "$here/go/k8s" && go build -trimpath -ldflags "$ldk" -o "$bin/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+  done
+
+  for b in kube-apiserver kube-controller-manager kube-scheduler etcd kwok; do "$bin/$b" --version >/dev/null; done
+  "$bin/kubectl" version --client >/dev/null
+fi
 touch "$bin/.complete"
 log "done in $(( $(date +%s) - start )) s"
 echo "$bin"

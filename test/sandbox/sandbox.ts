@@ -37,6 +37,15 @@ export function shippedCli(): { command: string; args: string[] } {
 export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider', 'provider-front', 'proxy-scheduler'] as const;
 export type Component = (typeof CLUSTER_COMPONENTS)[number];
 
+/**
+ * Builds, or finds in the cache, the pinned binaries of test/sandbox/build.sh (`control-plane`,
+ * or `helm` for the chart's tests); returns their folder. The build's progress goes to stderr.
+ */
+export function buildBinaries(what: 'control-plane' | 'helm'): string {
+  const out = execFileSync('bash', [join(REPO_ROOT, 'test', 'sandbox', 'build.sh'), what], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
+  return out.trim().split('\n').pop()!;
+}
+
 /** Region label of each cluster's fake nodes: c1 is us, c2 eu, and extra targets elsewhere. */
 const REGIONS = ['us', 'eu', 'ap', 'sa', 'af', 'me', 'oc', 'an'];
 
@@ -208,8 +217,7 @@ export class Sandbox {
   /** Builds (or finds cached) control-plane binaries; returns their folder. */
   private build(): string {
     this.log('control-plane binaries: building or reusing the cache (a cold build takes many minutes)');
-    const out = execFileSync('bash', [join(REPO_ROOT, 'test', 'sandbox', 'build.sh')], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
-    return out.trim().split('\n').pop()!;
+    return buildBinaries('control-plane');
   }
 
   /** Picks a block of ports, keyed by the sandbox folder, that is free on 127.0.0.1. */
