@@ -8,9 +8,17 @@ export interface LoadKubeconfigOptions {
   kubeconfig?: string;
   /** `--context`: a context of that kubeconfig; default its current context. */
   context?: string;
-  /** Environment: `KUBECONFIG` (one or more files, as kubectl) and `HOME`. */
+  /**
+   * Environment: `KUBECONFIG` (one or more files, as kubectl), `HOME`, and in a pod
+   * `KUBERNETES_SERVICE_HOST`/`KUBERNETES_SERVICE_PORT`.
+   */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Folder of the pod's ServiceAccount credentials (`token`, `ca.crt`); the kubelet's by default. */
+  serviceAccountDir?: string;
 }
+
+/** Where the kubelet mounts a pod's ServiceAccount token and the cluster's CA. */
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /** A loaded kubeconfig and a description of where it came from, for messages. */
 export interface LoadedKubeconfig {
@@ -23,7 +31,8 @@ export interface LoadedKubeconfig {
 
 /**
  * Loads the kubeconfig a CLI command works with, the way kubectl finds it: `--kubeconfig`,
- * else `$KUBECONFIG`, else `~/.kube/config`; then selects `--context` or the current context.
+ * else `$KUBECONFIG`, else `~/.kube/config`, else, in a pod, its ServiceAccount (as the chart's
+ * post-delete Job runs `admiralty cleanup`); then selects `--context` or the current context.
  * Throws a ValidationError whose message is for the user (file unreadable or invalid, no
  * kubeconfig found, context unknown, context without a cluster).
  */
@@ -52,11 +61,16 @@ export function loadKubeconfig(opts: LoadKubeconfigOptions): LoadedKubeconfig {
     } else {
       const home = env.HOME ?? env.USERPROFILE;
       const file = home ? join(home, '.kube', 'config') : undefined;
-      if (!file || !existsSync(file)) {
+      const saDir = opts.serviceAccountDir ?? SERVICE_ACCOUNT_DIR;
+      if (file && existsSync(file)) {
+        source = file;
+        kc.loadFromFile(file);
+      } else if (env.KUBERNETES_SERVICE_HOST && env.KUBERNETES_SERVICE_PORT && existsSync(join(saDir, 'token'))) {
+        source = `the pod's ServiceAccount (${saDir})`;
+        loadInCluster(kc, env.KUBERNETES_SERVICE_HOST, env.KUBERNETES_SERVICE_PORT, saDir);
+      } else {
         throw new ValidationError('no kubeconfig found: pass --kubeconfig FILE, set KUBECONFIG, or create ~/.kube/config');
       }
-      source = file;
-      kc.loadFromFile(file);
     }
   } catch (err) {
     if (err instanceof ValidationError) throw err;
@@ -72,6 +86,19 @@ export function loadKubeconfig(opts: LoadKubeconfigOptions): LoadedKubeconfig {
   kc.setCurrentContext(context);
   if (!kc.getCurrentCluster()) throw new ValidationError(`context ${context} in kubeconfig ${source} names no known cluster`);
   return { kc, source, context };
+}
+
+/**
+ * In-cluster credentials as client-node's `loadFromCluster` builds them (the token file is
+ * re-read as the kubelet rotates it), from the given environment rather than `process.env`.
+ */
+function loadInCluster(kc: KubeConfig, host: string, port: string, saDir: string): void {
+  // An IPv6 service address needs brackets in a URL.
+  const server = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  kc.loadFromClusterAndUser(
+    { name: 'inCluster', server, caFile: join(saDir, 'ca.crt'), skipTLSVerify: false },
+    { name: 'inClusterUser', authProvider: { name: 'tokenFile', config: { tokenFile: join(saDir, 'token') } } },
+  );
 }
 
 /** Merges `more` into `kc` as kubectl merges $KUBECONFIG files: the first file to set a name wins. */

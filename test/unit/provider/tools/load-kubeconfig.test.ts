@@ -53,6 +53,21 @@ describe('loadKubeconfig', () => {
     expect(loadKubeconfig({ env: { HOME: join(dir, 'home') } }).context).to.equal('h');
   });
 
+  it("uses the pod's ServiceAccount when there is no kubeconfig and the pod's environment says where the API is", () => {
+    const sa = join(dir, 'sa');
+    mkdirSync(sa, { recursive: true });
+    writeFileSync(join(sa, 'token'), 'sa-token');
+    const env = { HOME: join(tmpdir(), 'no-such-home-for-tests'), KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443' };
+    const { kc, context, source } = loadKubeconfig({ env, serviceAccountDir: sa });
+    expect(source).to.equal(`the pod's ServiceAccount (${sa})`);
+    expect(context).to.equal('loaded-context');
+    expect(kc.getCurrentCluster()).to.include({ server: 'https://10.96.0.1:443', caFile: join(sa, 'ca.crt') });
+    expect(kc.getCurrentUser()?.authProvider?.config?.tokenFile).to.equal(join(sa, 'token'));
+    expect(loadKubeconfig({ env: { ...env, KUBERNETES_SERVICE_HOST: 'fd00::1' }, serviceAccountDir: sa }).kc.getCurrentCluster()?.server).to.equal('https://[fd00::1]:443');
+    // Without a token there (not in a pod), the usual message.
+    expect(() => loadKubeconfig({ env, serviceAccountDir: join(dir, 'no-sa') })).to.throw(ValidationError, /no kubeconfig found/);
+  });
+
   const failures: [string, Parameters<typeof loadKubeconfig>[0], RegExp][] = [
     ['no kubeconfig anywhere', { env: { HOME: join(tmpdir(), 'no-such-home-for-tests') } }, /no kubeconfig found/],
     ['a missing file', { kubeconfig: join(tmpdir(), 'no-such-kubeconfig-for-tests') }, /does not exist/],
