@@ -176,13 +176,13 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     : undefined;
   // Set once delegation is wired: the outage controller looks at a target after each probe.
   let afterProbe: ((targetKey: string) => void) | undefined;
-  if (enabled('targets')) wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key));
+  const targetInformers = enabled('targets') ? wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key)) : undefined;
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
   const delegation = enabled('delegation') ? await wireDelegation(w, proxies!, (ns) => binder?.placing(ns) ?? []) : undefined;
   afterProbe = delegation?.outage.afterProbe;
 
-  if (enabled('extender')) binder = wireExtender(w, extenderRoutes, proxies, delegation);
+  if (enabled('extender')) binder = wireExtender(w, extenderRoutes, proxies, delegation, targetInformers);
   if (delegation) for (const r of delegation.runnables) manager.add(r);
 }

@@ -1,14 +1,17 @@
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
 import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { Histogram, Registry } from 'prom-client';
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
 import { realClock, type Clock } from '../provider/core/clock.js';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
+import type { EventRecorder } from '../provider/core/events.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
 import { fitsTarget, schedulingPod } from './fit.js';
 import { PlacementMemory } from './placement-memory.js';
-import { MAX_TARGET_SCORE, scoreTarget, type PlacementPolicy } from './score.js';
+import { placementGroup, placementPolicyOf } from './placement-policy.js';
+import type { TargetPlacement } from '../provider/model/target.js';
+import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
 /** URL prefix of the extender (the `urlPrefix` of kube-scheduler's extender config ends with it). */
@@ -20,8 +23,17 @@ export const PRIORITIZE_PATH = `${EXTENDER_PATH_PREFIX}/prioritize`;
 /** `bindVerb: bind`. */
 export const BIND_PATH = `${EXTENDER_PATH_PREFIX}/bind`;
 
+/**
+ * How long the target prioritize ranked first counts as a pod's placement for weights: above
+ * the time from kube-scheduler's choice to the end of its bind (at most the delegate placement
+ * timeout, 20 s by default), after which the binder or the proxies cache say where it went.
+ */
+export const CHOSEN_TTL_MS = 30_000;
+/** Pods remembered at most for {@link CHOSEN_TTL_MS} and for warnings. */
+const MAX_REMEMBERED_PODS = 10_000;
+
 /** Upstream `MaxExtenderPriority` (k8s.io/kube-scheduler/extender/v1): extender scores are 0..10. */
-export const MAX_EXTENDER_PRIORITY = 10;
+export const MAX_EXTENDER_PRIORITY = MAX_SCORE;
 
 /**
  * What the extender knows of one target: the nodes of its last ClusterSummary (read from the
@@ -40,8 +52,22 @@ export interface ExtenderAppOptions {
   /** Maps virtual node names to targets (`byNodeName`) and reports target health (`health`). */
   registry: Pick<ClusterRegistry, 'byNodeName' | 'health'>;
   targetState: TargetStateSource;
-  /** Placement policy, or a function read on every prioritize call (for live config reloads). */
+  /**
+   * The default placement policy, for pods whose annotation and namespace name none (or an
+   * invalid one), or a function read on every prioritize call.
+   */
   policy: PlacementPolicy | (() => PlacementPolicy);
+  /** A target's `spec.placement` by target key; default weight 1, priority 0. */
+  targetPlacement?: (targetKey: string) => TargetPlacement | undefined;
+  /** A source namespace (for its placement-policy annotation), if known. */
+  namespace?: (name: string) => V1Namespace | undefined;
+  /**
+   * The other pods of a pod's placement group ({@link placementGroup}) that are bound to a
+   * target or being bound there: pod UID to target key. Read for weights only.
+   */
+  groupPlacements?: (pod: V1Pod) => ReadonlyMap<string, string>;
+  /** Where a Warning event goes when a pod's placement-policy annotation is unusable. */
+  events?: Pick<EventRecorder, 'record'>;
   logger: Logger;
   /** Refusals and assumptions shared with the binder; default a fresh one. */
   memory?: PlacementMemory;
@@ -104,8 +130,11 @@ export class MalformedExtenderArgsError extends Error {
  *   only resources, which preemption might free, else `FailedAndUnresolvableNodes`). The reason
  *   appears in the pod's FailedScheduling event.
  * * `POST /scheduler/prioritize`: `ExtenderArgs` in, `HostPriorityList` out: virtual nodes get
- *   {@link scoreTarget} scaled to 0..10; other nodes, and virtual nodes whose target is unknown,
- *   get 0.
+ *   {@link rankTargets} (0..10) under the pod's policy ({@link placementPolicyOf}; an unusable
+ *   annotation gets a Warning event `InvalidPlacementPolicy` on the pod, once per pod and
+ *   replica); other nodes, and virtual nodes whose target is unknown, get 0. The target ranked
+ *   first alone is remembered for the pod for {@link CHOSEN_TTL_MS}, so that weights count the
+ *   pods kube-scheduler is about to bind there before their bind arrives.
  * * `POST /scheduler/bind` (with a `binder`): `ExtenderBindingArgs` in, `ExtenderBindingResult`
  *   out, answered once the target has placed the delegate or refused it (see `Binder`).
  *
@@ -196,10 +225,38 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
     return result;
   };
 
+  /** Pod UID -> the target prioritize ranked first alone, until its bind shows in `groupPlacements`. */
+  const chosen = new Map<string, { group: string; targetKey: string; atMs: number }>();
+  /** Pods already warned about an unusable policy annotation (bounded; oldest forgotten first). */
+  const warned = new Set<string>();
+
+  /** How many pods of the pod's group each target has, bound, being bound, or just chosen. */
+  const groupCounts = (pod: V1Pod): Map<string, number> => {
+    const uid = pod.metadata?.uid ?? '';
+    const group = placementGroup(pod);
+    const byPod = new Map(opts.groupPlacements?.(pod) ?? []);
+    const now = clock.now();
+    for (const [other, c] of chosen) {
+      if (now - c.atMs > CHOSEN_TTL_MS) chosen.delete(other);
+      else if (c.group === group && !byPod.has(other)) byPod.set(other, c.targetKey);
+    }
+    byPod.delete(uid);
+    const counts = new Map<string, number>();
+    for (const key of byPod.values()) counts.set(key, (counts.get(key) ?? 0) + 1);
+    return counts;
+  };
+
   const prioritize = (args: ExtenderArgs): HostPriority[] => {
-    const policy = policyOf();
+    const choice = placementPolicyOf(args.Pod, args.Pod.metadata?.namespace ? opts.namespace?.(args.Pod.metadata.namespace) : undefined, policyOf());
+    const uid = args.Pod.metadata?.uid;
+    if (choice.invalid && uid && !warned.has(uid)) {
+      if (warned.size >= MAX_REMEMBERED_PODS) warned.delete(warned.values().next().value!);
+      warned.add(uid);
+      opts.events?.record({ kind: 'Pod', apiVersion: 'v1', metadata: args.Pod.metadata! }, 'Warning', 'InvalidPlacementPolicy', choice.invalid.message);
+    }
     const pod = delegateSpecOf(args.Pod);
-    return candidates(args).map((c) => {
+    const scored: (ScoredTarget & { host: string })[] = [];
+    const hosts = candidates(args).map((c) => {
       if (!isVirtual(c)) return { Host: c.name, Score: 0 };
       const target = registry.byNodeName(c.name);
       let state: TargetState | undefined;
@@ -208,10 +265,22 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
       } catch (err) {
         logger.error('scheduler extender: reading target state failed', { cluster: target?.displayName, ...errorFields(err) });
       }
-      if (!target || !state) return { Host: c.name, Score: 0 };
-      const score = scoreTarget(policy, pod, { key: target.key, displayName: target.displayName, nodes: state.nodes, assumed: memory.assumedOn(target.key, state.readAtMs) });
-      return { Host: c.name, Score: Math.round((score * MAX_EXTENDER_PRIORITY) / MAX_TARGET_SCORE) };
+      if (target && state) {
+        scored.push({ host: c.name, key: target.key, nodes: state.nodes, assumed: memory.assumedOn(target.key, state.readAtMs), placement: opts.targetPlacement?.(target.key) });
+      }
+      return { Host: c.name, Score: 0 };
     });
+    const group = weightsDiffer(scored.map((t) => t.placement)) ? groupCounts(args.Pod) : undefined;
+    if (group) for (const t of scored) t.groupPods = group.get(t.key) ?? 0;
+    const scores = rankTargets(choice.policy, pod, scored);
+    const byHost = new Map(scored.map((t) => [t.host, scores.get(t.key) ?? 0]));
+    const top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
+    if (uid && top.length === 1) {
+      chosen.delete(uid);
+      chosen.set(uid, { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now() });
+      while (chosen.size > MAX_REMEMBERED_PODS) chosen.delete(chosen.keys().next().value!);
+    }
+    return hosts.map((h) => (byHost.has(h.Host) ? { Host: h.Host, Score: byHost.get(h.Host)! } : h));
   };
 
   const app = express();

@@ -1,11 +1,12 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { ResourceAmounts } from '../provider/model/resources.js';
+import { DEFAULT_TARGET_PLACEMENT, type TargetPlacement } from '../provider/model/target.js';
 import { podRequests } from '../provider/model/resources.js';
 import { schedulingPod } from './fit.js';
 import type { FitNode } from './target-nodes.js';
 
-/** Highest score of {@link scoreTarget}. */
-export const MAX_TARGET_SCORE = 100;
+/** Highest score {@link rankTargets} gives: upstream `MaxExtenderPriority` (extender scores are 0..10). */
+export const MAX_SCORE = 10;
 
 /**
  * CPU counted for a pod that requests none, as kube-scheduler does for scoring (its
@@ -14,63 +15,115 @@ export const MAX_TARGET_SCORE = 100;
 const DEFAULT_CPU_REQUEST = 100_000_000n;
 
 /**
- * How the extender ranks the targets whose virtual nodes passed filtering.
- * * `spread`: prefer the target with the largest fraction of free cpu (after placing the pod);
- * * `pack`: prefer the target with the smallest such fraction (fill one target first);
- * * `weights`: a static score per target, looked up by target key (`ClusterTarget/c2`,
- *   `Target/ns/name`), then by display name (`c2`, `ns/name`), else `defaultWeight` (0); values
- *   are clamped to 0..100.
+ * How the extender ranks the targets whose virtual nodes passed filtering (annotation
+ * `multicluster.admiralty.io/placement-policy`):
+ * * `spread`: the most free cpu first (worst-fit); with unequal target weights, shares first;
+ * * `pack`: the least free cpu first (best-fit: fill one target, then the next);
+ * * `burst`: the lowest `spec.placement.priority` first, `spread` among equal priorities.
  */
-export type PlacementPolicy =
-  | { kind: 'spread' }
-  | { kind: 'pack' }
-  | { kind: 'weights'; weights: Readonly<Record<string, number>>; defaultWeight?: number };
+export type PlacementPolicy = { kind: 'spread' } | { kind: 'pack' } | { kind: 'burst' };
 
-/** What {@link scoreTarget} needs to know of one target. */
+/** What {@link rankTargets} needs to know of one target. */
 export interface ScoredTarget {
   key: string;
-  displayName: string;
   nodes: readonly FitNode[];
   /** Requests promised on nodes beyond what their summary shows, by node name. */
   assumed?: ReadonlyMap<string, ResourceAmounts>;
+  /** Default {@link DEFAULT_TARGET_PLACEMENT}. */
+  placement?: TargetPlacement;
+  /** Pods of the pod's placement group already placed (or being placed) there; default 0. */
+  groupPods?: number;
+}
+
+/** A target with what ranking compares, worked out once. */
+interface Ranked {
+  key: string;
+  weight: number;
+  priority: number;
+  groupPods: number;
+  /** Free cpu after placing the pod, parts per million of allocatable; -1 when it has no usable cpu. */
+  freePpm: number;
 }
 
 /**
- * Scores one target for a pod, 0..100 (higher is better).
+ * Scores the candidate targets of a pod, 0..{@link MAX_SCORE} (higher is better), by rank:
+ * the best gets 10, the next 9, and so on down to 1 (a longer tail stays at 1); targets that
+ * compare equal get the same score, and kube-scheduler picks at random among equal totals.
+ * Ranks rather than scaled values, so that a small difference is never rounded into a tie.
  *
- * `spread` and `pack` look at cpu only: free = the nodes' free cpu - assumed - the pod's own
- * request (100m when it requests none), summed over the target's Ready, schedulable nodes, as a
- * fraction of their allocatable; spread = round(100 x fraction), pack = 100 - spread, both
- * clamped to 0..100. A target with no such node (or zero allocatable cpu) scores 0 under both.
- * The fraction is of the target as a whole, so a target with many half-busy nodes and one with
- * a single free node may score alike even if only one of them fits well.
+ * * Weight 0: score 0, under every policy, so such a target is chosen only when no target of
+ *   weight > 0 passed filtering.
+ * * Free cpu: the target's Ready, schedulable nodes' free cpu, less `assumed`, less the pod's
+ *   own request (100m when it requests none), as a fraction of their allocatable.
+ * * Shares (`spread`, and `burst` within one priority), only when the targets compared carry
+ *   different weights: the target whose share of the group would stay lowest relative to its
+ *   weight, `(groupPods + 1) / weight`, comes first (smooth weighted round robin: weights 3:1
+ *   give 3 placements out of 4 to the first); ties by free cpu. With equal weights, free cpu alone.
+ * * `pack`: least free cpu first; ties by target key, so that one target fills first.
  *
- * Ties: this function does not break them. The extender scales scores to 0..10 (more ties), and
- * kube-scheduler adds `score x extender weight x 10` to its own plugin scores per node, then picks
- * at random among the nodes with the highest total. So equal targets share pods at random.
- *
- * Pure; called by the scheduler extender's prioritize verb, once per virtual node.
+ * Pure; called by the scheduler extender's prioritize verb with every candidate of one pod.
+ * Returns a score for every target key given.
  */
-export function scoreTarget(policy: PlacementPolicy, pod: V1Pod, target: ScoredTarget): number {
-  if (policy.kind === 'weights') {
-    const w = policy.weights[target.key] ?? policy.weights[target.displayName] ?? policy.defaultWeight ?? 0;
-    return clamp(Number.isFinite(w) ? Math.round(w) : 0);
+export function rankTargets(policy: PlacementPolicy, pod: V1Pod, targets: readonly ScoredTarget[]): Map<string, number> {
+  const request = cpuRequest(pod);
+  const scores = new Map<string, number>();
+  const ranked: Ranked[] = [];
+  for (const t of targets) {
+    const placement = t.placement ?? DEFAULT_TARGET_PLACEMENT;
+    if (placement.weight <= 0) scores.set(t.key, 0);
+    else ranked.push({ key: t.key, weight: placement.weight, priority: placement.priority, groupPods: t.groupPods ?? 0, freePpm: freeCpuPpm(request, t) });
   }
-  const free = freeCpuFraction(pod, target);
-  if (free === undefined) return 0;
-  const spread = clamp(Math.round(free * MAX_TARGET_SCORE));
-  return policy.kind === 'spread' ? spread : MAX_TARGET_SCORE - spread;
+  const cmp = comparator(policy, ranked);
+  ranked.sort(cmp);
+  let rank = 0;
+  ranked.forEach((t, i) => {
+    if (i > 0 && cmp(ranked[i - 1], t) !== 0) rank++;
+    scores.set(t.key, Math.max(1, MAX_SCORE - rank));
+  });
+  return scores;
 }
 
-/** Free cpu fraction after placing the pod, or undefined when the target has no usable cpu. */
-function freeCpuFraction(pod: V1Pod, target: ScoredTarget): number | undefined {
-  let delegateRequest: bigint;
-  try {
-    delegateRequest = podRequests(schedulingPod(pod).spec).get('cpu') ?? 0n;
-  } catch {
-    delegateRequest = 0n;
+/** Whether weights decide among these targets: at least two different ones. */
+export function weightsDiffer(placements: readonly (TargetPlacement | undefined)[]): boolean {
+  const positive = new Set(placements.map((p) => (p ?? DEFAULT_TARGET_PLACEMENT).weight).filter((w) => w > 0));
+  return positive.size > 1;
+}
+
+/** Best first. */
+function comparator(policy: PlacementPolicy, targets: readonly Ranked[]): (a: Ranked, b: Ranked) => number {
+  const moreFree = (a: Ranked, b: Ranked) => b.freePpm - a.freePpm;
+  const byShare = (a: Ranked, b: Ranked) => (a.groupPods + 1) * b.weight - (b.groupPods + 1) * a.weight;
+  switch (policy.kind) {
+    case 'pack':
+      // A target without usable cpu (-1) last, as under spread.
+      return (a, b) => (a.freePpm < 0 ? 1 : 0) - (b.freePpm < 0 ? 1 : 0) || a.freePpm - b.freePpm || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+    case 'burst': {
+      // Weights decide within a priority level only if they differ within that level.
+      const levels = new Map<number, Set<number>>();
+      for (const t of targets) levels.set(t.priority, (levels.get(t.priority) ?? new Set()).add(t.weight));
+      return (a, b) => a.priority - b.priority || ((levels.get(a.priority)?.size ?? 0) > 1 ? byShare(a, b) : 0) || moreFree(a, b);
+    }
+    case 'spread':
+    default: {
+      const shares = new Set(targets.map((t) => t.weight)).size > 1;
+      return (a, b) => (shares ? byShare(a, b) : 0) || moreFree(a, b);
+    }
   }
-  if (delegateRequest <= 0n) delegateRequest = DEFAULT_CPU_REQUEST;
+}
+
+/** The delegate's cpu request, 100m when none (nano-units). */
+function cpuRequest(pod: V1Pod): bigint {
+  let request: bigint;
+  try {
+    request = podRequests(schedulingPod(pod).spec).get('cpu') ?? 0n;
+  } catch {
+    request = 0n;
+  }
+  return request > 0n ? request : DEFAULT_CPU_REQUEST;
+}
+
+/** Free cpu fraction after placing the pod, in parts per million (0 when it would not fit), or -1 when the target has no usable cpu. */
+function freeCpuPpm(request: bigint, target: ScoredTarget): number {
   let allocatable = 0n;
   let free = 0n;
   for (const node of target.nodes) {
@@ -78,13 +131,9 @@ function freeCpuFraction(pod: V1Pod, target: ScoredTarget): number | undefined {
     allocatable += node.allocatable.get('cpu') ?? 0n;
     free += (node.free.get('cpu') ?? 0n) - (target.assumed?.get(node.name)?.get('cpu') ?? 0n);
   }
-  if (allocatable <= 0n) return undefined;
-  free -= delegateRequest;
+  if (allocatable <= 0n) return -1;
+  free -= request;
   if (free <= 0n) return 0;
-  // Parts per million in bigint first: nano-unit sums can exceed the exact range of a Number.
-  return Number((free * 1_000_000n) / allocatable) / 1_000_000;
-}
-
-function clamp(score: number): number {
-  return Math.max(0, Math.min(MAX_TARGET_SCORE, score));
+  // In bigint first: nano-unit sums can exceed the exact range of a Number.
+  return Number((free * 1_000_000n) / allocatable);
 }

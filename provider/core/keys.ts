@@ -43,6 +43,12 @@ export const TARGET_REACHABLE_CONDITION = `${KEY_PREFIX}TargetReachable`;
  * Absent: proxies stay bound to their target through an outage.
  */
 export const FAILOVER_AFTER_ANNOTATION = `${KEY_PREFIX}failover-after`;
+/**
+ * Pod (template) or namespace annotation (user writes; the scheduler extender reads, the pod's
+ * wins): `spread`, `pack` or `burst`, how the proxy scheduler ranks the targets that can take
+ * the pod. Absent: `spread`. Any other value: `spread`, and a Warning event on the proxy.
+ */
+export const PLACEMENT_POLICY_ANNOTATION = `${KEY_PREFIX}placement-policy`;
 /** Annotation on a proxy's copies of its delegate's events (delegate-events writes): `<target>/<namespace>/<event>`. */
 export const MIRRORED_FROM_ANNOTATION = `${KEY_PREFIX}mirrored-from`;
 /** Annotation on copies of Services (service follow writes and reads): marks a copy, never re-propagated. */

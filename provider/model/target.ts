@@ -19,6 +19,39 @@ export interface NormalizedTargetSpec {
   kubeconfigSecret?: { namespace: string; name: string; key: string; context?: string };
   /** Source of the regexp (already known to compile), or null. */
   excludedLabelsRegexp: string | null;
+  placement: TargetPlacement;
+}
+
+/** `spec.placement` of a Target or ClusterTarget, defaults applied. */
+export interface TargetPlacement {
+  /** Share of placements, integer 0..{@link MAX_TARGET_WEIGHT}; 0: only when no target of weight > 0 can take the pod. */
+  weight: number;
+  /** Order for the `burst` policy, lower first, integer within ±{@link MAX_TARGET_PRIORITY}. */
+  priority: number;
+}
+
+export const DEFAULT_TARGET_PLACEMENT: TargetPlacement = { weight: 1, priority: 0 };
+/** Bounds of `spec.placement` (the CRD's validation says the same). */
+export const MAX_TARGET_WEIGHT = 1000;
+export const MAX_TARGET_PRIORITY = 1000;
+
+/**
+ * `spec.placement` with defaults applied, or a message saying which field is wrong (a field
+ * that is not an integer within its bounds). Pure.
+ */
+export function parseTargetPlacement(spec: Target['spec'] | undefined): { ok: true; placement: TargetPlacement } | { ok: false; message: string } {
+  const p = spec?.placement ?? {};
+  const field = (name: 'weight' | 'priority', min: number, max: number): number | string => {
+    const v: unknown = p[name];
+    if (v === undefined || v === null) return DEFAULT_TARGET_PLACEMENT[name];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) return `spec.placement.${name} must be an integer from ${min} to ${max}`;
+    return v;
+  };
+  const weight = field('weight', 0, MAX_TARGET_WEIGHT);
+  const priority = field('priority', -MAX_TARGET_PRIORITY, MAX_TARGET_PRIORITY);
+  if (typeof weight === 'string') return { ok: false, message: weight };
+  if (typeof priority === 'string') return { ok: false, message: priority };
+  return { ok: true, placement: { weight, priority } };
 }
 
 /** Outcome of {@link parseTarget}: the normalized spec, or a condition reason and message. */
@@ -30,7 +63,8 @@ export type ParseTargetResult =
  * Validates a Target or ClusterTarget and applies defaults. Rules: exactly one of `self: true`
  * and `kubeconfigSecret`; the Secret name is a valid object name; a ClusterTarget names the
  * Secret's namespace; a Target may not name another namespace than its own (it would read
- * another namespace's Secret with the provider's rights); `excludedLabelsRegexp` compiles.
+ * another namespace's Secret with the provider's rights); `excludedLabelsRegexp` compiles;
+ * `placement` holds integers within bounds ({@link parseTargetPlacement}).
  * The failure's reason and message go to the Target's Ready condition.
  *
  * Pure; called by the targets reconciler and the clusters registry.
@@ -61,7 +95,10 @@ export function parseTarget(obj: Target, kind: 'Target' | 'ClusterTarget'): Pars
     excludedLabelsRegexp = spec.excludedLabelsRegexp;
   }
 
-  if (self) return { ok: true, spec: { ref, self: true, excludedLabelsRegexp } };
+  const placement = parseTargetPlacement(spec);
+  if (!placement.ok) return fail(placement.message);
+
+  if (self) return { ok: true, spec: { ref, self: true, excludedLabelsRegexp, placement: placement.placement } };
 
   const secretName = secret!.name ?? '';
   if (!secretName) return fail('spec.kubeconfigSecret.name is empty');
@@ -86,6 +123,7 @@ export function parseTarget(obj: Target, kind: 'Target' | 'ClusterTarget'): Pars
       self: false,
       kubeconfigSecret: { namespace: secretNamespace, name: secretName, key, ...(secret!.context ? { context: secret!.context } : {}) },
       excludedLabelsRegexp,
+      placement: placement.placement,
     },
   };
 }

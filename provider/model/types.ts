@@ -32,6 +32,16 @@ export interface TargetSpec {
   kubeconfigSecret?: KubeconfigSecretRef;
   /** Regexp matched against `key=value` of the target's shared node labels; matches are not copied. */
   excludedLabelsRegexp?: string | null;
+  /** How the proxy scheduler weighs this target against the others. */
+  placement?: TargetPlacementSpec;
+}
+
+/** `spec.placement` of a Target or ClusterTarget (ours; Admiralty has none). */
+export interface TargetPlacementSpec {
+  /** Share of placements (`spread`), integer 0..1000, default 1; 0: only when no other target can take the pod. */
+  weight?: number;
+  /** Order for the `burst` policy, lower first; integer -1000..1000, default 0. */
+  priority?: number;
 }
 
 export interface TargetStatus {

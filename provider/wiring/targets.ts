@@ -10,11 +10,18 @@ import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
 import { AFTER_BINDING_MS, TargetsReconciler } from '../reconcilers/targets.js';
 import { PROVIDER_VERSION, type Wiring } from './wiring.js';
 
+/** The caches of Targets and ClusterTargets, kept on every replica. */
+export interface TargetInformers {
+  targets: Informer<Target & KubernetesObject>;
+  clusterTargets: Informer<Target & KubernetesObject>;
+}
+
 /**
  * Targets: the registry (clients, summaries, health) filled on every replica by the read side,
- * and the virtual nodes, their Leases and the Targets' status written by the leader.
+ * and the virtual nodes, their Leases and the Targets' status written by the leader. Returns
+ * the Target caches (the extender reads `spec.placement` there).
  */
-export function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>, proxies: Informer<V1Pod> | undefined, afterProbe: (targetKey: string) => void): void {
+export function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>, proxies: Informer<V1Pod> | undefined, afterProbe: (targetKey: string) => void): TargetInformers {
   const { config, kc, core, custom, manager } = w;
   const targets = crdInformer<Target & KubernetesObject>('targets');
   const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
@@ -73,4 +80,5 @@ export function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInfor
   writer.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
   writer.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n));
   manager.add(leaderController(writer, [targets, clusterTargets, virtualNodes, ...(proxies ? [proxies] : [])]));
+  return { targets, clusterTargets };
 }

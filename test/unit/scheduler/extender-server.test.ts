@@ -1,14 +1,15 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { KubeConfig, type V1Namespace, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import express from 'express';
 import { Registry } from 'prom-client';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import { createTargetClient } from '../../../provider/clusters/target-client.js';
-import { SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
+import { PLACEMENT_POLICY_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
 import { virtualNodeName } from '../../../provider/model/names.js';
+import type { TargetPlacement } from '../../../provider/model/target.js';
 import type { TargetRef } from '../../../provider/model/types.js';
 import { createExtenderApp, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
 import type { PlacementPolicy } from '../../../scheduler/score.js';
@@ -51,6 +52,10 @@ describe('scheduler: createExtenderApp', () => {
   let port: number;
   let metrics: Registry;
   let policy: PlacementPolicy = { kind: 'spread' };
+  const placements: Record<string, TargetPlacement> = {};
+  const namespaces: Record<string, V1Namespace> = {};
+  let groupPlacements = new Map<string, string>();
+  const events: { uid?: string; type: string; reason: string; message: string }[] = [];
   const memory = new PlacementMemory();
   const bindCalls: ExtenderBindingArgs[] = [];
 
@@ -78,7 +83,21 @@ describe('scheduler: createExtenderApp', () => {
         return { Error: args.Node === V(BUSY) ? 'busy: 0/1 nodes are available: 1 Insufficient cpu.' : '' };
       },
     };
-    app.use(createExtenderApp({ registry, targetState: (key) => states[key], policy: () => policy, logger: silentLogger(), metricsRegistry: metrics, memory, binder }));
+    app.use(
+      createExtenderApp({
+        registry,
+        targetState: (key) => states[key],
+        policy: () => policy,
+        targetPlacement: (key) => placements[key],
+        namespace: (name) => namespaces[name],
+        groupPlacements: () => groupPlacements,
+        events: { record: (obj, type, reason, message) => events.push({ uid: obj.metadata.uid, type, reason, message }) },
+        logger: silentLogger(),
+        metricsRegistry: metrics,
+        memory,
+        binder,
+      }),
+    );
     server = http.createServer(app);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
@@ -168,23 +187,95 @@ describe('scheduler: createExtenderApp', () => {
     );
   });
 
-  it('prioritizes with the policy, scaled to 0..10', async () => {
+  it('prioritizes by rank under the default policy; real nodes and targets without state get 0', async () => {
     policy = { kind: 'spread' };
     let r = await post('/scheduler/prioritize', { Pod: proxy('1'), NodeNames: [V(ROOMY), V(BUSY), V(COLD), REAL] });
     expect(r.status).to.equal(200);
-    // roomy: 8 - 1 - 1 = 6 of 8 -> 75 -> 8; busy: 4 - 3.5 - 1 < 0 -> 0.
+    // roomy: 8 - 1 - 1 = 6 of 8 free after the pod; busy: none.
     expect(r.json as HostPriority[]).to.deep.equal([
-      { Host: V(ROOMY), Score: 8 },
-      { Host: V(BUSY), Score: 0 },
+      { Host: V(ROOMY), Score: 10 },
+      { Host: V(BUSY), Score: 9 },
       { Host: V(COLD), Score: 0 },
       { Host: REAL, Score: 0 },
     ]);
-    policy = { kind: 'weights', weights: { busy: 100, 'ClusterTarget/roomy': 34 } };
+    policy = { kind: 'pack' };
     r = await post('/scheduler/prioritize', { Pod: proxy('1'), Nodes: { items: [virtualNode(V(ROOMY)), virtualNode(V(BUSY))] } });
     expect(r.json).to.deep.equal([
-      { Host: V(ROOMY), Score: 3 },
+      { Host: V(ROOMY), Score: 9 },
       { Host: V(BUSY), Score: 10 },
     ]);
+    policy = { kind: 'spread' };
+  });
+
+  it("takes the pod's policy annotation over its namespace's, and the targets' placement", async () => {
+    const p = proxy('1');
+    p.metadata!.namespace = 'team';
+    namespaces.team = { metadata: { name: 'team', annotations: { [PLACEMENT_POLICY_ANNOTATION]: 'pack' } } };
+    const scores = async (pod: V1Pod) => Object.fromEntries(((await post('/scheduler/prioritize', { Pod: pod, NodeNames: [V(ROOMY), V(BUSY)] })).json as HostPriority[]).map((h) => [h.Host, h.Score]));
+    try {
+      expect(await scores(p)).to.deep.equal({ [V(BUSY)]: 10, [V(ROOMY)]: 9 });
+      p.metadata!.annotations![PLACEMENT_POLICY_ANNOTATION] = 'burst';
+      placements['ClusterTarget/busy'] = { weight: 1, priority: 2 };
+      expect(await scores(p)).to.deep.equal({ [V(BUSY)]: 9, [V(ROOMY)]: 10 });
+      placements['ClusterTarget/roomy'] = { weight: 0, priority: 0 };
+      expect(await scores(p)).to.deep.equal({ [V(BUSY)]: 10, [V(ROOMY)]: 0 });
+    } finally {
+      delete namespaces.team;
+      delete placements['ClusterTarget/busy'];
+      delete placements['ClusterTarget/roomy'];
+    }
+  });
+
+  it('warns once per pod about an unusable policy annotation, and uses the default', async () => {
+    const p = proxy('1');
+    p.metadata!.uid = 'uid-invalid-policy';
+    p.metadata!.annotations![PLACEMENT_POLICY_ANNOTATION] = 'fill-first';
+    for (let i = 0; i < 3; i++) {
+      const r = await post('/scheduler/prioritize', { Pod: p, NodeNames: [V(ROOMY), V(BUSY)] });
+      expect(r.json).to.deep.equal([
+        { Host: V(ROOMY), Score: 10 },
+        { Host: V(BUSY), Score: 9 },
+      ]);
+    }
+    expect(events.filter((e) => e.uid === 'uid-invalid-policy')).to.deep.equal([
+      {
+        uid: 'uid-invalid-policy',
+        type: 'Warning',
+        reason: 'InvalidPlacementPolicy',
+        message: `${PLACEMENT_POLICY_ANNOTATION} "fill-first" on the pod is not one of spread, pack, burst: placed by spread`,
+      },
+    ]);
+  });
+
+  it('shares by weight, counting the pods it ranked first before their bind shows', async () => {
+    placements['ClusterTarget/roomy'] = { weight: 1, priority: 0 };
+    placements['ClusterTarget/busy'] = { weight: 3, priority: 0 };
+    // One pod of the group already bound to busy (from the proxies cache or the binder).
+    groupPlacements = new Map([['bound-0', 'ClusterTarget/busy']]);
+    const owner = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web', uid: 'rs-1', controller: true };
+    const firsts: string[] = [];
+    try {
+      for (let i = 0; i < 7; i++) {
+        const p = proxy('1');
+        p.metadata!.uid = `weighted-${i}`;
+        p.metadata!.ownerReferences = [owner];
+        const r = (await post('/scheduler/prioritize', { Pod: p, NodeNames: [V(ROOMY), V(BUSY)] })).json as HostPriority[];
+        firsts.push(r.find((h) => h.Score === 10)!.Host);
+      }
+      // (pods + 1) / weight, lowest first; ties to the roomier target. busy 2/3 < roomy 1; then
+      // 3/3 = 1/1, a tie: roomy; then busy x3 (4/3, 5/3 < 2); 6/3 = 2/1: roomy; busy. With the one
+      // bound before: 6 on busy, 2 on roomy.
+      expect(firsts.map((h) => (h === V(BUSY) ? 'busy' : 'roomy'))).to.deep.equal(['busy', 'roomy', 'busy', 'busy', 'busy', 'roomy', 'busy']);
+      // A pod of another group starts afresh.
+      const other = proxy('1');
+      other.metadata!.uid = 'weighted-other';
+      const r = (await post('/scheduler/prioritize', { Pod: other, NodeNames: [V(ROOMY), V(BUSY)] })).json as HostPriority[];
+      expect(r.find((h) => h.Score === 10)!.Host).to.equal(V(BUSY));
+    } finally {
+      groupPlacements = new Map();
+      delete placements['ClusterTarget/busy'];
+      delete placements['ClusterTarget/roomy'];
+    }
   });
 
   it('keeps a pod off a target that refused it lately, and says why', async () => {

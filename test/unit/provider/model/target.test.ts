@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { conditionsEqual, parseTarget, readyCondition, setCondition } from '../../../../provider/model/target.js';
+import { conditionsEqual, DEFAULT_TARGET_PLACEMENT, parseTarget, readyCondition, setCondition } from '../../../../provider/model/target.js';
 import type { Condition, Target } from '../../../../provider/model/types.js';
 
 function target(spec: Target['spec'], namespace = 'default'): Target {
@@ -9,14 +9,16 @@ function clusterTarget(spec: Target['spec']): Target {
   return { metadata: { name: 'c2' }, spec };
 }
 
+const D = DEFAULT_TARGET_PLACEMENT;
+
 describe('parseTarget', () => {
   const valid: [string, Target, 'Target' | 'ClusterTarget', unknown][] = [
-    ['self', target({ self: true }), 'Target', { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: true, excludedLabelsRegexp: null }],
+    ['self', target({ self: true }), 'Target', { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: true, excludedLabelsRegexp: null, placement: D }],
     [
       'secret with defaults',
       target({ kubeconfigSecret: { name: 'c2' } }),
       'Target',
-      { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: false, kubeconfigSecret: { namespace: 'default', name: 'c2', key: 'config' }, excludedLabelsRegexp: null },
+      { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: false, kubeconfigSecret: { namespace: 'default', name: 'c2', key: 'config' }, excludedLabelsRegexp: null, placement: D },
     ],
     [
       'secret with key, context and own namespace',
@@ -27,15 +29,22 @@ describe('parseTarget', () => {
         self: false,
         kubeconfigSecret: { namespace: 'default', name: 'c2', key: 'kc', context: 'ctx' },
         excludedLabelsRegexp: '^zone=',
+        placement: D,
       },
     ],
     [
       'cluster target with secret namespace',
       clusterTarget({ kubeconfigSecret: { name: 'c2', namespace: 'admiralty' } }),
       'ClusterTarget',
-      { ref: { kind: 'ClusterTarget', namespace: '', name: 'c2' }, self: false, kubeconfigSecret: { namespace: 'admiralty', name: 'c2', key: 'config' }, excludedLabelsRegexp: null },
+      { ref: { kind: 'ClusterTarget', namespace: '', name: 'c2' }, self: false, kubeconfigSecret: { namespace: 'admiralty', name: 'c2', key: 'config' }, excludedLabelsRegexp: null, placement: D },
     ],
-    ['empty regexp means none', target({ self: true, excludedLabelsRegexp: '' }), 'Target', { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: true, excludedLabelsRegexp: null }],
+    [
+      'placement',
+      target({ self: true, placement: { weight: 0, priority: -3 } }),
+      'Target',
+      { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: true, excludedLabelsRegexp: null, placement: { weight: 0, priority: -3 } },
+    ],
+    ['empty regexp means none', target({ self: true, excludedLabelsRegexp: '' }), 'Target', { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: true, excludedLabelsRegexp: null, placement: D }],
   ];
   for (const [why, obj, kind, spec] of valid) {
     it(`accepts ${why}`, () => expect(parseTarget(obj, kind)).to.deep.equal({ ok: true, spec }));
@@ -51,6 +60,11 @@ describe('parseTarget', () => {
     ['target reading another namespace', target({ kubeconfigSecret: { name: 'x', namespace: 'kube-system' } }), 'Target', 'InvalidSpec', /own namespace/],
     ['bad regexp', target({ self: true, excludedLabelsRegexp: '(' }), 'Target', 'InvalidExcludedLabelsRegexp', /excludedLabelsRegexp/],
     ['no name', { metadata: {}, spec: { self: true } }, 'ClusterTarget', 'InvalidSpec', /no name/],
+    // The CRD refuses these; a Target written without its schema (or by an older CRD) is not Ready.
+    ['negative weight', target({ self: true, placement: { weight: -1 } }), 'Target', 'InvalidSpec', /^spec.placement.weight must be an integer from 0 to 1000$/],
+    ['fractional weight', target({ self: true, placement: { weight: 1.5 } }), 'Target', 'InvalidSpec', /weight must be an integer/],
+    ['huge weight', target({ self: true, placement: { weight: 1e9 } }), 'Target', 'InvalidSpec', /weight must be an integer/],
+    ['string priority', target({ self: true, placement: { priority: '1' as unknown as number } }), 'Target', 'InvalidSpec', /^spec.placement.priority must be an integer from -1000 to 1000$/],
   ];
   for (const [why, obj, kind, reason, message] of invalid) {
     it(`rejects ${why}`, () => {
