@@ -1,29 +1,7 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, settleTeardowns, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, freeCpu, getJson, kubectl, milliCpu, offered, settleTeardowns, squeeze, uniqueName, waitFor } from './support.js';
 
-const milliCpu = (q: string | undefined): number => (q === undefined ? NaN : q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Free cpu (millicores) of each real node of a cluster, from its ClusterSummary. */
-async function freeCpu(cluster: string): Promise<Map<string, number>> {
-  const summary = await getJson(cluster, 'clustersummary', 'singleton');
-  return new Map(summary.nodePools.flatMap((p: any) => p.nodes).map((n: any) => [n.name, milliCpu(n.free.cpu)]));
-}
-
-/** Pins pods that are not ours on every node of `cluster`, so that each keeps `keepMilli` cpu free. */
-async function squeeze(cluster: string, ns: string, keepMilli: number): Promise<void> {
-  const free = await freeCpu(cluster);
-  for (const [node, milli] of free) {
-    if (milli <= keepMilli) continue;
-    await apply(cluster, `apiVersion: v1\nkind: Pod\nmetadata: {name: hog-${node}, namespace: ${ns}, labels: {role: hog}}\nspec:\n  nodeName: ${node}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: ${milli - keepMilli}m}}}]\n`);
-  }
-  await waitFor(`every ${cluster} node down to ${keepMilli}m free`, 30_000, async () => [...(await freeCpu(cluster)).values()].every((m) => m <= keepMilli));
-}
-
-/** What a virtual node offers kube-scheduler (millicores). */
-async function offered(node: string): Promise<number> {
-  return milliCpu((await getJson('c1', 'node', node)).status.allocatable.cpu);
-}
 
 function electedPod(name: string, ns: string, cpu: string, extra: { annotations?: Record<string, string>; nodeSelector?: Record<string, string> } = {}): string {
   return JSON.stringify({

@@ -125,3 +125,30 @@ export async function disconnectNamespace(ns: string): Promise<void> {
 export async function settleTeardowns(): Promise<void> {
   await Promise.all(pendingTeardowns.splice(0));
 }
+
+/** Millicores of a cpu quantity as the API writes it (`12`, `500m`). */
+export const milliCpu = (q: string | undefined): number => (q === undefined ? NaN : q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000);
+
+/** Free cpu (millicores) of each real node of a cluster, from its ClusterSummary. */
+export async function freeCpu(cluster: string): Promise<Map<string, number>> {
+  const summary = await getJson(cluster, 'clustersummary', 'singleton');
+  return new Map(summary.nodePools.flatMap((p: any) => p.nodes).map((n: any) => [n.name, milliCpu(n.free.cpu)]));
+}
+
+/**
+ * Pins pods that are not ours (label `role=hog`) on every node of `cluster`, so that each keeps
+ * `keepMilli` cpu free; the caller deletes them.
+ */
+export async function squeeze(cluster: string, ns: string, keepMilli: number): Promise<void> {
+  const free = await freeCpu(cluster);
+  for (const [node, milli] of free) {
+    if (milli <= keepMilli) continue;
+    await apply(cluster, `apiVersion: v1\nkind: Pod\nmetadata: {name: hog-${node}, namespace: ${ns}, labels: {role: hog}}\nspec:\n  nodeName: ${node}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: ${milli - keepMilli}m}}}]\n`);
+  }
+  await waitFor(`every ${cluster} node down to ${keepMilli}m free`, 30_000, async () => [...(await freeCpu(cluster)).values()].every((m) => m <= keepMilli));
+}
+
+/** What a virtual node offers kube-scheduler (millicores). */
+export async function offered(node: string): Promise<number> {
+  return milliCpu((await getJson('c1', 'node', node)).status.allocatable.cpu);
+}
