@@ -50,3 +50,30 @@ export function placementGroup(pod: V1Pod): string {
   const owner = pod.metadata?.ownerReferences?.find((r) => r.controller === true);
   return owner?.uid ? `controller/${owner.uid}` : `namespace/${pod.metadata?.namespace ?? ''}`;
 }
+
+/**
+ * The other pods of `pod`'s placement group and the target each is on or going to: from
+ * `proxies` (the namespace's proxies; those bound to a virtual node, by `targetOfNode`), then
+ * from `placing` (proxies being bound now, with their target) for those not bound yet. Finished
+ * and terminating pods do not count: a Deployment scaled down gives their share back. Pure;
+ * the extender reads it for target weights.
+ */
+export function groupPlacements(
+  pod: V1Pod,
+  proxies: readonly V1Pod[],
+  targetOfNode: (nodeName: string) => string | undefined,
+  placing: readonly { proxy: V1Pod; targetKey: string }[],
+): Map<string, string> {
+  const group = placementGroup(pod);
+  const counts = (p: V1Pod) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed' && placementGroup(p) === group;
+  const out = new Map<string, string>();
+  for (const p of proxies) {
+    const target = p.spec?.nodeName ? targetOfNode(p.spec.nodeName) : undefined;
+    if (target && p.metadata?.uid && counts(p)) out.set(p.metadata.uid, target);
+  }
+  for (const { proxy, targetKey } of placing) {
+    const uid = proxy.metadata?.uid;
+    if (uid && !out.has(uid) && counts(proxy)) out.set(uid, targetKey);
+  }
+  return out;
+}

@@ -8,7 +8,7 @@ import { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
-import { placementGroup } from '../../scheduler/placement-policy.js';
+import { groupPlacements } from '../../scheduler/placement-policy.js';
 import type { DelegationWiring } from './delegation.js';
 import type { TargetInformers } from './targets.js';
 import type { Wiring } from './wiring.js';
@@ -57,7 +57,12 @@ export function wireExtender(w: Wiring, routes: express.Router, proxies: Informe
         return parsed?.ok ? parsed.placement : undefined;
       },
       namespace: delegation && ((name) => delegation.namespaces.get(name)),
-      groupPlacements: proxies && ((pod) => groupPlacements(pod, proxies, w, binder)),
+      groupPlacements:
+        proxies &&
+        ((pod) => {
+          const namespace = pod.metadata?.namespace;
+          return groupPlacements(pod, proxies.list(namespace), (node) => w.clusters.byNodeName(node)?.key, namespace && binder ? binder.placing(namespace) : []);
+        }),
       // Every replica may warn about an unusable placement-policy annotation: the proxy
       // scheduler talks to one replica at a time, leader or not.
       events: w.events,
@@ -76,25 +81,4 @@ export function wireExtender(w: Wiring, routes: express.Router, proxies: Informe
   // The binder reads proxies and namespaces: kept warm on every replica.
   w.manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces] : [], start: () => undefined, stop: () => undefined });
   return binder;
-}
-
-/**
- * The other pods of a pod's placement group and their target: those bound to a virtual node
- * (proxies cache) and those this replica's binder is placing. Finished and terminating pods do
- * not count: a Deployment scaled down gives their share back.
- */
-function groupPlacements(pod: V1Pod, proxies: Informer<V1Pod>, w: Wiring, binder: Binder | undefined): Map<string, string> {
-  const namespace = pod.metadata?.namespace;
-  const group = placementGroup(pod);
-  const out = new Map<string, string>();
-  const counts = (p: V1Pod) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed' && placementGroup(p) === group;
-  for (const p of proxies.list(namespace)) {
-    const target = p.spec?.nodeName ? w.clusters.byNodeName(p.spec.nodeName) : undefined;
-    if (target && p.metadata?.uid && counts(p)) out.set(p.metadata.uid, target.key);
-  }
-  for (const placing of namespace && binder ? binder.placing(namespace) : []) {
-    const uid = placing.proxy.metadata?.uid;
-    if (uid && !out.has(uid) && counts(placing.proxy)) out.set(uid, placing.targetKey);
-  }
-  return out;
 }

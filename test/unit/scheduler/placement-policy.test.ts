@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
 import { PLACEMENT_POLICY_ANNOTATION } from '../../../provider/core/keys.js';
-import { placementGroup, placementPolicyOf, type PolicyChoice } from '../../../scheduler/placement-policy.js';
+import { groupPlacements, placementGroup, placementPolicyOf, type PolicyChoice } from '../../../scheduler/placement-policy.js';
 
 const A = PLACEMENT_POLICY_ANNOTATION;
 const spread = { kind: 'spread' } as const;
@@ -65,5 +65,49 @@ describe('scheduler: placementGroup', () => {
   it('is the namespace for a pod without a controller', () => {
     expect(placementGroup(pod())).to.equal('namespace/ns');
     expect(placementGroup(pod(undefined, { uid: 'u1' }))).to.equal('namespace/ns');
+  });
+});
+
+describe('scheduler: groupPlacements', () => {
+  /** A proxy of ReplicaSet `rs` (or of none), bound to `node` when given. */
+  function proxy(uid: string, o: { rs?: string; node?: string; phase?: string; deleting?: boolean } = {}): V1Pod {
+    const p = pod(undefined, o.rs ? { uid: o.rs, controller: true } : undefined);
+    p.metadata!.uid = uid;
+    if (o.deleting) p.metadata!.deletionTimestamp = new Date(0);
+    p.spec!.nodeName = o.node;
+    p.status = { phase: o.phase ?? (o.node ? 'Running' : 'Pending') };
+    return p;
+  }
+  const targetOf = (node: string) => ({ 'vn-c1': 'Target/ns/c1', 'vn-c2': 'Target/ns/c2' })[node];
+
+  it('counts the bound pods of the same group, then those being bound, and nothing else', () => {
+    const me = proxy('me', { rs: 'a' });
+    const proxies = [
+      me,
+      proxy('bound-1', { rs: 'a', node: 'vn-c1' }),
+      proxy('bound-2', { rs: 'a', node: 'vn-c2' }),
+      proxy('other-group', { rs: 'b', node: 'vn-c1' }),
+      proxy('bare', { node: 'vn-c1' }),
+      proxy('done', { rs: 'a', node: 'vn-c1', phase: 'Succeeded' }),
+      proxy('leaving', { rs: 'a', node: 'vn-c1', deleting: true }),
+      proxy('real-node', { rs: 'a', node: 'worker-1' }),
+      proxy('pending', { rs: 'a' }),
+    ];
+    const placing = [
+      { proxy: proxy('pending', { rs: 'a' }), targetKey: 'Target/ns/c2' },
+      // The cache shows it bound already: the cache wins.
+      { proxy: proxy('bound-1', { rs: 'a' }), targetKey: 'Target/ns/c2' },
+      { proxy: proxy('other-placing', { rs: 'b' }), targetKey: 'Target/ns/c2' },
+    ];
+    expect(Object.fromEntries(groupPlacements(me, proxies, targetOf, placing))).to.deep.equal({
+      'bound-1': 'Target/ns/c1',
+      'bound-2': 'Target/ns/c2',
+      pending: 'Target/ns/c2',
+    });
+  });
+
+  it('groups the bare pods of a namespace together', () => {
+    const me = proxy('me');
+    expect([...groupPlacements(me, [proxy('bare', { node: 'vn-c2' }), proxy('owned', { rs: 'a', node: 'vn-c1' })], targetOf, []).keys()]).to.deep.equal(['bare']);
   });
 });
