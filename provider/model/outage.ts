@@ -1,5 +1,5 @@
 import type { V1Namespace, V1Pod, V1PodCondition } from '@kubernetes/client-node';
-import { ValidationError } from '../core/errors.js';
+import { parseGoDuration } from '../core/duration.js';
 import { FAILOVER_AFTER_ANNOTATION, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { isOurDelegate } from './delegate-pod.js';
 
@@ -33,39 +33,6 @@ export function standbyMayCreateDelegates(health: { ready: boolean; reason: stri
   return health?.lastOutageMs === undefined || nowMs - health.lastOutageMs >= graceMs;
 }
 
-/** Go's longest duration (2^63 - 1 ns), in ms: `time.ParseDuration` refuses more. */
-const MAX_GO_DURATION_MS = 9_223_372_036_854;
-
-const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
-
-/**
- * Parses a Go duration (`time.ParseDuration`: `30s`, `2m`, `1h30m`, `1.5h`, `0`) into
- * milliseconds. Negative durations are refused (a failover delay cannot be negative).
- *
- * @throws ValidationError with a message for the user. Pure.
- */
-export function parseGoDuration(text: string): number {
-  const s = text.trim();
-  if (s === '0') return 0;
-  const bad = () => new ValidationError(`"${text}" is not a duration like 30s, 2m or 1h30m`);
-  if (s.startsWith('-')) throw new ValidationError(`"${text}" is negative: a failover delay must be 0 or more`);
-  const body = s.startsWith('+') ? s.slice(1) : s;
-  if (body === '') throw bad();
-  const part = /(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)/y;
-  let ms = 0;
-  let at = 0;
-  while (at < body.length) {
-    part.lastIndex = at;
-    const m = part.exec(body);
-    if (!m) throw bad();
-    ms += Number(m[1]) * UNIT_MS[m[2]];
-    at = part.lastIndex;
-  }
-  if (!Number.isFinite(ms)) throw bad();
-  if (ms > MAX_GO_DURATION_MS) throw new ValidationError(`"${text}" is longer than a Go duration can be (about 292 years)`);
-  return Math.round(ms);
-}
-
 /** A proxy's failover policy: from its own annotation, else its namespace's. */
 export type FailoverPolicy =
   | { kind: 'none' }
@@ -86,10 +53,10 @@ export function failoverPolicy(proxy: V1Pod, namespace: V1Namespace | undefined)
   }
 }
 
-/** The controller that would recreate a proxy deleted for failover (ownerReference with `controller: true`). */
-export function controllerOf(proxy: V1Pod): { kind: string; name: string } | undefined {
+/** The controller that would recreate a proxy deleted for failover or re-placement (ownerReference with `controller: true`). */
+export function controllerOf(proxy: V1Pod): { kind: string; name: string; uid: string } | undefined {
   const ref = proxy.metadata?.ownerReferences?.find((r) => r.controller === true);
-  return ref ? { kind: ref.kind, name: ref.name } : undefined;
+  return ref ? { kind: ref.kind, name: ref.name, uid: ref.uid } : undefined;
 }
 
 export interface OutageInput {

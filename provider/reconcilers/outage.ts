@@ -1,4 +1,4 @@
-import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Namespace, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
@@ -9,6 +9,7 @@ import { releaseOurFinalizers } from '../model/finalizers.js';
 import { virtualNodeName } from '../model/names.js';
 import { conditionDiffers, decideOutage, decideRecovered, fenceVerdict, isOutage, parentOf, type OutageDecision } from '../model/outage.js';
 import type { EventSink } from './event-sink.js';
+import { deleteProxyNow, recordProxyEvent, writeProxyCondition } from './proxy-writes.js';
 import type { ObjectCache } from './object-cache.js';
 
 export interface OutageReconcilerOptions {
@@ -131,27 +132,14 @@ export class OutageReconciler {
     if (decision.failover) {
       const first = !proxy.metadata?.deletionTimestamp;
       // Said before the delete: once the proxy is gone, an event about it is hard to find.
-      if (decision.event && first) this.event(proxy, decision.event);
+      if (decision.event && first) recordProxyEvent(this.o.events, proxy, decision.event);
       await this.failover(proxy);
       if (first) this.o.metrics?.outageFailovers.inc({ target: targetKey });
       return;
     }
     if (!decision.condition || !conditionDiffers(proxy, decision.condition)) return;
-    await this.writeCondition(proxy, decision.condition);
-    if (decision.event) this.event(proxy, decision.event);
-  }
-
-  /** One strategic-merge patch of the condition (merge key `type`): other conditions stay as they are. */
-  private async writeCondition(proxy: V1Pod, condition: V1PodCondition): Promise<void> {
-    const name = proxy.metadata!.name!;
-    const namespace = proxy.metadata!.namespace!;
-    const body = { status: { conditions: [{ ...condition, lastTransitionTime: new Date(condition.lastTransitionTime as Date).toISOString() }] } };
-    try {
-      await this.o.sourceCore.patchNamespacedPodStatus({ name, namespace, body }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch));
-    } catch (err) {
-      if (isNotFound(err)) return;
-      throw new Error(`writing condition ${condition.type} of proxy ${namespace}/${name}`, { cause: err });
-    }
+    await writeProxyCondition(this.o.sourceCore, proxy, decision.condition);
+    if (decision.event) recordProxyEvent(this.o.events, proxy, decision.event);
   }
 
   /**
@@ -163,15 +151,8 @@ export class OutageReconciler {
     const name = proxy.metadata!.name!;
     const namespace = proxy.metadata!.namespace!;
     const uid = proxy.metadata!.uid!;
-    if (!proxy.metadata?.deletionTimestamp) {
-      try {
-        await this.o.sourceCore.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid } } });
-      } catch (err) {
-        // 404: gone already; 409: the UID precondition failed, another pod took the name.
-        if (isNotFound(err) || classifyApiError(err) === 'Conflict') return;
-        throw new Error(`deleting proxy ${namespace}/${name} for failover`, { cause: err });
-      }
-    }
+    // 404 or 409 (gone already, or another pod took the name): nothing of ours to release.
+    if (!proxy.metadata?.deletionTimestamp && !(await deleteProxyNow(this.o.sourceCore, proxy, 'for failover'))) return;
     // A conditional write: this pod (UID), with the finalizers we saw.
     const { patch } = releaseOurFinalizers(proxy, { uid });
     if (!patch) return;
@@ -237,7 +218,4 @@ export class OutageReconciler {
     }
   }
 
-  private event(proxy: V1Pod, e: { type: 'Normal' | 'Warning'; reason: string; message: string }): void {
-    this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: proxy.metadata?.namespace, uid: proxy.metadata?.uid } }, e.type, e.reason, e.message);
-  }
 }
