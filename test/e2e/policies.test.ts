@@ -1,38 +1,10 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, freeCpu, getJson, kubectl, offered, squeeze, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, freeCpu, getJson, kubectl, liveProxies, offered, running, squeeze, uniqueName, waitFor } from './support.js';
 
 const POLICY = 'multicluster.admiralty.io/placement-policy';
 
-/** A Deployment of elected pods, each asking for `cpu`, with the policy annotation on its template when given. */
-function deployment(name: string, ns: string, replicas: number, cpu: string, policy?: string): string {
-  return JSON.stringify({
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name, namespace: ns },
-    spec: {
-      replicas,
-      selector: { matchLabels: { app: name } },
-      template: {
-        metadata: { labels: { app: name }, annotations: { 'multicluster.admiralty.io/elect': '', ...(policy ? { [POLICY]: policy } : {}) } },
-        spec: { terminationGracePeriodSeconds: 0, containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu } } }] },
-      },
-    },
-  });
-}
-
-/** The proxies of an app that are not being deleted. */
-async function proxiesOf(ns: string, app: string): Promise<any[]> {
-  return (await getJson('c1', 'pods', '-n', ns, '-l', `app=${app}`)).items.filter((p: any) => !p.metadata.deletionTimestamp);
-}
-
-/** Waits until `count` proxies of the app run, and returns how many run on each virtual node. */
-async function running(ns: string, app: string, count: number, timeoutMs = 90_000): Promise<Map<string, number>> {
-  await waitFor(`${count} ${app} pods Running`, timeoutMs, async () => (await proxiesOf(ns, app)).filter((p) => p.status.phase === 'Running').length === count);
-  const where = new Map<string, number>();
-  for (const p of await proxiesOf(ns, app)) where.set(p.spec.nodeName, (where.get(p.spec.nodeName) ?? 0) + 1);
-  console.log(`      ${app}: ${[...where].map(([n, k]) => `${k} on ${n}`).join(', ')}`);
-  return where;
-}
+/** The policy annotation for a pod template. */
+const policy = (name: string) => ({ annotations: { [POLICY]: name } });
 
 /** How many pods asking for `milli` cpu a cluster's nodes have room for, by its own ClusterSummary. */
 async function roomFor(cluster: string, milli: number): Promise<number> {
@@ -68,12 +40,12 @@ describe('placement policies', function () {
     await kubectl('c1', 'annotate', 'namespace', ns, `${POLICY}=pack`);
 
     // The template says spread, over its namespace's pack: all three in c1, the roomier.
-    await apply('c1', deployment('wide', ns, 3, '10', 'spread'));
+    await apply('c1', electedDeployment('wide', ns, 3, '10', policy('spread')));
     expect(Object.fromEntries(await running(ns, 'wide', 3))).to.deep.equal({ [nodes.c1Node]: 3 });
     await kubectl('c1', 'delete', 'deployment', 'wide', '-n', ns, '--wait=false');
 
     // No annotation on the template: the namespace's pack. c2 fills first (two fit), then c1.
-    await apply('c1', deployment('tight', ns, 4, '10'));
+    await apply('c1', electedDeployment('tight', ns, 4, '10'));
     const tight = await running(ns, 'tight', 4);
     const inC2 = tight.get(nodes.c2Node) ?? 0;
     expect(inC2, 'pods in c2, the fuller').to.be.at.least(1);
@@ -82,9 +54,9 @@ describe('placement policies', function () {
     if (inC2 < 4) await waitFor('c2 full', 15_000, async () => (await roomFor('c2', 10_000)) === 0);
 
     // An unusable value: placed by spread all the same, and said on the pod.
-    await apply('c1', deployment('odd', ns, 1, '100m', 'fill-first'));
+    await apply('c1', electedDeployment('odd', ns, 1, '100m', policy('fill-first')));
     await running(ns, 'odd', 1);
-    const [odd] = await proxiesOf(ns, 'odd');
+    const [odd] = await liveProxies(ns, 'odd');
     const events = await getJson('c1', 'events', '-n', ns, '--field-selector', `involvedObject.name=${odd.metadata.name},reason=InvalidPlacementPolicy`);
     expect(events.items.map((e: any) => `${e.type}: ${e.message}`)).to.deep.equal([`Warning: ${POLICY} "fill-first" on the pod is not one of spread, pack, burst: placed by spread`]);
   });
@@ -96,7 +68,7 @@ describe('placement policies', function () {
     expect((await getJson('c1', 'target', 'c1', '-n', ns)).spec.placement, 'defaulted by the CRD').to.deep.equal({ weight: 1, priority: 0 });
     const room = await roomFor('c1', 10_000);
     const replicas = room + 2;
-    await apply('c1', deployment('bursty', ns, replicas, '10', 'burst'));
+    await apply('c1', electedDeployment('bursty', ns, replicas, '10', policy('burst')));
     const where = await running(ns, 'bursty', replicas, 120_000);
     const inC1 = where.get(nodes.c1Node) ?? 0;
     const inC2 = where.get(nodes.c2Node) ?? 0;
@@ -106,17 +78,17 @@ describe('placement policies', function () {
     // ... and c2 got a pod only because c1 could not take it.
     if (inC2 > 0) await waitFor('c1 full', 15_000, async () => (await roomFor('c1', 10_000)) === 0);
 
-    const before = new Map((await proxiesOf(ns, 'bursty')).map((p) => [p.metadata.uid, p.spec.nodeName]));
+    const before = new Map((await liveProxies(ns, 'bursty')).map((p) => [p.metadata.uid, p.spec.nodeName]));
     await kubectl('c1', 'scale', 'deployment', 'bursty', '-n', ns, '--replicas=2');
     await waitFor('2 pods left', 60_000, async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=bursty')).items.length === 2);
-    for (const p of await proxiesOf(ns, 'bursty')) {
+    for (const p of await liveProxies(ns, 'bursty')) {
       expect(before.get(p.metadata.uid), `${p.metadata.name} is one of the pods placed before`).to.equal(p.spec.nodeName);
     }
   });
 
   it('weights 3:1 give about three pods in four to the first target', async () => {
     await kubectl('c1', 'patch', 'target', 'c1', '-n', ns, '--type=merge', '-p', '{"spec":{"placement":{"weight":3}}}');
-    await apply('c1', deployment('shares', ns, 40, '100m'));
+    await apply('c1', electedDeployment('shares', ns, 40, '100m'));
     const where = await running(ns, 'shares', 40, 120_000);
     // Smooth weighted round robin gives 30:10 when every choice is seen before the next; a
     // refused bind or a tie kube-scheduler breaks at random may move a few.

@@ -152,3 +152,37 @@ export async function squeeze(cluster: string, ns: string, keepMilli: number): P
 export async function offered(node: string): Promise<number> {
   return milliCpu((await getJson('c1', 'node', node)).status.allocatable.cpu);
 }
+
+/**
+ * A Deployment of elected pods (label `app=<name>`), each asking for `cpu`, with no grace period;
+ * `template` adds annotations and spec fields to its pod template.
+ */
+export function electedDeployment(name: string, ns: string, replicas: number, cpu: string, template: { annotations?: Record<string, string>; spec?: Record<string, unknown> } = {}): string {
+  return JSON.stringify({
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, namespace: ns },
+    spec: {
+      replicas,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name }, annotations: { 'multicluster.admiralty.io/elect': '', ...template.annotations } },
+        spec: { terminationGracePeriodSeconds: 0, containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu } } }], ...template.spec },
+      },
+    },
+  });
+}
+
+/** The proxies (in c1) of an app that are not being deleted. */
+export async function liveProxies(ns: string, app: string): Promise<any[]> {
+  return (await getJson('c1', 'pods', '-n', ns, '-l', `app=${app}`)).items.filter((p: any) => !p.metadata.deletionTimestamp);
+}
+
+/** Waits until `count` proxies of the app run, and returns how many run on each virtual node (and prints it). */
+export async function running(ns: string, app: string, count: number, timeoutMs = 90_000): Promise<Map<string, number>> {
+  await waitFor(`${count} ${app} pods Running`, timeoutMs, async () => (await liveProxies(ns, app)).filter((p) => p.status.phase === 'Running').length === count);
+  const where = new Map<string, number>();
+  for (const p of await liveProxies(ns, app)) where.set(p.spec.nodeName, (where.get(p.spec.nodeName) ?? 0) + 1);
+  console.log(`      ${app}: ${[...where].map(([n, k]) => `${k} on ${n}`).join(', ')}`);
+  return where;
+}
