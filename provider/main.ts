@@ -21,6 +21,7 @@ import type { ClusterSource, Source } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
 import { Binder } from '../scheduler/bind.js';
+import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { wireDelegation } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
 import { kubeletRunnable, startOpsServer, webhookRunnable } from './wiring/servers.js';
@@ -174,15 +175,19 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const proxies = enabled('delegation')
     ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`)
     : undefined;
-  // Set once delegation is wired: the outage controller looks at a target after each probe.
+  // Set once delegation is wired: the outage and replacement controllers look at a target after each probe.
   let afterProbe: ((targetKey: string) => void) | undefined;
   const targetInformers = enabled('targets') ? wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key)) : undefined;
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
-  const delegation = enabled('delegation') ? await wireDelegation(w, proxies!, (ns) => binder?.placing(ns) ?? []) : undefined;
-  afterProbe = delegation?.outage.afterProbe;
+  // What the extender learns from binds and re-placements (refusals, assumptions, avoided targets).
+  const memory = enabled('extender') ? new PlacementMemory() : undefined;
+  const delegation = enabled('delegation')
+    ? await wireDelegation(w, proxies!, (ns) => binder?.placing(ns) ?? [], memory && ((owner, target, reason, untilMs) => memory.avoid(owner, target, reason, untilMs)))
+    : undefined;
+  afterProbe = delegation?.afterProbe;
 
-  if (enabled('extender')) binder = wireExtender(w, extenderRoutes, proxies, delegation, targetInformers);
+  if (memory) binder = wireExtender(w, extenderRoutes, memory, proxies, delegation, targetInformers);
   if (delegation) for (const r of delegation.runnables) manager.add(r);
 }

@@ -10,6 +10,7 @@ import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
 import { fitsTarget, schedulingPod } from './fit.js';
 import { PlacementMemory } from './placement-memory.js';
 import { placementGroup, placementPolicyOf } from './placement-policy.js';
+import { controllerOf } from '../provider/model/outage.js';
 import type { TargetPlacement } from '../provider/model/target.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
@@ -174,6 +175,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
     const failed: Record<string, string> = {};
     const unresolvable: Record<string, string> = {};
     const kept = new Set<string>();
+    const owner = controllerOf(args.Pod);
     for (const c of candidates(args)) {
       if (!isVirtual(c)) {
         kept.add(c.name);
@@ -204,6 +206,11 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
       const refusal = memory.refusal(args.Pod.metadata?.uid, target.key, clock.now());
       if (refusal) {
         failed[c.name] = `refused ${Math.round((clock.now() - refusal.atMs) / 1000)} s ago: ${refusal.reason}`;
+        continue;
+      }
+      const avoided = owner && memory.avoidance(owner.uid, target.key, clock.now());
+      if (avoided) {
+        failed[c.name] = `avoided for the pods of ${owner.kind} ${owner.name} until ${new Date(avoided.untilMs).toISOString()}, after a re-placement: ${avoided.reason}`;
         continue;
       }
       const fit = fitsTarget(pod, state.nodes, { targetName: target.displayName, assumed: memory.assumedOn(target.key, state.readAtMs) });

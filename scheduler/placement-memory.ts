@@ -10,6 +10,12 @@ export interface Refusal {
   count: number;
 }
 
+/** A target kept off the pods of one controller, after one of its pods was re-placed out of it. */
+export interface Avoidance {
+  reason: string;
+  untilMs: number;
+}
+
 interface Assumption {
   node: string;
   requests: ResourceAmounts;
@@ -29,7 +35,7 @@ export interface PlacementMemoryOptions {
    * a target writes its summary at most once a second, after its pod watch sees the bind).
    */
   summaryLagMs?: number;
-  /** Pods remembered at most (default 10 000); the oldest are forgotten first. */
+  /** Pods remembered at most (default 10 000), and controllers with avoided targets at most (the same); the oldest are forgotten first. */
   maxPods?: number;
 }
 
@@ -42,12 +48,16 @@ export interface PlacementMemoryOptions {
  *   node, so a burst does not pour into room that is already taken. An assumption ends once a
  *   summary read `summaryLagMs` after it arrives (that summary counts the delegate itself).
  *
+ * * avoidances: a target that a pod was re-placed out of (its delegate stuck there) is kept off
+ *   the pods of that pod's controller until a time, so the replacement goes elsewhere.
+ *
  * In memory only: a restarted provider starts from the summaries alone, and a target refuses
  * again if it must. Bounded by `maxPods`.
  */
 export class PlacementMemory {
   private readonly refusals = new Map<string, Map<string, Refusal>>();
   private readonly assumptions = new Map<string, Assumption[]>();
+  private readonly avoidances = new Map<string, Map<string, Avoidance>>();
   private readonly refusalTtlMs: number;
   private readonly maxRefusalTtlMs: number;
   private readonly summaryLagMs: number;
@@ -83,6 +93,30 @@ export class PlacementMemory {
   /** Forgets a pod (it was bound, or is gone). */
   forget(podUid: string): void {
     this.refusals.delete(podUid);
+  }
+
+  /**
+   * Keeps `targetKey` off the pods of the controller with UID `ownerUid` until `untilMs`. Called
+   * by the replacement reconciler before it deletes a stuck proxy. The latest call for a
+   * controller and target wins.
+   */
+  avoid(ownerUid: string, targetKey: string, reason: string, untilMs: number): void {
+    const byTarget = this.avoidances.get(ownerUid) ?? new Map<string, Avoidance>();
+    this.avoidances.delete(ownerUid); // re-insert: Map order is age order
+    byTarget.set(targetKey, { reason, untilMs });
+    this.avoidances.set(ownerUid, byTarget);
+    while (this.avoidances.size > this.maxPods) this.avoidances.delete(this.avoidances.keys().next().value!);
+  }
+
+  /** Why the target is avoided for the pods of this controller, while it is; lapsed avoidances are dropped. */
+  avoidance(ownerUid: string | undefined, targetKey: string, nowMs: number): Avoidance | undefined {
+    if (!ownerUid) return undefined;
+    const byTarget = this.avoidances.get(ownerUid);
+    const a = byTarget?.get(targetKey);
+    if (!a || nowMs < a.untilMs) return a;
+    byTarget!.delete(targetKey);
+    if (byTarget!.size === 0) this.avoidances.delete(ownerUid);
+    return undefined;
   }
 
   /** Remembers a delegate placed on `node` of `targetKey`, asking for `requests` (pod slot included). */

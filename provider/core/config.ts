@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { parseGoDuration } from './duration.js';
 
 /** Components that `--enable` can switch on. */
 export const COMPONENTS = ['targets', 'delegation', 'summary', 'sources', 'webhook', 'kubelet', 'extender'] as const;
@@ -40,12 +41,14 @@ export interface ProviderConfig {
   shutdownDelaySeconds: number;
   proxySchedulerName: string;
   delegatePlacementTimeoutSeconds: number;
+  /** How long a delegate may stay Unschedulable in its target before its pod is re-placed; 0: never. */
+  replaceUnschedulableAfterMs: number;
 }
 
 interface FlagSpec {
   flag: string;
   env?: string;
-  kind: 'string' | 'port' | 'int' | 'bool' | 'ip' | 'url' | 'enum' | 'list';
+  kind: 'string' | 'port' | 'int' | 'duration' | 'bool' | 'ip' | 'url' | 'enum' | 'list';
   default?: string;
   values?: readonly string[];
   help: string;
@@ -96,6 +99,12 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
     help: 'schedulerName the webhook gives proxies: the second kube-scheduler that calls our extender (exact placement); empty keeps the pod\'s own (virtual-node labels only)',
   },
   delegatePlacementTimeoutSeconds: { flag: 'delegate-placement-timeout-seconds', kind: 'int', default: '20', help: "how long the extender's bind waits for a target's scheduler to place a delegate before trying another target" },
+  replaceUnschedulableAfterMs: {
+    flag: 'replace-unschedulable-after',
+    kind: 'duration',
+    default: '60s',
+    help: 'a delegate Unschedulable in its target this long (a Go duration like 90s or 2m, or whole seconds) has its pod re-placed: deleted so that its controller recreates it on another target (a bare pod is only marked); 0 never re-places',
+  },
   shutdownTimeoutSeconds: { flag: 'shutdown-timeout-seconds', kind: 'int', default: '20', help: 'graceful shutdown deadline, counted after --shutdown-delay-seconds' },
   shutdownDelaySeconds: {
     flag: 'shutdown-delay-seconds',
@@ -149,6 +158,14 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
         else out[key] = n;
         break;
       }
+      case 'duration':
+        // Whole seconds, like the *-seconds flags, or a Go duration, like failover-after.
+        try {
+          out[key] = /^\d+$/.test(raw) ? Number(raw) * 1000 : parseGoDuration(raw);
+        } catch (err) {
+          errors.push(`${where}: ${(err as Error).message}`);
+        }
+        break;
       case 'bool':
         if (!['true', 'false'].includes(raw)) errors.push(`${where}: "${raw}" is not true or false`);
         else out[key] = raw === 'true';

@@ -37,6 +37,14 @@ export const DELEGATED_CONDITION = `${KEY_PREFIX}Delegated`;
  */
 export const TARGET_REACHABLE_CONDITION = `${KEY_PREFIX}TargetReachable`;
 /**
+ * Pod condition on a proxy (replacement reconciler writes; users read): False with reason
+ * `CannotReplace` while its delegate is stuck (Unschedulable longer than
+ * `--replace-unschedulable-after`, or its node gone) and the pod has no controller to recreate
+ * it elsewhere; True once the delegate is placed again. Delegation keeps it when it mirrors the
+ * delegate's status onto the proxy.
+ */
+export const REPLACEABLE_CONDITION = `${KEY_PREFIX}Replaceable`;
+/**
  * Pod (template) or namespace annotation (user writes; outage reconciler reads, the pod's wins):
  * a Go-style duration (`30s`, `2m`). Once the proxy's target has been unreachable that long, a
  * proxy with a controller is deleted so that its controller recreates it on another target.

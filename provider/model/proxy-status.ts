@@ -1,5 +1,5 @@
 import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
-import { KEY_PREFIX, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
+import { KEY_PREFIX, REPLACEABLE_CONDITION, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { stringMapEquals } from './maps.js';
 import { equalNormalized } from './normalize.js';
 
@@ -11,9 +11,9 @@ import { equalNormalized } from './normalize.js';
  * immutable and it follows from the proxy's own resources), `ephemeralContainerStatuses` (the
  * delegate has none: ephemeral containers are not delegated) and `observedGeneration` (it refers
  * to the proxy's generation). Conditions lose `observedGeneration`, which counts the delegate's
- * generations, not the proxy's. The proxy's own `TargetReachable` condition (the outage
- * reconciler's) is kept after the delegate's: the delegate knows nothing of its target's
- * reachability, and dropping it here would make the two writers undo each other. Timestamps are
+ * generations, not the proxy's. The proxy's own `TargetReachable` and `Replaceable` conditions
+ * (the outage and replacement reconcilers') are kept after the delegate's: the delegate knows
+ * nothing of its target's reachability or of re-placement, and dropping it here would make the two writers undo each other. Timestamps are
  * passed through as they are (Date or string).
  *
  * Pure; called by the delegation reconciler, which writes the result with the status subresource
@@ -49,11 +49,14 @@ function withoutObservedGeneration(c: V1PodCondition): V1PodCondition {
   return rest;
 }
 
-/** The delegate's conditions, then the proxy's TargetReachable condition if it has one. */
+/** Conditions the proxy carries of its own (outage and replacement reconcilers), not its delegate's. */
+const OWN_CONDITIONS = new Set([TARGET_REACHABLE_CONDITION, REPLACEABLE_CONDITION]);
+
+/** The delegate's conditions, then the proxy's own conditions (TargetReachable, Replaceable) if it has any. */
 function withOwnConditions(mirrored: V1PodCondition[] | undefined, own: V1PodCondition[] | undefined): V1PodCondition[] | undefined {
-  const kept = own?.filter((c) => c.type === TARGET_REACHABLE_CONDITION) ?? [];
+  const kept = own?.filter((c) => OWN_CONDITIONS.has(c.type)) ?? [];
   if (kept.length === 0) return mirrored;
-  return [...(mirrored ?? []).filter((c) => c.type !== TARGET_REACHABLE_CONDITION), ...kept];
+  return [...(mirrored ?? []).filter((c) => !OWN_CONDITIONS.has(c.type)), ...kept];
 }
 
 function filterByName(statuses: V1ContainerStatus[] | undefined, names: Set<string>): V1ContainerStatus[] | undefined {

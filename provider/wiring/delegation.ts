@@ -13,7 +13,9 @@ export interface DelegationWiring {
   onDelegateChange(listener: (targetKey: string, delegate: V1Pod) => void): void;
   follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
   runnables: Runnable[];
-  outage: { afterProbe(targetKey: string): void; mayCreateDelegates(targetKey: string): boolean };
+  outage: { mayCreateDelegates(targetKey: string): boolean };
+  /** Looks at a target again after its probe: its proxies in an outage, its stuck delegates. */
+  afterProbe(targetKey: string): void;
 }
 
 /**
@@ -28,14 +30,17 @@ export async function wireDelegation(
   proxies: Informer<V1Pod>,
   /** Proxies the extender is placing (see `Binder.placing`). */
   placing: (namespace: string) => Iterable<{ proxy: V1Pod; targetKey: string }>,
+  /** Keeps a target off a controller's pods for a while (the extender's placement memory); absent without the extender. */
+  avoid: ((ownerUid: string, targetKey: string, reason: string, untilMs: number) => void) | undefined,
 ): Promise<DelegationWiring> {
   // Loaded only when delegation is enabled: target-only installs never load it.
-  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }, { OutageReconciler }] = await Promise.all([
+  const [{ DelegationReconciler }, { FollowReconciler }, { ServiceReconciler }, { DelegateEventsReconciler }, { OutageReconciler }, { ReplacementReconciler }] = await Promise.all([
     import('../reconcilers/delegation.js'),
     import('../reconcilers/follow.js'),
     import('../reconcilers/services.js'),
     import('../reconcilers/delegate-events.js'),
     import('../reconcilers/outage.js'),
+    import('../reconcilers/replacement.js'),
   ]);
   const { config, kc, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
@@ -67,6 +72,22 @@ export async function wireDelegation(
   const outage = new OutageReconciler({ sourceCore: core, proxies, namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock, metrics });
   const outageController = w.newController('outage', outage);
   outageController.watch(proxies, (p) => OutageReconciler.keysOfProxy(clusters, p));
+  // Re-placement: pods whose delegate is stuck in a ready target go elsewhere (or say why not).
+  // Only with the extender: its avoidance of the target is what sends the replacement elsewhere;
+  // without it the controller's new pod could go back to wait in the same target.
+  const replacement = avoid && new ReplacementReconciler({
+    sourceCore: core,
+    proxies,
+    delegates: (key: string) => perTarget.get(key)?.delegates,
+    registry: clusters,
+    sourceClusterName: config.clusterName,
+    unschedulableAfterMs: config.replaceUnschedulableAfterMs,
+    avoid,
+    events,
+    clock,
+    metrics,
+  });
+  const replacementController = replacement && w.newController('replacement', replacement);
   const delegation = new DelegationReconciler({
     mayCreateDelegates: (key) => outage.mayCreateDelegates(key),
     sourceCore: core,
@@ -194,6 +215,7 @@ export async function wireDelegation(
     },
     leaderController(delegationController, [proxies, namespaces]),
     leaderController(outageController, [proxies, namespaces]),
+    ...(replacementController ? [leaderController(replacementController, [proxies])] : []),
     leaderController(eventsController, []),
     leaderController(followController, [proxies, namespaces]),
     leaderController(servicesController, [services, proxies]),
@@ -204,6 +226,10 @@ export async function wireDelegation(
     onDelegateChange: (listener) => delegateListeners.push(listener),
     follow,
     runnables,
-    outage: { afterProbe: (key) => outageController.enqueue(key), mayCreateDelegates: (key) => outage.mayCreateDelegates(key) },
+    outage: { mayCreateDelegates: (key) => outage.mayCreateDelegates(key) },
+    afterProbe: (key) => {
+      outageController.enqueue(key);
+      replacementController?.enqueue(key);
+    },
   };
 }

@@ -4,7 +4,7 @@ import type { Informer } from '../controller/informer.js';
 import { standbyMayCreateDelegates } from '../model/outage.js';
 import { Binder } from '../../scheduler/bind.js';
 import { createExtenderApp } from '../../scheduler/extender-server.js';
-import { PlacementMemory } from '../../scheduler/placement-memory.js';
+import type { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
@@ -18,8 +18,7 @@ import type { Wiring } from './wiring.js';
  * server, which every replica runs. Returns the binder, which follow asks for the proxies it is
  * placing.
  */
-export function wireExtender(w: Wiring, routes: express.Router, proxies: Informer<V1Pod> | undefined, delegation: DelegationWiring | undefined, targets: TargetInformers | undefined): Binder | undefined {
-  const memory = new PlacementMemory();
+export function wireExtender(w: Wiring, routes: express.Router, memory: PlacementMemory, proxies: Informer<V1Pod> | undefined, delegation: DelegationWiring | undefined, targets: TargetInformers | undefined): Binder | undefined {
   const binder = delegation
     ? new Binder({
         sourceCore: w.core,

@@ -291,6 +291,25 @@ describe('scheduler: createExtenderApp', () => {
     expect((other.json as ExtenderFilterResult).NodeNames).to.deep.equal([V(ROOMY)]);
   });
 
+  it('keeps the pods of a controller off a target a pod of it was re-placed out of, until the cool-down ends', async () => {
+    const owned = (uid: string) => {
+      const p = proxy('1');
+      p.metadata!.uid = uid;
+      p.metadata!.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs-avoiding', controller: true }];
+      return p;
+    };
+    const until = Date.now() + 60_000;
+    memory.avoid('rs-avoiding', 'ClusterTarget/roomy', 'delegate web-0-x1 ran on node n9, which roomy no longer has', until);
+    const r = (await post('/scheduler/filter', { Pod: owned('replacement'), NodeNames: [V(ROOMY), REAL] })).json as ExtenderFilterResult;
+    expect(r.NodeNames).to.deep.equal([REAL]);
+    expect(r.FailedNodes).to.deep.equal({ [V(ROOMY)]: `avoided for the pods of ReplicaSet web-abc until ${new Date(until).toISOString()}, after a re-placement: delegate web-0-x1 ran on node n9, which roomy no longer has` });
+    // A bare pod, or another controller's, is not affected.
+    expect(((await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(ROOMY)] })).json as ExtenderFilterResult).NodeNames).to.deep.equal([V(ROOMY)]);
+    // Lapsed: the target takes the controller's pods again.
+    memory.avoid('rs-avoiding', 'ClusterTarget/roomy', 'old news', Date.now() - 1);
+    expect(((await post('/scheduler/filter', { Pod: owned('later'), NodeNames: [V(ROOMY)] })).json as ExtenderFilterResult).NodeNames).to.deep.equal([V(ROOMY)]);
+  });
+
   it('serves bind through the binder, and refuses malformed binding args', async () => {
     const args = { PodName: 'web', PodNamespace: 'default', PodUID: 'u1', Node: V(ROOMY) };
     let r = await post('/scheduler/bind', args);

@@ -39,4 +39,20 @@ describe('scheduler: PlacementMemory', () => {
     expect(m.assumedOn('t', 5000).size).to.equal(0);
     expect(m.assumedOn('other', 0).size).to.equal(0);
   });
+
+  it("avoids a target for a controller's pods until a time, then drops it; the oldest controllers go beyond the bound", () => {
+    const m = new PlacementMemory({ maxPods: 2 });
+    m.avoid('rs1', 't', 'stuck', 1000);
+    expect(m.avoidance('rs1', 't', 999)).to.deep.equal({ reason: 'stuck', untilMs: 1000 });
+    expect(m.avoidance('rs1', 'other', 999)).to.equal(undefined);
+    expect(m.avoidance(undefined, 't', 999)).to.equal(undefined);
+    expect(m.avoidance('rs1', 't', 1000)).to.equal(undefined);
+    m.avoid('rs1', 't', 'stuck', 5000);
+    m.avoid('rs2', 't', 'stuck', 5000);
+    m.avoid('rs1', 't2', 'stuck', 5000); // rs1 is now the newest
+    m.avoid('rs3', 't', 'stuck', 5000);
+    expect(m.avoidance('rs2', 't', 0)).to.equal(undefined);
+    expect(m.avoidance('rs1', 't', 0)).to.not.equal(undefined);
+    expect(m.avoidance('rs3', 't', 0)).to.not.equal(undefined);
+  });
 });

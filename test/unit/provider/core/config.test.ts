@@ -59,3 +59,21 @@ describe('parseConfig: graceful shutdown', () => {
     expect(!r.ok && r.errors.join('\n')).to.match(/--shutdown-delay-seconds \(301\) must be at most 300/);
   });
 });
+
+describe('parseConfig: --replace-unschedulable-after', () => {
+  const cases: [string[], number][] = [
+    [[], 60_000],
+    [['--replace-unschedulable-after=90s'], 90_000],
+    [['--replace-unschedulable-after=2m30s'], 150_000],
+    [['--replace-unschedulable-after=45'], 45_000],
+    [['--replace-unschedulable-after=0'], 0],
+  ];
+  for (const [argv, ms] of cases) it(`${argv.join(' ') || 'default'}: ${ms} ms`, () => expect(configOf(...argv).replaceUnschedulableAfterMs).to.equal(ms));
+
+  it('refuses what is neither whole seconds nor a Go duration, saying why', () => {
+    const r = parse('--replace-unschedulable-after=1d', '--replace-unschedulable-after=-5s');
+    expect(!r.ok && r.errors).to.deep.equal(['--replace-unschedulable-after: "-5s" is negative: a delay must be 0 or more']);
+    const r2 = parse('--replace-unschedulable-after=soon');
+    expect(!r2.ok && r2.errors).to.deep.equal(['--replace-unschedulable-after: "soon" is not a duration like 30s, 2m or 1h30m']);
+  });
+});

@@ -66,11 +66,17 @@ describe('buildProxyStatus', () => {
   it('does not mirror the nominated node (a target node)', () => {
     expect(built).to.not.have.property('nominatedNodeName');
   });
-  it("keeps the proxy's own TargetReachable condition after the delegate's, and no other of the proxy's", () => {
+  it("keeps the proxy's own TargetReachable and Replaceable conditions after the delegate's, and no other of the proxy's", () => {
     const reachable = { type: 'multicluster.admiralty.io/TargetReachable', status: 'False', reason: 'TargetUnreachable', message: 'm' };
+    const replaceable = { type: 'multicluster.admiralty.io/Replaceable', status: 'False', reason: 'CannotReplace', message: 'm' };
     const delegated = { type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'DelegateForbidden' };
-    const out = buildProxyStatus(proxy({ ...own, conditions: [delegated, reachable, { type: 'Ready', status: 'False' }] }), { status: delegateStatus });
-    expect(out.conditions!.map((c) => `${c.type}=${c.status}`)).to.deep.equal(['Ready=True', 'PodScheduled=True', 'multicluster.admiralty.io/TargetReachable=False']);
+    const out = buildProxyStatus(proxy({ ...own, conditions: [delegated, reachable, replaceable, { type: 'Ready', status: 'False' }] }), { status: delegateStatus });
+    expect(out.conditions!.map((c) => `${c.type}=${c.status}`)).to.deep.equal([
+      'Ready=True',
+      'PodScheduled=True',
+      'multicluster.admiralty.io/TargetReachable=False',
+      'multicluster.admiralty.io/Replaceable=False',
+    ]);
     // Stable: the status built from a proxy that has it is equal to it (no write on the next pass).
     expect(statusEquals(buildProxyStatus(proxy(out), { status: delegateStatus }), out)).to.equal(true);
   });

@@ -1,0 +1,120 @@
+import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
+import { REPLACEABLE_CONDITION } from '../core/keys.js';
+import { controllerOf } from './outage.js';
+
+/**
+ * How long a target is kept off the pods of a controller after one of them was re-placed out of
+ * it (default of the extender's placement memory): long enough for the controller's next pods to
+ * land elsewhere instead of going back to wait where the last one could not run, short enough
+ * that a target that healed (nodes added, uncordoned) is used again soon.
+ */
+export const REPLACE_COOL_DOWN_MS = 5 * 60_000;
+
+/**
+ * How long after a delegate was scheduled a summary must have been read before the delegate's
+ * node missing from it means the node is gone: a target writes its summary within about a
+ * second of a node change, and the source reads it every probe (10 s), so a younger delegate may
+ * sit on a node added since. Also covers a few seconds of clock skew between the clusters.
+ */
+export const NODE_LOST_GRACE_MS = 30_000;
+
+export interface ReplacementInput {
+  proxy: V1Pod;
+  delegate: V1Pod;
+  /** The target's display name, for messages. */
+  targetName: string;
+  /** Names of the target's real nodes in its last ClusterSummary and when it was read; undefined if none was read. */
+  summary: { nodeNames: ReadonlySet<string>; readAtMs: number } | undefined;
+  /** `--replace-unschedulable-after`; 0: an Unschedulable delegate is never re-placed. */
+  unschedulableAfterMs: number;
+  /** How long the target is avoided for the controller's pods after a re-placement. */
+  coolDownMs: number;
+  nowMs: number;
+}
+
+/** What to do about one proxy whose delegate may be stuck in its target. */
+export interface ReplacementDecision {
+  /** Delete the proxy (delegation deletes its delegate first) and keep its controller's pods off the target until `avoidUntilMs`. */
+  replace?: { ownerUid: string; avoidUntilMs: number; reason: 'Unschedulable' | 'NodeLost' };
+  /** The Replaceable condition the proxy should carry (a bare pod stuck, or no longer stuck). */
+  condition?: V1PodCondition;
+  /** The event to record with the deletion or the condition. */
+  event?: { type: 'Normal' | 'Warning'; reason: string; message: string };
+  /** When an Unschedulable delegate's time runs out, ms since the epoch. */
+  recheckAtMs?: number;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const timeOf = (t: Date | string | undefined): number | undefined => (t === undefined ? undefined : new Date(t).getTime());
+const seconds = (ms: number) => `${ms / 1000} s`;
+
+/**
+ * Why the delegate is stuck, if it is: Unschedulable in its target for at least
+ * `unschedulableAfterMs`, or bound to a node that the target's summary no longer lists (read at
+ * least {@link NODE_LOST_GRACE_MS} after the delegate was scheduled). `since` is stable for one
+ * stuck spell (the condition's time, or the node's name), so messages built from it are too.
+ */
+function stuck(i: ReplacementInput): { reason: 'Unschedulable' | 'NodeLost'; why: string } | { recheckAtMs: number } | undefined {
+  const d = i.delegate;
+  const scheduled = d.status?.conditions?.find((c) => c.type === 'PodScheduled');
+  const node = d.spec?.nodeName;
+  if (!node && scheduled?.status === 'False' && scheduled.reason === 'Unschedulable' && i.unschedulableAfterMs > 0) {
+    const since = timeOf(scheduled.lastTransitionTime) ?? timeOf(d.metadata?.creationTimestamp);
+    if (since === undefined) return undefined;
+    const deadline = since + i.unschedulableAfterMs;
+    if (i.nowMs < deadline) return { recheckAtMs: deadline };
+    const said = scheduled.message ? `: ${scheduled.message}` : '';
+    return { reason: 'Unschedulable', why: `is Unschedulable in ${i.targetName} since ${iso(since)}, longer than --replace-unschedulable-after (${seconds(i.unschedulableAfterMs)})${said}` };
+  }
+  if (node && i.summary && !i.summary.nodeNames.has(node)) {
+    const scheduledAt = (scheduled?.status === 'True' ? timeOf(scheduled.lastTransitionTime) : undefined) ?? timeOf(d.metadata?.creationTimestamp) ?? -Infinity;
+    if (i.summary.readAtMs - scheduledAt < NODE_LOST_GRACE_MS) return undefined;
+    return { reason: 'NodeLost', why: `ran on node ${node}, which ${i.targetName} no longer has` };
+  }
+  return undefined;
+}
+
+/**
+ * Decides about one bound proxy and its delegate: nothing (the delegate is placed, or not stuck
+ * long enough yet: `recheckAtMs`), re-place (a proxy with a controller: its deletion makes the
+ * controller create a replacement, which the extender keeps off this target for `coolDownMs`),
+ * or say it (a bare pod: the condition `Replaceable=False`, reason `CannotReplace`, and a
+ * Warning event; nothing is deleted). A bare pod that was stuck and is no longer gets
+ * `Replaceable=True`. Finished or deleting proxies and deleting delegates are left alone.
+ * The condition is stable for one stuck spell, so a level-based caller writes it once. Pure.
+ */
+export function decideReplacement(i: ReplacementInput): ReplacementDecision {
+  const { proxy, delegate } = i;
+  const phase = proxy.status?.phase;
+  if (phase === 'Succeeded' || phase === 'Failed' || proxy.metadata?.deletionTimestamp || delegate.metadata?.deletionTimestamp) return {};
+  const verdict = stuck(i);
+  const name = delegate.metadata?.name;
+  if (!verdict || 'recheckAtMs' in verdict) {
+    const current = proxy.status?.conditions?.find((c) => c.type === REPLACEABLE_CONDITION);
+    const recheckAtMs = verdict?.recheckAtMs;
+    if (current?.status !== 'False') return { recheckAtMs };
+    const message = `delegate ${name} is no longer stuck in ${i.targetName}`;
+    return {
+      recheckAtMs,
+      condition: { type: REPLACEABLE_CONDITION, status: 'True', reason: 'DelegateNotStuck', message, lastTransitionTime: new Date(i.nowMs) },
+      event: { type: 'Normal', reason: 'DelegateNotStuck', message },
+    };
+  }
+  const owner = controllerOf(proxy);
+  if (!owner) {
+    const message = `delegate ${name} ${verdict.why}; the pod has no controller to recreate it on another target, so it stays`;
+    return {
+      condition: { type: REPLACEABLE_CONDITION, status: 'False', reason: 'CannotReplace', message, lastTransitionTime: new Date(i.nowMs) },
+      event: { type: 'Warning', reason: 'CannotReplace', message },
+    };
+  }
+  const avoidUntilMs = i.nowMs + i.coolDownMs;
+  return {
+    replace: { ownerUid: owner.uid, avoidUntilMs, reason: verdict.reason },
+    event: {
+      type: 'Warning',
+      reason: 'Replacing',
+      message: `delegate ${name} ${verdict.why}: deleting the proxy and its delegate so that its ${owner.kind} ${owner.name} recreates it on another target; ${i.targetName} is avoided for the ${owner.kind}'s pods until ${iso(avoidUntilMs)}`,
+    },
+  };
+}

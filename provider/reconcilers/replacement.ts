@@ -1,0 +1,112 @@
+import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { Clock } from '../core/clock.js';
+import type { Metrics } from '../core/metrics.js';
+import { isOurDelegate } from '../model/delegate-pod.js';
+import { virtualNodeName } from '../model/names.js';
+import { conditionDiffers, parentOf } from '../model/outage.js';
+import { decideReplacement, REPLACE_COOL_DOWN_MS, type ReplacementDecision } from '../model/replacement.js';
+import type { EventSink } from './event-sink.js';
+import { deleteProxyNow, recordProxyEvent, writeProxyCondition } from './proxy-writes.js';
+import type { ObjectCache } from './object-cache.js';
+
+export interface ReplacementReconcilerOptions {
+  sourceCore: CoreV1Api;
+  /** Source pods that are proxies (labelled by the webhook). */
+  proxies: ObjectCache<V1Pod>;
+  /** Per-target cache of the pods this source created there; undefined until the target's informers run. */
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  /** Targets' clients, health and last summaries, as the targets' probes record them. */
+  registry: Pick<ClusterRegistry, 'get' | 'health' | 'summary' | 'nodeNameOf'>;
+  sourceClusterName: string;
+  /** `--replace-unschedulable-after`, ms; 0: Unschedulable delegates are never re-placed. */
+  unschedulableAfterMs: number;
+  /** How long a target is avoided for a controller's pods after a re-placement (default {@link REPLACE_COOL_DOWN_MS}). */
+  coolDownMs?: number;
+  /** Keeps the target off the pods of the controller with this UID until `untilMs` (the extender's placement memory). */
+  avoid: (ownerUid: string, targetKey: string, reason: string, untilMs: number) => void;
+  events: EventSink;
+  clock: Clock;
+  /** Counts re-placements, by target key and reason. */
+  metrics?: Pick<Metrics, 'replacements'>;
+}
+
+type Result = { requeueAfterMs?: number } | void;
+
+/** Longest wait before an Unschedulable delegate's deadline is looked at again (probes wake the key every 10 s anyway). */
+const MAX_RECHECK_MS = 60_000;
+
+/**
+ * Re-placement of pods whose delegate is stuck in a ready target. Key: the target's key
+ * (`Target/<ns>/<name>` or `ClusterTarget/<name>`), woken by each probe of the target (which also
+ * reads its ClusterSummary) and at the next Unschedulable deadline. Each pass looks at the
+ * target's delegates whose proxy is bound to its virtual node (a delegate the extender is still
+ * placing has an unbound proxy, and is the binder's):
+ *
+ * * a delegate Unschedulable longer than `--replace-unschedulable-after`, or bound to a node the
+ *   target's summary no longer lists, is stuck (see {@link decideReplacement});
+ * * a stuck delegate of a proxy with a controller: a `Replacing` event on the proxy, the target
+ *   avoided for that controller's pods for the cool-down, then the proxy deleted (UID
+ *   precondition, no grace: its delegate runs nothing). Delegation deletes the delegate before it
+ *   releases the proxy, and the controller creates a replacement, which the extender places
+ *   elsewhere;
+ * * a stuck delegate of a bare pod: the condition `Replaceable=False` (reason `CannotReplace`) and
+ *   a Warning event, written once; nothing is deleted.
+ *
+ * Unreachable targets are the outage reconciler's: nothing is decided from a target that does
+ * not answer.
+ */
+export class ReplacementReconciler {
+  constructor(private readonly o: ReplacementReconcilerOptions) {}
+
+  async reconcile(key: string): Promise<Result> {
+    const target = this.o.registry.get(key);
+    const health = this.o.registry.health(key);
+    const cache = this.o.delegates(key);
+    if (!target || !health?.ready || !cache) return;
+    const nodeName = this.o.registry.nodeNameOf(key) ?? virtualNodeName(target.ref);
+    const read = this.o.registry.summary(key);
+    const summary = read && { nodeNames: new Set((read.summary.nodePools ?? []).flatMap((p) => p.nodes.map((n) => n.name))), readAtMs: read.readAtMs };
+    const now = this.o.clock.now();
+    let recheckAtMs: number | undefined;
+    const failures: unknown[] = [];
+    for (const delegate of cache.list()) {
+      if (!isOurDelegate(delegate, this.o.sourceClusterName)) continue;
+      const parent = parentOf(delegate);
+      const proxy = parent.name && parent.namespace ? this.o.proxies.get(parent.name, parent.namespace) : undefined;
+      if (!proxy || proxy.metadata?.uid !== parent.uid || proxy.spec?.nodeName !== nodeName) continue;
+      const decision = decideReplacement({
+        proxy,
+        delegate,
+        targetName: target.displayName,
+        summary,
+        unschedulableAfterMs: this.o.unschedulableAfterMs,
+        coolDownMs: this.o.coolDownMs ?? REPLACE_COOL_DOWN_MS,
+        nowMs: now,
+      });
+      if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
+      try {
+        await this.apply(proxy, decision, key);
+      } catch (err) {
+        failures.push(err); // one bad proxy does not stall the others
+      }
+    }
+    if (failures.length > 0) throw new Error(`${failures.length} re-placement(s) in ${target.displayName} failed`, { cause: failures[0] });
+    return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.min(MAX_RECHECK_MS, Math.max(0, recheckAtMs - now)) };
+  }
+
+  private async apply(proxy: V1Pod, decision: ReplacementDecision, targetKey: string): Promise<void> {
+    if (decision.replace) {
+      const { ownerUid, avoidUntilMs, reason } = decision.replace;
+      // Avoided before the delete: the controller's replacement may be scheduled at once.
+      this.o.avoid(ownerUid, targetKey, decision.event!.message, avoidUntilMs);
+      // Said before the delete: once the proxy is gone, an event about it is hard to find.
+      recordProxyEvent(this.o.events, proxy, decision.event!);
+      if (await deleteProxyNow(this.o.sourceCore, proxy, 'to re-place it')) this.o.metrics?.replacements.inc({ target: targetKey, reason });
+      return;
+    }
+    if (!decision.condition || !conditionDiffers(proxy, decision.condition)) return;
+    await writeProxyCondition(this.o.sourceCore, proxy, decision.condition);
+    if (decision.event) recordProxyEvent(this.o.events, proxy, decision.event);
+  }
+}
