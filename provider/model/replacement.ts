@@ -13,10 +13,13 @@ export const REPLACE_COOL_DOWN_MS = 5 * 60_000;
 /**
  * How long after a delegate was scheduled a summary must have been read before the delegate's
  * node missing from it means the node is gone: a target writes its summary within about a
- * second of a node change, and the source reads it every probe (10 s), so a younger delegate may
- * sit on a node added since. Also covers a few seconds of clock skew between the clusters.
+ * second of a node change, and the source reads it every probe (10 s by default), so a younger
+ * delegate may sit on a node added since. Two probe periods; the rest covers a few seconds of
+ * clock skew between the clusters. Kept well under the 40 s after which kube-controller-manager's
+ * pod garbage collector deletes the pods of a deleted node (which would make the pod go without
+ * the target being avoided).
  */
-export const NODE_LOST_GRACE_MS = 30_000;
+export const NODE_LOST_GRACE_MS = 20_000;
 
 export interface ReplacementInput {
   proxy: V1Pod;

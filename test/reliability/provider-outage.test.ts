@@ -1,26 +1,10 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, kubectl, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, kubectl, sandbox, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
 
 /** How long c1's provider stays down (the issue's scenario: 2 minutes). */
 const OUTAGE_S = Number(process.env.RELIABILITY_PROVIDER_OUTAGE_S ?? 120);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function deployment(name: string, ns: string, replicas: number): string {
-  return JSON.stringify({
-    apiVersion: 'apps/v1',
-    kind: 'Deployment',
-    metadata: { name, namespace: ns },
-    spec: {
-      replicas,
-      selector: { matchLabels: { app: name } },
-      template: {
-        metadata: { labels: { app: name }, annotations: { 'multicluster.admiralty.io/elect': '' } },
-        spec: { containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '10m' } } }] },
-      },
-    },
-  });
-}
 
 /**
  * c1's provider (webhook, extender, controllers) stopped while pods come and go: a Deployment
@@ -41,7 +25,8 @@ describe('reliability: the provider stopped while pods come and go', function ()
   });
 
   it('converges with nothing lost and nothing duplicated', async () => {
-    await apply('c1', deployment('web', ns, 30));
+    // The pods' own grace period (the default 30 s), as before the helper was shared.
+    await apply('c1', electedDeployment('web', ns, 30, '10m', { spec: { terminationGracePeriodSeconds: 30 } }));
     await waitFor('30 replicas Running with one delegate each', 180_000, async () => (await account(ns)).running === 30);
 
     await sandbox.stop('c1', 'provider');
