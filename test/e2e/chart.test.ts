@@ -6,11 +6,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parseAllDocuments } from 'yaml';
 import { parseConfig } from '../../provider/core/config.js';
-import { buildBinaries, REPO_ROOT } from '../sandbox/sandbox.js';
-import { kubectl, kubectlStdin, sandbox, uniqueName } from './support.js';
+import { REPO_ROOT } from '../sandbox/sandbox.js';
+import { CHART, chartObjects as objects, helmPath, helmTemplate as template, kubectl, kubectlStdin, sandbox, uniqueName } from './support.js';
 
 const run = promisify(execFile);
-const CHART = join(REPO_ROOT, 'charts', 'admiralty');
 
 type Obj = any;
 
@@ -39,15 +38,10 @@ describe('Helm chart (charts/admiralty)', function () {
   let helm: string;
   before(function () {
     // A cold build of helm (cached by version, as the control plane) takes about 2 minutes.
-    helm = join(buildBinaries('helm'), 'helm');
+    helm = helmPath();
   });
 
   const helmRun = async (...args: string[]) => (await run(helm, args, { maxBuffer: 64 << 20 })).stdout;
-  const template = (...sets: string[]) => helmRun('template', 'admiralty', CHART, '--namespace', 'admiralty', '--include-crds', ...sets.flatMap((s) => ['--set', s]));
-  const objects = async (...sets: string[]): Promise<Obj[]> =>
-    parseAllDocuments(await template(...sets))
-      .map((d) => d.toJS() as Obj)
-      .filter(Boolean);
   const find = (objs: Obj[], kind: string, name: string): Obj => objs.find((o) => o.kind === kind && o.metadata.name === name);
   const podSpecs = (objs: Obj[]): Obj[] => objs.filter((o) => o.kind === 'Deployment' || o.kind === 'Job').map((o) => o.spec.template.spec);
   const provider = (objs: Obj[]): Obj => find(objs, 'Deployment', 'admiralty').spec.template.spec.containers[0];

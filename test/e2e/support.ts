@@ -1,7 +1,9 @@
 import { execFile } from 'node:child_process';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
-import { Sandbox, SOURCE_USER, waitFor } from '../sandbox/sandbox.js';
+import { parseAllDocuments } from 'yaml';
+import { buildBinaries, REPO_ROOT, Sandbox, SOURCE_USER, waitFor } from '../sandbox/sandbox.js';
 
 export { waitFor };
 
@@ -185,4 +187,21 @@ export async function running(ns: string, app: string, count: number, timeoutMs 
   for (const p of await liveProxies(ns, app)) where.set(p.spec.nodeName, (where.get(p.spec.nodeName) ?? 0) + 1);
   console.log(`      ${app}: ${[...where].map(([n, k]) => `${k} on ${n}`).join(', ')}`);
   return where;
+}
+
+/** The Helm chart, and the pinned helm that tests use on it (built or found in the cache). */
+export const CHART = join(REPO_ROOT, 'charts', 'admiralty');
+export const helmPath = (): string => join(buildBinaries('helm'), 'helm');
+
+/** `helm template` of the chart as release admiralty in namespace admiralty, CRDs included, with `--set` values. */
+export async function helmTemplate(...sets: string[]): Promise<string> {
+  const args = ['template', 'admiralty', CHART, '--namespace', 'admiralty', '--include-crds', ...sets.flatMap((s) => ['--set', s])];
+  return (await execFileAsync(helmPath(), args, { maxBuffer: 64 << 20 })).stdout;
+}
+
+/** The objects {@link helmTemplate} renders. */
+export async function chartObjects(...sets: string[]): Promise<any[]> {
+  return parseAllDocuments(await helmTemplate(...sets))
+    .map((d) => d.toJS())
+    .filter(Boolean);
 }

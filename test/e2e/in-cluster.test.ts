@@ -1,0 +1,132 @@
+import { expect } from 'chai';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO_ROOT, shippedCli } from '../sandbox/sandbox.js';
+import { apply, chartObjects, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+
+/**
+ * Runs a shell script as root in a mount namespace of its own, where a tmpfs holds
+ * `/var/run/secrets/kubernetes.io/serviceaccount` with the files of `saDir`, as the kubelet
+ * mounts a pod's projected ServiceAccount volume; then execs the command. The host's mounts
+ * never change. On a machine without /var/run/secrets the tmpfs covers /var/run's target
+ * (/run) for this process only.
+ */
+const MOUNT_SERVICE_ACCOUNT = `set -eu
+sa=/var/run/secrets/kubernetes.io/serviceaccount
+top=/var/run/secrets; [ -d "$top" ] || top=$(readlink -f /var/run)
+mount -t tmpfs -o mode=0755 serviceaccount "$top"
+mkdir -p "$sa" && cp "$SA_SOURCE"/token "$SA_SOURCE"/ca.crt "$SA_SOURCE"/namespace "$sa"/
+exec "$@"`;
+
+/**
+ * The provider as the chart's Deployment runs it: the compiled command with the rendered
+ * arguments and environment, in-cluster credentials in the kubelet's files (a TokenRequest
+ * token of ServiceAccount admiralty, the cluster CA, the namespace), `KUBERNETES_SERVICE_HOST`
+ * and `_PORT` pointing at c1's apiserver. It stands in for the sandbox's own c1 provider, which
+ * is stopped meanwhile. What differs from a pod, because the sandbox has no pod network nor
+ * Service: the servers bind 127.0.0.1 and the sandbox's ports instead of 0.0.0.0:10250, 9443
+ * and 8080; the apiserver calls the webhook at the sandbox's URL (`--webhook-url`); and target
+ * c2 listens on loopback (`--allow-loopback-targets`).
+ */
+describe('in cluster: the provider as the chart deploys it', function () {
+  this.timeout(180_000);
+  let dir: string;
+  let child: ChildProcess | undefined;
+  let exited: Promise<number | null>;
+  const ns = uniqueName('in-cluster');
+
+  before(async function () {
+    dir = mkdtempSync(join(tmpdir(), 'in-cluster-'));
+    await sandbox.stop('c1', 'provider');
+  });
+
+  after(async function () {
+    if (child?.exitCode === null) {
+      child.kill('SIGTERM');
+      await exited;
+    }
+    rmSync(dir, { recursive: true, force: true });
+    await sandbox.start('c1', 'provider');
+    await disconnectNamespace(ns);
+  });
+
+  it('loads in-cluster credentials, becomes Ready and leader, and runs a pod through target c2', async () => {
+    const objs = await chartObjects('clusterName=c1');
+    const deployment = objs.find((o) => o.kind === 'Deployment' && o.metadata.name === 'admiralty');
+    const container = deployment.spec.template.spec.containers[0];
+    const configMaps = new Map<string, Record<string, string>>(objs.filter((o) => o.kind === 'ConfigMap').map((o) => [o.metadata.name, o.data]));
+
+    // The container's environment, resolved as the kubelet does.
+    const fields: Record<string, string> = { 'metadata.namespace': 'admiralty', 'metadata.name': 'admiralty-in-cluster-test', 'status.podIP': '127.0.0.1' };
+    const env: Record<string, string> = {};
+    for (const e of container.env as { name: string; value?: string; valueFrom?: { configMapKeyRef?: { name: string; key: string }; fieldRef?: { fieldPath: string } } }[]) {
+      const v = e.value ?? (e.valueFrom?.configMapKeyRef ? configMaps.get(e.valueFrom.configMapKeyRef.name)?.[e.valueFrom.configMapKeyRef.key] : fields[e.valueFrom?.fieldRef?.fieldPath ?? '']);
+      if (v === undefined) throw new Error(`env ${e.name}: cannot resolve ${JSON.stringify(e)}`);
+      env[e.name] = v;
+    }
+    expect(env).to.include({ CLUSTER_NAME: 'c1', POD_NAMESPACE: 'admiralty', POD_IP: '127.0.0.1' });
+
+    // The arguments, $(VAR) expanded, and the sandbox's stand-ins for what a pod network gives.
+    const ports = sandbox.ports('c1');
+    const standIns: Record<string, string> = {
+      '--kubelet-bind-address=0.0.0.0': '--kubelet-bind-address=127.0.0.1',
+      '--kubelet-port=10250': `--kubelet-port=${ports.kubelet}`,
+      '--webhook-bind-address=0.0.0.0': '--webhook-bind-address=127.0.0.1',
+      '--webhook-port=9443': `--webhook-port=${ports.webhook}`,
+      '--metrics-bind-address=0.0.0.0': '--metrics-bind-address=127.0.0.1',
+      '--metrics-port=8080': `--metrics-port=${ports.metrics}`,
+    };
+    const rendered = (container.args as string[]).map((a) => a.replace(/\$\((\w+)\)/g, (_, v: string) => env[v]));
+    for (const a of Object.keys(standIns)) expect(rendered, a).to.include(a);
+    const args = [...rendered.map((a) => standIns[a] ?? a), `--webhook-url=https://127.0.0.1:${ports.webhook}/mutate`, '--allow-loopback-targets'];
+
+    // The projected ServiceAccount volume's files.
+    const sa = join(dir, 'serviceaccount');
+    mkdirSync(sa);
+    writeFileSync(join(sa, 'token'), (await kubectl('c1', 'create', 'token', 'admiralty', '-n', 'admiralty', '--duration=1h')).trim());
+    writeFileSync(join(sa, 'ca.crt'), readFileSync(join(sandbox.dir, 'pki', 'ca.crt')));
+    writeFileSync(join(sa, 'namespace'), 'admiralty');
+
+    const cli = shippedCli();
+    const log = createWriteStream(join(sandbox.dir, 'logs', 'c1-provider-in-cluster.log'));
+    // No KUBECONFIG, HOME or other credentials reach it: only what a pod has.
+    child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', MOUNT_SERVICE_ACCOUNT, 'sh', cli.command, ...cli.args, ...args], {
+      cwd: REPO_ROOT,
+      env: { PATH: process.env.PATH, ...env, KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(ports.apiserver), SA_SOURCE: sa },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout!.pipe(log);
+    child.stderr!.pipe(log);
+    exited = new Promise((res) => child!.on('exit', (code) => res(code)));
+    // Every wait gives up at once if the provider has exited.
+    const running = () => {
+      if (child!.exitCode !== null) throw new Error(`the provider exited (${child!.exitCode}); see ${join(sandbox.dir, 'logs', 'c1-provider-in-cluster.log')}`);
+    };
+    const answers200 = async (path: string) => {
+      running();
+      return (await fetch(`http://127.0.0.1:${ports.metrics}${path}`).catch(() => undefined))?.status === 200;
+    };
+    await waitFor('the in-cluster provider Ready', 60_000, () => answers200('/readyz'));
+    await waitFor('the in-cluster provider leading', 60_000, () => answers200('/leaderz'));
+    // It holds the Lease under the name from its environment (POD_NAME), with the only
+    // credentials it has: the mounted token.
+    const lease = await getJson('c1', 'lease', 'admiralty-provider', '-n', 'admiralty');
+    expect(lease.spec.holderIdentity).to.match(/^admiralty-in-cluster-test-\d+$/);
+
+    // A pod that only c2's nodes (region eu) can take.
+    await connectNamespace(ns);
+    await apply('c1', `apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: c, image: nginx}]\n`);
+    await waitFor('the proxy Running', 90_000, async () => {
+      running();
+      return (await getJson('c1', 'pod', 'p', '-n', ns)).status?.phase === 'Running';
+    });
+    const proxy = await getJson('c1', 'pod', 'p', '-n', ns);
+    const delegates = await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${proxy.metadata.uid}`);
+    expect(delegates.items).to.have.length(1);
+    expect(delegates.items[0].status.phase).to.equal('Running');
+    const c2Node = (await getJson('c1', 'target', 'c2', '-n', ns)).status.virtualNodeName;
+    expect(proxy.spec.nodeName).to.equal(c2Node);
+  });
+});
