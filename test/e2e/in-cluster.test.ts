@@ -49,6 +49,8 @@ describe('in cluster: the provider as the chart deploys it', function () {
     }
     rmSync(dir, { recursive: true, force: true });
     await sandbox.start('c1', 'provider');
+    // The tests after this one expect the sandbox's provider to lead again (ours handed the Lease back).
+    await waitFor("the sandbox's c1 provider leading", 60_000, async () => (await fetch(`http://127.0.0.1:${sandbox.ports('c1').metrics}/leaderz`).catch(() => undefined))?.status === 200);
     await disconnectNamespace(ns);
   });
 
