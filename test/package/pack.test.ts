@@ -28,7 +28,7 @@ describe('the published package', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('ships the command, the compiled code, the manifests and the chart, and no tests or sandbox', () => {
-    expect(files).to.include.members(['bin/admiralty.js', 'dist/provider/cli.js', 'dist/provider/main.js', 'manifests/kustomization.yaml', 'charts/admiralty/Chart.yaml', 'charts/admiralty/crds/targets.yaml', 'package.json']);
+    expect(files).to.include.members(['bin/admiralty.js', 'dist/bundle/cli.js', 'dist/provider/cli.js', 'dist/provider/main.js', 'manifests/kustomization.yaml', 'charts/admiralty/Chart.yaml', 'charts/admiralty/crds/targets.yaml', 'package.json']);
     expect(files.filter((f) => /^(test|provider|webhook|certs|scheduler)\//.test(f) || f.startsWith('dist/test/') || f.endsWith('.ts') || f.includes('/go/') || f === 'charts/render-manifests.sh')).to.deep.equal([]);
   });
 
