@@ -28,7 +28,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
   { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
   { name: 'extender-latency', args: '[requests=3000] [concurrency=1]', summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox' },
   { name: 'webhook-latency', args: '[requests=2000] [concurrency=16]', summary: 'admission latency (p50, p99) of the mutating webhook next to a no-op handler' },
-  { name: 'idle-rss', args: '[idle-seconds=30]', summary: "idle RSS of the source provider started compiled (as shipped) and through tsx, with the sandbox provider's own flags" },
+  { name: 'idle-rss', args: '[idle-seconds=30]', summary: "idle RSS of the source provider started as shipped (the bundle), from the unbundled compiled tree and through tsx, with the sandbox provider's own flags" },
 ];
 
 function usage(): string {

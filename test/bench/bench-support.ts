@@ -12,7 +12,16 @@ export function cpuSeconds(pid: number): number {
 
 /** Resident set size of a process in MiB. */
 export function rssMiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return procStatusMiB(pid, 'VmRSS');
+}
+
+/** A process's peak resident set size so far (the kernel's high-water mark), in MiB. */
+export function hwmMiB(pid: number): number {
+  return procStatusMiB(pid, 'VmHWM');
+}
+
+function procStatusMiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  const m = new RegExp(`${field}:\\s+(\\d+) kB`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) / 1024 : 0;
 }
 

@@ -1,17 +1,19 @@
 /**
  * Benchmark (not a test): idle resident memory of the source provider (c1) started as it ships
- * (compiled JavaScript from dist/, plain node), next to the same provider started through tsx
- * (how it ran before it was compiled) and compiled with --enable-source-maps. Each variant gets
+ * (the bundle in dist/bundle/, plain node), next to the same provider started from the compiled
+ * tree unbundled (dist/provider/cli.js, how it shipped before the bundle), through tsx (how it
+ * ran before it was compiled) and from the bundle with --enable-source-maps. Each variant gets
  * the sandbox provider's own flags and environment, runs alone (the sandbox's c1 provider is
  * stopped meanwhile and started again at the end), and is read from /proc after it is ready
- * and has idled. Needs a running sandbox and `npm run build`.
+ * and has idled, with its peak RSS since it started (startup loads every module: the peak is
+ * where the module count shows most). Needs a running sandbox and `npm run build`.
  *
  *   npm run bench -- idle-rss [idle-seconds=30]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { REPO_ROOT, Sandbox, shippedCli, waitFor } from '../sandbox/sandbox.js';
-import { rssMiB, sleep } from './bench-support.js';
+import { hwmMiB, rssMiB, sleep } from './bench-support.js';
 
 const IDLE_SECONDS = Number(process.argv[2] ?? 30);
 const CLUSTER = 'c1';
@@ -28,8 +30,8 @@ function exited(child: ChildProcess): Promise<void> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => child.once('exit', () => r()));
 }
 
-/** Starts one variant, waits until ready, idles, and returns its RSS in MiB; stops it again. */
-async function measure(nodeArgs: string[], providerArgs: string[], readyz: string): Promise<number> {
+/** Starts one variant, waits until ready, idles, and returns its RSS and peak RSS in MiB; stops it again. */
+async function measure(nodeArgs: string[], providerArgs: string[], readyz: string): Promise<{ rss: number; peak: number }> {
   const child = spawn(process.execPath, [...nodeArgs, 'provider', ...providerArgs], {
     cwd: REPO_ROOT,
     env: { ...process.env, NODE_ENV: 'sandbox' },
@@ -38,7 +40,7 @@ async function measure(nodeArgs: string[], providerArgs: string[], readyz: strin
   try {
     await waitFor('provider ready', 120_000, () => ready(readyz));
     await sleep(IDLE_SECONDS * 1000);
-    return rssMiB(child.pid!);
+    return { rss: rssMiB(child.pid!), peak: hwmMiB(child.pid!) };
   } finally {
     // The provider drains within --shutdown-timeout-seconds (20); do not let one that hangs
     // hold the sandbox's c1 provider down for good.
@@ -64,23 +66,25 @@ async function main(): Promise<void> {
   const metricsPort = providerArgs.find((a) => a.startsWith('--metrics-port='))?.split('=')[1];
   const readyz = `http://127.0.0.1:${metricsPort}/readyz`;
   const variants: [string, string[]][] = [
-    ['compiled (node bin/admiralty.js)', cli.args],
-    ['compiled, --enable-source-maps', ['--enable-source-maps', ...cli.args]],
+    ['shipped (node bin/admiralty.js: the bundle)', cli.args],
+    ['shipped, --enable-source-maps', ['--enable-source-maps', ...cli.args]],
+    ['compiled, unbundled (node dist/provider/cli.js)', [join(REPO_ROOT, 'dist', 'provider', 'cli.js')]],
     ['through tsx (node --import tsx provider/cli.ts)', ['--import', 'tsx', join(REPO_ROOT, 'provider', 'cli.ts')]],
   ];
   await sandbox.stop(CLUSTER, 'provider');
-  const results: [string, number][] = [];
+  const results: { rss: number; peak: number }[] = [];
   try {
     for (const [label, nodeArgs] of variants) {
-      const mib = await measure(nodeArgs, providerArgs, readyz);
-      console.log(`${label}: ${mib.toFixed(1)} MiB RSS after ${IDLE_SECONDS} s idle`);
-      results.push([label, mib]);
+      const r = await measure(nodeArgs, providerArgs, readyz);
+      console.log(`${label}: ${r.rss.toFixed(1)} MiB RSS after ${IDLE_SECONDS} s idle, peak ${r.peak.toFixed(1)} MiB`);
+      results.push(r);
     }
   } finally {
     await sandbox.start(CLUSTER, 'provider');
   }
-  const [compiled, , tsx] = results.map(([, mib]) => mib);
-  if (compiled !== undefined && tsx !== undefined) console.log(`tsx / compiled: ${(tsx / compiled).toFixed(2)}`);
+  const [shipped, , unbundled, tsx] = results;
+  const ratio = (of: 'rss' | 'peak', x: { rss: number; peak: number }) => (x[of] / shipped[of]).toFixed(2);
+  console.log(`unbundled / shipped: RSS ${ratio('rss', unbundled)}, peak ${ratio('peak', unbundled)}; tsx / shipped: RSS ${ratio('rss', tsx)}, peak ${ratio('peak', tsx)}`);
 }
 
 main().catch((err) => {

@@ -7,7 +7,7 @@ import { benchCli, type BenchRunner } from '../../provider/tools/bench-cli.js';
 import { SUMMARY_LINE_PATTERN } from '../bench/offload-report.js';
 import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
 import { checkXmlWellFormed } from '../support/xml-well-formed.js';
-import { kubectl, sandbox } from './support.js';
+import { kubectl, sandbox, waitFor } from './support.js';
 
 /** Runs the benchmark process as `admiralty bench` would, capturing what it prints; `env` adds to the environment. */
 function capturing(sink: { out: string; err: string }, env: Record<string, string> = {}): BenchRunner {
@@ -64,6 +64,21 @@ describe('bench', () => {
     expect(sandbox.isUp()).to.equal(true);
     for (const c of ['c1', 'c2']) expect(await kubectl(c, 'get', 'namespaces', '-o', 'name')).not.to.match(/bench-/);
     expect(existsSync(json)).to.equal(true);
+  });
+
+  it('runs the idle-rss benchmark: four ways of starting the provider, their RSS and the ratios, and gives c1 its provider back', async function () {
+    this.timeout(240_000);
+    const sink = { out: '', err: '' };
+    const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
+    const code = await benchCli(['idle-rss', '2'], io, capturing(sink));
+    expect(code, sink.out + sink.err).to.equal(0);
+    const rss = [...sink.out.matchAll(/^(.+): (\d+\.\d) MiB RSS after 2 s idle, peak (\d+\.\d) MiB$/gm)].map((m) => [m[1], Number(m[2]), Number(m[3])] as const);
+    expect(rss.map(([label]) => label.split(' ')[0])).to.deep.equal(['shipped', 'shipped,', 'compiled,', 'through']);
+    for (const [, mib, peak] of rss) expect(mib).to.be.above(30).and.at.most(peak);
+    console.log(`      RSS after 2 s idle / peak: ${rss.map(([label, mib, peak]) => `${label.split(' (')[0]} ${mib} / ${peak} MiB`).join(', ')}`);
+    expect(sink.out).to.match(/^unbundled \/ shipped: RSS \d+\.\d\d, peak \d+\.\d\d; tsx \/ shipped: RSS \d+\.\d\d, peak \d+\.\d\d$/m);
+    const readyz = `http://127.0.0.1:${sandbox.providerPorts('c1', 0).metrics}/readyz`;
+    await waitFor("c1's provider Ready again", 60_000, async () => (await fetch(readyz).catch(() => undefined))?.ok === true);
   });
 
   describe('with no sandbox up', () => {

@@ -24,7 +24,7 @@ export const REPO_ROOT = packageRoot(import.meta.url);
  */
 export function shippedCli(): { command: string; args: string[] } {
   const bin = join(REPO_ROOT, 'bin', 'admiralty.js');
-  if (!existsSync(join(REPO_ROOT, 'dist', 'provider', 'cli.js'))) {
+  if (!existsSync(join(REPO_ROOT, 'dist', 'bundle', 'cli.js'))) {
     throw new Error('the sandbox runs the provider compiled, from dist/: run `npm run build` first');
   }
   return { command: process.execPath, args: [bin] };
