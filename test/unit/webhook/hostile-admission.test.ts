@@ -166,9 +166,11 @@ describe('webhook: hostile AdmissionReviews', function () {
       `      ${COUNT} reviews in ${totalMs.toFixed(0)} ms: ${tally.allowed} allowed (${tally.patched} patched), ${tally.denied} denied, ${tally.http400} HTTP 400; ` +
         `slowest ${slowestMs.toFixed(1)} ms (case ${slowest}); heap ${heapMb >= 0 ? '+' : ''}${heapMb.toFixed(1)} MiB`,
     );
-    // Each review runs on the event loop: none may hold it long enough to stall the others
-    // (a generous bound: the first YAML parse also pays for the parser's warm-up).
-    expect(slowestMs, `slowest review (case ${slowest})`).to.be.below(250);
+    // Each review runs on the event loop: none may hold it long enough to stall the others.
+    // The bound catches a stall (a parse whose work explodes with its input takes seconds), not
+    // a speed: about 70 ms here at worst, the first YAML parse paying for the parser's warm-up,
+    // and a loaded machine or a GC pause stretches any one review.
+    expect(slowestMs, `slowest review (case ${slowest})`).to.be.below(1000);
     expect(tally.denied + tally.patched, 'the generator reaches the mutation').to.be.greaterThan(COUNT / 4);
   });
 
@@ -236,8 +238,9 @@ describe('webhook: hostile AdmissionReviews', function () {
       h.disable();
       const maxDelayMs = h.max / 1e6;
       console.log(`${rows.map((l) => `      ${l}`).join('\n')}\n      max event-loop delay ${maxDelayMs.toFixed(1)} ms; RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB`);
-      // The 9 MB body is refused by the limit while streaming; parsing 1.5 MB takes tens of ms.
-      expect(maxDelayMs).to.be.below(250);
+      // The 9 MB body is refused by the limit while streaming; parsing 1.5 MB takes tens of ms
+      // (about 90 ms of delay at most here). As above, the bound catches a stall, not a speed.
+      expect(maxDelayMs).to.be.below(1000);
     });
   });
 });
