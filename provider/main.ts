@@ -163,7 +163,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
     const sources = crdInformer<Source & KubernetesObject>('sources');
     const clusterSources = crdInformer<ClusterSource & KubernetesObject>('clustersources');
-    const c = w.newController('sources', new SourcesReconciler({ core, rbac, sources, clusterSources }));
+    const c = w.newController('sources', new SourcesReconciler({ core, rbac, sources, clusterSources, events: w.events }));
     c.watch(sources, (o) => [SourcesReconciler.keyOf(o, 'Source')]);
     c.watch(clusterSources, (o) => [SourcesReconciler.keyOf(o, 'ClusterSource')]);
     manager.add(leaderController(c, [sources, clusterSources]));

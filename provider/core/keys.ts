@@ -119,6 +119,17 @@ export const API_VERSION = 'v1alpha1';
 export const SOURCE_CLUSTER_ROLE = 'multicluster-scheduler-source';
 export const CLUSTER_SUMMARY_VIEWER_CLUSTER_ROLE = 'multicluster-scheduler-cluster-summary-viewer';
 
+/**
+ * Admiralty 0.17's ClusterRoles for sources, as its chart names them when installed as release
+ * `admiralty` (`<fullname>-source`, `<fullname>-cluster-summary-viewer`), by the role of ours
+ * they stand for. The source reconciler reads them to recognize the bindings Admiralty's source
+ * controller left behind, which it then replaces with ours.
+ */
+export const ADMIRALTY_CLUSTER_ROLES: Readonly<Record<string, string>> = {
+  [SOURCE_CLUSTER_ROLE]: 'admiralty-source',
+  [CLUSTER_SUMMARY_VIEWER_CLUSTER_ROLE]: 'admiralty-cluster-summary-viewer',
+};
+
 /** Field manager used for every write. */
 export const FIELD_MANAGER = 'admiralty';
 

@@ -1,5 +1,8 @@
 import { CoreV1Api, RbacAuthorizationV1Api, type V1ClusterRoleBinding, type V1RoleBinding } from '@kubernetes/client-node';
 import { isAlreadyExists, isNotFound } from '../core/errors.js';
+import type { EventRecorder, InvolvedObject } from '../core/events.js';
+import { API_GROUP, API_VERSION } from '../core/keys.js';
+import { admiraltyBindingMismatch } from '../model/admiralty-binding.js';
 import { admiraltyName } from '../model/names.js';
 import { buildSourceObjects, sourceOwnerLabels, sourceOwnerSelector } from '../model/source.js';
 import { equalNormalized } from '../model/normalize.js';
@@ -15,7 +18,9 @@ import type { ObjectCache } from './object-cache.js';
  * Key: `Source/<ns>/<name>` or `ClusterSource/<name>`.
  */
 export class SourcesReconciler {
-  constructor(private readonly o: { core: CoreV1Api; rbac: RbacAuthorizationV1Api; sources: ObjectCache<Source>; clusterSources: ObjectCache<ClusterSource> }) {}
+  constructor(
+    private readonly o: { core: CoreV1Api; rbac: RbacAuthorizationV1Api; sources: ObjectCache<Source>; clusterSources: ObjectCache<ClusterSource>; events: Pick<EventRecorder, 'record'> },
+  ) {}
 
   static keyOf(obj: Source | ClusterSource, kind: 'Source' | 'ClusterSource'): string {
     return kind === 'Source' ? `Source/${obj.metadata.namespace}/${obj.metadata.name}` : `ClusterSource/${obj.metadata.name}`;
@@ -39,39 +44,68 @@ export class SourcesReconciler {
           if (!isAlreadyExists(err)) throw new Error('creating the ServiceAccount', { cause: err });
         });
     }
-    if (objects.roleBinding) await this.applyRoleBinding(objects.roleBinding);
+    const source: SourceRef = { kind, obj, involved: { kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: obj.metadata } };
+    if (objects.roleBinding) await this.applyRoleBinding(objects.roleBinding, source);
     else if (kind === 'Source') await this.deleteRoleBinding(namespace, admiraltyName([{ value: 'admiralty-source', kind: 'constant' }, { value: name }]), sourceOwnerLabels(kind, namespace, name));
-    for (const crb of objects.clusterRoleBindings) await this.applyClusterRoleBinding(crb);
+    for (const crb of objects.clusterRoleBindings) await this.applyClusterRoleBinding(crb, source);
     await this.deleteBindings(kind, namespace, name, new Set(objects.clusterRoleBindings.map((c) => c.metadata!.name!)));
   }
 
-  private async applyRoleBinding(rb: V1RoleBinding): Promise<void> {
+  private async applyRoleBinding(rb: V1RoleBinding, source: SourceRef): Promise<void> {
     const { name, namespace } = rb.metadata as { name: string; namespace: string };
-    try {
-      const existing = await this.o.rbac.readNamespacedRoleBinding({ name, namespace });
-      if (!isOurs(existing.metadata?.labels, rb.metadata?.labels)) throw new Error(`RoleBinding ${namespace}/${name} exists and is not ours; refusing to replace it`);
-      if (equalNormalized(existing.subjects, rb.subjects) && equalNormalized(existing.roleRef, rb.roleRef)) return;
-      // roleRef is immutable: replace the binding.
-      await this.o.rbac.deleteNamespacedRoleBinding({ name, namespace, body: { preconditions: { uid: existing.metadata!.uid } } });
-    } catch (err) {
-      if (!isNotFound(err)) throw new Error(`reading RoleBinding ${namespace}/${name}`, { cause: err });
-    }
-    await this.o.rbac.createNamespacedRoleBinding({ namespace, body: rb }).catch((err) => {
-      if (!isAlreadyExists(err)) throw err;
+    await this.applyBinding(`RoleBinding ${namespace}/${name}`, rb, source, {
+      read: () => this.o.rbac.readNamespacedRoleBinding({ name, namespace }),
+      delete: (uid) => this.o.rbac.deleteNamespacedRoleBinding({ name, namespace, body: { preconditions: { uid } } }),
+      create: () => this.o.rbac.createNamespacedRoleBinding({ namespace, body: rb }),
     });
   }
 
-  private async applyClusterRoleBinding(crb: V1ClusterRoleBinding): Promise<void> {
+  private async applyClusterRoleBinding(crb: V1ClusterRoleBinding, source: SourceRef): Promise<void> {
     const name = crb.metadata!.name!;
+    await this.applyBinding(`ClusterRoleBinding ${name}`, crb, source, {
+      read: () => this.o.rbac.readClusterRoleBinding({ name }),
+      delete: (uid) => this.o.rbac.deleteClusterRoleBinding({ name, body: { preconditions: { uid } } }),
+      create: () => this.o.rbac.createClusterRoleBinding({ body: crb }),
+    });
+  }
+
+  /**
+   * Makes the binding `wanted`: creates it, or replaces an existing one that is ours (labels) or
+   * that Admiralty's source controller made for this same (Cluster)Source (it is left behind when
+   * Admiralty is replaced by us, and has the name ours wants). roleRef is immutable, so replacing
+   * is delete (with a UID precondition) then create. Anything else is refused, with a Warning
+   * event on the (Cluster)Source that says why.
+   */
+  private async applyBinding(
+    what: string,
+    wanted: V1RoleBinding | V1ClusterRoleBinding,
+    source: SourceRef,
+    ops: { read(): Promise<V1RoleBinding | V1ClusterRoleBinding>; delete(uid: string | undefined): Promise<unknown>; create(): Promise<unknown> },
+  ): Promise<void> {
+    let existing: V1RoleBinding | V1ClusterRoleBinding | undefined;
     try {
-      const existing = await this.o.rbac.readClusterRoleBinding({ name });
-      if (!isOurs(existing.metadata?.labels, crb.metadata?.labels)) throw new Error(`ClusterRoleBinding ${name} exists and is not ours; refusing to replace it`);
-      if (equalNormalized(existing.subjects, crb.subjects) && equalNormalized(existing.roleRef, crb.roleRef)) return;
-      await this.o.rbac.deleteClusterRoleBinding({ name, body: { preconditions: { uid: existing.metadata!.uid } } });
+      existing = await ops.read();
     } catch (err) {
-      if (!isNotFound(err)) throw new Error(`reading ClusterRoleBinding ${name}`, { cause: err });
+      if (!isNotFound(err)) throw new Error(`reading ${what}`, { cause: err });
     }
-    await this.o.rbac.createClusterRoleBinding({ body: crb }).catch((err) => {
+    if (existing) {
+      if (isOurs(existing.metadata?.labels, wanted.metadata?.labels)) {
+        if (equalNormalized(existing.subjects, wanted.subjects) && equalNormalized(existing.roleRef, wanted.roleRef)) return;
+      } else {
+        const mismatch = admiraltyBindingMismatch(existing, wanted, { kind: source.kind, name: source.obj.metadata.name!, uid: source.obj.metadata.uid! });
+        if (mismatch) {
+          const message = `${what} exists and is neither ours nor the one Admiralty made for this ${source.kind}: ${mismatch}. Refusing to replace it; delete it if it is not needed (see README, "Migrating from Admiralty")`;
+          this.o.events.record(source.involved, 'Warning', BINDING_CONFLICT_REASON, message);
+          throw new Error(message);
+        }
+        this.o.events.record(source.involved, 'Normal', ADOPTED_ADMIRALTY_BINDING_REASON, `replacing ${what}, left by Admiralty for this ${source.kind}, with ours`);
+      }
+      // roleRef is immutable: replace the binding.
+      await ops.delete(existing.metadata!.uid).catch((err) => {
+        if (!isNotFound(err)) throw err;
+      });
+    }
+    await ops.create().catch((err) => {
       if (!isAlreadyExists(err)) throw err;
     });
   }
@@ -97,6 +131,16 @@ export class SourcesReconciler {
       });
     }
   }
+}
+
+/** Event reasons on a (Cluster)Source (source reconciler writes; users read). */
+export const ADOPTED_ADMIRALTY_BINDING_REASON = 'AdoptedAdmiraltyBinding';
+export const BINDING_CONFLICT_REASON = 'BindingConflict';
+
+interface SourceRef {
+  kind: 'Source' | 'ClusterSource';
+  obj: Source | ClusterSource;
+  involved: InvolvedObject;
 }
 
 /** Whether an existing object carries every owner label we would write. */

@@ -82,13 +82,28 @@ function targetCluster() {
   return { core, rbac, roleBindings, clusterRoleBindings };
 }
 
-function reconciler(t: ReturnType<typeof targetCluster>, sources: Source[], clusterSources: ClusterSource[] = []): SourcesReconciler {
+function reconciler(t: ReturnType<typeof targetCluster>, sources: Source[], clusterSources: ClusterSource[] = [], events = { record: sinon.stub() }): SourcesReconciler {
   return new SourcesReconciler({
     core: t.core as unknown as CoreV1Api,
     rbac: t.rbac as unknown as RbacAuthorizationV1Api,
     sources: cache(sources),
     clusterSources: cache(clusterSources),
+    events,
   });
+}
+
+/** A binding exactly as Admiralty 0.17's source controller made it for `owner` (no labels, a controller reference, Admiralty's role). */
+function admiraltyBinding(name: string, owner: { kind: string; name: string; uid: string }, role: string, subjects: unknown[], namespace?: string) {
+  return {
+    metadata: {
+      name,
+      ...(namespace ? { namespace } : {}),
+      uid: `admiralty-${name}`,
+      ownerReferences: [{ apiVersion: `${P}v1alpha1`, kind: owner.kind, name: owner.name, uid: owner.uid, controller: true, blockOwnerDeletion: true }],
+    },
+    roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: role },
+    subjects: structuredClone(subjects),
+  } as V1ClusterRoleBinding;
 }
 
 describe('SourcesReconciler.keyOf', () => {
@@ -231,6 +246,61 @@ describe('SourcesReconciler.reconcile', () => {
     await reconciler(t, [SOURCE]).reconcile('Source/default/cluster1');
     await reconciler(t, [{ ...SOURCE, spec: {} }]).reconcile('Source/default/cluster1');
     expect(t.roleBindings.size).to.equal(0);
+  });
+
+  describe('bindings left by Admiralty 0.17 (migration)', () => {
+    const SRC_OWNER = { kind: 'Source', name: 'cluster1', uid: 'src-uid' };
+
+    it("replaces a Source's RoleBinding and ClusterRoleBinding made by Admiralty: delete with the UID, then create, with Normal events", async () => {
+      const t = targetCluster();
+      t.roleBindings.set(`default/${RB_NAME}`, admiraltyBinding(RB_NAME, SRC_OWNER, 'admiralty-source', SOURCE_SUBJECTS, 'default'));
+      t.clusterRoleBindings.set(VIEWER_CRB, admiraltyBinding(VIEWER_CRB, SRC_OWNER, 'admiralty-cluster-summary-viewer', SOURCE_SUBJECTS));
+      const events = { record: sinon.stub() };
+
+      await reconciler(t, [SOURCE], [], events).reconcile('Source/default/cluster1');
+
+      expect(t.rbac.deleteNamespacedRoleBinding.firstCall.args[0]).to.deep.equal({ name: RB_NAME, namespace: 'default', body: { preconditions: { uid: `admiralty-${RB_NAME}` } } });
+      expect(t.rbac.deleteClusterRoleBinding.firstCall.args[0]).to.deep.equal({ name: VIEWER_CRB, body: { preconditions: { uid: `admiralty-${VIEWER_CRB}` } } });
+      expect(t.roleBindings.get(`default/${RB_NAME}`)!.roleRef.name).to.equal('multicluster-scheduler-source');
+      expect(t.clusterRoleBindings.get(VIEWER_CRB)!.roleRef.name).to.equal('multicluster-scheduler-cluster-summary-viewer');
+      expect(t.clusterRoleBindings.get(VIEWER_CRB)!.metadata!.labels).to.deep.equal(SOURCE_LABELS);
+      expect(events.record.args.map((a) => [a[0].kind, a[0].metadata.name, a[1], a[2]])).to.deep.equal([
+        ['Source', 'cluster1', 'Normal', 'AdoptedAdmiraltyBinding'],
+        ['Source', 'cluster1', 'Normal', 'AdoptedAdmiraltyBinding'],
+      ]);
+      expect(events.record.secondCall.args[3]).to.equal(`replacing ClusterRoleBinding ${VIEWER_CRB}, left by Admiralty for this Source, with ours`);
+    });
+
+    it("replaces both ClusterRoleBindings of a ClusterSource made by Admiralty", async () => {
+      const t = targetCluster();
+      const owner = { kind: 'ClusterSource', name: 'cluster1', uid: 'csrc-uid' };
+      const subjects = [{ kind: 'ServiceAccount', name: 'cluster1', namespace: 'admiralty' }];
+      t.clusterRoleBindings.set('admiralty-cluster-source-cluster1', admiraltyBinding('admiralty-cluster-source-cluster1', owner, 'admiralty-source', subjects));
+      t.clusterRoleBindings.set('admiralty-cluster-source-cluster1-cluster-summary-viewer', admiraltyBinding('admiralty-cluster-source-cluster1-cluster-summary-viewer', owner, 'admiralty-cluster-summary-viewer', subjects));
+
+      await reconciler(t, [], [CLUSTER_SOURCE]).reconcile('ClusterSource/cluster1');
+
+      expect(t.rbac.deleteClusterRoleBinding.callCount).to.equal(2);
+      expect([...t.clusterRoleBindings.values()].map((c) => c.roleRef.name).sort()).to.deep.equal(['multicluster-scheduler-cluster-summary-viewer', 'multicluster-scheduler-source']);
+    });
+
+    it('refuses a binding that is not exactly Admiralty’s for this Source: no delete, a Warning event and an error that say why', async () => {
+      const t = targetCluster();
+      const crb = admiraltyBinding(VIEWER_CRB, { ...SRC_OWNER, uid: 'an-earlier-source' }, 'admiralty-cluster-summary-viewer', SOURCE_SUBJECTS);
+      t.clusterRoleBindings.set(VIEWER_CRB, crb);
+      const events = { record: sinon.stub() };
+      let error: Error | undefined;
+      try {
+        await reconciler(t, [SOURCE], [], events).reconcile('Source/default/cluster1');
+      } catch (err) {
+        error = err as Error;
+      }
+      const message = `ClusterRoleBinding ${VIEWER_CRB} exists and is neither ours nor the one Admiralty made for this Source: its owner is not this Source (uid src-uid). Refusing to replace it; delete it if it is not needed (see README, "Migrating from Admiralty")`;
+      expect(error?.message).to.equal(message);
+      expect(t.rbac.deleteClusterRoleBinding.called).to.equal(false);
+      expect(t.clusterRoleBindings.get(VIEWER_CRB)).to.deep.equal(crb);
+      expect(events.record.lastCall.args.slice(1)).to.deep.equal(['Warning', 'BindingConflict', message]);
+    });
   });
 
   describe('a Source gone from the cache', () => {
