@@ -20,7 +20,7 @@ import {
   VIRTUAL_KUBELET_PROVIDER_LABEL,
   VIRTUAL_KUBELET_PROVIDER_VALUE,
 } from '../core/keys.js';
-import { virtualNodeName } from '../model/names.js';
+import { LABEL_VALUE_MAX_LENGTH, labelValueFor, virtualNodeName } from '../model/names.js';
 import { requestedByNode } from '../model/resources.js';
 import { conditionsEqual, parseTarget, readyCondition, setCondition } from '../model/target.js';
 import type { Target, TargetRef } from '../model/types.js';
@@ -91,15 +91,22 @@ export class TargetsReconciler {
     return targetKey({ kind, namespace: kind === 'Target' ? obj.metadata.namespace ?? '' : '', name: obj.metadata.name ?? '' });
   }
 
-  /** Key of the target behind a virtual node (from its identity labels), so a node deleted by hand comes back at once. */
-  static keyOfNode(node: V1Node): string[] {
+  /**
+   * Key of the target behind a virtual node (from its identity labels), so a node deleted by
+   * hand comes back at once. A name over 63 characters is hashed in its label
+   * ({@link labelValueFor}): `known` (the Target caches) gives the object whose label value it
+   * is; without a match the label value is taken as the name.
+   */
+  static keyOfNode(node: V1Node, known?: { targets: ObjectCache<Target>; clusterTargets: ObjectCache<Target> }): string[] {
     const l = node.metadata?.labels ?? {};
     if (l[VIRTUAL_KUBELET_PROVIDER_LABEL] !== VIRTUAL_KUBELET_PROVIDER_VALUE) return [];
+    const fullName = (value: string, candidates: Target[] | undefined) =>
+      value.length < LABEL_VALUE_MAX_LENGTH ? value : (candidates?.find((t) => labelValueFor(t.metadata.name ?? '') === value)?.metadata.name ?? value);
     const ns = l[TARGET_NAMESPACE_LABEL];
     const name = l[TARGET_NAME_LABEL];
     const ct = l[CLUSTER_TARGET_NAME_LABEL];
-    if (ns && name) return [targetKey({ kind: 'Target', namespace: ns, name })];
-    if (ct) return [targetKey({ kind: 'ClusterTarget', namespace: '', name: ct })];
+    if (ns && name) return [targetKey({ kind: 'Target', namespace: ns, name: fullName(name, known?.targets.list(ns)) })];
+    if (ct) return [targetKey({ kind: 'ClusterTarget', namespace: '', name: fullName(ct, known?.clusterTargets.list()) })];
     return [];
   }
 

@@ -78,7 +78,7 @@ export function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInfor
   );
   writer.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
   writer.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
-  writer.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n));
+  writer.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n, { targets, clusterTargets }));
   manager.add(leaderController(writer, [targets, clusterTargets, virtualNodes, ...(proxies ? [proxies] : [])]));
   return { targets, clusterTargets };
 }

@@ -853,19 +853,31 @@ describe('TargetsReconciler.keyOfNode', () => {
     });
   }
 
-  // BUG (targets.ts keyOfNode): the identity labels carry labelValueFor(name), hashed beyond 63
-  // characters, so a long Target name maps to a key that names no Target. Unskip once fixed.
-  it.skip('BUG: maps the node of a Target whose name is longer than 63 characters back to its key', () => {
-    const ref: TargetRef = { kind: 'Target', namespace: 'default', name: 'a'.repeat(70) };
-    const built = buildVirtualNode({
-      ref,
-      health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
-      kubelet: { address: '10.0.0.5', port: 10250 },
-      nodeInfo: { kubeletVersion: 'v1' },
-      now: new Date(T0).toISOString(),
+  // The identity labels carry labelValueFor(name), hashed beyond 63 characters: the Target
+  // caches give the name back.
+  for (const ref of [
+    { kind: 'Target', namespace: 'default', name: 'a'.repeat(70) },
+    { kind: 'ClusterTarget', namespace: '', name: 'b'.repeat(64) },
+    { kind: 'Target', namespace: 'default', name: 'c'.repeat(63) },
+  ] as TargetRef[]) {
+    it(`maps the node of a ${ref.kind} whose name has ${ref.name.length} characters back to its key`, () => {
+      const built = buildVirtualNode({
+        ref,
+        health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
+        kubelet: { address: '10.0.0.5', port: 10250 },
+        nodeInfo: { kubeletVersion: 'v1' },
+        now: new Date(T0).toISOString(),
+      });
+      const targets = new MapCache<Target>();
+      const clusterTargets = new MapCache<Target>();
+      // Another object in the same place, so the right one must be told apart.
+      targets.put({ metadata: { name: 'a'.repeat(71), namespace: 'default' }, spec: { self: true } });
+      clusterTargets.put({ metadata: { name: 'b'.repeat(65) }, spec: { self: true } });
+      (ref.kind === 'Target' ? targets : clusterTargets).put({ metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined }, spec: { self: true } });
+      const want = [`${ref.kind}/${ref.kind === 'Target' ? `${ref.namespace}/` : ''}${ref.name}`];
+      expect(TargetsReconciler.keyOfNode(built, { targets, clusterTargets })).to.deep.equal(want);
     });
-    expect(TargetsReconciler.keyOfNode(built)).to.deep.equal([`Target/default/${'a'.repeat(70)}`]);
-  });
+  }
 });
 
 describe('TargetsReconciler: what a virtual node offers', () => {
