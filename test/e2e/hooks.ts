@@ -1,4 +1,4 @@
-import { AUDITED_USERS, Sandbox } from '../sandbox/sandbox.js';
+import { Sandbox } from '../sandbox/sandbox.js';
 import { settleTeardowns } from './support.js';
 
 /**
@@ -28,8 +28,10 @@ export const mochaHooks = {
     // Least privilege, proven over the whole run: the providers and c1's proxy scheduler ran as
     // their shipped ServiceAccounts with exactly the shipped RBAC, c1 acted in c2 with only the
     // Source role's rights, and the apiservers refused none of their requests.
-    const clusters = sandbox.state()?.clusters ?? [];
-    const refused = AUDITED_USERS.flatMap((user) => clusters.flatMap((c) => (sandbox.forbiddenRequests(c, user) ?? []).map((r) => `${user} in ${c}: ${r}`)));
+    const state = sandbox.state();
+    const clusters = state?.clusters ?? [];
+    const users = state ? sandbox.auditedUsers(state) : [];
+    const refused = users.flatMap((user) => clusters.flatMap((c) => (sandbox.forbiddenRequests(c, user) ?? []).map((r) => `${user} in ${c}: ${r}`)));
     if (startedHere && process.env.KEEP_SANDBOX !== '1') await sandbox.down();
     if (refused.length) throw new Error(`an identity needed more than the shipped RBAC; refused (403):\n  ${[...new Set(refused)].join('\n  ')}`);
   },

@@ -1,13 +1,16 @@
 import { CLUSTER_COMPONENTS, Sandbox, type Component } from './sandbox.js';
+import { TOPOLOGIES, type Topology } from './topology.js';
 
 const USAGE = `usage: sandbox <command>
-  up [--targets N] [--provider-replicas N] [--no-connect]
-                                    start clusters c1, c2 (and c3… with --targets), with N provider
-                                    processes in c1 (default 1; a front stands in for their Service); idempotent
+  up [--clusters N] [--topology star|mesh|hub] [--provider-replicas N] [--no-connect]
+                                    start clusters c1 … cN (default 2) connected as the topology says:
+                                    star (default) c1 sends to every cluster, mesh every cluster to every
+                                    cluster, hub c2 … cN to c1; with N provider processes in c1 (default 1;
+                                    a front stands in for their Service); idempotent
   down                              stop every process the sandbox started and remove its state
   status                            say what runs
   stop <cluster> <component>        stop one process, keeping its state (components: ${CLUSTER_COMPONENTS.join(', ')})
-  start <cluster> <component>       start it again (proxy-scheduler runs in c1 only)
+  start <cluster> <component>       start it again (proxy-scheduler runs in the sources only)
   kubeconfig                        print the path of the kubeconfig (contexts c1, c2, …)`;
 
 /** The `sandbox` subcommand. Returns the process exit code. */
@@ -17,10 +20,16 @@ export async function sandboxCli(args: string[]): Promise<number> {
   const [cmd, ...rest] = args;
   switch (cmd) {
     case 'up': {
-      const i = rest.indexOf('--targets');
-      const targets = i >= 0 ? Number(rest[i + 1]) : 0;
-      if (!Number.isInteger(targets) || targets < 0 || targets > 6) {
-        console.error('sandbox: --targets takes a whole number from 0 to 6');
+      const i = rest.indexOf('--clusters');
+      const clusters = i >= 0 ? Number(rest[i + 1]) : 2;
+      if (!Number.isInteger(clusters) || clusters < 2 || clusters > 8) {
+        console.error('sandbox: --clusters takes a whole number from 2 to 8');
+        return 2;
+      }
+      const t = rest.indexOf('--topology');
+      const topology = t >= 0 ? rest[t + 1] : 'star';
+      if (!TOPOLOGIES.includes(topology as Topology)) {
+        console.error(`sandbox: --topology takes one of ${TOPOLOGIES.join(', ')}`);
         return 2;
       }
       const r = rest.indexOf('--provider-replicas');
@@ -29,7 +38,7 @@ export async function sandboxCli(args: string[]): Promise<number> {
         console.error('sandbox: --provider-replicas takes a whole number from 1 to 5');
         return 2;
       }
-      await sandbox.up({ targets, providerReplicas, connect: !rest.includes('--no-connect'), log });
+      await sandbox.up({ clusters, topology: topology as Topology, providerReplicas, connect: !rest.includes('--no-connect'), log });
       return 0;
     }
     case 'down':

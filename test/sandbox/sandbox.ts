@@ -9,6 +9,7 @@ import { packageRoot } from '../../provider/tools/package-root.js';
 import { ensurePki, type SandboxPki } from './pki.js';
 import { outOfClusterSchedulerConfig, shippedSchedulerConfig } from './proxy-scheduler-config.js';
 import { isOurs, isRunning, readPid, signalProcess, startProcess, stopProcess, type ProcessSpec } from './processes.js';
+import { FIRST_CLUSTER, isSource, sourceUser, topologyLinks, type Topology } from './topology.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -32,7 +33,8 @@ export function shippedCli(): { command: string; args: string[] } {
 
 /**
  * Components of a sandbox cluster, in start order. `proxy-scheduler` (the second kube-scheduler,
- * schedulerName admiralty-proxy, that places proxy pods) runs in c1 only, the source.
+ * schedulerName admiralty-proxy, that places proxy pods) runs in the sources only (c1 in the
+ * default topology).
  */
 export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider', 'provider-front', 'proxy-scheduler'] as const;
 export type Component = (typeof CLUSTER_COMPONENTS)[number];
@@ -52,8 +54,8 @@ const REGIONS = ['us', 'eu', 'ap', 'sa', 'af', 'me', 'oc', 'an'];
 /** Port offsets inside a cluster's block of ten. */
 const PORT = { etcd: 0, etcdPeer: 1, apiserver: 2, kcm: 3, scheduler: 4, kwok: 5, kubelet: 6, webhook: 7, metrics: 8, proxyScheduler: 9 } as const;
 
-/** The cluster whose proxy pods the proxy scheduler places (the only source). */
-const SOURCE_CLUSTER = 'c1';
+/** The cluster that may run several provider replicas (the source of the default topology). */
+const REPLICATED_CLUSTER = FIRST_CLUSTER;
 
 export interface SandboxState {
   basePort: number;
@@ -64,11 +66,15 @@ export interface SandboxState {
   provider: boolean;
   /** Provider processes of the source (c1), each with its own ports; 1 when absent. */
   providerReplicas?: number;
+  /** Who sends pods where (see topology.ts); `star` when absent. */
+  topology?: Topology;
 }
 
 export interface UpOptions {
-  /** Extra target clusters c3, c4… beyond c1 and c2. */
-  targets?: number;
+  /** Clusters c1, c2… to run, from 2 to 8; default 2. */
+  clusters?: number;
+  /** Who sends pods where (see topology.ts); default `star`, c1 sending to itself and every other cluster. */
+  topology?: Topology;
   /** Stop before connecting the clusters (Source, kubeconfig Secret, Targets). */
   connect?: boolean;
   /** Provider processes of the source (c1), default 1; with more, a front stands in for their Service. */
@@ -136,7 +142,7 @@ export class Sandbox {
   private components(s: SandboxState, cluster: string): Component[] {
     return CLUSTER_COMPONENTS.filter((c) => {
       if (c === 'provider') return s.provider;
-      if (c === 'proxy-scheduler') return s.provider && cluster === SOURCE_CLUSTER;
+      if (c === 'proxy-scheduler') return s.provider && isSource(topologyOf(s), s.clusters, cluster);
       if (c === 'provider-front') return s.provider && this.providerReplicas(cluster, s) > 1;
       return true;
     });
@@ -144,7 +150,7 @@ export class Sandbox {
 
   /** How many provider processes run in `cluster`: only the source may run more than one. */
   providerReplicas(cluster: string, state = this.requireState()): number {
-    return cluster === SOURCE_CLUSTER ? (state.providerReplicas ?? 1) : 1;
+    return cluster === REPLICATED_CLUSTER ? (state.providerReplicas ?? 1) : 1;
   }
 
   /**
@@ -171,9 +177,15 @@ export class Sandbox {
     const started = Date.now();
     mkdirSync(this.dir, { recursive: true });
     let state = this.state();
-    const wantClusters = ['c1', 'c2', ...Array.from({ length: opts.targets ?? 0 }, (_, i) => `c${i + 3}`)];
+    const count = opts.clusters ?? 2;
+    if (!Number.isInteger(count) || count < 2 || count > 8) throw new Error('clusters takes a whole number from 2 to 8');
+    const wantClusters = Array.from({ length: count }, (_, i) => `c${i + 1}`);
     if (state && wantClusters.some((c) => !state!.clusters.includes(c))) {
-      throw new Error(`the running sandbox has clusters ${state.clusters.join(', ')}; run \`down\` first to change the number of targets`);
+      throw new Error(`the running sandbox has clusters ${state.clusters.join(', ')}; run \`down\` first to change the number of clusters`);
+    }
+    const topology = opts.topology ?? 'star';
+    if (state && topologyOf(state) !== topology) {
+      throw new Error(`the running sandbox has topology ${topologyOf(state)}; run \`down\` first to change it`);
     }
     const replicas = opts.providerReplicas ?? 1;
     if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) throw new Error('providerReplicas takes a whole number from 1 to 5');
@@ -190,6 +202,7 @@ export class Sandbox {
         basePort: await this.pickBasePort(wantClusters.length * 10 + (replicas > 1 ? replicas * 3 : 0)),
         clusters: wantClusters,
         providerReplicas: replicas,
+        ...(topology === 'star' ? {} : { topology }),
         binDir,
         kwokModuleDir: readFileSync(join(binDir, 'kwok-module-dir'), 'utf8').trim(),
         provider: existsSync(join(REPO_ROOT, 'provider', 'main.ts')),
@@ -208,10 +221,23 @@ export class Sandbox {
     if (state.provider) {
       await this.installManifests(state);
       await Promise.all(state.clusters.map((c) => this.startProvider(c, state!)));
-      await this.startProxyScheduler(state);
+      await Promise.all(this.sources(state).map((c) => this.startProxyScheduler(c, state!)));
       if (opts.connect !== false) await this.connect(state);
     }
-    this.log(`sandbox up in ${((Date.now() - started) / 1000).toFixed(1)} s: clusters ${state.clusters.join(', ')}; kubeconfig ${this.kubeconfigPath}`);
+    this.log(`sandbox up in ${((Date.now() - started) / 1000).toFixed(1)} s: clusters ${state.clusters.join(', ')} (${topologyOf(state)}); kubeconfig ${this.kubeconfigPath}`);
+  }
+
+  /** The clusters that send pods, in the sandbox's topology. */
+  sources(state = this.requireState()): string[] {
+    return topologyLinks(topologyOf(state), state.clusters).sources.map((s) => s.cluster);
+  }
+
+  /**
+   * The identities whose requests the apiservers audit: both shipped ServiceAccounts and, for
+   * each source, its Source's ServiceAccount in the targets (`system:serviceaccount:default:c1`…).
+   */
+  auditedUsers(state = this.requireState()): string[] {
+    return [PROVIDER_USER, PROXY_SCHEDULER_USER, ...this.sources(state).map(sourceUser)];
   }
 
   /** Builds (or finds cached) control-plane binaries; returns their folder. */
@@ -321,7 +347,7 @@ export class Sandbox {
             // Every request of the provider's and the proxy scheduler's ServiceAccounts, with its
             // response code: the e2e suite proves from it that the shipped RBAC is enough (no 403
             // for them, ever).
-            `--audit-policy-file=${this.auditPolicyFile()}`,
+            `--audit-policy-file=${this.auditPolicyFile(state)}`,
             `--audit-log-path=${this.auditLogPath(cluster)}`,
             '--audit-log-format=json',
             '--audit-log-maxsize=200',
@@ -438,7 +464,7 @@ export class Sandbox {
     return { dir: d, config: join(d, 'config.yaml'), caFile: join(d, 'ca.crt'), certFile: join(d, 'client.crt'), keyFile: join(d, 'client.key'), kubeconfig: join(d, 'kubeconfig') };
   }
 
-  /** Audit log of one cluster's apiserver: one JSON event per line, the requests of the identities in {@link AUDITED_USERS} only. */
+  /** Audit log of one cluster's apiserver: one JSON event per line, the requests of the identities of {@link auditedUsers} only. */
   auditLogPath(cluster: string): string {
     return join(this.clusterDir(cluster), 'audit.log');
   }
@@ -454,7 +480,7 @@ export class Sandbox {
   }
 
   /**
-   * The requests of `user` (one of {@link AUDITED_USERS}) that the authorizer of `cluster`'s
+   * The requests of `user` (one of {@link auditedUsers}) that the authorizer of `cluster`'s
    * apiserver refused since it started (not 403s of admission, e.g. in a namespace being deleted), as `verb resource[/subresource] [namespace/]name`, from the audit log
    * (current file and its one backup). Undefined when this apiserver keeps no audit log (a
    * sandbox started before the log existed).
@@ -489,8 +515,8 @@ export class Sandbox {
     return refused;
   }
 
-  /** Writes (idempotently) the audit policy: Metadata level for {@link AUDITED_USERS}, nothing else. */
-  private auditPolicyFile(): string {
+  /** Writes (idempotently) the audit policy: Metadata level for {@link auditedUsers}, nothing else. */
+  private auditPolicyFile(state: SandboxState): string {
     const file = join(this.dir, 'audit-policy.yaml');
     mkdirSync(this.dir, { recursive: true });
     writeFileSync(
@@ -501,7 +527,7 @@ export class Sandbox {
         'omitStages: [RequestReceived]',
         'rules:',
         `- level: Metadata`,
-        `  users: [${AUDITED_USERS.map((u) => `"${u}"`).join(', ')}]`,
+        `  users: [${this.auditedUsers(state).map((u) => `"${u}"`).join(', ')}]`,
         '- level: None',
         '',
       ].join('\n'),
@@ -509,7 +535,11 @@ export class Sandbox {
     return file;
   }
 
-  /** Flags of a cluster's provider: c1 is the source and runs everything; other clusters run the target-side parts. */
+  /**
+   * Flags of a cluster's provider. In the default topology (star) c1 is the source and runs
+   * everything, the other clusters run the target-side parts; in the others every provider runs
+   * every component.
+   */
   providerArgs(cluster: string, state = this.requireState(), replica = 0): string[] {
     const p = this.ports(cluster, state);
     const own = this.providerPorts(cluster, replica, state);
@@ -534,7 +564,7 @@ export class Sandbox {
       // Every sandbox cluster listens on 127.0.0.1: the one setting a real install never needs.
       '--allow-loopback-targets',
     ];
-    if (cluster !== 'c1') args.push('--enable=summary,sources');
+    if (topologyOf(state) === 'star' && cluster !== FIRST_CLUSTER) args.push('--enable=summary,sources');
     return args;
   }
 
@@ -663,10 +693,14 @@ export class Sandbox {
         await this.writeServiceAccountKubeconfig(c, state, 'admiralty', join(this.clusterDir(c), 'provider.kubeconfig'));
       }),
     );
-    await this.kubectl(SOURCE_CLUSTER, 'apply', '--server-side', '-k', join(REPO_ROOT, 'manifests', 'scheduler', 'rbac'));
-    mkdirSync(this.proxySchedulerPaths(SOURCE_CLUSTER).dir, { recursive: true });
-    await this.writeServiceAccountKubeconfig(SOURCE_CLUSTER, state, 'admiralty-proxy-scheduler', this.proxySchedulerPaths(SOURCE_CLUSTER).kubeconfig);
-    await this.applyYaml('c1', this.webhookConfigYaml(state));
+    await Promise.all(
+      this.sources(state).map(async (c) => {
+        await this.kubectl(c, 'apply', '--server-side', '-k', join(REPO_ROOT, 'manifests', 'scheduler', 'rbac'));
+        mkdirSync(this.proxySchedulerPaths(c).dir, { recursive: true });
+        await this.writeServiceAccountKubeconfig(c, state, 'admiralty-proxy-scheduler', this.proxySchedulerPaths(c).kubeconfig);
+        await this.applyYaml(c, this.webhookConfigYaml(c, state));
+      }),
+    );
   }
 
   /**
@@ -692,8 +726,8 @@ export class Sandbox {
   }
 
   /** Out of cluster, the apiserver calls the webhook at a loopback URL instead of a Service. */
-  private webhookConfigYaml(state: SandboxState): string {
-    const url = `https://127.0.0.1:${this.ports('c1', state).webhook}/mutate`;
+  private webhookConfigYaml(cluster: string, state: SandboxState): string {
+    const url = `https://127.0.0.1:${this.ports(cluster, state).webhook}/mutate`;
     return `apiVersion: admissionregistration.k8s.io/v1
 kind: MutatingWebhookConfiguration
 metadata:
@@ -762,8 +796,7 @@ webhooks:
    * admiralty-proxy-scheduler-client (written by then too).
    * Idempotent; rewrites the CA file and config on every call.
    */
-  private async startProxyScheduler(state: SandboxState): Promise<void> {
-    const cluster = SOURCE_CLUSTER;
+  private async startProxyScheduler(cluster: string, state: SandboxState): Promise<void> {
     const paths = this.proxySchedulerPaths(cluster);
     mkdirSync(paths.dir, { recursive: true });
     const caB64 = await this.kubectl(cluster, 'get', 'secret', 'admiralty-webhook-cert', '-n', 'admiralty', '-o', 'jsonpath={.data.ca\\.crt}');
@@ -784,32 +817,40 @@ webhooks:
   }
 
   /**
-   * Connects the clusters as the user guide does: Source `c1` in c2, the exported kubeconfig
-   * Secret `c2` in c1, Targets `c1` (self) and `c2`, and namespace default opted in.
+   * Connects the clusters as the user guide does, for each source of the topology and each of
+   * its targets: Source `<source>` in the target, the exported kubeconfig Secret `<target>` in the
+   * source, Target `<target>` there (`self: true` for the source itself); namespace default opted
+   * in. In the default topology: Source `c1` in c2…, Targets `c1` (self) and `c2`… in c1.
    */
   async connect(state = this.requireState()): Promise<void> {
-    const targets = state.clusters.filter((c) => c !== 'c1');
-    for (const t of targets) {
-      await this.applyYaml(t, `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: c1, namespace: default}\nspec: {serviceAccountName: c1}\n`);
+    for (const { cluster: source, targets } of topologyLinks(topologyOf(state), state.clusters).sources) {
+      const remote = targets.filter((t) => t !== source);
+      for (const t of remote) {
+        await this.applyYaml(t, `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: ${source}, namespace: default}\nspec: {serviceAccountName: ${source}}\n`);
+      }
+      for (const t of remote) {
+        await waitFor(`${t} ServiceAccount ${source}`, 30_000, async () => (await this.kubectl(t, 'get', 'sa', source, '-n', 'default', '-o', 'name').catch(() => '')).includes(source));
+        // The Target only once the Source role is bound there: earlier, the source's lists are refused.
+        await waitFor(`${t} Source role of ${source} bound`, 30_000, async () => (await this.kubectl(t, 'auth', 'can-i', 'list', 'pods', '-n', 'default', '--as', sourceUser(source)).catch(() => 'no')).trim() === 'yes');
+        await this.applyYaml(source, await this.exportKubeconfig(t, 'default', source, t));
+      }
+      const targetYaml = targets.map((t) =>
+        t === source
+          ? `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: ${t}, namespace: default}\nspec: {self: true}`
+          : `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: ${t}, namespace: default}\nspec: {kubeconfigSecret: {name: ${t}}}`,
+      );
+      await this.applyYaml(source, targetYaml.join('\n---\n'));
+      await this.kubectl(source, 'label', 'namespace', 'default', 'multicluster-scheduler=enabled', '--overwrite');
     }
-    for (const t of targets) {
-      await waitFor(`${t} ServiceAccount c1`, 30_000, async () => (await this.kubectl(t, 'get', 'sa', 'c1', '-n', 'default', '-o', 'name').catch(() => '')).includes('c1'));
-      // The Target only once the Source role is bound there: earlier, c1's lists are refused.
-      await waitFor(`${t} Source role bound`, 30_000, async () => (await this.kubectl(t, 'auth', 'can-i', 'list', 'pods', '-n', 'default', '--as', SOURCE_USER).catch(() => 'no')).trim() === 'yes');
-      const secret = await this.exportKubeconfig(t, 'default', 'c1', t);
-      await this.applyYaml('c1', secret);
-    }
-    const targetYaml = [
-      `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: c1, namespace: default}\nspec: {self: true}`,
-      ...targets.map((t) => `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: ${t}, namespace: default}\nspec: {kubeconfigSecret: {name: ${t}}}`),
-    ].join('\n---\n');
-    await this.applyYaml('c1', targetYaml);
-    await this.kubectl('c1', 'label', 'namespace', 'default', 'multicluster-scheduler=enabled', '--overwrite');
-    await waitFor('virtual nodes Ready', 60_000, async () => {
-      const out = await this.kubectl('c1', 'get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}').catch(() => '');
-      return out.trim().split(/\s+/).filter((s) => s === 'True').length === state.clusters.length;
-    });
-    this.log(`connected: targets ${state.clusters.join(', ')} are virtual nodes of c1`);
+    await Promise.all(
+      topologyLinks(topologyOf(state), state.clusters).sources.map(({ cluster: source, targets }) =>
+        waitFor(`virtual nodes of ${source} Ready`, 60_000, async () => {
+          const out = await this.kubectl(source, 'get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}').catch(() => '');
+          return out.trim().split(/\s+/).filter((s) => s === 'True').length === targets.length;
+        }),
+      ),
+    );
+    for (const { cluster: source, targets } of topologyLinks(topologyOf(state), state.clusters).sources) this.log(`connected: targets ${targets.join(', ')} are virtual nodes of ${source}`);
   }
 
   /** The `export-kubeconfig` command, run with the sandbox's admin credentials. */
@@ -858,7 +899,7 @@ webhooks:
     const extraArgs = opts.extraArgs ?? [];
     if (component === 'proxy-scheduler' && extraArgs.length > 0) throw new Error('the proxy scheduler takes its flags from its config file, not extraArgs');
     // It reads the provider's CA at start: take the current one from its Secret.
-    if (component === 'proxy-scheduler') return this.startProxyScheduler(state);
+    if (component === 'proxy-scheduler') return this.startProxyScheduler(cluster, state);
     // Every replica, with the same flags.
     if (component === 'provider') return this.startProvider(cluster, state, extraArgs);
     const startedMs = Date.now();
@@ -916,10 +957,7 @@ export const PROXY_SCHEDULER_USER = 'system:serviceaccount:admiralty:admiralty-p
  * The identity c1's provider acts as in every target: the ServiceAccount of Source `c1` in
  * namespace default (exported with `export-kubeconfig`), whose only rights are the Source role's.
  */
-export const SOURCE_USER = 'system:serviceaccount:default:c1';
-
-/** Identities whose requests the apiservers audit, so that a refusal (403) of any fails the e2e suite. */
-export const AUDITED_USERS = [PROVIDER_USER, PROXY_SCHEDULER_USER, SOURCE_USER] as const;
+export const SOURCE_USER = sourceUser(FIRST_CLUSTER);
 
 /** RBAC that lets the apiserver's kubelet client call kubelets, as kubeadm sets it up. */
 const KUBELET_CLIENT_RBAC = `apiVersion: rbac.authorization.k8s.io/v1
@@ -975,4 +1013,9 @@ export async function waitFor(what: string, timeoutMs: number, check: () => Prom
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(250);
   }
+}
+
+/** The topology of a sandbox's state: `star` for one started before topologies existed. */
+function topologyOf(state: SandboxState): Topology {
+  return state.topology ?? 'star';
 }
