@@ -1,4 +1,4 @@
-import type { V1Container, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
+import type { V1Affinity, V1Container, V1NodeSelectorTerm, V1Pod, V1PodSpec, V1Volume } from '@kubernetes/client-node';
 import { ValidationError } from '../core/errors.js';
 import { parseUntrustedYaml } from '../core/untrusted-yaml.js';
 import {
@@ -10,6 +10,8 @@ import {
   PARENT_NAME_ANNOTATION,
   PARENT_UID_LABEL,
   SOURCE_POD_MANIFEST_ANNOTATION,
+  VIRTUAL_KUBELET_PROVIDER_LABEL,
+  VIRTUAL_KUBELET_PROVIDER_VALUE,
 } from '../core/keys.js';
 import { parseNoPrefixRegexp, prefixLabels } from './labels.js';
 import { delegatePodName } from './names.js';
@@ -157,7 +159,8 @@ export function delegateSourcePod(proxy: V1Pod): V1Pod {
  * * annotations: the proxy's annotations minus every `multicluster.admiralty.io/*` key, plus
  *   `parent-name` and `parent-namespace`;
  * * spec: the proxy's spec with the manifest's tolerations, affinity, topology spread,
- *   nodeSelector and schedulerName (the proxy's is the source's proxy scheduler), minus the
+ *   nodeSelector and schedulerName (the proxy's is the source's proxy scheduler), the affinity
+ *   kept off virtual nodes ({@link offVirtualNodes}: a delegate is never sent on), minus the
  *   service-account token volumes and their mounts, with `nodeName`, `priority`,
  *   `preemptionPolicy`, `overhead`, `schedulingGates` and ephemeral containers cleared (see
  *   inline comments); `serviceAccountName` and `priorityClassName` are kept, so the target must
@@ -192,6 +195,7 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
   annotations[PARENT_NAMESPACE_ANNOTATION] = namespace;
 
   const spec: V1PodSpec = withoutTokenVolumes(source.spec!);
+  spec.affinity = offVirtualNodes(spec.affinity);
   // The proxy's node is a virtual node of the source, meaningless in the target.
   delete spec.nodeName;
   // The Priority admission plugin rejects a pod whose priority/preemptionPolicy differ from what
@@ -220,6 +224,26 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
     },
     spec,
   };
+}
+
+/** The requirement that keeps a pod off every virtual node (an absent label satisfies `NotIn`). */
+const NOT_ON_A_VIRTUAL_NODE = { key: VIRTUAL_KUBELET_PROVIDER_LABEL, operator: 'NotIn', values: [VIRTUAL_KUBELET_PROVIDER_VALUE] };
+
+/**
+ * `affinity` with a requirement that no virtual node meets ANDed into every required node
+ * selector term (one term holding only it when there is none), so that the target's scheduler
+ * never binds the delegate to one of the target's own virtual nodes. Without it a delegate whose
+ * user tolerates every taint (`operator: Exists` with no key) could land on one in a target that
+ * is itself a source (mesh), or in the source itself (`self: true`), where no provider takes
+ * it (it is no proxy): bound, and never running. Chains A→B→C are
+ * therefore not supported: a delegate runs in the cluster it was sent to. Idempotent; pure.
+ */
+export function offVirtualNodes(affinity: V1Affinity | undefined): V1Affinity {
+  const required = affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
+  const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
+  const isOurs = (e: { key: string; operator: string; values?: string[] }) => e.key === NOT_ON_A_VIRTUAL_NODE.key && e.operator === 'NotIn' && e.values?.length === 1 && e.values[0] === VIRTUAL_KUBELET_PROVIDER_VALUE;
+  const nodeSelectorTerms = terms.map((t) => ((t.matchExpressions ?? []).some(isOurs) ? t : { ...t, matchExpressions: [...(t.matchExpressions ?? []), { ...NOT_ON_A_VIRTUAL_NODE, values: [...NOT_ON_A_VIRTUAL_NODE.values] }] }));
+  return { ...affinity, nodeAffinity: { ...affinity?.nodeAffinity, requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms } } };
 }
 
 /** Deletes `obj[key]` when it is an empty array, so the object reads as the API would return it. */

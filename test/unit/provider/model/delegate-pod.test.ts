@@ -14,10 +14,13 @@ import {
   buildDelegatePod,
   delegateSelectorForProxy,
   isOurDelegate,
+  offVirtualNodes,
   serviceAccountTokenVolumeNames,
   sourcePodManifest,
 } from '../../../../provider/model/delegate-pod.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
+import { matchesNodeSelectorAndAffinity } from '../../../../scheduler/node-match.js';
+import { mutatePod } from '../../../../webhook/mutate-pod.js';
 
 const SA_PATH = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -151,8 +154,26 @@ describe('buildDelegatePod', () => {
     });
   }
 
-  it('restores affinity from the manifest, not the proxy', () => {
-    expect(delegate.spec!.affinity).to.deep.equal(sourcePod().spec!.affinity);
+  it('restores affinity from the manifest, not the proxy, kept off virtual nodes', () => {
+    expect(delegate.spec!.affinity).to.deep.equal(offVirtualNodes(sourcePod().spec!.affinity));
+    expect(delegate.spec!.affinity!.podAntiAffinity).to.deep.equal(sourcePod().spec!.affinity!.podAntiAffinity);
+  });
+
+  it('is never elected again by the webhook of the cluster it runs in, even when that namespace is enabled there', () => {
+    // The webhook's matchCondition wants the elect annotation, and mutatePod acts only on it.
+    expect(delegate.metadata!.annotations).to.not.have.property('multicluster.admiralty.io/elect');
+    expect(mutatePod(structuredClone(delegate))).to.deep.include({ mutated: false });
+  });
+
+  it('never lands on a virtual node of its target, even when its user tolerates every taint', () => {
+    const tolerant = sourcePod();
+    tolerant.spec!.tolerations = [{ operator: 'Exists' }];
+    const d = buildDelegatePod(proxyOf(tolerant), { sourceClusterName: 'c1' });
+    const virtualNode = { name: 'admiralty-namespace-team-c3', labels: { 'virtual-kubelet.io/provider': 'admiralty', type: 'virtual-kubelet' } };
+    const realNode = { name: 'c2-node-0', labels: { 'kubernetes.io/hostname': 'c2-node-0', disk: 'ssd' } };
+    const noIgnoredKeys = new Set<string>();
+    expect(matchesNodeSelectorAndAffinity(d.spec!, virtualNode, noIgnoredKeys)).to.equal(false);
+    expect(matchesNodeSelectorAndAffinity(d.spec!, realNode, noIgnoredKeys)).to.equal(true);
   });
 
   it('removes service-account token volumes and their mounts everywhere', () => {
@@ -312,4 +333,46 @@ describe('sourcePodManifest on a hostile annotation', () => {
       expect(Date.now() - started, 'ms').to.be.below(1000);
     });
   }
+});
+
+describe('offVirtualNodes', () => {
+  const notVirtual = { key: 'virtual-kubelet.io/provider', operator: 'NotIn', values: ['admiralty'] };
+  const zone = { key: 'zone', operator: 'In', values: ['a'] };
+  const cases: [string, Parameters<typeof offVirtualNodes>[0], unknown][] = [
+    ['no affinity: one term with the requirement', undefined, { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [notVirtual] }] } } }],
+    [
+      'pod affinity only: kept beside it',
+      { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'zone' }] } },
+      { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'zone' }] }, nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [notVirtual] }] } } },
+    ],
+    [
+      'ORed terms: ANDed into each, matchFields and preferences kept',
+      {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [zone] }, { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }] }] },
+          preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [zone] } }],
+        },
+      },
+      {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchExpressions: [zone, notVirtual] }, { matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n1'] }], matchExpressions: [notVirtual] }],
+          },
+          preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [zone] } }],
+        },
+      },
+    ],
+  ];
+  for (const [why, input, want] of cases) {
+    it(why, () => {
+      const before = structuredClone(input);
+      expect(offVirtualNodes(input)).to.deep.equal(want);
+      expect(input, 'the input is left alone').to.deep.equal(before);
+    });
+  }
+
+  it('is idempotent', () => {
+    const once = offVirtualNodes({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [zone] }] } } });
+    expect(offVirtualNodes(once)).to.deep.equal(once);
+  });
 });
