@@ -1,10 +1,11 @@
-import type { CoreV1Api, V1Namespace, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, CoreV1Event, V1Namespace, V1Pod } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../provider/clusters/target-client.js';
 import type { Clock } from '../provider/core/clock.js';
 import { classifyApiError, isAlreadyExists, isNotFound, statusMessage } from '../provider/core/errors.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import { sanitizeRemoteText } from '../provider/core/redact.js';
+import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../provider/model/autoscaler.js';
 import { buildDelegatePod, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { ONE_POD, podRequests } from '../provider/model/resources.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
@@ -33,6 +34,13 @@ export interface BinderOptions {
   namespaces: ObjectCache<V1Namespace>;
   /** Per-target cache of our delegates, when its informer runs (else the binder reads the target). */
   delegates: (targetKey: string) => (ObjectCache<V1Pod> & { hasSynced(): boolean }) | undefined;
+  /** Per-target cache of pod events, where cluster-autoscaler's word on a delegate shows. */
+  targetEvents?: (targetKey: string) => ObjectCache<CoreV1Event> | undefined;
+  /**
+   * Whether a target has `spec.placement.burstCapacity`: there, an Unschedulable delegate waits
+   * for the target's cluster-autoscaler instead of being refused at once (see {@link Binder}).
+   */
+  bursts?: (targetKey: string) => boolean;
   /** Copies the ConfigMaps and Secrets the delegate uses into its target first. */
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
   memory: PlacementMemory;
@@ -83,7 +91,10 @@ class Refused extends Error {}
  *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, the
  *    delegate is deleted, the target is remembered as refusing this pod (the extender's filter
  *    then keeps the pod off it for a while) and an error goes back, so kube-scheduler tries again
- *    and picks another virtual node;
+ *    and picks another virtual node. In a target with burst capacity, an Unschedulable delegate
+ *    waits for the target's cluster-autoscaler instead, within the same time: `TriggeredScaleUp`
+ *    on it binds the proxy with the delegate still pending (it runs once the new node is Ready;
+ *    re-placement watches it from then on), `NotTriggerScaleUp` refuses the target;
  * 4. the proxy is bound (a Binding in the source); if that fails (the proxy is gone or was bound
  *    meanwhile) the delegate is deleted.
  *
@@ -151,6 +162,11 @@ export class Binder {
     return out;
   }
 
+  /** Proxies being placed on `targetKey` and not bound yet (their delegate may not exist yet). */
+  placingOn(targetKey: string): V1Pod[] {
+    return [...this.placements.values()].filter((p) => p.targetKey === targetKey && p.boundAtMs === undefined).map((p) => p.proxy);
+  }
+
   private async place(args: ExtenderBindingArgs): Promise<void> {
     const { PodNamespace: namespace, PodName: name, Node: node } = args;
     const proxy = await this.readProxy(namespace, name, args.PodUID);
@@ -177,11 +193,14 @@ export class Binder {
       const placed = await this.waitPlaced(target, delegate);
       await this.bindProxy(proxy, node, target, placed);
       this.placements.set(args.PodUID, { proxy, targetKey: target.key, boundAtMs: this.o.clock.now() });
-      const requests = podRequests(placed.spec, { includeOverhead: true });
-      requests.set('pods', ONE_POD);
-      this.o.memory.assume(target.key, placed.spec!.nodeName!, requests, this.o.clock.now());
+      // A delegate waiting for a scale-up holds no node yet: it counts against burst capacity while it waits.
+      if (placed.spec?.nodeName) {
+        const requests = podRequests(placed.spec, { includeOverhead: true });
+        requests.set('pods', ONE_POD);
+        this.o.memory.assume(target.key, placed.spec.nodeName, requests, this.o.clock.now());
+      }
       this.o.memory.forget(args.PodUID);
-      this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: placed.spec!.nodeName });
+      this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: placed.spec?.nodeName ?? '(waiting for a scale-up)' });
     } catch (err) {
       this.placements.delete(args.PodUID);
       const refused = err instanceof Refused;
@@ -230,8 +249,11 @@ export class Binder {
   }
 
   /**
-   * Waits for the target's scheduler to decide. Resolves with the placed delegate; rejects with
-   * {@link Refused} (and deletes the delegate) when it is Unschedulable, gone, or undecided in time.
+   * Waits for the target's scheduler to decide. Resolves with the placed delegate, or in a target
+   * with burst capacity with the Unschedulable delegate once cluster-autoscaler said
+   * `TriggeredScaleUp` for it; rejects with {@link Refused} (and deletes the delegate) when it is
+   * Unschedulable (with burst capacity: the autoscaler said `NotTriggerScaleUp`), gone, or
+   * undecided in time.
    */
   private async waitPlaced(target: TargetClient, created: V1Pod): Promise<V1Pod> {
     const name = created.metadata!.name!;
@@ -263,8 +285,21 @@ export class Binder {
       if (current?.spec?.nodeName) return current;
       const scheduled = current?.status?.conditions?.find((c) => c.type === 'PodScheduled');
       if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable') {
-        reason = `${target.displayName}: ${sanitizeRemoteText(scheduled.message ?? 'the delegate is unschedulable')}`;
-        break;
+        const unschedulable = `${target.displayName}: ${sanitizeRemoteText(scheduled.message ?? 'the delegate is unschedulable')}`;
+        if (!this.o.bursts?.(target.key)) {
+          reason = unschedulable;
+          break;
+        }
+        const said = autoscalerVerdict(current!, this.o.targetEvents?.(target.key)?.list(namespace) ?? []);
+        if (said?.reason === TRIGGERED_SCALE_UP) return current!;
+        if (said?.reason === NOT_TRIGGER_SCALE_UP) {
+          reason = `${unschedulable}; cluster-autoscaler: ${sanitizeRemoteText(said.message)}`;
+          break;
+        }
+        if (this.o.clock.now() >= deadline) {
+          reason = `${unschedulable}; its cluster-autoscaler said nothing within ${this.placeTimeoutMs / 1000} s`;
+          break;
+        }
       }
       if (current?.metadata?.deletionTimestamp || current?.status?.phase === 'Failed') {
         reason = `${target.displayName}: the delegate ${current.metadata?.deletionTimestamp ? 'is being deleted' : 'failed'} before it was placed`;

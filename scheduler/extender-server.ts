@@ -12,6 +12,7 @@ import { PlacementMemory } from './placement-memory.js';
 import { placementGroup, placementPolicyOf } from './placement-policy.js';
 import { controllerOf } from '../provider/model/outage.js';
 import type { TargetPlacement } from '../provider/model/target.js';
+import type { ResourceAmounts } from '../provider/model/resources.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -58,8 +59,13 @@ export interface ExtenderAppOptions {
    * invalid one), or a function read on every prioritize call.
    */
   policy: PlacementPolicy | (() => PlacementPolicy);
-  /** A target's `spec.placement` by target key; default weight 1, priority 0. */
+  /** A target's `spec.placement` by target key; default weight 1, priority 0, no burst capacity. */
   targetPlacement?: (targetKey: string) => TargetPlacement | undefined;
+  /**
+   * What this source has waiting without a node in a target (`waitingRequests` of fit.ts), read by
+   * filter for a target with burst capacity that no current node fits; default nothing.
+   */
+  waitingRequests?: (targetKey: string) => ResourceAmounts;
   /** A source namespace (for its placement-policy annotation), if known. */
   namespace?: (name: string) => V1Namespace | undefined;
   /**
@@ -128,7 +134,8 @@ export class MalformedExtenderArgsError extends Error {
  *   is unknown or not ready (`FailedAndUnresolvableNodes`), when no summary of it was read yet or
  *   it refused this pod lately (`FailedNodes`), or when {@link fitsTarget} finds no real node for
  *   the delegate in its summary, less what was placed since (`FailedNodes` if some node lacked
- *   only resources, which preemption might free, else `FailedAndUnresolvableNodes`). The reason
+ *   only resources, which preemption might free, else `FailedAndUnresolvableNodes`), unless the
+ *   target's burst capacity, less what waits there already, can hold it. The reason
  *   appears in the pod's FailedScheduling event.
  * * `POST /scheduler/prioritize`: `ExtenderArgs` in, `HostPriorityList` out: virtual nodes get
  *   {@link rankTargets} (0..10) under the pod's policy ({@link placementPolicyOf}; an unusable
@@ -213,7 +220,12 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
         failed[c.name] = `avoided for the pods of ${owner.kind} ${owner.name} until ${new Date(avoided.untilMs).toISOString()}, after a re-placement: ${avoided.reason}`;
         continue;
       }
-      const fit = fitsTarget(pod, state.nodes, { targetName: target.displayName, assumed: memory.assumedOn(target.key, state.readAtMs) });
+      const capacity = opts.targetPlacement?.(target.key)?.burstCapacity;
+      const fit = fitsTarget(pod, state.nodes, {
+        targetName: target.displayName,
+        assumed: memory.assumedOn(target.key, state.readAtMs),
+        burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
+      });
       if (fit.fits) kept.add(c.name);
       else if (fit.unresolvable) unresolvable[c.name] = fit.reason;
       else failed[c.name] = fit.reason;

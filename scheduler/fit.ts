@@ -1,8 +1,8 @@
 import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/core/keys.js';
-import { delegateSourcePod } from '../provider/model/delegate-pod.js';
+import { PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/core/keys.js';
+import { delegateSourcePod, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { formatQuantity } from '../provider/model/quantity.js';
-import { ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
+import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint, VIRTUAL_NODE_ONLY_LABEL_KEYS } from './node-match.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -24,6 +24,12 @@ export interface FitOptions {
    * source placed after the summary was written), by node name.
    */
   assumed?: ReadonlyMap<string, ResourceAmounts>;
+  /**
+   * The target's `spec.placement.burstCapacity` (a resource absent is not limited) and what this
+   * source's delegates already waiting there without a node ask for (pod slots included): when
+   * no current node fits, the pod still fits if its requests fit in the difference.
+   */
+  burst?: { capacity: ReadonlyMap<string, bigint>; waiting?: () => ReadonlyMap<string, bigint> };
 }
 
 export interface FitResult {
@@ -42,6 +48,8 @@ export interface FitResult {
    * extender reports the virtual node under `FailedAndUnresolvableNodes`.
    */
   unresolvable: boolean;
+  /** True when no current node fits but the target's burst capacity can hold the pod (a scale-up is expected). */
+  byBurst?: boolean;
 }
 
 /**
@@ -67,6 +75,12 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  * its first failure, except resources, where every insufficient one is counted (as
  * kube-scheduler does); the reason then names the largest free amount of each such resource.
  *
+ * When no node fits and `opts.burst` is given, the pod fits anyway (`byBurst`) if its requests
+ * fit in the target's burst capacity less what is already waiting there ({@link FitOptions.burst}):
+ * the target's cluster-autoscaler is expected to add a node. Node constraints are not judged
+ * against nodes that do not exist yet: the autoscaler says `NotTriggerScaleUp` if no node group
+ * fits, and the binder then refuses the target.
+ *
  * Judged on the delegate's spec ({@link schedulingPod}). Ignores pod (anti-)affinity, topology
  * spread, host ports, volumes and DRA claims: the target's scheduler has the last word, at bind.
  *
@@ -81,13 +95,17 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
     return { fits: false, reason: (err as Error).message, fittingNodes: [], unresolvable: true };
   }
   const spec: V1PodSpec = delegate.spec ?? ({ containers: [] } as V1PodSpec);
-  if (targetNodes.length === 0) {
-    return { fits: false, reason: `no node in ${target} fits: ${target} has no nodes`, fittingNodes: [], unresolvable: true };
-  }
-
-  const ignored = opts.ignoredLabelKeys ?? VIRTUAL_NODE_ONLY_LABEL_KEYS;
   const requests = podRequests(spec);
   requests.set('pods', ONE_POD);
+  const burst = (why: string, unresolvable: boolean): FitResult => {
+    const room = opts.burst && burstRoom(requests, opts.burst.capacity, opts.burst.waiting?.());
+    if (room === undefined) return { fits: false, reason: `no node in ${target} fits: ${why}`, fittingNodes: [], unresolvable };
+    if (room === '') return { fits: true, reason: `no node in ${target} fits now (${why}); its burst capacity can hold the pod`, fittingNodes: [], unresolvable: false, byBurst: true };
+    return { fits: false, reason: `no node in ${target} fits: ${why}; burst capacity short of ${room}`, fittingNodes: [], unresolvable };
+  };
+  if (targetNodes.length === 0) return burst(`${target} has no nodes`, true);
+
+  const ignored = opts.ignoredLabelKeys ?? VIRTUAL_NODE_ONLY_LABEL_KEYS;
   const failures = new Map<string, number>();
   const fail = (reason: string) => failures.set(reason, (failures.get(reason) ?? 0) + 1);
   /** Largest free amount seen, per resource that was short somewhere. */
@@ -145,5 +163,55 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
       return `${count} ${reason}${most === undefined ? '' : ` (largest free ${formatQuantity(most, resource!)})`}`;
     })
     .join(', ');
-  return { fits: false, reason: `no node in ${target} fits: ${summary}`, fittingNodes, unresolvable: resourceFailures === 0 };
+  return burst(summary, resourceFailures === 0);
+}
+
+/**
+ * '' when `requests` fit in `capacity` less `waiting` for every resource `capacity` names, else
+ * the resources short, comma-separated; undefined without a capacity. Resources the capacity
+ * does not name are not limited: the target's autoscaler has the last word.
+ */
+function burstRoom(requests: ResourceAmounts, capacity: ReadonlyMap<string, bigint>, waiting: ReadonlyMap<string, bigint> | undefined): string | undefined {
+  if (capacity.size === 0) return undefined;
+  const short: string[] = [];
+  for (const [name, limit] of capacity) {
+    const amount = requests.get(name) ?? 0n;
+    if (amount > 0n && amount > limit - (waiting?.get(name) ?? 0n)) short.push(name);
+  }
+  return short.sort().join(', ');
+}
+
+/**
+ * What this source already has waiting in a target without a node, counted against its burst
+ * capacity: the requests (plus one pod slot each) of our delegates there that have no node and
+ * are neither finished nor being deleted, and of the proxies being placed there whose delegate is
+ * not in `delegates` yet (`placing`, by proxy UID). A delegate that got a node (the new one, once
+ * Ready) stops counting: that node's room shows in the target's summary instead. Pure; the
+ * extender's filter calls it for a target with burst capacity that no current node fits.
+ */
+export function waitingRequests(delegates: readonly V1Pod[], placing: readonly V1Pod[], sourceClusterName: string): ResourceAmounts {
+  const total: ResourceAmounts = new Map();
+  const add = (spec: V1PodSpec | undefined) => {
+    const r = podRequests(spec);
+    r.set('pods', ONE_POD);
+    for (const [name, amount] of r) total.set(name, (total.get(name) ?? 0n) + amount);
+  };
+  const seen = new Set<string>();
+  for (const d of delegates) {
+    if (!isOurDelegate(d, sourceClusterName)) continue;
+    seen.add(d.metadata!.labels![PARENT_UID_LABEL]);
+    if (d.spec?.nodeName || d.metadata?.deletionTimestamp || isTerminal(d)) continue;
+    add(d.spec);
+  }
+  for (const proxy of placing) {
+    if (proxy.metadata?.uid && seen.has(proxy.metadata.uid)) continue;
+    let spec: V1PodSpec | undefined;
+    try {
+      spec = schedulingPod(proxy).spec;
+    } catch {
+      spec = proxy.spec;
+    }
+    add(spec);
+  }
+  return total;
 }

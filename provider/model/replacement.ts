@@ -1,5 +1,6 @@
 import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { REPLACEABLE_CONDITION } from '../core/keys.js';
+import { NOT_TRIGGER_SCALE_UP, SCALE_UP_PATIENCE_MS, type AutoscalerVerdict } from './autoscaler.js';
 import { controllerOf } from './outage.js';
 
 /**
@@ -21,6 +22,9 @@ export const REPLACE_COOL_DOWN_MS = 5 * 60_000;
  */
 export const NODE_LOST_GRACE_MS = 20_000;
 
+/** Why a delegate was re-placed (the `reason` label of `admiralty_replacements_total`). */
+export type ReplacementReason = 'Unschedulable' | 'NotTriggerScaleUp' | 'NodeLost';
+
 export interface ReplacementInput {
   proxy: V1Pod;
   delegate: V1Pod;
@@ -28,6 +32,8 @@ export interface ReplacementInput {
   targetName: string;
   /** Names of the target's real nodes in its last ClusterSummary and when it was read; undefined if none was read. */
   summary: { nodeNames: ReadonlySet<string>; readAtMs: number } | undefined;
+  /** The target's cluster-autoscaler's latest word on the delegate (see `autoscalerVerdict`), if any. */
+  autoscaler?: AutoscalerVerdict;
   /** `--replace-unschedulable-after`; 0: an Unschedulable delegate is never re-placed. */
   unschedulableAfterMs: number;
   /** How long the target is avoided for the controller's pods after a re-placement. */
@@ -38,7 +44,7 @@ export interface ReplacementInput {
 /** What to do about one proxy whose delegate may be stuck in its target. */
 export interface ReplacementDecision {
   /** Delete the proxy (delegation deletes its delegate first) and keep its controller's pods off the target until `avoidUntilMs`. */
-  replace?: { ownerUid: string; avoidUntilMs: number; reason: 'Unschedulable' | 'NodeLost' };
+  replace?: { ownerUid: string; avoidUntilMs: number; reason: ReplacementReason };
   /** The Replaceable condition the proxy should carry (a bare pod stuck, or no longer stuck). */
   condition?: V1PodCondition;
   /** The event to record with the deletion or the condition. */
@@ -52,22 +58,32 @@ const timeOf = (t: Date | string | undefined): number | undefined => (t === unde
 const seconds = (ms: number) => `${ms / 1000} s`;
 
 /**
- * Why the delegate is stuck, if it is: Unschedulable in its target for at least
- * `unschedulableAfterMs`, or bound to a node that the target's summary no longer lists (read at
- * least {@link NODE_LOST_GRACE_MS} after the delegate was scheduled). `since` is stable for one
- * stuck spell (the condition's time, or the node's name), so messages built from it are too.
+ * Why the delegate is stuck, if it is: Unschedulable in its target and the target's
+ * cluster-autoscaler said `NotTriggerScaleUp` last (at once: no node is coming), or Unschedulable
+ * for at least `unschedulableAfterMs` and no `TriggeredScaleUp` in the last
+ * {@link SCALE_UP_PATIENCE_MS} (a node is coming: wait for it), or bound to a node that the
+ * target's summary no longer lists (read at least {@link NODE_LOST_GRACE_MS} after the delegate
+ * was scheduled). `since` is stable for one stuck spell (the condition's time, or the node's
+ * name), so messages built from it are too.
  */
-function stuck(i: ReplacementInput): { reason: 'Unschedulable' | 'NodeLost'; why: string } | { recheckAtMs: number } | undefined {
+function stuck(i: ReplacementInput): { reason: ReplacementReason; why: string } | { recheckAtMs: number } | undefined {
   const d = i.delegate;
   const scheduled = d.status?.conditions?.find((c) => c.type === 'PodScheduled');
   const node = d.spec?.nodeName;
   if (!node && scheduled?.status === 'False' && scheduled.reason === 'Unschedulable' && i.unschedulableAfterMs > 0) {
     const since = timeOf(scheduled.lastTransitionTime) ?? timeOf(d.metadata?.creationTimestamp);
     if (since === undefined) return undefined;
-    const deadline = since + i.unschedulableAfterMs;
+    const autoscaler = i.autoscaler;
+    if (autoscaler?.reason === NOT_TRIGGER_SCALE_UP) {
+      return { reason: 'NotTriggerScaleUp', why: `is Unschedulable in ${i.targetName} and its cluster-autoscaler will not add a node for it (${NOT_TRIGGER_SCALE_UP} at ${iso(autoscaler.atMs)}: ${autoscaler.message})` };
+    }
+    // A scale-up under way: the delegate waits for its node, as long as the autoscaler itself would.
+    const scalingUntil = autoscaler ? autoscaler.atMs + SCALE_UP_PATIENCE_MS : -Infinity;
+    const deadline = Math.max(since + i.unschedulableAfterMs, scalingUntil);
     if (i.nowMs < deadline) return { recheckAtMs: deadline };
     const said = scheduled.message ? `: ${scheduled.message}` : '';
-    return { reason: 'Unschedulable', why: `is Unschedulable in ${i.targetName} since ${iso(since)}, longer than --replace-unschedulable-after (${seconds(i.unschedulableAfterMs)})${said}` };
+    const noNode = autoscaler ? `, and no node came within ${seconds(SCALE_UP_PATIENCE_MS)} of its cluster-autoscaler's ${autoscaler.reason}` : '';
+    return { reason: 'Unschedulable', why: `is Unschedulable in ${i.targetName} since ${iso(since)}, longer than --replace-unschedulable-after (${seconds(i.unschedulableAfterMs)})${noNode}${said}` };
   }
   if (node && i.summary && !i.summary.nodeNames.has(node)) {
     const scheduledAt = (scheduled?.status === 'True' ? timeOf(scheduled.lastTransitionTime) : undefined) ?? timeOf(d.metadata?.creationTimestamp) ?? -Infinity;

@@ -1,5 +1,7 @@
 import { ValidationError } from '../core/errors.js';
 import { parseGoRegexp } from './labels.js';
+import { parseQuantity } from './quantity.js';
+import type { ResourceAmounts } from './resources.js';
 import type { Condition, Target, TargetRef } from './types.js';
 
 /** Default data key of the kubeconfig in its Secret (Admiralty's). */
@@ -28,7 +30,16 @@ export interface TargetPlacement {
   weight: number;
   /** Order for the `burst` policy, lower first, integer within ±{@link MAX_TARGET_PRIORITY}. */
   priority: number;
+  /**
+   * `spec.placement.burstCapacity` in nano-units, by resource (`cpu`, `memory`, `pods`; a
+   * resource left out is not limited), or undefined: the target takes only what its current
+   * nodes can hold.
+   */
+  burstCapacity?: ResourceAmounts;
 }
+
+/** Resources `spec.placement.burstCapacity` may bound. */
+export const BURST_CAPACITY_RESOURCES = ['cpu', 'memory', 'pods'] as const;
 
 export const DEFAULT_TARGET_PLACEMENT: TargetPlacement = { weight: 1, priority: 0 };
 /** Bounds of `spec.placement` (the CRD's validation says the same). */
@@ -51,7 +62,23 @@ export function parseTargetPlacement(spec: Target['spec'] | undefined): { ok: tr
   const priority = field('priority', -MAX_TARGET_PRIORITY, MAX_TARGET_PRIORITY);
   if (typeof weight === 'string') return { ok: false, message: weight };
   if (typeof priority === 'string') return { ok: false, message: priority };
-  return { ok: true, placement: { weight, priority } };
+  const burst = p.burstCapacity;
+  if (burst === undefined || burst === null) return { ok: true, placement: { weight, priority } };
+  if (typeof burst !== 'object' || Array.isArray(burst)) return { ok: false, message: 'spec.placement.burstCapacity must be an object of cpu, memory and pods' };
+  const burstCapacity: ResourceAmounts = new Map();
+  for (const [name, value] of Object.entries(burst)) {
+    if (!(BURST_CAPACITY_RESOURCES as readonly string[]).includes(name)) return { ok: false, message: `spec.placement.burstCapacity.${name}: only ${BURST_CAPACITY_RESOURCES.join(', ')} are allowed` };
+    let amount: bigint;
+    try {
+      amount = parseQuantity(value as string | number);
+    } catch {
+      amount = -1n;
+    }
+    if (amount < 0n) return { ok: false, message: `spec.placement.burstCapacity.${name} must be a quantity of at least 0` };
+    burstCapacity.set(name, amount);
+  }
+  if (burstCapacity.size === 0) return { ok: false, message: 'spec.placement.burstCapacity must name at least one of cpu, memory, pods' };
+  return { ok: true, placement: { weight, priority, burstCapacity } };
 }
 
 /** Outcome of {@link parseTarget}: the normalized spec, or a condition reason and message. */

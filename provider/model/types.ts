@@ -42,6 +42,8 @@ export interface TargetPlacementSpec {
   weight?: number;
   /** Order for the `burst` policy, lower first; integer -1000..1000, default 0. */
   priority?: number;
+  /** What the target's cluster-autoscaler may still add, as quantities (`cpu`, `memory`, `pods`); absent: no bursting. */
+  burstCapacity?: { cpu?: string | number; memory?: string | number; pods?: string | number };
 }
 
 export interface TargetStatus {

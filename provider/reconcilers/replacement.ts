@@ -1,7 +1,8 @@
-import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Api, CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
+import { autoscalerVerdict } from '../model/autoscaler.js';
 import { isOurDelegate } from '../model/delegate-pod.js';
 import { virtualNodeName } from '../model/names.js';
 import { conditionDiffers, parentOf } from '../model/outage.js';
@@ -16,6 +17,8 @@ export interface ReplacementReconcilerOptions {
   proxies: ObjectCache<V1Pod>;
   /** Per-target cache of the pods this source created there; undefined until the target's informers run. */
   delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  /** Per-target cache of pod events there (for cluster-autoscaler's word on a delegate); undefined until its informers run. */
+  targetEvents?: (targetKey: string) => ObjectCache<CoreV1Event> | undefined;
   /** Targets' clients, health and last summaries, as the targets' probes record them. */
   registry: Pick<ClusterRegistry, 'get' | 'health' | 'summary' | 'nodeNameOf'>;
   sourceClusterName: string;
@@ -39,12 +42,15 @@ const MAX_RECHECK_MS = 60_000;
 /**
  * Re-placement of pods whose delegate is stuck in a ready target. Key: the target's key
  * (`Target/<ns>/<name>` or `ClusterTarget/<name>`), woken by each probe of the target (which also
- * reads its ClusterSummary) and at the next Unschedulable deadline. Each pass looks at the
+ * reads its ClusterSummary), by cluster-autoscaler's events on pods there, and at the next
+ * Unschedulable deadline. Each pass looks at the
  * target's delegates whose proxy is bound to its virtual node (a delegate the extender is still
  * placing has an unbound proxy, and is the binder's):
  *
- * * a delegate Unschedulable longer than `--replace-unschedulable-after`, or bound to a node the
- *   target's summary no longer lists, is stuck (see {@link decideReplacement});
+ * * a delegate Unschedulable longer than `--replace-unschedulable-after` (unless the target's
+ *   cluster-autoscaler said `TriggeredScaleUp` for it: a node is coming), or Unschedulable and
+ *   refused a node by the autoscaler (`NotTriggerScaleUp`), or bound to a node the target's
+ *   summary no longer lists, is stuck (see {@link decideReplacement});
  * * a stuck delegate of a proxy with a controller: a `Replacing` event on the proxy, the target
  *   avoided for that controller's pods for the cool-down, then the proxy deleted (UID
  *   precondition, no grace: its delegate runs nothing). Delegation deletes the delegate before it
@@ -80,6 +86,7 @@ export class ReplacementReconciler {
         delegate,
         targetName: target.displayName,
         summary,
+        autoscaler: delegate.spec?.nodeName ? undefined : autoscalerVerdict(delegate, this.o.targetEvents?.(key)?.list(delegate.metadata?.namespace) ?? []),
         unschedulableAfterMs: this.o.unschedulableAfterMs,
         coolDownMs: this.o.coolDownMs ?? REPLACE_COOL_DOWN_MS,
         nowMs: now,

@@ -3,12 +3,15 @@ import type { TargetClient } from '../clusters/target-client.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController, type Runnable } from '../controller/manager.js';
 import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
+import { isAutoscalerVerdict } from '../model/autoscaler.js';
 import type { Wiring } from './wiring.js';
 
 /** What delegation gives the rest of the wiring. */
 export interface DelegationWiring {
   namespaces: Informer<V1Namespace>;
   delegates: (key: string) => Informer<V1Pod> | undefined;
+  /** Pod events in a target (the binder reads cluster-autoscaler's word on a delegate there). */
+  targetEvents: (key: string) => Informer<CoreV1Event> | undefined;
   /** Calls `listener` with the target's key for every delegate any target's informer adds, updates or deletes. */
   onDelegateChange(listener: (targetKey: string, delegate: V1Pod) => void): void;
   follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
@@ -79,6 +82,7 @@ export async function wireDelegation(
     sourceCore: core,
     proxies,
     delegates: (key: string) => perTarget.get(key)?.delegates,
+    targetEvents: (key: string) => perTarget.get(key)?.events,
     registry: clusters,
     sourceClusterName: config.clusterName,
     unschedulableAfterMs: config.replaceUnschedulableAfterMs,
@@ -170,6 +174,8 @@ export async function wireDelegation(
     servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s));
     servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p));
     eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev));
+    // cluster-autoscaler's word on a pending delegate may make it stuck (or not): look again.
+    if (replacementController) replacementController.watch(entry.events, (ev) => (isAutoscalerVerdict(ev) ? [t.key] : []));
     for (const verb of ['add', 'update', 'delete'] as const) {
       entry.delegates.on(verb, (p) => {
         for (const listener of delegateListeners) listener(t.key, p);
@@ -223,6 +229,7 @@ export async function wireDelegation(
   return {
     namespaces,
     delegates: (key) => perTarget.get(key)?.delegates,
+    targetEvents: (key) => perTarget.get(key)?.events,
     onDelegateChange: (listener) => delegateListeners.push(listener),
     follow,
     runnables,

@@ -6,6 +6,7 @@ import { Binder } from '../../scheduler/bind.js';
 import { createExtenderApp } from '../../scheduler/extender-server.js';
 import type { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
+import { waitingRequests } from '../../scheduler/fit.js';
 import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
 import { groupPlacements } from '../../scheduler/placement-policy.js';
@@ -19,6 +20,12 @@ import type { Wiring } from './wiring.js';
  * placing.
  */
 export function wireExtender(w: Wiring, routes: express.Router, memory: PlacementMemory, proxies: Informer<V1Pod> | undefined, delegation: DelegationWiring | undefined, targets: TargetInformers | undefined): Binder | undefined {
+  const targetPlacement = (key: string) => {
+    const ref = parseTargetKey(key);
+    const obj = ref.kind === 'Target' ? targets?.targets.get(ref.name, ref.namespace) : targets?.clusterTargets.get(ref.name);
+    const parsed = obj && parseTargetPlacement(obj.spec);
+    return parsed?.ok ? parsed.placement : undefined;
+  };
   const binder = delegation
     ? new Binder({
         sourceCore: w.core,
@@ -27,6 +34,8 @@ export function wireExtender(w: Wiring, routes: express.Router, memory: Placemen
         namespaces: delegation.namespaces,
         delegates: delegation.delegates,
         follow: delegation.follow,
+        targetEvents: delegation.targetEvents,
+        bursts: (key) => targetPlacement(key)?.burstCapacity !== undefined,
         memory,
         schedulerName: w.config.proxySchedulerName,
         sourceClusterName: w.config.clusterName,
@@ -49,12 +58,8 @@ export function wireExtender(w: Wiring, routes: express.Router, memory: Placemen
         return read && { nodes: nodesOfSummary(read.summary), readAtMs: read.readAtMs };
       },
       policy: { kind: 'spread' },
-      targetPlacement: (key) => {
-        const ref = parseTargetKey(key);
-        const obj = ref.kind === 'Target' ? targets?.targets.get(ref.name, ref.namespace) : targets?.clusterTargets.get(ref.name);
-        const parsed = obj && parseTargetPlacement(obj.spec);
-        return parsed?.ok ? parsed.placement : undefined;
-      },
+      targetPlacement,
+      waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], w.config.clusterName),
       namespace: delegation && ((name) => delegation.namespaces.get(name)),
       groupPlacements:
         proxies &&

@@ -1,4 +1,4 @@
-import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, KubeConfig, type CoreV1Event, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
@@ -157,6 +157,44 @@ describe('scheduler: Binder', () => {
     expect(asked).to.deep.equal([KEY]);
     expect(targetCore.createNamespacedPod.called).to.equal(false);
     expect(memory.refusal(UID, KEY, Date.now())).to.equal(undefined);
+  });
+
+  describe('in a target with burst capacity', () => {
+    let events: CoreV1Event[];
+    const unschedulable = (d: V1Pod): V1Pod => ({ ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }] } });
+    /** cluster-autoscaler's word on the delegate, a moment after the target's scheduler said Unschedulable. */
+    const autoscalerSays = (reason: string, message: string) => (d: V1Pod) => {
+      setTimeout(() => events.push({ metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' }, reason, message, lastTimestamp: new Date(), source: { component: 'cluster-autoscaler' } }), 20);
+      return unschedulable(d);
+    };
+
+    beforeEach(() => {
+      events = [];
+      binder = new Binder({ ...options, bursts: (key) => key === KEY, targetEvents: () => ({ get: () => undefined, list: () => events }) });
+    });
+
+    it('binds the proxy with its delegate still pending once cluster-autoscaler said TriggeredScaleUp, assuming no node', async () => {
+      decide = autoscalerSays('TriggeredScaleUp', 'pod triggered scale-up: [{c2-burst 0->1 (max: 3)}]');
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      expect(source.createNamespacedPodBinding.calledOnce).to.equal(true);
+      expect(targetCore.deleteNamespacedPod.called).to.equal(false);
+      expect(memory.assumedOn(KEY, Date.now()).size).to.equal(0);
+    });
+
+    it("refuses with cluster-autoscaler's reason when it said NotTriggerScaleUp, and deletes the delegate", async () => {
+      decide = autoscalerSays('NotTriggerScaleUp', "pod didn't trigger scale-up: 1 max node group size reached");
+      const r = await binder.bind(args);
+      expect(r.Error).to.equal("c2: 0/2 nodes are available: 2 Insufficient cpu.; cluster-autoscaler: pod didn't trigger scale-up: 1 max node group size reached");
+      expect(source.createNamespacedPodBinding.called).to.equal(false);
+      expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
+    });
+
+    it('refuses when cluster-autoscaler says nothing in time', async () => {
+      decide = unschedulable;
+      const r = await binder.bind(args);
+      expect(r.Error).to.equal('c2: 0/2 nodes are available: 2 Insufficient cpu.; its cluster-autoscaler said nothing within 0.3 s');
+      expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
+    });
   });
 
   it('refuses when the target does not decide in time', async () => {

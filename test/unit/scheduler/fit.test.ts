@@ -2,11 +2,13 @@ import type { V1NodeSelectorRequirement, V1Pod, V1PodSpec } from '@kubernetes/cl
 import { expect } from 'chai';
 import {
   CLUSTER_TARGET_NAME_LABEL,
+  PARENT_CLUSTER_NAME_LABEL,
+  PARENT_UID_LABEL,
   SOURCE_POD_MANIFEST_ANNOTATION,
   TARGET_NAMESPACE_LABEL,
   VIRTUAL_KUBELET_PROVIDER_LABEL,
 } from '../../../provider/core/keys.js';
-import { fitsTarget, type FitOptions } from '../../../scheduler/fit.js';
+import { fitsTarget, waitingRequests, type FitOptions } from '../../../scheduler/fit.js';
 import { podRequests } from '../../../provider/model/resources.js';
 import { container, node, nodesOf, pod, runningOn } from './fixtures.js';
 import type { V1Node } from '@kubernetes/client-node';
@@ -242,5 +244,70 @@ describe('scheduler: fitsTarget', () => {
       expect(r.unresolvable).to.equal(true);
       expect(r.reason).to.match(/sourcepod-manifest/);
     });
+  });
+});
+
+describe('scheduler: fitsTarget with burst capacity', () => {
+  const n = (g: string) => BigInt(g) * 1_000_000_000n;
+  const full = node('n1', { allocatable: { cpu: '4', memory: '8Gi', pods: '110' } });
+  const burst = (capacity: Record<string, bigint>, waiting: Record<string, bigint> = {}): FitOptions => ({
+    targetName: 'c2',
+    burst: { capacity: new Map(Object.entries(capacity)), waiting: () => new Map(Object.entries(waiting)) },
+  });
+
+  it('fits by burst when no current node can take the pod but the capacity can', () => {
+    const r = fit(pod('p', { cpu: '8' }), [full], [], burst({ cpu: n('16') }));
+    expect(r).to.deep.include({ fits: true, byBurst: true, fittingNodes: [] });
+    expect(r.reason).to.equal('no node in c2 fits now (1 Insufficient cpu (largest free 4)); its burst capacity can hold the pod');
+  });
+
+  it('fits a target with no nodes at all (scale from zero)', () => {
+    const r = fitsTarget(pod('p', { cpu: '1' }), [], burst({ cpu: n('16') }));
+    expect(r).to.deep.include({ fits: true, byBurst: true });
+  });
+
+  it('counts what already waits there against the capacity', () => {
+    const r = fit(pod('p', { cpu: '8' }), [full], [], burst({ cpu: n('16') }, { cpu: n('10') }));
+    expect(r.fits).to.equal(false);
+    expect(r.reason).to.equal('no node in c2 fits: 1 Insufficient cpu (largest free 4); burst capacity short of cpu');
+  });
+
+  it('counts pod slots under pods, and leaves resources the capacity does not name unlimited', () => {
+    expect(fitsTarget(pod('p', { cpu: '1', memory: '1Ti' }), [], burst({ pods: n('2') }, { pods: n('1') })).fits).to.equal(true);
+    expect(fitsTarget(pod('p', { cpu: '1' }), [], burst({ pods: n('2') }, { pods: n('2') })).reason).to.match(/burst capacity short of pods$/);
+  });
+
+  it('prefers current nodes: a pod that fits one is not counted as a burst', () => {
+    const r = fit(pod('p', { cpu: '1' }), [full], [], burst({ cpu: n('16') }));
+    expect(r).to.deep.include({ fits: true, fittingNodes: ['n1'] });
+    expect(r.byBurst).to.equal(undefined);
+  });
+
+  it('without burst capacity, a target with no nodes still does not fit', () => {
+    expect(fitsTarget(pod('p'), [], opts)).to.deep.include({ fits: false, unresolvable: true, reason: 'no node in c2 fits: c2 has no nodes' });
+  });
+});
+
+describe('scheduler: waitingRequests', () => {
+  const delegate = (uid: string, cpu: string, o: { nodeName?: string; deleting?: boolean; phase?: string; source?: string } = {}) => {
+    const d = pod(`d-${uid}`, { cpu }, o.nodeName ? { nodeName: o.nodeName } : {});
+    d.metadata!.labels = { [PARENT_UID_LABEL]: uid, [PARENT_CLUSTER_NAME_LABEL]: o.source ?? 'c1' };
+    if (o.deleting) d.metadata!.deletionTimestamp = new Date();
+    d.status = { phase: o.phase ?? 'Pending' };
+    return d;
+  };
+
+  it("sums our delegates without a node, and the proxies being placed whose delegate is not there yet, one pod slot each", () => {
+    const placingProxy = pod('web-2', { cpu: '2' });
+    placingProxy.metadata!.uid = 'u3';
+    const alreadyCreated = pod('web-1', { cpu: '5' });
+    alreadyCreated.metadata!.uid = 'u1';
+    const w = waitingRequests(
+      [delegate('u1', '1'), delegate('u2', '1', { nodeName: 'n1' }), delegate('u4', '1', { deleting: true }), delegate('u5', '1', { phase: 'Failed' }), delegate('u6', '1', { source: 'other' })],
+      [alreadyCreated, placingProxy],
+      'c1',
+    );
+    expect(w.get('cpu')).to.equal(3_000_000_000n);
+    expect(w.get('pods')).to.equal(2_000_000_000n);
   });
 });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
+import { SCALE_UP_PATIENCE_MS } from '../../../../provider/model/autoscaler.js';
 import { decideReplacement, NODE_LOST_GRACE_MS, type ReplacementInput } from '../../../../provider/model/replacement.js';
 
 const COND = 'multicluster.admiralty.io/Replaceable';
@@ -86,6 +87,41 @@ describe('decideReplacement', () => {
       const d = unschedulable(T0 - AFTER);
       d.status!.conditions = [];
       expect(decideReplacement(input(proxy({ owner: true }), d))).to.deep.equal({ recheckAtMs: undefined });
+    });
+  });
+
+  describe('a delegate waiting in a target with cluster-autoscaler', () => {
+    const triggered = (atMs: number) => ({ reason: 'TriggeredScaleUp' as const, message: 'pod triggered scale-up: [{c2-burst 0->1 (max: 3)}]', atMs });
+    const refused = (atMs: number) => ({ reason: 'NotTriggerScaleUp' as const, message: "pod didn't trigger scale-up: 1 max node group size reached", atMs });
+
+    it('is not re-placed while a scale-up it triggered is under way, past --replace-unschedulable-after', () => {
+      const d = decideReplacement(input(proxy({ owner: true }), unschedulable(T0 - 5 * AFTER), { autoscaler: triggered(T0 - 4 * AFTER) }));
+      expect(d).to.deep.equal({ recheckAtMs: T0 - 4 * AFTER + SCALE_UP_PATIENCE_MS });
+    });
+
+    it("is re-placed once no node came within cluster-autoscaler's provision time", () => {
+      const d = decideReplacement(input(proxy({ owner: true }), unschedulable(T0 - SCALE_UP_PATIENCE_MS - 20_000), { autoscaler: triggered(T0 - SCALE_UP_PATIENCE_MS) }));
+      expect(d.replace).to.deep.include({ reason: 'Unschedulable' });
+      expect(d.event?.message).to.include("and no node came within 900 s of its cluster-autoscaler's TriggeredScaleUp");
+    });
+
+    it('is re-placed at once when the autoscaler says NotTriggerScaleUp, before --replace-unschedulable-after', () => {
+      const d = decideReplacement(input(proxy({ owner: true }), unschedulable(T0 - 5_000), { autoscaler: refused(T0 - 1_000) }));
+      expect(d.replace).to.deep.equal({ ownerUid: 'rs-uid', avoidUntilMs: T0 + COOL, reason: 'NotTriggerScaleUp' });
+      expect(d.event?.message).to.equal(
+        "delegate web-0-x1 is Unschedulable in apps/c2 and its cluster-autoscaler will not add a node for it (NotTriggerScaleUp at 2026-01-01T09:59:59.000Z: pod didn't trigger scale-up: 1 max node group size reached): " +
+          "deleting the proxy and its delegate so that its ReplicaSet web-abc recreates it on another target; apps/c2 is avoided for the ReplicaSet's pods until 2026-01-01T10:05:00.000Z",
+      );
+    });
+
+    it('a bare pod refused by the autoscaler is marked, not deleted', () => {
+      const d = decideReplacement(input(proxy(), unschedulable(T0 - 5_000), { autoscaler: refused(T0 - 1_000) }));
+      expect(d.replace).to.equal(undefined);
+      expect(d.condition).to.include({ status: 'False', reason: 'CannotReplace' });
+    });
+
+    it('is not re-placed on NotTriggerScaleUp with --replace-unschedulable-after=0', () => {
+      expect(decideReplacement(input(proxy({ owner: true }), unschedulable(T0 - 5_000), { autoscaler: refused(T0 - 1_000), unschedulableAfterMs: 0 }))).to.deep.equal({ recheckAtMs: undefined });
     });
   });
 

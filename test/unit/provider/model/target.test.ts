@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { conditionsEqual, DEFAULT_TARGET_PLACEMENT, parseTarget, readyCondition, setCondition } from '../../../../provider/model/target.js';
+import { conditionsEqual, DEFAULT_TARGET_PLACEMENT, parseTarget, parseTargetPlacement, readyCondition, setCondition } from '../../../../provider/model/target.js';
 import type { Condition, Target } from '../../../../provider/model/types.js';
 
 function target(spec: Target['spec'], namespace = 'default'): Target {
@@ -65,6 +65,10 @@ describe('parseTarget', () => {
     ['fractional weight', target({ self: true, placement: { weight: 1.5 } }), 'Target', 'InvalidSpec', /weight must be an integer/],
     ['huge weight', target({ self: true, placement: { weight: 1e9 } }), 'Target', 'InvalidSpec', /weight must be an integer/],
     ['string priority', target({ self: true, placement: { priority: '1' as unknown as number } }), 'Target', 'InvalidSpec', /^spec.placement.priority must be an integer from -1000 to 1000$/],
+    ['burst capacity of another resource', target({ self: true, placement: { burstCapacity: { gpu: '1' } as never } }), 'Target', 'InvalidSpec', /^spec.placement.burstCapacity.gpu: only cpu, memory, pods are allowed$/],
+    ['burst capacity not a quantity', target({ self: true, placement: { burstCapacity: { cpu: 'lots' } } }), 'Target', 'InvalidSpec', /^spec.placement.burstCapacity.cpu must be a quantity of at least 0$/],
+    ['negative burst capacity', target({ self: true, placement: { burstCapacity: { memory: '-1Gi' } } }), 'Target', 'InvalidSpec', /burstCapacity.memory must be a quantity/],
+    ['empty burst capacity', target({ self: true, placement: { burstCapacity: {} } }), 'Target', 'InvalidSpec', /must name at least one of cpu, memory, pods$/],
   ];
   for (const [why, obj, kind, reason, message] of invalid) {
     it(`rejects ${why}`, () => {
@@ -76,6 +80,24 @@ describe('parseTarget', () => {
       }
     });
   }
+});
+
+describe('parseTargetPlacement: burstCapacity', () => {
+  it('parses quantities into nano-units, leaving out what is not named', () => {
+    const r = parseTargetPlacement({ placement: { burstCapacity: { cpu: '64', memory: '1Gi', pods: 110 } } });
+    expect(r.ok && [...r.placement.burstCapacity!]).to.deep.equal([
+      ['cpu', 64_000_000_000n],
+      ['memory', 1073741824_000_000_000n],
+      ['pods', 110_000_000_000n],
+    ]);
+    const cpuOnly = parseTargetPlacement({ placement: { burstCapacity: { cpu: '500m' } } });
+    expect(cpuOnly.ok && [...cpuOnly.placement.burstCapacity!]).to.deep.equal([['cpu', 500_000_000n]]);
+  });
+
+  it('has none by default', () => {
+    const r = parseTargetPlacement({ self: true });
+    expect(r.ok && r.placement.burstCapacity).to.equal(undefined);
+  });
 });
 
 describe('conditions', () => {
