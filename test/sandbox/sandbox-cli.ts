@@ -6,7 +6,9 @@ const USAGE = `usage: sandbox <command>
                                     start clusters c1 … cN (default 2) connected as the topology says:
                                     star (default) c1 sends to every cluster, mesh every cluster to every
                                     cluster, hub c2 … cN to c1; with N provider processes in c1 (default 1;
-                                    a front stands in for their Service); idempotent
+                                    a front stands in for their Service); idempotent.
+                                    --autoscaler <cluster> (repeatable) also runs the cluster-autoscaler
+                                    stand-in (a test fixture) there, on a sandbox already up too
   down                              stop every process the sandbox started and remove its state
   status                            say what runs
   stop <cluster> <component>        stop one process, keeping its state (components: ${CLUSTER_COMPONENTS.join(', ')})
@@ -38,7 +40,12 @@ export async function sandboxCli(args: string[]): Promise<number> {
         console.error('sandbox: --provider-replicas takes a whole number from 1 to 5');
         return 2;
       }
-      await sandbox.up({ clusters, topology: topology as Topology, providerReplicas, connect: !rest.includes('--no-connect'), log });
+      const autoscalers = rest.flatMap((a, j) => (a === '--autoscaler' ? [rest[j + 1]] : []));
+      if (autoscalers.some((c) => !c || c.startsWith('--'))) {
+        console.error('sandbox: --autoscaler takes a cluster name (c2)');
+        return 2;
+      }
+      await sandbox.up({ clusters, topology: topology as Topology, providerReplicas, connect: !rest.includes('--no-connect'), autoscalers, log });
       return 0;
     }
     case 'down':

@@ -6,6 +6,7 @@ import net from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { packageRoot } from '../../provider/tools/package-root.js';
+import { STAND_IN_CONFIGMAP } from './cluster-autoscaler-stand-in.js';
 import { ensurePki, type SandboxPki } from './pki.js';
 import { outOfClusterSchedulerConfig, shippedSchedulerConfig } from './proxy-scheduler-config.js';
 import { isOurs, isRunning, readPid, signalProcess, startProcess, stopProcess, type ProcessSpec } from './processes.js';
@@ -36,7 +37,7 @@ export function shippedCli(): { command: string; args: string[] } {
  * schedulerName admiralty-proxy, that places proxy pods) runs in the sources only (c1 in the
  * default topology).
  */
-export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider', 'provider-front', 'proxy-scheduler'] as const;
+export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider', 'provider-front', 'proxy-scheduler', 'cluster-autoscaler-stand-in'] as const;
 export type Component = (typeof CLUSTER_COMPONENTS)[number];
 
 /**
@@ -68,6 +69,8 @@ export interface SandboxState {
   providerReplicas?: number;
   /** Who sends pods where (see topology.ts); `star` when absent. */
   topology?: Topology;
+  /** Clusters that run the cluster-autoscaler stand-in (a test fixture; `up --autoscaler <cluster>`). */
+  autoscalers?: string[];
 }
 
 export interface UpOptions {
@@ -79,6 +82,8 @@ export interface UpOptions {
   connect?: boolean;
   /** Provider processes of the source (c1), default 1; with more, a front stands in for their Service. */
   providerReplicas?: number;
+  /** Clusters that also run the cluster-autoscaler stand-in (added to a running sandbox too). */
+  autoscalers?: string[];
   log?: (line: string) => void;
 }
 
@@ -144,6 +149,7 @@ export class Sandbox {
       if (c === 'provider') return s.provider;
       if (c === 'proxy-scheduler') return s.provider && isSource(topologyOf(s), s.clusters, cluster);
       if (c === 'provider-front') return s.provider && this.providerReplicas(cluster, s) > 1;
+      if (c === 'cluster-autoscaler-stand-in') return s.autoscalers?.includes(cluster) ?? false;
       return true;
     });
   }
@@ -194,6 +200,7 @@ export class Sandbox {
     }
     if (state && this.isUp()) {
       this.log(`sandbox already up (${state.clusters.join(', ')})`);
+      for (const c of opts.autoscalers ?? []) await this.startAutoscaler(c);
       return;
     }
     const binDir = this.build();
@@ -224,6 +231,7 @@ export class Sandbox {
       await Promise.all(this.sources(state).map((c) => this.startProxyScheduler(c, state!)));
       if (opts.connect !== false) await this.connect(state);
     }
+    for (const c of new Set([...(state.autoscalers ?? []), ...(opts.autoscalers ?? [])])) await this.startAutoscaler(c);
     this.log(`sandbox up in ${((Date.now() - started) / 1000).toFixed(1)} s: clusters ${state.clusters.join(', ')} (${topologyOf(state)}); kubeconfig ${this.kubeconfigPath}`);
   }
 
@@ -238,6 +246,27 @@ export class Sandbox {
    */
   auditedUsers(state = this.requireState()): string[] {
     return [PROVIDER_USER, PROXY_SCHEDULER_USER, ...this.sources(state).map(sourceUser)];
+  }
+
+  /**
+   * Runs the cluster-autoscaler stand-in (test/sandbox/cluster-autoscaler-stand-in.ts, a test
+   * fixture) in `cluster`, with a default node group `<cluster>-burst` (min 0, max 3, 64 cpu,
+   * 256Gi, 110 pods, nodes created 3 s after a scale-up) unless ConfigMap
+   * `kube-system/cluster-autoscaler-stand-in` exists already. Idempotent; `down` stops it.
+   */
+  async startAutoscaler(cluster: string): Promise<void> {
+    const state = this.requireState();
+    this.ports(cluster, state); // an unknown cluster fails here
+    if (!state.autoscalers?.includes(cluster)) {
+      state.autoscalers = [...(state.autoscalers ?? []), cluster];
+      writeFileSync(this.statePath, JSON.stringify(state, null, 2));
+    }
+    const region = REGIONS[state.clusters.indexOf(cluster) % REGIONS.length];
+    const groups = [{ name: `${cluster}-burst`, minSize: 0, maxSize: 3, provisionDelaySeconds: 3, template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { 'topology.kubernetes.io/region': region } } }];
+    const exists = await this.kubectl(cluster, 'get', 'configmap', '-n', 'kube-system', STAND_IN_CONFIGMAP, '--ignore-not-found', '-o', 'name');
+    if (!exists.trim()) await this.kubectl(cluster, 'create', 'configmap', '-n', 'kube-system', STAND_IN_CONFIGMAP, `--from-literal=node-groups=${JSON.stringify(groups)}`);
+    startProcess(this.spec(cluster, 'cluster-autoscaler-stand-in', state));
+    this.log(`${cluster}: cluster-autoscaler stand-in running (test fixture; node groups in ConfigMap kube-system/${STAND_IN_CONFIGMAP})`);
   }
 
   /** Builds (or finds cached) control-plane binaries; returns their folder. */
@@ -416,6 +445,15 @@ export class Sandbox {
           args: ['--import', 'tsx', join(REPO_ROOT, 'test', 'sandbox', 'tcp-front.ts'), `--listen=${p.webhook}`, `--backends=${replicas.map((r) => r.webhook).join(',')}`, `--readyz=${replicas.map((r) => r.metrics).join(',')}`],
         };
       }
+      case 'cluster-autoscaler-stand-in':
+        return {
+          ...base,
+          command: process.execPath,
+          cwd: REPO_ROOT,
+          marker: `cluster-autoscaler-stand-in-main.ts --kubeconfig=${kubeconfig}`,
+          restart: true,
+          args: ['--import', 'tsx', join(REPO_ROOT, 'test', 'sandbox', 'cluster-autoscaler-stand-in-main.ts'), `--kubeconfig=${kubeconfig}`, '--scan-interval-ms=2000'],
+        };
       case 'proxy-scheduler': {
         const saKubeconfig = this.proxySchedulerPaths(cluster).kubeconfig;
         return {

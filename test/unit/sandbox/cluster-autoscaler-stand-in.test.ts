@@ -1,0 +1,45 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { isUnschedulable, planScaleUp, triggeredMessage, type NodeGroup } from '../../../test/sandbox/cluster-autoscaler-stand-in.js';
+
+const group = (name: string, o: Partial<NodeGroup> = {}): NodeGroup => ({ name, minSize: 0, maxSize: 2, template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { pool: name } }, ...o });
+const pod = (name: string, cpu: string, nodeSelector?: Record<string, string>): V1Pod => ({
+  metadata: { name, namespace: 'default', uid: name },
+  spec: { containers: [{ name: 'c', resources: { requests: { cpu } } }], nodeSelector },
+  status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }] },
+});
+const names = (pods: V1Pod[]) => pods.map((p) => p.metadata!.name);
+
+describe('sandbox: cluster-autoscaler stand-in (test fixture)', () => {
+  it('scales a group up from zero for a pod a new node can hold, packing the next pods onto that node', () => {
+    const plan = planScaleUp([pod('a', '40'), pod('b', '20'), pod('c', '20')], [group('burst')], new Map(), []);
+    expect(plan.scaleUps).to.deep.equal([{ group: 'burst', currentSize: 0, newSize: 2, maxSize: 2 }]);
+    expect(names(plan.triggered)).to.deep.equal(['a', 'c']);
+    expect(plan.notTriggered).to.deep.equal([]);
+    expect(triggeredMessage(plan.scaleUps)).to.equal('pod triggered scale-up: [{burst 0->2 (max: 2)}]');
+  });
+
+  it('says nothing for a pod that fits on a node already coming', () => {
+    const plan = planScaleUp([pod('a', '40')], [group('burst')], new Map([['burst', 1]]), ['burst']);
+    expect(plan).to.deep.equal({ scaleUps: [], triggered: [], notTriggered: [] });
+  });
+
+  it('says NotTriggerScaleUp, with the reasons of every group counted, when no group can or may grow', () => {
+    const plan = planScaleUp([pod('a', '40', { pool: 'burst' })], [group('burst', { maxSize: 1 }), group('small', { template: { allocatable: { cpu: '8', memory: '8Gi', pods: '110' }, labels: { pool: 'small' } } })], new Map([['burst', 1]]), []);
+    expect(plan.scaleUps).to.deep.equal([]);
+    expect(plan.notTriggered.map((n) => n.message)).to.deep.equal(["pod didn't trigger scale-up: 1 max node group size reached, 1 node(s) didn't match Pod's node affinity/selector"]);
+  });
+
+  it('holds its NotTriggerScaleUp events in a loop that scaled up, as cluster-autoscaler does', () => {
+    const plan = planScaleUp([pod('a', '40'), pod('huge', '100')], [group('burst')], new Map(), []);
+    expect(names(plan.triggered)).to.deep.equal(['a']);
+    expect(plan.notTriggered).to.deep.equal([]);
+    expect(planScaleUp([pod('huge', '100')], [group('burst')], new Map(), []).notTriggered.map((n) => n.message)).to.deep.equal(["pod didn't trigger scale-up: 1 Insufficient cpu"]);
+  });
+
+  it('looks only at pods Pending, unbound and Unschedulable', () => {
+    const bound = { ...pod('b', '1'), spec: { containers: [], nodeName: 'n1' } };
+    const waiting = { ...pod('w', '1'), status: { phase: 'Pending' } };
+    expect([pod('a', '1'), bound, waiting].map(isUnschedulable)).to.deep.equal([true, false, false]);
+  });
+});
