@@ -1,7 +1,7 @@
 import { CoreV1Api, KubeConfig, type CoreV1Event, type V1Node, type V1Pod, type V1Taint } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../../provider/model/autoscaler.js';
-import { ONE_POD, parseList, podRequests, type ResourceAmounts } from '../../provider/model/resources.js';
+import { isTerminal, ONE_POD, parseList, podRequests, type ResourceAmounts } from '../../provider/model/resources.js';
 import { REASON_AFFINITY } from '../../scheduler/fit.js';
 import { matchesNodeSelectorAndAffinity, untoleratedTaint } from '../../scheduler/node-match.js';
 
@@ -42,15 +42,22 @@ export interface ScaleUpPlan {
   notTriggered: { pod: V1Pod; message: string }[];
 }
 
+/** Room on a node that exists or is coming: what a pod is checked against before any scale-up. */
+export interface Room {
+  labels: Record<string, string>;
+  taints?: V1Taint[];
+  free: ResourceAmounts;
+}
+
 /**
  * One scale-up loop, decided: `pods` are the Unschedulable pods (oldest first), `sizes` each
- * group's nodes (registered or coming), `upcoming` the groups of nodes coming (not Ready yet).
- * Pods fill the nodes coming first, then a new node of the first group whose template takes them
- * and that is below its max size. Pure.
+ * group's nodes (registered or coming), `rooms` the free room of the Ready nodes and of the nodes
+ * coming. A pod that fits a room is left to kube-scheduler, with no event (as upstream's
+ * filter-out-schedulable and its upcoming nodes); the others go to a new node of the first group
+ * whose template takes them and that is below its max size. Pure.
  */
-export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[], sizes: ReadonlyMap<string, number>, upcoming: readonly string[]): ScaleUpPlan {
-  const byName = new Map(groups.map((g) => [g.name, g]));
-  const rooms = upcoming.filter((g) => byName.has(g)).map((g) => ({ group: byName.get(g)!, free: templateRoom(byName.get(g)!) }));
+export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[], sizes: ReadonlyMap<string, number>, rooms: readonly Room[]): ScaleUpPlan {
+  const open = rooms.map((r) => ({ ...r, free: new Map(r.free) }));
   const size = new Map(groups.map((g) => [g.name, sizes.get(g.name) ?? 0]));
   const scaled = new Map<string, { currentSize: number; newSize: number; maxSize: number }>();
   const triggered: V1Pod[] = [];
@@ -58,7 +65,7 @@ export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[]
   for (const pod of pods) {
     const req = podRequests(pod.spec);
     req.set('pods', ONE_POD);
-    const room = rooms.find((r) => rejection(pod, r.group, r.free, req) === undefined);
+    const room = open.find((r) => rejection(pod, r, req) === undefined);
     if (room) {
       take(room.free, req);
       continue;
@@ -66,8 +73,8 @@ export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[]
     const reasons = new Map<string, number>();
     let grown = false;
     for (const g of groups) {
-      const free = templateRoom(g);
-      const why = rejection(pod, g, free, req) ?? (size.get(g.name)! >= g.maxSize ? 'max node group size reached' : undefined);
+      const fresh = templateRoom(g);
+      const why = rejection(pod, fresh, req) ?? (size.get(g.name)! >= g.maxSize ? 'max node group size reached' : undefined);
       if (why) {
         reasons.set(why, (reasons.get(why) ?? 0) + 1);
         continue;
@@ -77,8 +84,8 @@ export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[]
       info.newSize = current + 1;
       scaled.set(g.name, info);
       size.set(g.name, current + 1);
-      take(free, req);
-      rooms.push({ group: g, free });
+      take(fresh.free, req);
+      open.push(fresh);
       triggered.push(pod);
       grown = true;
       break;
@@ -95,20 +102,35 @@ export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[]
   };
 }
 
+/** The room of a new node of `g`. */
+export function templateRoom(g: NodeGroup): Room {
+  return { labels: g.template.labels ?? {}, taints: g.template.taints, free: parseList(g.template.allocatable) };
+}
+
+/** The room left on a Ready, schedulable node by the pods bound to it; undefined for a node that takes nothing. */
+export function nodeRoom(node: V1Node, pods: readonly V1Pod[]): Room | undefined {
+  if (node.spec?.unschedulable || node.status?.conditions?.find((c) => c.type === 'Ready')?.status !== 'True') return undefined;
+  const free = parseList(node.status?.allocatable);
+  for (const p of pods) {
+    if (p.spec?.nodeName !== node.metadata?.name || isTerminal(p)) continue;
+    const req = podRequests(p.spec);
+    req.set('pods', ONE_POD);
+    take(free, req);
+  }
+  return { labels: node.metadata?.labels ?? {}, taints: node.spec?.taints, free };
+}
+
 /** `pod triggered scale-up: [{g 0->1 (max: 2)}]`, as cluster-autoscaler prints its ScaleUpInfos. */
 export function triggeredMessage(scaleUps: ScaleUpPlan['scaleUps']): string {
   return `pod triggered scale-up: [${scaleUps.map((s) => `{${s.group} ${s.currentSize}->${s.newSize} (max: ${s.maxSize})}`).join(' ')}]`;
 }
 
-function templateRoom(g: NodeGroup): ResourceAmounts {
-  return parseList(g.template.allocatable);
-}
-
-/** Why a node of `g` with `free` room cannot take the pod, in kube-scheduler's words; undefined when it can. */
-function rejection(pod: V1Pod, g: NodeGroup, free: ResourceAmounts, req: ResourceAmounts): string | undefined {
+/** Why a node with this room cannot take the pod, in kube-scheduler's words; undefined when it can. */
+function rejection(pod: V1Pod, room: Room, req: ResourceAmounts): string | undefined {
   const spec = pod.spec ?? { containers: [] };
-  if (!matchesNodeSelectorAndAffinity(spec, { name: `${g.name}-template`, labels: g.template.labels ?? {} }, new Set())) return REASON_AFFINITY;
-  const taint = untoleratedTaint((g.template.taints ?? []).filter((t) => t.effect !== 'PreferNoSchedule'), spec.tolerations);
+  const free = room.free;
+  if (!matchesNodeSelectorAndAffinity(spec, { name: room.labels['kubernetes.io/hostname'] ?? '', labels: room.labels }, new Set())) return REASON_AFFINITY;
+  const taint = untoleratedTaint((room.taints ?? []).filter((t) => t.effect !== 'PreferNoSchedule'), spec.tolerations);
   if (taint) return `node(s) had untolerated taint {${taint.key}: ${taint.value ?? ''}}`;
   for (const [name, amount] of [...req].sort(([a], [b]) => (a < b ? -1 : 1))) {
     if (amount > 0n && amount > (free.get(name) ?? 0n)) return name === 'pods' ? 'Too many pods' : `Insufficient ${name}`;
@@ -172,26 +194,29 @@ export class ClusterAutoscalerStandIn {
   private async loop(): Promise<void> {
     const groups = await this.groups();
     if (groups.length === 0) return;
-    const nodes = (await this.core.listNode({ labelSelector: NODE_GROUP_LABEL })).items;
+    const byName = new Map(groups.map((g) => [g.name, g]));
+    const nodes = (await this.core.listNode()).items;
+    const all = (await this.core.listPodForAllNamespaces()).items;
     const sizes = new Map<string, number>();
-    const upcoming: string[] = [];
+    const rooms: Room[] = [];
     for (const n of nodes) {
-      const g = n.metadata!.labels![NODE_GROUP_LABEL];
-      sizes.set(g, (sizes.get(g) ?? 0) + 1);
-      if (n.status?.conditions?.find((c) => c.type === 'Ready')?.status !== 'True') upcoming.push(g);
+      const g = n.metadata?.labels?.[NODE_GROUP_LABEL];
+      if (g) sizes.set(g, (sizes.get(g) ?? 0) + 1);
+      const room = nodeRoom(n, all);
+      if (room) rooms.push(room);
+      // A node of ours not Ready yet is still coming: room as its template says.
+      else if (g && byName.has(g) && !n.spec?.unschedulable) rooms.push(templateRoom(byName.get(g)!));
     }
     for (const [g, n] of this.provisioning) {
       sizes.set(g, (sizes.get(g) ?? 0) + n);
-      for (let i = 0; i < n; i++) upcoming.push(g);
+      for (let i = 0; i < n && byName.has(g); i++) rooms.push(templateRoom(byName.get(g)!));
     }
     for (const g of groups) {
       for (let s = sizes.get(g.name) ?? 0; s < g.minSize; s++) this.provision(g);
     }
-    const pods = (await this.core.listPodForAllNamespaces({ fieldSelector: 'spec.nodeName=,status.phase=Pending' })).items
-      .filter(isUnschedulable)
-      .sort((a, b) => new Date(a.metadata!.creationTimestamp!).getTime() - new Date(b.metadata!.creationTimestamp!).getTime());
+    const pods = all.filter(isUnschedulable).sort((a, b) => new Date(a.metadata!.creationTimestamp!).getTime() - new Date(b.metadata!.creationTimestamp!).getTime());
     if (pods.length === 0) return;
-    const plan = planScaleUp(pods, groups, sizes, upcoming);
+    const plan = planScaleUp(pods, groups, sizes, rooms);
     for (const s of plan.scaleUps) {
       this.log(`scale-up: ${s.group} ${s.currentSize}->${s.newSize} (max: ${s.maxSize})`);
       for (let i = s.currentSize; i < s.newSize; i++) this.provision(groups.find((g) => g.name === s.group)!);

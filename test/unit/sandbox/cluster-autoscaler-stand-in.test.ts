@@ -1,6 +1,6 @@
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { isUnschedulable, planScaleUp, triggeredMessage, type NodeGroup } from '../../../test/sandbox/cluster-autoscaler-stand-in.js';
+import { isUnschedulable, nodeRoom, planScaleUp, templateRoom, triggeredMessage, type NodeGroup } from '../../../test/sandbox/cluster-autoscaler-stand-in.js';
 
 const group = (name: string, o: Partial<NodeGroup> = {}): NodeGroup => ({ name, minSize: 0, maxSize: 2, template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { pool: name } }, ...o });
 const pod = (name: string, cpu: string, nodeSelector?: Record<string, string>): V1Pod => ({
@@ -20,8 +20,18 @@ describe('sandbox: cluster-autoscaler stand-in (test fixture)', () => {
   });
 
   it('says nothing for a pod that fits on a node already coming', () => {
-    const plan = planScaleUp([pod('a', '40')], [group('burst')], new Map([['burst', 1]]), ['burst']);
+    const plan = planScaleUp([pod('a', '40')], [group('burst')], new Map([['burst', 1]]), [templateRoom(group('burst'))]);
     expect(plan).to.deep.equal({ scaleUps: [], triggered: [], notTriggered: [] });
+  });
+
+  it('says nothing for a pod that fits on a Ready node with room, counting the pods bound there (the new node, before the scheduler binds the pod)', () => {
+    const n: V1Node = { metadata: { name: 'n1', labels: { pool: 'burst' } }, spec: {}, status: { allocatable: { cpu: '64', pods: '110' }, conditions: [{ type: 'Ready', status: 'True' }] } };
+    const busy = { ...pod('busy', '30'), spec: { containers: [{ name: 'c', resources: { requests: { cpu: '30' } } }], nodeName: 'n1' }, status: { phase: 'Running' } };
+    const room = nodeRoom(n, [busy])!;
+    expect(room.free.get('cpu')).to.equal(34_000_000_000n);
+    expect(planScaleUp([pod('a', '30')], [group('burst', { maxSize: 1 })], new Map([['burst', 1]]), [room])).to.deep.equal({ scaleUps: [], triggered: [], notTriggered: [] });
+    expect(planScaleUp([pod('a', '40')], [group('burst', { maxSize: 1 })], new Map([['burst', 1]]), [room]).notTriggered).to.have.length(1);
+    expect(nodeRoom({ ...n, spec: { unschedulable: true } }, [])).to.equal(undefined);
   });
 
   it('says NotTriggerScaleUp, with the reasons of every group counted, when no group can or may grow', () => {
