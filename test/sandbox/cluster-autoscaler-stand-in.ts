@@ -107,9 +107,15 @@ export function templateRoom(g: NodeGroup): Room {
   return { labels: g.template.labels ?? {}, taints: g.template.taints, free: parseList(g.template.allocatable) };
 }
 
-/** The room left on a Ready, schedulable node by the pods bound to it; undefined for a node that takes nothing. */
+/**
+ * The room left on a Ready, schedulable node by the pods bound to it; undefined for a node that
+ * takes nothing yet. A node that kube-controller-manager still taints `node.kubernetes.io/not-ready`
+ * (for a moment after it turns Ready) is not ready either: the caller counts a node of its groups
+ * as still coming, as upstream does until a new node is ready.
+ */
 export function nodeRoom(node: V1Node, pods: readonly V1Pod[]): Room | undefined {
   if (node.spec?.unschedulable || node.status?.conditions?.find((c) => c.type === 'Ready')?.status !== 'True') return undefined;
+  if (node.spec?.taints?.some((t) => t.key === 'node.kubernetes.io/not-ready')) return undefined;
   const free = parseList(node.status?.allocatable);
   for (const p of pods) {
     if (p.spec?.nodeName !== node.metadata?.name || isTerminal(p)) continue;

@@ -32,6 +32,8 @@ describe('sandbox: cluster-autoscaler stand-in (test fixture)', () => {
     expect(planScaleUp([pod('a', '30')], [group('burst', { maxSize: 1 })], new Map([['burst', 1]]), [room])).to.deep.equal({ scaleUps: [], triggered: [], notTriggered: [] });
     expect(planScaleUp([pod('a', '40')], [group('burst', { maxSize: 1 })], new Map([['burst', 1]]), [room]).notTriggered).to.have.length(1);
     expect(nodeRoom({ ...n, spec: { unschedulable: true } }, [])).to.equal(undefined);
+    // Ready, but kube-controller-manager has not lifted its not-ready taint yet: still coming.
+    expect(nodeRoom({ ...n, spec: { taints: [{ key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' }] } }, [])).to.equal(undefined);
   });
 
   it('says NotTriggerScaleUp, with the reasons of every group counted, when no group can or may grow', () => {
