@@ -93,10 +93,13 @@ describe('federation topologies', function () {
   describe('hub of 3 clusters (c2 and c3 send to c1)', () => {
     const { sb } = ownSandbox('hub');
 
-    it('runs Deployments of the same name and namespace from c2 and c3 in c1 with separate delegates; deleting one leaves the other', async function () {
+    it('runs Deployments of the same name and namespace from c2 and c3 in c1 with separate delegates; a copy of one is never overwritten or deleted by the other; deleting one leaves the other', async function () {
       this.timeout(300_000);
       const s = sb();
-      for (const c of ['c2', 'c3']) await s.applyYaml(c, electedDeployment('web', 'default', 2, '100m'));
+      for (const c of ['c2', 'c3']) {
+        await s.applyYaml(c, `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: default}\ndata: {from: ${c}}\n`);
+        await s.applyYaml(c, electedDeployment('web', 'default', 2, '100m', { spec: { containers: [{ name: 'c', image: 'busybox', envFrom: [{ configMapRef: { name: 'cfg' } }] }] } }));
+      }
       const delegatesOf = async (source: string) => (await pods(s, 'c1', `${PARENT_CLUSTER}=${source}`)).filter((p) => !p.metadata.deletionTimestamp);
       for (const c of ['c2', 'c3']) {
         await waitFor(`2 delegates of ${c} Running in c1`, 120_000, async () => (await delegatesOf(c)).filter((p) => p.status.phase === 'Running').length === 2);
@@ -110,13 +113,26 @@ describe('federation topologies', function () {
         const uids = (await pods(s, source, 'app=web')).map((p) => p.metadata.uid).sort();
         expect(delegates.map((d) => d.metadata.labels[PARENT_UID]).sort(), source).to.deep.equal(uids);
       }
+      // Copies keep their source's name, so the two meet: the first source's copy stays as it
+      // made it, and the other source is told (README, Topologies).
+      const copy = async () => JSON.parse(await s.kubectl('c1', 'get', 'configmap', 'cfg', '-n', 'default', '-o', 'json'));
+      const owner: string = (await copy()).metadata.labels[PARENT_CLUSTER];
+      const other = owner === 'c2' ? 'c3' : 'c2';
+      expect((await copy()).data).to.deep.equal({ from: owner });
+      const conflicts = async () => JSON.parse(await s.kubectl(other, 'get', 'events', '-n', 'default', '--field-selector', 'reason=CopyConflict', '-o', 'json')).items;
+      await waitFor(`a CopyConflict event in ${other}`, 60_000, async () => (await conflicts()).length > 0);
+      expect((await conflicts())[0].message).to.contain('ConfigMap default/cfg already exists in');
 
-      await s.kubectl('c2', 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
-      await waitFor("c2's delegates gone from c1", 120_000, async () => (await pods(s, 'c1', `${PARENT_CLUSTER}=c2`)).length === 0);
-      const left = await delegatesOf('c3');
-      expect(left.map((p) => `${p.metadata.name} ${p.status.phase}`).sort()).to.deep.equal(fromC3.map((p) => `${p.metadata.name} Running`).sort());
-      await s.kubectl('c3', 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
+      const ownerDelegates = owner === 'c2' ? fromC2 : fromC3;
+      await s.kubectl(other, 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
+      await waitFor(`${other}'s delegates gone from c1`, 120_000, async () => (await pods(s, 'c1', `${PARENT_CLUSTER}=${other}`)).length === 0);
+      const left = await delegatesOf(owner);
+      expect(left.map((p) => `${p.metadata.name} ${p.status.phase}`).sort()).to.deep.equal(ownerDelegates.map((p) => `${p.metadata.name} Running`).sort());
+      expect((await copy()).metadata.labels[PARENT_CLUSTER]).to.equal(owner);
+      expect((await copy()).data).to.deep.equal({ from: owner });
+      await s.kubectl(owner, 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
       await waitFor('no pod left in any cluster', 120_000, async () => (await allPods(s)).length === 0);
+      await waitFor(`${owner}'s copy gone from c1`, 60_000, async () => !(await s.kubectl('c1', 'get', 'configmaps', '-n', 'default', '-o', 'name')).includes('configmap/cfg'));
       expect(refusals(s)).to.deep.equal([]);
     });
   });
