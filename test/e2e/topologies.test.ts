@@ -121,7 +121,7 @@ describe('federation topologies', function () {
       expect((await copy()).data).to.deep.equal({ from: owner });
       const conflicts = async () => JSON.parse(await s.kubectl(other, 'get', 'events', '-n', 'default', '--field-selector', 'reason=CopyConflict', '-o', 'json')).items;
       await waitFor(`a CopyConflict event in ${other}`, 60_000, async () => (await conflicts()).length > 0);
-      expect((await conflicts())[0].message).to.contain('ConfigMap default/cfg already exists in');
+      expect((await conflicts())[0].message).to.contain('configmap default/cfg already exists in');
 
       const ownerDelegates = owner === 'c2' ? fromC2 : fromC3;
       await s.kubectl(other, 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
