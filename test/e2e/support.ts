@@ -156,6 +156,20 @@ export async function offered(node: string): Promise<number> {
 }
 
 /**
+ * Waits until c1's virtual node `node` offers what `cluster`'s ClusterSummary says is free (c1
+ * reads summaries on its probe period), and returns that figure in millicores. Waiting for a
+ * fixed figure instead waits forever when pods of another namespace leave the target meanwhile.
+ */
+export async function followedFree(cluster: string, node: string): Promise<number> {
+  let free = NaN;
+  await waitFor(`c1's view of ${cluster} to follow its summary`, 45_000, async () => {
+    free = milliCpu((await getJson(cluster, 'clustersummary', 'singleton')).free?.cpu);
+    return (await offered(node)) === free;
+  });
+  return free;
+}
+
+/**
  * A Deployment of elected pods (label `app=<name>`), each asking for `cpu`, with no grace period;
  * `template` adds annotations and spec fields to its pod template.
  */
