@@ -706,13 +706,7 @@ describe('TargetsReconciler.reconcile', () => {
   describe('a Target deleted from the cache', () => {
     function withOurNode(w: ReturnType<typeof setup>, labels?: Record<string, string>) {
       const ref: TargetRef = { kind: 'Target', namespace: 'default', name: 'local' };
-      const node = buildVirtualNode({
-        ref,
-        health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
-        kubelet: { address: '10.0.0.5', port: 10250 },
-        nodeInfo: { kubeletVersion: 'v1' },
-        now: new Date(T0).toISOString(),
-      });
+      const node = readyNodeOf(ref);
       node.metadata!.uid = 'node-uid-9';
       if (labels) node.metadata!.labels = labels;
       w.src.nodes.set(NODE, node);
@@ -819,6 +813,17 @@ describe('TargetsReconciler.reconcile', () => {
   });
 });
 
+/** The virtual node built for `ref`, Ready, as the reconciler would create it. */
+function readyNodeOf(ref: TargetRef) {
+  return buildVirtualNode({
+    ref,
+    health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
+    kubelet: { address: '10.0.0.5', port: 10250 },
+    nodeInfo: { kubeletVersion: 'v1' },
+    now: new Date(T0).toISOString(),
+  });
+}
+
 describe('TargetsReconciler.keyOfNode', () => {
   const node = (labels: Record<string, string> | undefined): V1Node => ({ metadata: { name: 'n', labels } });
   const PROVIDER = { 'virtual-kubelet.io/provider': 'admiralty' };
@@ -841,13 +846,7 @@ describe('TargetsReconciler.keyOfNode', () => {
   ];
   for (const ref of refs) {
     it(`maps the node built for ${ref.kind} ${ref.name} back to the key of its object`, () => {
-      const built = buildVirtualNode({
-        ref,
-        health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
-        kubelet: { address: '10.0.0.5', port: 10250 },
-        nodeInfo: { kubeletVersion: 'v1' },
-        now: new Date(T0).toISOString(),
-      });
+      const built = readyNodeOf(ref);
       const obj: Target = { metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined }, spec: { self: true } };
       expect(TargetsReconciler.keyOfNode(built)).to.deep.equal([TargetsReconciler.keyOf(obj, ref.kind)]);
     });
@@ -861,13 +860,7 @@ describe('TargetsReconciler.keyOfNode', () => {
     { kind: 'Target', namespace: 'default', name: 'c'.repeat(63) },
   ] as TargetRef[]) {
     it(`maps the node of a ${ref.kind} whose name has ${ref.name.length} characters back to its key`, () => {
-      const built = buildVirtualNode({
-        ref,
-        health: { ready: true, reason: 'TargetReady', message: 'ok', lastTransitionTime: new Date(T0).toISOString() },
-        kubelet: { address: '10.0.0.5', port: 10250 },
-        nodeInfo: { kubeletVersion: 'v1' },
-        now: new Date(T0).toISOString(),
-      });
+      const built = readyNodeOf(ref);
       const targets = new MapCache<Target>();
       const clusterTargets = new MapCache<Target>();
       // Another object in the same place, so the right one must be told apart.
