@@ -22,7 +22,7 @@ import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
 import { Binder } from '../scheduler/bind.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
-import { wireDelegation } from './wiring/delegation.js';
+import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
 import { kubeletRunnable, startOpsServer, webhookRunnable } from './wiring/servers.js';
 import { wireTargets } from './wiring/targets.js';
@@ -153,7 +153,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     // of assigned pods), cut down to what the summary reads.
     const assigned = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
     const pods = w.newInformer<V1Pod>('assigned-pods', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: assigned }), undefined, assigned, summaryPodFields);
-    const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, clock: w.clock }));
+    const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock }));
     c.watch(nodes, () => [SummaryReconciler.KEY]);
     c.watch(pods, () => [SummaryReconciler.KEY]);
     c.enqueue(SummaryReconciler.KEY);
@@ -175,15 +175,17 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const proxies = enabled('delegation')
     ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`)
     : undefined;
-  // Set once delegation is wired: the outage and replacement controllers look at a target after each probe.
+  // Set once delegation is wired: the outage and replacement controllers look at a target after
+  // each probe; the virtual nodes read the delegates' caches.
   let afterProbe: ((targetKey: string) => void) | undefined;
-  const targetInformers = enabled('targets') ? wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key)) : undefined;
+  let delegation: DelegationWiring | undefined;
+  const targetInformers = enabled('targets') ? wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key), (key) => delegation?.delegates(key)) : undefined;
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
   // What the extender learns from binds and re-placements (refusals, assumptions, avoided targets).
   const memory = enabled('extender') ? new PlacementMemory() : undefined;
-  const delegation = enabled('delegation')
+  delegation = enabled('delegation')
     ? await wireDelegation(w, proxies!, (ns) => binder?.placing(ns) ?? [], memory && ((owner, target, reason, untilMs) => memory.avoid(owner, target, reason, untilMs)))
     : undefined;
   afterProbe = delegation?.afterProbe;

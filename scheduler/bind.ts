@@ -197,7 +197,7 @@ export class Binder {
       if (placed.spec?.nodeName) {
         const requests = podRequests(placed.spec, { includeOverhead: true });
         requests.set('pods', ONE_POD);
-        this.o.memory.assume(target.key, placed.spec.nodeName, requests, this.o.clock.now());
+        this.o.memory.assume(target.key, placed.spec.nodeName, requests, this.o.clock.now(), { namespace: placed.metadata?.namespace ?? namespace, name: placed.metadata?.name ?? '' });
       }
       this.o.memory.forget(args.PodUID);
       this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: placed.spec?.nodeName ?? '(waiting for a scale-up)' });

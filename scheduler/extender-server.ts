@@ -45,6 +45,8 @@ export interface TargetState {
   nodes: readonly FitNode[];
   /** When that summary was read (ms since the epoch), to tell which assumptions it covers. */
   readAtMs: number;
+  /** The pod version that summary accounts for (`ClusterSummary.podsResourceVersion`), when it says. */
+  podsResourceVersion?: string;
 }
 
 /** Returns the cached state of a target by target key, or undefined while none was read. */
@@ -66,6 +68,8 @@ export interface ExtenderAppOptions {
    * filter for a target with burst capacity that no current node fits; default nothing.
    */
   waitingRequests?: (targetKey: string) => ResourceAmounts;
+  /** A delegate in a target's cache, to tell which placements the target's summary counts already. */
+  delegate?: (targetKey: string, namespace: string, name: string) => V1Pod | undefined;
   /** A source namespace (for its placement-policy annotation), if known. */
   namespace?: (name: string) => V1Namespace | undefined;
   /**
@@ -155,6 +159,8 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
   const { logger, registry } = opts;
   const clock = opts.clock ?? realClock;
   const memory = opts.memory ?? new PlacementMemory();
+  const delegate = opts.delegate;
+  const assumedOn = (key: string, state: TargetState) => memory.assumedOn(key, state, delegate && ((namespace, name) => delegate(key, namespace, name)));
   const policyOf = typeof opts.policy === 'function' ? opts.policy : () => opts.policy as PlacementPolicy;
   const isVirtualNodeName = opts.isVirtualNodeName ?? ((name: string) => registry.byNodeName(name) !== undefined || /^admiralty-(namespace|cluster)-/.test(name));
   const duration = new Histogram({
@@ -223,7 +229,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
       const capacity = opts.targetPlacement?.(target.key)?.burstCapacity;
       const fit = fitsTarget(pod, state.nodes, {
         targetName: target.displayName,
-        assumed: memory.assumedOn(target.key, state.readAtMs),
+        assumed: assumedOn(target.key, state),
         burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
       });
       if (fit.fits) kept.add(c.name);
@@ -285,7 +291,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
         logger.error('scheduler extender: reading target state failed', { cluster: target?.displayName, ...errorFields(err) });
       }
       if (target && state) {
-        scored.push({ host: c.name, key: target.key, nodes: state.nodes, assumed: memory.assumedOn(target.key, state.readAtMs), placement: opts.targetPlacement?.(target.key) });
+        scored.push({ host: c.name, key: target.key, nodes: state.nodes, assumed: assumedOn(target.key, state), placement: opts.targetPlacement?.(target.key) });
       }
       return { Host: c.name, Score: 0 };
     });

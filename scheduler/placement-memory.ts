@@ -1,4 +1,6 @@
-import type { ResourceAmounts } from '../provider/model/resources.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { summaryCounts } from '../provider/model/counted.js';
+import { isTerminal, type ResourceAmounts } from '../provider/model/resources.js';
 
 /** What a target's scheduler said when it would not place a delegate. */
 export interface Refusal {
@@ -20,7 +22,18 @@ interface Assumption {
   node: string;
   requests: ResourceAmounts;
   atMs: number;
+  /** The delegate placed, to tell when a summary counts it. */
+  delegate?: { namespace: string; name: string };
 }
+
+/** A target's summary as the extender has it: when it was read, and the pod version it accounts for. */
+export interface SummaryRead {
+  readAtMs: number;
+  podsResourceVersion?: string;
+}
+
+/** Finds a delegate in the target's cache. */
+export type DelegateLookup = (namespace: string, name: string) => V1Pod | undefined;
 
 export interface PlacementMemoryOptions {
   /**
@@ -31,10 +44,17 @@ export interface PlacementMemoryOptions {
   refusalTtlMs?: number;
   maxRefusalTtlMs?: number;
   /**
-   * How long after a delegate was placed a summary is still taken not to show it (default 3 s:
-   * a target writes its summary at most once a second, after its pod watch sees the bind).
+   * For a summary that does not say which pod version it accounts for (a target running an
+   * older provider), how long after a delegate was placed that summary is still taken not to
+   * show it (default 3 s: a target writes its summary at most once a second, after its pod watch
+   * sees the bind).
    */
   summaryLagMs?: number;
+  /**
+   * How long an assumption is kept at most, when no summary says it counts the delegate (the
+   * delegate left the cache, or the target's summary stopped moving): default 60 s.
+   */
+  maxAssumptionMs?: number;
   /** Pods remembered at most (default 10 000), and controllers with avoided targets at most (the same); the oldest are forgotten first. */
   maxPods?: number;
 }
@@ -44,9 +64,13 @@ export interface PlacementMemoryOptions {
  *
  * * refusals: a target whose scheduler would not place a pod's delegate is kept off that pod's
  *   next scheduling attempts for a while, so kube-scheduler tries another virtual node;
- * * assumptions: the requests of delegates placed since a target's summary was read, per real
- *   node, so a burst does not pour into room that is already taken. An assumption ends once a
- *   summary read `summaryLagMs` after it arrives (that summary counts the delegate itself).
+ * * assumptions: the requests of delegates placed that a target's summary does not count yet,
+ *   per real node, so a burst does not pour into room that is already taken, and room is not
+ *   taken twice once the summary counts them. An assumption ends when the summary counts its
+ *   delegate (its `podsResourceVersion` has reached the delegate's version, see
+ *   `summaryCounts`), when the delegate is finished, or, for a summary that cannot say, once a
+ *   summary read `summaryLagMs` after the placement arrives; it moves to the node the target's
+ *   scheduler chose, when that differs.
  *
  * * avoidances: a target that a pod was re-placed out of (its delegate stuck there) is kept off
  *   the pods of that pod's controller until a time, so the replacement goes elsewhere.
@@ -61,12 +85,14 @@ export class PlacementMemory {
   private readonly refusalTtlMs: number;
   private readonly maxRefusalTtlMs: number;
   private readonly summaryLagMs: number;
+  private readonly maxAssumptionMs: number;
   private readonly maxPods: number;
 
   constructor(o: PlacementMemoryOptions = {}) {
     this.refusalTtlMs = o.refusalTtlMs ?? 10_000;
     this.maxRefusalTtlMs = o.maxRefusalTtlMs ?? 300_000;
     this.summaryLagMs = o.summaryLagMs ?? 3_000;
+    this.maxAssumptionMs = o.maxAssumptionMs ?? 60_000;
     this.maxPods = o.maxPods ?? 10_000;
   }
 
@@ -119,24 +145,42 @@ export class PlacementMemory {
     return undefined;
   }
 
-  /** Remembers a delegate placed on `node` of `targetKey`, asking for `requests` (pod slot included). */
-  assume(targetKey: string, node: string, requests: ResourceAmounts, nowMs: number): void {
+  /**
+   * Remembers a delegate placed on `node` of `targetKey`, asking for `requests` (pod slot
+   * included); `delegate` names it, so the assumption ends as soon as a summary counts it.
+   */
+  assume(targetKey: string, node: string, requests: ResourceAmounts, nowMs: number, delegate?: { namespace: string; name: string }): void {
     const list = this.assumptions.get(targetKey) ?? [];
-    list.push({ node, requests, atMs: nowMs });
+    list.push({ node, requests, atMs: nowMs, ...(delegate ? { delegate } : {}) });
     this.assumptions.set(targetKey, list);
   }
 
   /**
-   * Requests assumed on each node of a target beyond a summary read at `summaryReadAtMs`;
-   * assumptions that summary already covers are dropped.
+   * Requests assumed on each node of a target beyond its summary `read`, by the node each
+   * delegate is on; assumptions that summary covers are dropped. `delegateOf` finds the
+   * delegates in the target's cache; without it, or when the summary cannot say, time decides
+   * (see the class).
    */
-  assumedOn(targetKey: string, summaryReadAtMs: number): Map<string, ResourceAmounts> {
+  assumedOn(targetKey: string, read: SummaryRead, delegateOf?: DelegateLookup): Map<string, ResourceAmounts> {
     const out = new Map<string, ResourceAmounts>();
     const list = this.assumptions.get(targetKey);
     if (!list) return out;
-    const kept = list.filter((a) => summaryReadAtMs - a.atMs < this.summaryLagMs);
+    const kept: Assumption[] = [];
+    for (const a of list) {
+      if (read.readAtMs - a.atMs >= this.maxAssumptionMs) continue;
+      const delegate = a.delegate && delegateOf?.(a.delegate.namespace, a.delegate.name);
+      const counted = delegate && summaryCounts(read, delegate);
+      if (counted === undefined || read.podsResourceVersion === undefined) {
+        // No delegate in the cache yet, or a summary that cannot say: time decides.
+        if (read.podsResourceVersion === undefined && read.readAtMs - a.atMs >= this.summaryLagMs) continue;
+      } else if (counted || (delegate && isTerminal(delegate))) {
+        continue;
+      }
+      const node = delegate?.spec?.nodeName;
+      kept.push(node && node !== a.node ? { ...a, node } : a);
+    }
     if (kept.length === 0) this.assumptions.delete(targetKey);
-    else if (kept.length !== list.length) this.assumptions.set(targetKey, kept);
+    else this.assumptions.set(targetKey, kept);
     for (const a of kept) {
       const sum = out.get(a.node) ?? new Map<string, bigint>();
       for (const [name, amount] of a.requests) sum.set(name, (sum.get(name) ?? 0n) + amount);

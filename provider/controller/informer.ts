@@ -111,6 +111,14 @@ export class Informer<T extends KubernetesObject> {
     return this.synced;
   }
 
+  /**
+   * The newest resourceVersion the cache has taken in (of a list, an event or a bookmark): the
+   * cache reflects every change of the watched objects up to it. Empty before the first list.
+   */
+  lastResourceVersion(): string {
+    return this.resourceVersion;
+  }
+
   health(): { ok: boolean; lastError?: string; lastErrorAt?: number } {
     return { ok: this.synced && !this.restartTimer, lastError: this.lastError?.message, lastErrorAt: this.lastError?.atMs };
   }

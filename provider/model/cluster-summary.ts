@@ -20,11 +20,13 @@ import type { ClusterSummary, NodePool } from './types.js';
  *   free on it: allocatable minus the requests of the non-terminal `pods` bound to it (of every
  *   namespace, as kube-scheduler counts them). This is what a source needs to know whether one
  *   real node can take a pod, without reading the target's nodes and pods itself;
- * * free: the sum of `free` over the nodes that take new pods (Ready and not cordoned).
+ * * free: the sum of `free` over the nodes that take new pods (Ready and not cordoned);
+ * * podsResourceVersion: `podsResourceVersion` when given, the version of the pod cache `pods`
+ *   come from (see {@link ClusterSummary.podsResourceVersion}).
  *
  * Pure and deterministic (independent of node and pod order); called by the summary reconciler.
  */
-export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = []): ClusterSummary {
+export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = [], podsResourceVersion?: string): ClusterSummary {
   const real = nodes.filter((n) => n.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === undefined);
   const labelValues = new Map<string, string | null>(); // null: conflicting values
   for (const node of real) {
@@ -77,6 +79,7 @@ export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = []
     allocatable: sumResources(real.map((n) => n.status?.allocatable)),
     free: formatList(freeTotal),
     nodePools: [...pools.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([, p]) => p),
+    ...(podsResourceVersion ? { podsResourceVersion } : {}),
   };
 }
 
@@ -136,8 +139,10 @@ function sumResources(lists: (Record<string, string> | undefined)[]): Record<str
 
 /**
  * Whether two summaries say the same (labels, capacity/allocatable/free by value, so `1Gi`
- * equals `1073741824`, and the node pools); the summary reconciler skips the write when true.
- * Pools are compared as written: the builder writes them canonically and in a stable order.
+ * equals `1073741824`, the node pools, and the pod version they account for); the summary
+ * reconciler skips the write when true. Pools are compared as written: the builder writes them
+ * canonically and in a stable order. A newer `podsResourceVersion` alone is a change: a source
+ * waits for it to know that the summary counts a delegate it just placed.
  */
 export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary | undefined): boolean {
   if (!a || !b) return a === b;
@@ -146,6 +151,7 @@ export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary |
     resourceListEquals(a.capacity, b.capacity) &&
     resourceListEquals(a.allocatable, b.allocatable) &&
     resourceListEquals(a.free, b.free) &&
-    JSON.stringify(a.nodePools ?? []) === JSON.stringify(b.nodePools ?? [])
+    JSON.stringify(a.nodePools ?? []) === JSON.stringify(b.nodePools ?? []) &&
+    a.podsResourceVersion === b.podsResourceVersion
   );
 }

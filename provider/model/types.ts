@@ -109,6 +109,12 @@ export interface ClusterSummary {
   free?: Record<string, string>;
   /** The real nodes, grouped by their scheduling-relevant labels and taints. */
   nodePools?: NodePool[];
+  /**
+   * The newest pod resourceVersion the summary accounts for: every change of an assigned pod up
+   * to it is counted in `free`. Sources compare their delegates' resourceVersions with it to know
+   * which of them the summary already counts (comparable resource versions, Kubernetes 1.35).
+   */
+  podsResourceVersion?: string;
 }
 
 /** Nodes that carry the same labels (but `kubernetes.io/hostname`) and the same hard taints. */

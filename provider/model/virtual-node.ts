@@ -57,8 +57,9 @@ export interface VirtualNodeInput {
   now: string;
   /**
    * What this source's own proxies on this node hold in the target: the requests of the proxies
-   * whose delegates run there (their room is already gone from the summary's `free`, and
-   * kube-scheduler subtracts the proxies again from our allocatable). Empty by default.
+   * whose delegates the summary counts (their room is already gone from the summary's `free`, and
+   * kube-scheduler subtracts the proxies again from our allocatable; see `proxiesCountedBy`).
+   * Empty by default.
    */
   heldByProxies?: ResourceAmounts;
 }

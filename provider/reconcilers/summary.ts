@@ -11,6 +11,8 @@ export interface SummaryReconcilerOptions {
   nodes: ObjectCache<V1Node>;
   /** Pods bound to nodes, of every namespace (what is free on each node is computed from them). */
   pods: ObjectCache<V1Pod>;
+  /** The resourceVersion `pods` reflects ({@link ClusterSummary.podsResourceVersion}); read with the pods, in the same turn. */
+  podsResourceVersion?: () => string;
   clock: Clock;
   /** Rewritten at least this often even without a change (default 60 s). */
   resyncMs?: number;
@@ -35,7 +37,7 @@ export class SummaryReconciler {
     const resyncMs = this.o.resyncMs ?? 60_000;
     const wait = this.lastWriteMs + (this.o.minWriteIntervalMs ?? 1000) - this.o.clock.now();
     if (wait > 0) return { requeueAfterMs: wait };
-    const desired = buildClusterSummary(this.o.nodes.list(), this.o.pods.list());
+    const desired = buildClusterSummary(this.o.nodes.list(), this.o.pods.list(), this.o.podsResourceVersion?.() || undefined);
     const api = { group: API_GROUP, version: API_VERSION, plural: 'clustersummaries' };
     let existing: ClusterSummary | undefined;
     try {
@@ -56,6 +58,7 @@ export class SummaryReconciler {
         allocatable: desired.allocatable,
         free: desired.free,
         nodePools: desired.nodePools,
+        podsResourceVersion: desired.podsResourceVersion,
       };
       await this.o.custom.replaceClusterCustomObject({ ...api, name: CLUSTER_SUMMARY_NAME, body });
       this.lastWriteMs = this.o.clock.now();

@@ -20,6 +20,7 @@ import {
   VIRTUAL_KUBELET_PROVIDER_LABEL,
   VIRTUAL_KUBELET_PROVIDER_VALUE,
 } from '../core/keys.js';
+import { proxiesCountedBy } from '../model/counted.js';
 import { LABEL_VALUE_MAX_LENGTH, labelValueFor, virtualNodeName } from '../model/names.js';
 import { requestedByNode } from '../model/resources.js';
 import { conditionsEqual, parseTarget, readyCondition, setCondition } from '../model/target.js';
@@ -39,6 +40,8 @@ export interface TargetsReconcilerOptions {
   registry: Pick<ClusterRegistry, 'health' | 'summary'>;
   /** This source's proxies bound to a virtual node (none when delegation does not run here). */
   proxiesOn?: (nodeName: string) => readonly V1Pod[];
+  /** A proxy's delegate in the target's cache (`targetKey`), to tell whether the target's summary counts it. */
+  delegateOf?: (targetKey: string, proxy: V1Pod) => V1Pod | undefined;
   /** Binds the source role to the provider for its self targets, and only for them. */
   selfBindings: Pick<SelfTargetBindings, 'ensure' | 'remove' | 'allowed'>;
   /** Where the kube-apiserver reaches our kubelet API. */
@@ -159,17 +162,19 @@ export class TargetsReconciler {
 
   private async ensureNode(key: string, ref: TargetRef, nodeName: string, obj: Target, health: TargetHealth): Promise<V1Node | undefined> {
     const now = new Date(this.o.clock.now());
+    // A target that is not ready offers nothing, whatever it offered when last read.
+    const summary = health.ready ? this.o.registry.summary(key)?.summary : undefined;
+    const delegateOf = this.o.delegateOf && ((proxy: V1Pod) => this.o.delegateOf!(key, proxy));
     const desired = buildVirtualNode({
       ref,
-      // A target that is not ready offers nothing, whatever it offered when last read.
-      summary: health.ready ? this.o.registry.summary(key)?.summary : undefined,
+      summary,
       excludedLabelsRegexp: parseTarget(obj, ref.kind).ok ? obj.spec?.excludedLabelsRegexp : null,
       health: { ready: health.ready, reason: health.reason, message: health.message, lastTransitionTime: new Date(health.sinceMs).toISOString() },
       kubelet: this.o.kubelet,
       nodeInfo: { kubeletVersion: this.o.kubeletVersion },
       now: now.toISOString(),
-      // Running proxies: their delegates' room is already gone from the target's free.
-      heldByProxies: requestedByNode((this.o.proxiesOn?.(nodeName) ?? []).filter((p) => p.status?.phase === 'Running')).get(nodeName),
+      // The proxies whose delegates the summary counts: their room is already gone from its free.
+      heldByProxies: requestedByNode(proxiesCountedBy(this.o.proxiesOn?.(nodeName) ?? [], summary, delegateOf)).get(nodeName),
     });
     let existing: V1Node | undefined;
     try {

@@ -55,10 +55,11 @@ export function wireExtender(w: Wiring, routes: express.Router, memory: Placemen
       registry: w.clusters,
       targetState: (key) => {
         const read = w.clusters.summary(key);
-        return read && { nodes: nodesOfSummary(read.summary), readAtMs: read.readAtMs };
+        return read && { nodes: nodesOfSummary(read.summary), readAtMs: read.readAtMs, podsResourceVersion: read.summary.podsResourceVersion };
       },
       policy: { kind: 'spread' },
       targetPlacement,
+      delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
       waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], w.config.clusterName),
       namespace: delegation && ((name) => delegation.namespaces.get(name)),
       groupPlacements:

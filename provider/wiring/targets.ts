@@ -4,7 +4,9 @@ import { Controller } from '../controller/controller.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
+import { delegatePodName } from '../model/names.js';
 import type { Target } from '../model/types.js';
+import type { ObjectCache } from '../reconcilers/object-cache.js';
 import { SelfTargetBindings } from '../reconcilers/self-target-bindings.js';
 import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
 import { AFTER_BINDING_MS, TargetsReconciler } from '../reconcilers/targets.js';
@@ -19,9 +21,18 @@ export interface TargetInformers {
 /**
  * Targets: the registry (clients, summaries, health) filled on every replica by the read side,
  * and the virtual nodes, their Leases and the Targets' status written by the leader. Returns
- * the Target caches (the extender reads `spec.placement` there).
+ * the Target caches (the extender reads `spec.placement` there). `delegates` is a target's
+ * delegate cache once delegation runs: a virtual node offers back the room of the proxies whose
+ * delegates the target's summary counts.
  */
-export function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>, proxies: Informer<V1Pod> | undefined, afterProbe: (targetKey: string) => void): TargetInformers {
+export function wireTargets(
+  w: Wiring,
+  coordination: CoordinationV1Api,
+  crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>,
+  proxies: Informer<V1Pod> | undefined,
+  afterProbe: (targetKey: string) => void,
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined,
+): TargetInformers {
   const { config, kc, core, custom, manager } = w;
   const targets = crdInformer<Target & KubernetesObject>('targets');
   const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
@@ -67,6 +78,7 @@ export function wireTargets(w: Wiring, coordination: CoordinationV1Api, crdInfor
       clusterTargets,
       registry: w.clusters,
       proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
+      delegateOf: (key, proxy) => delegates(key)?.get(delegatePodName(proxy.metadata?.name ?? '', config.clusterName, proxy.metadata?.uid ?? ''), proxy.metadata?.namespace),
       selfBindings,
       kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
       kubeletVersion: PROVIDER_VERSION,

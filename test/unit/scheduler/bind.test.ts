@@ -111,8 +111,13 @@ describe('scheduler: Binder', () => {
     expect(binding.body.target).to.deep.include({ kind: 'Node', name: NODE });
     expect(binding.body.metadata!.uid).to.equal(UID);
     // Until the next summary, c2-node-1 holds the delegate's cpu and a pod slot.
-    const assumed = memory.assumedOn(KEY, Date.now());
+    const assumed = memory.assumedOn(KEY, { readAtMs: Date.now() });
     expect(assumed.get('c2-node-1')!.get('cpu')).to.equal(1_000_000_000n);
+    // It names the delegate: a summary that counts it (its pod version reached) ends it.
+    const delegate: V1Pod = { ...body, spec: { ...body.spec!, nodeName: 'c2-node-1' }, metadata: { ...body.metadata, resourceVersion: '41' } };
+    const lookup = (namespace: string, name: string) => (namespace === 'default' && name === body.metadata!.name ? delegate : undefined);
+    expect(memory.assumedOn(KEY, { readAtMs: Date.now(), podsResourceVersion: '40' }, lookup).size).to.equal(1);
+    expect(memory.assumedOn(KEY, { readAtMs: Date.now(), podsResourceVersion: '41' }, lookup).size).to.equal(0);
     expect(targetCore.deleteNamespacedPod.called).to.equal(false);
   });
 
@@ -178,7 +183,7 @@ describe('scheduler: Binder', () => {
       expect(await binder.bind(args)).to.deep.equal({ Error: '' });
       expect(source.createNamespacedPodBinding.calledOnce).to.equal(true);
       expect(targetCore.deleteNamespacedPod.called).to.equal(false);
-      expect(memory.assumedOn(KEY, Date.now()).size).to.equal(0);
+      expect(memory.assumedOn(KEY, { readAtMs: Date.now() }).size).to.equal(0);
     });
 
     it("refuses with cluster-autoscaler's reason when it said NotTriggerScaleUp, and deletes the delegate", async () => {

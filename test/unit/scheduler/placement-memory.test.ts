@@ -28,16 +28,55 @@ describe('scheduler: PlacementMemory', () => {
     expect(m.refusal('u1', 't2', 3)).to.equal(undefined);
   });
 
-  it('sums assumptions per node until a summary read late enough covers them', () => {
+  it('sums assumptions per node until a summary read late enough covers them, when the summary does not say its pod version', () => {
     const m = new PlacementMemory({ summaryLagMs: 1000 });
     m.assume('t', 'n1', new Map([['cpu', 1n]]), 100);
     m.assume('t', 'n1', new Map([['cpu', 2n], ['pods', 1n]]), 600);
     m.assume('t', 'n2', new Map([['cpu', 5n]]), 600);
-    expect(m.assumedOn('t', 1000)).to.deep.equal(new Map([['n1', new Map([['cpu', 3n], ['pods', 1n]])], ['n2', new Map([['cpu', 5n]])]]));
+    expect(m.assumedOn('t', { readAtMs: 1000 })).to.deep.equal(new Map([['n1', new Map([['cpu', 3n], ['pods', 1n]])], ['n2', new Map([['cpu', 5n]])]]));
     // A summary read at 1200 covers the delegate placed at 100, not those of 600.
-    expect(m.assumedOn('t', 1200).get('n1')).to.deep.equal(new Map([['cpu', 2n], ['pods', 1n]]));
-    expect(m.assumedOn('t', 5000).size).to.equal(0);
-    expect(m.assumedOn('other', 0).size).to.equal(0);
+    expect(m.assumedOn('t', { readAtMs: 1200 }).get('n1')).to.deep.equal(new Map([['cpu', 2n], ['pods', 1n]]));
+    expect(m.assumedOn('t', { readAtMs: 5000 }).size).to.equal(0);
+    expect(m.assumedOn('other', { readAtMs: 0 }).size).to.equal(0);
+  });
+
+  describe('with a summary that says which pod version it counts', () => {
+    const delegate = (name: string, rv: string, nodeName?: string, phase = 'Running') => ({ metadata: { namespace: 'ns', name, resourceVersion: rv }, spec: { nodeName, containers: [] }, status: { phase } });
+    const cache = (...pods: ReturnType<typeof delegate>[]) => (namespace: string, name: string) => pods.find((p) => p.metadata.namespace === namespace && p.metadata.name === name);
+    const cpu = (n: bigint) => new Map([['cpu', n]]);
+
+    it('keeps an assumption, however late the summary is read, until that summary has reached the version its delegate was bound at', () => {
+      // The burst case: a summary read 2 s after the placement counts the delegate already; a
+      // time rule would take its room twice until a summary read 3 s after, and a quiet target
+      // writes none.
+      const m = new PlacementMemory({ summaryLagMs: 3000 });
+      m.assume('t', 'n1', cpu(10n), 0, { namespace: 'ns', name: 'd1' });
+      m.assume('t', 'n1', cpu(20n), 0, { namespace: 'ns', name: 'd2' });
+      const both = cache(delegate('d1', '100', 'n1'), delegate('d2', '105', 'n1'));
+      expect(m.assumedOn('t', { readAtMs: 2000, podsResourceVersion: '99' }, both).get('n1')).to.deep.equal(cpu(30n));
+      expect(m.assumedOn('t', { readAtMs: 2000, podsResourceVersion: '100' }, both).get('n1')).to.deep.equal(cpu(20n));
+      // Read long after the placement, a summary that has not reached d2 still does not count it.
+      expect(m.assumedOn('t', { readAtMs: 50_000, podsResourceVersion: '104' }, both).get('n1')).to.deep.equal(cpu(20n));
+      // Versions compare as numbers, not as strings.
+      expect(m.assumedOn('t', { readAtMs: 50_000, podsResourceVersion: '1000' }, both).size).to.equal(0);
+    });
+
+    it('moves an assumption to the node the target scheduler chose, keeps it while the delegate is not in the cache yet, and drops it once the delegate is finished', () => {
+      const m = new PlacementMemory();
+      m.assume('t', 'n1', cpu(10n), 0, { namespace: 'ns', name: 'd1' });
+      m.assume('t', 'n1', cpu(5n), 0, { namespace: 'ns', name: 'd2' });
+      expect(m.assumedOn('t', { readAtMs: 10_000, podsResourceVersion: '500' }, cache())).to.deep.equal(new Map([['n1', cpu(15n)]]));
+      const moved = cache(delegate('d1', '600', 'n2'), delegate('d2', '601', 'n1', 'Failed'));
+      expect(m.assumedOn('t', { readAtMs: 10_000, podsResourceVersion: '500' }, moved)).to.deep.equal(new Map([['n2', cpu(10n)]]));
+    });
+
+    it('keeps an assumption the summary cannot confirm (delegate gone, versions that do not compare) at most maxAssumptionMs', () => {
+      const m = new PlacementMemory({ maxAssumptionMs: 60_000 });
+      m.assume('t', 'n1', cpu(10n), 0, { namespace: 'ns', name: 'd1' });
+      const odd = cache(delegate('d1', 'abc', 'n1'));
+      expect(m.assumedOn('t', { readAtMs: 59_999, podsResourceVersion: '500' }, odd).size).to.equal(1);
+      expect(m.assumedOn('t', { readAtMs: 60_000, podsResourceVersion: '500' }, odd).size).to.equal(0);
+    });
   });
 
   it("avoids a target for a controller's pods until a time, then drops it; the oldest controllers go beyond the bound", () => {

@@ -55,11 +55,16 @@ describe('summaryEquals', () => {
     ['quantities equal by value', { ...base, capacity: { cpu: '4000m', memory: '1073741824' } }, true],
     ['capacity differs', { ...base, capacity: { cpu: '5', memory: '1Gi' } }, false],
     ['labels differ', { ...base, metadata: { ...base.metadata, labels: { a: '2' } } }, false],
+    ['the pod version it accounts for differs (all else equal)', { ...base, podsResourceVersion: '7' }, false],
     ['undefined', undefined, false],
   ];
   for (const [why, other, want] of cases) {
     it(why, () => expect(summaryEquals(base, other)).to.equal(want));
   }
+  it('is written by the builder when given, and left out when not', () => {
+    expect(buildClusterSummary([], [], '42').podsResourceVersion).to.equal('42');
+    expect(buildClusterSummary([], [])).to.not.have.property('podsResourceVersion');
+  });
 });
 
 describe('buildClusterSummary: node pools and what is free', () => {

@@ -131,6 +131,24 @@ describe('SummaryReconciler.reconcile', () => {
     expect(state.stored!.nodePools![0].nodes[0].free).to.deep.equal({ cpu: '2500m', memory: '7Gi', pods: '109' });
   });
 
+  it("records the pod version its cache reflects, and rewrites when only that moved (a source waits for it), at most once per second", async () => {
+    const { api, state } = customApi(undefined);
+    const clock = new FakeClock(0);
+    let rv = '100';
+    const r = new SummaryReconciler({ custom: api as unknown as CustomObjectsApi, nodes: nodesCache([WORKER_1]), pods: { get: () => undefined, list: () => [] }, podsResourceVersion: () => rv, clock });
+    await r.reconcile();
+    expect(state.stored!.podsResourceVersion).to.equal('100');
+    clock.advance(1000);
+    await r.reconcile();
+    expect(api.replaceClusterCustomObject.called, 'nothing moved').to.equal(false);
+    rv = '105';
+    clock.advance(1000);
+    await r.reconcile();
+    expect(api.replaceClusterCustomObject.callCount).to.equal(1);
+    expect(state.stored!.podsResourceVersion).to.equal('105');
+    expect(state.stored!.nodePools![0].nodes[0].free, 'nothing else changed').to.deep.equal({ cpu: '3500m', memory: '7Gi', pods: '110' });
+  });
+
   it('ignores virtual nodes entirely: adding one writes nothing', async () => {
     const { api } = customApi(undefined);
     await reconciler(api, [WORKER_1]).reconcile();

@@ -164,7 +164,7 @@ function sourceCluster() {
 
 type Recorded = { type: 'Normal' | 'Warning'; reason: string; message: string; kind: string; name?: string; namespace?: string; uid?: string };
 
-function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise<unknown>; proxies?: V1Pod[] } = {}) {
+function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise<unknown>; proxies?: V1Pod[]; delegateOf?: (targetKey: string, proxy: V1Pod) => V1Pod | undefined } = {}) {
   const clock = new FakeClock(T0);
   const src = sourceCluster();
   const targets = new MapCache<Target>();
@@ -205,6 +205,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
     onBindingWritten: (key: string) => bindingsWritten.push(key),
     onProbed: (key: string) => probed.push(key),
     proxiesOn: (nodeName: string) => (opts.proxies ?? []).filter((p) => p.spec?.nodeName === nodeName),
+    delegateOf: opts.delegateOf,
   };
   // The read side (every replica) and the write side (the leader), as main wires them: the
   // probe wakes the writer. One round here is one probe, then what the leader writes from it.
@@ -891,5 +892,32 @@ describe('TargetsReconciler: what a virtual node offers', () => {
     await w.reconciler.reconcile(KEY);
     expect(w.src.nodes.get(NODE)!.status!.allocatable).to.deep.equal({ cpu: '3', memory: '9Gi', pods: '101' });
     expect(w.src.nodes.get(NODE)!.status!.capacity).to.deep.equal({ cpu: '8', memory: '32Gi', pods: '110' });
+  });
+
+  it('adds back the proxies whose delegates the summary counts (by pod version), Running or not, and only those', async () => {
+    const proxy = (name: string, phase: string): V1Pod => ({
+      metadata: { name, namespace: 'default', uid: `uid-${name}` },
+      spec: { nodeName: NODE, containers: [{ name: 'c', resources: { requests: { cpu: '1', memory: '1Gi' } } }] },
+      status: { phase },
+    });
+    const delegates: Record<string, V1Pod> = {
+      // Bound at version 90: the summary (version 100) counts it, though its proxy is not Running yet.
+      counted: { metadata: { name: 'd-counted', resourceVersion: '90' }, spec: { nodeName: 'c2-node-1', containers: [] }, status: { phase: 'Pending' } },
+      // Running, but changed after what the summary reflects: its room may still be in free.
+      late: { metadata: { name: 'd-late', resourceVersion: '120' }, spec: { nodeName: 'c2-node-1', containers: [] }, status: { phase: 'Running' } },
+    };
+    const asked: string[] = [];
+    const w = setup({
+      probe: async () => ({ ...clone(SUMMARY), free: { cpu: '2', memory: '8Gi', pods: '100' }, podsResourceVersion: '100' }),
+      proxies: [proxy('counted', 'Pending'), proxy('late', 'Running'), proxy('uncached', 'Running')],
+      delegateOf: (key, p) => {
+        asked.push(key);
+        return delegates[p.metadata!.name!];
+      },
+    });
+    w.targets.put(selfTarget());
+    await w.reconciler.reconcile(KEY);
+    expect(w.src.nodes.get(NODE)!.status!.allocatable).to.deep.equal({ cpu: '3', memory: '9Gi', pods: '101' });
+    expect(new Set(asked)).to.deep.equal(new Set([KEY]));
   });
 });
