@@ -110,6 +110,19 @@ describe('Informer list and watch loop', () => {
     expect(informer.list()).to.deep.equal([]);
   });
 
+  it('tells the newest version its cache reflects: the list, then each event and bookmark', async () => {
+    expect(informer.lastResourceVersion(), 'before the first list').to.equal('');
+    informer.start();
+    await settle();
+    expect(informer.lastResourceVersion()).to.equal('10');
+    api.watches[0].send('ADDED', pod('a', '11'));
+    expect(informer.lastResourceVersion()).to.equal('11');
+    api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '14' } });
+    expect(informer.lastResourceVersion()).to.equal('14');
+    api.watches[0].send('DELETED', pod('a', '16'));
+    expect(informer.lastResourceVersion()).to.equal('16');
+  });
+
   it('relists on 410 Gone and reports what vanished meanwhile as deleted', async () => {
     api.items = [pod('a', '5'), pod('b', '6')];
     informer.start();
