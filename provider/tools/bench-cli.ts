@@ -23,7 +23,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
     name: 'offload',
     args: '[--sizes 100,1000] [--concurrency 20] [--out .bench]',
     summary:
-      'for each size N, N pods offloaded to c2 (pinned to its virtual node) next to the same N pods created directly in c2: time to all Running, start latency p50/p99, where the time goes, deletion, provider CPU seconds and peak RSS; writes .bench/offload-<time>.json and .svg; starts the sandbox if it is not up',
+      'for each size N, N pods offloaded to c2 (pinned to its virtual node) next to the same N pods created directly in c2: time to all Running, start latency p50/p99, where the time goes, deletion, provider CPU seconds and peak RSS, how busy the machine cores were and the CPU seconds of each sandbox process; writes .bench/offload-<time>.json and .svg; starts the sandbox if it is not up',
   },
   { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
   { name: 'extender-latency', args: '[requests=3000] [concurrency=1]', summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox' },

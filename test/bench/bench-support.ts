@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sandbox } from '../sandbox/sandbox.js';
 
@@ -57,6 +57,40 @@ export function providerPid(sandbox: Sandbox, cluster = 'c1'): number {
   const provider = children.find((pid) => commandLine(pid).includes(`--cluster-name=${cluster}`));
   if (provider === undefined) throw new Error(`the restart loop ${recorded} of ${cluster}'s provider runs no provider right now`);
   return provider;
+}
+
+/**
+ * CPU seconds used so far by each process of the sandbox, by the name of its pid file
+ * (`c1-kube-apiserver`, `c2-etcd`, `c1-provider`, ...). A process under the sandbox's restart
+ * loop is counted by the loop's current child (the loop itself only waits). Processes gone are
+ * left out.
+ */
+export function sandboxCpuSeconds(sandbox: Sandbox): Map<string, number> {
+  const out = new Map<string, number>();
+  const dir = join(sandbox.dir, 'pids');
+  for (const file of readdirSync(dir)) {
+    if (!file.endsWith('.pid')) continue;
+    try {
+      const recorded = Number(readFileSync(join(dir, file), 'utf8'));
+      let pid = recorded;
+      if (commandLine(recorded).includes('sandbox-restart-loop')) {
+        pid = Number(readFileSync(`/proc/${recorded}/task/${recorded}/children`, 'utf8').trim().split(/\s+/)[0]);
+      }
+      out.set(file.slice(0, -'.pid'.length), cpuSeconds(pid));
+    } catch {
+      /* gone, or between two runs of its loop */
+    }
+  }
+  return out;
+}
+
+/** The machine's CPU time so far (USER_HZ ticks over all cores), busy (not idle nor iowait) and in all, and its core count, from /proc/stat. */
+export function machineCpu(): { busy: number; total: number; cores: number } {
+  const lines = readFileSync('/proc/stat', 'utf8').split('\n');
+  // cpu  user nice system idle iowait irq softirq steal (guest time is already in user)
+  const ticks = lines[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  const total = ticks.reduce((a, b) => a + b, 0);
+  return { busy: total - ticks[3] - ticks[4], total, cores: lines.filter((l) => /^cpu\d+ /.test(l)).length };
 }
 
 function commandLine(pid: number): string {

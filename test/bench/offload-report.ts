@@ -213,6 +213,24 @@ export interface RunFigures {
   startQueues?: QueueFigures;
   /** The provider's queues during the deletion. */
   deletionQueues?: QueueFigures;
+  /** The whole machine while the pods started. */
+  startMachine?: MachineFigures;
+  /** The whole machine during the deletion. */
+  deletionMachine?: MachineFigures;
+}
+
+/**
+ * What the whole machine did over one phase of a run: every sandbox process shares its cores
+ * with the others, so a run is bounded by the machine as soon as its cores are busy.
+ */
+export interface MachineFigures {
+  /** CPU seconds by sandbox process (`c1-kube-apiserver`, `c2-etcd`, `c1-provider`, ...). */
+  cpuSecondsByProcess: Record<string, number>;
+  /** The benchmark's own client (its requests and watches). */
+  benchCpuSeconds: number;
+  /** Busy share of all the machine's cores over the phase (0 to 1), every process counted. */
+  busy: number;
+  cores: number;
 }
 
 /** What the provider's metrics say of its controllers over one phase of a run. */
@@ -306,6 +324,30 @@ export function renderQueues(results: readonly SizeResult[]): string {
         (['start', 'deletion'] as const).map((phase) => {
           const q = r[kind][phase === 'start' ? 'startQueues' : 'deletionQueues'];
           return `${r.size} ${kind}, ${phase}: peak queue depth ${list(q?.peakQueueDepth)}; reconciles ${list(q?.reconciles)}`;
+        }),
+      ),
+    )
+    .join('\n');
+}
+
+/**
+ * One line per run and phase on the whole machine: how busy its cores were, the sandbox's CPU
+ * seconds in all and its six busiest processes, and the benchmark client's own.
+ */
+export function renderMachine(results: readonly SizeResult[]): string {
+  return results
+    .flatMap((r) =>
+      (['direct', 'offloaded'] as const).flatMap((kind) =>
+        (['start', 'deletion'] as const).flatMap((phase) => {
+          const m = r[kind][phase === 'start' ? 'startMachine' : 'deletionMachine'];
+          if (!m) return [];
+          const byProcess = Object.entries(m.cpuSecondsByProcess).sort((a, b) => b[1] - a[1]);
+          const total = byProcess.reduce((sum, [, s]) => sum + s, 0);
+          const top = byProcess
+            .slice(0, 6)
+            .map(([name, s]) => `${name} ${fmt(s, 1)}`)
+            .join(', ');
+          return [`${r.size} ${kind}, ${phase}: cores ${fmt(m.busy * 100, 0)} % busy (of ${m.cores}); sandbox CPU ${fmt(total, 1)} s (${top || '-'}); benchmark client ${fmt(m.benchCpuSeconds, 1)} s`];
         }),
       ),
     )

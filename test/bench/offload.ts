@@ -30,7 +30,7 @@ import { CoreV1Api, KubeConfig, Watch, type V1Node, type V1Pod } from '@kubernet
 import { ELECT_ANNOTATION, PARENT_NAME_ANNOTATION, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL } from '../../provider/core/keys.js';
 import { connectNamespace, kubeConfigFor, kubectl, uniqueName, waitFor } from '../e2e/support.js';
 import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
-import { cpuSeconds, peakRss, pool, providerPid, rssMiB } from './bench-support.js';
+import { cpuSeconds, machineCpu, peakRss, pool, providerPid, rssMiB, sandboxCpuSeconds } from './bench-support.js';
 import {
   DIRECT_MILESTONES,
   metricByLabel,
@@ -40,6 +40,7 @@ import {
   parseOffloadArgs,
   percentile,
   podCapacityPlan,
+  renderMachine,
   renderQueues,
   renderStages,
   renderSvg,
@@ -47,6 +48,7 @@ import {
   startLatencies,
   stageFigures,
   summaryLine,
+  type MachineFigures,
   type OffloadArgs,
   type PodTimes,
   type QueueFigures,
@@ -292,6 +294,33 @@ class ProviderSampler {
   }
 }
 
+/** The whole machine over the phases of a run: every sandbox process's CPU, the benchmark's own, how busy the cores were. */
+class MachineSampler {
+  private processes = sandboxCpuSeconds(sandbox);
+  private bench = process.cpuUsage();
+  private machine = machineCpu();
+
+  /** What the machine did since the previous call (or the start); the next phase starts. */
+  since(): MachineFigures {
+    const processes = sandboxCpuSeconds(sandbox);
+    const bench = process.cpuUsage();
+    const machine = machineCpu();
+    const cpuSecondsByProcess: Record<string, number> = {};
+    // A process that restarted in between counts from zero: its figure is then a lower bound.
+    for (const [name, s] of processes) cpuSecondsByProcess[name] = s - Math.min(s, this.processes.get(name) ?? 0);
+    const figures: MachineFigures = {
+      cpuSecondsByProcess,
+      benchCpuSeconds: (bench.user + bench.system - this.bench.user - this.bench.system) / 1e6,
+      busy: (machine.busy - this.machine.busy) / Math.max(1, machine.total - this.machine.total),
+      cores: machine.cores,
+    };
+    this.processes = processes;
+    this.bench = bench;
+    this.machine = machine;
+    return figures;
+  }
+}
+
 /** Deletes a connected namespace as an operator should (source first, target once that is gone) and waits until it is gone from both. */
 async function disconnect(namespace: string): Promise<void> {
   for (const c of ['c1', 'c2']) {
@@ -331,6 +360,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     }
     for (const w of watches) await w.start();
     const sampler = await ProviderSampler.start();
+    const machine = new MachineSampler();
     // Created once the watches are up, so every step is seen; t0 is the first request.
     times.t0 = performance.now();
     await pool(names, concurrency, async (name) => {
@@ -341,6 +371,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     await waitFor(`${size} pods Running in ${namespace}`, phaseTimeoutMs(size), () => times.count('running') === size);
     const allRunningSeconds = times.last('running') / 1000;
     const providerCpuSeconds = sampler.cpuSince();
+    const startMachine = machine.since();
     const startQueues = await sampler.queuesSince();
     if (!direct) {
       const proxies = await core.listNamespacedPod({ namespace, labelSelector: 'app=bench' });
@@ -355,6 +386,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     await waitFor(`${size} pods gone from ${namespace}`, phaseTimeoutMs(size), () => times.count('gone') === size && (direct || times.count('proxyGone') === size));
     const deletionSeconds = (times.last('gone') - deleteStart) / 1000;
     const providerDeletionCpuSeconds = sampler.cpuSince();
+    const deletionMachine = machine.since();
     const deletionQueues = await sampler.queuesSince();
     const { peakRssMiB, restarted } = sampler.finish();
     const pods = times.list();
@@ -375,6 +407,8 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
         stages: stageFigures(pods, orderedStages(pods, direct ? DIRECT_MILESTONES : OFFLOAD_MILESTONES)),
         startQueues,
         deletionQueues,
+        startMachine,
+        deletionMachine,
       },
     };
   } finally {
@@ -448,6 +482,9 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log('');
   console.log("c1's provider, while the pods started and while they were deleted:");
   console.log(renderQueues(results));
+  console.log('');
+  console.log('the machine (every sandbox process shares its cores), while the pods started and while they were deleted:');
+  console.log(renderMachine(results));
   console.log('');
   // Exactly one line per size in this form, for scripts; everything else starts otherwise.
   for (const r of results) console.log(summaryLine(r.size, r.direct.allRunningSeconds, r.offloaded.allRunningSeconds));

@@ -55,7 +55,12 @@ describe('bench', () => {
       expect(run.deletionSeconds).to.be.a('number').above(0);
       expect(run.startLatencyP99Ms).to.be.at.least(run.startLatencyP50Ms);
       expect(run.providerPeakRssMiB).to.be.above(0);
+      // The machine: the target's apiserver worked in both runs, and the cores were busy some of the time.
+      expect(run.startMachine.cpuSecondsByProcess['c2-kube-apiserver']).to.be.above(0);
+      expect(run.startMachine.busy).to.be.above(0).and.at.most(1);
     }
+    expect(result.offloaded.startMachine.cpuSecondsByProcess['c1-provider'], 'the source provider worked to offload').to.be.above(0);
+    expect(sink.out).to.match(/^10 offloaded, start: cores \d+ % busy \(of \d+\); sandbox CPU [\d.]+ s \(/m);
     expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
     expect(result.offloadedPods).to.have.length(10);
     expect(checkXmlWellFormed(readFileSync(svg, 'utf8'))).to.equal('svg');

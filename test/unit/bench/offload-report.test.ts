@@ -7,6 +7,7 @@ import {
   parseOffloadArgs,
   percentile,
   podCapacityPlan,
+  renderMachine,
   renderQueues,
   renderStages,
   renderSvg,
@@ -279,6 +280,17 @@ describe('offload benchmark report: provider metrics', () => {
       '10 direct, deletion: peak queue depth -; reconciles -',
       '10 offloaded, start: peak queue depth delegate-events 9, delegation 3; reconciles delegation 30',
       '10 offloaded, deletion: peak queue depth delegation 10; reconciles -',
+    ]);
+  });
+
+  it('renders how busy the machine was in each phase, the sandbox CPU in all and its busiest processes first', () => {
+    const base: RunFigures = { allRunningSeconds: 1, startLatencyP50Ms: 1, startLatencyP99Ms: 1, deletionSeconds: 1, providerCpuSeconds: 0, providerDeletionCpuSeconds: 0, providerPeakRssMiB: 1, providerRssBeforeMiB: 1, providerRestarted: false, stages: [] };
+    const seven = { a: 1, b: 2, c: 3, d: 4, e: 5, f: 6, g: 7 };
+    const direct: RunFigures = { ...base, startMachine: { cpuSecondsByProcess: { 'c2-etcd': 2.04, 'c2-kube-apiserver': 10 }, benchCpuSeconds: 1.25, busy: 0.976, cores: 2 } };
+    const offloaded: RunFigures = { ...base, deletionMachine: { cpuSecondsByProcess: seven, benchCpuSeconds: 0, busy: 0.5, cores: 2 } };
+    expect(renderMachine([{ size: 10, direct, offloaded }]).split('\n')).to.deep.equal([
+      '10 direct, start: cores 98 % busy (of 2); sandbox CPU 12.0 s (c2-kube-apiserver 10.0, c2-etcd 2.0); benchmark client 1.3 s',
+      '10 offloaded, deletion: cores 50 % busy (of 2); sandbox CPU 28.0 s (g 7.0, f 6.0, e 5.0, d 4.0, c 3.0, b 2.0); benchmark client 0.0 s',
     ]);
   });
 });
