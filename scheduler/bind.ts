@@ -2,11 +2,12 @@ import type { CoreV1Api, CoreV1Event, V1Namespace, V1Pod } from '@kubernetes/cli
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../provider/clusters/target-client.js';
 import type { Clock } from '../provider/core/clock.js';
-import { classifyApiError, isAlreadyExists, isNotFound, statusMessage } from '../provider/core/errors.js';
+import { classifyApiError, CopyConflictError, isAlreadyExists, isNotFound, statusMessage } from '../provider/core/errors.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import { sanitizeRemoteText } from '../provider/core/redact.js';
 import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../provider/model/autoscaler.js';
 import { buildDelegatePod, isOurDelegate } from '../provider/model/delegate-pod.js';
+import type { CopyNames } from '../provider/model/pod-references.js';
 import { ONE_POD, podRequests } from '../provider/model/resources.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
@@ -41,8 +42,8 @@ export interface BinderOptions {
    * for the target's cluster-autoscaler instead of being refused at once (see {@link Binder}).
    */
   bursts?: (targetKey: string) => boolean;
-  /** Copies the ConfigMaps and Secrets the delegate uses into its target first. */
-  follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+  /** Copies the ConfigMaps and Secrets the delegate uses into its target first; the delegate names the copies so. */
+  follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
   memory: PlacementMemory;
   /** The proxy scheduler's name: only pods with this `schedulerName` are bound. */
   schedulerName: string;
@@ -231,9 +232,12 @@ export class Binder {
   private async createDelegate(proxy: V1Pod, desired: V1Pod, target: TargetClient): Promise<V1Pod> {
     const where = `${desired.metadata!.namespace}/${desired.metadata!.name}`;
     try {
-      await this.o.follow?.ensureCopies(proxy, target);
-      return await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body: desired });
+      const copyNames = await this.o.follow?.ensureCopies(proxy, target);
+      // Same name as `desired` (the copies' names change references only).
+      const body = copyNames ? buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames }) : desired;
+      return await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body });
     } catch (err) {
+      if (err instanceof CopyConflictError) throw new Refused(`${target.displayName}: ${err.message}`);
       if (isAlreadyExists(err)) {
         const existing = await target.core.readNamespacedPod({ name: desired.metadata!.name!, namespace: desired.metadata!.namespace! });
         if (isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid) && !existing.metadata?.deletionTimestamp) return existing;

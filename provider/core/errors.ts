@@ -33,6 +33,17 @@ export class TargetUnavailableError extends Error {
   }
 }
 
+/**
+ * The name a copy must have in a target is taken by an object that is not that copy: the
+ * delegate must not be made to read it. Retried (whoever holds the name may let go of it).
+ */
+export class CopyConflictError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'CopyConflictError';
+  }
+}
+
 export type ApiErrorKind =
   | 'NotFound'
   | 'Conflict'

@@ -14,15 +14,19 @@ import {
   VIRTUAL_KUBELET_PROVIDER_VALUE,
 } from '../core/keys.js';
 import { parseNoPrefixRegexp, prefixLabels } from './labels.js';
+import { allContainers, serviceAccountTokenVolumeNames, withCopyNames, type CopyNames } from './pod-references.js';
 import { delegatePodName } from './names.js';
-
-/** Where the kubelet mounts a pod's service-account token. */
-export const SERVICE_ACCOUNT_MOUNT_PATH = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /** Options of {@link buildDelegatePod}. */
 export interface DelegatePodOptions {
   /** Name of the source cluster (ours), written to `parent-cluster-name` and hashed into the name. */
   sourceClusterName: string;
+  /**
+   * The names of this source's copies in the target (see `FollowReconciler.ensureCopies`): the
+   * delegate's references to those ConfigMaps and Secrets are rewritten to them. Absent (a self
+   * target), or for a name it does not map, a reference keeps its name.
+   */
+  copyNames?: CopyNames;
 }
 
 /** Largest saved manifest we parse as YAML (Admiralty wrote YAML ones, of a few KB; ours are JSON): about 1 ms per KB of the event loop. */
@@ -58,36 +62,6 @@ export function sourcePodManifest(proxy: V1Pod): V1Pod {
     throw new ValidationError(`proxy pod ${key}: ${SOURCE_POD_MANIFEST_ANNOTATION} has no spec.containers`);
   }
   return pod;
-}
-
-/**
- * Names of the volumes that carry the source cluster's service-account token, which the delegate
- * must not get (the token is useless in the target, and the target injects its own):
- * * projected volumes named `kube-api-access-*` with a `serviceAccountToken` source (what the
- *   ServiceAccount admission plugin adds since 1.22);
- * * legacy Secret volumes whose secret is named `<serviceAccountName>-token-*`;
- * * any volume mounted at {@link SERVICE_ACCOUNT_MOUNT_PATH} by a container (Admiralty's rule).
- */
-export function serviceAccountTokenVolumeNames(spec: V1PodSpec): Set<string> {
-  const names = new Set<string>();
-  const sa = spec.serviceAccountName || spec.serviceAccount || 'default';
-  for (const v of spec.volumes ?? []) {
-    if (v.name.startsWith('kube-api-access-') && v.projected?.sources?.some((s) => s.serviceAccountToken)) {
-      names.add(v.name);
-    }
-    if (v.secret?.secretName?.startsWith(`${sa}-token-`)) names.add(v.name);
-  }
-  for (const c of allContainers(spec)) {
-    for (const m of c.volumeMounts ?? []) {
-      if (m.mountPath.replace(/\/+$/, '') === SERVICE_ACCOUNT_MOUNT_PATH) names.add(m.name);
-    }
-  }
-  return names;
-}
-
-/** Containers, init containers and ephemeral containers of a spec (ephemeral ones share the fields we read). */
-export function allContainers(spec: V1PodSpec): Pick<V1Container, 'name' | 'env' | 'envFrom' | 'volumeMounts'>[] {
-  return [...(spec.initContainers ?? []), ...(spec.containers ?? []), ...(spec.ephemeralContainers ?? [])];
 }
 
 /** The spec without the service-account token volumes and the mounts that reference them. */
@@ -161,7 +135,8 @@ export function delegateSourcePod(proxy: V1Pod): V1Pod {
  * * spec: the proxy's spec with the manifest's tolerations, affinity, topology spread,
  *   nodeSelector and schedulerName (the proxy's is the source's proxy scheduler), the affinity
  *   kept off virtual nodes ({@link offVirtualNodes}: a delegate is never sent on), minus the
- *   service-account token volumes and their mounts, with `nodeName`, `priority`,
+ *   service-account token volumes and their mounts, its ConfigMap and Secret references renamed
+ *   to this source's copies (`opts.copyNames`, see `withCopyNames`), with `nodeName`, `priority`,
  *   `preemptionPolicy`, `overhead`, `schedulingGates` and ephemeral containers cleared (see
  *   inline comments); `serviceAccountName` and `priorityClassName` are kept, so the target must
  *   have that ServiceAccount/PriorityClass;
@@ -194,7 +169,8 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
   annotations[PARENT_NAME_ANNOTATION] = proxyName;
   annotations[PARENT_NAMESPACE_ANNOTATION] = namespace;
 
-  const spec: V1PodSpec = withoutTokenVolumes(source.spec!);
+  let spec: V1PodSpec = withoutTokenVolumes(source.spec!);
+  if (opts.copyNames) spec = withCopyNames(spec, opts.copyNames);
   spec.affinity = offVirtualNodes(spec.affinity);
   // The proxy's node is a virtual node of the source, meaningless in the target.
   delete spec.nodeName;

@@ -7,77 +7,18 @@ import {
   PARENT_UID_LABEL,
 } from '../core/keys.js';
 import { ValidationError } from '../core/errors.js';
-import { allContainers, serviceAccountTokenVolumeNames } from './delegate-pod.js';
 import { stringMapEquals } from './maps.js';
 
 /** Options of the copy builders. */
 export interface CopyOptions {
   sourceClusterName: string;
-}
-
-function sortedUnique(names: Iterable<string | undefined>): string[] {
-  return [...new Set([...names].filter((n): n is string => !!n))].sort();
-}
-
-/**
- * Names of the ConfigMaps a pod spec references (in its own namespace): `configMap` volumes,
- * projected `configMap` sources, `env[].valueFrom.configMapKeyRef` and `envFrom[].configMapRef`
- * of containers, init containers and ephemeral containers. Sorted, deduplicated. The
- * service-account token volumes that the delegate builder strips are ignored, so the cluster's
- * `kube-root-ca.crt` is not referenced through them (every target has its own).
- * Pure; called by the follow reconciler.
- */
-export function referencedConfigMaps(spec: V1PodSpec): string[] {
-  const skip = serviceAccountTokenVolumeNames(spec);
-  const names: (string | undefined)[] = [];
-  for (const v of spec.volumes ?? []) {
-    if (skip.has(v.name)) continue;
-    names.push(v.configMap?.name);
-    for (const s of v.projected?.sources ?? []) names.push(s.configMap?.name);
-  }
-  for (const c of allContainers(spec)) {
-    for (const e of c.env ?? []) names.push(e.valueFrom?.configMapKeyRef?.name);
-    for (const e of c.envFrom ?? []) names.push(e.configMapRef?.name);
-  }
-  return sortedUnique(names);
+  /** Name of the copy (default: the source object's); see `copyName`. */
+  name?: string;
 }
 
 /**
- * Names of the Secrets a pod spec references: `secret` volumes, projected `secret` sources,
- * volume plugins' secret references (CSI `nodePublishSecretRef`, azureFile, cephfs, cinder,
- * flexVolume, iscsi, rbd, scaleIO, storageos), `env[].valueFrom.secretKeyRef`,
- * `envFrom[].secretRef` of all containers, and `imagePullSecrets`. Sorted, deduplicated; the
- * service-account token volumes the delegate builder strips are ignored. Pure.
- */
-export function referencedSecrets(spec: V1PodSpec): string[] {
-  const skip = serviceAccountTokenVolumeNames(spec);
-  const names: (string | undefined)[] = [];
-  for (const v of spec.volumes ?? []) {
-    if (skip.has(v.name)) continue;
-    names.push(
-      v.secret?.secretName,
-      v.csi?.nodePublishSecretRef?.name,
-      v.azureFile?.secretName,
-      v.cephfs?.secretRef?.name,
-      v.cinder?.secretRef?.name,
-      v.flexVolume?.secretRef?.name,
-      v.iscsi?.secretRef?.name,
-      v.rbd?.secretRef?.name,
-      v.scaleIO?.secretRef?.name,
-      v.storageos?.secretRef?.name,
-    );
-    for (const s of v.projected?.sources ?? []) names.push(s.secret?.name);
-  }
-  for (const c of allContainers(spec)) {
-    for (const e of c.env ?? []) names.push(e.valueFrom?.secretKeyRef?.name);
-    for (const e of c.envFrom ?? []) names.push(e.secretRef?.name);
-  }
-  for (const s of spec.imagePullSecrets ?? []) names.push(s.name);
-  return sortedUnique(names);
-}
-
-/**
- * Metadata of a copy in a target: same name and namespace, the source's labels and annotations
+ * Metadata of a copy in a target: `opts.name` (default: the source's name), same namespace, the
+ * source's labels and annotations
  * (minus our `has-finalizer` label, which belongs to the local object) plus `parent-uid`,
  * `parent-cluster-name`, `parent-name` and `parent-namespace`. Nothing server-owned (uid,
  * resourceVersion, timestamps, managedFields), no ownerReferences, no finalizers.
@@ -96,7 +37,7 @@ export function copyMetadata(src: V1ObjectMeta | undefined, opts: CopyOptions): 
   const annotations: Record<string, string> = { ...(src?.annotations ?? {}) };
   annotations[PARENT_NAME_ANNOTATION] = name;
   annotations[PARENT_NAMESPACE_ANNOTATION] = namespace;
-  return { name, namespace, labels, annotations };
+  return { name: opts.name ?? name, namespace, labels, annotations };
 }
 
 /**
@@ -155,6 +96,16 @@ export function isOwnedCopy(
   const uid = labels[PARENT_UID_LABEL];
   if (!uid || labels[PARENT_CLUSTER_NAME_LABEL] !== sourceClusterName) return false;
   return parentUid === undefined || uid === parentUid;
+}
+
+/**
+ * Whether a remote object is this source cluster's copy of the object named `parentName` in the
+ * same namespace: {@link isOwnedCopy} and `parent-name` equal to it. A copy of ours under a
+ * name that is not the one we expect (a 40-bit hash collision, or an earlier version's copy of
+ * an object literally named like a copy) belongs to another object and is left alone.
+ */
+export function isCopyOf(obj: { metadata?: V1ObjectMeta }, sourceClusterName: string, parentName: string): boolean {
+  return isOwnedCopy(obj, sourceClusterName) && obj.metadata?.annotations?.[PARENT_NAME_ANNOTATION] === parentName;
 }
 
 type Copy = V1ConfigMap | V1Secret;

@@ -76,6 +76,19 @@ export function delegatePodName(proxyName: string, sourceClusterName: string, pr
   return withHash(proxyName, shortHash(`${sourceClusterName}/${proxyUid}`), DELEGATE_POD_NAME_MAX_LENGTH);
 }
 
+/**
+ * Deterministic name of the copy, in a target, of the ConfigMap or Secret `name` of source
+ * cluster `sourceClusterName`: `<name>-<10 hex of sha256("<source cluster>/<name>")>`, the name
+ * cut (and stripped of trailing `-`/`.`) so the whole fits in {@link OBJECT_NAME_MAX_LENGTH}.
+ * Two sources sending a ConfigMap of the same name into one namespace of one target get two
+ * copies, and two names of one source never share a copy (up to a 40-bit hash collision, which
+ * the follow reconciler detects through the copy's `parent-name`). The hash covers the name too,
+ * so names cut to the same prefix still differ. Pure; called by the follow reconciler.
+ */
+export function copyName(name: string, sourceClusterName: string): string {
+  return withHash(name, shortHash(`${sourceClusterName}/${name}`), OBJECT_NAME_MAX_LENGTH);
+}
+
 /** One part of an Admiralty-style name (see {@link admiraltyName}). */
 export interface NamePart {
   value: string;

@@ -2,12 +2,13 @@ import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, typ
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
-import { classifyApiError, isAlreadyExists, isNotFound, statusMessage, TerminalError, ValidationError } from '../core/errors.js';
+import { classifyApiError, CopyConflictError, isAlreadyExists, isNotFound, statusMessage, TerminalError, ValidationError } from '../core/errors.js';
 import { DELEGATED_CONDITION, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
 import { stringMapMergePatch } from '../model/maps.js';
 import { isOutage } from '../model/outage.js';
+import type { CopyNames } from '../model/pod-references.js';
 import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../model/proxy-status.js';
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
@@ -30,8 +31,8 @@ export interface DelegationReconcilerOptions {
    * target back from an outage first loses the delegates of proxies that failed over). Default: always.
    */
   mayCreateDelegates?: (targetKey: string) => boolean;
-  /** Copies what the delegate references into its target before it is created. */
-  follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+  /** Copies what the delegate references into its target before it is created; the delegate names the copies so. */
+  follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
 }
 
 type Result = { requeueAfterMs?: number } | void;
@@ -196,9 +197,18 @@ export class DelegationReconciler {
       await this.markNotDelegated(proxy, verdict.reason, verdict.message);
       throw new TerminalError(`proxy ${proxy.metadata!.namespace}/${proxy.metadata!.name}: ${verdict.message}`);
     }
-    await this.o.follow?.ensureCopies(proxy, target);
+    let copyNames: CopyNames | undefined;
     try {
-      await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body: desired });
+      copyNames = await this.o.follow?.ensureCopies(proxy, target);
+    } catch (err) {
+      // The event is on the proxy already; the condition says why there is no delegate.
+      if (err instanceof CopyConflictError) await this.markNotDelegated(proxy, 'CopyConflict', err.message);
+      throw err;
+    }
+    // Same name as `desired` (the copies' names change references only).
+    const body = copyNames ? buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames }) : desired;
+    try {
+      await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body });
       this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.metadata!.name} created in ${target.displayName}`);
     } catch (err) {
       if (isAlreadyExists(err)) return { requeueAfterMs: 1000 };

@@ -1,15 +1,17 @@
 import type { CoreV1Api, V1ConfigMap, V1Namespace, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
-import { isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
+import { CopyConflictError, isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
-import { delegateSourcePod } from '../model/delegate-pod.js';
+import { delegateSourcePod, isOurDelegate } from '../model/delegate-pod.js';
+import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isCopyOf } from '../model/follow.js';
+import { copyName } from '../model/names.js';
+import { referencedConfigMaps, referencedSecrets, type CopyKind, type CopyNames } from '../model/pod-references.js';
 import { checkTenancy } from '../model/tenancy.js';
-import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isOwnedCopy, referencedConfigMaps, referencedSecrets } from '../model/follow.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
 
-type Kind = 'configmap' | 'secret';
+type Kind = CopyKind;
 type Copy = V1ConfigMap | V1Secret;
 
 export interface FollowReconcilerOptions {
@@ -25,6 +27,11 @@ export interface FollowReconcilerOptions {
   targetConfigMaps: (targetKey: string) => ObjectCache<V1ConfigMap> | undefined;
   targetSecrets: (targetKey: string) => ObjectCache<V1Secret> | undefined;
   /**
+   * Per-target caches of this source's delegates: a copy an earlier version made under the
+   * original's own name stays while one of them still names it.
+   */
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  /**
    * Proxies being placed by the scheduler extender, not bound yet, with their target (see
    * `Binder.placing`): their copies are made before their delegate, and must stay.
    */
@@ -34,7 +41,7 @@ export interface FollowReconcilerOptions {
 }
 
 /** What a delegate uses: read from the spec the delegate is built from, never from the manifest alone. */
-function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
+function references(proxy: V1Pod): Record<Kind, string[]> {
   try {
     const spec = delegateSourcePod(proxy).spec!;
     return { configmap: referencedConfigMaps(spec), secret: referencedSecrets(spec) };
@@ -54,6 +61,14 @@ function references(proxy: V1Pod): { configmap: string[]; secret: string[] } {
  * proxies that reference an object), so no finalizer is put on the user's objects. Copies are
  * never made into a `self` target: the originals are already there. A same-name object in a
  * target that is not ours is never touched.
+ *
+ * A copy is named per source ({@link copyName}: the original's name and a hash of this cluster's
+ * name and it), and the delegate's references are rewritten to it (`ensureCopies` returns the
+ * names), so two sources that send a ConfigMap of the same name into one namespace of one target
+ * each get their own copy, and neither's delegates read the other's. Earlier versions (and
+ * Admiralty) kept the original's name: such a copy of ours is kept, and in sync, while one of
+ * this source's delegates in that target still names it (a pod's volumes and env never change),
+ * and deleted once none does; new delegates use the per-source name.
  *
  * The originals are read by name, never listed or watched: caching every Secret of the source
  * cluster would make the provider hold (and need RBAC for) all of them, when it needs only those
@@ -89,22 +104,40 @@ export class FollowReconciler {
   }
 
   /**
-   * Called by the delegation reconciler before it creates a delegate in `target`: creates or
-   * updates the copy of every ConfigMap and Secret the delegate references. Idempotent; a no-op
-   * for a `self` target; a missing source object is skipped. The caller has checked that the
-   * proxy may use `target` (`checkTenancy`).
+   * Called by the delegation reconciler and the scheduler extender before they create a delegate
+   * in `target`: creates or updates this source's copy of every ConfigMap and Secret the
+   * delegate references, and returns the copies' names, for the delegate's spec. Idempotent;
+   * maps nothing for a `self` target. A reference whose original does not exist here is left
+   * out, so the delegate names it as it is (the target's own object of that name, if any, as
+   * with Admiralty), with a Normal `CopySourceMissing` event on the proxy. The caller has
+   * checked that the proxy may use `target` (`checkTenancy`).
+   *
+   * @throws CopyConflictError when a copy's name is taken by an object that is not that copy
+   *   (a `CopyConflict` Warning on the proxy): the delegate must not read it.
    */
-  async ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> {
-    if (target.self) return;
+  async ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> {
+    const names: CopyNames = { configmap: new Map(), secret: new Map() };
+    if (target.self) return names;
     const ns = proxy.metadata!.namespace!;
     const refs = references(proxy);
     for (const kind of ['configmap', 'secret'] as const) {
       for (const name of refs[kind]) {
         const src = await this.source(kind, ns, name);
-        // A missing source object: the delegate will wait for it, as the pod would at home.
-        if (src) await this.sync(kind, src, target, proxy);
+        if (!src) {
+          // The delegate will wait for it, as the pod would at home, unless the target has its own.
+          this.event(proxy, 'Normal', 'CopySourceMissing', `${kind} ${ns}/${name} does not exist here: the delegate in ${target.displayName} names it as it is`);
+          continue;
+        }
+        const as = copyName(name, this.o.sourceClusterName);
+        if (!(await this.sync(kind, src, target, as))) {
+          const message = `${kind} ${ns}/${as} in ${target.displayName}, the name of this cluster's copy of ${kind} ${name}, is taken by an object that is not that copy; no delegate is made to read it`;
+          this.event(proxy, 'Warning', 'CopyConflict', message);
+          throw new CopyConflictError(message);
+        }
+        names[kind].set(name, as);
       }
     }
+    return names;
   }
 
   /**
@@ -113,7 +146,8 @@ export class FollowReconciler {
    * the object; elsewhere, and everywhere once the source object is gone, our copy is deleted
    * (UID precondition). Proxies that are terminating still count while they are bound: their
    * delegate may still be running. Proxies that may not use their node's target
-   * (`checkTenancy`) do not count.
+   * (`checkTenancy`) do not count. A copy under the original's own name (an earlier version's)
+   * is kept while a delegate names it (see the class).
    */
   async reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> {
     const parts = key.split('/');
@@ -136,13 +170,18 @@ export class FollowReconciler {
         if (references(proxy)[kind].includes(name)) usedIn.add(targetKey);
       }
     }
+    const as = copyName(name, this.o.sourceClusterName);
+    let earlierInUse = false;
     for (const target of this.o.registry.list()) {
       if (target.self) continue;
-      if (src && usedIn.has(target.key)) await this.sync(kind, src, target);
-      else if (!unboundUser) await this.deleteCopy(kind, ns, name, target);
+      // A conflict here has no proxy to tell: ensureCopies tells the next one that needs the copy.
+      if (src && usedIn.has(target.key)) await this.sync(kind, src, target, as);
+      else if (!unboundUser) await this.deleteCopy(kind, ns, as, name, target);
+      if (await this.keepEarlierCopy(kind, ns, name, src, target)) earlierInUse = true;
     }
-    // Nothing watches the original: look again while a copy of it is in use (or may be).
-    if (usedIn.size > 0 || unboundUser) return { requeueAfterMs: this.resyncIntervalMs };
+    // Nothing watches the original, nor the delegates that still name an earlier copy: look
+    // again while a copy is in use (or may be).
+    if (usedIn.size > 0 || unboundUser || earlierInUse) return { requeueAfterMs: this.resyncIntervalMs };
   }
 
   private async source(kind: Kind, ns: string, name: string): Promise<Copy | undefined> {
@@ -156,8 +195,11 @@ export class FollowReconciler {
 
   private async existingCopy(kind: Kind, ns: string, name: string, target: TargetClient): Promise<Copy | undefined> {
     const cache = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
-    const cached = cache?.get(name, ns);
-    if (cached) return cached;
+    return cache?.get(name, ns) ?? this.readCopy(kind, ns, name, target);
+  }
+
+  /** Reads `<ns>/<name>` in `target` directly; undefined when it does not exist. */
+  private async readCopy(kind: Kind, ns: string, name: string, target: TargetClient): Promise<Copy | undefined> {
     try {
       return kind === 'configmap' ? await target.core.readNamespacedConfigMap({ name, namespace: ns }) : await target.core.readNamespacedSecret({ name, namespace: ns });
     } catch (err) {
@@ -167,49 +209,74 @@ export class FollowReconciler {
   }
 
   /**
-   * Creates or updates our copy of `src` in `target`; an existing object that is not ours is
-   * never touched (a `CopyConflict` Warning on the proxy, when there is one). Idempotent.
+   * The copy an earlier version made under the original's own name `name` in `target`, if
+   * there is one of ours: kept in sync while one of this source's delegates there names it, and
+   * deleted (UID precondition) once none does or the original is gone. Read from the caches
+   * only: a copy they have not seen yet wakes this key when they do. Returns whether it is kept.
    */
-  private async sync(kind: Kind, src: Copy, target: TargetClient, proxy?: V1Pod): Promise<void> {
-    const ns = src.metadata!.namespace!;
-    const name = src.metadata!.name!;
-    const opts = { sourceClusterName: this.o.sourceClusterName };
-    const desired = kind === 'configmap' ? buildConfigMapCopy(src as V1ConfigMap, opts) : buildSecretCopy(src as V1Secret, opts);
-    const existing = await this.existingCopy(kind, ns, name, target);
-    if (!existing) return this.create(kind, desired, target);
-    if (!isOwnedCopy(existing, this.o.sourceClusterName)) {
-      if (proxy) {
-        this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: ns, uid: proxy.metadata?.uid } }, 'Warning', 'CopyConflict', `${kind} ${ns}/${name} already exists in ${target.displayName} and is not ours; the delegate will use it as it is`);
-      }
-      return;
+  private async keepEarlierCopy(kind: Kind, ns: string, name: string, src: Copy | undefined, target: TargetClient): Promise<boolean> {
+    const copies = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
+    const existing = copies?.get(name, ns);
+    if (!existing || !isCopyOf(existing, this.o.sourceClusterName, name) || existing.metadata?.deletionTimestamp) return false;
+    const delegates = this.o.delegates(target.key);
+    // Not known yet: keep it, and look again.
+    if (!delegates) return true;
+    const named = (d: V1Pod) => isOurDelegate(d, this.o.sourceClusterName) && (kind === 'configmap' ? referencedConfigMaps : referencedSecrets)(d.spec ?? { containers: [] }).includes(name);
+    if (src && delegates.list(ns).some(named)) {
+      await this.sync(kind, src, target, name);
+      return true;
     }
-    if (!copyNeedsUpdate(existing, desired)) return;
+    await this.deleteObject(kind, existing, target);
+    return false;
+  }
+
+  /**
+   * Creates or updates our copy of `src` named `as` in `target`. An existing object there that
+   * is not that copy ({@link isCopyOf}) is never touched: returns false. Idempotent.
+   */
+  private async sync(kind: Kind, src: Copy, target: TargetClient, as: string): Promise<boolean> {
+    const ns = src.metadata!.namespace!;
+    const parentName = src.metadata!.name!;
+    const opts = { sourceClusterName: this.o.sourceClusterName, name: as };
+    const desired = kind === 'configmap' ? buildConfigMapCopy(src as V1ConfigMap, opts) : buildSecretCopy(src as V1Secret, opts);
+    const existing = await this.existingCopy(kind, ns, as, target);
+    if (!existing) {
+      if (await this.create(kind, desired, target)) return true;
+      // It appeared since we looked (our own, through a lagging cache, or someone else's): whose
+      // is it? Ours is brought up to date by the next pass.
+      const appeared = await this.readCopy(kind, ns, as, target);
+      return !!appeared && isCopyOf(appeared, this.o.sourceClusterName, parentName);
+    }
+    if (!isCopyOf(existing, this.o.sourceClusterName, parentName)) return false;
+    if (!copyNeedsUpdate(existing, desired)) return true;
     if (copyNeedsRecreate(existing, desired)) {
       // Immutable content or a new Secret type: the apiserver refuses an update. Delete this very
       // object (UID precondition) and create the new one; if someone else recreates it in
       // between, the create fails with AlreadyExists and the retry looks again.
       await this.deleteObject(kind, existing, target);
-      return this.create(kind, desired, target, true);
+      await this.create(kind, desired, target, true);
+      return true;
     }
     const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: existing.metadata?.resourceVersion } };
     try {
-      if (kind === 'configmap') await target.core.replaceNamespacedConfigMap({ name, namespace: ns, body: body as V1ConfigMap });
-      else await target.core.replaceNamespacedSecret({ name, namespace: ns, body: body as V1Secret });
+      if (kind === 'configmap') await target.core.replaceNamespacedConfigMap({ name: as, namespace: ns, body: body as V1ConfigMap });
+      else await target.core.replaceNamespacedSecret({ name: as, namespace: ns, body: body as V1Secret });
     } catch (err) {
       // 409: the cache was stale; the retry reads the newer copy.
-      throw new Error(`updating the copy of ${kind} ${ns}/${name} in ${target.displayName}`, { cause: err });
+      throw new Error(`updating the copy ${as} of ${kind} ${ns}/${parentName} in ${target.displayName}`, { cause: err });
     }
+    return true;
   }
 
-  private async create(kind: Kind, desired: Copy, target: TargetClient, afterDelete = false): Promise<void> {
+  /** Creates `desired`; false when a first create finds the name taken (after a delete, that is an error: retry). */
+  private async create(kind: Kind, desired: Copy, target: TargetClient, afterDelete = false): Promise<boolean> {
     const ns = desired.metadata!.namespace!;
     try {
       if (kind === 'configmap') await target.core.createNamespacedConfigMap({ namespace: ns, body: desired as V1ConfigMap });
       else await target.core.createNamespacedSecret({ namespace: ns, body: desired as V1Secret });
+      return true;
     } catch (err) {
-      // AlreadyExists on a first create: a cache that lags behind our own earlier create; the
-      // copy event wakes this key again to compare. After a delete it needs a retry.
-      if (isAlreadyExists(err) && !afterDelete) return;
+      if (isAlreadyExists(err) && !afterDelete) return false;
       throw new Error(`copying ${kind} ${ns}/${desired.metadata!.name} to ${target.displayName}`, { cause: err });
     }
   }
@@ -227,12 +294,16 @@ export class FollowReconciler {
     }
   }
 
-  /** Deletes our copy of `<ns>/<name>` in `target`, if there is one; others' objects are left alone. */
-  private async deleteCopy(kind: Kind, ns: string, name: string, target: TargetClient): Promise<void> {
+  /** Deletes our copy `<ns>/<as>` of `<ns>/<name>` in `target`, if there is one; others' objects are left alone. */
+  private async deleteCopy(kind: Kind, ns: string, as: string, name: string, target: TargetClient): Promise<void> {
     // The copies cache is enough here: a copy it has not seen yet wakes this key when it does.
     const cache = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
-    const existing = cache ? cache.get(name, ns) : await this.existingCopy(kind, ns, name, target);
-    if (!existing || !isOwnedCopy(existing, this.o.sourceClusterName) || existing.metadata?.deletionTimestamp) return;
+    const existing = cache ? cache.get(as, ns) : await this.existingCopy(kind, ns, as, target);
+    if (!existing || !isCopyOf(existing, this.o.sourceClusterName, name) || existing.metadata?.deletionTimestamp) return;
     await this.deleteObject(kind, existing, target);
+  }
+
+  private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {
+    this.o.events.record({ kind: 'Pod', apiVersion: 'v1', metadata: { name: proxy.metadata?.name, namespace: proxy.metadata?.namespace, uid: proxy.metadata?.uid } }, type, reason, message);
   }
 }

@@ -4,6 +4,7 @@ import type { Informer } from '../controller/informer.js';
 import { leaderController, type Runnable } from '../controller/manager.js';
 import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
+import type { CopyNames } from '../model/pod-references.js';
 import type { Wiring } from './wiring.js';
 
 /** What delegation gives the rest of the wiring. */
@@ -14,7 +15,7 @@ export interface DelegationWiring {
   targetEvents: (key: string) => Informer<CoreV1Event> | undefined;
   /** Calls `listener` with the target's key for every delegate any target's informer adds, updates or deletes. */
   onDelegateChange(listener: (targetKey: string, delegate: V1Pod) => void): void;
-  follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<void> };
+  follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
   runnables: Runnable[];
   outage: { mayCreateDelegates(targetKey: string): boolean };
   /** Looks at a target again after its probe: its proxies in an outage, its stuck delegates. */
@@ -69,6 +70,7 @@ export async function wireDelegation(
     events,
     targetConfigMaps: (key: string) => perTarget.get(key)?.configMaps,
     targetSecrets: (key: string) => perTarget.get(key)?.secrets,
+    delegates: (key: string) => perTarget.get(key)?.delegates,
   });
   // Outages: proxies say their target is unreachable, fail over if asked, and a target that
   // comes back is fenced before delegation creates anything there.

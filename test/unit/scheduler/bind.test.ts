@@ -4,6 +4,7 @@ import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../provider/clusters/target-client.js';
 import { FakeClock, realClock } from '../../../provider/core/clock.js';
+import { CopyConflictError } from '../../../provider/core/errors.js';
 import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
 import { buildDelegatePod } from '../../../provider/model/delegate-pod.js';
@@ -214,6 +215,23 @@ describe('scheduler: Binder', () => {
     const r = await binder.bind(args);
     expect(r.Error).to.equal('c2: namespace default does not exist there');
     expect(memory.refusal(UID, KEY, Date.now())).to.not.equal(undefined);
+  });
+
+  it("creates the delegate after its copies, naming them as the follow reconciler says; a copy name taken by another object refuses the target", async () => {
+    const withEnv = proxy();
+    withEnv.spec!.containers[0].envFrom = [{ configMapRef: { name: 'settings' } }];
+    source.readNamespacedPod.resolves(withEnv);
+    const ensureCopies = sinon.stub().resolves({ configmap: new Map([['settings', 'settings-0123456789']]), secret: new Map() });
+    binder = new Binder({ ...options, follow: { ensureCopies } });
+    expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+    sinon.assert.callOrder(ensureCopies, targetCore.createNamespacedPod);
+    expect(targetCore.createNamespacedPod.firstCall.args[0].body.spec!.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: 'settings-0123456789' } }]);
+
+    ensureCopies.rejects(new CopyConflictError('configmap default/settings-0123456789 in c2 is taken'));
+    source.readNamespacedPod.resolves({ ...withEnv, metadata: { ...withEnv.metadata, uid: 'other-uid' } });
+    const refused = await new Binder({ ...options, follow: { ensureCopies } }).bind({ ...args, PodUID: 'other-uid' });
+    expect(refused.Error).to.equal('c2: configmap default/settings-0123456789 in c2 is taken');
+    sinon.assert.calledOnce(targetCore.createNamespacedPod);
   });
 
   it('refuses a pod whose namespace is not opted in (tenancy), creating nothing', async () => {

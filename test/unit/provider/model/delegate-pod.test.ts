@@ -15,7 +15,6 @@ import {
   delegateSelectorForProxy,
   isOurDelegate,
   offVirtualNodes,
-  serviceAccountTokenVolumeNames,
   sourcePodManifest,
 } from '../../../../provider/model/delegate-pod.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
@@ -111,6 +110,18 @@ describe('buildDelegatePod', () => {
     expect(delegate.metadata!.name).to.equal(delegatePodName('web-abc', 'c1', 'proxy-uid'));
     expect(delegate.metadata!.namespace).to.equal('team');
     expect(buildDelegatePod(proxyOf(sourcePod()), { sourceClusterName: 'c1' })).to.deep.equal(delegate);
+  });
+
+  it("names this source's copies where it is given their names, and keeps every other reference", () => {
+    const pod = sourcePod();
+    pod.spec!.containers[0].envFrom = [{ configMapRef: { name: 'settings' } }, { secretRef: { name: 'creds' } }];
+    pod.spec!.imagePullSecrets = [{ name: 'regcred' }];
+    const copyNames = { configmap: new Map([['settings', 'settings-copy']]), secret: new Map([['creds', 'creds-copy']]) };
+    const d = buildDelegatePod(proxyOf(pod), { sourceClusterName: 'c1', copyNames });
+    expect(d.spec!.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: 'settings-copy' } }, { secretRef: { name: 'creds-copy' } }]);
+    expect(d.spec!.imagePullSecrets).to.deep.equal([{ name: 'regcred' }]);
+    expect(d.metadata!.name).to.equal(delegate.metadata!.name);
+    expect(buildDelegatePod(proxyOf(pod), { sourceClusterName: 'c1' }).spec!.containers[0].envFrom).to.deep.equal(pod.spec!.containers[0].envFrom);
   });
 
   it('prefixes source labels and adds parent labels', () => {
@@ -264,30 +275,6 @@ describe('buildDelegatePod', () => {
     it(`throws ValidationError: ${why}`, () => {
       expect(() => buildDelegatePod(make(), { sourceClusterName: 'c1' })).to.throw(ValidationError);
     });
-  }
-});
-
-describe('serviceAccountTokenVolumeNames', () => {
-  const cases: [string, V1Pod['spec'], string[]][] = [
-    ['none', { containers: [{ name: 'a' }] }, []],
-    [
-      'kube-api-access without token source is a user volume',
-      { containers: [{ name: 'a' }], volumes: [{ name: 'kube-api-access-mine', configMap: { name: 'x' } }] },
-      [],
-    ],
-    [
-      'legacy token of the default service account',
-      { containers: [{ name: 'a' }], volumes: [{ name: 'v', secret: { secretName: 'default-token-xyz' } }] },
-      ['v'],
-    ],
-    [
-      'anything mounted at the token path',
-      { containers: [{ name: 'a', volumeMounts: [{ name: 'custom', mountPath: `${SA_PATH}/` }] }], volumes: [{ name: 'custom', emptyDir: {} }] },
-      ['custom'],
-    ],
-  ];
-  for (const [why, spec, want] of cases) {
-    it(why, () => expect([...serviceAccountTokenVolumeNames(spec!)].sort()).to.deep.equal(want));
   }
 });
 

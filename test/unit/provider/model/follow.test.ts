@@ -1,58 +1,14 @@
 import { expect } from 'chai';
-import type { V1ConfigMap, V1PodSpec, V1Secret } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Secret } from '@kubernetes/client-node';
 import { ValidationError } from '../../../../provider/core/errors.js';
 import {
   buildConfigMapCopy,
   buildSecretCopy,
   copyNeedsRecreate,
   copyNeedsUpdate,
+  isCopyOf,
   isOwnedCopy,
-  referencedConfigMaps,
-  referencedSecrets,
 } from '../../../../provider/model/follow.js';
-
-const spec: V1PodSpec = {
-  serviceAccountName: 'default',
-  imagePullSecrets: [{ name: 'regcred' }, { name: 'regcred' }],
-  volumes: [
-    { name: 'cm', configMap: { name: 'cm-vol' } },
-    { name: 's', secret: { secretName: 'secret-vol' } },
-    { name: 'proj', projected: { sources: [{ configMap: { name: 'cm-proj' } }, { secret: { name: 'secret-proj' } }] } },
-    { name: 'csi', csi: { driver: 'x', nodePublishSecretRef: { name: 'secret-csi' } } },
-    {
-      name: 'kube-api-access-abcde',
-      projected: { sources: [{ serviceAccountToken: { path: 'token' } }, { configMap: { name: 'kube-root-ca.crt' } }] },
-    },
-    { name: 'default-token-xyz', secret: { secretName: 'default-token-xyz' } },
-  ],
-  initContainers: [{ name: 'i', env: [{ name: 'A', valueFrom: { configMapKeyRef: { name: 'cm-init-env', key: 'k' } } }] }],
-  containers: [
-    {
-      name: 'c',
-      env: [
-        { name: 'B', valueFrom: { secretKeyRef: { name: 'secret-env', key: 'k' } } },
-        { name: 'C', value: 'plain' },
-        { name: 'D', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
-      ],
-      envFrom: [{ configMapRef: { name: 'cm-envfrom' } }, { secretRef: { name: 'secret-envfrom' } }],
-    },
-    { name: 'd', envFrom: [{ configMapRef: { name: 'cm-vol' } }] },
-  ],
-  ephemeralContainers: [{ name: 'e', env: [{ name: 'E', valueFrom: { configMapKeyRef: { name: 'cm-ephemeral', key: 'k' } } }] }],
-};
-
-describe('referenced objects', () => {
-  it('finds ConfigMaps everywhere, sorted and unique, without the token volume', () => {
-    expect(referencedConfigMaps(spec)).to.deep.equal(['cm-envfrom', 'cm-ephemeral', 'cm-init-env', 'cm-proj', 'cm-vol']);
-  });
-  it('finds Secrets everywhere, sorted and unique, without legacy token secrets', () => {
-    expect(referencedSecrets(spec)).to.deep.equal(['regcred', 'secret-csi', 'secret-env', 'secret-envfrom', 'secret-proj', 'secret-vol']);
-  });
-  it('handles a bare spec', () => {
-    expect(referencedConfigMaps({ containers: [{ name: 'a' }] })).to.deep.equal([]);
-    expect(referencedSecrets({ containers: [{ name: 'a' }] })).to.deep.equal([]);
-  });
-});
 
 const meta = {
   name: 'cfg',
@@ -79,6 +35,9 @@ describe('buildConfigMapCopy', () => {
       binaryData: { b: 'AA==' },
       immutable: true,
     });
+  });
+  it('takes the name it is given (the per-source copy name)', () => {
+    expect(buildConfigMapCopy({ metadata: meta }, { sourceClusterName: 'c1', name: 'cfg-0123456789' }).metadata).to.deep.equal({ name: 'cfg-0123456789', namespace: 'team', labels: parentLabels, annotations: parentAnnotations });
   });
   it('refuses a source without uid', () => {
     expect(() => buildConfigMapCopy({ metadata: { name: 'x', namespace: 'y' } }, { sourceClusterName: 'c1' })).to.throw(ValidationError);
@@ -120,6 +79,19 @@ describe('copy ownership and updates', () => {
   ];
   for (const [why, labels, uid, want] of owned) {
     it(`isOwnedCopy: ${why}`, () => expect(isOwnedCopy(own(labels), 'c1', uid)).to.equal(want));
+  }
+
+  const copyOf = (cluster: string, parent: string) => ({
+    metadata: { labels: { 'multicluster.admiralty.io/parent-uid': 'u', 'multicluster.admiralty.io/parent-cluster-name': cluster }, annotations: { 'multicluster.admiralty.io/parent-name': parent } },
+  });
+  const copies: [string, { metadata: object }, boolean][] = [
+    ["our copy of it", copyOf('c1', 'cfg'), true],
+    ['our copy of another object (a hash collision, or an earlier copy of an object named like it)', copyOf('c1', 'other'), false],
+    ["another source's", copyOf('c2', 'cfg'), false],
+    ['foreign', { metadata: {} }, false],
+  ];
+  for (const [why, obj, want] of copies) {
+    it(`isCopyOf: ${why}`, () => expect(isCopyOf(obj, 'c1', 'cfg')).to.equal(want));
   }
 
   const desired = buildConfigMapCopy({ metadata: meta, data: { a: '1' } }, { sourceClusterName: 'c1' });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { admiraltyName, delegatePodName, labelValueFor, shortHash, virtualNodeName } from '../../../../provider/model/names.js';
+import { admiraltyName, copyName, delegatePodName, labelValueFor, shortHash, virtualNodeName } from '../../../../provider/model/names.js';
 import type { TargetRef } from '../../../../provider/model/types.js';
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -91,6 +91,34 @@ describe('names', () => {
       expect(delegatePodName('web', 'c1', 'u1')).to.equal(base);
       expect(delegatePodName('web', 'c2', 'u1')).to.not.equal(base);
       expect(delegatePodName('web', 'c1', 'u2')).to.not.equal(base);
+    });
+  });
+
+  describe('copyName', () => {
+    it("keeps the original's name readable, with a hash of the source cluster and the name", () => {
+      expect(copyName('settings', 'c1')).to.equal(`settings-${shortHash('c1/settings')}`);
+    });
+    it('differs per source cluster and per name, and is stable', () => {
+      expect(copyName('cfg', 'c2')).to.equal(copyName('cfg', 'c2'));
+      expect(copyName('cfg', 'c2')).to.not.equal(copyName('cfg', 'c3'));
+      expect(copyName('cfg', 'c2')).to.not.equal(copyName('cfg2', 'c2'));
+    });
+    const long: [string, string][] = [
+      ['x'.repeat(253), 'c1'],
+      ['x'.repeat(242), 'c1'],
+      ['a'.repeat(240) + '-tail-of-a-long-name', 'c1'],
+      ['a'.repeat(241) + '.b', 'c1'],
+    ];
+    for (const [name, cluster] of long) {
+      it(`fits 253 characters and stays a subdomain (${name.length} chars)`, () => {
+        const n = copyName(name, cluster);
+        expect(n.length).to.be.at.most(253);
+        expect(n).to.match(DNS1123_SUBDOMAIN);
+      });
+    }
+    it('gives names cut to the same prefix different copies', () => {
+      const prefix = 'p'.repeat(250);
+      expect(copyName(`${prefix}-a`, 'c1')).to.not.equal(copyName(`${prefix}-b`, 'c1'));
     });
   });
 

@@ -4,7 +4,7 @@ import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod } fro
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
-import { TerminalError } from '../../../../provider/core/errors.js';
+import { CopyConflictError, TerminalError } from '../../../../provider/core/errors.js';
 import {
   PARENT_CLUSTER_NAME_LABEL,
   PARENT_NAME_ANNOTATION,
@@ -262,6 +262,27 @@ describe('DelegationReconciler', () => {
       const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
       expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateForbidden']]);
+    });
+
+    it("names the copies the follow reconciler made in the delegate's spec", async () => {
+      const p = proxy();
+      p.spec!.containers[0].envFrom = [{ configMapRef: { name: 'settings' } }, { configMapRef: { name: 'target-own' } }];
+      const { reconciler, targetCore, follow } = setup({ proxies: [p] });
+      follow.ensureCopies.resolves({ configmap: new Map([['settings', 'settings-0123456789']]), secret: new Map() });
+      await reconciler.reconcile(KEY);
+      const { body } = targetCore.createNamespacedPod.firstCall.args[0];
+      expect(body.metadata?.name).to.equal(delegateOf(p).metadata!.name);
+      expect(body.spec!.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: 'settings-0123456789' } }, { configMapRef: { name: 'target-own' } }]);
+    });
+
+    it('makes no delegate while a copy name is taken by an object that is not that copy: Delegated=False CopyConflict, and retries', async () => {
+      const { reconciler, targetCore, follow, source: sourceCore } = setup({ proxies: [proxy()] });
+      follow.ensureCopies.rejects(new CopyConflictError('configmap apps/settings-0123456789 in t1 is taken'));
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(CopyConflictError).and.not.instanceOf(TerminalError);
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+      const [{ body }] = sourceCore.patchNamespacedPodStatus.firstCall.args as unknown as [{ body: { status: { conditions: Record<string, unknown>[] } } }];
+      expect(body.status.conditions[0]).to.include({ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'CopyConflict' });
     });
 
     it('works without a follow reconciler', async () => {

@@ -4,7 +4,7 @@ import { ApiException, CoreV1Api, KubeConfig, type V1ConfigMap, type V1Namespace
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
-import { TerminalError } from '../../../../provider/core/errors.js';
+import { CopyConflictError, TerminalError } from '../../../../provider/core/errors.js';
 import {
   PARENT_CLUSTER_NAME_LABEL,
   PARENT_NAME_ANNOTATION,
@@ -14,6 +14,7 @@ import {
   SOURCE_POD_MANIFEST_ANNOTATION,
 } from '../../../../provider/core/keys.js';
 import { buildConfigMapCopy, buildSecretCopy } from '../../../../provider/model/follow.js';
+import { copyName } from '../../../../provider/model/names.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import { FollowReconciler } from '../../../../provider/reconcilers/follow.js';
@@ -25,6 +26,9 @@ const NS = 'apps';
 
 const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
 const notFound = () => apiError(404, 'NotFound');
+const alreadyExists = () => apiError(409, 'AlreadyExists');
+/** This source's copy name for `name`. */
+const copy = (name: string) => copyName(name, CLUSTER);
 
 
 type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
@@ -82,13 +86,23 @@ function proxy(name: string, nodeName: string | undefined, uses: { configMap?: s
 const configMap = (name: string, data: Record<string, string> = { mode: 'prod' }): V1ConfigMap => ({ metadata: { name, namespace: NS, uid: `${name}-uid`, resourceVersion: '1' }, data });
 const secret = (name: string): V1Secret => ({ metadata: { name, namespace: NS, uid: `${name}-uid`, resourceVersion: '1' }, type: 'Opaque', data: { password: 'czNjcjN0' } });
 
-/** Our copy as the target would return it. */
-function copyOf<T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {}): T {
-  const built = ('type' in src ? buildSecretCopy(src as V1Secret, { sourceClusterName: CLUSTER }) : buildConfigMapCopy(src as V1ConfigMap, { sourceClusterName: CLUSTER })) as T;
+/** Our copy as the target would return it (`name`: an earlier version's, under the original's name). */
+function copyOf<T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {}, name = copy(src.metadata!.name!)): T {
+  const opts = { sourceClusterName: CLUSTER, name };
+  const built = ('type' in src ? buildSecretCopy(src as V1Secret, opts) : buildConfigMapCopy(src as V1ConfigMap, opts)) as T;
   return { ...built, ...over, metadata: { ...built.metadata, uid: `copy-of-${src.metadata!.name}`, resourceVersion: '7', ...over.metadata } };
 }
 
-function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t2ConfigMaps?: V1ConfigMap[]; t2Namespace?: string; namespaces?: V1Namespace[]; placing?: { proxy: V1Pod; targetKey: string }[] } = {}) {
+/** The copy an earlier version made: the original's own name. */
+const earlierCopyOf = <T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {}): T => ({ ...copyOf(src, over, src.metadata!.name!), metadata: { ...copyOf(src, over, src.metadata!.name!).metadata, uid: `earlier-copy-of-${src.metadata!.name}` } });
+
+/** One of our delegates in a target, made by an earlier version: it names the original `configMap`. */
+const earlierDelegate = (name: string, configMap: string, cluster = CLUSTER): V1Pod => ({
+  metadata: { name, namespace: NS, labels: { [PARENT_UID_LABEL]: `${name}-proxy-uid`, [PARENT_CLUSTER_NAME_LABEL]: cluster } },
+  spec: { containers: [{ name: 'app', envFrom: [{ configMapRef: { name: configMap } }] }] },
+});
+
+function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t1Delegates?: V1Pod[] | 'not cached'; t2ConfigMaps?: V1ConfigMap[]; t2Namespace?: string; namespaces?: V1Namespace[]; placing?: { proxy: V1Pod; targetKey: string }[] } = {}) {
   // The originals live in the source's API, read by name (the reconciler caches none of them).
   const source = sinon.createStubInstance(CoreV1Api);
   const originals = { configMaps: new MapCache<V1ConfigMap>(...(opts.configMaps ?? [])), secrets: new MapCache<V1Secret>(...(opts.secrets ?? [])) };
@@ -102,9 +116,13 @@ function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: 
   registry.set(t2.target, nodeOf('t2'));
   registry.set(self.target, nodeOf('home'));
   const caches = {
-    t1: { configMaps: new MapCache<V1ConfigMap>(...(opts.t1ConfigMaps ?? [])), secrets: new MapCache<V1Secret>(...(opts.t1Secrets ?? [])) },
-    t2: { configMaps: new MapCache<V1ConfigMap>(...(opts.t2ConfigMaps ?? [])), secrets: new MapCache<V1Secret>() },
-    home: { configMaps: new MapCache<V1ConfigMap>(), secrets: new MapCache<V1Secret>() },
+    t1: {
+      configMaps: new MapCache<V1ConfigMap>(...(opts.t1ConfigMaps ?? [])),
+      secrets: new MapCache<V1Secret>(...(opts.t1Secrets ?? [])),
+      delegates: opts.t1Delegates === 'not cached' ? undefined : new MapCache<V1Pod>(...(opts.t1Delegates ?? [])),
+    },
+    t2: { configMaps: new MapCache<V1ConfigMap>(...(opts.t2ConfigMaps ?? [])), secrets: new MapCache<V1Secret>(), delegates: new MapCache<V1Pod>() },
+    home: { configMaps: new MapCache<V1ConfigMap>(), secrets: new MapCache<V1Secret>(), delegates: new MapCache<V1Pod>() },
   };
   const byKey = (key: string) => caches[key.split('/')[1] as keyof typeof caches];
   const events: { type: string; reason: string; message: string }[] = [];
@@ -119,6 +137,7 @@ function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: 
     events: sink,
     targetConfigMaps: (key) => byKey(key)?.configMaps,
     targetSecrets: (key) => byKey(key)?.secrets,
+    delegates: (key) => byKey(key)?.delegates,
     placing: (ns) => (opts.placing ?? []).filter((p) => p.proxy.metadata?.namespace === ns),
   });
   return { follow, source, originals, t1, t2, self, registry, proxies, events };
@@ -164,6 +183,12 @@ describe('FollowReconciler', () => {
       sinon.assert.calledOnce(t1.core.createNamespacedPod);
       sinon.assert.callOrder(t1.core.createNamespacedConfigMap, t1.core.createNamespacedSecret, t1.core.createNamespacedPod);
       const cm = t1.core.createNamespacedConfigMap.firstCall.args[0].body;
+      expect(cm.metadata?.name).to.equal(copy('conf'));
+      expect(t1.core.createNamespacedSecret.firstCall.args[0].body.metadata?.name).to.equal(copy('pw'));
+      // The delegate reads this source's copies, under their names.
+      const delegate = t1.core.createNamespacedPod.firstCall.args[0].body;
+      expect(delegate.spec!.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: copy('conf') } }]);
+      expect(delegate.spec!.containers[0].env![0].valueFrom!.secretKeyRef).to.deep.equal({ name: copy('pw'), key: 'password' });
       expect(cm.metadata?.labels).to.include({ [PARENT_UID_LABEL]: 'conf-uid', [PARENT_CLUSTER_NAME_LABEL]: CLUSTER });
       expect(cm.metadata?.annotations).to.include({ [PARENT_NAME_ANNOTATION]: 'conf', [PARENT_NAMESPACE_ANNOTATION]: NS });
       expect(cm.data).to.deep.equal({ mode: 'prod' });
@@ -171,24 +196,62 @@ describe('FollowReconciler', () => {
       expect(events).to.deep.equal([]);
     });
 
-    it('never overwrites a same-name object that is not ours, and says so on the proxy', async () => {
-      const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
+    it("returns the names of this source's copies, and leaves a same-name object of the target, or of another source, alone", async () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' });
       const theirs: V1ConfigMap = { metadata: { name: 'conf', namespace: NS, uid: 'theirs', labels: { team: 'x' } }, data: { mode: 'dev' } };
-      const { follow, t1, events } = setup({ proxies: [p], configMaps: [configMap('conf')], t1ConfigMaps: [theirs] });
-      await follow.ensureCopies(p, t1.target);
-      sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
+      const otherSource = { ...copyOf(configMap('conf', { mode: 'c9' })), metadata: { ...copyOf(configMap('conf')).metadata, name: copyName('conf', 'c9'), labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: 'c9' } } };
+      const { follow, t1, events } = setup({ proxies: [p], configMaps: [configMap('conf')], secrets: [secret('pw')], t1ConfigMaps: [theirs, otherSource] });
+      const names = await follow.ensureCopies(p, t1.target);
+      expect(names).to.deep.equal({ configmap: new Map([['conf', copy('conf')]]), secret: new Map([['pw', copy('pw')]]) });
+      sinon.assert.calledOnce(t1.core.createNamespacedConfigMap);
+      expect(t1.core.createNamespacedConfigMap.firstCall.args[0].body.metadata?.name).to.equal(copy('conf'));
       sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
       sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
-      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyConflict']]);
+      expect(events).to.deep.equal([]);
     });
 
-    it('finds an object the copies cache has not seen with a direct read (not ours: left alone)', async () => {
+    const squatters: [string, V1ConfigMap][] = [
+      ['an object that is not ours', { metadata: { name: copy('conf'), namespace: NS, uid: 'theirs' }, data: { mode: 'planted' } }],
+      ['a copy of ours of another object', { ...copyOf(configMap('other')), metadata: { ...copyOf(configMap('other')).metadata, name: copy('conf') } }],
+    ];
+    for (const [why, squatter] of squatters) {
+      it(`refuses a copy name taken by ${why}, never touching it, and says so on the proxy`, async () => {
+        const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
+        const { follow, t1, events } = setup({ proxies: [p], configMaps: [configMap('conf')], t1ConfigMaps: [squatter] });
+        const err = await follow.ensureCopies(p, t1.target).then(() => undefined, (e: unknown) => e);
+        expect(err).to.be.instanceOf(CopyConflictError);
+        sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
+        sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
+        sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+        expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyConflict']]);
+        expect(events[0].message).to.contain(copy('conf'));
+      });
+    }
+
+    it('finds an object the copies cache has not seen with a direct read, and one made between its read and its create', async () => {
       const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
+      const planted: V1ConfigMap = { metadata: { name: copy('conf'), namespace: NS, uid: 'theirs' } };
+      const read = setup({ proxies: [p], configMaps: [configMap('conf')] });
+      read.t1.core.readNamespacedConfigMap.resolves(planted);
+      expect(await read.follow.ensureCopies(p, read.t1.target).then(() => undefined, (e: unknown) => e)).to.be.instanceOf(CopyConflictError);
+      sinon.assert.notCalled(read.t1.core.createNamespacedConfigMap);
+      // Made after our read: the create says AlreadyExists, and a second read says whose it is.
+      for (const [made, conflict] of [[planted, true], [copyOf(configMap('conf')), false]] as const) {
+        const race = setup({ proxies: [p], configMaps: [configMap('conf')] });
+        race.t1.core.readNamespacedConfigMap.onFirstCall().rejects(notFound()).onSecondCall().resolves(made);
+        race.t1.core.createNamespacedConfigMap.rejects(alreadyExists());
+        const err = await race.follow.ensureCopies(p, race.t1.target).then(() => undefined, (e: unknown) => e);
+        expect(err instanceof CopyConflictError, made.metadata!.uid).to.equal(conflict);
+      }
+    });
+
+    it("maps nothing for an original that does not exist here, so the delegate names the target's own, and says so", async () => {
+      const p = proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'cluster-local' });
       const { follow, t1, events } = setup({ proxies: [p], configMaps: [configMap('conf')] });
-      t1.core.readNamespacedConfigMap.resolves({ metadata: { name: 'conf', namespace: NS, uid: 'theirs' } });
-      await follow.ensureCopies(p, t1.target);
-      sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
-      expect(events.map((e) => e.reason)).to.deep.equal(['CopyConflict']);
+      const names = await follow.ensureCopies(p, t1.target);
+      expect(names).to.deep.equal({ configmap: new Map([['conf', copy('conf')]]), secret: new Map() });
+      sinon.assert.notCalled(t1.core.createNamespacedSecret);
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Normal', 'CopySourceMissing']]);
     });
 
     it('updates an outdated copy of ours, with its resourceVersion', async () => {
@@ -208,7 +271,7 @@ describe('FollowReconciler', () => {
       const { follow, t1 } = setup({ proxies: [p], configMaps: [src], t1ConfigMaps: [old] });
       await follow.ensureCopies(p, t1.target);
       sinon.assert.calledOnce(t1.core.deleteNamespacedConfigMap);
-      expect(t1.core.deleteNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: 'conf', namespace: NS, body: { preconditions: { uid: 'copy-of-conf' } } });
+      expect(t1.core.deleteNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: copy('conf'), namespace: NS, body: { preconditions: { uid: 'copy-of-conf' } } });
       sinon.assert.calledOnce(t1.core.createNamespacedConfigMap);
       sinon.assert.callOrder(t1.core.deleteNamespacedConfigMap, t1.core.createNamespacedConfigMap);
       sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
@@ -241,7 +304,7 @@ describe('FollowReconciler', () => {
       sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
       sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
       sinon.assert.calledOnce(t2.core.deleteNamespacedConfigMap);
-      expect(t2.core.deleteNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: 'conf', namespace: NS, body: { preconditions: { uid: 'copy-of-conf' } } });
+      expect(t2.core.deleteNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: copy('conf'), namespace: NS, body: { preconditions: { uid: 'copy-of-conf' } } });
     });
 
     it('keeps the copies of a proxy the extender is placing on a target, before it is bound there', async () => {
@@ -312,6 +375,52 @@ describe('FollowReconciler', () => {
       sinon.assert.calledTwice(source.readNamespacedSecret);
       sinon.assert.calledOnce(t1.core.replaceNamespacedSecret);
       expect(t1.core.replaceNamespacedSecret.firstCall.args[0].body.data).to.deep.equal({ password: 'bmV3' });
+    });
+
+    describe("an earlier version's copy, under the original's own name", () => {
+      const conf = configMap('conf', { mode: 'new' });
+      const earlier = earlierCopyOf(configMap('conf', { mode: 'old' }));
+
+      it('is kept, in sync, while a delegate of ours there names it, beside the per-source copy new delegates use', async () => {
+        const { follow, t1 } = setup({ proxies: [proxy('p1', nodeOf('t1'), { configMap: 'conf' })], configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('old-delegate', 'conf')] });
+        expect(await follow.reconcile(`configmap/${NS}/conf`)).to.deep.equal({ requeueAfterMs: 60_000 });
+        sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+        sinon.assert.calledOnce(t1.core.replaceNamespacedConfigMap);
+        expect(t1.core.replaceNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: 'conf' });
+        expect(t1.core.replaceNamespacedConfigMap.firstCall.args[0].body.data).to.deep.equal({ mode: 'new' });
+        sinon.assert.calledOnce(t1.core.createNamespacedConfigMap);
+        expect(t1.core.createNamespacedConfigMap.firstCall.args[0].body.metadata?.name).to.equal(copy('conf'));
+      });
+
+      it('is kept while the delegates are not known yet', async () => {
+        const { follow, t1 } = setup({ proxies: [], configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: 'not cached' });
+        expect(await follow.reconcile(`configmap/${NS}/conf`)).to.deep.equal({ requeueAfterMs: 60_000 });
+        sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+      });
+
+      const gone: [string, Parameters<typeof setup>[0]][] = [
+        ['no delegate names it any more (a proxy still uses the original)', { proxies: [proxy('p1', nodeOf('t1'), { configMap: 'conf' })], configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('new-delegate', copy('conf'))] }],
+        ["only another source's delegate names it", { proxies: [], configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('theirs', 'conf', 'c9')] }],
+        ['the original is gone', { proxies: [], configMaps: [], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('old-delegate', 'conf')] }],
+      ];
+      for (const [why, opts] of gone) {
+        it(`is deleted (UID precondition) once ${why}`, async () => {
+          const { follow, t1 } = setup(opts);
+          await follow.reconcile(`configmap/${NS}/conf`);
+          sinon.assert.calledOnce(t1.core.deleteNamespacedConfigMap);
+          expect(t1.core.deleteNamespacedConfigMap.firstCall.args[0]).to.deep.include({ name: 'conf', namespace: NS, body: { preconditions: { uid: 'earlier-copy-of-conf' } } });
+        });
+      }
+
+      it("is never mistaken for another object's copy, nor another object's copy for it", async () => {
+        // Our per-source copy of "app" sits where an earlier copy of an original named like it would.
+        const appCopy = copyOf(configMap('app'));
+        const named = appCopy.metadata!.name!;
+        const { follow, t1 } = setup({ proxies: [], configMaps: [configMap(named)], t1ConfigMaps: [appCopy] });
+        await follow.reconcile(`configmap/${NS}/${named}`);
+        sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+        sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
+      });
     });
 
     it('schedules no resync for an original that no copy uses (or that only a self target uses)', async () => {
