@@ -152,19 +152,24 @@ spec:
 `,
       );
       await waitFor('Job complete in c1', 120_000, async () => ((await getJson('c1', 'job', 'follow', '-n', ns)).status?.succeeded ?? 0) === 1);
-      const cm = await getJson('c2', 'configmap', 'settings', '-n', ns);
-      const secret = await getJson('c2', 'secret', 'creds', '-n', ns);
+      // The delegate names c1's own copies (README, Topologies: copies are named per source).
+      const [d] = await delegates('c2', ns);
+      const [cmRef, secretRef] = d.spec.containers[0].envFrom;
+      expect(cmRef.configMapRef.name).to.match(/^settings-[0-9a-f]{10}$/);
+      expect(secretRef.secretRef.name).to.match(/^creds-[0-9a-f]{10}$/);
+      const cm = await getJson('c2', 'configmap', cmRef.configMapRef.name, '-n', ns);
+      const secret = await getJson('c2', 'secret', secretRef.secretRef.name, '-n', ns);
       expect(cm.data).to.deep.equal({ mode: 'fast' });
       expect(Buffer.from(secret.data.token, 'base64').toString()).to.equal('s3cr3t');
       expect(cm.metadata.labels['multicluster.admiralty.io/parent-cluster-name']).to.equal('c1');
-      const [d] = await delegates('c2', ns);
+      expect(cm.metadata.annotations['multicluster.admiralty.io/parent-name']).to.equal('settings');
       expect(new Date(d.metadata.creationTimestamp).getTime()).to.be.at.least(new Date(cm.metadata.creationTimestamp).getTime());
       expect(new Date(d.metadata.creationTimestamp).getTime()).to.be.at.least(new Date(secret.metadata.creationTimestamp).getTime());
 
       await kubectl('c1', 'delete', 'job', 'follow', '-n', ns, '--cascade=foreground', '--timeout=90s');
       await waitFor('copies gone from c2', 90_000, async () => {
         const names = (await kubectl('c2', 'get', 'configmaps,secrets', '-n', ns, '-o', 'name')).split('\n');
-        return !names.includes('configmap/settings') && !names.includes('secret/creds');
+        return !names.includes(`configmap/${cmRef.configMapRef.name}`) && !names.includes(`secret/${secretRef.secretRef.name}`);
       });
       // The originals stay.
       expect((await getJson('c1', 'configmap', 'settings', '-n', ns)).data).to.deep.equal({ mode: 'fast' });

@@ -93,46 +93,58 @@ describe('federation topologies', function () {
   describe('hub of 3 clusters (c2 and c3 send to c1)', () => {
     const { sb } = ownSandbox('hub');
 
-    it('runs Deployments of the same name and namespace from c2 and c3 in c1 with separate delegates; a copy of one is never overwritten or deleted by the other; deleting one leaves the other', async function () {
+    it('runs Deployments of the same name and namespace from c2 and c3 in c1 with separate delegates and separate copies of their same-name ConfigMaps; deleting one leaves the other', async function () {
       this.timeout(300_000);
       const s = sb();
-      for (const c of ['c2', 'c3']) {
+      const sources = ['c2', 'c3'] as const;
+      for (const c of sources) {
         await s.applyYaml(c, `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: default}\ndata: {from: ${c}}\n`);
         await s.applyYaml(c, electedDeployment('web', 'default', 2, '100m', { spec: { containers: [{ name: 'c', image: 'busybox', envFrom: [{ configMapRef: { name: 'cfg' } }] }] } }));
       }
       const delegatesOf = async (source: string) => (await pods(s, 'c1', `${PARENT_CLUSTER}=${source}`)).filter((p) => !p.metadata.deletionTimestamp);
-      for (const c of ['c2', 'c3']) {
+      for (const c of sources) {
         await waitFor(`2 delegates of ${c} Running in c1`, 120_000, async () => (await delegatesOf(c)).filter((p) => p.status.phase === 'Running').length === 2);
         await waitFor(`2 proxies of web Running in ${c}`, 60_000, async () => (await pods(s, c, 'app=web')).filter((p) => p.status.phase === 'Running').length === 2);
       }
-      const [fromC2, fromC3] = [await delegatesOf('c2'), await delegatesOf('c3')];
-      const names = [...fromC2, ...fromC3].map((p) => p.metadata.name);
+      const delegates = { c2: await delegatesOf('c2'), c3: await delegatesOf('c3') };
+      const names = [...delegates.c2, ...delegates.c3].map((p) => p.metadata.name);
       expect(new Set(names).size, names.join(', ')).to.equal(4);
       // Each source sees its own delegates only: their parents are its own proxies.
-      for (const [source, delegates] of [['c2', fromC2], ['c3', fromC3]] as const) {
+      for (const source of sources) {
         const uids = (await pods(s, source, 'app=web')).map((p) => p.metadata.uid).sort();
-        expect(delegates.map((d) => d.metadata.labels[PARENT_UID]).sort(), source).to.deep.equal(uids);
+        expect(delegates[source].map((d) => d.metadata.labels[PARENT_UID]).sort(), source).to.deep.equal(uids);
       }
-      // Copies keep their source's name, so the two meet: the first source's copy stays as it
-      // made it, and the other source is told (README, Topologies).
-      const copy = async () => JSON.parse(await s.kubectl('c1', 'get', 'configmap', 'cfg', '-n', 'default', '-o', 'json'));
-      const owner: string = (await copy()).metadata.labels[PARENT_CLUSTER];
-      const other = owner === 'c2' ? 'c3' : 'c2';
-      expect((await copy()).data).to.deep.equal({ from: owner });
-      const conflicts = async () => JSON.parse(await s.kubectl(other, 'get', 'events', '-n', 'default', '--field-selector', 'reason=CopyConflict', '-o', 'json')).items;
-      await waitFor(`a CopyConflict event in ${other}`, 60_000, async () => (await conflicts()).length > 0);
-      expect((await conflicts())[0].message).to.contain('configmap default/cfg already exists in');
+      // Each source's delegates read its own copy of cfg, made from its own data (README, Topologies).
+      const copyNames: Record<string, string> = {};
+      for (const source of sources) {
+        const named = new Set(delegates[source].map((d) => d.spec.containers[0].envFrom[0].configMapRef.name));
+        expect(named.size, `${source}'s delegates name one copy`).to.equal(1);
+        copyNames[source] = [...named][0];
+        expect(copyNames[source]).to.match(/^cfg-[0-9a-f]{10}$/);
+        const copy = JSON.parse(await s.kubectl('c1', 'get', 'configmap', copyNames[source], '-n', 'default', '-o', 'json'));
+        expect(copy.data, `${source}'s copy`).to.deep.equal({ from: source });
+        expect(copy.metadata.labels[PARENT_CLUSTER]).to.equal(source);
+      }
+      expect(copyNames.c2).to.not.equal(copyNames.c3);
+      for (const source of sources) {
+        const conflicts = JSON.parse(await s.kubectl(source, 'get', 'events', '-n', 'default', '--field-selector', 'reason=CopyConflict', '-o', 'json')).items;
+        expect(conflicts, `CopyConflict events in ${source}`).to.deep.equal([]);
+      }
+      const configMapsInC1 = async () => (await s.kubectl('c1', 'get', 'configmaps', '-n', 'default', '-o', 'name')).split('\n');
 
-      const ownerDelegates = owner === 'c2' ? fromC2 : fromC3;
-      await s.kubectl(other, 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
-      await waitFor(`${other}'s delegates gone from c1`, 120_000, async () => (await pods(s, 'c1', `${PARENT_CLUSTER}=${other}`)).length === 0);
-      const left = await delegatesOf(owner);
-      expect(left.map((p) => `${p.metadata.name} ${p.status.phase}`).sort()).to.deep.equal(ownerDelegates.map((p) => `${p.metadata.name} Running`).sort());
-      expect((await copy()).metadata.labels[PARENT_CLUSTER]).to.equal(owner);
-      expect((await copy()).data).to.deep.equal({ from: owner });
-      await s.kubectl(owner, 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
+      await s.kubectl('c3', 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
+      await waitFor("c3's delegates gone from c1", 120_000, async () => (await pods(s, 'c1', `${PARENT_CLUSTER}=c3`)).length === 0);
+      await waitFor("c3's copy gone from c1", 60_000, async () => !(await configMapsInC1()).includes(`configmap/${copyNames.c3}`));
+      const left = await delegatesOf('c2');
+      expect(left.map((p) => `${p.metadata.name} ${p.status.phase}`).sort()).to.deep.equal(delegates.c2.map((p) => `${p.metadata.name} Running`).sort());
+      const kept = JSON.parse(await s.kubectl('c1', 'get', 'configmap', copyNames.c2, '-n', 'default', '-o', 'json'));
+      expect(kept.data).to.deep.equal({ from: 'c2' });
+      expect(kept.metadata.labels[PARENT_CLUSTER]).to.equal('c2');
+
+      await s.kubectl('c2', 'delete', 'deployment', 'web', '-n', 'default', '--wait=false');
       await waitFor('no pod left in any cluster', 120_000, async () => (await allPods(s)).length === 0);
-      await waitFor(`${owner}'s copy gone from c1`, 60_000, async () => !(await s.kubectl('c1', 'get', 'configmaps', '-n', 'default', '-o', 'name')).includes('configmap/cfg'));
+      await waitFor("c2's copy gone from c1", 60_000, async () => !(await configMapsInC1()).includes(`configmap/${copyNames.c2}`));
+      for (const c of sources) await s.kubectl(c, 'delete', 'configmap', 'cfg', '-n', 'default');
       expect(refusals(s)).to.deep.equal([]);
     });
   });
