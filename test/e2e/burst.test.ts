@@ -1,8 +1,13 @@
 import { expect } from 'chai';
 import { NODE_GROUP_LABEL, STAND_IN_CONFIGMAP, type NodeGroup } from '../sandbox/cluster-autoscaler-stand-in.js';
-import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, running, sandbox, uniqueName } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, running, sandbox, uniqueName, waitFor } from './support.js';
 
 const PARENT_UID = 'multicluster.admiralty.io/parent-uid';
+
+/** The delegates (not being deleted) in a cluster of the proxy with this UID. */
+async function delegatesIn(cluster: string, ns: string, proxyUid: string): Promise<any[]> {
+  return (await getJson(cluster, 'pods', '-n', ns, '-l', `${PARENT_UID}=${proxyUid}`)).items.filter((p: any) => !p.metadata.deletionTimestamp);
+}
 
 /** Gives c2's cluster-autoscaler stand-in (a test fixture) these node groups. */
 async function nodeGroups(groups: NodeGroup[]): Promise<void> {
@@ -72,5 +77,30 @@ describe('bursting into an autoscaled target', function () {
     const failed = (await getJson('c1', 'events', '-n', ns, '--field-selector', `involvedObject.name=${proxy.metadata.name},reason=FailedScheduling`)).items.map((e: any) => e.message);
     expect(failed.join('\n')).to.include("cluster-autoscaler: pod didn't trigger scale-up: 1 max node group size reached");
     expect((await getJson('c2', 'pods', '-n', ns)).items.filter((p: any) => !p.metadata.deletionTimestamp)).to.have.length(0);
+  });
+
+  it('re-places a pod bound to c2 for a scale-up that then fails (the group backs off: NotTriggerScaleUp after TriggeredScaleUp), in c1', async () => {
+    // The cloud never delivers: the stand-in gives the scale-up up after 3 s and backs off.
+    await nodeGroups([{ name: group, minSize: 0, maxSize: 1, failProvisioning: true, maxNodeProvisionSeconds: 3, template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' } } }]);
+    await kubectl('c1', 'patch', 'target', 'c2', '-n', ns, '--type=merge', '-p', '{"spec":{"placement":{"priority":0}}}');
+    await kubectl('c1', 'patch', 'target', 'c1', '-n', ns, '--type=merge', '-p', '{"spec":{"placement":{"priority":1}}}');
+    await kubectl('c2', 'cordon', ...realNodes);
+    await apply('c1', electedDeployment('late', ns, 1, '1', { annotations: { 'multicluster.admiralty.io/placement-policy': 'burst' } }));
+
+    // First bound to c2, its delegate waiting for the scale-up the autoscaler said it triggered.
+    let first: any;
+    await waitFor('the proxy bound to c2', 60_000, async () => {
+      first = (await liveProxies(ns, 'late')).find((p) => p.spec.nodeName === nodes.c2Node);
+      return first !== undefined;
+    });
+    // Then the scale-up fails: replaced, and the replacement runs in c1.
+    expect(Object.fromEntries(await running(ns, 'late', 1, 120_000))).to.deep.equal({ [nodes.c1Node]: 1 });
+    const [now] = await liveProxies(ns, 'late');
+    expect(now.metadata.uid, 'a new pod').to.not.equal(first.metadata.uid);
+    const replacing = (await getJson('c1', 'events', '-n', ns, '--field-selector', `involvedObject.name=${first.metadata.name},reason=Replacing`)).items.map((e: any) => e.message);
+    expect(replacing.join('\n')).to.match(/cluster-autoscaler will not add a node for it \(NotTriggerScaleUp at \S+: pod didn't trigger scale-up: 1 in backoff after failed scale-up\)/);
+    const said = (await getJson('c2', 'events', '-n', ns)).items.filter((e: any) => e.source?.component === 'cluster-autoscaler').map((e: any) => e.reason);
+    expect(said).to.include.members(['TriggeredScaleUp', 'NotTriggerScaleUp']);
+    expect(await delegatesIn('c2', ns, first.metadata.uid), 'the first delegate, gone from c2').to.have.length(0);
   });
 });

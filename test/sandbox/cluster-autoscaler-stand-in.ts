@@ -14,8 +14,11 @@ import { matchesNodeSelectorAndAffinity, untoleratedTaint } from '../../schedule
  * component `cluster-autoscaler`), a pod that fits on a node already coming gets nothing, and a
  * pod no group can take gets `NotTriggerScaleUp`, `pod didn't trigger scale-up: <n reason>, …`
  * (not in a loop that scaled up, as upstream). New nodes are kwok nodes, created after the
- * group's provision delay (kwok then makes them Ready). No scale-down, no cloud, no expanders
- * beyond "first group that fits". Runs against one cluster's apiserver on 127.0.0.1.
+ * group's provision delay (kwok then makes them Ready). A group whose cloud fails to deliver
+ * (`failProvisioning`) registers no node: the scale-up is given up after its max provision time
+ * and the group backs off, so the pod then gets `NotTriggerScaleUp` with upstream's
+ * `in backoff after failed scale-up`. No scale-down, no cloud, no expanders beyond "first group
+ * that fits". Runs against one cluster's apiserver on 127.0.0.1.
  */
 
 /** Where the stand-in reads its node groups: ConfigMap `kube-system/<name>`, key `node-groups` (a JSON array of {@link NodeGroup}). */
@@ -29,6 +32,15 @@ export interface NodeGroup {
   maxSize: number;
   /** Seconds from a scale-up to its node being created (default 3). */
   provisionDelaySeconds?: number;
+  /**
+   * The cloud never delivers this group's instances: no node is created, and the scale-up is
+   * given up after `maxNodeProvisionSeconds` (default 10; upstream's `--max-node-provision-time`
+   * is 15 min), after which the group is in backoff for `backoffSeconds` (default 300, upstream's
+   * initial node group backoff).
+   */
+  failProvisioning?: boolean;
+  maxNodeProvisionSeconds?: number;
+  backoffSeconds?: number;
   /** What a new node of the group is like. */
   template: { allocatable: Record<string, string>; labels?: Record<string, string>; taints?: V1Taint[] };
 }
@@ -54,9 +66,9 @@ export interface Room {
  * group's nodes (registered or coming), `rooms` the free room of the Ready nodes and of the nodes
  * coming. A pod that fits a room is left to kube-scheduler, with no event (as upstream's
  * filter-out-schedulable and its upcoming nodes); the others go to a new node of the first group
- * whose template takes them and that is below its max size. Pure.
+ * whose template takes them, that is below its max size and not in `backedOff`. Pure.
  */
-export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[], sizes: ReadonlyMap<string, number>, rooms: readonly Room[]): ScaleUpPlan {
+export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[], sizes: ReadonlyMap<string, number>, rooms: readonly Room[], backedOff: ReadonlySet<string> = new Set()): ScaleUpPlan {
   const open = rooms.map((r) => ({ ...r, free: new Map(r.free) }));
   const size = new Map(groups.map((g) => [g.name, sizes.get(g.name) ?? 0]));
   const scaled = new Map<string, { currentSize: number; newSize: number; maxSize: number }>();
@@ -74,7 +86,7 @@ export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[]
     let grown = false;
     for (const g of groups) {
       const fresh = templateRoom(g);
-      const why = rejection(pod, fresh, req) ?? (size.get(g.name)! >= g.maxSize ? 'max node group size reached' : undefined);
+      const why = backedOff.has(g.name) ? BACKOFF_REASON : (rejection(pod, fresh, req) ?? (size.get(g.name)! >= g.maxSize ? 'max node group size reached' : undefined));
       if (why) {
         reasons.set(why, (reasons.get(why) ?? 0) + 1);
         continue;
@@ -101,6 +113,9 @@ export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[]
     notTriggered: scaled.size > 0 ? [] : notTriggered,
   };
 }
+
+/** Upstream's word for a node group skipped while it backs off after a failed scale-up. */
+export const BACKOFF_REASON = 'in backoff after failed scale-up';
 
 /** The room of a new node of `g`. */
 export function templateRoom(g: NodeGroup): Room {
@@ -160,6 +175,8 @@ export class ClusterAutoscalerStandIn {
   private readonly core: CoreV1Api;
   /** Nodes decided but not created yet, by group. */
   private readonly provisioning = new Map<string, number>();
+  /** Groups in backoff after a failed scale-up, until when (ms since the epoch). */
+  private readonly backoffUntil = new Map<string, number>();
   /** Events written, by pod UID, reason and message: repeats bump the count, as client-go's recorder does. */
   private readonly written = new Map<string, CoreV1Event>();
   private timer?: NodeJS.Timeout;
@@ -222,7 +239,9 @@ export class ClusterAutoscalerStandIn {
     }
     const pods = all.filter(isUnschedulable).sort((a, b) => new Date(a.metadata!.creationTimestamp!).getTime() - new Date(b.metadata!.creationTimestamp!).getTime());
     if (pods.length === 0) return;
-    const plan = planScaleUp(pods, groups, sizes, rooms);
+    const now = Date.now();
+    const backedOff = new Set([...this.backoffUntil].filter(([, until]) => until > now).map(([g]) => g));
+    const plan = planScaleUp(pods, groups, sizes, rooms, backedOff);
     for (const s of plan.scaleUps) {
       this.log(`scale-up: ${s.group} ${s.currentSize}->${s.newSize} (max: ${s.maxSize})`);
       for (let i = s.currentSize; i < s.newSize; i++) this.provision(groups.find((g) => g.name === s.group)!);
@@ -232,9 +251,18 @@ export class ClusterAutoscalerStandIn {
     for (const { pod, message: m } of plan.notTriggered) await this.record(pod, NOT_TRIGGER_SCALE_UP, m);
   }
 
-  /** Creates a node of `g` after its provision delay (a cloud instance registering). */
+  /** Creates a node of `g` after its provision delay (a cloud instance registering), or gives the scale-up up if `g` fails to provision. */
   private provision(g: NodeGroup): void {
     this.provisioning.set(g.name, (this.provisioning.get(g.name) ?? 0) + 1);
+    if (g.failProvisioning) {
+      setTimeout(() => {
+        this.provisioning.set(g.name, (this.provisioning.get(g.name) ?? 1) - 1);
+        const until = Date.now() + (g.backoffSeconds ?? 300) * 1000;
+        this.backoffUntil.set(g.name, until);
+        this.log(`scale-up of ${g.name} failed: no node registered in ${g.maxNodeProvisionSeconds ?? 10} s; in backoff until ${new Date(until).toISOString()}`);
+      }, (g.maxNodeProvisionSeconds ?? 10) * 1000);
+      return;
+    }
     setTimeout(() => {
       const name = `${g.name}-${randomBytes(3).toString('hex')}`;
       const node: V1Node = {

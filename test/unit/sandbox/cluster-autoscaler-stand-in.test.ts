@@ -42,6 +42,13 @@ describe('sandbox: cluster-autoscaler stand-in (test fixture)', () => {
     expect(plan.notTriggered.map((n) => n.message)).to.deep.equal(["pod didn't trigger scale-up: 1 max node group size reached, 1 node(s) didn't match Pod's node affinity/selector"]);
   });
 
+  it('skips a group in backoff after a failed scale-up, in upstream words, and grows another that fits', () => {
+    const backedOff = new Set(['burst']);
+    expect(planScaleUp([pod('a', '40')], [group('burst')], new Map(), [], backedOff).notTriggered.map((n) => n.message)).to.deep.equal(["pod didn't trigger scale-up: 1 in backoff after failed scale-up"]);
+    const plan = planScaleUp([pod('a', '40')], [group('burst'), group('spare')], new Map(), [], backedOff);
+    expect(plan.scaleUps).to.deep.equal([{ group: 'spare', currentSize: 0, newSize: 1, maxSize: 2 }]);
+  });
+
   it('holds its NotTriggerScaleUp events in a loop that scaled up, as cluster-autoscaler does', () => {
     const plan = planScaleUp([pod('a', '40'), pod('huge', '100')], [group('burst')], new Map(), []);
     expect(names(plan.triggered)).to.deep.equal(['a']);
