@@ -16,7 +16,7 @@ import { LeaderElector } from './core/leader-election.js';
 import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
-import { summaryPodFields } from './model/cluster-summary.js';
+import { isVirtualNode, summaryPodFields } from './model/cluster-summary.js';
 import type { ClusterSource, Source } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
@@ -112,8 +112,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     metrics,
     registry,
     manager,
-    newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform) =>
-      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform, logger, clock, metrics }),
+    newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, cached) =>
+      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, logger, clock, metrics }),
     newController: (name, reconciler, shards) => new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics }),
   };
   await wire(w, coordination);
@@ -150,9 +150,18 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   if (enabled('summary')) {
     const nodes = w.newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
     // Pods bound to a node and not finished, of every namespace (kube-scheduler's own selection
-    // of assigned pods), cut down to what the summary reads.
+    // of assigned pods), cut down to what the summary reads, except those bound to a virtual node
+    // (in a source, its proxies), which the summary leaves out: a pod whose node is not cached
+    // yet is kept.
     const assigned = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
-    const pods = w.newInformer<V1Pod>('assigned-pods', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: assigned }), undefined, assigned, summaryPodFields);
+    const onVirtualNode = (p: V1Pod) => {
+      const node = nodes.get(p.spec?.nodeName ?? '');
+      return !!node && isVirtualNode(node);
+    };
+    const pods = w.newInformer<V1Pod>('assigned-pods', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: assigned }), undefined, assigned, {
+      transform: summaryPodFields,
+      keep: (p) => !onVirtualNode(p),
+    });
     const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock }));
     c.watch(nodes, () => [SummaryReconciler.KEY]);
     c.watch(pods, () => [SummaryReconciler.KEY]);

@@ -28,6 +28,13 @@ export interface InformerOptions<T extends KubernetesObject> {
    * dropped before it, in every informer (see {@link Informer}).
    */
   transform?: (obj: T) => T;
+  /**
+   * Which objects to cache, asked after the transform: one it refuses is neither cached nor
+   * handed to handlers, and one cached before that it now refuses (on an update or a relist)
+   * leaves the cache with a `delete` event. For a selection the server cannot make (no label or
+   * field selector says it), so that the cache grows with what is used, not with the cluster.
+   */
+  keep?: (obj: T) => boolean;
 }
 
 /** The part of client-node's Watch the informer uses. */
@@ -54,7 +61,8 @@ const WATCH_TIMEOUT_MIN_S = 300;
  * backoff (1 s to 30 s, with jitter) that only resets once a list succeeds. A watch silent for
  * longer than `idleRestartMs` (bookmarks count as activity) is assumed half-open and restarted.
  *
- * Objects are cached without `metadata.managedFields`, then through the `transform` if any.
+ * Objects are cached without `metadata.managedFields`, then through the `transform` if any, and
+ * only those that `keep` (if any) accepts.
  *
  * Each attempt carries a generation number: callbacks of an attempt that was superseded (our
  * own aborts included) are ignored, so a restart can never disturb the attempt that follows it.
@@ -184,7 +192,13 @@ export class Informer<T extends KubernetesObject> {
         const old = this.cache.get(key);
         this.cache.delete(key);
         this.remember(obj);
-        this.emit('delete', old ?? this.keep(obj));
+        if (old) {
+          this.emit('delete', old);
+        } else {
+          // Not cached: a delete the handlers may still need (it came before the list), unless refused.
+          const kept = this.keep(obj);
+          if (!this.o.keep || this.o.keep(kept)) this.emit('delete', kept);
+        }
         break;
       }
       case 'BOOKMARK':
@@ -230,8 +244,15 @@ export class Informer<T extends KubernetesObject> {
     const obj = this.keep(raw);
     const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
     const old = this.cache.get(key);
-    this.cache.set(key, obj);
     if (track) this.remember(obj);
+    if (this.o.keep && !this.o.keep(obj)) {
+      if (old) {
+        this.cache.delete(key);
+        this.emit('delete', old);
+      }
+      return;
+    }
+    this.cache.set(key, obj);
     if (!old) this.emit('add', obj);
     else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.emit('update', obj);
   }

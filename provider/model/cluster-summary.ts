@@ -1,8 +1,8 @@
-import type { V1Container, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, HOSTNAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../core/keys.js';
 import { stringMapEquals } from './maps.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
-import { allocatableOf, requestedByNode, type ResourceAmounts } from './resources.js';
+import { allocatableOf, podRequestFields, requestedByNode, type ResourceAmounts } from './resources.js';
 import type { ClusterSummary, NodePool } from './types.js';
 
 /**
@@ -27,7 +27,7 @@ import type { ClusterSummary, NodePool } from './types.js';
  * Pure and deterministic (independent of node and pod order); called by the summary reconciler.
  */
 export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = [], podsResourceVersion?: string): ClusterSummary {
-  const real = nodes.filter((n) => n.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === undefined);
+  const real = nodes.filter((n) => !isVirtualNode(n));
   const labelValues = new Map<string, string | null>(); // null: conflicting values
   for (const node of real) {
     for (const [k, v] of Object.entries(node.metadata?.labels ?? {})) {
@@ -84,26 +84,23 @@ export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = []
 }
 
 /**
+ * Whether a node is a virtual-kubelet node (ours or another provider's), which the summary
+ * leaves out, and with it the pods bound to it: the summary's pod informer keeps no pod of a
+ * node this says yes to (in a source, its proxies). Pure.
+ */
+export function isVirtualNode(node: V1Node): boolean {
+  return node.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] !== undefined;
+}
+
+/**
  * The fields of a pod that {@link buildClusterSummary} reads (node, phase, what it requests),
  * for the summary's pod informer: a cluster's pods are cached by the thousand, and a full pod
  * is tens of times larger. Keeps name, namespace and resourceVersion, which the informer needs.
  */
 export function summaryPodFields(pod: V1Pod): V1Pod {
-  const resources = (c: { name: string; resources?: V1Container['resources']; restartPolicy?: string }) => ({
-    name: c.name,
-    ...(c.resources ? { resources: c.resources } : {}),
-    ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}),
-  });
-  const spec = pod.spec;
   return {
     metadata: { name: pod.metadata?.name, namespace: pod.metadata?.namespace, resourceVersion: pod.metadata?.resourceVersion },
-    spec: {
-      nodeName: spec?.nodeName,
-      containers: (spec?.containers ?? []).map(resources),
-      ...(spec?.initContainers ? { initContainers: spec.initContainers.map(resources) } : {}),
-      ...(spec?.overhead ? { overhead: spec.overhead } : {}),
-      ...(spec?.resources ? { resources: spec.resources } : {}),
-    },
+    spec: podRequestFields(pod.spec),
     status: { phase: pod.status?.phase },
   };
 }

@@ -16,6 +16,27 @@ export interface PodRequestsOptions {
 }
 
 /**
+ * The part of a pod spec that {@link podRequests} reads (containers' and init containers' names,
+ * resources and restart policies, the overhead, pod-level resources) and `nodeName`: what the
+ * caches of pods keep of a spec when they need a pod's requests and node but not the rest. Shares
+ * the objects it keeps with `spec`. Pure.
+ */
+export function podRequestFields(spec: V1PodSpec | undefined): V1PodSpec {
+  const resources = (c: V1Container): V1Container => ({
+    name: c.name,
+    ...(c.resources ? { resources: c.resources } : {}),
+    ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}),
+  });
+  return {
+    ...(spec?.nodeName !== undefined ? { nodeName: spec.nodeName } : {}),
+    containers: (spec?.containers ?? []).map(resources),
+    ...(spec?.initContainers ? { initContainers: spec.initContainers.map(resources) } : {}),
+    ...(spec?.overhead ? { overhead: spec.overhead } : {}),
+    ...(spec?.resources ? { resources: spec.resources } : {}),
+  };
+}
+
+/**
  * What a pod asks the scheduler for, per resource, as kube-scheduler's NodeResourcesFit computes
  * it: the larger of (sum of the containers plus the sidecars, i.e. init containers with
  * `restartPolicy: Always`) and, for every regular init container, (its request plus the sidecars

@@ -14,6 +14,12 @@ import type { Metrics } from '../core/metrics.js';
 /** Version reported in virtual nodes' nodeInfo. */
 export const PROVIDER_VERSION = 'v0.1.0-admiralty-ts';
 
+/** What an informer keeps of the objects it sees (see `InformerOptions`): memory grows with what is cached. */
+export interface CachedObjects<T> {
+  transform?: (obj: T) => T;
+  keep?: (obj: T) => boolean;
+}
+
 /** What every part of the wiring shares. */
 export interface Wiring {
   config: ProviderConfig;
@@ -27,6 +33,6 @@ export interface Wiring {
   metrics: Metrics;
   registry: Registry;
   manager: Manager;
-  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string, transform?: (obj: T) => T) => Informer<T>;
+  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string, cached?: CachedObjects<T>) => Informer<T>;
   newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => Controller;
 }

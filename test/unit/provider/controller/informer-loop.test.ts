@@ -277,3 +277,47 @@ describe('Informer managedFields', () => {
     informer.stop();
   });
 });
+
+describe('Informer keep', () => {
+  it('caches only what keep accepts; one it refuses later leaves with a delete event, from the watch and on a relist', async () => {
+    const api = fakeApi();
+    const kept = (p: V1Pod) => p.metadata?.labels?.ours === 'yes';
+    const labelled = (name: string, rv: string, ours: string): V1Pod => ({ metadata: { ...pod(name, rv).metadata, labels: { ours } } });
+    api.items = [labelled('a', '1', 'yes'), labelled('b', '2', 'no')];
+    const events: string[] = [];
+    const informer = new Informer<V1Pod>({
+      name: 'pods',
+      cluster: 'c1',
+      kubeConfig: new KubeConfig(),
+      path: '/api/v1/pods',
+      list: api.list,
+      logger: silentLogger(),
+      clock: new FakeClock(0),
+      watch: api.watch,
+      keep: kept,
+    });
+    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => events.push(`${verb} ${p.metadata?.name}`));
+    informer.start();
+    await settle();
+    expect(informer.list().map((p) => p.metadata?.name)).to.deep.equal(['a']);
+
+    api.watches[0].send('ADDED', labelled('c', '3', 'no'));
+    api.watches[0].send('MODIFIED', labelled('b', '4', 'yes')); // now accepted: added
+    api.watches[0].send('MODIFIED', labelled('a', '5', 'no')); // now refused: deleted
+    api.watches[0].send('DELETED', labelled('c', '6', 'no')); // never cached, refused: no event
+    api.watches[0].send('DELETED', labelled('d', '7', 'yes')); // never cached, accepted: handed out
+    expect(informer.list().map((p) => p.metadata?.name)).to.deep.equal(['b']);
+    expect(informer.get('a', 'ns')).to.equal(undefined);
+    expect(events).to.deep.equal(['add a', 'add b', 'delete a', 'delete d']);
+
+    // A relist whose version of b is refused drops it; refused objects still move the version on.
+    api.items = [labelled('b', '8', 'no')];
+    api.resourceVersion = '8';
+    api.watches[0].end(Object.assign(new Error('gone'), { statusCode: 410 }));
+    await settle();
+    expect(informer.list()).to.deep.equal([]);
+    expect(events.slice(4)).to.deep.equal(['delete b']);
+    expect(api.watches.at(-1)!.query.resourceVersion).to.equal('8');
+    informer.stop();
+  });
+});

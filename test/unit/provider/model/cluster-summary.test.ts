@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { buildClusterSummary, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
+import { buildClusterSummary, isVirtualNode, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
 
 function node(labels: Record<string, string>, capacity?: Record<string, string>, allocatable?: Record<string, string>): V1Node {
   return { metadata: { name: Object.values(labels)[0] ?? 'n', labels }, status: { capacity, allocatable } };
@@ -146,5 +146,25 @@ describe('summaryPodFields', () => {
     const slim = summaryPodFields(full);
     expect(slim.metadata).to.deep.equal({ name: 'p', namespace: 'team', resourceVersion: '42' });
     expect(JSON.stringify(slim).length).to.be.below(JSON.stringify(full).length / 10);
+  });
+});
+
+describe('isVirtualNode (pods the summary informer does not keep)', () => {
+  const real: V1Node = { metadata: { name: 'n1', labels: { 'kubernetes.io/hostname': 'n1' } }, status: { allocatable: { cpu: '4', memory: '8Gi', pods: '110' }, conditions: [{ type: 'Ready', status: 'True' }] } };
+  const ours: V1Node = { metadata: { name: 'admiralty-cluster-c2', labels: { 'virtual-kubelet.io/provider': 'admiralty' } }, status: { allocatable: { cpu: '1000', pods: '10000' }, conditions: [{ type: 'Ready', status: 'True' }] } };
+  const other: V1Node = { metadata: { name: 'vk-other', labels: { 'virtual-kubelet.io/provider': 'other' } }, status: { allocatable: { cpu: '1000' } } };
+  const bound = (name: string, nodeName: string): V1Pod => ({ metadata: { name, namespace: 'ns' }, spec: { nodeName, containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] }, status: { phase: 'Running' } });
+  const nodes = [real, ours, other];
+  const pods = [bound('a', 'n1'), bound('proxy', 'admiralty-cluster-c2'), bound('b', 'vk-other'), bound('c', 'n1')];
+
+  it('says yes to the nodes of any virtual-kubelet provider and no to real nodes', () => {
+    expect(nodes.map(isVirtualNode)).to.deep.equal([false, true, true]);
+  });
+  it('leaves the summary as it is when the pods of virtual nodes are left out, and those pods are what it is told', () => {
+    const onReal = pods.filter((p) => !isVirtualNode(nodes.find((n) => n.metadata!.name === p.spec!.nodeName)!));
+    expect(onReal.map((p) => p.metadata!.name)).to.deep.equal(['a', 'c']);
+    expect(buildClusterSummary(nodes, onReal)).to.deep.equal(buildClusterSummary(nodes, pods));
+    // ...while the pods of a real node do count: the check above is not vacuous.
+    expect(buildClusterSummary(nodes, onReal.slice(1))).to.not.deep.equal(buildClusterSummary(nodes, onReal));
   });
 });
