@@ -16,6 +16,7 @@ import {
 import { parseNoPrefixRegexp, prefixLabels } from './labels.js';
 import { allContainers, serviceAccountTokenVolumeNames, withCopyNames, type CopyNames } from './pod-references.js';
 import { delegatePodName } from './names.js';
+import { podRequestFields } from './resources.js';
 
 /** Options of {@link buildDelegatePod}. */
 export interface DelegatePodOptions {
@@ -234,6 +235,18 @@ function dropEmpty<T extends object>(obj: T, key: keyof T): void {
  */
 export function delegateSelectorForProxy(proxyUid: string): string {
   return `${PARENT_UID_LABEL}=${proxyUid}`;
+}
+
+/**
+ * What the caches of delegates keep of a pod in a target: its metadata (labels, annotations,
+ * UID, timestamps: ownership, the way back to the proxy, deletion), its whole status (mirrored
+ * onto the proxy) and of its spec only the node and what `podRequests` reads (the binder and the
+ * burst room count the requests of delegates waiting for a node). Nothing reads the rest of a
+ * delegate's spec, which is the proxy's, and every write to a delegate is built from its proxy.
+ * Shares the objects it keeps with `pod`. Pure; the informer's transform.
+ */
+export function delegateFields(pod: V1Pod): V1Pod {
+  return { metadata: pod.metadata, spec: podRequestFields(pod.spec), ...(pod.status ? { status: pod.status } : {}) };
 }
 
 /**

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { TargetRef } from './types.js';
 
 /** Length of the hexadecimal hash suffix appended to names that need disambiguation. */
-const HASH_HEX_LENGTH = 10;
+export const HASH_HEX_LENGTH = 10;
 
 /**
  * Longest virtual node name we produce. A node name may be a 253-character DNS subdomain, but

@@ -1,6 +1,6 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { MIRRORED_FROM_ANNOTATION, PARENT_CLUSTER_NAME_LABEL, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
-import { shortHash } from './names.js';
+import { delegatePodName, HASH_HEX_LENGTH, shortHash } from './names.js';
 
 /** Longest message we write; the apiserver accepts more, `kubectl describe` shows less. */
 const MESSAGE_MAX_LENGTH = 1024;
@@ -56,4 +56,55 @@ export function proxyEventFor(ev: CoreV1Event, delegate: V1Pod, sourceClusterNam
     reportingComponent: 'admiralty',
     reportingInstance: targetName,
   };
+}
+
+/**
+ * What the caches of target events keep of an event: the fields that {@link proxyEventFor},
+ * {@link eventTime} and the autoscaler's verdict read (who and what it is about, reason, message,
+ * type, count, times), and the name, namespace, UID and resourceVersion the informer and the
+ * copies' names need. Drops the reporter's fields, `related`, `action`, labels and annotations.
+ * Pure; the informer's transform.
+ */
+export function delegateEventFields(ev: CoreV1Event): CoreV1Event {
+  const m = ev.metadata ?? {};
+  const about = ev.involvedObject ?? {};
+  return {
+    metadata: { name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion, creationTimestamp: m.creationTimestamp },
+    involvedObject: { kind: about.kind, name: about.name, namespace: about.namespace, uid: about.uid, fieldPath: about.fieldPath },
+    reason: ev.reason,
+    message: ev.message,
+    type: ev.type,
+    count: ev.count,
+    series: ev.series,
+    eventTime: ev.eventTime,
+    firstTimestamp: ev.firstTimestamp,
+    lastTimestamp: ev.lastTimestamp,
+  };
+}
+
+/** The `-<hash>` that ends a delegate's name (see `delegatePodName`). */
+const DELEGATE_NAME_SUFFIX = new RegExp(`-[0-9a-f]{${HASH_HEX_LENGTH}}$`);
+
+/**
+ * Whether a target event is about the delegate of one of this cluster's proxies: its pod's name
+ * is the name `delegatePodName` gives a proxy of the same namespace (the proxy by that name, or,
+ * for a name cut to length, a proxy whose name starts with it). Events about other pods (the
+ * target's own, other sources') are not. A delegate's events come after its proxy exists, so a
+ * cache of proxies that has synced knows it. Pure, given the lookups.
+ */
+export function isAboutDelegateOf(
+  ev: CoreV1Event,
+  sourceClusterName: string,
+  proxy: (name: string, namespace: string) => V1Pod | undefined,
+  proxiesIn: (namespace: string) => readonly V1Pod[],
+): boolean {
+  const about = ev.involvedObject;
+  const name = about?.name;
+  const namespace = about?.namespace ?? ev.metadata?.namespace;
+  if (about?.kind !== 'Pod' || !name || !namespace || !DELEGATE_NAME_SUFFIX.test(name)) return false;
+  const isDelegateOf = (p: V1Pod | undefined) => !!p?.metadata?.name && !!p.metadata.uid && delegatePodName(p.metadata.name, sourceClusterName, p.metadata.uid) === name;
+  const prefix = name.slice(0, -(HASH_HEX_LENGTH + 1));
+  if (isDelegateOf(proxy(prefix, namespace))) return true;
+  // Cut names: the proxy's name is longer than what its delegate's name kept of it.
+  return proxiesIn(namespace).some((p) => (p.metadata?.name?.length ?? 0) > prefix.length && p.metadata!.name!.startsWith(prefix) && isDelegateOf(p));
 }

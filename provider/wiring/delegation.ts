@@ -4,8 +4,10 @@ import type { Informer } from '../controller/informer.js';
 import { leaderController, type Runnable } from '../controller/manager.js';
 import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
+import { delegateFields } from '../model/delegate-pod.js';
 import type { CopyNames } from '../model/pod-references.js';
-import type { Wiring } from './wiring.js';
+import { delegateEventFields, isAboutDelegateOf } from '../model/proxy-event.js';
+import type { CachedObjects, Wiring } from './wiring.js';
 
 /** What delegation gives the rest of the wiring. */
 export interface DelegationWiring {
@@ -151,10 +153,15 @@ export async function wireDelegation(
     // A Target's Source grants rights in the Target's namespace only; a ClusterTarget's, everywhere.
     const ns = t.ref.kind === 'Target' ? t.ref.namespace : undefined;
     const path = (resource: string) => (ns ? `/api/v1/namespaces/${ns}/${resource}` : `/api/v1/${resource}`);
-    const informer = <T extends KubernetesObject>(name: string, resource: string, fn: () => Promise<KubernetesListObject<T>>) =>
-      w.newInformer<T>(name, t.displayName, t.kubeConfig, path(resource), fn, ours);
+    const informer = <T extends KubernetesObject>(name: string, resource: string, fn: () => Promise<KubernetesListObject<T>>, cached?: CachedObjects<T>) =>
+      w.newInformer<T>(name, t.displayName, t.kubeConfig, path(resource), fn, ours, undefined, cached);
     const entry = {
-      delegates: informer<V1Pod>('delegates', 'pods', () => (ns ? t.core.listNamespacedPod({ namespace: ns, labelSelector: ours }) : t.core.listPodForAllNamespaces({ labelSelector: ours }))),
+      delegates: informer<V1Pod>(
+        'delegates',
+        'pods',
+        () => (ns ? t.core.listNamespacedPod({ namespace: ns, labelSelector: ours }) : t.core.listPodForAllNamespaces({ labelSelector: ours })),
+        { transform: delegateFields },
+      ),
       configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', () =>
         ns ? t.core.listNamespacedConfigMap({ namespace: ns, labelSelector: ours }) : t.core.listConfigMapForAllNamespaces({ labelSelector: ours }),
       ),
@@ -162,11 +169,14 @@ export async function wireDelegation(
       services: informer<V1Service>('service-copies', 'services', () =>
         ns ? t.core.listNamespacedService({ namespace: ns, labelSelector: ours }) : t.core.listServiceForAllNamespaces({ labelSelector: ours }),
       ),
-      // Events carry no labels of ours: take all pod events, keep those about our delegates.
+      // Events carry no labels of ours: take all pod events, keep those about our delegates (all
+      // of them until the proxies are known, which tell ours), so the cache grows with our
+      // delegates' events, not with the target's.
       events: w.newInformer<CoreV1Event>('delegate-events', t.displayName, t.kubeConfig, path('events'), () =>
         ns ? t.core.listNamespacedEvent({ namespace: ns, fieldSelector: podEvents }) : t.core.listEventForAllNamespaces({ fieldSelector: podEvents }),
         undefined,
         podEvents,
+        { transform: delegateEventFields, keep: (ev) => !proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace)) },
       ),
     };
     perTarget.set(t.key, entry);

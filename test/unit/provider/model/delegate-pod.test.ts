@@ -12,12 +12,20 @@ import {
 } from '../../../../provider/core/keys.js';
 import {
   buildDelegatePod,
+  delegateFields,
   delegateSelectorForProxy,
   isOurDelegate,
   offVirtualNodes,
   sourcePodManifest,
 } from '../../../../provider/model/delegate-pod.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
+import { parentOf } from '../../../../provider/model/outage.js';
+import { proxyEventFor } from '../../../../provider/model/proxy-event.js';
+import { buildProxyAnnotations, buildProxyStatus } from '../../../../provider/model/proxy-status.js';
+import { decideReplacement } from '../../../../provider/model/replacement.js';
+import { podRequests } from '../../../../provider/model/resources.js';
+import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
+import { waitingRequests } from '../../../../scheduler/fit.js';
 import { matchesNodeSelectorAndAffinity } from '../../../../scheduler/node-match.js';
 import { mutatePod } from '../../../../webhook/mutate-pod.js';
 
@@ -361,5 +369,76 @@ describe('offVirtualNodes', () => {
   it('is idempotent', () => {
     const once = offVirtualNodes({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [zone] }] } } });
     expect(offVirtualNodes(once)).to.deep.equal(once);
+  });
+});
+
+describe('delegateFields (what the caches of delegates keep)', () => {
+  /** A delegate as its target's apiserver returns it, in the state `status` and `nodeName` say. */
+  function liveDelegate(nodeName: string | undefined, status: V1Pod['status']): V1Pod {
+    const source = sourcePod();
+    source.spec!.resources = { requests: { cpu: '3' } };
+    source.spec!.initContainers![0].resources = { requests: { memory: '1Gi' } };
+    source.spec!.initContainers!.push({ name: 'side', image: 'envoy', restartPolicy: 'Always', resources: { requests: { cpu: '250m' }, limits: { memory: '64Mi' } } });
+    source.spec!.containers[0].resources = { requests: { cpu: '1' }, limits: { memory: '2Gi' } };
+    const built = buildDelegatePod(proxyOf(source), { sourceClusterName: 'c1' });
+    return {
+      ...built,
+      metadata: { ...built.metadata, uid: 'delegate-uid', resourceVersion: '7', creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date, annotations: { ...built.metadata!.annotations, 'example.com/from-target': 'x' } },
+      spec: { ...built.spec!, ...(nodeName ? { nodeName } : {}), overhead: { cpu: '10m' }, dnsPolicy: 'ClusterFirst', enableServiceLinks: true, terminationGracePeriodSeconds: 30 },
+      status,
+    };
+  }
+  const t = '2024-01-01T00:01:00Z' as unknown as Date;
+  const running = liveDelegate('n1', {
+    phase: 'Running',
+    conditions: [
+      { type: 'PodScheduled', status: 'True', lastTransitionTime: t },
+      { type: 'Ready', status: 'True', lastTransitionTime: t, observedGeneration: 1 },
+    ],
+    hostIP: '10.0.0.2',
+    podIP: '10.244.0.9',
+    podIPs: [{ ip: '10.244.0.9' }],
+    startTime: t,
+    containerStatuses: [{ name: 'main', ready: true, restartCount: 0, image: 'nginx', imageID: 'sha', state: { running: { startedAt: t } } }],
+    initContainerStatuses: [{ name: 'init', ready: true, restartCount: 0, image: 'busybox', imageID: 'sha', state: { terminated: { exitCode: 0, startedAt: t, finishedAt: t } } }],
+    qosClass: 'Burstable',
+  });
+  const pending = liveDelegate(undefined, { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available', lastTransitionTime: t }] });
+  const deleting: V1Pod = { ...running, metadata: { ...running.metadata, deletionTimestamp: t, deletionGracePeriodSeconds: 30 } };
+  const proxy = proxyOf(sourcePod());
+  proxy.metadata!.uid = running.metadata!.labels![PARENT_UID_LABEL];
+  proxy.metadata!.ownerReferences = [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-7d9c', uid: 'rs', controller: true }];
+
+  const readers: Array<[string, (d: V1Pod) => unknown]> = [
+    ['buildProxyStatus', (d) => buildProxyStatus(proxy, d)],
+    ['buildProxyAnnotations', (d) => buildProxyAnnotations(proxy, d)],
+    ['isOurDelegate', (d) => [isOurDelegate(d, 'c1'), isOurDelegate(d, 'c1', proxy.metadata!.uid), isOurDelegate(d, 'c3')]],
+    ['delegateToProxyKey', (d) => DelegationReconciler.delegateToProxyKey(d, 'c1')],
+    ['parentOf', (d) => parentOf(d)],
+    ['podRequests', (d) => [...podRequests(d.spec, { includeOverhead: true })]],
+    ['waitingRequests', (d) => [...waitingRequests([d], [], 'c1')]],
+    ['proxyEventFor', (d) => proxyEventFor({ metadata: { name: 'e', namespace: 'team', uid: 'e-uid' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'team', uid: d.metadata!.uid }, reason: 'Pulled', message: 'ok', lastTimestamp: t }, d, 'c1', 'c2')],
+    ...([0, 120_000, 3_600_000] as const).map((afterMs): [string, (d: V1Pod) => unknown] => [
+      `decideReplacement ${afterMs} ms on`,
+      (d) =>
+        decideReplacement({ proxy, delegate: d, targetName: 'c2', summary: { nodeNames: new Set(['n2']), readAtMs: Date.parse('2024-01-01T00:01:00Z') + afterMs }, unschedulableAfterMs: 60_000, coolDownMs: 60_000, nowMs: Date.parse('2024-01-01T00:01:00Z') + afterMs }),
+    ]),
+    ['the name, namespace, resourceVersion and deletion the informer and writes use', (d) => [d.metadata?.name, d.metadata?.namespace, d.metadata?.resourceVersion, d.metadata?.uid, d.metadata?.deletionTimestamp, d.metadata?.deletionGracePeriodSeconds, d.spec?.nodeName]],
+  ];
+  for (const [state, delegate] of [['running', running], ['pending, unschedulable', pending], ['deleting', deleting]] as const) {
+    for (const [reader, read] of readers) {
+      it(`${reader} reads the same of a ${state} delegate from what is kept`, () => {
+        expect(read(delegateFields(structuredClone(delegate)))).to.deep.equal(read(structuredClone(delegate)));
+      });
+    }
+  }
+
+  it('drops the rest of the spec (volumes, images, scheduling constraints) and keeps requests, metadata and status', () => {
+    const kept = delegateFields(structuredClone(running));
+    expect(Object.keys(kept.spec!).sort()).to.deep.equal(['containers', 'initContainers', 'nodeName', 'overhead', 'resources']);
+    expect(kept.spec!.containers).to.deep.equal([{ name: 'main', resources: { requests: { cpu: '1' }, limits: { memory: '2Gi' } } }]);
+    expect(kept.spec!.initContainers!.map((c) => Object.keys(c).sort())).to.deep.equal([['name', 'resources'], ['name', 'resources', 'restartPolicy']]);
+    expect(kept.metadata).to.deep.equal(running.metadata);
+    expect(kept.status).to.deep.equal(running.status);
   });
 });
