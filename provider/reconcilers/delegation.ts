@@ -6,6 +6,7 @@ import { classifyApiError, CopyConflictError, isAlreadyExists, isNotFound, statu
 import { DELEGATED_CONDITION, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
+import { delegatePodName } from '../model/names.js';
 import { stringMapMergePatch } from '../model/maps.js';
 import { isOutage } from '../model/outage.js';
 import type { CopyNames } from '../model/pod-references.js';
@@ -36,6 +37,9 @@ export interface DelegationReconcilerOptions {
 }
 
 type Result = { requeueAfterMs?: number } | void;
+
+/** How long a deleted proxy waits before it looks at its terminating delegate again, if no change of the delegate wakes it first. */
+export const DELEGATE_GONE_RECHECK_MS = 10_000;
 
 /**
  * Proxy pods -> delegate pods. Key: `<namespace>/<proxy name>`.
@@ -91,40 +95,25 @@ export class DelegationReconciler {
     if (!target) return this.withoutTarget(proxy, nodeName, terminating);
     const cache = this.o.delegates(target.key);
     if (!cache) return { requeueAfterMs: 2000 };
+    if (terminating) return this.deleteDelegateFirst(proxy, target, cache);
 
     let desired: V1Pod;
     try {
       desired = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName });
     } catch (err) {
       if (err instanceof ValidationError) {
-        // No delegate can have been built from a manifest we cannot read: let the proxy go.
-        if (terminating) return this.release(proxy);
         this.event(proxy, 'Warning', 'InvalidProxy', err.message);
         throw new TerminalError(`proxy ${key}: ${err.message}`, { cause: err });
       }
       throw err;
     }
     // A delegate missing from the cache is read from the target only where its absence leads to
-    // a conclusion (release a terminating proxy, replace or fail one whose delegate went away).
+    // a conclusion (replace or fail a proxy whose delegate went away; see also deleteDelegateFirst).
     // A proxy that never had one gets its create at once: the name is deterministic, so a
     // delegate the cache has not shown yet answers AlreadyExists, and a read before every create
     // would double the calls of a burst.
-    const existing = cache.get(desired.metadata!.name!, namespace) ?? (terminating || hadDelegate(proxy) ? await this.readDelegate(target, desired) : undefined);
+    const existing = cache.get(desired.metadata!.name!, namespace) ?? (hadDelegate(proxy) ? await this.readDelegate(target, desired) : undefined);
     const ours = !!existing && isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid);
-
-    if (terminating) {
-      // A same-name pod that is not ours is not this proxy's delegate: it must not keep the
-      // proxy's finalizer forever, and it is never deleted by us.
-      if (existing && ours) {
-        if (!existing.metadata?.deletionTimestamp) {
-          await this.deleteDelegate(target, existing, proxy);
-          this.event(proxy, 'Normal', 'DelegateDeleting', `deleting delegate ${existing.metadata!.name} in ${target.displayName}`);
-        }
-        return { requeueAfterMs: 1000 };
-      }
-      await this.release(proxy);
-      return;
-    }
 
     if (!existing) return this.createOrReplace(proxy, desired, target);
     if (!ours) {
@@ -133,6 +122,32 @@ export class DelegationReconciler {
     }
     await this.feedback(proxy, existing);
     await this.deleteStrays(proxy, target, desired);
+  }
+
+  /**
+   * A deleted proxy: its delegate goes first (once), then the proxy is released. Needs only the
+   * delegate's name, not the delegate (no parse of the saved manifest): a proxy whose manifest
+   * cannot be read has no delegate to find and is released. A same-name pod that is not ours is
+   * not this proxy's delegate: it must not keep the proxy's finalizer forever, and it is never
+   * deleted by us. While the delegate terminates, its informer wakes the proxy when it changes or
+   * goes; the requeue is only a safety net, so that thousands of proxies deleted at once do not
+   * each come back every second.
+   */
+  private async deleteDelegateFirst(proxy: V1Pod, target: TargetClient, cache: ObjectCache<V1Pod>): Promise<Result> {
+    const name = proxy.metadata!.name!;
+    const namespace = proxy.metadata!.namespace!;
+    const uid = proxy.metadata?.uid;
+    if (!uid) return this.release(proxy);
+    const delegateName = delegatePodName(name, this.o.sourceClusterName, uid);
+    const existing = cache.get(delegateName, namespace) ?? (await this.readDelegate(target, { metadata: { name: delegateName, namespace } }));
+    if (existing && isOurDelegate(existing, this.o.sourceClusterName, uid)) {
+      if (!existing.metadata?.deletionTimestamp) {
+        await this.deleteDelegate(target, existing, proxy);
+        this.event(proxy, 'Normal', 'DelegateDeleting', `deleting delegate ${existing.metadata!.name} in ${target.displayName}`);
+      }
+      return { requeueAfterMs: DELEGATE_GONE_RECHECK_MS };
+    }
+    await this.release(proxy);
   }
 
   /**

@@ -440,15 +440,16 @@ describe('DelegationReconciler', () => {
       const d = delegateOf(p, { status: { phase: 'Running' } });
       const { reconciler, source, targetCore, delegates, proxies } = setup({ proxies: [p], delegates: [d] });
 
-      // 1. The delegate goes first, with the proxy's grace period and a UID precondition.
-      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 1000 });
+      // 1. The delegate goes first, with the proxy's grace period and a UID precondition; the
+      // delegate's changes wake the proxy, the requeue is a slow safety net.
+      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
       sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
       expect(targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: d.metadata!.name, namespace: NS, gracePeriodSeconds: 30, body: { preconditions: { uid: 'delegate-uid-1' } } });
       sinon.assert.notCalled(source.patchNamespacedPod);
 
       // 2. While it terminates: wait, without deleting it again.
       delegates.put({ ...d, metadata: { ...d.metadata, deletionTimestamp: new Date(T0) } });
-      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 1000 });
+      expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
       sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
 
       // 3. Gone (the direct read agrees): our finalizer only is removed, with a test of the list.
@@ -470,6 +471,19 @@ describe('DelegationReconciler', () => {
       sinon.assert.calledOnce(source.patchNamespacedPod);
       sinon.assert.calledOnce(source.deleteNamespacedPod);
       expect(source.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: 'web-0', namespace: NS, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: UID } } });
+    });
+
+    it('finds the delegate of a deleted proxy by name, without reading its saved manifest, and releases one whose manifest is unreadable', async () => {
+      const p = proxy({ deleting: true });
+      const d = delegateOf(p, { status: { phase: 'Running' } });
+      p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = '[1]';
+      const s = setup({ proxies: [p], delegates: [d] });
+      expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+      expect(s.targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: d.metadata!.name, namespace: NS });
+      s.delegates.remove(d);
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.callOrder(s.targetCore.readNamespacedPod, s.source.patchNamespacedPod, s.source.deleteNamespacedPod);
+      expect(s.events.map((e) => e.reason)).to.deep.equal(['DelegateDeleting']);
     });
 
     it('releases and removes in one pass when there is no delegate', async () => {
