@@ -58,30 +58,6 @@ export function proxyEventFor(ev: CoreV1Event, delegate: V1Pod, sourceClusterNam
   };
 }
 
-/**
- * What the caches of target events keep of an event: the fields that {@link proxyEventFor},
- * {@link eventTime} and the autoscaler's verdict read (who and what it is about, reason, message,
- * type, count, times), and the name, namespace, UID and resourceVersion the informer and the
- * copies' names need. Drops the reporter's fields, `related`, `action`, labels and annotations.
- * Pure; the informer's transform.
- */
-export function delegateEventFields(ev: CoreV1Event): CoreV1Event {
-  const m = ev.metadata ?? {};
-  const about = ev.involvedObject ?? {};
-  return {
-    metadata: { name: m.name, namespace: m.namespace, uid: m.uid, resourceVersion: m.resourceVersion, creationTimestamp: m.creationTimestamp },
-    involvedObject: { kind: about.kind, name: about.name, namespace: about.namespace, uid: about.uid, fieldPath: about.fieldPath },
-    reason: ev.reason,
-    message: ev.message,
-    type: ev.type,
-    count: ev.count,
-    series: ev.series,
-    eventTime: ev.eventTime,
-    firstTimestamp: ev.firstTimestamp,
-    lastTimestamp: ev.lastTimestamp,
-  };
-}
-
 /** The `-<hash>` that ends a delegate's name (see `delegatePodName`). */
 const DELEGATE_NAME_SUFFIX = new RegExp(`-[0-9a-f]{${HASH_HEX_LENGTH}}$`);
 

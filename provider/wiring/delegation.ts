@@ -6,7 +6,7 @@ import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_L
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
 import { delegateFields } from '../model/delegate-pod.js';
 import type { CopyNames } from '../model/pod-references.js';
-import { delegateEventFields, isAboutDelegateOf } from '../model/proxy-event.js';
+import { isAboutDelegateOf } from '../model/proxy-event.js';
 import type { CachedObjects, Wiring } from './wiring.js';
 
 /** What delegation gives the rest of the wiring. */
@@ -176,7 +176,7 @@ export async function wireDelegation(
         ns ? t.core.listNamespacedEvent({ namespace: ns, fieldSelector: podEvents }) : t.core.listEventForAllNamespaces({ fieldSelector: podEvents }),
         undefined,
         podEvents,
-        { transform: delegateEventFields, keep: (ev) => !proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace)) },
+        { keep: (ev) => !proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace)) },
       ),
     };
     perTarget.set(t.key, entry);

@@ -1,9 +1,7 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { autoscalerVerdict } from '../../../../provider/model/autoscaler.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
-import { delegateEventFields, eventTime, isAboutDelegateOf, proxyEventFor, proxyEventName } from '../../../../provider/model/proxy-event.js';
-import { DelegateEventsReconciler } from '../../../../provider/reconcilers/delegate-events.js';
+import { eventTime, isAboutDelegateOf, proxyEventFor, proxyEventName } from '../../../../provider/model/proxy-event.js';
 
 const delegate = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({
   metadata: {
@@ -80,49 +78,6 @@ describe('proxy events (copies of delegate events)', () => {
     const copy = proxyEventFor(event({ message: 'x'.repeat(5000) }), delegate(), 'c1', 't')!;
     expect(copy.message).to.have.length(1024);
     expect(copy.message!.startsWith('[t] xxx')).to.equal(true);
-  });
-});
-
-describe('delegateEventFields (what the caches of target events keep)', () => {
-  /** Events as a target's apiserver returns them: core/v1 with the reporter's fields, and from events.k8s.io/v1 (series, eventTime, no timestamps). */
-  const core = event({
-    metadata: { name: 'web-0a1b2c3d4e.17a', namespace: 'shop', uid: 'event-uid', resourceVersion: '9', creationTimestamp: new Date('2026-11-22T10:00:00Z'), annotations: { a: 'b' } },
-    involvedObject: { kind: 'Pod', name: 'web-0a1b2c3d4e', namespace: 'shop', uid: 'delegate-uid', apiVersion: 'v1', resourceVersion: '77', fieldPath: 'spec.containers{app}' },
-    source: { component: 'kubelet', host: 'n1' },
-    reportingComponent: 'kubelet',
-    reportingInstance: 'n1',
-    action: 'Pulling',
-    related: { kind: 'Node', name: 'n1' },
-  });
-  const series = event({
-    metadata: { name: 'web-0a1b2c3d4e.17b', namespace: 'shop', uid: 'event-uid-2', resourceVersion: '10', creationTimestamp: new Date('2026-11-22T10:00:00Z') },
-    firstTimestamp: undefined,
-    lastTimestamp: undefined,
-    count: undefined,
-    eventTime: new Date('2026-11-22T10:01:00Z'),
-    series: { count: 7, lastObservedTime: new Date('2026-11-22T10:09:00Z') },
-  });
-  const autoscaler = event({ reason: 'TriggeredScaleUp', type: 'Normal', message: 'pod triggered scale-up: [{pool 1->2 (max: 5)}]', involvedObject: { kind: 'Pod', name: 'web-0a1b2c3d4e', namespace: 'shop', uid: 'delegate-uid' } });
-  const readers: Array<[string, (ev: CoreV1Event) => unknown]> = [
-    ['proxyEventFor', (ev) => proxyEventFor(ev, delegate(), 'c1', 'shop/eu')],
-    ['eventTime', (ev) => eventTime(ev)],
-    ['autoscalerVerdict', (ev) => autoscalerVerdict(delegate(), [ev])],
-    ['keysOfEvent', (ev) => DelegateEventsReconciler.keysOfEvent('t', ev)],
-    ['keysOfDelegate', (ev) => DelegateEventsReconciler.keysOfDelegate('t', delegate(), { get: () => ev, list: () => [ev] })],
-    ['the name, namespace and resourceVersion the informer uses', (ev) => [ev.metadata?.name, ev.metadata?.namespace, ev.metadata?.resourceVersion]],
-  ];
-  for (const [shape, ev] of [['a core/v1 event', core], ['an events.k8s.io series', series], ["cluster-autoscaler's", autoscaler]] as const) {
-    for (const [reader, read] of readers) {
-      it(`${reader} reads the same of ${shape} from what is kept`, () => {
-        expect(read(delegateEventFields(structuredClone(ev)))).to.deep.equal(read(structuredClone(ev)));
-      });
-    }
-  }
-  it("drops the reporter's fields, action, related, labels and annotations", () => {
-    const kept = delegateEventFields(core);
-    for (const k of ['source', 'reportingComponent', 'reportingInstance', 'action', 'related'] as const) expect(kept[k]).to.equal(undefined);
-    expect(kept.metadata?.annotations).to.equal(undefined);
-    expect(kept.involvedObject.resourceVersion).to.equal(undefined);
   });
 });
 
