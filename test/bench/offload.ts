@@ -382,7 +382,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
 
     // Deletion of the same pods (the proxies, for the offloaded run) until every pod is gone from c2.
     const deleteStart = performance.now() - times.t0;
-    await core.deleteCollectionNamespacedPod({ namespace, labelSelector: 'app=bench' });
+    await deleteAllBenchPods(core, namespace);
     await waitFor(`${size} pods gone from ${namespace}`, phaseTimeoutMs(size), () => times.count('gone') === size && (direct || times.count('proxyGone') === size));
     const deletionSeconds = (times.last('gone') - deleteStart) / 1000;
     const providerDeletionCpuSeconds = sampler.cpuSince();
@@ -417,6 +417,23 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     // which needs the namespace's Target and Source), then the namespace, source side first.
     await core.deleteCollectionNamespacedPod({ namespace, labelSelector: 'app=bench' }).catch(() => undefined);
     await disconnect(namespace);
+  }
+}
+
+/**
+ * Deletes the run's pods with one delete-collection call, again if the call fails: with
+ * thousands of pods it can outlive its connection on a loaded machine (a 5000-proxy run once
+ * ended on "socket hang up"), and a second call deletes only what the first did not reach.
+ */
+async function deleteAllBenchPods(core: CoreV1Api, namespace: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await core.deleteCollectionNamespacedPod({ namespace, labelSelector: 'app=bench' });
+      return;
+    } catch (err) {
+      if (attempt >= 3) throw err;
+      log(`deleting the pods of ${namespace} failed (${(err as Error).message}); asking again`);
+    }
   }
 }
 
