@@ -16,7 +16,6 @@ import {
 import { parseNoPrefixRegexp, prefixLabels } from './labels.js';
 import { allContainers, serviceAccountTokenVolumeNames, withCopyNames, type CopyNames } from './pod-references.js';
 import { delegatePodName } from './names.js';
-import { podRequestFields } from './resources.js';
 
 /** Options of {@link buildDelegatePod}. */
 export interface DelegatePodOptions {
@@ -237,17 +236,43 @@ export function delegateSelectorForProxy(proxyUid: string): string {
   return `${PARENT_UID_LABEL}=${proxyUid}`;
 }
 
+/** Of each container of a cached delegate: what `podRequests` and the reference readers read. */
+const DELEGATE_CONTAINER_FIELDS = ['name', 'resources', 'restartPolicy', 'env', 'envFrom', 'volumeMounts'] as const;
+/** Of a cached delegate's spec, besides its containers: its node, what `podRequests` and the reference readers read. */
+const DELEGATE_SPEC_FIELDS = ['nodeName', 'overhead', 'resources', 'volumes', 'imagePullSecrets', 'serviceAccountName', 'serviceAccount'] as const;
+
 /**
  * What the caches of delegates keep of a pod in a target: its metadata (labels, annotations,
  * UID, timestamps: ownership, the way back to the proxy, deletion), its whole status (mirrored
- * onto the proxy) and of its spec only the node and what `podRequests` reads (the binder and the
- * burst room count the requests of delegates waiting for a node). Nothing reads the rest of a
- * delegate's spec, which is the proxy's, and every write to a delegate is built from its proxy.
- * Shares the objects it keeps with `pod`. Pure; the informer's transform.
+ * onto the proxy), and of its spec the node, what `podRequests` reads (the binder and the burst
+ * room count the requests of delegates waiting for a node) and what `referencedConfigMaps` and
+ * `referencedSecrets` read (follow keeps a copy while a delegate names it): volumes, mounts,
+ * env, envFrom, pull secrets, service account. Nothing reads the rest (image, command, probes,
+ * scheduling constraints, security context), and every write to a delegate is built from its
+ * proxy. Shares the objects it keeps with `pod`. Pure; the informer's transform.
  */
 export function delegateFields(pod: V1Pod): V1Pod {
-  return { metadata: pod.metadata, spec: podRequestFields(pod.spec), ...(pod.status ? { status: pod.status } : {}) };
+  const spec = pod.spec ?? { containers: [] };
+  const containers = (list: V1Container[]) => list.map((c) => pick(c, DELEGATE_CONTAINER_FIELDS) as V1Container);
+  return {
+    metadata: pod.metadata,
+    spec: {
+      ...pick(spec, DELEGATE_SPEC_FIELDS),
+      containers: containers(spec.containers ?? []),
+      ...(spec.initContainers ? { initContainers: containers(spec.initContainers) } : {}),
+      ...(spec.ephemeralContainers ? { ephemeralContainers: containers(spec.ephemeralContainers as V1Container[]) } : {}),
+    },
+    ...(pod.status ? { status: pod.status } : {}),
+  };
 }
+
+/** The `keys` of `obj` that are set. */
+function pick<T extends object, K extends keyof T>(obj: T, keys: readonly K[]): Pick<T, K> {
+  const out = {} as Pick<T, K>;
+  for (const k of keys) if (obj[k] !== undefined) out[k] = obj[k];
+  return out;
+}
+
 
 /**
  * Whether a pod in a target is a delegate created by this source cluster: it has a non-empty

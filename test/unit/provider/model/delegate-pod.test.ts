@@ -19,6 +19,7 @@ import {
   sourcePodManifest,
 } from '../../../../provider/model/delegate-pod.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
+import { referencedConfigMaps, referencedSecrets, serviceAccountTokenVolumeNames } from '../../../../provider/model/pod-references.js';
 import { parentOf } from '../../../../provider/model/outage.js';
 import { proxyEventFor } from '../../../../provider/model/proxy-event.js';
 import { buildProxyAnnotations, buildProxyStatus } from '../../../../provider/model/proxy-status.js';
@@ -380,11 +381,28 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     source.spec!.initContainers![0].resources = { requests: { memory: '1Gi' } };
     source.spec!.initContainers!.push({ name: 'side', image: 'envoy', restartPolicy: 'Always', resources: { requests: { cpu: '250m' }, limits: { memory: '64Mi' } } });
     source.spec!.containers[0].resources = { requests: { cpu: '1' }, limits: { memory: '2Gi' } };
+    source.spec!.containers[0].env = [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'api', key: 't' } } }, { name: 'MODE', valueFrom: { configMapKeyRef: { name: 'modes', key: 'm' } } }, { name: 'PLAIN', value: 'x' }];
+    source.spec!.containers[0].envFrom = [{ configMapRef: { name: 'settings' } }, { secretRef: { name: 'more' } }];
+    source.spec!.containers[0].command = ['nginx', '-g', 'daemon off;'];
+    source.spec!.containers[0].readinessProbe = { httpGet: { path: '/', port: 80 } };
+    source.spec!.imagePullSecrets = [{ name: 'registry' }];
     const built = buildDelegatePod(proxyOf(source), { sourceClusterName: 'c1' });
+    // What the target's ServiceAccount admission adds to the delegate.
+    const token = { name: 'kube-api-access-t9z8y', projected: { sources: [{ serviceAccountToken: { path: 'token', expirationSeconds: 3607 } }, { configMap: { name: 'kube-root-ca.crt' } }] } };
+    const mount = { name: token.name, mountPath: SA_PATH, readOnly: true };
     return {
       ...built,
       metadata: { ...built.metadata, uid: 'delegate-uid', resourceVersion: '7', creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date, annotations: { ...built.metadata!.annotations, 'example.com/from-target': 'x' } },
-      spec: { ...built.spec!, ...(nodeName ? { nodeName } : {}), overhead: { cpu: '10m' }, dnsPolicy: 'ClusterFirst', enableServiceLinks: true, terminationGracePeriodSeconds: 30 },
+      spec: {
+        ...built.spec!,
+        ...(nodeName ? { nodeName } : {}),
+        volumes: [...(built.spec!.volumes ?? []), token],
+        containers: built.spec!.containers.map((c) => ({ ...c, volumeMounts: [...(c.volumeMounts ?? []), mount] })),
+        overhead: { cpu: '10m' },
+        dnsPolicy: 'ClusterFirst',
+        enableServiceLinks: true,
+        terminationGracePeriodSeconds: 30,
+      },
       status,
     };
   }
@@ -417,6 +435,9 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     ['parentOf', (d) => parentOf(d)],
     ['podRequests', (d) => [...podRequests(d.spec, { includeOverhead: true })]],
     ['waitingRequests', (d) => [...waitingRequests([d], [], 'c1')]],
+    ['referencedConfigMaps', (d) => referencedConfigMaps(d.spec!)],
+    ['referencedSecrets', (d) => referencedSecrets(d.spec!)],
+    ['serviceAccountTokenVolumeNames', (d) => [...serviceAccountTokenVolumeNames(d.spec!)]],
     ['proxyEventFor', (d) => proxyEventFor({ metadata: { name: 'e', namespace: 'team', uid: 'e-uid' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'team', uid: d.metadata!.uid }, reason: 'Pulled', message: 'ok', lastTimestamp: t }, d, 'c1', 'c2')],
     ...([0, 120_000, 3_600_000] as const).map((afterMs): [string, (d: V1Pod) => unknown] => [
       `decideReplacement ${afterMs} ms on`,
@@ -433,10 +454,12 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     }
   }
 
-  it('drops the rest of the spec (volumes, images, scheduling constraints) and keeps requests, metadata and status', () => {
+  it('names what the readers above read (not vacuous), and drops the rest: images, commands, probes, scheduling constraints', () => {
+    expect(referencedConfigMaps(running.spec!)).to.deep.equal(['cfg', 'modes', 'settings']);
+    expect(referencedSecrets(running.spec!)).to.deep.equal(['api', 'more', 'registry']);
     const kept = delegateFields(structuredClone(running));
-    expect(Object.keys(kept.spec!).sort()).to.deep.equal(['containers', 'initContainers', 'nodeName', 'overhead', 'resources']);
-    expect(kept.spec!.containers).to.deep.equal([{ name: 'main', resources: { requests: { cpu: '1' }, limits: { memory: '2Gi' } } }]);
+    expect(Object.keys(kept.spec!).sort()).to.deep.equal(['containers', 'imagePullSecrets', 'initContainers', 'nodeName', 'overhead', 'resources', 'serviceAccountName', 'volumes']);
+    expect(Object.keys(kept.spec!.containers[0]).sort()).to.deep.equal(['env', 'envFrom', 'name', 'resources', 'volumeMounts']);
     expect(kept.spec!.initContainers!.map((c) => Object.keys(c).sort())).to.deep.equal([['name', 'resources'], ['name', 'resources', 'restartPolicy']]);
     expect(kept.metadata).to.deep.equal(running.metadata);
     expect(kept.status).to.deep.equal(running.status);
