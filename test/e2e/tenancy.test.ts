@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, uniqueName, waitFor } from './support.js';
+import { SOURCE_USER } from '../sandbox/sandbox.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, readyOf, running, uniqueName, waitFor } from './support.js';
 
 const ELECT = 'multicluster.admiralty.io/elect';
 const MANIFEST = 'multicluster.admiralty.io/sourcepod-manifest';
@@ -90,5 +91,53 @@ describe('tenancy', function () {
     }
     // Other annotations stay the user's.
     await kubectl('c1', 'annotate', 'pod', name, '-n', nsA, 'example.com/note=fine');
+  });
+});
+
+describe('tenancy: a ClusterTarget with a kubeconfig, authorized by a ClusterSource', function () {
+  this.timeout(240_000);
+  const ct = uniqueName('ct');
+  const namespaces = [uniqueName('ct-a'), uniqueName('ct-b')];
+
+  after(async () => {
+    // Source side first: the proxies (and with them their delegates), then the ClusterTarget;
+    // c2 takes its rights away only then.
+    for (const ns of namespaces) await kubectl('c1', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+    for (const ns of namespaces) await kubectl('c1', 'wait', '--for=delete', `namespace/${ns}`, '--timeout=120s').catch(() => undefined);
+    await kubectl('c1', 'delete', 'clustertarget', ct, '--ignore-not-found', '--wait=true', '--timeout=60s');
+    await kubectl('c2', 'delete', 'clustersource', ct, '--ignore-not-found');
+    for (const ns of namespaces) await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+  });
+
+  it('runs the pods of two namespaces in c2 through one ClusterTarget, each delegate in its own namespace there', async () => {
+    for (const ns of namespaces) {
+      await kubectl('c1', 'create', 'namespace', ns);
+      await kubectl('c1', 'label', 'namespace', ns, 'multicluster-scheduler=enabled');
+      await kubectl('c2', 'create', 'namespace', ns);
+    }
+    // In c2: one ClusterSource for c1's identity (the ServiceAccount c1's kubeconfig Secret names) grants it every namespace.
+    const [saNamespace, saName] = SOURCE_USER.split(':').slice(2);
+    await apply('c2', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterSource', metadata: { name: ct }, spec: { serviceAccount: { name: saName, namespace: saNamespace } } }));
+    for (const ns of namespaces) {
+      await waitFor(`the ClusterSource bound for ${ns}`, 30_000, async () => (await kubectl('c2', 'auth', 'can-i', 'create', 'pods', '-n', ns, '--as', SOURCE_USER).catch(() => 'no')).trim() === 'yes');
+    }
+    // In c1: a ClusterTarget that reads c2's kubeconfig from a Secret (not self), no namespaced Target at all.
+    await apply('c1', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterTarget', metadata: { name: ct }, spec: { kubeconfigSecret: { namespace: 'default', name: 'c2' } } }));
+    let node = '';
+    await waitFor('the ClusterTarget Ready', 60_000, async () => {
+      const t = await getJson('c1', 'clustertarget', ct);
+      node = t.status?.virtualNodeName ?? '';
+      return readyOf(t) === 'True' && node !== '';
+    });
+
+    for (const ns of namespaces) await apply('c1', electedDeployment('web', ns, 2, '10m'));
+    for (const ns of namespaces) {
+      // The ClusterTarget's node is the only one these namespaces may use.
+      expect(Object.fromEntries(await running(ns, 'web', 2))).to.deep.equal({ [node]: 2 });
+      for (const proxy of await liveProxies(ns, 'web')) {
+        const delegates = (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${proxy.metadata.uid}`)).items;
+        expect(delegates.map((d: any) => [d.metadata.namespace, d.status.phase]), `delegate of ${ns}/${proxy.metadata.name}`).to.deep.equal([[ns, 'Running']]);
+      }
+    }
   });
 });
