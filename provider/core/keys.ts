@@ -95,6 +95,12 @@ export const NODE_ROLE_VALUE = 'cluster';
 export const EXCLUDE_FROM_LB_LABEL = 'node.kubernetes.io/exclude-from-external-load-balancers';
 export const EXCLUDE_BALANCER_LABEL = 'alpha.service-controller.kubernetes.io/exclude-balancer';
 /**
+ * Virtual node annotation: the path metrics-server scrapes instead of `/metrics/resource`
+ * (metrics-server's own key; targets reconciler writes `/metrics/resource/<node>`, metrics-server
+ * reads it). All virtual nodes share one kubelet listener, so the path names the node.
+ */
+export const RESOURCE_METRICS_PATH_ANNOTATION = 'metrics.k8s.io/resource-metrics-path';
+/**
  * Target identity labels on virtual nodes (targets reconciler writes; kubelet API and delegation
  * read), and on the RoleBinding/ClusterRoleBinding that grants the provider the source role for a
  * self target (targets reconciler writes, and reads them before it replaces or deletes a binding).

@@ -54,6 +54,15 @@ export function kubeletRequestAttributes(method: string, nodeName: string, inter
   return { verb, resource: 'nodes', subresource: 'proxy', name: nodeName };
 }
 
+/**
+ * SAR attributes of a node-scoped read, as the kubelet's `GetRequestAttributes` maps them:
+ * `/metrics/...` checks `nodes/metrics`, `/stats/...` checks `nodes/stats` (what metrics-server's
+ * ClusterRole grants), with the verb from the HTTP method. Pure.
+ */
+export function nodeRequestAttributes(method: string, nodeName: string, subresource: 'metrics' | 'stats'): KubeletRequestAttributes {
+  return { verb: VERBS[method.toUpperCase()] ?? method.toLowerCase(), resource: 'nodes', subresource, name: nodeName };
+}
+
 /** The kubelet's 403 text. Pure. */
 export function forbiddenMessage(user: KubeletUser, attrs: KubeletRequestAttributes): string {
   return `Forbidden (user=${user.name}, verb=${attrs.verb}, resource=${attrs.resource}, subresource(s)=[${attrs.subresource}])`;

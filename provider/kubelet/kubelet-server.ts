@@ -8,7 +8,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { applyConnectionLimits, DEFAULT_CONNECTION_LIMITS, tlsLimitOptions, type ConnectionLimits } from '../core/connection-limits.js';
 import type { Logger } from '../core/logger.js';
 import { errorFields } from '../core/logger.js';
-import { forbiddenMessage, kubeletRequestAttributes, type KubeletAuthorizer, type KubeletUser } from './auth.js';
+import { forbiddenMessage, kubeletRequestAttributes, nodeRequestAttributes, type KubeletAuthorizer, type KubeletUser } from './auth.js';
 import { createTargetLogBackend, LogUpstreamError, parseLogQuery, type LogBackend } from './logs.js';
 import { createTargetPortForwardBackend, PORT_FORWARD_PROTOCOL, servePortForward, type PortForwardBackend } from './port-forward.js';
 import { parseExecQuery, REMOTECOMMAND_PROTOCOLS, serveRemoteCommand, type ExecBackend } from './remotecommand.js';
@@ -18,6 +18,8 @@ import { negotiateProtocol, writeSpdyUpgradeResponse, writeUpgradeError } from '
 import { WebSocketServer, type WebSocket } from 'ws';
 import { pickWebSocketProtocol, serveWebSocketRemoteCommand, WEBSOCKET_PROTOCOLS } from './ws-remotecommand.js';
 import { drainOnRequest } from '../core/drain.js';
+import { buildStatsSummary, renderResourceMetrics } from '../model/resource-metrics.js';
+import type { NodeUsageSource } from './resource-usage.js';
 
 /** Where a proxy pod's delegate runs, as the provider's registry knows it. */
 export interface ResolvedPod {
@@ -47,6 +49,8 @@ export interface KubeletServerOptions {
   /** CA that signs the kube-apiserver's kubelet client certificate; enables x509 authn. */
   clientCaPem?: string;
   resolver: PodResolver;
+  /** The usage behind `/metrics/resource` and `/stats/summary`. */
+  nodeUsage: NodeUsageSource;
   auth: KubeletAuthorizer;
   logger: Logger;
   registry?: Registry;
@@ -122,6 +126,47 @@ export function parseKubeletPath(pathname: string): KubeletPath | null {
   return null;
 }
 
+/** A node-scoped read: which one, and of which virtual node (null when the request does not say). */
+export interface NodeScopedPath {
+  route: 'metricsResource' | 'statsSummary';
+  nodeName: string | null;
+}
+
+const NODE_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+
+/**
+ * Parses the node-scoped paths we serve and tells which virtual node they ask about. All virtual
+ * nodes share one listener, and a kubelet's paths do not name the node, so the node comes from:
+ * * the path itself, `/metrics/resource/<node>`: what each virtual node's
+ *   `metrics.k8s.io/resource-metrics-path` annotation points metrics-server at;
+ * * else the `X-Forwarded-Uri` the apiserver's node proxy sets
+ *   (`/api/v1/nodes/<node>[:port]/proxy/<path>`), for `kubectl get --raw
+ *   /api/v1/nodes/<node>/proxy/stats/summary` and the like. A caller who writes the header
+ *   himself only names another node, and is authorized against that one.
+ * Pure. Returns null for any other path.
+ */
+export function parseNodeScopedPath(pathname: string, forwardedUri: string | undefined): NodeScopedPath | null {
+  const fromForwarded = (path: string): string | null => {
+    const m = /^\/api\/v1\/nodes\/([^/]+)\/proxy(\/.*)$/.exec(forwardedUri ?? '');
+    if (!m || m[2] !== path) return null;
+    let id: string;
+    try {
+      id = decodeURIComponent(m[1]);
+    } catch {
+      return null;
+    }
+    // The node proxy's id is name, name:port or scheme:name:port.
+    const parts = id.split(':');
+    const name = parts.length === 3 ? parts[1] : parts[0];
+    return NODE_NAME.test(name) ? name : null;
+  };
+  if (pathname === '/metrics/resource') return { route: 'metricsResource', nodeName: fromForwarded(pathname) };
+  if (pathname === '/stats/summary') return { route: 'statsSummary', nodeName: fromForwarded(pathname) };
+  const m = /^\/metrics\/resource\/([^/]+)$/.exec(pathname);
+  if (m && NODE_NAME.test(m[1])) return { route: 'metricsResource', nodeName: m[1] };
+  return null;
+}
+
 class HttpError extends Error {
   constructor(
     readonly code: number,
@@ -134,7 +179,9 @@ class HttpError extends Error {
 /**
  * The kubelet API for all virtual nodes on one listener: `/containerLogs`, `/exec`, `/attach`
  * (SPDY/3.1 remotecommand v4..v1, or WebSocket v5..v1 channel protocols), `/portForward` (SPDY
- * portforward.k8s.io), `/healthz`.
+ * portforward.k8s.io), `/healthz`, and the node-scoped reads `/metrics/resource` and
+ * `/stats/summary` (see {@link parseNodeScopedPath}; authorized on `nodes/metrics` and
+ * `nodes/stats` of the node).
  * Every pod-scoped request is authenticated (x509 client cert or TokenReview), the pod is
  * resolved to its delegate, then authorized (SubjectAccessReview on `nodes/proxy` of the
  * virtual node). Metrics: `admiralty_kubelet_requests_total` and
@@ -197,6 +244,11 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
   app.get(/^\/containerLogs\//, (req, res) => {
     void handleLogs(req, res);
   });
+  app.get(/^\/(metrics|stats)\//, (req, res, next) => {
+    const path = parseNodeScopedPath(new URL(req.url ?? '/', 'https://kubelet').pathname, req.get('x-forwarded-uri'));
+    if (!path) return next();
+    void handleNodeScoped(req, res, path);
+  });
   app.use((req, res) => {
     const started = process.hrtime.bigint();
     res.status(404).type('text/plain').send('404 page not found');
@@ -234,6 +286,29 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
       }
       observe('containerLogs', code, started);
     }
+  };
+
+  const handleNodeScoped = async (req: IncomingMessage, res: ServerResponse, path: NodeScopedPath): Promise<void> => {
+    const started = process.hrtime.bigint();
+    const subresource = path.route === 'metricsResource' ? 'metrics' : 'stats';
+    let code = 200;
+    try {
+      const user = await opts.auth.authenticate(req);
+      if (!user) throw new HttpError(401, 'Unauthorized');
+      // Without a node name, say "not found" only to callers allowed on that subresource at all.
+      const attrs = nodeRequestAttributes(req.method ?? 'GET', path.nodeName ?? '', subresource);
+      if (!(await opts.auth.authorize(user, attrs))) throw new HttpError(403, forbiddenMessage(user, attrs));
+      if (!path.nodeName) throw new HttpError(404, `no node named: ask /metrics/resource/<node>, or through the apiserver (nodes/<node>/proxy)`);
+      const usage = await opts.nodeUsage.nodeUsage(path.nodeName);
+      if (!usage) throw new HttpError(404, `node ${path.nodeName} is not a virtual node of this provider`);
+      if (path.route === 'metricsResource') res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4; charset=utf-8' }).end(renderResourceMetrics(usage));
+      else res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(buildStatsSummary(usage)));
+    } catch (err) {
+      code = err instanceof HttpError ? err.code : 500;
+      if (code >= 500) logger.warn('kubelet node-scoped request failed', { route: path.route, node: path.nodeName ?? '', ...errorFields(err) });
+      if (!res.headersSent) res.writeHead(code, { 'Content-Type': 'text/plain' }).end(code >= 500 ? 'internal error' : (err as Error).message);
+    }
+    observe(path.route, code, started);
   };
 
   const sessions = new Set<SpdySession>();

@@ -18,6 +18,7 @@ import {
   VIRTUAL_NODE_TAINT_EFFECT,
   VIRTUAL_NODE_TAINT_KEY,
   VIRTUAL_NODE_TAINT_VALUE,
+  RESOURCE_METRICS_PATH_ANNOTATION,
 } from '../core/keys.js';
 import { parseGoRegexp } from './labels.js';
 import { stringMapMergePatch } from './maps.js';
@@ -208,7 +209,7 @@ export function buildVirtualNode(input: VirtualNodeInput): V1Node {
   return {
     apiVersion: 'v1',
     kind: 'Node',
-    metadata: { name, labels },
+    metadata: { name, labels, annotations: { [RESOURCE_METRICS_PATH_ANNOTATION]: `/metrics/resource/${name}` } },
     spec: {
       taints: [{ key: VIRTUAL_NODE_TAINT_KEY, value: VIRTUAL_NODE_TAINT_VALUE, effect: VIRTUAL_NODE_TAINT_EFFECT }],
     },
@@ -313,16 +314,21 @@ function withRemovals(
 }
 
 /**
- * A JSON merge patch `{ metadata: { labels } }` that makes the node's labels exactly the desired
- * set (labels added by hand are removed, as Admiralty reconciles them), or null when they already
- * are. Taints are set at creation only and are not reconciled. Pure.
+ * A JSON merge patch of the node's metadata: labels made exactly the desired set (labels added by
+ * hand are removed, as Admiralty reconciles them) and our annotations set (others' annotations
+ * are left alone); null when nothing differs. Taints are set at creation only and are not
+ * reconciled. Pure.
  */
-export function buildVirtualNodeLabelsPatch(
+export function buildVirtualNodeMetadataPatch(
   existing: V1Node,
   desired: V1Node,
-): { metadata: { labels: Record<string, string | null> } } | null {
-  const patch = stringMapMergePatch(existing.metadata?.labels, desired.metadata?.labels ?? {});
-  return patch ? { metadata: { labels: patch } } : null;
+): { metadata: { labels?: Record<string, string | null>; annotations?: Record<string, string> } } | null {
+  const labels = stringMapMergePatch(existing.metadata?.labels, desired.metadata?.labels ?? {});
+  const current = existing.metadata?.annotations ?? {};
+  const annotations = Object.fromEntries(Object.entries(desired.metadata?.annotations ?? {}).filter(([k, v]) => current[k] !== v));
+  const has = Object.keys(annotations).length > 0;
+  if (!labels && !has) return null;
+  return { metadata: { ...(labels ? { labels } : {}), ...(has ? { annotations } : {}) } };
 }
 
 /**

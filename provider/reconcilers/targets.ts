@@ -25,7 +25,7 @@ import { LABEL_VALUE_MAX_LENGTH, labelValueFor, virtualNodeName } from '../model
 import { requestedByNode } from '../model/resources.js';
 import { conditionsEqual, parseTarget, readyCondition, setCondition } from '../model/target.js';
 import type { Target, TargetRef } from '../model/types.js';
-import { buildNodeLease, buildVirtualNode, buildVirtualNodeLabelsPatch, buildVirtualNodeStatusPatch, NODE_LEASE_NAMESPACE } from '../model/virtual-node.js';
+import { buildNodeLease, buildVirtualNode, buildVirtualNodeMetadataPatch, buildVirtualNodeStatusPatch, NODE_LEASE_NAMESPACE } from '../model/virtual-node.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
 import type { SelfTargetBindings } from './self-target-bindings.js';
@@ -198,9 +198,9 @@ export class TargetsReconciler {
     if (existing.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] !== VIRTUAL_KUBELET_PROVIDER_VALUE) {
       throw new Error(`node ${nodeName} exists and is not a virtual node of ours; refusing to take it over`);
     }
-    const labelsPatch = buildVirtualNodeLabelsPatch(existing, desired);
-    if (labelsPatch) {
-      await this.o.sourceCore.patchNode({ name: nodeName, body: labelsPatch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    const metadataPatch = buildVirtualNodeMetadataPatch(existing, desired);
+    if (metadataPatch) {
+      await this.o.sourceCore.patchNode({ name: nodeName, body: metadataPatch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
     }
     const heartbeat = this.o.clock.now() - (this.lastStatusWriteMs.get(key) ?? 0) >= this.nodeStatusIntervalMs;
     const statusPatch = buildVirtualNodeStatusPatch(existing, desired, { heartbeat });

@@ -18,6 +18,9 @@ import { readClusterClientCa } from '../kubelet/client-ca.js';
 import { createKubeletServer } from '../kubelet/kubelet-server.js';
 import { KubeletServingCertificate } from '../kubelet/serving-certificate.js';
 import { createProxyResolver } from '../kubelet/proxy-resolver.js';
+import { ResourceUsage } from '../kubelet/resource-usage.js';
+import type { TargetClient } from '../clusters/target-client.js';
+import { API_GROUP, API_VERSION } from '../core/keys.js';
 import { EXTENDER_PATH_PREFIX } from '../../scheduler/extender-server.js';
 import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../scheduler/extender-client-auth.js';
 import type { Wiring } from './wiring.js';
@@ -86,9 +89,20 @@ export function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runn
 
 /** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
 export function kubeletRunnable(w: Wiring): Runnable {
-  const { config, kc, core, clusters, registry, metrics, logger } = w;
+  const { config, kc, core, custom, clusters, registry, metrics, logger, events, clock } = w;
   let stop: () => Promise<void> = async () => undefined;
   let drain = () => undefined as void;
+  /** Says on the Target (or ClusterTarget) when its metrics API stops or starts answering. */
+  const tellMetricsAvailability = async (target: TargetClient, available: boolean, reason: string) => {
+    const { ref } = target;
+    const plural = ref.kind === 'Target' ? 'targets' : 'clustertargets';
+    const obj = (await (ref.kind === 'Target'
+      ? custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ref.namespace, plural, name: ref.name })
+      : custom.getClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, name: ref.name })
+    ).catch(() => undefined)) as { metadata?: { uid?: string } } | undefined;
+    const involved = { kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined, uid: obj?.metadata?.uid } };
+    events.record(involved, available ? 'Normal' : 'Warning', available ? 'MetricsAvailable' : 'MetricsUnavailable', available ? reason : `no usage figures for proxies on this target (kubectl top, HorizontalPodAutoscalers): ${reason}`);
+  };
   const start = async () => {
     const serving = new KubeletServingCertificate({
       certificates: kc.makeApiClient(CertificatesV1Api),
@@ -118,6 +132,14 @@ export function kubeletRunnable(w: Wiring): Runnable {
       logger,
       registry,
       resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
+      nodeUsage: new ResourceUsage({
+        core,
+        registry: clusters,
+        sourceClusterName: config.clusterName,
+        clock,
+        logger,
+        onAvailability: (target, available, reason) => void tellMetricsAvailability(target, available, reason),
+      }),
     });
     await server.listen();
     metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(first.certPem).notAfter.getTime() / 1000);

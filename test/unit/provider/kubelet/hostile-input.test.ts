@@ -189,6 +189,7 @@ describe('kubelet API under hostile input', function () {
       port: 0,
       tls: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem },
       resolver,
+      nodeUsage: { nodeUsage: async () => null },
       auth: allowAll,
       logger: silentLogger(),
       backends: { exec: () => exec },

@@ -4,9 +4,11 @@ import { expect } from 'chai';
 import { Registry } from 'prom-client';
 import { KubeConfig } from '@kubernetes/client-node';
 import { silentLogger } from '../../../../provider/core/logger.js';
+import type { NodeUsage } from '../../../../provider/model/resource-metrics.js';
 import {
   createKubeletServer,
   parseKubeletPath,
+  parseNodeScopedPath,
   type KubeletServer,
   type PodResolver,
 } from '../../../../provider/kubelet/kubelet-server.js';
@@ -107,6 +109,25 @@ function openStreams(session: SpdySession, types: string[], extra: Record<string
   return Promise.all(types.map((t) => session.openStream({ streamtype: [t], ...extra })));
 }
 
+/** One virtual node, admiralty-cluster-c1, with one proxy of one container. */
+const c1Usage: NodeUsage = {
+  nodeName: 'admiralty-cluster-c1',
+  startTimeMs: Date.UTC(2026, 0, 1),
+  timestampMs: Date.UTC(2026, 0, 1, 1),
+  cpuNanoCores: 250_000_000,
+  cpuCoreSeconds: 12.5,
+  memoryWorkingSetBytes: 64 * 1024 * 1024,
+  pods: [
+    {
+      namespace: 'ns',
+      name: 'p',
+      uid: 'u1',
+      startTimeMs: Date.UTC(2026, 0, 1),
+      containers: [{ name: 'c', startTimeMs: Date.UTC(2026, 0, 1), timestampMs: Date.UTC(2026, 0, 1, 1), cpuNanoCores: 250_000_000, cpuCoreSeconds: 12.5, memoryWorkingSetBytes: 64 * 1024 * 1024 }],
+    },
+  ],
+};
+
 describe('kubelet server', () => {
   let server: KubeletServer;
   let port: number;
@@ -126,6 +147,7 @@ describe('kubelet server', () => {
       tls: { certPem: tls.server.certPem, keyPem: tls.server.keyPem },
       clientCaPem: tls.ca.certPem,
       resolver,
+      nodeUsage: { nodeUsage: async (name) => (name === 'admiralty-cluster-c1' ? c1Usage : null) },
       auth,
       logger: silentLogger(),
       registry,
@@ -152,6 +174,51 @@ describe('kubelet server', () => {
   it('serves /healthz without credentials and 404 elsewhere', async () => {
     expect(await get(port, '/healthz')).to.deep.equal({ status: 200, body: 'ok' });
     expect((await get(port, '/pods', { headers: { Authorization: 'Bearer good' } })).status).to.equal(404);
+  });
+
+  describe('node-scoped reads (/metrics/resource, /stats/summary)', () => {
+    const bearer = { Authorization: 'Bearer good' };
+    it('names the node by the path or by the node proxy\'s X-Forwarded-Uri, nothing else', () => {
+      expect(parseNodeScopedPath('/metrics/resource/admiralty-cluster-c1', undefined)).to.deep.equal({ route: 'metricsResource', nodeName: 'admiralty-cluster-c1' });
+      expect(parseNodeScopedPath('/stats/summary', '/api/v1/nodes/n1/proxy/stats/summary')).to.deep.equal({ route: 'statsSummary', nodeName: 'n1' });
+      expect(parseNodeScopedPath('/metrics/resource', '/api/v1/nodes/https:n1:10250/proxy/metrics/resource')).to.deep.equal({ route: 'metricsResource', nodeName: 'n1' });
+      expect(parseNodeScopedPath('/metrics/resource', '/api/v1/nodes/n1:10250/proxy/metrics/resource')?.nodeName).to.equal('n1');
+      // The forwarded path must be the one asked; a bad name or encoding names nothing.
+      expect(parseNodeScopedPath('/stats/summary', '/api/v1/nodes/n1/proxy/metrics/resource')?.nodeName).to.equal(null);
+      expect(parseNodeScopedPath('/stats/summary', '/api/v1/nodes/N_1/proxy/stats/summary')?.nodeName).to.equal(null);
+      expect(parseNodeScopedPath('/stats/summary', '/api/v1/nodes/%E0%A4%A/proxy/stats/summary')?.nodeName).to.equal(null);
+      expect(parseNodeScopedPath('/stats/summary', undefined)).to.deep.equal({ route: 'statsSummary', nodeName: null });
+      expect(parseNodeScopedPath('/metrics/resource/UPPER', undefined)).to.equal(null);
+      expect(parseNodeScopedPath('/metrics/cadvisor', undefined)).to.equal(null);
+      expect(parseNodeScopedPath('/stats/summary/x', undefined)).to.equal(null);
+    });
+
+    it('serves the resource metrics of the node named in the path, authorized on nodes/metrics of that node', async () => {
+      const res = await get(port, '/metrics/resource/admiralty-cluster-c1', { headers: bearer });
+      expect(res.status).to.equal(200);
+      expect(res.body).to.contain('container_cpu_usage_seconds_total{container="c",namespace="ns",pod="p"} 12.5 1767229200000\n');
+      expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'metrics', name: 'admiralty-cluster-c1' });
+    });
+
+    it('serves the summary of the node the apiserver proxies to, authorized on nodes/stats', async () => {
+      const res = await get(port, '/stats/summary', { headers: { ...bearer, 'X-Forwarded-Uri': '/api/v1/nodes/admiralty-cluster-c1/proxy/stats/summary' } });
+      expect(res.status).to.equal(200);
+      expect(JSON.parse(res.body).node).to.include({ nodeName: 'admiralty-cluster-c1' });
+      expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'stats', name: 'admiralty-cluster-c1' });
+    });
+
+    it('answers 401 without credentials, 403 when denied, 404 for a node not ours or not named', async () => {
+      expect((await get(port, '/metrics/resource/admiralty-cluster-c1')).status).to.equal(401);
+      expect((await get(port, '/metrics/resource/some-real-node', { headers: bearer })).status).to.equal(404);
+      const unnamed = await get(port, '/stats/summary', { headers: bearer });
+      expect(unnamed.status).to.equal(404);
+      expect(auth.seen[1].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'stats', name: '' });
+      auth.allow = false;
+      const denied = await get(port, '/metrics/resource/admiralty-cluster-c1', { headers: bearer });
+      expect(denied).to.deep.equal({ status: 403, body: 'Forbidden (user=token-user, verb=get, resource=nodes, subresource(s)=[metrics])' });
+      // Denied callers learn nothing about which nodes exist.
+      expect((await get(port, '/metrics/resource/some-real-node', { headers: bearer })).status).to.equal(403);
+    });
   });
 
   describe('auth', () => {

@@ -79,6 +79,7 @@ describe('kubelet server: remotecommand over WebSocket', () => {
       port: 0,
       tls: { certPem: tls.server.certPem, keyPem: tls.server.keyPem },
       resolver: { resolve: async (namespace, pod) => ({ nodeName: 'n', target: { kubeConfig: new KubeConfig(), namespace, pod: `${pod}-d` } }) },
+      nodeUsage: { nodeUsage: async () => null },
       auth,
       logger: silentLogger(),
       registry,

@@ -5,7 +5,7 @@ import { ValidationError } from '../../../../provider/core/errors.js';
 import {
   buildNodeLease,
   buildVirtualNode,
-  buildVirtualNodeLabelsPatch,
+  buildVirtualNodeMetadataPatch,
   buildVirtualNodeStatusPatch,
   type VirtualNodeInput,
 } from '../../../../provider/model/virtual-node.js';
@@ -237,17 +237,24 @@ describe('buildVirtualNodeStatusPatch', () => {
   });
 });
 
-describe('buildVirtualNodeLabelsPatch', () => {
+describe('buildVirtualNodeMetadataPatch', () => {
   const desired = buildVirtualNode(input());
-  it('is null when the labels are exact', () => {
-    expect(buildVirtualNodeLabelsPatch(JSON.parse(JSON.stringify(desired)), desired)).to.equal(null);
+  it('is null when the labels and our annotations are exact', () => {
+    expect(buildVirtualNodeMetadataPatch(JSON.parse(JSON.stringify(desired)), desired)).to.equal(null);
   });
   it('removes hand-added labels and sets missing ones', () => {
-    const existing: V1Node = { metadata: { labels: { ...desired.metadata!.labels!, 'hand-made': 'x' } } };
+    const existing: V1Node = { metadata: { labels: { ...desired.metadata!.labels!, 'hand-made': 'x' }, annotations: desired.metadata!.annotations } };
     delete existing.metadata!.labels!.team;
     existing.metadata!.labels!['kubernetes.io/os'] = 'windows';
-    expect(buildVirtualNodeLabelsPatch(existing, desired)).to.deep.equal({
+    expect(buildVirtualNodeMetadataPatch(existing, desired)).to.deep.equal({
       metadata: { labels: { 'hand-made': null, 'kubernetes.io/os': 'linux', team: 'a' } },
+    });
+  });
+  it("points metrics-server at the node's own resource metrics path, leaving others' annotations alone", () => {
+    expect(desired.metadata!.annotations).to.deep.equal({ 'metrics.k8s.io/resource-metrics-path': `/metrics/resource/${desired.metadata!.name}` });
+    const existing: V1Node = { metadata: { labels: desired.metadata!.labels, annotations: { 'node.alpha.kubernetes.io/ttl': '0', 'metrics.k8s.io/resource-metrics-path': '/metrics/resource' } } };
+    expect(buildVirtualNodeMetadataPatch(existing, desired)).to.deep.equal({
+      metadata: { annotations: { 'metrics.k8s.io/resource-metrics-path': `/metrics/resource/${desired.metadata!.name}` } },
     });
   });
 });
