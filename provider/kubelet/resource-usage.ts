@@ -122,6 +122,13 @@ export class ResourceUsage implements NodeUsageSource {
   }
 
   nodeUsage(nodeName: string): Promise<NodeUsage | null> {
+    if (!this.o.registry.byNodeName(nodeName)) {
+      // Names callers choose are never kept; a virtual node gone takes its state with it.
+      this.cached.delete(nodeName);
+      this.nodes.delete(nodeName);
+      this.containers.delete(nodeName);
+      return Promise.resolve(null);
+    }
     const now = this.o.clock.now();
     const hit = this.cached.get(nodeName);
     if (hit && now - hit.atMs < this.ttlMs) return hit.usage;
@@ -134,12 +141,8 @@ export class ResourceUsage implements NodeUsageSource {
 
   private async compute(nodeName: string, now: number): Promise<NodeUsage | null> {
     const target = this.o.registry.byNodeName(nodeName);
-    if (!target) {
-      this.cached.delete(nodeName);
-      this.nodes.delete(nodeName);
-      this.containers.delete(nodeName);
-      return null;
-    }
+    // Removed between the check and now: as for any node not ours.
+    if (!target) return null;
     const proxies = (await this.o.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items.filter(
       (p) => p.metadata?.name && p.metadata.namespace && p.metadata.uid && !p.metadata.deletionTimestamp,
     );

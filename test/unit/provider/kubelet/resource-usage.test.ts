@@ -70,6 +70,7 @@ describe('ResourceUsage', () => {
   it('answers null for a node that is not one of ours, without reading anything', async () => {
     const s = setup();
     expect(await s.usage.nodeUsage('kwok-node-0')).to.equal(null);
+    expect(await s.usage.nodeUsage('kwok-node-0')).to.equal(null);
     expect(s.calls.list).to.deep.equal([]);
   });
 
