@@ -5,12 +5,22 @@ import { join } from 'node:path';
 import { parsePrometheusText } from '../support/prometheus-text.js';
 import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
 
-/** One GET on c1's provider kubelet API with a bearer token; resolves with the status and body. */
-function kubeletGet(path: string, token: string): Promise<{ status: number; body: string }> {
+/** One GET on c1's provider kubelet API; resolves with the status and body. */
+function kubeletGet(path: string, auth: { token: string } | 'apiserver', headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  const pki = join(sandbox.dir, 'pki');
+  // As the apiserver calls kubelets: with its kubelet client certificate.
+  const client = auth === 'apiserver' ? { cert: readFileSync(join(pki, 'kubelet-client.crt')), key: readFileSync(join(pki, 'kubelet-client.key')) } : {};
   return new Promise((res, rej) => {
     https
       .get(
-        { host: '127.0.0.1', port: sandbox.ports('c1').kubelet, path, ca: readFileSync(join(sandbox.dir, 'pki', 'ca.crt')), headers: { Authorization: `Bearer ${token}` } },
+        {
+          host: '127.0.0.1',
+          port: sandbox.ports('c1').kubelet,
+          path,
+          ca: readFileSync(join(pki, 'ca.crt')),
+          ...client,
+          headers: { ...headers, ...(auth === 'apiserver' ? {} : { Authorization: `Bearer ${auth.token}` }) },
+        },
         (r) => {
           let body = '';
           r.on('data', (c) => (body += c));
@@ -20,6 +30,13 @@ function kubeletGet(path: string, token: string): Promise<{ status: number; body
       .on('error', rej);
   });
 }
+
+/**
+ * What the apiserver's node proxy sends for `kubectl get --raw /api/v1/nodes/<node>/proxy<path>`.
+ * The sandbox cannot go through it: its nodes are on 127.0.0.1, and the node proxy refuses
+ * loopback addresses ("address not allowed").
+ */
+const viaNodeProxy = (node: string, path: string) => kubeletGet(path, 'apiserver', { 'X-Forwarded-Uri': `/api/v1/nodes/${node}/proxy${path}` });
 
 /**
  * The resource metrics of virtual nodes, in a sandbox whose clusters run no metrics-server: the
@@ -48,21 +65,30 @@ describe('resource metrics of virtual nodes (targets without metrics-server)', f
     expect(node.metadata.annotations['metrics.k8s.io/resource-metrics-path']).to.equal(`/metrics/resource/${c2Node}`);
   });
 
-  it('serves /metrics/resource and /stats/summary through the apiserver (nodes/<node>/proxy), without figures for a target that has no metrics API', async () => {
-    const text = await kubectl('c1', 'get', '--raw', `/api/v1/nodes/${c2Node}/proxy/metrics/resource`);
-    const { samples } = parsePrometheusText(text);
+  it("serves /metrics/resource and /stats/summary as the apiserver's node proxy asks, without figures for a target that has no metrics API", async () => {
+    const metrics = await viaNodeProxy(c2Node, '/metrics/resource');
+    expect(metrics.status).to.equal(200);
+    const { samples } = parsePrometheusText(metrics.body);
     expect(samples.filter((s) => s.name.startsWith('node_')).map((s) => [s.name, s.value])).to.deep.equal([
       ['node_cpu_usage_seconds_total', 0],
       ['node_memory_working_set_bytes', 0],
     ]);
     expect(samples.some((s) => s.labels.pod === 'web')).to.equal(false);
-    const summary = JSON.parse(await kubectl('c1', 'get', '--raw', `/api/v1/nodes/${c2Node}/proxy/stats/summary`));
+    const stats = await viaNodeProxy(c2Node, '/stats/summary');
+    expect(stats.status).to.equal(200);
+    const summary = JSON.parse(stats.body);
     expect(summary.node.nodeName).to.equal(c2Node);
     expect(summary.pods).to.deep.equal([]);
   });
 
   it("tells the Target once (MetricsUnavailable), however often it is scraped", async () => {
-    for (let i = 0; i < 3; i++) await kubectl('c1', 'get', '--raw', `/api/v1/nodes/${c2Node}/proxy/metrics/resource`);
+    // Three reads of the target (the usage is reused 5 s; the node's sample time says when it was read).
+    const readAt = async () => parsePrometheusText((await viaNodeProxy(c2Node, '/metrics/resource')).body).samples.find((s) => s.name === 'node_cpu_usage_seconds_total')!.timestampMs;
+    let last = await readAt();
+    for (let i = 0; i < 2; i++) {
+      const before = last;
+      await waitFor('a fresh read of the target', 30_000, async () => (last = await readAt()) !== before);
+    }
     let events: any[] = [];
     await waitFor('a MetricsUnavailable event on Target c2', 30_000, async () => {
       events = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.kind=Target,involvedObject.name=c2,reason=MetricsUnavailable')).items;
@@ -94,12 +120,12 @@ describe('resource metrics of virtual nodes (targets without metrics-server)', f
     );
     try {
       const token = (await kubectl('c1', 'create', 'token', sa, '-n', ns)).trim();
-      await waitFor('the scraper allowed on nodes/metrics', 30_000, async () => (await kubeletGet(`/metrics/resource/${c2Node}`, token)).status === 200);
-      const ok = await kubeletGet(`/metrics/resource/${c2Node}`, token);
+      await waitFor('the scraper allowed on nodes/metrics', 30_000, async () => (await kubeletGet(`/metrics/resource/${c2Node}`, { token })).status === 200);
+      const ok = await kubeletGet(`/metrics/resource/${c2Node}`, { token });
       expect(parsePrometheusText(ok.body).types.get('container_cpu_usage_seconds_total')).to.equal('counter');
-      const stats = await kubeletGet('/stats/summary', token);
-      expect(stats).to.deep.equal({ status: 403, body: `Forbidden (user=system:serviceaccount:${ns}:${sa}, verb=get, resource=nodes, subresource(s)=[stats])` });
-      expect((await kubeletGet('/metrics/resource/c1-node-0', token)).status).to.equal(404);
+      const denied = await kubeletGet('/stats/summary', { token }, { 'X-Forwarded-Uri': `/api/v1/nodes/${c2Node}/proxy/stats/summary` });
+      expect(denied).to.deep.equal({ status: 403, body: `Forbidden (user=system:serviceaccount:${ns}:${sa}, verb=get, resource=nodes, subresource(s)=[stats])` });
+      expect((await kubeletGet('/metrics/resource/c1-node-0', { token })).status).to.equal(404);
     } finally {
       await kubectl('c1', 'delete', 'clusterrole,clusterrolebinding', `${ns}-scraper`, '--ignore-not-found');
     }
