@@ -1,24 +1,10 @@
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT, shippedCli } from '../sandbox/sandbox.js';
-import { apply, chartObjects, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
-
-/**
- * Runs a shell script as root in a mount namespace of its own, where a tmpfs holds
- * `/var/run/secrets/kubernetes.io/serviceaccount` with the files of `saDir`, as the kubelet
- * mounts a pod's projected ServiceAccount volume; then execs the command. The host's mounts
- * never change. On a machine without /var/run/secrets the tmpfs covers /var/run's target
- * (/run) for this process only.
- */
-const MOUNT_SERVICE_ACCOUNT = `set -eu
-sa=/var/run/secrets/kubernetes.io/serviceaccount
-top=/var/run/secrets; [ -d "$top" ] || top=$(readlink -f /var/run)
-mount -t tmpfs -o mode=0755 serviceaccount "$top"
-mkdir -p "$sa" && cp "$SA_SOURCE"/token "$SA_SOURCE"/ca.crt "$SA_SOURCE"/namespace "$sa"/
-exec "$@"`;
+import { apply, asPodContainer, chartObjects, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
 
 /**
  * The provider as the chart's Deployment runs it: the compiled command with the rendered
@@ -84,21 +70,11 @@ describe('in cluster: the provider as the chart deploys it', function () {
     for (const a of Object.keys(standIns)) expect(rendered, a).to.include(a);
     const args = [...rendered.map((a) => standIns[a] ?? a), `--webhook-url=https://127.0.0.1:${ports.webhook}/mutate`, '--allow-loopback-targets'];
 
-    // The projected ServiceAccount volume's files.
-    const sa = join(dir, 'serviceaccount');
-    mkdirSync(sa);
-    writeFileSync(join(sa, 'token'), (await kubectl('c1', 'create', 'token', 'admiralty', '-n', 'admiralty', '--duration=1h')).trim());
-    writeFileSync(join(sa, 'ca.crt'), readFileSync(join(sandbox.dir, 'pki', 'ca.crt')));
-    writeFileSync(join(sa, 'namespace'), 'admiralty');
-
+    const token = (await kubectl('c1', 'create', 'token', 'admiralty', '-n', 'admiralty', '--duration=1h')).trim();
     const cli = shippedCli();
+    const pod = asPodContainer({ dir, token, ca: readFileSync(join(sandbox.dir, 'pki', 'ca.crt')), namespace: 'admiralty', apiserverPort: ports.apiserver, env }, cli.command, [...cli.args, ...args]);
     const log = createWriteStream(join(sandbox.dir, 'logs', 'c1-provider-in-cluster.log'));
-    // No KUBECONFIG, HOME or other credentials reach it: only what a pod has.
-    child = spawn('unshare', ['--mount', '--propagation', 'private', '--', 'sh', '-c', MOUNT_SERVICE_ACCOUNT, 'sh', cli.command, ...cli.args, ...args], {
-      cwd: REPO_ROOT,
-      env: { PATH: process.env.PATH, ...env, KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(ports.apiserver), SA_SOURCE: sa },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    child = spawn(pod.file, pod.args, { cwd: REPO_ROOT, env: pod.env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.pipe(log);
     child.stderr!.pipe(log);
     exited = new Promise((res) => child!.on('exit', (code) => res(code)));

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -218,4 +219,53 @@ export async function chartObjects(...sets: string[]): Promise<any[]> {
   return parseAllDocuments(await helmTemplate(...sets))
     .map((d) => d.toJS())
     .filter(Boolean);
+}
+
+/**
+ * Runs a shell script as root in a mount namespace of its own, where a tmpfs holds
+ * `/var/run/secrets/kubernetes.io/serviceaccount` with the files of `$SA_SOURCE`, as the kubelet
+ * mounts a pod's projected ServiceAccount volume; then execs the command. The host's mounts
+ * never change. On a machine without /var/run/secrets the tmpfs covers /var/run's target
+ * (/run) for this process only.
+ */
+const MOUNT_SERVICE_ACCOUNT = `set -eu
+sa=/var/run/secrets/kubernetes.io/serviceaccount
+top=/var/run/secrets; [ -d "$top" ] || top=$(readlink -f /var/run)
+mount -t tmpfs -o mode=0755 serviceaccount "$top"
+mkdir -p "$sa" && cp "$SA_SOURCE"/token "$SA_SOURCE"/ca.crt "$SA_SOURCE"/namespace "$sa"/
+exec "$@"`;
+
+/** What a pod's container gets from the kubelet to reach its cluster's apiserver. */
+export interface PodCredentials {
+  /** A scratch folder of the caller's: the ServiceAccount volume's files are written in it. */
+  dir: string;
+  /** A ServiceAccount token (TokenRequest). */
+  token: string;
+  /** The cluster's CA certificate (PEM). */
+  ca: Buffer;
+  /** The pod's namespace. */
+  namespace: string;
+  /** The apiserver's port on 127.0.0.1, which `KUBERNETES_SERVICE_HOST`/`_PORT` point at. */
+  apiserverPort: number;
+  /** The container's own environment. */
+  env?: Record<string, string>;
+}
+
+/**
+ * How to start `command args` as a container of a pod would run: its ServiceAccount's token, CA
+ * and namespace in the kubelet's files (in a mount namespace of its own, see above) and
+ * `KUBERNETES_SERVICE_HOST`/`_PORT`, PATH, the container's environment, and no other
+ * credentials (no KUBECONFIG, no HOME). Returns the arguments of `spawn`/`execFile`.
+ */
+export function asPodContainer(creds: PodCredentials, command: string, args: readonly string[]): { file: string; args: string[]; env: NodeJS.ProcessEnv } {
+  const sa = join(creds.dir, 'serviceaccount');
+  mkdirSync(sa, { recursive: true });
+  writeFileSync(join(sa, 'token'), creds.token);
+  writeFileSync(join(sa, 'ca.crt'), creds.ca);
+  writeFileSync(join(sa, 'namespace'), creds.namespace);
+  return {
+    file: 'unshare',
+    args: ['--mount', '--propagation', 'private', '--', 'sh', '-c', MOUNT_SERVICE_ACCOUNT, 'sh', command, ...args],
+    env: { PATH: process.env.PATH, ...creds.env, KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(creds.apiserverPort), SA_SOURCE: sa },
+  };
 }

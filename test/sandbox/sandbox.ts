@@ -71,11 +71,26 @@ export interface SandboxState {
   topology?: Topology;
   /** Clusters that run the cluster-autoscaler stand-in (a test fixture; `up --autoscaler <cluster>`). */
   autoscalers?: string[];
+  /** Whether kwok finishes Job pods by itself once they run; true when absent (see {@link UpOptions.completeJobPods}). */
+  completeJobPods?: boolean;
 }
 
 export interface UpOptions {
-  /** Clusters c1, c2… to run, from 2 to 8; default 2. */
+  /** Clusters c1, c2… to run, from 2 to 8 (from 1 without the provider); default 2. */
   clusters?: number;
+  /**
+   * Run the provider with our objects installed (default). False leaves bare clusters: the
+   * control plane and kwok, none of our objects (for a test that installs them itself, as
+   * helm.test.ts does with `helm install`).
+   */
+  provider?: boolean;
+  /**
+   * Whether kwok finishes a Job's pod (exit 0, Succeeded) as soon as it runs, and the delegates
+   * of Job pods likewise (default). False leaves them Running, for a test that runs the
+   * container's command itself and then writes the pod's outcome, as a kubelet would
+   * (helm.test.ts with the chart's post-delete hook).
+   */
+  completeJobPods?: boolean;
   /** Who sends pods where (see topology.ts); default `star`, c1 sending to itself and every other cluster. */
   topology?: Topology;
   /** Stop before connecting the clusters (Source, kubeconfig Secret, Targets). */
@@ -184,7 +199,8 @@ export class Sandbox {
     mkdirSync(this.dir, { recursive: true });
     let state = this.state();
     const count = opts.clusters ?? 2;
-    if (!Number.isInteger(count) || count < 2 || count > 8) throw new Error('clusters takes a whole number from 2 to 8');
+    const fewest = opts.provider === false ? 1 : 2;
+    if (!Number.isInteger(count) || count < fewest || count > 8) throw new Error(`clusters takes a whole number from ${fewest} to 8`);
     const wantClusters = Array.from({ length: count }, (_, i) => `c${i + 1}`);
     if (state && wantClusters.some((c) => !state!.clusters.includes(c))) {
       throw new Error(`the running sandbox has clusters ${state.clusters.join(', ')}; run \`down\` first to change the number of clusters`);
@@ -212,7 +228,8 @@ export class Sandbox {
         ...(topology === 'star' ? {} : { topology }),
         binDir,
         kwokModuleDir: readFileSync(join(binDir, 'kwok-module-dir'), 'utf8').trim(),
-        provider: existsSync(join(REPO_ROOT, 'provider', 'main.ts')),
+        provider: opts.provider !== false && existsSync(join(REPO_ROOT, 'provider', 'main.ts')),
+        ...(opts.completeJobPods === false ? { completeJobPods: false } : {}),
       };
     } else {
       state.binDir = binDir;
@@ -419,8 +436,7 @@ export class Sandbox {
             `--kubeconfig=${kubeconfig}`,
             // Only the sandbox's fake nodes: never the provider's virtual nodes.
             '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
-            `--config=${join(state.kwokModuleDir, 'kustomize', 'stage', 'fast')}`,
-            `--config=${join(REPO_ROOT, 'test', 'sandbox', 'kwok', 'delegate-job-complete.yaml')}`,
+            ...kwokStages(state).map((f) => `--config=${f}`),
             '--enable-crds=Logs,ClusterLogs,Exec,ClusterExec,Attach,ClusterAttach,PortForward,ClusterPortForward',
             '--node-ip=127.0.0.1',
             '--node-name=localhost',
@@ -1051,6 +1067,17 @@ export async function waitFor(what: string, timeoutMs: number, check: () => Prom
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(250);
   }
+}
+
+/**
+ * The stage files of kwok: its own fast stages (nodes Ready at once, pods Running at once, Job
+ * pods Succeeded at once) and ours for the delegates of Job pods; without Job completion, the
+ * same fast stages less pod-complete, and not ours.
+ */
+function kwokStages(state: SandboxState): string[] {
+  const stages = join(state.kwokModuleDir, 'kustomize', 'stage');
+  if (state.completeJobPods !== false) return [join(stages, 'fast'), join(REPO_ROOT, 'test', 'sandbox', 'kwok', 'delegate-job-complete.yaml')];
+  return [join(stages, 'node', 'fast'), join(stages, 'node', 'heartbeat-with-lease'), join(stages, 'pod', 'fast', 'pod-ready.yaml'), join(stages, 'pod', 'fast', 'pod-delete.yaml')];
 }
 
 /** The topology of a sandbox's state: `star` for one started before topologies existed. */
