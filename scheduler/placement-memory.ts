@@ -169,12 +169,13 @@ export class PlacementMemory {
     for (const a of list) {
       if (read.readAtMs - a.atMs >= this.maxAssumptionMs) continue;
       const delegate = a.delegate && delegateOf?.(a.delegate.namespace, a.delegate.name);
-      const counted = delegate && summaryCounts(read, delegate);
-      if (counted === undefined || read.podsResourceVersion === undefined) {
-        // No delegate in the cache yet, or a summary that cannot say: time decides.
-        if (read.podsResourceVersion === undefined && read.readAtMs - a.atMs >= this.summaryLagMs) continue;
-      } else if (counted || (delegate && isTerminal(delegate))) {
-        continue;
+      if (read.podsResourceVersion === undefined) {
+        // A summary that cannot say which pods it counts: time decides.
+        if (read.readAtMs - a.atMs >= this.summaryLagMs) continue;
+      } else if (delegate) {
+        // Kept while its delegate is not cached yet, or its version does not compare.
+        const counted = summaryCounts(read, delegate);
+        if (counted !== undefined && (counted || isTerminal(delegate))) continue;
       }
       const node = delegate?.spec?.nodeName;
       kept.push(node && node !== a.node ? { ...a, node } : a);

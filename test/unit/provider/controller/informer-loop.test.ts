@@ -2,7 +2,7 @@ import { KubeConfig, type KubernetesListObject, type V1Pod } from '@kubernetes/c
 import { expect } from 'chai';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
-import { Informer, type WatchStarter } from '../../../../provider/controller/informer.js';
+import { Informer, type InformerOptions, type WatchStarter } from '../../../../provider/controller/informer.js';
 
 /** One watch the informer opened, driven by the test. */
 interface FakeWatch {
@@ -209,8 +209,11 @@ describe('Informer list and watch loop', () => {
   });
 });
 
-/** An informer over `api` with `transform`, recording in `seen` every object it hands out. */
-function transformingInformer(api: ReturnType<typeof fakeApi>, seen: V1Pod[], transform: (p: V1Pod) => V1Pod): Informer<V1Pod> {
+/**
+ * An informer over `api` with the given `transform` or `keep`, telling `record` every object it
+ * hands out and by which event.
+ */
+function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep'>): Informer<V1Pod> {
   const informer = new Informer<V1Pod>({
     name: 'pods',
     cluster: 'c1',
@@ -220,11 +223,14 @@ function transformingInformer(api: ReturnType<typeof fakeApi>, seen: V1Pod[], tr
     watch: api.watch,
     logger: silentLogger(),
     clock: new FakeClock(0),
-    transform,
+    ...filters,
   });
-  for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => seen.push(p));
+  for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => record(verb, p));
   return informer;
 }
+
+/** An informer over `api` with `transform`, recording in `seen` every object it hands out. */
+const transformingInformer = (api: ReturnType<typeof fakeApi>, seen: V1Pod[], transform: (p: V1Pod) => V1Pod): Informer<V1Pod> => recordingInformer(api, (_verb, p) => seen.push(p), { transform });
 
 describe('Informer transform', () => {
   it('caches and hands out only what the transform keeps, from the list and from the watch', async () => {
@@ -285,18 +291,7 @@ describe('Informer keep', () => {
     const labelled = (name: string, rv: string, ours: string): V1Pod => ({ metadata: { ...pod(name, rv).metadata, labels: { ours } } });
     api.items = [labelled('a', '1', 'yes'), labelled('b', '2', 'no')];
     const events: string[] = [];
-    const informer = new Informer<V1Pod>({
-      name: 'pods',
-      cluster: 'c1',
-      kubeConfig: new KubeConfig(),
-      path: '/api/v1/pods',
-      list: api.list,
-      logger: silentLogger(),
-      clock: new FakeClock(0),
-      watch: api.watch,
-      keep: kept,
-    });
-    for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => events.push(`${verb} ${p.metadata?.name}`));
+    const informer = recordingInformer(api, (verb, p) => events.push(`${verb} ${p.metadata?.name}`), { keep: kept });
     informer.start();
     await settle();
     expect(informer.list().map((p) => p.metadata?.name)).to.deep.equal(['a']);
