@@ -1,6 +1,7 @@
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, type KubernetesListObject, type KubernetesObject, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import express from 'express';
 import { hostname } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
 import { Registry } from 'prom-client';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
 import { reuseConnections } from './clusters/connection-reuse.js';
@@ -11,6 +12,7 @@ import { leaderController, Manager } from './controller/manager.js';
 import { realClock } from './core/clock.js';
 import { configUsage, parseConfig } from './core/config.js';
 import { EventRecorder } from './core/events.js';
+import { limitHeapGrowth } from './core/heap-growth.js';
 import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION } from './core/keys.js';
 import { LeaderElector } from './core/leader-election.js';
 import { Lifecycle } from './core/lifecycle.js';
@@ -45,6 +47,9 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   }
   const config = parsed.config;
   const logger = createLogger({ level: config.logLevel, format: config.logFormat });
+  // Before any cache fills: the resident size should follow the live heap (see heap-growth.ts).
+  const heapFlag = limitHeapGrowth(process.execArgv, setFlagsFromString);
+  logger.debug('V8 heap growth', { flag: heapFlag ?? 'as given on the node command line' });
   const registry = new Registry();
   const metrics = createMetrics(registry);
   const clock = realClock;
