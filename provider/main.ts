@@ -19,6 +19,7 @@ import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
 import { isVirtualNode, summaryPodFields } from './model/cluster-summary.js';
+import { proxyFields } from './model/proxy-status.js';
 import type { ClusterSource, Source } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { SummaryReconciler } from './reconcilers/summary.js';
@@ -185,9 +186,12 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
 
   // Source side: targets -> registry (every replica) and virtual nodes (the leader), proxies ->
   // delegates, follow, services. The proxies informer serves delegation, the binder and the
-  // virtual nodes (what our proxies hold in each target).
+  // virtual nodes (what our proxies hold in each target). It keeps no container statuses nor IPs
+  // (proxyFields): delegation writes a proxy's status by patch and compares it by digest.
   const proxies = enabled('delegation')
-    ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`)
+    ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`, undefined, {
+        transform: proxyFields,
+      })
     : undefined;
   // Set once delegation is wired: the outage and replacement controllers look at a target after
   // each probe; the virtual nodes read the delegates' caches.

@@ -1,7 +1,8 @@
 import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
+import { createHash } from 'node:crypto';
 import { KEY_PREFIX, REPLACEABLE_CONDITION, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { stringMapEquals } from './maps.js';
-import { equalNormalized } from './normalize.js';
+import { equalNormalized, normalizeForCompare } from './normalize.js';
 
 /**
  * The status the proxy pod should have, mirrored from its delegate (Admiralty's feedback):
@@ -76,6 +77,66 @@ function pruneUndefined<T extends object>(obj: T): T {
  */
 export function statusEquals(a: V1PodStatus | undefined, b: V1PodStatus | undefined): boolean {
   return equalNormalized(a, b);
+}
+
+/**
+ * Status fields that the proxies cache does not keep: the delegate's, mirrored (see
+ * {@link buildProxyStatus}), and read by nothing of ours but the comparison before a status
+ * write, which {@link proxyStatusEquals} makes on a digest instead. The container statuses are
+ * most of a running pod's status.
+ */
+export const UNCACHED_PROXY_STATUS_FIELDS = ['containerStatuses', 'initContainerStatuses', 'hostIP', 'hostIPs', 'podIP', 'podIPs'] as const;
+
+/** Where a cached proxy's status keeps the digest of the whole status: a symbol, so neither JSON, a spread nor a write carries it. */
+const STATUS_DIGEST = Symbol('admiralty.proxyStatusDigest');
+
+/** A short digest of a status's normal form: equal digests, equal statuses (as {@link statusEquals} says). */
+function statusDigest(status: V1PodStatus | undefined): string {
+  return createHash('sha1')
+    .update(JSON.stringify(normalizeForCompare(status) ?? null))
+    .digest('base64');
+}
+
+/**
+ * What the proxies cache keeps of a proxy: all of it but the {@link UNCACHED_PROXY_STATUS_FIELDS}
+ * of its status, in whose place the status carries a digest of the whole (a non-enumerable
+ * symbol-keyed property: JSON, spreads and clones leave it out). Metadata, spec (the delegate is
+ * built from it), phase, conditions, start time and the proxy's own status fields stay.
+ * The status is a new object with only what is kept, not the parsed one with fields deleted
+ * (V8 keeps an object that lost properties in a larger, slower form). Pure; the transform of the
+ * proxies informer.
+ */
+export function proxyFields(pod: V1Pod): V1Pod {
+  if (!pod.status) return pod;
+  const { containerStatuses: _c, initContainerStatuses: _i, hostIP: _h, hostIPs: _hs, podIP: _p, podIPs: _ps, ...kept } = pod.status;
+  Object.defineProperty(kept, STATUS_DIGEST, { value: statusDigest(pod.status), enumerable: false });
+  pod.status = kept;
+  return pod;
+}
+
+/**
+ * Whether the proxy's status is already `status` ({@link statusEquals}); for a proxy from the
+ * cache ({@link proxyFields}), by the digest of its whole status. Called by the delegation
+ * reconciler before it writes a proxy's status.
+ */
+export function proxyStatusEquals(proxy: V1Pod, status: V1PodStatus): boolean {
+  const digest = (proxy.status as Record<symbol, string> | undefined)?.[STATUS_DIGEST];
+  return digest === undefined ? statusEquals(proxy.status, status) : digest === statusDigest(status);
+}
+
+/**
+ * A JSON merge patch of the proxy's status subresource that makes it exactly `status`, as an
+ * update of the whole status would: every field of `status`, and null for each field the proxy
+ * may have that `status` lacks (those of the cached status, and the uncached ones). Lists are
+ * replaced whole by a merge patch. It carries the cached resourceVersion, so that a newer proxy
+ * makes it fail with a conflict (409), as the update did. Pure; written by the delegation
+ * reconciler.
+ */
+export function proxyStatusPatch(proxy: V1Pod, status: V1PodStatus): { metadata: { resourceVersion?: string }; status: Record<string, unknown> } {
+  const body: Record<string, unknown> = {};
+  for (const k of [...Object.keys(proxy.status ?? {}), ...UNCACHED_PROXY_STATUS_FIELDS]) body[k] = null;
+  Object.assign(body, status);
+  return { metadata: { resourceVersion: proxy.metadata?.resourceVersion }, status: body };
 }
 
 /**

@@ -10,7 +10,7 @@ import { delegatePodName } from '../model/names.js';
 import { stringMapMergePatch } from '../model/maps.js';
 import { isOutage } from '../model/outage.js';
 import type { CopyNames } from '../model/pod-references.js';
-import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../model/proxy-status.js';
+import { buildProxyAnnotations, buildProxyStatus, proxyStatusEquals, proxyStatusPatch } from '../model/proxy-status.js';
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
@@ -196,8 +196,13 @@ export class DelegationReconciler {
         // A bare pod has no owner to replace it: say so rather than lose it silently.
         this.event(proxy, 'Warning', 'DelegateDeleted', `${where}; the pod has no owner to replace it, so it is marked Failed`);
         try {
-          await this.o.sourceCore.replaceNamespacedPodStatus({ name, namespace, body: { ...proxy, status: failedStatus(proxy, where, new Date(this.o.clock.now())) } });
+          // Read, not cached: the cache keeps no container statuses (see proxyFields), and the
+          // Failed status terminates each of them. The read's resourceVersion guards the update.
+          const live = await this.o.sourceCore.readNamespacedPod({ name, namespace });
+          if (live.metadata?.uid !== proxy.metadata?.uid) return;
+          await this.o.sourceCore.replaceNamespacedPodStatus({ name, namespace, body: { ...live, status: failedStatus(live, where, new Date(this.o.clock.now())) } });
         } catch (err) {
+          if (isNotFound(err)) return;
           throw new Error(`marking proxy ${namespace}/${name} Failed`, { cause: err });
         }
       }
@@ -247,10 +252,11 @@ export class DelegationReconciler {
     const name = proxy.metadata!.name!;
     const namespace = proxy.metadata!.namespace!;
     const status = buildProxyStatus(proxy, delegate);
-    if (!statusEquals(proxy.status, status)) {
-      // Replace with the cached resourceVersion: a 409 means a newer proxy; retry from the cache.
+    if (!proxyStatusEquals(proxy, status)) {
+      // A merge patch of the whole status, which the cache does not keep whole, with the cached
+      // resourceVersion: a 409 means a newer proxy; retry from the cache.
       try {
-        await this.o.sourceCore.replaceNamespacedPodStatus({ name, namespace, body: { ...proxy, status } });
+        await this.o.sourceCore.patchNamespacedPodStatus({ name, namespace, body: proxyStatusPatch(proxy, status) }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
       } catch (err) {
         throw new Error(`writing the status of proxy ${namespace}/${name}`, { cause: err });
       }

@@ -20,6 +20,7 @@ import { silentLogger } from '../../provider/core/logger.js';
 import { isVirtualNode, summaryPodFields } from '../../provider/model/cluster-summary.js';
 import { buildDelegatePod, delegateFields } from '../../provider/model/delegate-pod.js';
 import { isAboutDelegateOf } from '../../provider/model/proxy-event.js';
+import { proxyFields } from '../../provider/model/proxy-status.js';
 import { mutatePod } from '../../webhook/mutate-pod.js';
 
 const PODS = Number(process.argv[2] ?? 5000);
@@ -128,10 +129,10 @@ async function main(): Promise<void> {
   const events = text([...delegates.map(scheduledEvent), ...own.map((p, i) => scheduledEvent(p, PODS + i))]);
   const virtualNode: V1Node = { metadata: { name: VIRTUAL_NODE, labels: { 'virtual-kubelet.io/provider': 'admiralty' } } };
 
-  const proxyCache = await held(() => informerOf<V1Pod>('proxies', proxyTexts));
+  const proxyCache = await held(() => informerOf<V1Pod>('proxies', proxyTexts, { transform: proxyFields }));
   const proxiesSeen = proxyCache.informer;
   const rows: Array<[string, Held<V1Pod> | Held<CoreV1Event>, Held<V1Pod> | Held<CoreV1Event>]> = [
-    ['proxies (source)', proxyCache, proxyCache],
+    ['proxies (source)', await held(() => informerOf<V1Pod>('proxies', proxyTexts)), proxyCache],
     ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields }))],
     [
       `delegate-events (per target; ${PODS} of our delegates, ${PODS} of the target's own pods)`,

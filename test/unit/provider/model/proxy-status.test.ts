@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
-import { buildProxyAnnotations, buildProxyStatus, statusEquals } from '../../../../provider/model/proxy-status.js';
+import { TARGET_REACHABLE_CONDITION } from '../../../../provider/core/keys.js';
+import { buildProxyAnnotations, buildProxyStatus, proxyFields, proxyStatusEquals, proxyStatusPatch, statusEquals, UNCACHED_PROXY_STATUS_FIELDS } from '../../../../provider/model/proxy-status.js';
 
 function proxy(status: V1PodStatus = {}, annotations: Record<string, string> = {}): V1Pod {
   return {
@@ -125,4 +126,103 @@ describe('buildProxyAnnotations', () => {
       expect(buildProxyAnnotations(proxy({}, own), { metadata: { annotations: theirs } })).to.deep.equal(want);
     });
   }
+});
+
+describe('proxyFields (the proxies cache)', () => {
+  const t = '2024-01-01T00:00:00Z';
+  const manifest = { metadata: { name: 'p', namespace: 'ns' }, spec: { containers: [{ name: 'main', image: 'nginx' }] } };
+  // As the informer has it: parsed JSON, a running proxy that mirrors its delegate, with its own conditions.
+  const full = (status: V1PodStatus): V1Pod =>
+    JSON.parse(
+      JSON.stringify({
+        metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '7', annotations: { 'multicluster.admiralty.io/sourcepod-manifest': JSON.stringify(manifest) } },
+        spec: { nodeName: 'admiralty-c2', containers: [{ name: 'main', image: 'nginx', resources: { requests: { cpu: '10m' } } }, { name: 'side' }], initContainers: [{ name: 'init' }] },
+        status,
+      }),
+    );
+  const running: V1PodStatus = {
+    phase: 'Running',
+    conditions: [
+      { type: 'Ready', status: 'True', lastTransitionTime: t as unknown as Date },
+      { type: TARGET_REACHABLE_CONDITION, status: 'True', reason: 'TargetReachable', lastTransitionTime: t as unknown as Date },
+    ],
+    hostIP: '10.0.0.2',
+    hostIPs: [{ ip: '10.0.0.2' }],
+    podIP: '10.244.0.9',
+    podIPs: [{ ip: '10.244.0.9' }],
+    startTime: t as unknown as Date,
+    containerStatuses: [{ name: 'main', ready: true, restartCount: 0, image: 'nginx', imageID: 'sha', state: { running: { startedAt: t as unknown as Date } } }],
+    initContainerStatuses: [{ name: 'init', ready: true, restartCount: 0, image: 'busybox', imageID: 'sha', state: { terminated: { exitCode: 0 } } }],
+    qosClass: 'Burstable',
+    ephemeralContainerStatuses: [{ name: 'debug', ready: false, restartCount: 0, image: 'busybox', imageID: '' }],
+  };
+  const delegate: V1Pod = { status: { ...running, conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: t as unknown as Date }], containerStatuses: [{ ...running.containerStatuses![0], restartCount: 3 }] } };
+
+  const readers: Array<[string, (p: V1Pod) => unknown]> = [
+    ['buildProxyStatus', (p) => buildProxyStatus(p, delegate)],
+    ['buildProxyAnnotations', (p) => buildProxyAnnotations(p, delegate)],
+    ['the phase, start time and conditions (hadDelegate, outage, replacement, counted proxies)', (p) => [p.status?.phase, p.status?.startTime, p.status?.conditions]],
+    ['metadata and spec', (p) => [p.metadata, p.spec]],
+  ];
+  for (const [state, status] of [['running', running], ['pending', { phase: 'Pending', qosClass: 'BestEffort' }], ['without a status', undefined]] as const) {
+    for (const [reader, read] of readers) {
+      it(`${reader} reads the same of a ${state} proxy from what is kept`, () => {
+        expect(read(proxyFields(full(status as V1PodStatus)))).to.deep.equal(read(full(status as V1PodStatus)));
+      });
+    }
+  }
+
+  it('drops the container statuses and IPs, and keeps the rest of the status', () => {
+    const kept = proxyFields(full(running));
+    expect(Object.keys(kept.status!).sort()).to.deep.equal(['conditions', 'ephemeralContainerStatuses', 'phase', 'qosClass', 'startTime']);
+    for (const f of UNCACHED_PROXY_STATUS_FIELDS) expect(full(running).status).to.have.property(f);
+  });
+
+  it('carries its digest neither in JSON, nor in a spread, nor in a clone', () => {
+    const kept = proxyFields(full(running));
+    const plain = JSON.parse(JSON.stringify(kept));
+    expect({ ...kept.status }).to.deep.equal(plain.status);
+    expect(structuredClone(kept)).to.deep.equal(plain);
+    expect(Object.getOwnPropertySymbols({ ...kept.status })).to.deep.equal([]);
+  });
+
+  it('compares a cached proxy with a status as statusEquals compares the whole one, uncached fields included', () => {
+    const statuses: V1PodStatus[] = [
+      running,
+      { ...running, startTime: new Date(t) },
+      buildProxyStatus(full(running), delegate),
+      { ...running, containerStatuses: [{ ...running.containerStatuses![0], restartCount: 1 }] },
+      { ...running, podIP: '10.244.0.10' },
+      { ...running, hostIPs: undefined, hostIP: undefined },
+      { phase: 'Pending' },
+    ];
+    for (const a of statuses) {
+      for (const b of statuses) {
+        expect(proxyStatusEquals(proxyFields(full(a)), b), JSON.stringify([a, b])).to.equal(statusEquals(a, b));
+      }
+    }
+  });
+
+  it('patches the whole status: its fields, and null for those the proxy may have and it lacks', () => {
+    const kept = proxyFields(full({ ...running, nominatedNodeName: 'n1', message: 'old' }));
+    const next: V1PodStatus = { phase: 'Succeeded', containerStatuses: running.containerStatuses };
+    expect(proxyStatusPatch(kept, next)).to.deep.equal({
+      metadata: { resourceVersion: '7' },
+      status: {
+        phase: 'Succeeded',
+        containerStatuses: running.containerStatuses,
+        conditions: null,
+        startTime: null,
+        qosClass: null,
+        ephemeralContainerStatuses: null,
+        nominatedNodeName: null,
+        message: null,
+        initContainerStatuses: null,
+        hostIP: null,
+        hostIPs: null,
+        podIP: null,
+        podIPs: null,
+      },
+    });
+  });
 });

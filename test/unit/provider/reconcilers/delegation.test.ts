@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod, type V1PodStatus } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
@@ -14,7 +14,7 @@ import {
   SOURCE_POD_MANIFEST_ANNOTATION,
 } from '../../../../provider/core/keys.js';
 import { buildDelegatePod } from '../../../../provider/model/delegate-pod.js';
-import { buildProxyStatus } from '../../../../provider/model/proxy-status.js';
+import { buildProxyStatus, proxyFields } from '../../../../provider/model/proxy-status.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
@@ -366,30 +366,48 @@ describe('DelegationReconciler', () => {
   });
 
   describe('feedback', () => {
-    it("writes the delegate's status to the proxy only when it changed", async () => {
-      const p = proxy();
-      const running = { phase: 'Running', podIP: '10.0.0.7', startTime: new Date(T0), conditions: [{ type: 'Ready', status: 'True' }] };
+    it("merge-patches the delegate's status onto the proxy, as the cache keeps it, only when it changed", async () => {
+      const p = proxyFields(proxy({ status: { phase: 'Pending', qosClass: 'BestEffort', nominatedNodeName: 'n1' } }));
+      const running: V1PodStatus = {
+        phase: 'Running',
+        podIP: '10.0.0.7',
+        startTime: new Date(T0),
+        conditions: [{ type: 'Ready', status: 'True' }],
+        containerStatuses: [{ name: 'web', image: 'nginx', imageID: '', ready: true, restartCount: 0, state: { running: { startedAt: new Date(T0) } } }],
+      };
       const d = delegateOf(p, { status: running });
       const { reconciler, source, proxies } = setup({ proxies: [p], delegates: [d] });
 
       await reconciler.reconcile(KEY);
-      sinon.assert.calledOnce(source.replaceNamespacedPodStatus);
-      const { name, namespace, body } = source.replaceNamespacedPodStatus.firstCall.args[0];
+      sinon.assert.notCalled(source.replaceNamespacedPodStatus);
+      sinon.assert.calledOnce(source.patchNamespacedPodStatus);
+      const [{ name, namespace, body }, options] = source.patchNamespacedPodStatus.firstCall.args;
       expect([namespace, name]).to.deep.equal([NS, 'web-0']);
-      expect(body.metadata?.resourceVersion).to.equal('10');
-      expect(body.status).to.include({ phase: 'Running', podIP: '10.0.0.7' });
+      expect(contentType(options)).to.equal('application/merge-patch+json');
+      // The cached resourceVersion, the whole status, and null for what the proxy has and the status has not.
+      expect(body).to.deep.equal({
+        metadata: { resourceVersion: '10' },
+        status: { ...buildProxyStatus(p, d), nominatedNodeName: null, initContainerStatuses: null, hostIP: null, hostIPs: null, podIPs: null },
+      });
 
-      // The proxy now carries that status (as the informer would show it): no second write.
-      proxies.put({ ...p, status: buildProxyStatus(p, d) });
+      // The proxy now carries that status (as the informer would cache it): no second write.
+      proxies.put(proxyFields({ ...p, status: JSON.parse(JSON.stringify(buildProxyStatus(p, d))) }));
       await reconciler.reconcile(KEY);
-      sinon.assert.calledOnce(source.replaceNamespacedPodStatus);
+      sinon.assert.calledOnce(source.patchNamespacedPodStatus);
       sinon.assert.notCalled(source.patchNamespacedPod);
+
+      // A change of a field the cache does not keep is still seen (by the digest) and written.
+      const restarted = delegateOf(p, { status: { ...running, containerStatuses: [{ ...running.containerStatuses![0], restartCount: 1 }] } });
+      const again = setup({ proxies: [proxies.get('web-0', NS)!], delegates: [restarted] });
+      await again.reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(again.source.patchNamespacedPodStatus);
+      expect(again.source.patchNamespacedPodStatus.firstCall.args[0].body.status.containerStatuses).to.deep.equal(restarted.status!.containerStatuses);
     });
 
     it('a conflict on the status write is retried, with the cause kept', async () => {
       const p = proxy();
       const { reconciler, source } = setup({ proxies: [p], delegates: [delegateOf(p, { status: { phase: 'Running' } })] });
-      source.replaceNamespacedPodStatus.rejects(apiError(409, 'Conflict'));
+      source.patchNamespacedPodStatus.rejects(apiError(409, 'Conflict'));
       const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
       expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
       expect((err as Error).cause).to.be.instanceOf(ApiException);
@@ -563,9 +581,12 @@ describe('DelegationReconciler', () => {
       expect(events[0].message).to.contain('ReplicaSet');
     });
 
-    it('marks a bare proxy Failed, with terminated containers', async () => {
-      const { reconciler, source, targetCore, events } = setup({ proxies: [proxy({ status: running })] });
+    it('marks a bare proxy Failed, with terminated containers, from the proxy read (the cache keeps no container statuses)', async () => {
+      const live = proxy({ status: running });
+      const { reconciler, source, targetCore, events } = setup({ proxies: [proxyFields(structuredClone(live))] });
+      source.readNamespacedPod.resolves(live);
       await reconciler.reconcile(KEY);
+      expect(source.readNamespacedPod.firstCall.args[0]).to.deep.equal({ name: 'web-0', namespace: NS });
       sinon.assert.notCalled(targetCore.createNamespacedPod);
       sinon.assert.notCalled(source.deleteNamespacedPod);
       sinon.assert.calledOnce(source.replaceNamespacedPodStatus);
