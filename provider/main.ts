@@ -187,7 +187,8 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // Source side: targets -> registry (every replica) and virtual nodes (the leader), proxies ->
   // delegates, follow, services. The proxies informer serves delegation, the binder and the
   // virtual nodes (what our proxies hold in each target). It keeps no container statuses nor IPs
-  // (proxyFields): delegation writes a proxy's status by patch and compares it by digest.
+  // (delegation writes a proxy's status by patch and compares it by digest) and, of the saved
+  // manifest, only its scheduling fields (see proxyFields).
   const proxies = enabled('delegation')
     ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`, undefined, {
         transform: proxyFields,

@@ -1,6 +1,7 @@
 import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
 import { createHash } from 'node:crypto';
-import { KEY_PREFIX, REPLACEABLE_CONDITION, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
+import { KEY_PREFIX, REPLACEABLE_CONDITION, SOURCE_POD_MANIFEST_ANNOTATION, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
+import { MANIFEST_SCHEDULING_FIELDS } from './delegate-pod.js';
 import { stringMapEquals } from './maps.js';
 import { equalNormalized, normalizeForCompare } from './normalize.js';
 
@@ -98,15 +99,45 @@ function statusDigest(status: V1PodStatus | undefined): string {
 }
 
 /**
- * What the proxies cache keeps of a proxy: all of it but the {@link UNCACHED_PROXY_STATUS_FIELDS}
- * of its status, in whose place the status carries a digest of the whole (a non-enumerable
- * symbol-keyed property: JSON, spreads and clones leave it out). Metadata, spec (the delegate is
- * built from it), phase, conditions, start time and the proxy's own status fields stay.
- * The status is a new object with only what is kept, not the parsed one with fields deleted
- * (V8 keeps an object that lost properties in a larger, slower form). Pure; the transform of the
- * proxies informer.
+ * What the proxies cache keeps of the source pod manifest the webhook saved (the whole pod as
+ * created, defaults included: often the largest part of a proxy): of its spec, the
+ * `MANIFEST_SCHEDULING_FIELDS`, the only fields `delegateSourcePod` takes from it, and an empty
+ * container list (which it checks for), as JSON. A manifest that is not a JSON object with a
+ * spec and containers (a YAML one of Admiralty's, a broken one) is kept as it is, so that its
+ * readers decide about it as before.
+ */
+export function cachedSourcePodManifest(raw: string): string {
+  let pod: unknown;
+  try {
+    pod = JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+  const spec = (pod as { spec?: Record<string, unknown> } | null)?.spec;
+  if (!pod || typeof pod !== 'object' || Array.isArray(pod) || !spec || typeof spec !== 'object' || !Array.isArray(spec.containers)) return raw;
+  const kept: Record<string, unknown> = { containers: [] };
+  for (const f of MANIFEST_SCHEDULING_FIELDS) if (spec[f] !== undefined) kept[f] = spec[f];
+  return JSON.stringify({ spec: kept });
+}
+
+/**
+ * What the proxies cache keeps of a proxy: all of it but
+ *
+ * * of the saved source pod manifest, what {@link cachedSourcePodManifest} keeps (nothing writes
+ *   a cached proxy's annotations back: the delegation reconciler patches only the keys that
+ *   change, and the manifest never does);
+ * * the {@link UNCACHED_PROXY_STATUS_FIELDS} of its status, in whose place the status carries a
+ *   digest of the whole (a non-enumerable symbol-keyed property: JSON, spreads and clones leave
+ *   it out), for {@link proxyStatusEquals}.
+ *
+ * Metadata, spec (the delegate is built from it), phase, conditions, start time and the proxy's
+ * own status fields stay. The status and annotations are new objects with only what is kept, not
+ * the parsed ones with fields deleted (V8 keeps an object that lost properties in a larger,
+ * slower form). Pure; the transform of the proxies informer.
  */
 export function proxyFields(pod: V1Pod): V1Pod {
+  const manifest = pod.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION];
+  if (manifest !== undefined) pod.metadata!.annotations = { ...pod.metadata!.annotations, [SOURCE_POD_MANIFEST_ANNOTATION]: cachedSourcePodManifest(manifest) };
   if (!pod.status) return pod;
   const { containerStatuses: _c, initContainerStatuses: _i, hostIP: _h, hostIPs: _hs, podIP: _p, podIPs: _ps, ...kept } = pod.status;
   Object.defineProperty(kept, STATUS_DIGEST, { value: statusDigest(pod.status), enumerable: false });

@@ -1,7 +1,10 @@
 import { expect } from 'chai';
 import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import { TARGET_REACHABLE_CONDITION } from '../../../../provider/core/keys.js';
-import { buildProxyAnnotations, buildProxyStatus, proxyFields, proxyStatusEquals, proxyStatusPatch, statusEquals, UNCACHED_PROXY_STATUS_FIELDS } from '../../../../provider/model/proxy-status.js';
+import { buildDelegatePod, delegateSourcePod } from '../../../../provider/model/delegate-pod.js';
+import { checkTenancy } from '../../../../provider/model/tenancy.js';
+import { schedulingPod } from '../../../../scheduler/fit.js';
+import { buildProxyAnnotations, buildProxyStatus, cachedSourcePodManifest, proxyFields, proxyStatusEquals, proxyStatusPatch, statusEquals, UNCACHED_PROXY_STATUS_FIELDS } from '../../../../provider/model/proxy-status.js';
 
 function proxy(status: V1PodStatus = {}, annotations: Record<string, string> = {}): V1Pod {
   return {
@@ -161,8 +164,10 @@ describe('proxyFields (the proxies cache)', () => {
   const readers: Array<[string, (p: V1Pod) => unknown]> = [
     ['buildProxyStatus', (p) => buildProxyStatus(p, delegate)],
     ['buildProxyAnnotations', (p) => buildProxyAnnotations(p, delegate)],
+    ['buildDelegatePod', (p) => buildDelegatePod(p, { sourceClusterName: 'c1' })],
+    ['checkTenancy', (p) => checkTenancy(p, { metadata: { name: 'ns', labels: { 'multicluster-scheduler': 'enabled' } } }, { kind: 'Target', namespace: 'ns', name: 'c2' })],
     ['the phase, start time and conditions (hadDelegate, outage, replacement, counted proxies)', (p) => [p.status?.phase, p.status?.startTime, p.status?.conditions]],
-    ['metadata and spec', (p) => [p.metadata, p.spec]],
+    ['metadata but the manifest, and spec', (p) => [{ ...p.metadata, annotations: { ...p.metadata?.annotations, 'multicluster.admiralty.io/sourcepod-manifest': undefined } }, p.spec]],
   ];
   for (const [state, status] of [['running', running], ['pending', { phase: 'Pending', qosClass: 'BestEffort' }], ['without a status', undefined]] as const) {
     for (const [reader, read] of readers) {
@@ -171,6 +176,56 @@ describe('proxyFields (the proxies cache)', () => {
       });
     }
   }
+
+  // The saved manifest as the webhook writes it (the pod as created, defaults included), with and
+  // without scheduling fields, and ones the cache keeps as they are (YAML, broken, no containers).
+  const defaulted = { containers: [{ name: 'main', image: 'nginx', env: [{ name: 'A', value: 'x'.repeat(500) }] }], restartPolicy: 'Always', dnsPolicy: 'ClusterFirst', serviceAccountName: 'default' };
+  const scheduling = {
+    nodeSelector: { zone: 'a' },
+    affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'k', operator: 'In', values: ['v'] }] }] } } },
+    tolerations: [{ key: 't', operator: 'Exists' }],
+    topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone', whenUnsatisfiable: 'DoNotSchedule' }],
+    schedulerName: 'custom',
+  };
+  const manifests: Array<[string, string]> = [
+    ['a defaulted manifest', JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: { a: 'b' } }, spec: defaulted })],
+    ['one with every scheduling field', JSON.stringify({ metadata: { name: 'p' }, spec: { ...defaulted, ...scheduling } })],
+    ['one with null scheduling fields', JSON.stringify({ spec: { ...defaulted, nodeSelector: null, tolerations: null } })],
+    ['a YAML one', 'spec:\n  containers:\n  - name: main\n  nodeSelector:\n    zone: b\n'],
+    ['a broken one', '{"spec": '],
+    ['one without containers', JSON.stringify({ spec: { nodeSelector: { zone: 'a' } } })],
+    ['an array', '[]'],
+  ];
+  const withManifest = (m: string): V1Pod => {
+    const p = full(running);
+    p.metadata!.annotations!['multicluster.admiralty.io/sourcepod-manifest'] = m;
+    return p;
+  };
+  const outcome = (read: () => unknown) => {
+    try {
+      return read();
+    } catch (err) {
+      return `${(err as Error).constructor.name}: ${(err as Error).message}`;
+    }
+  };
+  for (const [what, m] of manifests) {
+    // The pods these return carry the proxy's status too, which the cache keeps less of (above).
+    const podOf = (p: V1Pod) => [p.metadata, p.spec];
+    for (const [reader, read] of [['delegateSourcePod', (p: V1Pod) => podOf(delegateSourcePod(p))], ['schedulingPod (the extender)', (p: V1Pod) => podOf(schedulingPod(p))], ['buildDelegatePod', (p: V1Pod) => buildDelegatePod(p, { sourceClusterName: 'c1' })]] as const) {
+      it(`${reader} reads the same of ${what} from what is kept`, () => {
+        expect(outcome(() => read(proxyFields(withManifest(m))))).to.deep.equal(outcome(() => read(withManifest(m))));
+      });
+    }
+  }
+
+  it('keeps of a JSON manifest only its scheduling fields and an empty container list, and the others as they are', () => {
+    expect(JSON.parse(cachedSourcePodManifest(manifests[0][1]))).to.deep.equal({ spec: { containers: [] } });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[1][1]))).to.deep.equal({ spec: { containers: [], ...scheduling } });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[2][1]))).to.deep.equal({ spec: { containers: [], nodeSelector: null, tolerations: null } });
+    for (const [, m] of manifests.slice(3)) expect(cachedSourcePodManifest(m)).to.equal(m);
+    // Not vacuous: the delegate takes the manifest's scheduling fields, from the kept one too.
+    expect(buildDelegatePod(proxyFields(withManifest(manifests[1][1])), { sourceClusterName: 'c1' }).spec).to.include({ schedulerName: 'custom' }).and.deep.include({ nodeSelector: { zone: 'a' } });
+  });
 
   it('drops the container statuses and IPs, and keeps the rest of the status', () => {
     const kept = proxyFields(full(running));
