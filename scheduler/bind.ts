@@ -150,22 +150,36 @@ export class Binder {
    * that target, as it does for proxies bound there.
    */
   placing(namespace: string): Placement[] {
+    this.forgetBound();
     const out: Placement[] = [];
-    for (const [uid, p] of this.placements) {
-      if (p.boundAtMs !== undefined) {
-        const cached = this.o.proxies.get(p.proxy.metadata!.name!, p.proxy.metadata!.namespace);
-        if (cached?.metadata?.uid === uid && cached.spec?.nodeName) this.placements.delete(uid);
-        else if (this.o.clock.now() - p.boundAtMs > PLACED_GRACE_MS) this.placements.delete(uid);
-        if (!this.placements.has(uid)) continue;
-      }
-      if (p.proxy.metadata?.namespace === namespace) out.push({ proxy: p.proxy, targetKey: p.targetKey });
-    }
+    for (const p of this.placements.values()) if (p.proxy.metadata?.namespace === namespace) out.push({ proxy: p.proxy, targetKey: p.targetKey });
     return out;
   }
 
   /** Proxies being placed on `targetKey` and not bound yet (their delegate may not exist yet). */
   placingOn(targetKey: string): V1Pod[] {
+    this.forgetBound();
     return [...this.placements.values()].filter((p) => p.targetKey === targetKey && p.boundAtMs === undefined).map((p) => p.proxy);
+  }
+
+  /** How many placements are held: those under way, and bound ones until the proxies cache shows them (at most {@link PLACED_GRACE_MS}). */
+  get held(): number {
+    return this.placements.size;
+  }
+
+  /**
+   * Drops the bound placements that the proxies cache shows bound, or that were bound longer
+   * than {@link PLACED_GRACE_MS} ago. Called on every read and every new placement, so that what
+   * is held stays bounded by the binds of the last minute, whoever asks (each record holds a
+   * whole proxy).
+   */
+  private forgetBound(): void {
+    const now = this.o.clock.now();
+    for (const [uid, p] of this.placements) {
+      if (p.boundAtMs === undefined) continue;
+      const cached = this.o.proxies.get(p.proxy.metadata!.name!, p.proxy.metadata!.namespace);
+      if ((cached?.metadata?.uid === uid && cached.spec?.nodeName) || now - p.boundAtMs > PLACED_GRACE_MS) this.placements.delete(uid);
+    }
   }
 
   private async place(args: ExtenderBindingArgs): Promise<void> {
@@ -189,6 +203,7 @@ export class Binder {
       const verdict = checkTenancy(proxy, this.o.namespaces.get(namespace), target.ref);
       if (!verdict.allowed) throw new Refused(`${target.displayName} may not run this pod: ${verdict.message}`);
       const desired = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName });
+      this.forgetBound();
       this.placements.set(args.PodUID, { proxy, targetKey: target.key });
       const delegate = await this.createDelegate(proxy, desired, target);
       const placed = await this.waitPlaced(target, delegate);

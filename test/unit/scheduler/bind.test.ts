@@ -139,6 +139,15 @@ describe('scheduler: Binder', () => {
     expect(binder.placing('default')).to.have.length(0);
   });
 
+  it('forgets a bound placement once the proxies cache shows it, even if nobody asks about its namespace', async () => {
+    expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+    expect(binder.held).to.equal(1);
+    proxies.set('default/web', { ...proxy(), spec: { ...proxy().spec!, nodeName: NODE } });
+    // Another target's question (the extender's filter asks for every pod) is enough.
+    expect(binder.placingOn('Target/elsewhere/t')).to.deep.equal([]);
+    expect(binder.held).to.equal(0);
+  });
+
   it('stops reporting a placement the target refused', async () => {
     decide = () => undefined;
     await binder.bind(args);
