@@ -2,7 +2,7 @@ import type { CoreV1Api, CoreV1Event, V1Namespace, V1Pod } from '@kubernetes/cli
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../provider/clusters/target-client.js';
 import type { Clock } from '../provider/core/clock.js';
-import { classifyApiError, CopyConflictError, isAlreadyExists, isNotFound, statusMessage } from '../provider/core/errors.js';
+import { classifyApiError, isAlreadyExists, isNotFound, NotDelegatedError, statusMessage } from '../provider/core/errors.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import { sanitizeRemoteText } from '../provider/core/redact.js';
 import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../provider/model/autoscaler.js';
@@ -11,6 +11,8 @@ import type { CopyNames } from '../provider/model/pod-references.js';
 import { ONE_POD, podRequests } from '../provider/model/resources.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
+import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
+import { refusalOf } from '../provider/reconcilers/target-refusal.js';
 import type { PlacementMemory } from './placement-memory.js';
 
 /** `ExtenderBindingArgs` of k8s.io/kube-scheduler/extender/v1. */
@@ -252,18 +254,20 @@ export class Binder {
       const body = copyNames ? buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames }) : desired;
       return await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body });
     } catch (err) {
-      if (err instanceof CopyConflictError) throw new Refused(`${target.displayName}: ${err.message}`);
       if (isAlreadyExists(err)) {
         const existing = await target.core.readNamespacedPod({ name: desired.metadata!.name!, namespace: desired.metadata!.namespace! });
         if (isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid) && !existing.metadata?.deletionTimestamp) return existing;
         throw new Refused(`${target.displayName}: pod ${where} exists and is not this pod's delegate`);
       }
-      const kind = classifyApiError(err);
-      const text = sanitizeRemoteText(statusMessage(err));
-      if (kind === 'NotFound') throw new Refused(`${target.displayName}: namespace ${desired.metadata!.namespace} does not exist there`);
-      if (kind === 'Forbidden') throw new Refused(`${target.displayName} refused to create the delegate: ${text}`);
-      if (kind === 'Invalid') throw new Refused(`${target.displayName} rejected the delegate: ${text}`);
-      throw new Refused(`${target.displayName}: cannot create the delegate: ${text}`);
+      // A copy refused (its Warning is on the proxy already) or the delegate refused: the pod
+      // says why in its Delegated condition, as in fallback mode, while kube-scheduler tries
+      // other targets; the condition goes once a delegate exists.
+      const refusal = err instanceof NotDelegatedError ? err : await refusalOf(target, { kind: 'pod', namespace: desired.metadata!.namespace! }, err);
+      if (refusal) {
+        await markNotDelegated(this.o.sourceCore, proxy, refusal.reason, refusal.message, new Date(this.o.clock.now()));
+        throw new Refused(refusal.message); // it names the target
+      }
+      throw new Refused(`${target.displayName}: cannot create the delegate: ${sanitizeRemoteText(statusMessage(err))}`);
     }
   }
 

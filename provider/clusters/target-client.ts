@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { AuthenticationV1Api, AuthorizationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import type { TargetRef } from '../model/types.js';
 import type { ServerAddressPolicy } from './server-address-policy.js';
 import { buildTargetKubeConfig, KubeconfigError, parseTargetKubeconfig } from './target-kubeconfig.js';
@@ -14,6 +14,9 @@ export interface TargetClient {
   kubeConfig: KubeConfig;
   core: CoreV1Api;
   custom: CustomObjectsApi;
+  /** Who we are there and what we may do (SelfSubjectReview, SelfSubjectAccessReview: every user may ask): explains its refusals. */
+  authentication: Pick<AuthenticationV1Api, 'createSelfSubjectReview'>;
+  authorization: Pick<AuthorizationV1Api, 'createSelfSubjectAccessReview'>;
   /** Hash of the credentials it was built from; a change means rebuild. */
   fingerprint: string;
   self: boolean;
@@ -79,6 +82,8 @@ export function createTargetClient(ref: TargetRef, kubeConfig: KubeConfig, finge
     kubeConfig,
     core: kubeConfig.makeApiClient(CoreV1Api),
     custom: kubeConfig.makeApiClient(CustomObjectsApi),
+    authentication: kubeConfig.makeApiClient(AuthenticationV1Api),
+    authorization: kubeConfig.makeApiClient(AuthorizationV1Api),
     fingerprint,
     self,
   };

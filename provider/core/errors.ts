@@ -34,12 +34,27 @@ export class TargetUnavailableError extends Error {
 }
 
 /**
+ * A pod gets no delegate in a target, for a reason its owner can act on: `reason` is the proxy's
+ * `Delegated=False` reason and the message says what to do. Retried (the cause can go away).
+ */
+export class NotDelegatedError extends Error {
+  constructor(
+    readonly reason: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'NotDelegatedError';
+  }
+}
+
+/**
  * The name a copy must have in a target is taken by an object that is not that copy: the
  * delegate must not be made to read it. Retried (whoever holds the name may let go of it).
  */
-export class CopyConflictError extends Error {
+export class CopyConflictError extends NotDelegatedError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super('CopyConflict', message, options);
     this.name = 'CopyConflictError';
   }
 }
@@ -126,6 +141,19 @@ export function classifyApiError(err: unknown): ApiErrorKind {
     e = (e as { cause?: unknown }).cause;
   }
   return 'Unknown';
+}
+
+/**
+ * The Kubernetes API error in `err`'s chain of causes (the first that carries a status code), for
+ * callers that classify a failure lower code wrapped; undefined when there is none.
+ */
+export function apiErrorIn(err: unknown): unknown {
+  let e: unknown = err;
+  for (let i = 0; e && i < 5; i++) {
+    if (statusCode(e) !== undefined) return e;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 export function isNotFound(err: unknown): boolean {

@@ -2,8 +2,8 @@ import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, typ
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
-import { classifyApiError, CopyConflictError, isAlreadyExists, isNotFound, statusMessage, TerminalError, ValidationError } from '../core/errors.js';
-import { DELEGATED_CONDITION, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
+import { classifyApiError, isAlreadyExists, isNotFound, NotDelegatedError, TerminalError, ValidationError } from '../core/errors.js';
+import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
 import { delegatePodName } from '../model/names.js';
@@ -14,6 +14,8 @@ import { buildProxyAnnotations, buildProxyStatus, proxyStatusEquals, proxyStatus
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
+import { markNotDelegated } from './proxy-writes.js';
+import { refusalOf } from './target-refusal.js';
 
 export interface DelegationReconcilerOptions {
   sourceCore: CoreV1Api;
@@ -222,7 +224,7 @@ export class DelegationReconciler {
       copyNames = await this.o.follow?.ensureCopies(proxy, target);
     } catch (err) {
       // The event is on the proxy already; the condition says why there is no delegate.
-      if (err instanceof CopyConflictError) await this.markNotDelegated(proxy, 'CopyConflict', err.message);
+      if (err instanceof NotDelegatedError) await this.markNotDelegated(proxy, err.reason, err.message);
       throw err;
     }
     // Same name as `desired` (the copies' names change references only).
@@ -232,16 +234,10 @@ export class DelegationReconciler {
       this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.metadata!.name} created in ${target.displayName}`);
     } catch (err) {
       if (isAlreadyExists(err)) return { requeueAfterMs: 1000 };
-      const kind = classifyApiError(err);
-      const why: Record<string, [string, string]> = {
-        NotFound: ['TargetNamespaceMissing', `namespace ${desired.metadata!.namespace} does not exist in ${target.displayName}`],
-        Forbidden: ['DelegateForbidden', `${target.displayName} refused to create the delegate: ${statusMessage(err)}`],
-        Invalid: ['DelegateInvalid', `${target.displayName} rejected the delegate: ${statusMessage(err)}`],
-      };
-      if (why[kind]) {
-        const [reason, message] = why[kind];
-        this.event(proxy, 'Warning', reason, message);
-        await this.markNotDelegated(proxy, reason, message);
+      const refusal = await refusalOf(target, { kind: 'pod', namespace: desired.metadata!.namespace! }, err);
+      if (refusal) {
+        this.event(proxy, 'Warning', refusal.reason, refusal.message);
+        await this.markNotDelegated(proxy, refusal.reason, refusal.message);
       }
       throw new Error(`creating delegate ${desired.metadata!.name} in ${target.displayName}`, { cause: err });
     }
@@ -355,23 +351,8 @@ export class DelegationReconciler {
     }
   }
 
-  /**
-   * Sets the proxy's `multicluster.admiralty.io/Delegated` condition to False with the reason,
-   * unless it says so already. It goes away by itself: once a delegate exists, the proxy's
-   * conditions are the delegate's. Best effort: a failure here must not hide the real one.
-   */
-  private async markNotDelegated(proxy: V1Pod, reason: string, message: string): Promise<void> {
-    const current = proxy.status?.conditions?.find((c) => c.type === DELEGATED_CONDITION);
-    if (current?.status === 'False' && current.reason === reason && current.message === message) return;
-    const condition = { type: DELEGATED_CONDITION, status: 'False', reason, message, lastTransitionTime: new Date(this.o.clock.now()) };
-    try {
-      await this.o.sourceCore.patchNamespacedPodStatus(
-        { name: proxy.metadata!.name!, namespace: proxy.metadata!.namespace!, body: { status: { conditions: [condition] } } },
-        setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
-      );
-    } catch {
-      /* the event says it too; the caller reports the real failure */
-    }
+  private markNotDelegated(proxy: V1Pod, reason: string, message: string): Promise<void> {
+    return markNotDelegated(this.o.sourceCore, proxy, reason, message, new Date(this.o.clock.now()));
   }
 
   private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {

@@ -10,6 +10,7 @@ import { referencedConfigMaps, referencedSecrets, type CopyKind, type CopyNames 
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
+import { refusalOf } from './target-refusal.js';
 
 type Kind = CopyKind;
 type Copy = V1ConfigMap | V1Secret;
@@ -114,6 +115,9 @@ export class FollowReconciler {
    *
    * @throws CopyConflictError when a copy's name is taken by an object that is not that copy
    *   (a `CopyConflict` Warning on the proxy): the delegate must not read it.
+   * @throws NotDelegatedError when the target refuses a copy (`SourceNotAuthorized`,
+   *   `CopyForbidden`, `TargetNamespaceMissing`: see `refusalOf`), with a Warning of that reason
+   *   on the proxy: no delegate is made without its copies.
    */
   async ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> {
     const names: CopyNames = { configmap: new Map(), secret: new Map() };
@@ -129,7 +133,16 @@ export class FollowReconciler {
           continue;
         }
         const as = copyName(name, this.o.sourceClusterName);
-        if (!(await this.sync(kind, src, target, as))) {
+        let synced: boolean;
+        try {
+          synced = await this.sync(kind, src, target, as);
+        } catch (err) {
+          const refusal = await refusalOf(target, { kind, namespace: ns, name }, err);
+          if (!refusal) throw err;
+          this.event(proxy, 'Warning', refusal.reason, refusal.message);
+          throw refusal;
+        }
+        if (!synced) {
           const message = `${kind} ${ns}/${as} in ${target.displayName}, the name of this cluster's copy of ${kind} ${name}, is taken by an object that is not that copy; no delegate is made to read it`;
           this.event(proxy, 'Warning', 'CopyConflict', message);
           throw new CopyConflictError(message);

@@ -1,5 +1,6 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
 import { classifyApiError, isNotFound } from '../core/errors.js';
+import { DELEGATED_CONDITION } from '../core/keys.js';
 import type { EventSink } from './event-sink.js';
 
 /**
@@ -17,6 +18,19 @@ export async function writeProxyCondition(core: CoreV1Api, proxy: V1Pod, conditi
     if (isNotFound(err)) return;
     throw new Error(`writing condition ${condition.type} of proxy ${namespace}/${name}`, { cause: err });
   }
+}
+
+/**
+ * Sets the proxy's `multicluster.admiralty.io/Delegated` condition to False with the reason,
+ * unless it says so already. It goes away by itself: once a delegate exists, the proxy's
+ * conditions are the delegate's. Best effort: a failure here must not hide the one the caller
+ * reports (the event or the extender's answer says it too). Used by the delegation reconciler
+ * and the scheduler extender's bind, so a pod says why it has no delegate on either path.
+ */
+export async function markNotDelegated(core: CoreV1Api, proxy: V1Pod, reason: string, message: string, now: Date): Promise<void> {
+  const current = proxy.status?.conditions?.find((c) => c.type === DELEGATED_CONDITION);
+  if (current?.status === 'False' && current.reason === reason && current.message === message) return;
+  await writeProxyCondition(core, proxy, { type: DELEGATED_CONDITION, status: 'False', reason, message, lastTransitionTime: now }).catch(() => undefined);
 }
 
 /** Records an event about a proxy (by name, namespace and UID). */

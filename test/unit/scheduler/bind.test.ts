@@ -222,8 +222,27 @@ describe('scheduler: Binder', () => {
   it('refuses when the namespace is missing in the target, without waiting', async () => {
     targetCore.createNamespacedPod.rejects(apiError(404, 'NotFound'));
     const r = await binder.bind(args);
-    expect(r.Error).to.equal('c2: namespace default does not exist there');
+    expect(r.Error).to.equal('namespace default does not exist in c2');
     expect(memory.refusal(UID, KEY, Date.now())).to.not.equal(undefined);
+  });
+
+  it('says on the pod which ClusterSource the target lacks, and refuses the target with the same words', async () => {
+    targetCore.createNamespacedPod.rejects(apiError(403, 'Forbidden'));
+    const target = options.registry.byNodeName(NODE)!;
+    Object.assign(target, {
+      authorization: { createSelfSubjectAccessReview: sinon.stub().resolves({ status: { allowed: false } }) },
+      authentication: { createSelfSubjectReview: sinon.stub().resolves({ status: { userInfo: { username: 'system:serviceaccount:default:c1' } } }) },
+    });
+    const r = await binder.bind(args);
+    const message = 'the cluster of ClusterTarget c2 does not authorize this source (user "system:serviceaccount:default:c1") to create pods in namespace default: create a ClusterSource in that cluster with spec.userName "system:serviceaccount:default:c1"';
+    expect(r.Error).to.equal(message);
+    expect(memory.refusal(UID, KEY, Date.now())).to.not.equal(undefined);
+    sinon.assert.calledOnce(source.patchNamespacedPodStatus);
+    const [{ name, body }] = source.patchNamespacedPodStatus.firstCall.args as unknown as [{ name: string; body: { status: { conditions: Record<string, unknown>[] } } }];
+    expect(name).to.equal('web');
+    expect(body.status.conditions).to.have.length(1);
+    expect(body.status.conditions[0]).to.include({ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'SourceNotAuthorized', message });
+    sinon.assert.notCalled(source.createNamespacedPodBinding);
   });
 
   it("creates the delegate after its copies, naming them as the follow reconciler says; a copy name taken by another object refuses the target", async () => {
@@ -239,8 +258,10 @@ describe('scheduler: Binder', () => {
     ensureCopies.rejects(new CopyConflictError('configmap default/settings-0123456789 in c2 is taken'));
     source.readNamespacedPod.resolves({ ...withEnv, metadata: { ...withEnv.metadata, uid: 'other-uid' } });
     const refused = await new Binder({ ...options, follow: { ensureCopies } }).bind({ ...args, PodUID: 'other-uid' });
-    expect(refused.Error).to.equal('c2: configmap default/settings-0123456789 in c2 is taken');
+    expect(refused.Error).to.equal('configmap default/settings-0123456789 in c2 is taken');
     sinon.assert.calledOnce(targetCore.createNamespacedPod);
+    const [{ body }] = source.patchNamespacedPodStatus.firstCall.args as unknown as [{ body: { status: { conditions: Record<string, unknown>[] } } }];
+    expect(body.status.conditions[0]).to.include({ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'CopyConflict' });
   });
 
   it('refuses a pod whose namespace is not opted in (tenancy), creating nothing', async () => {

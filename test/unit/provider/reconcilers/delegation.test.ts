@@ -4,7 +4,7 @@ import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod, type
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
-import { CopyConflictError, TerminalError } from '../../../../provider/core/errors.js';
+import { CopyConflictError, NotDelegatedError, TerminalError } from '../../../../provider/core/errors.js';
 import {
   PARENT_CLUSTER_NAME_LABEL,
   PARENT_NAME_ANNOTATION,
@@ -262,6 +262,32 @@ describe('DelegationReconciler', () => {
       const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
       expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateForbidden']]);
+    });
+
+    it('says which Source to create when the target has none for this source: Delegated=False SourceNotAuthorized, a Warning, and retries', async () => {
+      const { reconciler, targetCore, target, events, source: sourceCore } = setup({ proxies: [proxy()], targetNamespace: NS });
+      targetCore.createNamespacedPod.rejects(apiError(403, 'Forbidden'));
+      const user = 'system:serviceaccount:default:c1';
+      Object.assign(target, {
+        authorization: { createSelfSubjectAccessReview: sinon.stub().resolves({ status: { allowed: false } }) },
+        authentication: { createSelfSubjectReview: sinon.stub().resolves({ status: { userInfo: { username: user } } }) },
+      });
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
+      const message = `the cluster of Target t1 does not authorize this source (user "${user}") to create pods in namespace ${NS}: create a Source in namespace ${NS} of that cluster with spec.userName "${user}"`;
+      expect(events.map((e) => [e.type, e.reason, e.message])).to.deep.equal([['Warning', 'SourceNotAuthorized', message]]);
+      const [{ body }] = sourceCore.patchNamespacedPodStatus.firstCall.args as unknown as [{ body: { status: { conditions: Record<string, unknown>[] } } }];
+      expect(body.status.conditions[0]).to.include({ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'SourceNotAuthorized', message });
+    });
+
+    it('makes no delegate when the target refuses a copy: Delegated=False with the reason the follow reconciler gave', async () => {
+      const { reconciler, targetCore, follow, source: sourceCore } = setup({ proxies: [proxy()] });
+      follow.ensureCopies.rejects(new NotDelegatedError('SourceNotAuthorized', 'the cluster of ClusterTarget t1 does not authorize this source'));
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(NotDelegatedError).and.not.instanceOf(TerminalError);
+      sinon.assert.notCalled(targetCore.createNamespacedPod);
+      const [{ body }] = sourceCore.patchNamespacedPodStatus.firstCall.args as unknown as [{ body: { status: { conditions: Record<string, unknown>[] } } }];
+      expect(body.status.conditions[0]).to.include({ status: 'False', reason: 'SourceNotAuthorized', message: 'the cluster of ClusterTarget t1 does not authorize this source' });
     });
 
     it("names the copies the follow reconciler made in the delegate's spec", async () => {

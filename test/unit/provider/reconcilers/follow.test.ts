@@ -4,7 +4,7 @@ import { ApiException, CoreV1Api, KubeConfig, type V1ConfigMap, type V1Namespace
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
-import { CopyConflictError, TerminalError } from '../../../../provider/core/errors.js';
+import { CopyConflictError, NotDelegatedError, TerminalError } from '../../../../provider/core/errors.js';
 import {
   PARENT_CLUSTER_NAME_LABEL,
   PARENT_NAME_ANNOTATION,
@@ -227,6 +227,22 @@ describe('FollowReconciler', () => {
         expect(events[0].message).to.contain(copy('conf'));
       });
     }
+
+    it("turns a target's refusal of a copy into the pod's reason, with a Warning on the proxy: no Source there for this source", async () => {
+      const p = proxy('p', nodeOf('t2'), { secret: 'pw' });
+      const { follow, t2, events } = setup({ proxies: [p], secrets: [secret('pw')], t2Namespace: NS });
+      // No rights in that namespace: even the read of the copy is refused.
+      t2.core.readNamespacedSecret.rejects(apiError(403, 'Forbidden'));
+      const createSelfSubjectAccessReview = sinon.stub().resolves({ status: { allowed: false } });
+      Object.assign(t2.target, { authorization: { createSelfSubjectAccessReview }, authentication: { createSelfSubjectReview: sinon.stub().resolves({ status: { userInfo: { username: 'c1' } } }) } });
+      const err = await follow.ensureCopies(p, t2.target).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(NotDelegatedError).and.include({ reason: 'SourceNotAuthorized' });
+      expect(createSelfSubjectAccessReview.firstCall.args[0].body.spec.resourceAttributes).to.deep.equal({ verb: 'create', resource: 'secrets', namespace: NS });
+      sinon.assert.notCalled(t2.core.createNamespacedSecret);
+      expect(events).to.deep.equal([
+        { type: 'Warning', reason: 'SourceNotAuthorized', message: `the cluster of Target t2 does not authorize this source (user "c1") to create secrets in namespace ${NS}: create a Source in namespace ${NS} of that cluster with spec.userName "c1"` },
+      ]);
+    });
 
     it('finds an object the copies cache has not seen with a direct read, and one made between its read and its create', async () => {
       const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });

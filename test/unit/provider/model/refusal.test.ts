@@ -1,0 +1,57 @@
+import { expect } from 'chai';
+import { explainRefusal, type RefusalFacts, type RefusedWrite } from '../../../../provider/model/refusal.js';
+import type { TargetRef } from '../../../../provider/model/types.js';
+
+const target = { ref: { kind: 'Target', namespace: 'apps', name: 'c2' } as TargetRef, displayName: 'apps/c2' };
+const clusterTarget = { ref: { kind: 'ClusterTarget', namespace: '', name: 'c2' } as TargetRef, displayName: 'c2' };
+const pod: RefusedWrite = { kind: 'pod', namespace: 'apps' };
+const conf: RefusedWrite = { kind: 'configmap', namespace: 'apps', name: 'conf' };
+const USER = 'system:serviceaccount:default:c1';
+const TEXT = 'pods "web-1a2b" is forbidden: exceeded quota: pods';
+
+describe('explainRefusal', () => {
+  const cases: [string, typeof target, RefusedWrite, RefusalFacts, { reason: string; message: string } | undefined][] = [
+    ['a missing namespace', target, pod, { kind: 'NotFound', targetMessage: 'namespaces "apps" not found' }, { reason: 'TargetNamespaceMissing', message: 'namespace apps does not exist in apps/c2' }],
+    ['a missing namespace, for a copy', clusterTarget, conf, { kind: 'NotFound', targetMessage: '' }, { reason: 'TargetNamespaceMissing', message: 'namespace apps does not exist in c2' }],
+    ['an invalid delegate', target, pod, { kind: 'Invalid', targetMessage: 'spec.containers: Required value' }, { reason: 'DelegateInvalid', message: 'apps/c2 rejected the delegate: spec.containers: Required value' }],
+    ['an invalid copy (retried as an error)', target, conf, { kind: 'Invalid', targetMessage: 'x' }, undefined],
+    [
+      "a delegate a Target's cluster does not authorize: a Source in that namespace, for that user",
+      target,
+      pod,
+      { kind: 'Forbidden', targetMessage: TEXT, authorized: false, user: USER },
+      {
+        reason: 'SourceNotAuthorized',
+        message: `the cluster of Target apps/c2 does not authorize this source (user "${USER}") to create pods in namespace apps: create a Source in namespace apps of that cluster with spec.userName "${USER}"`,
+      },
+    ],
+    [
+      "a copy a ClusterTarget's cluster does not authorize: a ClusterSource",
+      clusterTarget,
+      conf,
+      { kind: 'Forbidden', targetMessage: TEXT, authorized: false, user: USER },
+      {
+        reason: 'SourceNotAuthorized',
+        message: `the cluster of ClusterTarget c2 does not authorize this source (user "${USER}") to create configmaps in namespace apps: create a ClusterSource in that cluster with spec.userName "${USER}"`,
+      },
+    ],
+    [
+      'an unauthorized write when the target would not say who we are',
+      target,
+      { kind: 'secret', namespace: 'apps', name: 'pw' },
+      { kind: 'Forbidden', targetMessage: TEXT, authorized: false },
+      {
+        reason: 'SourceNotAuthorized',
+        message: "the cluster of Target apps/c2 does not authorize this source (the user of the Target's kubeconfig) to create secrets in namespace apps: create a Source in namespace apps of that cluster for that user",
+      },
+    ],
+    ['a delegate refused by admission (authorized)', target, pod, { kind: 'Forbidden', targetMessage: TEXT, authorized: true, user: USER }, { reason: 'DelegateForbidden', message: `apps/c2 refused to create the delegate: ${TEXT}` }],
+    ['a delegate refused when the target would not say why', target, pod, { kind: 'Forbidden', targetMessage: TEXT }, { reason: 'DelegateForbidden', message: `apps/c2 refused to create the delegate: ${TEXT}` }],
+    ['a copy refused by admission', clusterTarget, conf, { kind: 'Forbidden', targetMessage: 'exceeded quota: configmaps', authorized: true }, { reason: 'CopyForbidden', message: "c2 refused this cluster's copy of configmap apps/conf: exceeded quota: configmaps" }],
+  ];
+  for (const [why, t, write, facts, expected] of cases) {
+    it(`explains ${why}`, () => {
+      expect(explainRefusal(t, write, facts)).to.deep.equal(expected);
+    });
+  }
+});
