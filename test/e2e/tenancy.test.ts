@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { SOURCE_USER } from '../sandbox/sandbox.js';
-import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, readyOf, running, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, readyOf, running, sandbox, uniqueName, waitFor } from './support.js';
 
 const ELECT = 'multicluster.admiralty.io/elect';
 const MANIFEST = 'multicluster.admiralty.io/sourcepod-manifest';
@@ -139,5 +139,81 @@ describe('tenancy: a ClusterTarget with a kubeconfig, authorized by a ClusterSou
         expect(delegates.map((d: any) => [d.metadata.namespace, d.status.phase]), `delegate of ${ns}/${proxy.metadata.name}`).to.deep.equal([[ns, 'Running']]);
       }
     }
+  });
+});
+
+describe('tenancy: a source without a Source in the target', function () {
+  this.timeout(300_000);
+  // The refused source's identity in c2 is a ServiceAccount of its own, made for this test: no
+  // shipped component acts as it, and the suite's 403 audit (which records the shipped
+  // identities only) stays blind to it and strict for them.
+  const ct = uniqueName('unauthorized');
+  const home = uniqueName('home'); // c2: where that identity has its only Source (which also lets it read the ClusterSummary)
+  const ns = uniqueName('refused'); // c1 and c2: where its pods go, no Source for it in c2
+  const user = `system:serviceaccount:${home}:${ct}`;
+
+  after(async () => {
+    // Source side first (the proxies, with their delegates), then the ClusterTarget; c2 takes its rights away only then.
+    await kubectl('c1', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+    await kubectl('c1', 'wait', '--for=delete', `namespace/${ns}`, '--timeout=120s').catch(() => undefined);
+    await kubectl('c1', 'delete', 'clustertarget', ct, '--ignore-not-found', '--wait=true', '--timeout=60s');
+    await kubectl('c1', 'delete', 'secret', ct, '-n', 'default', '--ignore-not-found');
+    await kubectl('c2', 'delete', 'clustersource', ct, '--ignore-not-found');
+    for (const n of [ns, home]) await kubectl('c2', 'delete', 'namespace', n, '--wait=false', '--ignore-not-found');
+  });
+
+  it('refuses its pods with Delegated=False SourceNotAuthorized, naming what to create where, writes nothing there, and runs them once that exists', async () => {
+    // c2: the identity, authorized in namespace `home` only.
+    await kubectl('c2', 'create', 'namespace', home);
+    await kubectl('c2', 'create', 'namespace', ns);
+    await apply('c2', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'Source', metadata: { name: ct, namespace: home }, spec: { serviceAccountName: ct } }));
+    await waitFor('the Source bound in c2', 30_000, async () => (await kubectl('c2', 'auth', 'can-i', 'list', 'clustersummaries.multicluster.admiralty.io', '--as', user).catch(() => 'no')).trim() === 'yes');
+    expect((await kubectl('c2', 'auth', 'can-i', 'create', 'pods', '-n', ns, '--as', user).catch(() => 'no')).trim()).to.equal('no');
+    // c1: a ClusterTarget with its kubeconfig; Ready, since the identity may read c2's ClusterSummary.
+    await apply('c1', await sandbox.exportKubeconfig('c2', home, ct, ct));
+    await apply('c1', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterTarget', metadata: { name: ct }, spec: { kubeconfigSecret: { namespace: 'default', name: ct } } }));
+    await waitFor('the ClusterTarget Ready', 60_000, async () => readyOf(await getJson('c1', 'clustertarget', ct)) === 'True');
+    await kubectl('c1', 'create', 'namespace', ns);
+    await kubectl('c1', 'label', 'namespace', ns, 'multicluster-scheduler=enabled');
+    await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'settings', namespace: ns }, data: { mode: 'prod' } }));
+    // Two pods kept to this ClusterTarget's node: one whose delegate needs a copy (refused first), one that needs none.
+    const pods = { copy: 'with-copy', delegate: 'plain' };
+    for (const [write, name] of Object.entries(pods)) {
+      await apply(
+        'c1',
+        JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name, namespace: ns, annotations: { [ELECT]: '' } },
+          spec: {
+            nodeSelector: { 'multicluster.admiralty.io/cluster-target-name': ct },
+            containers: [{ name: 'app', image: 'nginx', resources: { requests: { cpu: '10m', memory: '8Mi' } }, envFrom: write === 'copy' ? [{ configMapRef: { name: 'settings' } }] : undefined }],
+          },
+        }),
+      );
+    }
+    const delegated = async (name: string) => (await getJson('c1', 'pod', name, '-n', ns)).status?.conditions?.find((c: any) => c.type === DELEGATED);
+    const advice = (resource: string) =>
+      `the cluster of ClusterTarget ${ct} does not authorize this source (user "${user}") to create ${resource} in namespace ${ns}: create a ClusterSource in that cluster with spec.userName "${user}"`;
+    for (const [name, resource] of [[pods.copy, 'configmaps'], [pods.delegate, 'pods']]) {
+      await waitFor(`Delegated=False SourceNotAuthorized on ${name}`, 60_000, async () => (await delegated(name))?.reason === 'SourceNotAuthorized');
+      expect(await delegated(name), name).to.include({ status: 'False', message: advice(resource) });
+      expect((await getJson('c1', 'pod', name, '-n', ns)).spec.nodeName, `${name} is not bound`).to.equal(undefined);
+    }
+    // The copy's refusal is a Warning on the proxy; the delegate's reaches kube-scheduler's FailedScheduling.
+    const events = async (name: string) => (await getJson('c1', 'events', '-n', ns, '--field-selector', `involvedObject.name=${name}`)).items;
+    expect((await events(pods.copy)).map((e: any) => [e.type, e.reason, e.message])).to.deep.include(['Warning', 'SourceNotAuthorized', advice('configmaps')]);
+    await waitFor('the refusal in a FailedScheduling event', 30_000, async () => (await events(pods.delegate)).some((e: any) => e.reason === 'FailedScheduling' && e.message.includes(advice('pods'))));
+    // Nothing was written in c2 for them.
+    expect((await getJson('c2', 'pods', '-n', ns)).items).to.deep.equal([]);
+    expect((await getJson('c2', 'configmaps', '-n', ns)).items.map((c: any) => c.metadata.name)).to.deep.equal(['kube-root-ca.crt']);
+
+    // What the message says to do is enough: both run, and the condition is gone.
+    await apply('c2', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterSource', metadata: { name: ct }, spec: { userName: user } }));
+    for (const name of Object.values(pods)) {
+      await waitFor(`${name} Running`, 150_000, async () => (await getJson('c1', 'pod', name, '-n', ns)).status?.phase === 'Running');
+      expect(await delegated(name), name).to.equal(undefined);
+    }
+    expect((await getJson('c2', 'pods', '-n', ns)).items).to.have.length(2);
   });
 });
