@@ -90,6 +90,9 @@ class Refused extends Error {}
  * 1. the proxy is read and checked (same UID, not bound elsewhere, its tenancy allows the target);
  * 2. the ConfigMaps and Secrets it uses are copied, and its delegate is created in the target
  *    (the name is deterministic, so the delegation reconciler adopts it once the proxy is bound);
+ *    when the target's apiserver refuses one of these writes, the proxy's `Delegated=False`
+ *    condition says why in the words of fallback mode (see `refusalOf`: `SourceNotAuthorized`
+ *    names the Source the target lacks), and so does the error;
  * 3. we wait until the target's scheduler sets the delegate's `nodeName`; if it reports the
  *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, the
  *    delegate is deleted, the target is remembered as refusing this pod (the extender's filter
