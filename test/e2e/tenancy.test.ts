@@ -105,6 +105,7 @@ describe('tenancy: a ClusterTarget with a kubeconfig, authorized by a ClusterSou
     for (const ns of namespaces) await kubectl('c1', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
     for (const ns of namespaces) await kubectl('c1', 'wait', '--for=delete', `namespace/${ns}`, '--timeout=120s').catch(() => undefined);
     await kubectl('c1', 'delete', 'clustertarget', ct, '--ignore-not-found', '--wait=true', '--timeout=60s');
+    await kubectl('c2', 'delete', 'clustersource', ct, '--ignore-not-found');
     for (const ns of namespaces) await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
   });
 
