@@ -217,7 +217,19 @@ export interface RunFigures {
   startMachine?: MachineFigures;
   /** The whole machine during the deletion. */
   deletionMachine?: MachineFigures;
+  /** Requests each cluster's apiserver served while the pods started, by cluster, then by `VERB resource[/subresource]`. */
+  startRequests?: RequestFigures;
+  /** The same during the deletion. */
+  deletionRequests?: RequestFigures;
 }
+
+/**
+ * Requests served by each cluster's apiserver over one phase (`apiserver_request_total`, every
+ * client and code counted): by cluster, then by `VERB resource[/subresource]`, e.g.
+ * `{ c1: { 'CREATE pods': 1000, 'PATCH pods/status': 2000 } }`. WATCH and long-running calls are
+ * counted when they start.
+ */
+export type RequestFigures = Record<string, Record<string, number>>;
 
 /**
  * What the whole machine did over one phase of a run: every sandbox process shares its cores
@@ -247,17 +259,81 @@ export interface QueueFigures {
  * ''. Comment lines and other metrics are skipped; so are values that are not numbers.
  */
 export function metricByLabel(text: string, metric: string, label: string): Record<string, number> {
+  return metricByLabels(text, metric, [label], ([value]) => value);
+}
+
+/**
+ * The samples of one metric summed by the values of several labels, joined by `join` (a label
+ * a sample lacks counts as ''), e.g. `apiserver_request_total` by verb, resource and
+ * subresource. Same parsing as {@link metricByLabel}.
+ */
+export function metricByLabels(text: string, metric: string, labels: readonly string[], join: (values: string[]) => string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const line of text.split('\n')) {
     const m = /^([A-Za-z_:][\w:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
     if (!m || m[1] !== metric) continue;
     const value = Number(m[3]);
     if (Number.isNaN(value)) continue;
-    const labels = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
-    const key = labels[label] ?? '';
+    const found = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
+    const key = join(labels.map((l) => found[l] ?? ''));
     out[key] = (out[key] ?? 0) + value;
   }
   return out;
+}
+
+/** An apiserver's requests by `VERB resource[/subresource]`, from its metrics text. */
+export function requestsByKind(metricsText: string): Record<string, number> {
+  return metricByLabels(metricsText, 'apiserver_request_total', ['verb', 'resource', 'subresource'], ([verb, resource, sub]) =>
+    // A non-resource request (`/metrics`, `/healthz`) has its path where a subresource would be.
+    resource ? `${verb} ${resource}${sub ? `/${sub}` : ''}` : `${verb} ${sub || '-'}`,
+  );
+}
+
+/** `after - before` by key (counters; a key only in `after` counts from zero); zero differences are left out. */
+export function counterDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(after)) {
+    const d = v - (before[k] ?? 0);
+    if (d > 0) out[k] = d;
+  }
+  return out;
+}
+
+const WRITE_VERBS = new Set(['CREATE', 'UPDATE', 'PATCH', 'APPLY', 'DELETE', 'DELETECOLLECTION']);
+
+/** Whether a `VERB resource` key of {@link requestsByKind} is a write. */
+export function isWrite(kind: string): boolean {
+  return WRITE_VERBS.has(kind.split(' ')[0]);
+}
+
+/**
+ * One line per size, run, phase and cluster: the apiserver's requests per pod of the run, writes
+ * per pod, and the busiest kinds per pod. Shows what an offloaded pod costs each control plane
+ * next to a direct one.
+ */
+export function renderRequests(results: readonly SizeResult[], top = 6): string {
+  return results
+    .flatMap((r) =>
+      (['direct', 'offloaded'] as const).flatMap((kind) =>
+        (['start', 'deletion'] as const).flatMap((phase) => {
+          const byCluster = r[kind][phase === 'start' ? 'startRequests' : 'deletionRequests'];
+          if (!byCluster) return [];
+          return Object.entries(byCluster)
+            .sort((a, b) => a[0].localeCompare(b[0]))
+            .map(([cluster, counts]) => {
+              const entries = Object.entries(counts).sort((a, b) => b[1] - a[1]);
+              const all = entries.reduce((s, [, n]) => s + n, 0);
+              const writes = entries.filter(([k]) => isWrite(k)).reduce((s, [, n]) => s + n, 0);
+              const busiest = entries
+                .slice(0, top)
+                .map(([k, n]) => `${k} ${fmt(n / r.size, 2)}`)
+                .join(', ');
+              return `${r.size} ${kind}, ${phase}, ${cluster}: ${fmt(all / r.size, 2)} requests a pod, ${fmt(writes / r.size, 2)} writes (${busiest || '-'})`;
+            });
+        }),
+      ),
+    )
+    .join('\n');
 }
 
 /** Both runs of one size. */

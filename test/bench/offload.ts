@@ -33,7 +33,11 @@ import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
 import { cpuSeconds, machineCpu, peakRss, pool, providerPid, rssMiB, sandboxCpuSeconds } from './bench-support.js';
 import {
   DIRECT_MILESTONES,
+  counterDelta,
   metricByLabel,
+  renderRequests,
+  requestsByKind,
+  type RequestFigures,
   OFFLOAD_MILESTONES,
   orderedStages,
   OFFLOAD_USAGE,
@@ -321,6 +325,34 @@ class MachineSampler {
   }
 }
 
+/**
+ * The requests both clusters' apiservers served over the phases of a run, every client counted
+ * (ours, the benchmark's, the schedulers', kwok's, the controller-managers'): what an offloaded
+ * pod costs each control plane, next to a direct one.
+ */
+class ApiserverSampler {
+  private constructor(private before: Record<string, Record<string, number>>) {}
+
+  static async start(): Promise<ApiserverSampler> {
+    return new ApiserverSampler(await ApiserverSampler.read());
+  }
+
+  /** By cluster, the requests served since the previous call (or the start); the next phase starts. */
+  async since(): Promise<RequestFigures> {
+    const now = await ApiserverSampler.read();
+    const out: RequestFigures = {};
+    for (const [cluster, counts] of Object.entries(now)) out[cluster] = counterDelta(this.before[cluster] ?? {}, counts);
+    this.before = now;
+    return out;
+  }
+
+  private static async read(): Promise<Record<string, Record<string, number>>> {
+    const out: Record<string, Record<string, number>> = {};
+    for (const c of ['c1', 'c2']) out[c] = requestsByKind(await kubectl(c, 'get', '--raw', '/metrics'));
+    return out;
+  }
+}
+
 /** Deletes a connected namespace as an operator should (source first, target once that is gone) and waits until it is gone from both. */
 async function disconnect(namespace: string): Promise<void> {
   for (const c of ['c1', 'c2']) {
@@ -361,6 +393,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     for (const w of watches) await w.start();
     const sampler = await ProviderSampler.start();
     const machine = new MachineSampler();
+    const requests = await ApiserverSampler.start();
     // Created once the watches are up, so every step is seen; t0 is the first request.
     times.t0 = performance.now();
     await pool(names, concurrency, async (name) => {
@@ -373,6 +406,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     const providerCpuSeconds = sampler.cpuSince();
     const startMachine = machine.since();
     const startQueues = await sampler.queuesSince();
+    const startRequests = await requests.since();
     if (!direct) {
       const proxies = await core.listNamespacedPod({ namespace, labelSelector: 'app=bench' });
       const elsewhere = proxies.items.filter((p) => p.spec?.nodeName !== c2Node).length;
@@ -388,6 +422,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     const providerDeletionCpuSeconds = sampler.cpuSince();
     const deletionMachine = machine.since();
     const deletionQueues = await sampler.queuesSince();
+    const deletionRequests = await requests.since();
     const { peakRssMiB, restarted } = sampler.finish();
     const pods = times.list();
     const latencies = startLatencies(pods);
@@ -409,6 +444,8 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
         deletionQueues,
         startMachine,
         deletionMachine,
+        startRequests,
+        deletionRequests,
       },
     };
   } finally {
@@ -502,6 +539,9 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log('');
   console.log('the machine (every sandbox process shares its cores), while the pods started and while they were deleted:');
   console.log(renderMachine(results));
+  console.log('');
+  console.log("each cluster's apiserver (every client counted), per pod of the run, while the pods started and while they were deleted:");
+  console.log(renderRequests(results));
   console.log('');
   // Exactly one line per size in this form, for scripts; everything else starts otherwise.
   for (const r of results) console.log(summaryLine(r.size, r.direct.allRunningSeconds, r.offloaded.allRunningSeconds));

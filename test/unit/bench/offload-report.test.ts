@@ -3,7 +3,12 @@ import {
   DIRECT_MILESTONES,
   OFFLOAD_MILESTONES,
   orderedStages,
+  counterDelta,
+  isWrite,
   metricByLabel,
+  metricByLabels,
+  renderRequests,
+  requestsByKind,
   parseOffloadArgs,
   percentile,
   podCapacityPlan,
@@ -292,5 +297,49 @@ describe('offload benchmark report: provider metrics', () => {
       '10 direct, start: cores 98 % busy (of 2); sandbox CPU 12.0 s (c2-kube-apiserver 10.0, c2-etcd 2.0); benchmark client 1.3 s',
       '10 offloaded, deletion: cores 50 % busy (of 2); sandbox CPU 28.0 s (g 7.0, f 6.0, e 5.0, d 4.0, c 3.0, b 2.0); benchmark client 0.0 s',
     ]);
+  });
+
+  describe('apiserver requests', () => {
+    const scrape = (create: number, status: number) =>
+      [
+        '# HELP apiserver_request_total Counter of apiserver requests',
+        '# TYPE apiserver_request_total counter',
+        `apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="CREATE",version="v1"} ${create}`,
+        `apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="CREATE",version="v1"} 1`,
+        `apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="status",verb="PATCH",version="v1"} ${status}`,
+        'apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/metrics",verb="GET",version=""} 3',
+        'apiserver_request_total{code="200",component="apiserver",group="",resource="pods",scope="namespace",subresource="",verb="WATCH",version="v1"} 4',
+        'apiserver_request_duration_seconds_count{resource="pods",subresource="",verb="CREATE"} 99',
+      ].join('\n');
+
+    it('sums a metric by several labels, a missing label counting as empty', () => {
+      const text = 'm{a="x",b="y"} 1\nm{b="y",a="x"} 2\nm{a="x"} 4\nother{a="x",b="y"} 8';
+      expect(metricByLabels(text, 'm', ['a', 'b'], (v) => v.join('|'))).to.deep.equal({ 'x|y': 3, 'x|': 4 });
+    });
+
+    it('counts requests by verb, resource and subresource, every response code together', () => {
+      expect(requestsByKind(scrape(10, 20))).to.deep.equal({ 'CREATE pods': 11, 'PATCH pods/status': 20, 'GET /metrics': 3, 'WATCH pods': 4 });
+    });
+
+    it('takes the difference of two scrapes, leaving out what did not move', () => {
+      expect(counterDelta(requestsByKind(scrape(10, 20)), requestsByKind(scrape(30, 20)))).to.deep.equal({ 'CREATE pods': 20 });
+      expect(counterDelta({}, { 'CREATE pods': 2 })).to.deep.equal({ 'CREATE pods': 2 });
+    });
+
+    it('tells writes from reads', () => {
+      expect(['CREATE pods', 'PATCH pods/status', 'UPDATE pods/status', 'APPLY pods', 'DELETE pods', 'DELETECOLLECTION pods'].every(isWrite)).to.equal(true);
+      expect(['GET pods', 'LIST pods', 'WATCH pods', 'GET /metrics'].some(isWrite)).to.equal(false);
+    });
+
+    it('renders requests and writes per pod by cluster, the busiest kinds first', () => {
+      const direct = figures({ startRequests: { c2: { 'CREATE pods': 10, 'POST pods/binding': 0, 'GET pods': 5, 'CREATE pods/binding': 10 } } });
+      const offloaded = figures({ startRequests: { c2: { 'CREATE pods': 10 }, c1: { 'CREATE pods': 10, 'PATCH pods/status': 30, 'LIST nodes': 1 } }, deletionRequests: { c1: {} } });
+      expect(renderRequests([{ size: 10, direct, offloaded }], 2).split('\n')).to.deep.equal([
+        '10 direct, start, c2: 2.50 requests a pod, 2.00 writes (CREATE pods 1.00, CREATE pods/binding 1.00)',
+        '10 offloaded, start, c1: 4.10 requests a pod, 4.00 writes (PATCH pods/status 3.00, CREATE pods 1.00)',
+        '10 offloaded, start, c2: 1.00 requests a pod, 1.00 writes (CREATE pods 1.00)',
+        '10 offloaded, deletion, c1: 0.00 requests a pod, 0.00 writes (-)',
+      ]);
+    });
   });
 });
