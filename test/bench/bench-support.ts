@@ -1,4 +1,6 @@
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox } from '../sandbox/sandbox.js';
 
@@ -82,6 +84,56 @@ export function sandboxCpuSeconds(sandbox: Sandbox): Map<string, number> {
     }
   }
   return out;
+}
+
+/**
+ * The pids of each sandbox process by the name of its pid file, with, for a process under the
+ * sandbox's restart loop, the loop's current child as well (it inherits the loop's settings only
+ * when the loop starts it).
+ */
+function sandboxPids(sandbox: Sandbox): Map<string, number[]> {
+  const out = new Map<string, number[]>();
+  const dir = join(sandbox.dir, 'pids');
+  for (const file of readdirSync(dir)) {
+    if (!file.endsWith('.pid')) continue;
+    const recorded = Number(readFileSync(join(dir, file), 'utf8'));
+    if (!commandLine(recorded)) continue; // gone
+    const pids = [recorded];
+    if (commandLine(recorded).includes('sandbox-restart-loop')) {
+      pids.push(...readFileSync(`/proc/${recorded}/task/${recorded}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+    }
+    out.set(file.slice(0, -'.pid'.length), pids);
+  }
+  return out;
+}
+
+/**
+ * Gives each cluster of the sandbox cores of its own, as if each ran on a machine of its own:
+ * with `clusters` = [c1, c2] on 2 cores, every process of c1 (its control plane, kwok, its
+ * providers) runs on core 0 only and every process of c2 on core 1, through the kernel's CPU
+ * affinity (`taskset`, every thread). The cores are split evenly, in order; with fewer cores
+ * than clusters it refuses. Returns the undo, which gives every process all the cores again.
+ */
+export function pinClusters(sandbox: Sandbox, clusters: readonly string[]): () => void {
+  const cores = cpus().length;
+  if (cores < clusters.length) throw new Error(`pinning ${clusters.length} clusters needs as many cores, this machine has ${cores}`);
+  const per = Math.floor(cores / clusters.length);
+  const set = (pid: number, list: string) => {
+    try {
+      execFileSync('taskset', ['-a', '-p', '-c', list, String(pid)], { stdio: 'ignore' });
+    } catch {
+      /* gone meanwhile (a provider restarting) */
+    }
+  };
+  const each = (list: (cluster: number) => string) => {
+    for (const [name, pids] of sandboxPids(sandbox)) {
+      const i = clusters.findIndex((c) => name.startsWith(`${c}-`));
+      if (i >= 0) for (const pid of pids) set(pid, list(i));
+    }
+  };
+  each((i) => `${i * per}-${i * per + per - 1}`);
+  // Read again: a provider restarted meanwhile is a new child.
+  return () => each(() => `0-${cores - 1}`);
 }
 
 /** The machine's CPU time so far (USER_HZ ticks over all cores), busy (not idle nor iowait) and in all, and its core count, from /proc/stat. */

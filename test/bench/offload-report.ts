@@ -4,27 +4,29 @@
  * SVG chart. No I/O and no clock here, so all of it is unit-tested (test/unit/bench/).
  */
 
-/** What `offload` runs: pod counts, creation concurrency, and where the JSON and SVG go. */
+/** What `offload` runs: pod counts, creation concurrency, where the JSON and SVG go, and whether each cluster gets cores of its own. */
 export interface OffloadArgs {
   sizes: number[];
   concurrency: number;
   outDir: string;
+  /** Each cluster's processes on their own cores (c1 on the first half, c2 on the second), as clusters on machines of their own. */
+  pinClusters: boolean;
 }
 
 export const DEFAULT_SIZES: readonly number[] = [100, 1000];
 export const DEFAULT_CONCURRENCY = 20;
 export const DEFAULT_OUT_DIR = '.bench';
 
-export const OFFLOAD_USAGE = '[--sizes 100,1000] [--concurrency 20] [--out .bench]';
+export const OFFLOAD_USAGE = '[--sizes 100,1000] [--concurrency 20] [--out .bench] [--pin-clusters]';
 
 /**
  * Parses `offload`'s arguments (`--sizes 100,1000`, `--sizes=100,1000`, `--concurrency N`,
- * `--out DIR`). Sizes are whole numbers from 1, kept in the order given, duplicates dropped.
+ * `--out DIR`, `--pin-clusters`). Sizes are whole numbers from 1, kept in the order given, duplicates dropped.
  *
  * @throws Error with a message for the user on an unknown flag or a bad value.
  */
 export function parseOffloadArgs(argv: readonly string[]): OffloadArgs {
-  const out: OffloadArgs = { sizes: [...DEFAULT_SIZES], concurrency: DEFAULT_CONCURRENCY, outDir: DEFAULT_OUT_DIR };
+  const out: OffloadArgs = { sizes: [...DEFAULT_SIZES], concurrency: DEFAULT_CONCURRENCY, outDir: DEFAULT_OUT_DIR, pinClusters: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const eq = arg.indexOf('=');
@@ -55,6 +57,10 @@ export function parseOffloadArgs(argv: readonly string[]): OffloadArgs {
         out.outDir = text;
         break;
       }
+      case '--pin-clusters':
+        if (flag !== arg) throw new Error('--pin-clusters takes no value');
+        out.pinClusters = true;
+        break;
       default:
         throw new Error(`unknown argument ${JSON.stringify(arg)}; usage: offload ${OFFLOAD_USAGE}`);
     }
@@ -226,7 +232,7 @@ export interface RunFigures {
 /**
  * Requests served by each cluster's apiserver over one phase (`apiserver_request_total`, every
  * client and code counted): by cluster, then by `VERB resource[/subresource]`, e.g.
- * `{ c1: { 'CREATE pods': 1000, 'PATCH pods/status': 2000 } }`. WATCH and long-running calls are
+ * `{ c1: { 'POST pods': 1000, 'PATCH pods/status': 2000 } }`. WATCH and long-running calls are
  * counted when they start.
  */
 export type RequestFigures = Record<string, Record<string, number>>;
@@ -299,7 +305,8 @@ export function counterDelta(before: Record<string, number>, after: Record<strin
   return out;
 }
 
-const WRITE_VERBS = new Set(['CREATE', 'UPDATE', 'PATCH', 'APPLY', 'DELETE', 'DELETECOLLECTION']);
+// The apiserver labels requests with the HTTP method (LIST, WATCH and APPLY set apart).
+const WRITE_VERBS = new Set(['POST', 'PUT', 'PATCH', 'APPLY', 'DELETE', 'DELETECOLLECTION']);
 
 /** Whether a `VERB resource` key of {@link requestsByKind} is a write. */
 export function isWrite(kind: string): boolean {

@@ -30,7 +30,7 @@ import { CoreV1Api, KubeConfig, Watch, type V1Node, type V1Pod } from '@kubernet
 import { ELECT_ANNOTATION, PARENT_NAME_ANNOTATION, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL } from '../../provider/core/keys.js';
 import { connectNamespace, kubeConfigFor, kubectl, uniqueName, waitFor } from '../e2e/support.js';
 import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
-import { cpuSeconds, machineCpu, peakRss, pool, providerPid, rssMiB, sandboxCpuSeconds } from './bench-support.js';
+import { cpuSeconds, machineCpu, peakRss, pinClusters, pool, providerPid, rssMiB, sandboxCpuSeconds } from './bench-support.js';
 import {
   DIRECT_MILESTONES,
   counterDelta,
@@ -512,8 +512,13 @@ async function main(args: OffloadArgs): Promise<void> {
   const results: SizeResult[] = [];
   const startedAt = new Date();
   const loadBefore = loadavg();
+  let unpin: (() => void) | undefined;
   try {
     log(`sizes ${args.sizes.join(', ')}, creation concurrency ${args.concurrency}; ${cpus().length} CPUs, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
+    if (args.pinClusters) {
+      unpin = pinClusters(sandbox, ['c1', 'c2']);
+      log('each cluster on cores of its own: c1 on the first half, c2 on the second');
+    }
     for (const size of args.sizes) {
       restores.push(await ensureCapacity(size));
       const direct = await run(size, args.concurrency, true);
@@ -521,6 +526,7 @@ async function main(args: OffloadArgs): Promise<void> {
       results.push({ size, direct: direct.figures, offloaded: offloaded.figures, directPods: direct.pods, offloadedPods: offloaded.pods });
     }
   } finally {
+    unpin?.();
     for (const restore of restores.reverse()) await restore();
     if (startedSandbox) {
       log('stopping the sandbox it started');
@@ -557,6 +563,7 @@ async function main(args: OffloadArgs): Promise<void> {
     loadAverageBefore: loadBefore,
     loadAverageAfter: loadAfter,
     concurrency: args.concurrency,
+    pinClusters: args.pinClusters,
     results,
   };
   writeFileSync(`${base}.json`, JSON.stringify(json, null, 1) + '\n');

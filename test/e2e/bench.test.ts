@@ -60,6 +60,13 @@ describe('bench', () => {
       expect(run.startMachine.busy).to.be.above(0).and.at.most(1);
     }
     expect(result.offloaded.startMachine.cpuSecondsByProcess['c1-provider'], 'the source provider worked to offload').to.be.above(0);
+    // The apiservers' requests: the pods were created where each run creates them, the proxies'
+    // delegates in c2, and the table says it per pod.
+    expect(result.direct.startRequests.c2['POST pods']).to.be.at.least(10);
+    expect(result.offloaded.startRequests.c1['POST pods']).to.be.at.least(10);
+    expect(result.offloaded.startRequests.c2['POST pods']).to.be.at.least(10);
+    expect(result.offloaded.deletionRequests.c2['DELETE pods']).to.be.at.least(10);
+    expect(sink.out).to.match(/^10 offloaded, start, c1: [\d.]+ requests a pod, [\d.]+ writes \(.*POST pods [\d.]+/m);
     expect(sink.out).to.match(/^10 offloaded, start: cores \d+ % busy \(of \d+\); sandbox CPU [\d.]+ s \(/m);
     expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
     expect(result.offloadedPods).to.have.length(10);
@@ -95,17 +102,20 @@ describe('bench', () => {
       rmSync(dir, { recursive: true, force: true });
     });
 
-    it('starts the sandbox it needs, and stops it at the end', async function () {
+    it('starts the sandbox it needs, gives each cluster cores of its own when asked, and stops it at the end', async function () {
       this.timeout(240_000);
       const sink = { out: '', err: '' };
       const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
-      const code = await benchCli(['offload', '--sizes', '2'], io, capturing(sink, { SANDBOX_DIR: dir }));
+      const code = await benchCli(['offload', '--sizes', '2', '--pin-clusters'], io, capturing(sink, { SANDBOX_DIR: dir }));
       expect(code, sink.out + sink.err).to.equal(0);
       expect(sink.out).to.contain('bench: the sandbox is not up: starting it');
+      expect(sink.out).to.contain('bench: each cluster on cores of its own');
       expect(sink.out).to.contain('bench: stopping the sandbox it started');
       expect(sink.out).to.match(/^offload 2 pods: direct /m);
       const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
       if (m) written.push(resolve(REPO_ROOT, m[1]), resolve(REPO_ROOT, m[2]));
+      expect(m, sink.out).to.not.equal(null);
+      expect(JSON.parse(readFileSync(resolve(REPO_ROOT, m![1]), 'utf8')).pinClusters).to.equal(true);
       expect(new Sandbox(dir).state()).to.equal(undefined);
       expect(sandbox.isUp(), "the suite's sandbox").to.equal(true);
     });

@@ -45,11 +45,11 @@ function figures(over: Partial<RunFigures> = {}): RunFigures {
 
 describe('offload benchmark report', () => {
   describe('parseOffloadArgs', () => {
-    const cases: [string, string[], { sizes: number[]; concurrency: number; outDir: string }][] = [
-      ['defaults', [], { sizes: [100, 1000], concurrency: 20, outDir: '.bench' }],
-      ['sizes', ['--sizes', '100,1000,5000'], { sizes: [100, 1000, 5000], concurrency: 20, outDir: '.bench' }],
-      ['sizes with =, order kept, duplicates dropped', ['--sizes=1000,10,1000'], { sizes: [1000, 10], concurrency: 20, outDir: '.bench' }],
-      ['everything', ['--concurrency', '5', '--out=/tmp/b', '--sizes', '10'], { sizes: [10], concurrency: 5, outDir: '/tmp/b' }],
+    const cases: [string, string[], { sizes: number[]; concurrency: number; outDir: string; pinClusters: boolean }][] = [
+      ['defaults', [], { sizes: [100, 1000], concurrency: 20, outDir: '.bench', pinClusters: false }],
+      ['sizes', ['--sizes', '100,1000,5000'], { sizes: [100, 1000, 5000], concurrency: 20, outDir: '.bench', pinClusters: false }],
+      ['sizes with =, order kept, duplicates dropped', ['--sizes=1000,10,1000'], { sizes: [1000, 10], concurrency: 20, outDir: '.bench', pinClusters: false }],
+      ['everything', ['--concurrency', '5', '--out=/tmp/b', '--pin-clusters', '--sizes', '10'], { sizes: [10], concurrency: 5, outDir: '/tmp/b', pinClusters: true }],
     ];
     for (const [name, argv, want] of cases) {
       it(`parses ${name}`, () => {
@@ -67,6 +67,7 @@ describe('offload benchmark report', () => {
       [['--out='], /--out takes a folder/],
       [['1000'], /unknown argument "1000"; usage: offload/],
       [['--size', '10'], /unknown argument "--size"/],
+      [['--pin-clusters=yes'], /--pin-clusters takes no value/],
     ];
     for (const [argv, message] of bad) {
       it(`refuses ${JSON.stringify(argv)}`, () => {
@@ -304,12 +305,12 @@ describe('offload benchmark report: provider metrics', () => {
       [
         '# HELP apiserver_request_total Counter of apiserver requests',
         '# TYPE apiserver_request_total counter',
-        `apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="CREATE",version="v1"} ${create}`,
-        `apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="CREATE",version="v1"} 1`,
+        `apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} ${create}`,
+        `apiserver_request_total{code="409",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 1`,
         `apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="status",verb="PATCH",version="v1"} ${status}`,
         'apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="",scope="",subresource="/metrics",verb="GET",version=""} 3',
         'apiserver_request_total{code="200",component="apiserver",group="",resource="pods",scope="namespace",subresource="",verb="WATCH",version="v1"} 4',
-        'apiserver_request_duration_seconds_count{resource="pods",subresource="",verb="CREATE"} 99',
+        'apiserver_request_duration_seconds_count{resource="pods",subresource="",verb="POST"} 99',
       ].join('\n');
 
     it('sums a metric by several labels, a missing label counting as empty', () => {
@@ -318,26 +319,26 @@ describe('offload benchmark report: provider metrics', () => {
     });
 
     it('counts requests by verb, resource and subresource, every response code together', () => {
-      expect(requestsByKind(scrape(10, 20))).to.deep.equal({ 'CREATE pods': 11, 'PATCH pods/status': 20, 'GET /metrics': 3, 'WATCH pods': 4 });
+      expect(requestsByKind(scrape(10, 20))).to.deep.equal({ 'POST pods': 11, 'PATCH pods/status': 20, 'GET /metrics': 3, 'WATCH pods': 4 });
     });
 
     it('takes the difference of two scrapes, leaving out what did not move', () => {
-      expect(counterDelta(requestsByKind(scrape(10, 20)), requestsByKind(scrape(30, 20)))).to.deep.equal({ 'CREATE pods': 20 });
-      expect(counterDelta({}, { 'CREATE pods': 2 })).to.deep.equal({ 'CREATE pods': 2 });
+      expect(counterDelta(requestsByKind(scrape(10, 20)), requestsByKind(scrape(30, 20)))).to.deep.equal({ 'POST pods': 20 });
+      expect(counterDelta({}, { 'POST pods': 2 })).to.deep.equal({ 'POST pods': 2 });
     });
 
     it('tells writes from reads', () => {
-      expect(['CREATE pods', 'PATCH pods/status', 'UPDATE pods/status', 'APPLY pods', 'DELETE pods', 'DELETECOLLECTION pods'].every(isWrite)).to.equal(true);
+      expect(['POST pods', 'PATCH pods/status', 'PUT pods/status', 'APPLY pods', 'DELETE pods', 'DELETECOLLECTION pods'].every(isWrite)).to.equal(true);
       expect(['GET pods', 'LIST pods', 'WATCH pods', 'GET /metrics'].some(isWrite)).to.equal(false);
     });
 
     it('renders requests and writes per pod by cluster, the busiest kinds first', () => {
-      const direct = figures({ startRequests: { c2: { 'CREATE pods': 10, 'POST pods/binding': 0, 'GET pods': 5, 'CREATE pods/binding': 10 } } });
-      const offloaded = figures({ startRequests: { c2: { 'CREATE pods': 10 }, c1: { 'CREATE pods': 10, 'PATCH pods/status': 30, 'LIST nodes': 1 } }, deletionRequests: { c1: {} } });
+      const direct = figures({ startRequests: { c2: { 'POST pods': 10, 'PUT leases': 0, 'GET pods': 5, 'POST pods/binding': 10 } } });
+      const offloaded = figures({ startRequests: { c2: { 'POST pods': 10 }, c1: { 'POST pods': 10, 'PATCH pods/status': 30, 'LIST nodes': 1 } }, deletionRequests: { c1: {} } });
       expect(renderRequests([{ size: 10, direct, offloaded }], 2).split('\n')).to.deep.equal([
-        '10 direct, start, c2: 2.50 requests a pod, 2.00 writes (CREATE pods 1.00, CREATE pods/binding 1.00)',
-        '10 offloaded, start, c1: 4.10 requests a pod, 4.00 writes (PATCH pods/status 3.00, CREATE pods 1.00)',
-        '10 offloaded, start, c2: 1.00 requests a pod, 1.00 writes (CREATE pods 1.00)',
+        '10 direct, start, c2: 2.50 requests a pod, 2.00 writes (POST pods 1.00, POST pods/binding 1.00)',
+        '10 offloaded, start, c1: 4.10 requests a pod, 4.00 writes (PATCH pods/status 3.00, POST pods 1.00)',
+        '10 offloaded, start, c2: 1.00 requests a pod, 1.00 writes (POST pods 1.00)',
         '10 offloaded, deletion, c1: 0.00 requests a pod, 0.00 writes (-)',
       ]);
     });
