@@ -1,10 +1,10 @@
 import { execFile } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { delimiter, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
-import { buildBinaries, REPO_ROOT, Sandbox, SOURCE_USER, waitFor } from '../sandbox/sandbox.js';
+import { buildBinaries, REPO_ROOT, Sandbox, shippedCli, SOURCE_USER, waitFor } from '../sandbox/sandbox.js';
 
 export { waitFor };
 
@@ -268,4 +268,56 @@ export function asPodContainer(creds: PodCredentials, command: string, args: rea
     args: ['--mount', '--propagation', 'private', '--', 'sh', '-c', MOUNT_SERVICE_ACCOUNT, 'sh', command, ...args],
     env: { PATH: process.env.PATH, ...creds.env, KUBERNETES_SERVICE_HOST: '127.0.0.1', KUBERNETES_SERVICE_PORT: String(creds.apiserverPort), SA_SOURCE: sa },
   };
+}
+
+/**
+ * The text of a Markdown file's section: from the heading line `heading` (e.g. `## Uninstall`) to
+ * the next heading of the same or a higher level. Tests read the commands the docs give from
+ * here, so that the docs cannot drift from what is tested.
+ */
+export function docSection(file: string, heading: string): string {
+  const text = readFileSync(join(REPO_ROOT, file), 'utf8');
+  const start = text.indexOf(`\n${heading}\n`);
+  if (start < 0) throw new Error(`${file} has no section "${heading}"`);
+  const level = heading.indexOf(' ');
+  const next = new RegExp(`\\n#{1,${level}} `, 'g');
+  next.lastIndex = start + heading.length + 1;
+  const end = next.exec(text)?.index ?? text.length;
+  return text.slice(start + 1, end);
+}
+
+/**
+ * Every inline code span of a Markdown text that starts with one of `commands` (e.g. `kubectl`),
+ * in order; a span wrapped over lines is read as Markdown renders it (one space).
+ */
+export function inlineCommands(markdown: string, ...commands: string[]): string[] {
+  return [...markdown.matchAll(/(?<!`)`([^`]+)`(?!`)/g)].map((m) => m[1].replace(/\s+/g, ' ').trim()).filter((c) => commands.some((k) => c.startsWith(`${k} `)));
+}
+
+/** What a command run by {@link userShell} did. */
+export interface ShellResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * A shell (bash, stopping at the first failure, pipes included) for commands copied from the
+ * docs, run as a user would type them in `cwd` against a
+ * sandbox of the test's own: `kubectl` (the sandbox's), `admiralty` (this repository's compiled
+ * command, linked as npm links a package's bin) and, with `helm`, the pinned helm come first on
+ * PATH; KUBECONFIG is the sandbox's (its cluster is the current context), HOME a scratch folder
+ * (helm's and kubectl's caches). `signal` ends the commands still running when the tests stop.
+ */
+export function userShell(sb: Sandbox, cwd: string, opts: { helm?: boolean; signal?: AbortSignal } = {}): (command: string) => Promise<ShellResult> {
+  const bin = join(cwd, '.bin');
+  mkdirSync(bin, { recursive: true });
+  shippedCli(); // fails early, with the reason, when dist/ is missing
+  if (!existsSync(join(bin, 'admiralty'))) symlinkSync(join(REPO_ROOT, 'bin', 'admiralty.js'), join(bin, 'admiralty'));
+  const path = [bin, dirname(sb.kubectlPath), ...(opts.helm ? [dirname(helmPath())] : []), process.env.PATH].join(delimiter);
+  const env = { PATH: path, KUBECONFIG: sb.kubeconfigPath, HOME: join(cwd, '.home') };
+  return (command) =>
+    new Promise((res) => {
+      execFile('bash', ['-c', `set -euo pipefail\n${command}`], { cwd, env, maxBuffer: 64 << 20, signal: opts.signal }, (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+    });
 }

@@ -1,0 +1,148 @@
+import { expect } from 'chai';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { FOLLOW_FINALIZER, HAS_FINALIZER_LABEL, PROXY_FINALIZER } from '../../provider/core/keys.js';
+import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
+import { docSection, inlineCommands, sandbox as suiteSandbox, userShell, waitFor, type ShellResult } from './support.js';
+
+type Obj = any;
+
+/** `kind/namespace/name` of an object, for comparisons. */
+const id = (o: Obj) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+
+/**
+ * The kustomize path of the Quick start and the uninstall steps of manifests/README.md, for real,
+ * in a cluster of their own (the suite's clusters hold the same cluster-wide objects, and the
+ * uninstall deletes the CRDs). The commands are read from the docs and run by a shell as typed,
+ * in a folder holding a copy of manifests/ edited as the Quick start says. The cluster has the
+ * control plane and kwok only: kwok runs the Deployments' pods as fakes, so no provider runs
+ * and the objects it would leave behind (finalizers, a virtual node) are written by the test.
+ */
+describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps of manifests/README.md, in a cluster of their own', function () {
+  this.timeout(180_000);
+  const quickStart = docSection('README.md', '## Quick start on real clusters');
+  const kustomizeStep = /or with kustomize:([\s\S]*?)\n\d\. /.exec(quickStart)?.[1] ?? '';
+  const apply = inlineCommands(kustomizeStep, 'kubectl');
+  const uninstall = inlineCommands(docSection('manifests/README.md', '## Uninstall'), 'kubectl', 'admiralty');
+  let sb: Sandbox;
+  let dir: string;
+  let sh: (command: string) => Promise<ShellResult>;
+  let rendered: Obj[];
+  const stop = new AbortController();
+  const run = async (command: string) => {
+    const out = await sh(command);
+    expect(out.code, `${command}: ${out.stderr}`).to.equal(0);
+    return out.stdout;
+  };
+  const kubectl = (...args: string[]) => sb.kubectl('c1', ...args);
+
+  before(async function () {
+    this.timeout(300_000);
+    dir = mkdtempSync(join(tmpdir(), 'kustomize-sandbox-'));
+    sb = new Sandbox(join(dir, 'sandbox'));
+    await sb.up({ clusters: 1, provider: false, log: (l) => console.log(`      kustomize: ${l}`) });
+    // The user's clone: manifests/ edited as the Quick start says (what a user types in).
+    cpSync(join(REPO_ROOT, 'manifests'), join(dir, 'manifests'), { recursive: true });
+    sh = userShell(sb, dir, { signal: stop.signal });
+  });
+
+  after(async function () {
+    this.timeout(120_000);
+    stop.abort();
+    await sb?.down();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reads the commands from the docs: the Quick start\'s apply, the same as manifests/README.md\'s, and four uninstall steps that include the README\'s', () => {
+    expect(apply).to.deep.equal(['kubectl apply -k manifests/']);
+    expect(inlineCommands(docSection('manifests/README.md', '## Install'), 'kubectl')).to.include(apply[0]);
+    expect(kustomizeStep).to.match(/set `clusterName` in `manifests\/config\.yaml` and the image in\s+`manifests\/deployment\.yaml`/);
+    expect(uninstall).to.deep.equal([
+      'kubectl -n admiralty scale deployment admiralty --replicas=0',
+      'admiralty cleanup',
+      'kubectl delete -k manifests/',
+      'kubectl delete nodes -l virtual-kubelet.io/provider=admiralty',
+    ]);
+    // The README's own Uninstall section and its Quick start point at the same steps.
+    for (const c of inlineCommands(docSection('README.md', '## Uninstall'), 'kubectl', 'admiralty')) expect(uninstall).to.include(c);
+    expect(quickStart).to.contain('[manifests/README.md](manifests/README.md#uninstall)');
+  });
+
+  it('installs: with clusterName and the image set, kubectl apply -k manifests/ makes every object of the kustomization; the Deployments run', async () => {
+    // Step 1 as written: clusterName in config.yaml, the image in deployment.yaml.
+    const config = join(dir, 'manifests', 'config.yaml');
+    writeFileSync(config, readFileSync(config, 'utf8').replace(/^(\s*clusterName:).*$/m, '$1 "c1"'));
+    const deployment = join(dir, 'manifests', 'deployment.yaml');
+    const image = /^\s*image: "?([^"\s]+)"?$/m.exec(readFileSync(deployment, 'utf8'))![1];
+    const tag = image.slice(image.lastIndexOf(':') + 1);
+    writeFileSync(deployment, readFileSync(deployment, 'utf8').replace(image, `registry.example/admiralty-ts:${tag}`));
+
+    await run(apply[0]);
+    rendered = parseAllDocuments(await run('kubectl kustomize manifests/')).map((d) => d.toJS()).filter(Boolean);
+    writeFileSync(join(dir, 'rendered.yaml'), await run('kubectl kustomize manifests/'));
+    const live: Obj[] = JSON.parse(await kubectl('get', '-f', join(dir, 'rendered.yaml'), '-o', 'json')).items;
+    expect(live.map(id).sort()).to.deep.equal(rendered.map(id).sort());
+    for (const kind of ['Namespace', 'CustomResourceDefinition', 'Deployment', 'MutatingWebhookConfiguration', 'ClusterRole', 'ClusterRoleBinding', 'Service', 'PodDisruptionBudget']) {
+      expect(live.map((o) => o.kind), kind).to.include(kind);
+    }
+    const crds = live.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => `crd/${o.metadata.name}`);
+    await kubectl('wait', '--for=condition=Established', '--timeout=30s', ...crds);
+    const find = (kind: string, name: string) => live.find((o) => o.kind === kind && o.metadata.name === name);
+    expect(find('ConfigMap', 'admiralty-config').data.clusterName).to.equal('c1');
+    expect(find('Deployment', 'admiralty').spec.template.spec.containers[0].image).to.equal(`registry.example/admiralty-ts:${tag}`);
+    for (const name of ['admiralty', 'admiralty-proxy-scheduler']) {
+      await waitFor(`Deployment ${name} available`, 60_000, async () => {
+        const d = JSON.parse(await kubectl('get', 'deployment', name, '-n', 'admiralty', '-o', 'json'));
+        return d.status.availableReplicas === d.spec.replicas;
+      });
+    }
+  });
+
+  it('uninstalls by the steps: the provider scaled to zero, `admiralty cleanup` frees what our finalizers held, delete -k removes every object (CRDs and namespace too), then the leftover virtual nodes', async () => {
+    // What a provider leaves behind: a proxy pod being deleted, held by our finalizer; a followed
+    // ConfigMap with ours and another owner's; a Target; a virtual node.
+    await kubectl('create', 'namespace', 'app');
+    await sb.applyYaml(
+      'c1',
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: proxy, namespace: app, labels: {${HAS_FINALIZER_LABEL}: "true"}, finalizers: [${PROXY_FINALIZER}]}\nspec: {containers: [{name: c, image: busybox}]}\n---\n` +
+        `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: followed, namespace: app, labels: {${HAS_FINALIZER_LABEL}: "true"}, finalizers: [${FOLLOW_FINALIZER}, example.com/keep]}\n---\n` +
+        `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: t, namespace: app}\nspec: {self: true}\n---\n` +
+        `apiVersion: v1\nkind: Node\nmetadata: {name: admiralty-namespace-app-t, labels: {virtual-kubelet.io/provider: admiralty}}\n`,
+    );
+    await kubectl('delete', 'pod', 'proxy', '-n', 'app', '--wait=false');
+    const [scale, cleanup, deleteAll, deleteNodes] = uninstall;
+
+    await run(scale);
+    await waitFor('the provider\'s pods gone', 60_000, async () => (await kubectl('get', 'pods', '-n', 'admiralty', '-l', 'app.kubernetes.io/component=provider', '-o', 'name')) === '');
+    expect(JSON.parse(await kubectl('get', 'deployment', 'admiralty', '-n', 'admiralty', '-o', 'json')).spec.replicas).to.equal(0);
+
+    // With the user's credentials (the kubeconfig kubectl uses).
+    const cleaned = await run(cleanup);
+    expect(cleaned).to.contain('removed 2 finalizer(s) from 2 object(s)');
+    await waitFor('the proxy pod gone', 30_000, async () => (await kubectl('get', 'pod', 'proxy', '-n', 'app', '--ignore-not-found', '-o', 'name')) === '');
+    const followed = JSON.parse(await kubectl('get', 'configmap', 'followed', '-n', 'app', '-o', 'json')).metadata;
+    expect(followed.finalizers).to.deep.equal(['example.com/keep']);
+    expect(followed.labels ?? {}).to.not.have.key(HAS_FINALIZER_LABEL);
+
+    // Every object of the kustomization goes, the CRDs and the namespace included: with the
+    // CRDs, every Target and Source (unlike helm uninstall, which keeps the CRDs).
+    await run(deleteAll);
+    expect(await kubectl('get', '-f', join(dir, 'rendered.yaml'), '--ignore-not-found', '-o', 'name')).to.equal('');
+    expect(rendered.map((o) => o.kind)).to.include.members(['Namespace', 'CustomResourceDefinition']);
+    const resources = await kubectl('api-resources', '--api-group=multicluster.admiralty.io', '-o', 'name');
+    expect(resources.trim()).to.equal('');
+    // What is not ours stays: the user's namespace and ConfigMap.
+    expect((await kubectl('get', 'configmap', 'followed', '-n', 'app', '-o', 'name')).trim()).to.equal('configmap/followed');
+
+    await run(deleteNodes);
+    expect(await kubectl('get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'name')).to.equal('');
+    expect((await kubectl('get', 'nodes', '-o', 'name')).trim()).to.not.equal('');
+  });
+
+  it("leaves the suite's sandbox alone", () => {
+    expect(suiteSandbox.isUp()).to.equal(true);
+    expect(sb.dir).to.not.equal(suiteSandbox.dir);
+  });
+});
