@@ -3,7 +3,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { apply, authorizeSource, getJson, kubectl, readyOf, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, authorizeSource, docSection, getJson, inlineCommands, kubectl, readyOf, sandbox, uniqueName, waitFor } from './support.js';
 
 const targetReady = (t: any) => t?.status?.conditions?.find((c: any) => c.type === 'Ready');
 
@@ -37,6 +37,43 @@ describe('targets and virtual nodes', function () {
     expect(lease.spec.leaseDurationSeconds).to.equal(40);
     const targets = await getJson('c1', 'targets', '-n', 'default');
     for (const t of targets.items) expect(targetReady(t)).to.include({ status: 'True' });
+  });
+
+  it("shows, as the Quick start's step 4 says, whether each target works and why not (kubectl get targets) and the virtual nodes (kubectl get nodes -l …)", async () => {
+    const step4 = /\n4\. ([\s\S]*?)\n\n/.exec(docSection('README.md', '## Quick start on real clusters'))?.[1] ?? '';
+    const [getTargets, getNodes] = inlineCommands(step4, 'kubectl');
+    expect([getTargets, getNodes]).to.deep.equal(['kubectl get targets', 'kubectl get nodes -l virtual-kubelet.io/provider=admiralty']);
+    // kubectl's table: columns start where their header does; an empty cell is blank.
+    const table = async (cluster: string, command: string, ...args: string[]) => {
+      const [head, ...lines] = (await kubectl(cluster, ...command.split(' ').slice(1), ...args)).trimEnd().split('\n');
+      const columns = [...head.matchAll(/\S+/g)].map((m) => ({ name: m[0], start: m.index! }));
+      const cells = (line: string) => Object.fromEntries(columns.map((c, i) => [c.name, line.slice(c.start, columns[i + 1]?.start).trim()]));
+      return { header: columns.map((c) => c.name), rows: new Map(lines.map((l) => [cells(l).NAME, cells(l)])) };
+    };
+    // Namespace default (the current context's): the sandbox's two Ready targets.
+    const targets = await table('c1', getTargets);
+    expect(targets.header).to.deep.equal(['NAME', 'READY', 'REASON', 'NODE', 'SELF', 'WEIGHT', 'PRIORITY', 'AGE']);
+    expect(targets.rows.get('c1')).to.include({ READY: 'True', REASON: 'TargetReady', NODE: 'admiralty-namespace-default-c1', SELF: 'true', WEIGHT: '1', PRIORITY: '0' });
+    expect(targets.rows.get('c2')).to.include({ READY: 'True', REASON: 'TargetReady', NODE: 'admiralty-namespace-default-c2', SELF: '', WEIGHT: '1', PRIORITY: '0' });
+    // A target that does not work says why.
+    const ns = uniqueName('get-targets');
+    await kubectl('c1', 'create', 'namespace', ns);
+    try {
+      await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: broken, namespace: ${ns}}\nspec: {kubeconfigSecret: {name: missing}, placement: {weight: 3, priority: 2}}\n`);
+      await waitFor('Target broken says SecretNotFound', 60_000, async () => targetReady(await getJson('c1', 'target', 'broken', '-n', ns))?.reason === 'SecretNotFound');
+      const broken = await table('c1', getTargets, '-n', ns);
+      // The name its node will have once it works (the status says it from the start).
+      const node = (await getJson('c1', 'target', 'broken', '-n', ns)).status.virtualNodeName;
+      expect(node).to.match(new RegExp(`^admiralty-namespace-${ns}-broken-`));
+      expect(broken.rows.get('broken')).to.include({ READY: 'False', REASON: 'SecretNotFound', NODE: node, SELF: '', WEIGHT: '3', PRIORITY: '2' });
+    } finally {
+      await kubectl('c1', 'delete', 'namespace', ns, '--wait=false');
+    }
+    const nodes = await table('c1', getNodes);
+    expect(nodes.header).to.deep.equal(['NAME', 'STATUS', 'ROLES', 'AGE', 'VERSION']);
+    for (const name of ['admiralty-namespace-default-c1', 'admiralty-namespace-default-c2']) expect(nodes.rows.get(name), name).to.include({ STATUS: 'Ready', ROLES: 'cluster' });
+    // Only virtual nodes: kwok's fake nodes are not listed.
+    for (const name of nodes.rows.keys()) expect(name).to.match(/^admiralty-/);
   });
 
   it('makes a ClusterTarget a node named admiralty-cluster-<name>, and removes it with the ClusterTarget', async () => {
