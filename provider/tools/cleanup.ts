@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, NetworkingV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { classifyApiError, statusMessage, ValidationError } from '../core/errors.js';
 import { API_GROUP, API_VERSION, FIELD_MANAGER, HAS_FINALIZER_LABEL, KEY_PREFIX } from '../core/keys.js';
 import { type CliIo, writeLine } from './cli-io.js';
@@ -7,10 +7,10 @@ import { loadKubeconfig } from './load-kubeconfig.js';
 
 const USAGE = `usage: admiralty cleanup [--kubeconfig FILE] [--context NAME] [-n NAMESPACE] [--dry-run]
 
-Removes every finalizer that starts with "${KEY_PREFIX}" from pods, services, configmaps and
-secrets (objects labelled ${HAS_FINALIZER_LABEL} first, then all others, dropping that label
-with the finalizer), and from Targets and ClusterTargets, so that nothing stays stuck once the
-provider is uninstalled. Run it after the
+Removes every finalizer that starts with "${KEY_PREFIX}" from pods, services, configmaps,
+secrets and ingresses (objects labelled ${HAS_FINALIZER_LABEL} first, then all others, dropping
+that label with the finalizer), and from Targets and ClusterTargets, so that nothing stays stuck
+once the provider (or Admiralty, which also finalized ingresses) is uninstalled. Run it after the
 provider is stopped: a running provider would add its finalizers again. Proxy pods freed this
 way no longer delete their delegates in the targets; delete those by label
 (${KEY_PREFIX}parent-cluster-name=<this cluster>) if they should go too.
@@ -235,6 +235,28 @@ export function coreResources(kc: KubeConfig, namespace?: string): FinalizerReso
   ];
 }
 
+/**
+ * Ingresses (networking.k8s.io/v1). Ours never finalizes them, but Admiralty's follow controller
+ * did (global ingresses), and the migration guide runs this command in its place.
+ */
+export function ingressResources(kc: KubeConfig, namespace?: string): FinalizerResource[] {
+  const networking = kc.makeApiClient(NetworkingV1Api);
+  return [
+    {
+      kind: 'ingress',
+      list: (labelSelector) =>
+        listAll((cont) => {
+          const p = { labelSelector, _continue: cont, limit: 500 };
+          return namespace ? networking.listNamespacedIngress({ ...p, namespace }) : networking.listIngressForAllNamespaces(p);
+        }),
+      get: async (ns, name) => (await networking.readNamespacedIngress({ name, namespace: ns! })).metadata ?? {},
+      patch: async (ns, name, body, dryRun) => {
+        await networking.patchNamespacedIngress({ name, namespace: ns!, body, dryRun: dryRun ? 'All' : undefined, fieldManager: FIELD_MANAGER }, jsonPatch());
+      },
+    },
+  ];
+}
+
 /** Targets (and, cluster-wide, ClusterTargets) over the custom objects API. */
 export function targetResources(kc: KubeConfig, namespace?: string): FinalizerResource[] {
   const custom = kc.makeApiClient(CustomObjectsApi);
@@ -300,7 +322,7 @@ export async function cleanupCli(args: string[], io: CliIo): Promise<number> {
   }
   const scope = values.namespace ? `namespace ${values.namespace}` : 'all namespaces';
   writeLine(io.stdout, `cleanup${dryRun ? ' (dry run)' : ''}: context ${context}, ${scope}`);
-  const core = coreResources(kc, values.namespace);
+  const core = [...coreResources(kc, values.namespace), ...ingressResources(kc, values.namespace)];
   const report = await removeOurFinalizers(
     { labelledFirst: core, fullScan: [...core, ...targetResources(kc, values.namespace)] },
     { dryRun, say: (line) => writeLine(io.stdout, `  ${line}`) },
