@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { FOLLOW_FINALIZER, HAS_FINALIZER_LABEL, PROXY_FINALIZER } from '../../provider/core/keys.js';
 import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
-import { docSection, inlineCommands, sandbox as suiteSandbox, userShell, waitFor, type ShellResult } from './support.js';
+import { docSection, inlineCommands, sandbox as suiteSandbox, stdoutOf, userShell, waitFor, type ShellResult } from './support.js';
 
 type Obj = any;
 
@@ -31,11 +31,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
   let sh: (command: string) => Promise<ShellResult>;
   let rendered: Obj[];
   const stop = new AbortController();
-  const run = async (command: string) => {
-    const out = await sh(command);
-    expect(out.code, `${command}: ${out.stderr}`).to.equal(0);
-    return out.stdout;
-  };
+  const run = async (command: string) => stdoutOf(await sh(command), command);
   const kubectl = (...args: string[]) => sb.kubectl('c1', ...args);
 
   before(async function () {

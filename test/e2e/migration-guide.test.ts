@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { HAS_FINALIZER_LABEL } from '../../provider/core/keys.js';
 import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
-import { CHART, docSection, inlineCommands, sandbox as suiteSandbox, userShell, waitFor, type ShellResult } from './support.js';
+import { CHART, docSection, inlineCommands, sandbox as suiteSandbox, stdoutOf, userShell, waitFor, type ShellResult } from './support.js';
 
 type Obj = any;
 
@@ -128,11 +128,7 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
   let dir: string;
   let sh: (command: string) => Promise<ShellResult>;
   const stop = new AbortController();
-  const run = async (command: string) => {
-    const out = await sh(command);
-    expect(out.code, `${command}: ${out.stderr}`).to.equal(0);
-    return out.stdout;
-  };
+  const run = async (command: string) => stdoutOf(await sh(command), command);
   const kubectl = (...args: string[]) => sb.kubectl('c1', ...args);
   const get = async (...args: string[]): Promise<Obj> => JSON.parse(await kubectl('get', ...args, '-o', 'json'));
   /** The objects written for Admiralty that must come through unchanged: kind, namespace, name, spec. */

@@ -301,6 +301,12 @@ export interface ShellResult {
   stderr: string;
 }
 
+/** The output of a command run by {@link userShell} that must succeed; throws with its stderr otherwise. */
+export function stdoutOf(result: ShellResult, command: string): string {
+  if (result.code !== 0) throw new Error(`${command}: exit ${result.code}: ${result.stderr}`);
+  return result.stdout;
+}
+
 /**
  * A shell (bash, stopping at the first failure, pipes included) for commands copied from the
  * docs, run as a user would type them in `cwd` against a
