@@ -69,18 +69,12 @@ export function providerPid(sandbox: Sandbox, cluster = 'c1'): number {
  */
 export function sandboxCpuSeconds(sandbox: Sandbox): Map<string, number> {
   const out = new Map<string, number>();
-  const dir = join(sandbox.dir, 'pids');
-  for (const file of readdirSync(dir)) {
-    if (!file.endsWith('.pid')) continue;
+  for (const [name, pids] of sandboxPids(sandbox)) {
     try {
-      const recorded = Number(readFileSync(join(dir, file), 'utf8'));
-      let pid = recorded;
-      if (commandLine(recorded).includes('sandbox-restart-loop')) {
-        pid = Number(readFileSync(`/proc/${recorded}/task/${recorded}/children`, 'utf8').trim().split(/\s+/)[0]);
-      }
-      out.set(file.slice(0, -'.pid'.length), cpuSeconds(pid));
+      // Under the restart loop, the loop's child: the loop itself only waits.
+      out.set(name, cpuSeconds(pids[1] ?? pids[0]));
     } catch {
-      /* gone, or between two runs of its loop */
+      /* gone meanwhile */
     }
   }
   return out;
@@ -96,13 +90,17 @@ function sandboxPids(sandbox: Sandbox): Map<string, number[]> {
   const dir = join(sandbox.dir, 'pids');
   for (const file of readdirSync(dir)) {
     if (!file.endsWith('.pid')) continue;
-    const recorded = Number(readFileSync(join(dir, file), 'utf8'));
-    if (!commandLine(recorded)) continue; // gone
-    const pids = [recorded];
-    if (commandLine(recorded).includes('sandbox-restart-loop')) {
-      pids.push(...readFileSync(`/proc/${recorded}/task/${recorded}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+    try {
+      const recorded = Number(readFileSync(join(dir, file), 'utf8'));
+      if (!commandLine(recorded)) continue; // gone
+      const pids = [recorded];
+      if (commandLine(recorded).includes('sandbox-restart-loop')) {
+        pids.push(...readFileSync(`/proc/${recorded}/task/${recorded}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+      }
+      out.set(file.slice(0, -'.pid'.length), pids);
+    } catch {
+      /* gone, or between two runs of its loop */
     }
-    out.set(file.slice(0, -'.pid'.length), pids);
   }
   return out;
 }

@@ -319,28 +319,20 @@ export function isWrite(kind: string): boolean {
  * next to a direct one.
  */
 export function renderRequests(results: readonly SizeResult[], top = 6): string {
-  return results
-    .flatMap((r) =>
-      (['direct', 'offloaded'] as const).flatMap((kind) =>
-        (['start', 'deletion'] as const).flatMap((phase) => {
-          const byCluster = r[kind][phase === 'start' ? 'startRequests' : 'deletionRequests'];
-          if (!byCluster) return [];
-          return Object.entries(byCluster)
-            .sort((a, b) => a[0].localeCompare(b[0]))
-            .map(([cluster, counts]) => {
-              const entries = Object.entries(counts).sort((a, b) => b[1] - a[1]);
-              const all = entries.reduce((s, [, n]) => s + n, 0);
-              const writes = entries.filter(([k]) => isWrite(k)).reduce((s, [, n]) => s + n, 0);
-              const busiest = entries
-                .slice(0, top)
-                .map(([k, n]) => `${k} ${fmt(n / r.size, 2)}`)
-                .join(', ');
-              return `${r.size} ${kind}, ${phase}, ${cluster}: ${fmt(all / r.size, 2)} requests a pod, ${fmt(writes / r.size, 2)} writes (${busiest || '-'})`;
-            });
-        }),
-      ),
-    )
-    .join('\n');
+  return perRunPhase(results, (r, kind, phase) =>
+    Object.entries(r[kind][phase === 'start' ? 'startRequests' : 'deletionRequests'] ?? {})
+      .sort((a, b) => a[0].localeCompare(b[0]))
+      .map(([cluster, counts]) => {
+        const entries = Object.entries(counts).sort((a, b) => b[1] - a[1]);
+        const all = entries.reduce((s, [, n]) => s + n, 0);
+        const writes = entries.filter(([k]) => isWrite(k)).reduce((s, [, n]) => s + n, 0);
+        const busiest = entries
+          .slice(0, top)
+          .map(([k, n]) => `${k} ${fmt(n / r.size, 2)}`)
+          .join(', ');
+        return `${r.size} ${kind}, ${phase}, ${cluster}: ${fmt(all / r.size, 2)} requests a pod, ${fmt(writes / r.size, 2)} writes (${busiest || '-'})`;
+      }),
+  );
 }
 
 /** Both runs of one size. */
@@ -393,6 +385,14 @@ export function renderTable(results: readonly SizeResult[]): string {
   return columns([header, ...rows]);
 }
 
+/**
+ * The lines of every size, run (direct, then offloaded) and phase (start, then deletion), in that
+ * order: what each renderer below says of one run's phase, joined.
+ */
+function perRunPhase(results: readonly SizeResult[], line: (r: SizeResult, kind: 'direct' | 'offloaded', phase: 'start' | 'deletion') => string[]): string {
+  return results.flatMap((r) => (['direct', 'offloaded'] as const).flatMap((kind) => (['start', 'deletion'] as const).flatMap((phase) => line(r, kind, phase)))).join('\n');
+}
+
 /** One line per run and phase on the provider's queues: its deepest queues and its reconciles by controller (non-zero ones). */
 export function renderQueues(results: readonly SizeResult[]): string {
   const list = (r: Record<string, number> | undefined) =>
@@ -401,16 +401,10 @@ export function renderQueues(results: readonly SizeResult[]): string {
       .sort((a, b) => b[1] - a[1])
       .map(([c, n]) => `${c} ${n}`)
       .join(', ') || '-';
-  return results
-    .flatMap((r) =>
-      (['direct', 'offloaded'] as const).flatMap((kind) =>
-        (['start', 'deletion'] as const).map((phase) => {
-          const q = r[kind][phase === 'start' ? 'startQueues' : 'deletionQueues'];
-          return `${r.size} ${kind}, ${phase}: peak queue depth ${list(q?.peakQueueDepth)}; reconciles ${list(q?.reconciles)}`;
-        }),
-      ),
-    )
-    .join('\n');
+  return perRunPhase(results, (r, kind, phase) => {
+    const q = r[kind][phase === 'start' ? 'startQueues' : 'deletionQueues'];
+    return [`${r.size} ${kind}, ${phase}: peak queue depth ${list(q?.peakQueueDepth)}; reconciles ${list(q?.reconciles)}`];
+  });
 }
 
 /**
@@ -418,23 +412,17 @@ export function renderQueues(results: readonly SizeResult[]): string {
  * seconds in all and its six busiest processes, and the benchmark client's own.
  */
 export function renderMachine(results: readonly SizeResult[]): string {
-  return results
-    .flatMap((r) =>
-      (['direct', 'offloaded'] as const).flatMap((kind) =>
-        (['start', 'deletion'] as const).flatMap((phase) => {
-          const m = r[kind][phase === 'start' ? 'startMachine' : 'deletionMachine'];
-          if (!m) return [];
-          const byProcess = Object.entries(m.cpuSecondsByProcess).sort((a, b) => b[1] - a[1]);
-          const total = byProcess.reduce((sum, [, s]) => sum + s, 0);
-          const top = byProcess
-            .slice(0, 6)
-            .map(([name, s]) => `${name} ${fmt(s, 1)}`)
-            .join(', ');
-          return [`${r.size} ${kind}, ${phase}: cores ${fmt(m.busy * 100, 0)} % busy (of ${m.cores}); sandbox CPU ${fmt(total, 1)} s (${top || '-'}); benchmark client ${fmt(m.benchCpuSeconds, 1)} s`];
-        }),
-      ),
-    )
-    .join('\n');
+  return perRunPhase(results, (r, kind, phase) => {
+    const m = r[kind][phase === 'start' ? 'startMachine' : 'deletionMachine'];
+    if (!m) return [];
+    const byProcess = Object.entries(m.cpuSecondsByProcess).sort((a, b) => b[1] - a[1]);
+    const total = byProcess.reduce((sum, [, s]) => sum + s, 0);
+    const top = byProcess
+      .slice(0, 6)
+      .map(([name, s]) => `${name} ${fmt(s, 1)}`)
+      .join(', ');
+    return [`${r.size} ${kind}, ${phase}: cores ${fmt(m.busy * 100, 0)} % busy (of ${m.cores}); sandbox CPU ${fmt(total, 1)} s (${top || '-'}); benchmark client ${fmt(m.benchCpuSeconds, 1)} s`];
+  });
 }
 
 /**
