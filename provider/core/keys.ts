@@ -76,7 +76,7 @@ export const ORIGINAL_SELECTOR_ANNOTATION = `${KEY_PREFIX}original-selector`;
  */
 export const CA_ROTATED_AT_ANNOTATION = `${KEY_PREFIX}ca-rotated-at`;
 
-/** Label on objects that carry one of our finalizers (writers: webhook, follow; reader: cleanup command). */
+/** Label on objects that carry one of our finalizers (writers: webhook, follow, targets; reader: cleanup command). */
 export const HAS_FINALIZER_LABEL = `${KEY_PREFIX}has-finalizer`;
 /**
  * Finalizer on proxy pods (webhook adds; delegation reconciler removes once the delegate is
@@ -84,6 +84,12 @@ export const HAS_FINALIZER_LABEL = `${KEY_PREFIX}has-finalizer`;
  */
 export const PROXY_FINALIZER = `${KEY_PREFIX}delegate`;
 export const FOLLOW_FINALIZER = `${KEY_PREFIX}follow`;
+/**
+ * Finalizer on the binding of the source role made for a self target (targets reconciler adds
+ * and removes): the binding stays in force, though deleted, until the provider has stopped
+ * acting with it (namespace deletion removes bindings and Targets in any order).
+ */
+export const SELF_BINDING_FINALIZER = `${KEY_PREFIX}self-target`;
 
 /** Virtual node labels (targets reconciler writes; kube-scheduler and webhook nodeSelector read). */
 export const VIRTUAL_KUBELET_PROVIDER_LABEL = 'virtual-kubelet.io/provider';

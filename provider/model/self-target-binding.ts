@@ -1,6 +1,6 @@
 import type { RbacV1Subject, V1ClusterRoleBinding, V1RoleBinding } from '@kubernetes/client-node';
 import { ValidationError } from '../core/errors.js';
-import { API_GROUP, API_VERSION, CLUSTER_TARGET_NAME_LABEL, SOURCE_CLUSTER_ROLE, TARGET_NAMESPACE_LABEL, TARGET_NAME_LABEL } from '../core/keys.js';
+import { API_GROUP, API_VERSION, CLUSTER_TARGET_NAME_LABEL, HAS_FINALIZER_LABEL, SELF_BINDING_FINALIZER, SOURCE_CLUSTER_ROLE, TARGET_NAMESPACE_LABEL, TARGET_NAME_LABEL } from '../core/keys.js';
 import { admiraltyName, labelValueFor } from './names.js';
 import type { TargetRef } from './types.js';
 
@@ -42,7 +42,10 @@ export function selfTargetBindingName(ref: TargetRef): string {
  *
  * The binding is owned by the (Cluster)Target (controller reference, without
  * blockOwnerDeletion, which would need update on the Target's finalizers), so the garbage
- * collector removes it with the Target even when the provider is down. Pure.
+ * collector deletes it with the Target even when the provider is down. It carries
+ * {@link SELF_BINDING_FINALIZER}: a binding being deleted still grants its role, so the rights
+ * last until the provider has stopped the target's watches and releases it (deleting a
+ * namespace may remove the binding before the Target). Pure.
  *
  * @throws ValidationError when the Target has no uid.
  */
@@ -50,7 +53,8 @@ export function buildSelfTargetBinding(ref: TargetRef, targetUid: string | undef
   if (!targetUid) throw new ValidationError(`${ref.kind} ${ref.name} has no uid`);
   const metadata = {
     name: selfTargetBindingName(ref),
-    labels: selfTargetOwnerLabels(ref),
+    labels: { ...selfTargetOwnerLabels(ref), [HAS_FINALIZER_LABEL]: 'true' },
+    finalizers: [SELF_BINDING_FINALIZER],
     ownerReferences: [{ apiVersion: `${API_GROUP}/${API_VERSION}`, kind: ref.kind, name: ref.name, uid: targetUid, controller: true }],
   };
   const roleRef = { apiGroup: RBAC_GROUP, kind: 'ClusterRole', name: SOURCE_CLUSTER_ROLE };
@@ -59,4 +63,45 @@ export function buildSelfTargetBinding(ref: TargetRef, targetUid: string | undef
     return { kind: 'RoleBinding', object: { apiVersion: `${RBAC_GROUP}/v1`, kind: 'RoleBinding', metadata: { ...metadata, namespace: ref.namespace }, roleRef, subjects } };
   }
   return { kind: 'ClusterRoleBinding', object: { apiVersion: `${RBAC_GROUP}/v1`, kind: 'ClusterRoleBinding', metadata, roleRef, subjects } };
+}
+
+type BindingMeta = { uid?: string; finalizers?: string[]; labels?: { [key: string]: string } };
+
+/** A label key as a JSON pointer token (RFC 6901). */
+const pointerToken = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
+
+/**
+ * JSON patch that gives a binding of ours made before the finalizer existed its finalizer and
+ * label, only on that object (uid) and only if its finalizers are still those seen; undefined
+ * when it has them, or is being deleted (a finalizer cannot be added then). Pure.
+ */
+export function holdSelfBindingPatch(meta: BindingMeta & { deletionTimestamp?: unknown }): object[] | undefined {
+  const finalizers = meta.finalizers ?? [];
+  if (finalizers.includes(SELF_BINDING_FINALIZER) || meta.deletionTimestamp) return undefined;
+  return [
+    { op: 'test', path: '/metadata/uid', value: meta.uid },
+    ...(meta.finalizers
+      ? [
+          { op: 'test', path: '/metadata/finalizers', value: finalizers },
+          { op: 'replace', path: '/metadata/finalizers', value: [...finalizers, SELF_BINDING_FINALIZER] },
+        ]
+      : [{ op: 'add', path: '/metadata/finalizers', value: [SELF_BINDING_FINALIZER] }]),
+    meta.labels ? { op: 'add', path: `/metadata/labels/${pointerToken(HAS_FINALIZER_LABEL)}`, value: 'true' } : { op: 'add', path: '/metadata/labels', value: { [HAS_FINALIZER_LABEL]: 'true' } },
+  ];
+}
+
+/**
+ * JSON patch that takes our finalizer (and its label) off a binding, only on that object and
+ * only if its finalizers are still those seen; undefined when it has none of ours. Pure.
+ */
+export function releaseSelfBindingPatch(meta: BindingMeta): object[] | undefined {
+  const finalizers = meta.finalizers ?? [];
+  if (!finalizers.includes(SELF_BINDING_FINALIZER)) return undefined;
+  const kept = finalizers.filter((f) => f !== SELF_BINDING_FINALIZER);
+  return [
+    { op: 'test', path: '/metadata/uid', value: meta.uid },
+    { op: 'test', path: '/metadata/finalizers', value: finalizers },
+    kept.length ? { op: 'replace', path: '/metadata/finalizers', value: kept } : { op: 'remove', path: '/metadata/finalizers' },
+    ...(meta.labels?.[HAS_FINALIZER_LABEL] !== undefined ? [{ op: 'remove', path: `/metadata/labels/${pointerToken(HAS_FINALIZER_LABEL)}` }] : []),
+  ];
 }

@@ -1,13 +1,20 @@
-import type { AuthenticationV1Api, AuthorizationV1Api, RbacAuthorizationV1Api, RbacV1Subject, V1ClusterRoleBinding, V1RoleBinding } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type AuthenticationV1Api, type AuthorizationV1Api, type RbacAuthorizationV1Api, type RbacV1Subject, type V1ClusterRoleBinding, type V1RoleBinding } from '@kubernetes/client-node';
 import { classifyApiError, isAlreadyExists, isNotFound } from '../core/errors.js';
 import { equalNormalized } from '../model/normalize.js';
-import { buildSelfTargetBinding, selfTargetBindingName, selfTargetOwnerLabels, subjectOfUser } from '../model/self-target-binding.js';
+import { buildSelfTargetBinding, holdSelfBindingPatch, releaseSelfBindingPatch, selfTargetBindingName, selfTargetOwnerLabels, subjectOfUser } from '../model/self-target-binding.js';
 import type { TargetRef } from '../model/types.js';
 
 export interface SelfTargetBindingsOptions {
   rbac: Pick<
     RbacAuthorizationV1Api,
-    'readNamespacedRoleBinding' | 'createNamespacedRoleBinding' | 'deleteNamespacedRoleBinding' | 'readClusterRoleBinding' | 'createClusterRoleBinding' | 'deleteClusterRoleBinding'
+    | 'readNamespacedRoleBinding'
+    | 'createNamespacedRoleBinding'
+    | 'patchNamespacedRoleBinding'
+    | 'deleteNamespacedRoleBinding'
+    | 'readClusterRoleBinding'
+    | 'createClusterRoleBinding'
+    | 'patchClusterRoleBinding'
+    | 'deleteClusterRoleBinding'
   >;
   /** Asks who the provider is (SelfSubjectReview): no flag to keep in step with the ServiceAccount. */
   authentication: Pick<AuthenticationV1Api, 'createSelfSubjectReview'>;
@@ -19,6 +26,10 @@ export interface SelfTargetBindingsOptions {
  * Grants the provider the source role in its own cluster only while, and only where, a self
  * target needs it: called by the targets reconciler. A binding that exists under our name but
  * lacks our labels is someone else's and is never replaced or deleted.
+ *
+ * Our bindings carry a finalizer that only {@link remove} releases, so a binding deleted by
+ * someone else (the namespace controller removes a namespace's bindings and Targets in any
+ * order) keeps granting the role until the provider no longer acts with it.
  */
 export class SelfTargetBindings {
   private subject?: RbacV1Subject;
@@ -36,7 +47,12 @@ export class SelfTargetBindings {
     const existing = await this.read(ref);
     if (existing) {
       if (!isOurs(existing, ref)) throw new Error(`${desired.kind} ${name} exists and is not ours; refusing to replace it`);
-      if (equalNormalized(existing.subjects, desired.object.subjects) && equalNormalized(existing.roleRef, desired.object.roleRef)) return false;
+      if (equalNormalized(existing.subjects, desired.object.subjects) && equalNormalized(existing.roleRef, desired.object.roleRef)) {
+        // One made before the finalizer existed gets it; the rights it grants do not change.
+        const hold = holdSelfBindingPatch(existing.metadata ?? {});
+        if (hold) await this.patch(ref, name, hold);
+        return false;
+      }
       await this.deleteExactly(ref, existing);
     }
     try {
@@ -49,8 +65,8 @@ export class SelfTargetBindings {
   }
 
   /**
-   * Deletes our binding of a target that is gone or no longer self (UID precondition).
-   * Idempotent. Where the provider may not even read bindings (its self role is not installed:
+   * Deletes our binding of a target that is gone or no longer self (UID precondition) and
+   * releases its finalizer; the caller has stopped every watch that used it. Idempotent. Where the provider may not even read bindings (its self role is not installed:
    * a source without self targets), it cannot have made one: nothing to do.
    */
   async remove(ref: TargetRef): Promise<void> {
@@ -83,14 +99,31 @@ export class SelfTargetBindings {
     }
   }
 
+  /** Deletes `existing` (unless it is being deleted already), then takes our finalizer off it. */
   private async deleteExactly(ref: TargetRef, existing: V1RoleBinding | V1ClusterRoleBinding): Promise<void> {
     const name = existing.metadata!.name!;
-    const body = { preconditions: { uid: existing.metadata!.uid } };
+    if (!existing.metadata?.deletionTimestamp) {
+      const body = { preconditions: { uid: existing.metadata!.uid } };
+      try {
+        if (ref.kind === 'Target') await this.o.rbac.deleteNamespacedRoleBinding({ name, namespace: ref.namespace, body });
+        else await this.o.rbac.deleteClusterRoleBinding({ name, body });
+      } catch (err) {
+        if (isNotFound(err)) return;
+        throw new Error(`deleting the binding ${name} of the self ${ref.kind}`, { cause: err });
+      }
+    }
+    const release = releaseSelfBindingPatch(existing.metadata ?? {});
+    if (release) await this.patch(ref, name, release);
+  }
+
+  /** Applies a JSON patch to our binding; gone already is fine. */
+  private async patch(ref: TargetRef, name: string, body: object[]): Promise<void> {
+    const opts = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
     try {
-      if (ref.kind === 'Target') await this.o.rbac.deleteNamespacedRoleBinding({ name, namespace: ref.namespace, body });
-      else await this.o.rbac.deleteClusterRoleBinding({ name, body });
+      if (ref.kind === 'Target') await this.o.rbac.patchNamespacedRoleBinding({ name, namespace: ref.namespace, body }, opts);
+      else await this.o.rbac.patchClusterRoleBinding({ name, body }, opts);
     } catch (err) {
-      if (!isNotFound(err)) throw new Error(`deleting the binding ${name} of the self ${ref.kind}`, { cause: err });
+      if (!isNotFound(err)) throw new Error(`patching the finalizer of the binding ${name} of the self ${ref.kind}`, { cause: err });
     }
   }
 }

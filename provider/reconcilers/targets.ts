@@ -37,7 +37,7 @@ export interface TargetsReconcilerOptions {
   targets: ObjectCache<Target>;
   clusterTargets: ObjectCache<Target>;
   /** Filled by the {@link TargetRegistryReconciler}: health and summary of each target, as last probed. */
-  registry: Pick<ClusterRegistry, 'health' | 'summary'>;
+  registry: Pick<ClusterRegistry, 'health' | 'summary' | 'get'>;
   /** This source's proxies bound to a virtual node (none when delegation does not run here). */
   proxiesOn?: (nodeName: string) => readonly V1Pod[];
   /** A proxy's delegate in the target's cache (`targetKey`), to tell whether the target's summary counts it. */
@@ -61,6 +61,9 @@ export interface TargetsReconcilerOptions {
 /** How soon a self target is probed again after its binding was written (the authorizer's cache lags a little). */
 export const AFTER_BINDING_MS = 1_000;
 
+/** How soon the binding of a self target that went is looked at again while its clients are still registered. */
+export const SELF_CLIENTS_GONE_MS = 500;
+
 /**
  * The write side of targets, run by the leader: turns each Target and ClusterTarget into a
  * virtual node and keeps it honest, from what the {@link TargetRegistryReconciler} (the read
@@ -75,7 +78,8 @@ export const AFTER_BINDING_MS = 1_000;
  *
  * A self target first gets its binding of the source role (see {@link SelfTargetBindings}); the
  * read side registers its clients only once the apiserver says the binding is in force. The
- * binding goes with the target.
+ * binding goes with the target, once the read side has dropped the target's clients (their
+ * watches stop with them): until then the binding's finalizer keeps it in force.
  */
 export class TargetsReconciler {
   private readonly lastStatusWriteMs = new Map<string, number>();
@@ -119,6 +123,7 @@ export class TargetsReconciler {
     const nodeName = virtualNodeName(ref);
     if (!obj) {
       await this.removeTarget(key, nodeName);
+      if (this.actsAsSelf(key)) return { requeueAfterMs: SELF_CLIENTS_GONE_MS };
       await this.o.selfBindings.remove(ref);
       this.unbound.delete(key);
       this.told.delete(key);
@@ -134,7 +139,8 @@ export class TargetsReconciler {
         bindingError = err;
       }
     } else if (!this.unbound.has(key)) {
-      // No longer (or never) self: take back what a self spec was granted.
+      // No longer (or never) self: take back what a self spec was granted, once nothing uses it.
+      if (this.actsAsSelf(key)) return { requeueAfterMs: SELF_CLIENTS_GONE_MS };
       await this.o.selfBindings.remove(ref);
       this.unbound.add(key);
     }
@@ -149,6 +155,14 @@ export class TargetsReconciler {
     const node = await this.ensureNode(key, ref, nodeName, obj, health);
     if (node) await this.renewLease(node);
     await this.writeTargetStatus(ref, obj, nodeName, health);
+  }
+
+  /**
+   * Whether this replica still holds the self clients of a target (the read side drops them on
+   * its own round): their watches act with the binding, which must not go before them.
+   */
+  private actsAsSelf(key: string): boolean {
+    return this.o.registry.get(key)?.self === true;
   }
 
   /** Says with an event when a target's health changed since we last said (or first saw it). */

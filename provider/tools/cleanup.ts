@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { CoreV1Api, CustomObjectsApi, NetworkingV1Api, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, NetworkingV1Api, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { classifyApiError, statusMessage, ValidationError } from '../core/errors.js';
 import { API_GROUP, API_VERSION, FIELD_MANAGER, HAS_FINALIZER_LABEL, KEY_PREFIX } from '../core/keys.js';
 import { type CliIo, writeLine } from './cli-io.js';
@@ -9,7 +9,8 @@ const USAGE = `usage: admiralty cleanup [--kubeconfig FILE] [--context NAME] [-n
 
 Removes every finalizer that starts with "${KEY_PREFIX}" from pods, services, configmaps,
 secrets and ingresses (objects labelled ${HAS_FINALIZER_LABEL} first, then all others, dropping
-that label with the finalizer), and from Targets and ClusterTargets, so that nothing stays stuck
+that label with the finalizer), from the role bindings of self targets (labelled so), and from
+Targets and ClusterTargets, so that nothing stays stuck
 once the provider (or Admiralty, which also finalized ingresses) is uninstalled. Run it after the
 provider is stopped: a running provider would add its finalizers again. Proxy pods freed this
 way no longer delete their delegates in the targets; delete those by label
@@ -257,6 +258,33 @@ export function ingressResources(kc: KubeConfig, namespace?: string): FinalizerR
   ];
 }
 
+/**
+ * RoleBindings (and, cluster-wide, ClusterRoleBindings): the provider's bindings for self
+ * targets hold its finalizer until it releases them, and carry the has-finalizer label.
+ */
+export function bindingResources(kc: KubeConfig, namespace?: string): FinalizerResource[] {
+  const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+  const limit = 500;
+  const roleBindings: FinalizerResource = {
+    kind: 'rolebinding',
+    list: (labelSelector) =>
+      listAll((cont) => (namespace ? rbac.listNamespacedRoleBinding({ namespace, labelSelector, _continue: cont, limit }) : rbac.listRoleBindingForAllNamespaces({ labelSelector, _continue: cont, limit }))),
+    get: async (ns, name) => (await rbac.readNamespacedRoleBinding({ name, namespace: ns! })).metadata ?? {},
+    patch: async (ns, name, body, dryRun) => {
+      await rbac.patchNamespacedRoleBinding({ name, namespace: ns!, body, dryRun: dryRun ? 'All' : undefined, fieldManager: FIELD_MANAGER }, jsonPatch());
+    },
+  };
+  const clusterRoleBindings: FinalizerResource = {
+    kind: 'clusterrolebinding',
+    list: (labelSelector) => listAll((cont) => rbac.listClusterRoleBinding({ labelSelector, _continue: cont, limit })),
+    get: async (_ns, name) => (await rbac.readClusterRoleBinding({ name })).metadata ?? {},
+    patch: async (_ns, name, body, dryRun) => {
+      await rbac.patchClusterRoleBinding({ name, body, dryRun: dryRun ? 'All' : undefined, fieldManager: FIELD_MANAGER }, jsonPatch());
+    },
+  };
+  return namespace ? [roleBindings] : [roleBindings, clusterRoleBindings];
+}
+
 /** Targets (and, cluster-wide, ClusterTargets) over the custom objects API. */
 export function targetResources(kc: KubeConfig, namespace?: string): FinalizerResource[] {
   const custom = kc.makeApiClient(CustomObjectsApi);
@@ -324,7 +352,8 @@ export async function cleanupCli(args: string[], io: CliIo): Promise<number> {
   writeLine(io.stdout, `cleanup${dryRun ? ' (dry run)' : ''}: context ${context}, ${scope}`);
   const core = [...coreResources(kc, values.namespace), ...ingressResources(kc, values.namespace)];
   const report = await removeOurFinalizers(
-    { labelledFirst: core, fullScan: [...core, ...targetResources(kc, values.namespace)] },
+    // Bindings in the labelled pass only: every one that ever held our finalizer is labelled.
+    { labelledFirst: [...core, ...bindingResources(kc, values.namespace)], fullScan: [...core, ...targetResources(kc, values.namespace)] },
     { dryRun, say: (line) => writeLine(io.stdout, `  ${line}`) },
   );
   const coreSkipped = report.skippedKinds.filter((k) => k !== 'target' && k !== 'clustertarget');

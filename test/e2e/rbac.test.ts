@@ -155,6 +155,27 @@ describe('least privilege of the provider (exactly the shipped RBAC)', function 
     }
   });
 
+  it("keeps a self Target's rights while it uses them, though its binding is deleted first, as deleting a namespace may do", async () => {
+    const ns = uniqueName('rbac-del');
+    await kubectl('c1', 'create', 'namespace', ns);
+    const binding = 'admiralty-self-target-home';
+    try {
+      await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: home, namespace: ${ns}}\nspec: {self: true}\n`);
+      await waitFor('the self Target Ready', 60_000, async () => readyOf(await getJson('c1', 'target', 'home', '-n', ns)) === 'True');
+      expect((await getJson('c1', 'rolebinding', binding, '-n', ns)).metadata.finalizers).to.deep.equal(['multicluster.admiralty.io/self-target']);
+      // The namespace controller deletes bindings and Targets in no set order: the binding first.
+      await kubectl('c1', 'delete', 'rolebinding', binding, '-n', ns, '--wait=false');
+      const held = await getJson('c1', 'rolebinding', binding, '-n', ns);
+      expect(held.metadata.deletionTimestamp, 'deleted, and held by our finalizer').to.be.a('string');
+      expect(await providerMay('c1', { verb: 'list', resource: 'configmaps', namespace: ns }), 'a binding being deleted still grants').to.equal(true);
+      // Then the rest of the namespace: our finalizer goes with the Target, nothing stays stuck.
+      await kubectl('c1', 'delete', 'namespace', ns, '--timeout=90s');
+      expect(await kubectl('c1', 'get', 'namespace', ns, '--ignore-not-found', '-o', 'name')).to.equal('');
+    } finally {
+      await kubectl('c1', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+    }
+  });
+
   it('has had no request refused so far (audit log of every apiserver)', function () {
     for (const cluster of sandbox.state()!.clusters) {
       const refused = sandbox.providerForbiddenRequests(cluster);

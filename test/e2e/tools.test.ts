@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { parse } from 'yaml';
-import { FOLLOW_FINALIZER, HAS_FINALIZER_LABEL } from '../../provider/core/keys.js';
+import { FOLLOW_FINALIZER, HAS_FINALIZER_LABEL, SELF_BINDING_FINALIZER } from '../../provider/core/keys.js';
 import type { CliIo } from '../../provider/tools/cli-io.js';
 import { cleanupCli } from '../../provider/tools/cleanup.js';
 import { exportKubeconfigCli } from '../../provider/tools/export-kubeconfig.js';
@@ -69,27 +69,32 @@ describe('tools', () => {
       for (const name of ['labelled', 'unlabelled', 'labelled-kept']) {
         await kubectl('c2', 'patch', 'configmap', name, '-n', ns, '--type', 'merge', '-p', '{"metadata":{"finalizers":null}}').catch(() => '');
       }
+      await kubectl('c2', 'patch', 'rolebinding', 'self-binding', '-n', ns, '--type', 'merge', '-p', '{"metadata":{"finalizers":null}}').catch(() => '');
       await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
     });
 
-    it('in a dry run changes nothing; for real, strips our finalizers so that objects can go', async () => {
+    it('in a dry run changes nothing; for real, strips our finalizers (a self target\'s binding\'s too) so that objects can go', async () => {
       await apply(
         'c2',
         [
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labelled\n  namespace: ${ns}\n  labels: {${HAS_FINALIZER_LABEL}: "true"}\n  finalizers: [${FOLLOW_FINALIZER}]\ndata: {a: b}`,
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: unlabelled\n  namespace: ${ns}\n  finalizers: [example.com/keep, ${FOLLOW_FINALIZER}]\ndata: {a: b}`,
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labelled-kept\n  namespace: ${ns}\n  labels: {${HAS_FINALIZER_LABEL}: "true", app: x}\n  finalizers: [${FOLLOW_FINALIZER}]\ndata: {a: b}`,
+          // As the provider makes it for a self Target.
+          `apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: self-binding\n  namespace: ${ns}\n  labels: {${HAS_FINALIZER_LABEL}: "true"}\n  finalizers: [${SELF_BINDING_FINALIZER}]\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: nobody}]`,
         ].join('\n---\n'),
       );
-      // Deleted while our finalizer holds it: it hangs, as after an uninstall without cleanup.
+      // Deleted while our finalizer holds them: they hang, as after an uninstall without cleanup.
       await kubectl('c2', 'delete', 'configmap', 'labelled', '-n', ns, '--wait=false');
+      await kubectl('c2', 'delete', 'rolebinding', 'self-binding', '-n', ns, '--wait=false');
       const common = ['--kubeconfig', sandbox.kubeconfigPath, '--context', 'c2', '-n', ns];
 
       const dry = await runCli(cleanupCli, [...common, '--dry-run']);
       expect(dry.code, dry.stdout + dry.stderr).to.equal(0);
       expect(dry.stdout).to.include(`configmap ${ns}/labelled: would remove ${FOLLOW_FINALIZER}`);
       expect(dry.stdout).to.include(`configmap ${ns}/unlabelled: would remove ${FOLLOW_FINALIZER}`);
-      expect(dry.stdout).to.match(/would remove 3 finalizer\(s\) from 3 object\(s\)/);
+      expect(dry.stdout).to.include(`rolebinding ${ns}/self-binding: would remove ${SELF_BINDING_FINALIZER}`);
+      expect(dry.stdout).to.match(/would remove 4 finalizer\(s\) from 4 object\(s\)/);
       const held = await getJson('c2', 'configmap', 'labelled', '-n', ns);
       expect(held.metadata.finalizers).to.deep.equal([FOLLOW_FINALIZER]);
       expect(held.metadata.deletionTimestamp).to.be.a('string');
@@ -97,7 +102,8 @@ describe('tools', () => {
       const real = await runCli(cleanupCli, common);
       expect(real.code, real.stdout + real.stderr).to.equal(0);
       expect(real.stdout).to.include(`configmap ${ns}/labelled: removed ${FOLLOW_FINALIZER}`);
-      expect(real.stdout).to.match(/removed 3 finalizer\(s\) from 3 object\(s\)/);
+      expect(real.stdout).to.match(/removed 4 finalizer\(s\) from 4 object\(s\)/);
+      await waitFor('rolebinding self-binding deleted', 30_000, async () => (await kubectl('c2', 'get', 'rolebinding', 'self-binding', '-n', ns, '--ignore-not-found', '-o', 'name')).trim() === '');
       // An object that stays loses the has-finalizer label with the finalizer, and keeps the rest.
       const stays = await getJson('c2', 'configmap', 'labelled-kept', '-n', ns);
       expect(stays.metadata.finalizers).to.equal(undefined);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { ValidationError } from '../../../../provider/core/errors.js';
-import { buildSelfTargetBinding, selfTargetBindingName, subjectOfUser } from '../../../../provider/model/self-target-binding.js';
+import { buildSelfTargetBinding, holdSelfBindingPatch, releaseSelfBindingPatch, selfTargetBindingName, subjectOfUser } from '../../../../provider/model/self-target-binding.js';
 
 const SA = { kind: 'ServiceAccount', namespace: 'admiralty', name: 'admiralty' };
 
@@ -28,7 +28,8 @@ describe('buildSelfTargetBinding', () => {
       metadata: {
         name: 'admiralty-self-target-home',
         namespace: 'team-a',
-        labels: { 'multicluster.admiralty.io/target-namespace': 'team-a', 'multicluster.admiralty.io/target-name': 'home' },
+        labels: { 'multicluster.admiralty.io/target-namespace': 'team-a', 'multicluster.admiralty.io/target-name': 'home', 'multicluster.admiralty.io/has-finalizer': 'true' },
+        finalizers: ['multicluster.admiralty.io/self-target'],
         ownerReferences: [{ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'Target', name: 'home', uid: 'uid-1', controller: true }],
       },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'multicluster-scheduler-source' },
@@ -41,7 +42,8 @@ describe('buildSelfTargetBinding', () => {
     expect(b.kind).to.equal('ClusterRoleBinding');
     expect(b.object.metadata).to.deep.equal({
       name: 'admiralty-self-cluster-target-home',
-      labels: { 'multicluster.admiralty.io/cluster-target-name': 'home' },
+      labels: { 'multicluster.admiralty.io/cluster-target-name': 'home', 'multicluster.admiralty.io/has-finalizer': 'true' },
+      finalizers: ['multicluster.admiralty.io/self-target'],
       ownerReferences: [{ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterTarget', name: 'home', uid: 'uid-2', controller: true }],
     });
     expect(b.object.roleRef.name).to.equal('multicluster-scheduler-source');
@@ -54,5 +56,44 @@ describe('buildSelfTargetBinding', () => {
 
   it('refuses a Target without uid (no owner reference could be set)', () => {
     expect(() => buildSelfTargetBinding({ kind: 'Target', namespace: 'a', name: 'b' }, undefined, SA)).to.throw(ValidationError);
+  });
+});
+
+describe('the finalizer of a self binding', () => {
+  const F = 'multicluster.admiralty.io/self-target';
+  const LABEL = '/metadata/labels/multicluster.admiralty.io~1has-finalizer';
+
+  it('is added, with its label, to a binding made before it existed, only on that object and finalizer list', () => {
+    expect(holdSelfBindingPatch({ uid: 'u', labels: { a: 'b' } })).to.deep.equal([
+      { op: 'test', path: '/metadata/uid', value: 'u' },
+      { op: 'add', path: '/metadata/finalizers', value: [F] },
+      { op: 'add', path: LABEL, value: 'true' },
+    ]);
+    expect(holdSelfBindingPatch({ uid: 'u', finalizers: ['other/x'] })).to.deep.equal([
+      { op: 'test', path: '/metadata/uid', value: 'u' },
+      { op: 'test', path: '/metadata/finalizers', value: ['other/x'] },
+      { op: 'replace', path: '/metadata/finalizers', value: ['other/x', F] },
+      { op: 'add', path: '/metadata/labels', value: { 'multicluster.admiralty.io/has-finalizer': 'true' } },
+    ]);
+  });
+
+  it('is not added where it is, nor to a binding being deleted', () => {
+    expect(holdSelfBindingPatch({ uid: 'u', finalizers: [F] })).to.equal(undefined);
+    expect(holdSelfBindingPatch({ uid: 'u', deletionTimestamp: '2026-01-01T00:00:00Z' })).to.equal(undefined);
+  });
+
+  it('is released with its label, keeping the finalizers of others', () => {
+    expect(releaseSelfBindingPatch({ uid: 'u', finalizers: ['other/x', F], labels: { 'multicluster.admiralty.io/has-finalizer': 'true' } })).to.deep.equal([
+      { op: 'test', path: '/metadata/uid', value: 'u' },
+      { op: 'test', path: '/metadata/finalizers', value: ['other/x', F] },
+      { op: 'replace', path: '/metadata/finalizers', value: ['other/x'] },
+      { op: 'remove', path: LABEL },
+    ]);
+    expect(releaseSelfBindingPatch({ uid: 'u', finalizers: [F] })).to.deep.equal([
+      { op: 'test', path: '/metadata/uid', value: 'u' },
+      { op: 'test', path: '/metadata/finalizers', value: [F] },
+      { op: 'remove', path: '/metadata/finalizers' },
+    ]);
+    expect(releaseSelfBindingPatch({ uid: 'u', finalizers: ['other/x'] })).to.equal(undefined);
   });
 });

@@ -55,7 +55,8 @@ describe('SelfTargetBindings', () => {
     const w = setup(ours({ kind: 'ServiceAccount', namespace: 'old', name: 'provider' }));
     expect(await w.bindings.ensure(REF, 'uid-1')).to.equal(true);
     expect(w.rbac.deleteNamespacedRoleBinding.firstCall.args[0]).to.deep.include({ name: 'admiralty-self-target-home', namespace: 'team-a', body: { preconditions: { uid: 'rb-uid' } } });
-    sinon.assert.callOrder(w.rbac.deleteNamespacedRoleBinding, w.rbac.createNamespacedRoleBinding);
+    // Released too, or the new binding could not take the name.
+    sinon.assert.callOrder(w.rbac.deleteNamespacedRoleBinding, w.rbac.patchNamespacedRoleBinding, w.rbac.createNamespacedRoleBinding);
   });
 
   it('never replaces or deletes a same-name binding that is not ours', async () => {
@@ -68,11 +69,38 @@ describe('SelfTargetBindings', () => {
     sinon.assert.notCalled(w.rbac.createNamespacedRoleBinding);
   });
 
-  it('removes our binding with a UID precondition, and is done when there is none', async () => {
+  it('removes our binding with a UID precondition, then releases its finalizer, and is done when there is none', async () => {
     const w = setup(ours());
     await w.bindings.remove(REF);
     expect(w.rbac.deleteNamespacedRoleBinding.firstCall.args[0]).to.deep.include({ name: 'admiralty-self-target-home', namespace: 'team-a', body: { preconditions: { uid: 'rb-uid' } } });
+    const release = w.rbac.patchNamespacedRoleBinding.firstCall.args[0];
+    expect(release).to.deep.include({ name: 'admiralty-self-target-home', namespace: 'team-a' });
+    expect(release.body).to.deep.include({ op: 'test', path: '/metadata/uid', value: 'rb-uid' });
+    expect(release.body).to.deep.include({ op: 'remove', path: '/metadata/finalizers' });
+    sinon.assert.callOrder(w.rbac.deleteNamespacedRoleBinding, w.rbac.patchNamespacedRoleBinding);
     await setup().bindings.remove(REF);
+  });
+
+  it('keeps our binding that someone else deleted (it grants until released) while the target is self, and releases it with the target', async () => {
+    const deleted = ours();
+    deleted.metadata!.deletionTimestamp = new Date();
+    const w = setup(deleted);
+    expect(await w.bindings.ensure(REF, 'uid-1')).to.equal(false);
+    sinon.assert.notCalled(w.rbac.patchNamespacedRoleBinding);
+    sinon.assert.notCalled(w.rbac.createNamespacedRoleBinding);
+    await w.bindings.remove(REF);
+    sinon.assert.notCalled(w.rbac.deleteNamespacedRoleBinding);
+    sinon.assert.calledOnce(w.rbac.patchNamespacedRoleBinding);
+  });
+
+  it('gives a binding of ours made before the finalizer existed the finalizer, and nothing else', async () => {
+    const legacy = ours();
+    delete legacy.metadata!.finalizers;
+    const w = setup(legacy);
+    expect(await w.bindings.ensure(REF, 'uid-1')).to.equal(false);
+    expect(w.rbac.patchNamespacedRoleBinding.firstCall.args[0].body).to.deep.include({ op: 'add', path: '/metadata/finalizers', value: ['multicluster.admiralty.io/self-target'] });
+    sinon.assert.notCalled(w.rbac.createNamespacedRoleBinding);
+    sinon.assert.notCalled(w.rbac.deleteNamespacedRoleBinding);
   });
 
   it('has nothing to remove where it may not read bindings (no self role installed), but says so when it must bind', async () => {

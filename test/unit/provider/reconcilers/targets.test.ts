@@ -696,6 +696,35 @@ describe('TargetsReconciler.reconcile', () => {
       sinon.assert.calledTwice(w.selfBindings.remove);
     });
 
+    it('takes the binding back only once the read side has dropped the self clients (their watches act with it)', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.get(KEY)?.self).to.equal(true);
+      // The leader sees the Target go before its own read side has: the binding stays.
+      w.targets.items.clear();
+      expect(await w.writer.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 500 });
+      sinon.assert.notCalled(w.selfBindings.remove);
+      await w.reader.reconcile(KEY);
+      expect(w.registry.get(KEY)).to.equal(undefined);
+      expect(await w.writer.reconcile(KEY)).to.equal(undefined);
+      sinon.assert.calledOnceWithExactly(w.selfBindings.remove, REF);
+    });
+
+    it('takes the binding back from a Target no longer self only once the read side has swapped its clients', async () => {
+      const v = setup();
+      v.targets.put(selfTarget());
+      await v.reconciler.reconcile(KEY);
+      v.targets.put(remote());
+      v.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
+      expect(await v.writer.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 500 });
+      sinon.assert.notCalled(v.selfBindings.remove);
+      await v.reader.reconcile(KEY);
+      expect(v.registry.get(KEY)?.self).to.equal(false);
+      await v.writer.reconcile(KEY);
+      sinon.assert.calledOnceWithExactly(v.selfBindings.remove, REF);
+    });
+
     it('removes the binding with the Target, and that of a ClusterTarget too', async () => {
       const w = setup();
       await w.reconciler.reconcile(KEY);
