@@ -66,8 +66,9 @@ export class SelfTargetBindings {
 
   /**
    * Deletes our binding of a target that is gone or no longer self (UID precondition) and
-   * releases its finalizer; the caller has stopped every watch that used it. Idempotent. Where the provider may not even read bindings (its self role is not installed:
-   * a source without self targets), it cannot have made one: nothing to do.
+   * releases its finalizer; the caller has stopped every watch that used it. Idempotent. Where
+   * the provider may not even read bindings (its self role is not installed: a source without
+   * self targets), it cannot have made one: nothing to do.
    */
   async remove(ref: TargetRef): Promise<void> {
     const existing = await this.read(ref, true);
