@@ -76,7 +76,7 @@ export const ORIGINAL_SELECTOR_ANNOTATION = `${KEY_PREFIX}original-selector`;
  */
 export const CA_ROTATED_AT_ANNOTATION = `${KEY_PREFIX}ca-rotated-at`;
 
-/** Label on objects that carry one of our finalizers (writers: webhook, follow, targets; reader: cleanup command). */
+/** Label on objects that carry one of our finalizers (writers: webhook, follow; reader: cleanup command). */
 export const HAS_FINALIZER_LABEL = `${KEY_PREFIX}has-finalizer`;
 /**
  * Finalizer on proxy pods (webhook adds; delegation reconciler removes once the delegate is

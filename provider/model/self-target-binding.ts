@@ -1,6 +1,6 @@
 import type { RbacV1Subject, V1ClusterRoleBinding, V1RoleBinding } from '@kubernetes/client-node';
 import { ValidationError } from '../core/errors.js';
-import { API_GROUP, API_VERSION, CLUSTER_TARGET_NAME_LABEL, HAS_FINALIZER_LABEL, SELF_BINDING_FINALIZER, SOURCE_CLUSTER_ROLE, TARGET_NAMESPACE_LABEL, TARGET_NAME_LABEL } from '../core/keys.js';
+import { API_GROUP, API_VERSION, CLUSTER_TARGET_NAME_LABEL, SELF_BINDING_FINALIZER, SOURCE_CLUSTER_ROLE, TARGET_NAMESPACE_LABEL, TARGET_NAME_LABEL } from '../core/keys.js';
 import { admiraltyName, labelValueFor } from './names.js';
 import type { TargetRef } from './types.js';
 
@@ -53,7 +53,7 @@ export function buildSelfTargetBinding(ref: TargetRef, targetUid: string | undef
   if (!targetUid) throw new ValidationError(`${ref.kind} ${ref.name} has no uid`);
   const metadata = {
     name: selfTargetBindingName(ref),
-    labels: { ...selfTargetOwnerLabels(ref), [HAS_FINALIZER_LABEL]: 'true' },
+    labels: selfTargetOwnerLabels(ref),
     finalizers: [SELF_BINDING_FINALIZER],
     ownerReferences: [{ apiVersion: `${API_GROUP}/${API_VERSION}`, kind: ref.kind, name: ref.name, uid: targetUid, controller: true }],
   };
@@ -65,15 +65,18 @@ export function buildSelfTargetBinding(ref: TargetRef, targetUid: string | undef
   return { kind: 'ClusterRoleBinding', object: { apiVersion: `${RBAC_GROUP}/v1`, kind: 'ClusterRoleBinding', metadata, roleRef, subjects } };
 }
 
-type BindingMeta = { uid?: string; finalizers?: string[]; labels?: { [key: string]: string } };
+type BindingMeta = { uid?: string; finalizers?: string[] };
 
-/** A label key as a JSON pointer token (RFC 6901). */
-const pointerToken = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
+/*
+ * Both patches below change finalizers only: the apiserver then skips its check that the writer
+ * may bind the binding's role, so `admiralty cleanup` can take the finalizer off too. (A label
+ * such as has-finalizer would make them escalation-checked writes.)
+ */
 
 /**
- * JSON patch that gives a binding of ours made before the finalizer existed its finalizer and
- * label, only on that object (uid) and only if its finalizers are still those seen; undefined
- * when it has them, or is being deleted (a finalizer cannot be added then). Pure.
+ * JSON patch that gives a binding of ours made before the finalizer existed its finalizer, only
+ * on that object (uid) and only if its finalizers are still those seen; undefined when it has
+ * it, or is being deleted (a finalizer cannot be added then). Pure.
  */
 export function holdSelfBindingPatch(meta: BindingMeta & { deletionTimestamp?: unknown }): object[] | undefined {
   const finalizers = meta.finalizers ?? [];
@@ -86,13 +89,12 @@ export function holdSelfBindingPatch(meta: BindingMeta & { deletionTimestamp?: u
           { op: 'replace', path: '/metadata/finalizers', value: [...finalizers, SELF_BINDING_FINALIZER] },
         ]
       : [{ op: 'add', path: '/metadata/finalizers', value: [SELF_BINDING_FINALIZER] }]),
-    meta.labels ? { op: 'add', path: `/metadata/labels/${pointerToken(HAS_FINALIZER_LABEL)}`, value: 'true' } : { op: 'add', path: '/metadata/labels', value: { [HAS_FINALIZER_LABEL]: 'true' } },
   ];
 }
 
 /**
- * JSON patch that takes our finalizer (and its label) off a binding, only on that object and
- * only if its finalizers are still those seen; undefined when it has none of ours. Pure.
+ * JSON patch that takes our finalizer off a binding, only on that object and only if its
+ * finalizers are still those seen; undefined when it has none of ours. Pure.
  */
 export function releaseSelfBindingPatch(meta: BindingMeta): object[] | undefined {
   const finalizers = meta.finalizers ?? [];
@@ -102,6 +104,5 @@ export function releaseSelfBindingPatch(meta: BindingMeta): object[] | undefined
     { op: 'test', path: '/metadata/uid', value: meta.uid },
     { op: 'test', path: '/metadata/finalizers', value: finalizers },
     kept.length ? { op: 'replace', path: '/metadata/finalizers', value: kept } : { op: 'remove', path: '/metadata/finalizers' },
-    ...(meta.labels?.[HAS_FINALIZER_LABEL] !== undefined ? [{ op: 'remove', path: `/metadata/labels/${pointerToken(HAS_FINALIZER_LABEL)}` }] : []),
   ];
 }

@@ -9,8 +9,8 @@ const USAGE = `usage: admiralty cleanup [--kubeconfig FILE] [--context NAME] [-n
 
 Removes every finalizer that starts with "${KEY_PREFIX}" from pods, services, configmaps,
 secrets and ingresses (objects labelled ${HAS_FINALIZER_LABEL} first, then all others, dropping
-that label with the finalizer), from the role bindings of self targets (labelled so), and from
-Targets and ClusterTargets, so that nothing stays stuck
+that label with the finalizer), and from role bindings (those of self targets), Targets and
+ClusterTargets, so that nothing stays stuck
 once the provider (or Admiralty, which also finalized ingresses) is uninstalled. Run it after the
 provider is stopped: a running provider would add its finalizers again. Proxy pods freed this
 way no longer delete their delegates in the targets; delete those by label
@@ -260,7 +260,8 @@ export function ingressResources(kc: KubeConfig, namespace?: string): FinalizerR
 
 /**
  * RoleBindings (and, cluster-wide, ClusterRoleBindings): the provider's bindings for self
- * targets hold its finalizer until it releases them, and carry the has-finalizer label.
+ * targets hold its finalizer until it releases them. They carry no has-finalizer label: a patch
+ * of finalizers alone needs no right to bind the binding's role, one that changes a label does.
  */
 export function bindingResources(kc: KubeConfig, namespace?: string): FinalizerResource[] {
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
@@ -352,8 +353,7 @@ export async function cleanupCli(args: string[], io: CliIo): Promise<number> {
   writeLine(io.stdout, `cleanup${dryRun ? ' (dry run)' : ''}: context ${context}, ${scope}`);
   const core = [...coreResources(kc, values.namespace), ...ingressResources(kc, values.namespace)];
   const report = await removeOurFinalizers(
-    // Bindings in the labelled pass only: every one that ever held our finalizer is labelled.
-    { labelledFirst: [...core, ...bindingResources(kc, values.namespace)], fullScan: [...core, ...targetResources(kc, values.namespace)] },
+    { labelledFirst: core, fullScan: [...core, ...bindingResources(kc, values.namespace), ...targetResources(kc, values.namespace)] },
     { dryRun, say: (line) => writeLine(io.stdout, `  ${line}`) },
   );
   const coreSkipped = report.skippedKinds.filter((k) => k !== 'target' && k !== 'clustertarget');

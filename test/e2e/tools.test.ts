@@ -80,8 +80,8 @@ describe('tools', () => {
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labelled\n  namespace: ${ns}\n  labels: {${HAS_FINALIZER_LABEL}: "true"}\n  finalizers: [${FOLLOW_FINALIZER}]\ndata: {a: b}`,
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: unlabelled\n  namespace: ${ns}\n  finalizers: [example.com/keep, ${FOLLOW_FINALIZER}]\ndata: {a: b}`,
           `apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labelled-kept\n  namespace: ${ns}\n  labels: {${HAS_FINALIZER_LABEL}: "true", app: x}\n  finalizers: [${FOLLOW_FINALIZER}]\ndata: {a: b}`,
-          // As the provider makes it for a self Target.
-          `apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: self-binding\n  namespace: ${ns}\n  labels: {${HAS_FINALIZER_LABEL}: "true"}\n  finalizers: [${SELF_BINDING_FINALIZER}]\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: nobody}]`,
+          // As the provider makes it for a self Target (no has-finalizer label: see cleanup.ts).
+          `apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: self-binding\n  namespace: ${ns}\n  finalizers: [${SELF_BINDING_FINALIZER}]\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}\nsubjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: nobody}]`,
         ].join('\n---\n'),
       );
       // Deleted while our finalizer holds them: they hang, as after an uninstall without cleanup.

@@ -28,7 +28,7 @@ describe('buildSelfTargetBinding', () => {
       metadata: {
         name: 'admiralty-self-target-home',
         namespace: 'team-a',
-        labels: { 'multicluster.admiralty.io/target-namespace': 'team-a', 'multicluster.admiralty.io/target-name': 'home', 'multicluster.admiralty.io/has-finalizer': 'true' },
+        labels: { 'multicluster.admiralty.io/target-namespace': 'team-a', 'multicluster.admiralty.io/target-name': 'home' },
         finalizers: ['multicluster.admiralty.io/self-target'],
         ownerReferences: [{ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'Target', name: 'home', uid: 'uid-1', controller: true }],
       },
@@ -42,7 +42,7 @@ describe('buildSelfTargetBinding', () => {
     expect(b.kind).to.equal('ClusterRoleBinding');
     expect(b.object.metadata).to.deep.equal({
       name: 'admiralty-self-cluster-target-home',
-      labels: { 'multicluster.admiralty.io/cluster-target-name': 'home', 'multicluster.admiralty.io/has-finalizer': 'true' },
+      labels: { 'multicluster.admiralty.io/cluster-target-name': 'home' },
       finalizers: ['multicluster.admiralty.io/self-target'],
       ownerReferences: [{ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterTarget', name: 'home', uid: 'uid-2', controller: true }],
     });
@@ -61,19 +61,16 @@ describe('buildSelfTargetBinding', () => {
 
 describe('the finalizer of a self binding', () => {
   const F = 'multicluster.admiralty.io/self-target';
-  const LABEL = '/metadata/labels/multicluster.admiralty.io~1has-finalizer';
 
-  it('is added, with its label, to a binding made before it existed, only on that object and finalizer list', () => {
-    expect(holdSelfBindingPatch({ uid: 'u', labels: { a: 'b' } })).to.deep.equal([
+  it('is added to a binding made before it existed, only on that object and finalizer list', () => {
+    expect(holdSelfBindingPatch({ uid: 'u' })).to.deep.equal([
       { op: 'test', path: '/metadata/uid', value: 'u' },
       { op: 'add', path: '/metadata/finalizers', value: [F] },
-      { op: 'add', path: LABEL, value: 'true' },
     ]);
     expect(holdSelfBindingPatch({ uid: 'u', finalizers: ['other/x'] })).to.deep.equal([
       { op: 'test', path: '/metadata/uid', value: 'u' },
       { op: 'test', path: '/metadata/finalizers', value: ['other/x'] },
       { op: 'replace', path: '/metadata/finalizers', value: ['other/x', F] },
-      { op: 'add', path: '/metadata/labels', value: { 'multicluster.admiralty.io/has-finalizer': 'true' } },
     ]);
   });
 
@@ -82,12 +79,11 @@ describe('the finalizer of a self binding', () => {
     expect(holdSelfBindingPatch({ uid: 'u', deletionTimestamp: '2026-01-01T00:00:00Z' })).to.equal(undefined);
   });
 
-  it('is released with its label, keeping the finalizers of others', () => {
-    expect(releaseSelfBindingPatch({ uid: 'u', finalizers: ['other/x', F], labels: { 'multicluster.admiralty.io/has-finalizer': 'true' } })).to.deep.equal([
+  it('is released keeping the finalizers of others, touching nothing but finalizers (no bind check on such a patch)', () => {
+    expect(releaseSelfBindingPatch({ uid: 'u', finalizers: ['other/x', F] })).to.deep.equal([
       { op: 'test', path: '/metadata/uid', value: 'u' },
       { op: 'test', path: '/metadata/finalizers', value: ['other/x', F] },
       { op: 'replace', path: '/metadata/finalizers', value: ['other/x'] },
-      { op: 'remove', path: LABEL },
     ]);
     expect(releaseSelfBindingPatch({ uid: 'u', finalizers: [F] })).to.deep.equal([
       { op: 'test', path: '/metadata/uid', value: 'u' },
