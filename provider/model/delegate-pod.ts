@@ -202,6 +202,30 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
   };
 }
 
+/**
+ * The name {@link buildDelegatePod} gives the delegate of `proxy`, after the checks it makes, in
+ * the same order (it throws the same ValidationError where {@link buildDelegatePod} would), but
+ * without building the delegate: no clone of the spec, no labels or annotations. For the
+ * reconciles that only look the delegate up (most of them: a proxy's delegate is created once,
+ * and its status is mirrored several times); only a create needs the whole pod.
+ *
+ * Pure; called by the delegation reconciler on every reconcile of a bound proxy.
+ *
+ * @throws ValidationError as {@link buildDelegatePod}.
+ */
+export function delegateNameOf(proxy: V1Pod, opts: Pick<DelegatePodOptions, 'sourceClusterName'>): string {
+  sourcePodManifest(proxy);
+  const proxyName = proxy.metadata?.name;
+  const namespace = proxy.metadata?.namespace;
+  const uid = proxy.metadata?.uid;
+  if (!proxyName || !namespace || !uid) {
+    throw new ValidationError('proxy pod must have a name, a namespace and a uid');
+  }
+  if (!Array.isArray(proxy.spec?.containers)) throw new ValidationError(`proxy pod ${namespace}/${proxyName} has no spec.containers`);
+  parseNoPrefixRegexp(proxy.metadata?.annotations?.[NO_PREFIX_LABEL_REGEXP_ANNOTATION]);
+  return delegatePodName(proxyName, opts.sourceClusterName, uid);
+}
+
 /** The requirement that keeps a pod off every virtual node (an absent label satisfies `NotIn`). */
 const NOT_ON_A_VIRTUAL_NODE = { key: VIRTUAL_KUBELET_PROVIDER_LABEL, operator: 'NotIn', values: [VIRTUAL_KUBELET_PROVIDER_VALUE] };
 

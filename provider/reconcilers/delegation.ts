@@ -4,7 +4,7 @@ import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import { classifyApiError, isAlreadyExists, isNotFound, NotDelegatedError, TerminalError, ValidationError } from '../core/errors.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
-import { buildDelegatePod, isOurDelegate } from '../model/delegate-pod.js';
+import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../model/delegate-pod.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
 import { delegatePodName } from '../model/names.js';
 import { stringMapMergePatch } from '../model/maps.js';
@@ -39,6 +39,9 @@ export interface DelegationReconcilerOptions {
 }
 
 type Result = { requeueAfterMs?: number } | void;
+
+/** Where a proxy's delegate is, in its target: all a lookup needs. */
+type DelegateRef = { name: string; namespace: string };
 
 /** How long a deleted proxy waits before it looks at its terminating delegate again, if no change of the delegate wakes it first. */
 export const DELEGATE_GONE_RECHECK_MS = 10_000;
@@ -99,9 +102,11 @@ export class DelegationReconciler {
     if (!cache) return { requeueAfterMs: 2000 };
     if (terminating) return this.deleteDelegateFirst(proxy, target, cache);
 
-    let desired: V1Pod;
+    // Only a create needs the whole delegate (built in createOrReplace): a lookup needs its name,
+    // checked as the build would check it, so an invalid proxy is refused on every reconcile.
+    let delegateName: string;
     try {
-      desired = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName });
+      delegateName = delegateNameOf(proxy, { sourceClusterName: this.o.sourceClusterName });
     } catch (err) {
       if (err instanceof ValidationError) {
         this.event(proxy, 'Warning', 'InvalidProxy', err.message);
@@ -114,12 +119,13 @@ export class DelegationReconciler {
     // A proxy that never had one gets its create at once: the name is deterministic, so a
     // delegate the cache has not shown yet answers AlreadyExists, and a read before every create
     // would double the calls of a burst.
-    const existing = cache.get(desired.metadata!.name!, namespace) ?? (hadDelegate(proxy) ? await this.readDelegate(target, desired) : undefined);
+    const desired = { name: delegateName, namespace };
+    const existing = cache.get(delegateName, namespace) ?? (hadDelegate(proxy) ? await this.readDelegate(target, desired) : undefined);
     const ours = !!existing && isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid);
 
     if (!existing) return this.createOrReplace(proxy, desired, target);
     if (!ours) {
-      this.event(proxy, 'Warning', 'DelegateNameConflict', `pod ${namespace}/${desired.metadata!.name} in ${target.displayName} exists and is not this proxy's delegate`);
+      this.event(proxy, 'Warning', 'DelegateNameConflict', `pod ${namespace}/${delegateName} in ${target.displayName} exists and is not this proxy's delegate`);
       throw new TerminalError(`delegate name conflict for ${key} in ${target.displayName}`);
     }
     await this.feedback(proxy, existing);
@@ -141,7 +147,7 @@ export class DelegationReconciler {
     const uid = proxy.metadata?.uid;
     if (!uid) return this.release(proxy);
     const delegateName = delegatePodName(name, this.o.sourceClusterName, uid);
-    const existing = cache.get(delegateName, namespace) ?? (await this.readDelegate(target, { metadata: { name: delegateName, namespace } }));
+    const existing = cache.get(delegateName, namespace) ?? (await this.readDelegate(target, { name: delegateName, namespace }));
     if (existing && isOurDelegate(existing, this.o.sourceClusterName, uid)) {
       if (!existing.metadata?.deletionTimestamp) {
         await this.deleteDelegate(target, existing, proxy);
@@ -156,10 +162,10 @@ export class DelegationReconciler {
    * Deletes this proxy's delegates in targets other than its own: the scheduler extender creates
    * a delegate before the proxy is bound, and one it could not delete after a refusal stays.
    */
-  private async deleteStrays(proxy: V1Pod, home: TargetClient, desired: V1Pod): Promise<void> {
+  private async deleteStrays(proxy: V1Pod, home: TargetClient, desired: DelegateRef): Promise<void> {
     for (const target of this.o.registry.list()) {
       if (target.key === home.key) continue;
-      const stray = this.o.delegates(target.key)?.get(desired.metadata!.name!, desired.metadata!.namespace);
+      const stray = this.o.delegates(target.key)?.get(desired.name, desired.namespace);
       if (!stray || stray.metadata?.deletionTimestamp || !isOurDelegate(stray, this.o.sourceClusterName, proxy.metadata!.uid)) continue;
       await this.deleteDelegate(target, stray, proxy);
       this.event(proxy, 'Normal', 'StrayDelegateDeleted', `deleted delegate ${stray.metadata!.name} in ${target.displayName}: the pod runs in ${home.displayName}`);
@@ -167,16 +173,16 @@ export class DelegationReconciler {
   }
 
   /** Reads the delegate directly (the cache may lag); undefined when it does not exist. */
-  private async readDelegate(target: TargetClient, desired: V1Pod): Promise<V1Pod | undefined> {
+  private async readDelegate(target: TargetClient, desired: DelegateRef): Promise<V1Pod | undefined> {
     try {
-      return await target.core.readNamespacedPod({ name: desired.metadata!.name!, namespace: desired.metadata!.namespace! });
+      return await target.core.readNamespacedPod({ name: desired.name, namespace: desired.namespace });
     } catch (err) {
       if (isNotFound(err)) return undefined;
-      throw new Error(`reading delegate ${desired.metadata!.name} in ${target.displayName}`, { cause: err });
+      throw new Error(`reading delegate ${desired.name} in ${target.displayName}`, { cause: err });
     }
   }
 
-  private async createOrReplace(proxy: V1Pod, desired: V1Pod, target: TargetClient): Promise<Result> {
+  private async createOrReplace(proxy: V1Pod, desired: DelegateRef, target: TargetClient): Promise<Result> {
     const phase = proxy.status?.phase;
     // A proxy that had a delegate, now gone (deleted or evicted in the target): creating another
     // would silently restart a pod the user saw running.
@@ -186,7 +192,7 @@ export class DelegationReconciler {
       const name = proxy.metadata!.name!;
       const namespace = proxy.metadata!.namespace!;
       const owner = proxy.metadata?.ownerReferences?.find((r) => r.controller);
-      const where = `its delegate ${desired.metadata!.name} was deleted in ${target.displayName}`;
+      const where = `its delegate ${desired.name} was deleted in ${target.displayName}`;
       if (owner) {
         this.event(proxy, 'Warning', 'DelegateDeleted', `${where}; deleting the proxy so that its ${owner.kind} replaces it`);
         try {
@@ -227,19 +233,20 @@ export class DelegationReconciler {
       if (err instanceof NotDelegatedError) await this.markNotDelegated(proxy, err.reason, err.message);
       throw err;
     }
-    // Same name as `desired` (the copies' names change references only).
-    const body = copyNames ? buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames }) : desired;
+    // Named `desired.name` (the copies' names change references only); checked already, so the
+    // build throws nothing that delegateNameOf did not.
+    const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames });
     try {
-      await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body });
-      this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.metadata!.name} created in ${target.displayName}`);
+      await target.core.createNamespacedPod({ namespace: desired.namespace, body });
+      this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.name} created in ${target.displayName}`);
     } catch (err) {
       if (isAlreadyExists(err)) return { requeueAfterMs: 1000 };
-      const refusal = await refusalOf(target, { kind: 'pod', namespace: desired.metadata!.namespace! }, err);
+      const refusal = await refusalOf(target, { kind: 'pod', namespace: desired.namespace }, err);
       if (refusal) {
         this.event(proxy, 'Warning', refusal.reason, refusal.message);
         await this.markNotDelegated(proxy, refusal.reason, refusal.message);
       }
-      throw new Error(`creating delegate ${desired.metadata!.name} in ${target.displayName}`, { cause: err });
+      throw new Error(`creating delegate ${desired.name} in ${target.displayName}`, { cause: err });
     }
   }
 

@@ -13,6 +13,7 @@ import {
 import {
   buildDelegatePod,
   delegateFields,
+  delegateNameOf,
   delegateSelectorForProxy,
   isOurDelegate,
   offVirtualNodes,
@@ -22,7 +23,7 @@ import { delegatePodName } from '../../../../provider/model/names.js';
 import { referencedConfigMaps, referencedSecrets, serviceAccountTokenVolumeNames } from '../../../../provider/model/pod-references.js';
 import { parentOf } from '../../../../provider/model/outage.js';
 import { proxyEventFor } from '../../../../provider/model/proxy-event.js';
-import { buildProxyAnnotations, buildProxyStatus } from '../../../../provider/model/proxy-status.js';
+import { buildProxyAnnotations, buildProxyStatus, proxyFields } from '../../../../provider/model/proxy-status.js';
 import { decideReplacement } from '../../../../provider/model/replacement.js';
 import { podRequests } from '../../../../provider/model/resources.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
@@ -111,6 +112,46 @@ function proxyOf(source: V1Pod, manifest: string | null = JSON.stringify(source)
     },
   };
 }
+
+/** Proxies buildDelegatePod refuses. */
+const invalid: [string, () => V1Pod][] = [
+  ['no manifest', () => proxyOf(sourcePod(), null)],
+  ['unparsable manifest', () => proxyOf(sourcePod(), '{not: [json')],
+  ['manifest is a list', () => proxyOf(sourcePod(), '[1,2]')],
+  ['manifest without containers', () => proxyOf(sourcePod(), '{"spec":{}}')],
+  [
+    'invalid no-prefix regexp',
+    () => {
+      const src = sourcePod();
+      src.metadata!.annotations![NO_PREFIX_LABEL_REGEXP_ANNOTATION] = '(';
+      return proxyOf(src);
+    },
+  ],
+  [
+    'proxy without uid',
+    () => {
+      const p = proxyOf(sourcePod());
+      delete p.metadata!.uid;
+      return p;
+    },
+  ],
+  [
+    'proxy without containers',
+    () => {
+      const p = proxyOf(sourcePod());
+      delete (p.spec as { containers?: unknown }).containers;
+      return p;
+    },
+  ],
+  [
+    'no uid and no manifest (the first fault is the one reported)',
+    () => {
+      const p = proxyOf(sourcePod(), null);
+      delete p.metadata!.uid;
+      return p;
+    },
+  ],
+];
 
 describe('buildDelegatePod', () => {
   const delegate = buildDelegatePod(proxyOf(sourcePod()), { sourceClusterName: 'c1' });
@@ -258,31 +299,50 @@ describe('buildDelegatePod', () => {
     });
   });
 
-  const invalid: [string, () => V1Pod][] = [
-    ['no manifest', () => proxyOf(sourcePod(), null)],
-    ['unparsable manifest', () => proxyOf(sourcePod(), '{not: [json')],
-    ['manifest is a list', () => proxyOf(sourcePod(), '[1,2]')],
-    ['manifest without containers', () => proxyOf(sourcePod(), '{"spec":{}}')],
-    [
-      'invalid no-prefix regexp',
-      () => {
-        const src = sourcePod();
-        src.metadata!.annotations![NO_PREFIX_LABEL_REGEXP_ANNOTATION] = '(';
-        return proxyOf(src);
-      },
-    ],
-    [
-      'proxy without uid',
-      () => {
-        const p = proxyOf(sourcePod());
-        delete p.metadata!.uid;
-        return p;
-      },
-    ],
-  ];
   for (const [why, make] of invalid) {
     it(`throws ValidationError: ${why}`, () => {
       expect(() => buildDelegatePod(make(), { sourceClusterName: 'c1' })).to.throw(ValidationError);
+    });
+  }
+});
+
+describe('delegateNameOf (the delegation reconciler\'s lookups)', () => {
+  const cachedManifest = (p: V1Pod) => proxyFields(structuredClone(p));
+  const valid: [string, () => V1Pod][] = [
+    ['a proxy', () => proxyOf(sourcePod())],
+    ['a proxy as the proxies cache keeps it', () => cachedManifest(proxyOf(sourcePod()))],
+    [
+      'a proxy with a no-prefix regexp',
+      () => {
+        const src = sourcePod();
+        src.metadata!.annotations![NO_PREFIX_LABEL_REGEXP_ANNOTATION] = '^app=';
+        return proxyOf(src);
+      },
+    ],
+    ['a proxy with a YAML manifest (Admiralty\'s)', () => proxyOf(sourcePod(), 'spec:\n  containers:\n  - name: main\n')],
+  ];
+  for (const [what, make] of valid) {
+    it(`names the delegate of ${what} as buildDelegatePod does`, () => {
+      const name = delegateNameOf(make(), { sourceClusterName: 'c1' });
+      expect(name).to.equal(buildDelegatePod(make(), { sourceClusterName: 'c1' }).metadata!.name);
+      expect(name).to.equal(delegatePodName('web-abc', 'c1', 'proxy-uid'));
+    });
+  }
+  for (const [why, make] of invalid) {
+    it(`throws what buildDelegatePod throws: ${why}`, () => {
+      const thrown = (f: () => unknown) => {
+        try {
+          f();
+        } catch (err) {
+          return err as Error;
+        }
+        expect.fail('did not throw');
+      };
+      const built = thrown(() => buildDelegatePod(make(), { sourceClusterName: 'c1' }));
+      const named = thrown(() => delegateNameOf(make(), { sourceClusterName: 'c1' }));
+      expect(named).to.be.instanceOf(ValidationError);
+      expect(named.constructor).to.equal(built.constructor);
+      expect(named.message).to.equal(built.message);
     });
   }
 });

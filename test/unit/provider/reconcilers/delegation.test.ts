@@ -367,6 +367,17 @@ describe('DelegationReconciler', () => {
       expect(events.map((e) => e.reason)).to.deep.equal(['InvalidProxy']);
       sinon.assert.notCalled(targetCore.createNamespacedPod);
     });
+
+    it('refuses an unreadable manifest on a proxy whose delegate exists too (a lookup checks what a create would)', async () => {
+      const p = proxy({ status: { phase: 'Pending' } });
+      const d = delegateOf(p, { status: { phase: 'Running' } });
+      p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = '[1]';
+      const { reconciler, source, events } = setup({ proxies: [p], delegates: [d] });
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(TerminalError);
+      expect(events.map((e) => e.reason)).to.deep.equal(['InvalidProxy']);
+      sinon.assert.notCalled(source.patchNamespacedPodStatus);
+    });
   });
 
   describe('nothing to do', () => {
