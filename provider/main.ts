@@ -119,7 +119,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     registry,
     manager,
     newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, cached) =>
-      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, logger, clock, metrics }),
+      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, logger, clock, metrics }),
     newController: (name, reconciler, shards) => new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics }),
   };
   await wire(w, coordination);

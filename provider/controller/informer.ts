@@ -35,6 +35,13 @@ export interface InformerOptions<T extends KubernetesObject> {
    * field selector says it), so that the cache grows with what is used, not with the cluster.
    */
   keep?: (obj: T) => boolean;
+  /**
+   * Secondary indexes, as client-go's Indexers: by index name, the values under which
+   * {@link Informer.byIndex} finds an object (of what is cached, after the transform). Kept
+   * current with the cache on every add, update and delete, so a lookup costs what it finds, not
+   * a walk of the cache.
+   */
+  indexers?: Record<string, (obj: T) => string[]>;
 }
 
 /** The part of client-node's Watch the informer uses. */
@@ -70,6 +77,8 @@ const WATCH_TIMEOUT_MIN_S = 300;
 export class Informer<T extends KubernetesObject> {
   private readonly handlers: Record<'add' | 'update' | 'delete', Handler<T>[]> = { add: [], update: [], delete: [] };
   private readonly cache = new Map<string, T>();
+  /** By index name, then value: the cache keys of the objects found under it. */
+  private readonly indexes = new Map<string, Map<string, Set<string>>>();
   private readonly watcher: WatchStarter;
   private running = false;
   private synced = false;
@@ -113,6 +122,16 @@ export class Informer<T extends KubernetesObject> {
   list(namespace?: string): T[] {
     const all = [...this.cache.values()];
     return namespace === undefined ? all : all.filter((o) => o.metadata?.namespace === namespace);
+  }
+
+  /**
+   * The cached objects that index `index` (one of `indexers`) puts under `value`, in no
+   * particular order. Throws for an index the informer was not given.
+   */
+  byIndex(index: string, value: string): T[] {
+    if (!this.o.indexers?.[index]) throw new Error(`informer ${this.o.name} has no index ${index}`);
+    const keys = this.indexes.get(index)?.get(value);
+    return keys ? [...keys].map((k) => this.cache.get(k)!) : [];
   }
 
   hasSynced(): boolean {
@@ -190,7 +209,7 @@ export class Informer<T extends KubernetesObject> {
       case 'DELETED': {
         const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
         const old = this.cache.get(key);
-        this.cache.delete(key);
+        this.evict(key);
         this.remember(obj);
         if (old) {
           this.emit('delete', old);
@@ -222,7 +241,7 @@ export class Informer<T extends KubernetesObject> {
     }
     for (const [key, old] of [...this.cache]) {
       if (seen.has(key)) continue;
-      this.cache.delete(key);
+      this.evict(key);
       this.emit('delete', old);
     }
   }
@@ -247,14 +266,44 @@ export class Informer<T extends KubernetesObject> {
     if (track) this.remember(obj);
     if (this.o.keep && !this.o.keep(obj)) {
       if (old) {
-        this.cache.delete(key);
+        this.evict(key);
         this.emit('delete', old);
       }
       return;
     }
-    this.cache.set(key, obj);
+    this.store(key, obj);
     if (!old) this.emit('add', obj);
     else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.emit('update', obj);
+  }
+
+  /** Caches `obj` under `key`, in place of what was there, and in the indexes. */
+  private store(key: string, obj: T): void {
+    this.evict(key);
+    this.cache.set(key, obj);
+    for (const [index, values] of Object.entries(this.o.indexers ?? {})) {
+      let byValue = this.indexes.get(index);
+      if (!byValue) this.indexes.set(index, (byValue = new Map()));
+      for (const v of values(obj)) {
+        let keys = byValue.get(v);
+        if (!keys) byValue.set(v, (keys = new Set()));
+        keys.add(key);
+      }
+    }
+  }
+
+  /** Removes what is cached under `key`, and from the indexes (under the values it was stored with). */
+  private evict(key: string): void {
+    const old = this.cache.get(key);
+    if (!old) return;
+    this.cache.delete(key);
+    for (const [index, values] of Object.entries(this.o.indexers ?? {})) {
+      const byValue = this.indexes.get(index);
+      for (const v of values(old)) {
+        const keys = byValue?.get(v);
+        keys?.delete(key);
+        if (keys?.size === 0) byValue!.delete(v);
+      }
+    }
   }
 
   private remember(obj: KubernetesObject): void {

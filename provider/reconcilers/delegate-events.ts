@@ -5,6 +5,11 @@ import { errorFields, type Logger } from '../core/logger.js';
 import { eventTime, proxyEventFor } from '../model/proxy-event.js';
 import type { ObjectCache } from './object-cache.js';
 
+/** A target's events cache with its index by pod (see {@link DelegateEventsReconciler.eventsByPod}). */
+export interface IndexedEvents {
+  byIndex(index: string, value: string): CoreV1Event[];
+}
+
 /** How many written copies are remembered, to skip rewriting an unchanged one. */
 const REMEMBERED = 10_000;
 
@@ -47,12 +52,27 @@ export class DelegateEventsReconciler {
     return ev.involvedObject?.kind === 'Pod' ? [DelegateEventsReconciler.key(targetKey, ev)] : [];
   }
 
-  /** Keys of the events already cached about a delegate (they may have come before it). */
-  static keysOfDelegate(targetKey: string, delegate: V1Pod, events: ObjectCache<CoreV1Event> | undefined): string[] {
+  /** Name of the index of a target's events by the pod they are about ({@link eventsByPod}). */
+  static readonly BY_POD_INDEX = 'by-pod';
+
+  /**
+   * The index of a target's events informer by pod: a pod event under `<its namespace>/<the
+   * pod's name>`, other events under nothing. What {@link keysOfDelegate} looks up.
+   */
+  static eventsByPod(ev: CoreV1Event): string[] {
+    const about = ev.involvedObject;
+    return about?.kind === 'Pod' && about.name ? [`${ev.metadata?.namespace ?? ''}/${about.name}`] : [];
+  }
+
+  /**
+   * Keys of the events already cached about a delegate (they may have come before it): the
+   * events of its namespace about a pod of its name, found through the events informer's
+   * {@link BY_POD_INDEX} (a walk of every cached event per new delegate was quadratic in a burst).
+   */
+  static keysOfDelegate(targetKey: string, delegate: V1Pod, events: IndexedEvents | undefined): string[] {
     const name = delegate.metadata?.name;
-    return (events?.list(delegate.metadata?.namespace) ?? [])
-      .filter((ev) => ev.involvedObject?.kind === 'Pod' && ev.involvedObject.name === name)
-      .map((ev) => DelegateEventsReconciler.key(targetKey, ev));
+    if (!name) return [];
+    return (events?.byIndex(DelegateEventsReconciler.BY_POD_INDEX, `${delegate.metadata?.namespace ?? ''}/${name}`) ?? []).map((ev) => DelegateEventsReconciler.key(targetKey, ev));
   }
 
   async reconcile(key: string): Promise<void> {

@@ -176,7 +176,10 @@ export async function wireDelegation(
         ns ? t.core.listNamespacedEvent({ namespace: ns, fieldSelector: podEvents }) : t.core.listEventForAllNamespaces({ fieldSelector: podEvents }),
         undefined,
         podEvents,
-        { keep: (ev) => !proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace)) },
+        {
+          keep: (ev) => !proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace)),
+          indexers: { [DelegateEventsReconciler.BY_POD_INDEX]: DelegateEventsReconciler.eventsByPod },
+        },
       ),
     };
     perTarget.set(t.key, entry);

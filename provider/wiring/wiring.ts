@@ -14,10 +14,11 @@ import type { Metrics } from '../core/metrics.js';
 /** Version reported in virtual nodes' nodeInfo. */
 export const PROVIDER_VERSION = 'v0.1.0-admiralty-ts';
 
-/** What an informer keeps of the objects it sees (see `InformerOptions`): memory grows with what is cached. */
+/** What an informer keeps of the objects it sees, and how it indexes them (see `InformerOptions`): memory grows with what is cached. */
 export interface CachedObjects<T> {
   transform?: (obj: T) => T;
   keep?: (obj: T) => boolean;
+  indexers?: Record<string, (obj: T) => string[]>;
 }
 
 /** What every part of the wiring shares. */

@@ -210,10 +210,10 @@ describe('Informer list and watch loop', () => {
 });
 
 /**
- * An informer over `api` with the given `transform` or `keep`, telling `record` every object it
+ * An informer over `api` with the given `transform`, `keep` or `indexers`, telling `record` every object it
  * hands out and by which event.
  */
-function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep'>): Informer<V1Pod> {
+function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers'>): Informer<V1Pod> {
   const informer = new Informer<V1Pod>({
     name: 'pods',
     cluster: 'c1',
@@ -313,6 +313,45 @@ describe('Informer keep', () => {
     expect(informer.list()).to.deep.equal([]);
     expect(events.slice(4)).to.deep.equal(['delete b']);
     expect(api.watches.at(-1)!.query.resourceVersion).to.equal('8');
+    informer.stop();
+  });
+});
+
+describe('Informer indexers', () => {
+  it('finds by index exactly what a walk of the cache finds, through adds, changes of value, refusals, deletes and relists', async () => {
+    const api = fakeApi();
+    const app = (name: string, rv: string, value: string | undefined, ns = 'ns'): V1Pod => ({ metadata: { name, namespace: ns, resourceVersion: rv, labels: value === undefined ? {} : { app: value } } });
+    const byApp = (p: V1Pod) => (p.metadata?.labels?.app ? [`${p.metadata.namespace}/${p.metadata.labels.app}`] : []);
+    const informer = recordingInformer(api, () => undefined, { indexers: { app: byApp }, keep: (p) => p.metadata?.labels?.app !== 'refused' });
+    const walk = (value: string) => informer.list().filter((p) => byApp(p).includes(value));
+    const names = (pods: V1Pod[]) => pods.map((p) => p.metadata?.name).sort();
+    const agrees = (...values: string[]) => {
+      for (const v of values) expect(names(informer.byIndex('app', v)), v).to.deep.equal(names(walk(v)));
+    };
+    api.items = [app('a', '1', 'web'), app('b', '2', 'web'), app('c', '3', 'db'), app('d', '4', undefined), app('e', '5', 'web', 'other')];
+    informer.start();
+    await settle();
+    expect(names(informer.byIndex('app', 'ns/web'))).to.deep.equal(['a', 'b']);
+    agrees('ns/web', 'ns/db', 'other/web');
+
+    api.watches[0].send('ADDED', app('f', '6', 'db'));
+    api.watches[0].send('MODIFIED', app('a', '7', 'db')); // moves from web to db
+    api.watches[0].send('MODIFIED', app('b', '8', 'refused')); // refused: leaves the cache and the index
+    api.watches[0].send('MODIFIED', app('d', '9', 'web')); // gains a value
+    api.watches[0].send('DELETED', app('c', '10', 'db'));
+    expect(names(informer.byIndex('app', 'ns/web'))).to.deep.equal(['d']);
+    expect(names(informer.byIndex('app', 'ns/db'))).to.deep.equal(['a', 'f']);
+    expect(informer.byIndex('app', 'ns/refused')).to.deep.equal([]);
+    agrees('ns/web', 'ns/db', 'other/web', 'ns/refused');
+
+    // A relist drops what vanished, from the index too.
+    api.items = [app('f', '11', 'web')];
+    api.resourceVersion = '11';
+    api.watches[0].end(Object.assign(new Error('gone'), { statusCode: 410 }));
+    await settle();
+    expect(names(informer.byIndex('app', 'ns/web'))).to.deep.equal(['f']);
+    agrees('ns/web', 'ns/db', 'other/web');
+    expect(() => informer.byIndex('nope', 'x')).to.throw(/no index nope/);
     informer.stop();
   });
 });

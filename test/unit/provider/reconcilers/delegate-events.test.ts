@@ -4,7 +4,7 @@ import sinon from 'sinon';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { proxyEventName } from '../../../../provider/model/proxy-event.js';
-import { DelegateEventsReconciler } from '../../../../provider/reconcilers/delegate-events.js';
+import { DelegateEventsReconciler, type IndexedEvents } from '../../../../provider/reconcilers/delegate-events.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
 
 const apiError = (code: number, reason?: string) => Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', code, reason }) });
@@ -15,6 +15,16 @@ function cache<T extends { metadata?: { name?: string; namespace?: string } }>(i
     items,
     get: (name, namespace) => items.find((o) => o.metadata?.name === name && o.metadata?.namespace === namespace),
     list: (namespace) => items.filter((o) => namespace === undefined || o.metadata?.namespace === namespace),
+  };
+}
+
+/** The events informer's index by pod, built over `items` with the reconciler's own index function. */
+function indexedByPod(items: CoreV1Event[]): IndexedEvents {
+  return {
+    byIndex: (index, value) => {
+      expect(index).to.equal(DelegateEventsReconciler.BY_POD_INDEX);
+      return items.filter((ev) => DelegateEventsReconciler.eventsByPod(ev).includes(value));
+    },
   };
 }
 
@@ -64,7 +74,24 @@ describe('DelegateEventsReconciler', () => {
   it('keys only pod events, and finds the events already cached about a new delegate', () => {
     expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', scheduled())).to.deep.equal([key]);
     expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', scheduled({ involvedObject: { kind: 'Node', name: 'n' } }))).to.deep.equal([]);
-    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, events)).to.deep.equal([key]);
+    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(events.items))).to.deep.equal([key]);
+  });
+
+  it('finds the events about a new delegate through the index by pod as a walk of its namespace does', () => {
+    const items = [
+      scheduled(),
+      scheduled({ metadata: { name: 'web-abc.2', namespace: 'shop' } }),
+      scheduled({ metadata: { name: 'web-abc.3', namespace: 'other' }, involvedObject: { kind: 'Pod', name: 'web-abc', namespace: 'other' } }),
+      scheduled({ metadata: { name: 'web-xyz.1', namespace: 'shop' }, involvedObject: { kind: 'Pod', name: 'web-xyz', namespace: 'shop' } }),
+      scheduled({ metadata: { name: 'node.1', namespace: 'shop' }, involvedObject: { kind: 'Node', name: 'web-abc' } }),
+    ];
+    // What keysOfDelegate found before the index: every event of the namespace, filtered.
+    const walked = items
+      .filter((ev) => ev.metadata?.namespace === 'shop' && ev.involvedObject?.kind === 'Pod' && ev.involvedObject.name === 'web-abc')
+      .map((ev) => DelegateEventsReconciler.key('Target/shop/eu', ev));
+    expect(walked).to.have.length(2);
+    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(items)).sort()).to.deep.equal(walked.sort());
+    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, undefined)).to.deep.equal([]);
   });
 
   it('writes the copy on the proxy once, and again only when the event changed', async () => {
