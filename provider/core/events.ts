@@ -1,6 +1,7 @@
 import type { CoreV1Api, CoreV1Event } from '@kubernetes/client-node';
 import type { Clock } from './clock.js';
 import { errorFields, type Logger } from './logger.js';
+import { unreadAnswer } from './unread-answer.js';
 
 export interface InvolvedObject {
   kind: string;
@@ -52,7 +53,7 @@ export class EventRecorder {
         reportingComponent: this.o.component,
         reportingInstance: this.o.host ?? this.o.component,
       };
-      await this.o.core.createNamespacedEvent({ namespace, body: event });
+      await this.o.core.createNamespacedEvent({ namespace, body: event }, unreadAnswer());
       if (this.recent.size >= this.maxEntries) this.recent.delete(this.recent.keys().next().value!);
       this.recent.set(key, { name, namespace, count: 1, atMs: this.o.clock.now() });
     } catch (err) {

@@ -2,6 +2,7 @@ import type { CoreV1Api, CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import type { Clock } from '../core/clock.js';
 import { classifyApiError } from '../core/errors.js';
 import { errorFields, type Logger } from '../core/logger.js';
+import { unreadAnswer } from '../core/unread-answer.js';
 import { eventTime, proxyEventFor } from '../model/proxy-event.js';
 import type { ObjectCache } from './object-cache.js';
 
@@ -94,7 +95,7 @@ export class DelegateEventsReconciler {
 
     const { name: copyName, namespace: copyNamespace } = desired.metadata as { name: string; namespace: string };
     try {
-      await this.o.sourceCore.createNamespacedEvent({ namespace: copyNamespace, body: desired });
+      await this.o.sourceCore.createNamespacedEvent({ namespace: copyNamespace, body: desired }, unreadAnswer());
     } catch (err) {
       const kind = classifyApiError(err);
       if (kind === 'AlreadyExists') {

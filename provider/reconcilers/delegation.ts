@@ -3,6 +3,7 @@ import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import { classifyApiError, isAlreadyExists, isNotFound, NotDelegatedError, TerminalError, ValidationError } from '../core/errors.js';
+import { unreadAnswer } from '../core/unread-answer.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../model/delegate-pod.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
@@ -237,7 +238,7 @@ export class DelegationReconciler {
     // build throws nothing that delegateNameOf did not.
     const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames });
     try {
-      await target.core.createNamespacedPod({ namespace: desired.namespace, body });
+      await target.core.createNamespacedPod({ namespace: desired.namespace, body }, unreadAnswer());
       this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.name} created in ${target.displayName}`);
     } catch (err) {
       if (isAlreadyExists(err)) return { requeueAfterMs: 1000 };
@@ -259,7 +260,7 @@ export class DelegationReconciler {
       // A merge patch of the whole status, which the cache does not keep whole, with the cached
       // resourceVersion: a 409 means a newer proxy; retry from the cache.
       try {
-        await this.o.sourceCore.patchNamespacedPodStatus({ name, namespace, body: proxyStatusPatch(proxy, status) }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+        await this.o.sourceCore.patchNamespacedPodStatus({ name, namespace, body: proxyStatusPatch(proxy, status) }, unreadAnswer(setHeaderOptions('Content-Type', PatchStrategy.MergePatch)));
       } catch (err) {
         throw new Error(`writing the status of proxy ${namespace}/${name}`, { cause: err });
       }
@@ -268,7 +269,7 @@ export class DelegationReconciler {
     const patch = annotations && stringMapMergePatch(proxy.metadata?.annotations, annotations);
     if (patch) {
       try {
-        await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: { metadata: { annotations: patch } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+        await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: { metadata: { annotations: patch } } }, unreadAnswer(setHeaderOptions('Content-Type', PatchStrategy.MergePatch)));
       } catch (err) {
         throw new Error(`patching the annotations of proxy ${namespace}/${name}`, { cause: err });
       }
