@@ -3,6 +3,7 @@ import express, { type Express, type NextFunction, type Request, type Response }
 import { Histogram, Registry } from 'prom-client';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import { mutatePod } from './mutate-pod.js';
+import { rememberingConstraintsParser } from './parse-proxy-scheduling-constraints.js';
 import { reviewAdmission } from './review-admission.js';
 
 export interface WebhookAppOptions {
@@ -28,7 +29,8 @@ export const MUTATE_PATH = '/mutate';
  */
 export function createWebhookApp(opts: WebhookAppOptions): Express {
   const { logger } = opts;
-  const mutate = opts.mutate ?? ((pod: V1Pod, namespace?: string) => mutatePod(pod, { namespace, schedulerName: opts.proxySchedulerName }));
+  const parseConstraints = rememberingConstraintsParser();
+  const mutate = opts.mutate ?? ((pod: V1Pod, namespace?: string) => mutatePod(pod, { namespace, schedulerName: opts.proxySchedulerName, parseConstraints }));
   const duration = new Histogram({
     name: 'admiralty_webhook_request_duration_seconds',
     help: 'Time to answer one AdmissionReview, by result (allowed, denied, error).',

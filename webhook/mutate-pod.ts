@@ -17,7 +17,7 @@ import {
   VIRTUAL_NODE_TAINT_VALUE,
 } from '../provider/core/keys.js';
 import { jsonEqual } from './create-json-patch.js';
-import { parseProxySchedulingConstraints } from './parse-proxy-scheduling-constraints.js';
+import { parseProxySchedulingConstraints, type ProxySchedulingConstraints } from './parse-proxy-scheduling-constraints.js';
 
 const NOT_READY_TAINT = 'node.kubernetes.io/not-ready';
 const UNREACHABLE_TAINT = 'node.kubernetes.io/unreachable';
@@ -52,6 +52,11 @@ export interface MutatePodOptions {
    * own scheduler places the proxy against virtual-node labels.
    */
   schedulerName?: string;
+  /**
+   * Reads the `PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION`; default
+   * `parseProxySchedulingConstraints` (the webhook app passes one that remembers recent texts).
+   */
+  parseConstraints?: (text: string) => ProxySchedulingConstraints;
 }
 
 /**
@@ -89,7 +94,7 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
     throw new ValidationError(`the ${SOURCE_POD_MANIFEST_ANNOTATION} annotation is written by admiralty only: remove it from the pod`);
   }
   const constraintsText = annotations[PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION];
-  const constraints = constraintsText === undefined ? {} : parseProxySchedulingConstraints(constraintsText);
+  const constraints = constraintsText === undefined ? {} : (opts.parseConstraints ?? parseProxySchedulingConstraints)(constraintsText);
 
   const out: V1Pod = structuredClone(pod);
   const metadata = (out.metadata ??= {});

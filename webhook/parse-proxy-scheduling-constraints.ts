@@ -160,3 +160,25 @@ function describe(value: unknown): string {
   if (typeof value === 'object') return 'a mapping';
   return `${typeof value} ${JSON.stringify(value)}`;
 }
+
+/**
+ * {@link parseProxySchedulingConstraints} with a memory of the last `size` texts it parsed: the
+ * pods of one workload carry the same annotation, and parsing it as YAML is the costliest step
+ * of admitting one (about a millisecond). Each call returns a fresh copy, which the caller may
+ * change; a text that is refused is parsed again each time (and refused again). Owned by one
+ * webhook app.
+ */
+export function rememberingConstraintsParser(size = 64): (text: string) => ProxySchedulingConstraints {
+  const parsed = new Map<string, ProxySchedulingConstraints>();
+  return (text) => {
+    let constraints = parsed.get(text);
+    if (constraints) {
+      parsed.delete(text); // re-insert: Map order is use order
+    } else {
+      constraints = parseProxySchedulingConstraints(text);
+      if (parsed.size >= size) parsed.delete(parsed.keys().next().value!);
+    }
+    parsed.set(text, constraints);
+    return structuredClone(constraints);
+  };
+}

@@ -9,6 +9,7 @@ import {
   SOURCE_POD_MANIFEST_ANNOTATION,
 } from '../../../provider/core/keys.js';
 import { mutatePod } from '../../../webhook/mutate-pod.js';
+import { rememberingConstraintsParser } from '../../../webhook/parse-proxy-scheduling-constraints.js';
 
 const PROXY_TOLERATIONS = [
   { key: 'virtual-kubelet.io/provider', operator: 'Equal', value: 'admiralty', effect: 'NoSchedule' },
@@ -344,5 +345,38 @@ describe('mutatePod exact mode (a proxy scheduler with the extender)', () => {
   it('leaves the scheduler alone without a proxy scheduler name', () => {
     expect(mutatePod(sourcePod(), { namespace: 'default' }).pod.spec!.schedulerName).to.equal('default-scheduler');
     expect(mutatePod(sourcePod(), { namespace: 'default', schedulerName: '' }).pod.spec!.nodeSelector).to.have.property('kubernetes.io/os');
+  });
+});
+
+describe('mutatePod with the webhook app\'s remembering constraints parser', () => {
+  const texts = [
+    'tolerations: [{key: spot, operator: Exists}]',
+    JSON.stringify({ nodeSelector: { 'topology.kubernetes.io/region': 'eu' }, affinity: { nodeAffinity } }),
+    JSON.stringify({ topologySpreadConstraints: spread }),
+  ];
+
+  it('makes the same proxies as the plain parser, again and again, each one its own (changing one changes no other)', () => {
+    const parseConstraints = rememberingConstraintsParser(2); // fewer than the texts: some are forgotten and parsed again
+    for (let round = 0; round < 3; round++) {
+      for (const text of texts) {
+        for (const schedulerName of [undefined, 'admiralty-proxy']) {
+          const plain = mutatePod(sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: text }), { schedulerName }).pod;
+          const remembered = mutatePod(sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: text }), { schedulerName, parseConstraints }).pod;
+          expect(remembered).to.deep.equal(plain);
+          // A caller that changes what it got (the JSON patch is made from it) changes nothing remembered.
+          remembered.spec!.tolerations?.push({ key: 'scribbled' });
+          if (remembered.spec!.affinity?.nodeAffinity) remembered.spec!.affinity.nodeAffinity = {};
+          remembered.spec!.topologySpreadConstraints?.splice(0);
+        }
+      }
+    }
+  });
+
+  it('refuses an invalid text every time, as the plain parser does', () => {
+    const parseConstraints = rememberingConstraintsParser();
+    for (let i = 0; i < 2; i++) {
+      expect(() => mutatePod(sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: 'nodeSelector: [' }), { parseConstraints })).to.throw(ValidationError);
+      expect(() => mutatePod(sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: 'nodeName: x' }), { parseConstraints })).to.throw(ValidationError);
+    }
   });
 });
