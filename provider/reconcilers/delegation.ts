@@ -279,12 +279,15 @@ export class DelegationReconciler {
   private async deleteDelegate(target: TargetClient, delegate: V1Pod, proxy: V1Pod): Promise<void> {
     const grace = proxy.metadata?.deletionGracePeriodSeconds;
     try {
-      await target.core.deleteNamespacedPod({
-        name: delegate.metadata!.name!,
-        namespace: delegate.metadata!.namespace!,
-        gracePeriodSeconds: grace ?? undefined,
-        body: { preconditions: { uid: delegate.metadata!.uid } },
-      });
+      await target.core.deleteNamespacedPod(
+        {
+          name: delegate.metadata!.name!,
+          namespace: delegate.metadata!.namespace!,
+          gracePeriodSeconds: grace ?? undefined,
+          body: { preconditions: { uid: delegate.metadata!.uid } },
+        },
+        unreadAnswer(),
+      );
     } catch (err) {
       if (!isNotFound(err)) throw new Error(`deleting delegate ${delegate.metadata!.name} in ${target.displayName}`, { cause: err });
     }
@@ -302,7 +305,7 @@ export class DelegationReconciler {
     if (patch) {
       // A failed test (422) means the cached list is stale: the retry reads a fresher one.
       try {
-        await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: patch }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
+        await this.o.sourceCore.patchNamespacedPod({ name, namespace, body: patch }, unreadAnswer(setHeaderOptions('Content-Type', PatchStrategy.JsonPatch)));
       } catch (err) {
         if (isNotFound(err)) return;
         throw new Error(`removing the finalizer of proxy ${namespace}/${name}`, { cause: err });
@@ -310,7 +313,7 @@ export class DelegationReconciler {
     }
     if (kept.length === 0 && proxy.spec?.nodeName) {
       try {
-        await this.o.sourceCore.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: proxy.metadata!.uid } } });
+        await this.o.sourceCore.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: proxy.metadata!.uid } } }, unreadAnswer());
       } catch (err) {
         // 404: already gone; 409: the UID precondition failed, a new pod took the name.
         if (!isNotFound(err) && classifyApiError(err) !== 'Conflict') throw new Error(`removing proxy ${namespace}/${name}`, { cause: err });

@@ -67,6 +67,17 @@ describe('unreadAnswer', () => {
     expect(classifyApiError(await failure(core().createNamespacedEvent({ namespace: 'gone', body: { metadata: { name: 'e' }, involvedObject: {} } }, unreadAnswer())))).to.equal('NotFound');
     const conflict = await failure(core().patchNamespacedPodStatus({ name: 'p', namespace: 'ns', body: {} }, unreadAnswer(setHeaderOptions('Content-Type', PatchStrategy.MergePatch))));
     expect(classifyApiError(conflict)).to.equal('Conflict');
+    answers = [{ status: 404, body: status(404, 'NotFound') }];
+    expect(classifyApiError(await failure(core().deleteNamespacedPod({ name: 'p', namespace: 'ns' }, unreadAnswer())))).to.equal('NotFound');
+  });
+
+  it('answers a delete that succeeds (200 with the object, 202 while it terminates) with an empty object', async () => {
+    answers = [{ status: 200, body: pod }, { status: 202, body: pod }];
+    for (let i = 0; i < 2; i++) expect((await core().deleteNamespacedPod({ name: 'p', namespace: 'ns', body: { preconditions: { uid: 'u1' } } }, unreadAnswer())).metadata).to.equal(undefined);
+    expect(received.map((r) => [r.method, JSON.parse(r.body).preconditions.uid])).to.deep.equal([
+      ['DELETE', 'u1'],
+      ['DELETE', 'u1'],
+    ]);
   });
 
   it('adds to other options: a patch keeps its Content-Type', async () => {
