@@ -3,7 +3,10 @@ import { readFileSync } from 'node:fs';
 import https from 'node:https';
 import { join } from 'node:path';
 import { parsePrometheusText } from '../support/prometheus-text.js';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, milliCpu, sandbox, uniqueName, waitFor } from './support.js';
+
+/** The APIService through which metrics-server serves a sandbox cluster's metrics API. */
+const METRICS_API = 'v1beta1.metrics.k8s.io';
 
 /** One GET on c1's provider kubelet API; resolves with the status and body. */
 function kubeletGet(path: string, auth: { token: string } | 'apiserver', headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
@@ -39,16 +42,20 @@ function kubeletGet(path: string, auth: { token: string } | 'apiserver', headers
 const viaNodeProxy = (node: string, path: string) => kubeletGet(path, 'apiserver', { 'X-Forwarded-Uri': `/api/v1/nodes/${node}/proxy${path}` });
 
 /**
- * The resource metrics of virtual nodes, in a sandbox whose clusters run no metrics-server: the
- * routes, their authorization and the node naming work, and a target without the metrics API
- * is said once, on the Target, while its virtual node keeps answering.
+ * The resource metrics of virtual nodes, with c2's metrics API taken away (its APIService
+ * deleted, as in a cluster without metrics-server, and put back afterwards): the routes, their
+ * authorization and the node naming work, and a target without the metrics API is said once,
+ * on the Target, while its virtual node keeps answering.
  */
-describe('resource metrics of virtual nodes (targets without metrics-server)', function () {
+describe('resource metrics of virtual nodes (a target without metrics-server)', function () {
   this.timeout(180_000);
   const ns = uniqueName('metrics');
   let c2Node = '';
+  let metricsApi: any;
 
   before(async () => {
+    metricsApi = await getJson('c2', 'apiservice', METRICS_API);
+    await kubectl('c2', 'delete', 'apiservice', METRICS_API);
     ({ c2Node } = await connectNamespace(ns));
     await apply(
       'c1',
@@ -58,6 +65,7 @@ describe('resource metrics of virtual nodes (targets without metrics-server)', f
   });
   after(async () => {
     await disconnectNamespace(ns);
+    if (metricsApi) await apply('c2', JSON.stringify({ apiVersion: metricsApi.apiVersion, kind: metricsApi.kind, metadata: { name: METRICS_API }, spec: metricsApi.spec }));
   });
 
   it("points metrics-server at each virtual node's own path", async () => {
@@ -129,5 +137,151 @@ describe('resource metrics of virtual nodes (targets without metrics-server)', f
     } finally {
       await kubectl('c1', 'delete', 'clusterrole,clusterrolebinding', `${ns}-scraper`, '--ignore-not-found');
     }
+  });
+});
+
+/** `kubectl top` of one pod or node: CPU in millicores and memory in MiB; undefined while metrics-server has no figures for it. */
+async function top(cluster: string, kind: 'pod' | 'node', name: string, ...args: string[]): Promise<{ cpuMilli: number; memoryMi: number } | undefined> {
+  const out = await kubectl(cluster, 'top', kind, name, '--no-headers', ...args).catch(() => '');
+  // pod: NAME CPU MEMORY; node: NAME CPU CPU% MEMORY MEMORY%.
+  const f = out.trim().split(/\s+/);
+  const memory = f[kind === 'pod' ? 2 : 3];
+  if (!memory?.endsWith('Mi')) return undefined;
+  return { cpuMilli: milliCpu(f[1]), memoryMi: Number(memory.slice(0, -2)) };
+}
+
+/**
+ * End to end through the real metrics-server that the sandbox runs in both clusters: kwok
+ * simulates the delegates' usage in c2 (a ClusterResourceUsage of the test's namespace, and a
+ * ResourceUsage for one delegate), c2's metrics-server scrapes kwok, c1's provider reads c2's
+ * PodMetrics, c1's metrics-server scrapes the virtual node, and `kubectl top` and the HPA
+ * controller of c1 read c1's metrics API.
+ */
+describe('kubectl top and HorizontalPodAutoscalers on offloaded pods (metrics-server in both clusters)', function () {
+  this.timeout(180_000);
+  const ns = uniqueName('top');
+  const usage = `${ns}-usage`;
+  let c1Node = '';
+  let c2Node = '';
+  /** Where c1's metrics-server log stood when this block began. */
+  let logStart = 0;
+  const msLog = () => readFileSync(join(sandbox.dir, 'logs', 'c1-metrics-server.log'));
+  /** kwok's usage for the pods of `ns` in c2: `web` 150m and 20Mi, the containers `c` of Deployment `load` as given. */
+  const setUsage = (loadCpu: string) =>
+    apply(
+      'c2',
+      [
+        'apiVersion: kwok.x-k8s.io/v1alpha1',
+        'kind: ClusterResourceUsage',
+        `metadata: {name: ${usage}}`,
+        'spec:',
+        `  selector: {matchNamespaces: [${ns}]}`,
+        '  usages:',
+        '  - usage: {cpu: {value: 150m}, memory: {value: 20Mi}}',
+        '  - containers: [c]',
+        `    usage: {cpu: {value: ${loadCpu}}, memory: {value: 10Mi}}`,
+      ].join('\n'),
+    );
+  const delegateOf = async (proxy: string) => {
+    const uid = (await getJson('c1', 'pod', proxy, '-n', ns)).metadata.uid;
+    return (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${uid}`)).items[0]?.metadata.name as string | undefined;
+  };
+
+  before(async () => {
+    logStart = msLog().length;
+    ({ c1Node, c2Node } = await connectNamespace(ns));
+    await setUsage('10m');
+    const pod = (name: string) =>
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: app, image: nginx, resources: {requests: {cpu: 100m}}}]\n`;
+    await apply('c1', `${pod('web')}---\n${pod('api')}`);
+    let api: string | undefined;
+    await waitFor('delegate of api', 90_000, async () => (api = await delegateOf('api')) !== undefined);
+    // A ResourceUsage of one pod comes before any ClusterResourceUsage in kwok.
+    await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ResourceUsage\nmetadata: {name: ${api}, namespace: ${ns}}\nspec:\n  usages: [{usage: {cpu: {value: 50m}, memory: {value: 10Mi}}}]\n`);
+    await waitFor('proxies Running', 90_000, async () => (await getJson('c1', 'pods', '-n', ns)).items.filter((p: any) => p.status.phase === 'Running').length === 2);
+  });
+  after(async () => {
+    await disconnectNamespace(ns);
+    await kubectl('c2', 'delete', 'clusterresourceusage', usage, '--ignore-not-found');
+  });
+
+  it("kubectl top pod of a proxy in c1 prints what kwok simulates for its delegate in c2", async () => {
+    const delegate = (await delegateOf('web'))!;
+    let c1: Awaited<ReturnType<typeof top>>;
+    // c2's metrics-server needs two scrapes for a rate, then c1's needs two of the virtual node.
+    await waitFor('figures for web in c1', 120_000, async () => (c1 = await top('c1', 'pod', 'web', '-n', ns)) !== undefined);
+    const c2 = await top('c2', 'pod', delegate, '-n', ns);
+    console.log(`      top pod: c1 web ${JSON.stringify(c1)}, c2 ${delegate} ${JSON.stringify(c2)}`);
+    // The simulated usage is constant, so any two scrapes agree (to the millicore: rates are
+    // computed from counters sampled at slightly different times).
+    expect(c2!.cpuMilli).to.be.closeTo(150, 1);
+    expect(c1!.cpuMilli).to.be.closeTo(c2!.cpuMilli, 1);
+    expect(c1!.memoryMi).to.equal(c2!.memoryMi).and.to.equal(20);
+  });
+
+  it("kubectl top node of the virtual node prints the sum over its proxies", async () => {
+    let node: Awaited<ReturnType<typeof top>>;
+    await waitFor(`figures for ${c2Node} with both pods`, 120_000, async () => (node = await top('c1', 'node', c2Node)) !== undefined && node.memoryMi === 30);
+    const delegates = await Promise.all(['web', 'api'].map(async (p) => (await top('c2', 'pod', (await delegateOf(p))!, '-n', ns))!));
+    console.log(`      top node ${c2Node}: ${JSON.stringify(node)}; delegates ${JSON.stringify(delegates)}`);
+    expect(delegates.map((d) => d.cpuMilli)).to.satisfy((cpu: number[]) => Math.abs(cpu[0] - 150) <= 1 && Math.abs(cpu[1] - 50) <= 1);
+    expect(node!.cpuMilli).to.be.closeTo(delegates[0].cpuMilli + delegates[1].cpuMilli, 2);
+  });
+
+  it('an autoscaling/v2 HPA on an elected Deployment scales out when its delegates use more CPU, and back in when they use less', async function () {
+    this.timeout(420_000);
+    await apply('c1', electedDeployment('load', ns, 1, '100m', { spec: { nodeSelector: { 'topology.kubernetes.io/region': 'eu' } } }));
+    await apply(
+      'c1',
+      [
+        'apiVersion: autoscaling/v2',
+        'kind: HorizontalPodAutoscaler',
+        `metadata: {name: load, namespace: ${ns}}`,
+        'spec:',
+        '  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: load}',
+        '  minReplicas: 1',
+        '  maxReplicas: 3',
+        '  metrics: [{type: Resource, resource: {name: cpu, target: {type: Utilization, averageUtilization: 50}}}]',
+        // Without the default 5 minutes of downscale stabilization.
+        '  behavior: {scaleDown: {stabilizationWindowSeconds: 0}, scaleUp: {stabilizationWindowSeconds: 0}}',
+      ].join('\n'),
+    );
+    const hpa = () => getJson('c1', 'hpa', 'load', '-n', ns);
+    const utilization = (h: any): number | undefined => h.status?.currentMetrics?.[0]?.resource?.current?.averageUtilization;
+    // 10m of 100m requested: 10%, under the target, one replica.
+    await waitFor('the HPA reads a utilization', 150_000, async () => utilization(await hpa()) !== undefined);
+    const low = await hpa();
+    expect(utilization(low)).to.be.closeTo(10, 2);
+    expect(low.status.desiredReplicas).to.equal(1);
+
+    // 200m: 200%, four times the target, so as many replicas as allowed.
+    await setUsage('200m');
+    await waitFor('the Deployment scaled out to 3', 150_000, async () => (await getJson('c1', 'deployment', 'load', '-n', ns)).spec.replicas === 3);
+    await waitFor('3 proxies Running, each with a delegate in c2', 90_000, async () => {
+      const proxies = (await liveProxies(ns, 'load')).filter((p) => p.status.phase === 'Running');
+      if (proxies.length !== 3) return false;
+      return (await Promise.all(proxies.map((p) => delegateOf(p.metadata.name)))).every((d) => d !== undefined);
+    });
+    console.log(`      scaled out at ${utilization(await hpa())}% utilization`);
+
+    // Back to 10m: the HPA waits for figures from every replica, then scales in.
+    await setUsage('10m');
+    await waitFor('the Deployment scaled back in to 1', 240_000, async () => (await getJson('c1', 'deployment', 'load', '-n', ns)).spec.replicas === 1);
+    const events: string[] = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.kind=HorizontalPodAutoscaler,reason=SuccessfulRescale')).items.map((e: any) => e.message as string);
+    console.log(`      ${events.join('; ')}`);
+    expect(events.some((m) => m.startsWith('New size: 3'))).to.equal(true);
+    expect(events.some((m) => m.startsWith('New size: 1'))).to.equal(true);
+  });
+
+  it("leaves no scrape error of a virtual node in c1's metrics-server log", async () => {
+    const defaults = await getJson('c1', 'targets', '-n', 'default');
+    const nodes = [c1Node, c2Node, ...defaults.items.map((t: any) => t.status.virtualNodeName as string)];
+    // The figures above prove it scraped them; klog prints `"Failed to scrape node" err=… node="<name>"`.
+    const errors = msLog()
+      .subarray(logStart)
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l.includes('Failed to scrape node') && nodes.some((n) => l.includes(`node="${n}"`)));
+    expect(errors).to.deep.equal([]);
   });
 });

@@ -19,6 +19,23 @@ describe('sandbox', () => {
     }
   });
 
+  it("serves each cluster's metrics API through metrics-server, from the usage kwok simulates", async () => {
+    // The sandbox's ClusterResourceUsage of namespace default: what the pod's annotations say.
+    const name = uniqueName('usage');
+    await apply('c2', `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: default, annotations: {kwok.x-k8s.io/usage-cpu: 42m, kwok.x-k8s.io/usage-memory: 7Mi}}\nspec:\n  containers: [{name: app, image: busybox}]\n`);
+    try {
+      let out = '';
+      // Two scrapes of the fake node (10 s apart) give metrics-server its first rate.
+      await waitFor(`figures for ${name}`, 90_000, async () => (out = await kubectl('c2', 'top', 'pod', name, '--no-headers').catch(() => '')) !== '');
+      expect(out.trim().split(/\s+/).slice(1)).to.deep.equal(['42m', '7Mi']);
+      for (const cluster of ['c1', 'c2']) {
+        await waitFor(`${cluster} fake nodes in kubectl top`, 90_000, async () => (await kubectl(cluster, 'top', 'node', '-l', 'type=kwok', '--no-headers').catch(() => '')).trim().split('\n').length === 2);
+      }
+    } finally {
+      await kubectl('c2', 'delete', 'pod', name, '-n', 'default', '--ignore-not-found', '--wait=false');
+    }
+  });
+
   it('runs a pod in c2 and serves its logs and exec as kwok objects define', async () => {
     const ns = uniqueName('ground');
     await kubectl('c2', 'create', 'namespace', ns);

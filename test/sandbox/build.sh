@@ -5,10 +5,12 @@
 #   build.sh          the sandbox's control plane: etcd, kwok, kube-apiserver, kube-controller-manager,
 #                     kube-scheduler, kubectl
 #   build.sh helm     helm, for the chart's tests (charts/admiralty)
+#   build.sh metrics-server
+#                     metrics-server, which the sandbox runs in every cluster (`kubectl top`, HPAs)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
-K8S=v1.36.3 ETCD=v3.6.14 KWOK=v0.8.0 HELM=v4.3.1
+K8S=v1.36.3 ETCD=v3.6.14 KWOK=v0.8.0 HELM=v4.3.1 METRICS_SERVER=v0.9.0
 what=${1:-control-plane}
 
 command -v go >/dev/null || { echo "sandbox: Go 1.26.x is required to build the control plane" >&2; exit 1; }
@@ -19,7 +21,8 @@ sums() { for f in go.mod go.sum; do for m in "$@"; do cat "$here/go/$m/$f"; done
 case "$what" in
   control-plane) key="k8s-${K8S}_etcd-${ETCD}_kwok-${KWOK}_$(go env GOVERSION)_$(sums etcd k8s kwok | sha256sum | cut -c1-12)" ;;
   helm) key="helm-${HELM}_$(go env GOVERSION)_$(sums helm | sha256sum | cut -c1-12)" ;;
-  *) echo "usage: build.sh [control-plane|helm]" >&2; exit 2 ;;
+  metrics-server) key="metrics-server-${METRICS_SERVER}_$(go env GOVERSION)_$(sums metrics-server | sha256sum | cut -c1-12)" ;;
+  *) echo "usage: build.sh [control-plane|helm|metrics-server]" >&2; exit 2 ;;
 esac
 root="${SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/admiralty-ts-sandbox}"
 bin="$root/$key"
@@ -36,6 +39,11 @@ if [ "$what" = helm ]; then
   H="-X helm.sh/helm/v4/internal/version"
   (cd "$here/go/helm" && go build -trimpath -ldflags "-s -w $H.version=$HELM $H.metadata= $H.gitTreeState=clean" -o "$bin/helm" helm.sh/helm/v4/cmd/helm)
   "$bin/helm" version --short | grep -qx "$HELM" || { echo "sandbox build: helm says $("$bin/helm" version --short), want $HELM" >&2; exit 1; }
+elif [ "$what" = metrics-server ]; then
+  log "metrics-server $METRICS_SERVER"
+  # Its Makefile stamps the version into client-go's version package.
+  (cd "$here/go/metrics-server" && go build -trimpath -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=$METRICS_SERVER" -o "$bin/metrics-server" sigs.k8s.io/metrics-server/cmd/metrics-server)
+  "$bin/metrics-server" --version | grep -qx "$METRICS_SERVER" || { echo "sandbox build: metrics-server says $("$bin/metrics-server" --version), want $METRICS_SERVER" >&2; exit 1; }
 else
   V="-X k8s.io/component-base/version"; C="-X k8s.io/client-go/pkg/version"; D=2026-07-23T00:00:00Z
   ldk="-s -w $V.gitVersion=$K8S $V.gitMajor=1 $V.gitMinor=36 $V.gitTreeState=clean $V.buildDate=$D"

@@ -37,14 +37,14 @@ export function shippedCli(): { command: string; args: string[] } {
  * schedulerName admiralty-proxy, that places proxy pods) runs in the sources only (c1 in the
  * default topology).
  */
-export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'provider', 'provider-front', 'proxy-scheduler', 'cluster-autoscaler-stand-in'] as const;
+export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'metrics-server', 'provider', 'provider-front', 'proxy-scheduler', 'cluster-autoscaler-stand-in'] as const;
 export type Component = (typeof CLUSTER_COMPONENTS)[number];
 
 /**
  * Builds, or finds in the cache, the pinned binaries of test/sandbox/build.sh (`control-plane`,
  * or `helm` for the chart's tests); returns their folder. The build's progress goes to stderr.
  */
-export function buildBinaries(what: 'control-plane' | 'helm'): string {
+export function buildBinaries(what: 'control-plane' | 'helm' | 'metrics-server'): string {
   const out = execFileSync('bash', [join(REPO_ROOT, 'test', 'sandbox', 'build.sh'), what], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   return out.trim().split('\n').pop()!;
 }
@@ -62,6 +62,8 @@ export interface SandboxState {
   basePort: number;
   clusters: string[];
   binDir: string;
+  /** Where the metrics-server binary is (build.sh metrics-server); absent in a sandbox started before it ran metrics-server. */
+  metricsServerBinDir?: string;
   kwokModuleDir: string;
   /** Whether the provider processes should run (false until the provider exists or with --no-provider). */
   provider: boolean;
@@ -148,6 +150,17 @@ export class Sandbox {
     return Object.fromEntries(Object.entries(PORT).map(([k, v]) => [k, b + v])) as Record<keyof typeof PORT, number>;
   }
 
+  /**
+   * The port of a cluster's metrics-server: the cluster blocks are full, so one port per cluster
+   * after them and after the provider replicas' ports.
+   */
+  metricsServerPort(cluster: string, state = this.requireState()): number {
+    const i = state.clusters.indexOf(cluster);
+    if (i < 0) throw new Error(`unknown cluster ${cluster}; the sandbox has ${state.clusters.join(', ')}`);
+    const replicas = state.providerReplicas ?? 1;
+    return state.basePort + state.clusters.length * 10 + (replicas > 1 ? replicas * 3 : 0) + i;
+  }
+
   /** Whether every process of every cluster is running. */
   isUp(): boolean {
     const s = this.state();
@@ -165,6 +178,7 @@ export class Sandbox {
       if (c === 'proxy-scheduler') return s.provider && isSource(topologyOf(s), s.clusters, cluster);
       if (c === 'provider-front') return s.provider && this.providerReplicas(cluster, s) > 1;
       if (c === 'cluster-autoscaler-stand-in') return s.autoscalers?.includes(cluster) ?? false;
+      if (c === 'metrics-server') return s.metricsServerBinDir !== undefined;
       return true;
     });
   }
@@ -220,19 +234,22 @@ export class Sandbox {
       return;
     }
     const binDir = this.build();
+    const metricsServerBinDir = buildBinaries('metrics-server');
     if (!state) {
       state = {
-        basePort: await this.pickBasePort(wantClusters.length * 10 + (replicas > 1 ? replicas * 3 : 0)),
+        basePort: await this.pickBasePort(wantClusters.length * 11 + (replicas > 1 ? replicas * 3 : 0)),
         clusters: wantClusters,
         providerReplicas: replicas,
         ...(topology === 'star' ? {} : { topology }),
         binDir,
+        metricsServerBinDir,
         kwokModuleDir: readFileSync(join(binDir, 'kwok-module-dir'), 'utf8').trim(),
         provider: opts.provider !== false && existsSync(join(REPO_ROOT, 'provider', 'main.ts')),
         ...(opts.completeJobPods === false ? { completeJobPods: false } : {}),
       };
     } else {
       state.binDir = binDir;
+      state.metricsServerBinDir = metricsServerBinDir;
     }
     writeFileSync(this.statePath, JSON.stringify(state, null, 2));
     mkdirSync(join(this.dir, 'bin'), { recursive: true });
@@ -390,6 +407,15 @@ export class Sandbox {
             `--kubelet-client-certificate=${pki.kubeletClientCert}`,
             `--kubelet-client-key=${pki.kubeletClientKey}`,
             `--kubelet-certificate-authority=${pki.caCert}`,
+            // The aggregation layer, for metrics.k8s.io (metrics-server): the apiserver proxies
+            // with the front proxy's client certificate and says who the user is in headers.
+            `--requestheader-client-ca-file=${pki.frontProxyCaCert}`,
+            '--requestheader-allowed-names=front-proxy-client',
+            '--requestheader-username-headers=X-Remote-User',
+            '--requestheader-group-headers=X-Remote-Group',
+            '--requestheader-extra-headers-prefix=X-Remote-Extra-',
+            `--proxy-client-cert-file=${pki.frontProxyClientCert}`,
+            `--proxy-client-key-file=${pki.frontProxyClientKey}`,
             // Every request of the provider's and the proxy scheduler's ServiceAccounts, with its
             // response code: the e2e suite proves from it that the shipped RBAC is enough (no 403
             // for them, ever).
@@ -417,6 +443,8 @@ export class Sandbox {
             `--cluster-signing-cert-file=${pki.caCert}`,
             `--cluster-signing-key-file=${pki.caKey}`,
             '--use-service-account-credentials=false',
+            // HPAs react within seconds rather than the default 15 s (test/e2e/metrics.test.ts).
+            '--horizontal-pod-autoscaler-sync-period=5s',
             '--profiling=false',
           ],
         };
@@ -437,7 +465,7 @@ export class Sandbox {
             // Only the sandbox's fake nodes: never the provider's virtual nodes.
             '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
             ...kwokStages(state).map((f) => `--config=${f}`),
-            '--enable-crds=Logs,ClusterLogs,Exec,ClusterExec,Attach,ClusterAttach,PortForward,ClusterPortForward',
+            '--enable-crds=Logs,ClusterLogs,Exec,ClusterExec,Attach,ClusterAttach,PortForward,ClusterPortForward,Metric,ClusterResourceUsage,ResourceUsage',
             '--node-ip=127.0.0.1',
             '--node-name=localhost',
             `--node-port=${p.kwok}`,
@@ -448,6 +476,34 @@ export class Sandbox {
             `--cidr=10.${200 + i}.0.0/16`,
           ],
         };
+      case 'metrics-server': {
+        const port = this.metricsServerPort(cluster, state);
+        const msKubeconfig = join(d, 'metrics-server.kubeconfig');
+        return {
+          ...base,
+          command: join(state.metricsServerBinDir ?? '', 'metrics-server'),
+          marker: `--secure-port=${port}`,
+          args: [
+            '--bind-address=127.0.0.1',
+            `--secure-port=${port}`,
+            `--tls-cert-file=${pki.metricsServerCert}`,
+            `--tls-private-key-file=${pki.metricsServerKey}`,
+            // Its own ServiceAccount, with upstream's RBAC (METRICS_SERVER_YAML).
+            `--kubeconfig=${msKubeconfig}`,
+            `--authentication-kubeconfig=${msKubeconfig}`,
+            `--authorization-kubeconfig=${msKubeconfig}`,
+            // Kubelets as the node says: kwok's and the provider's, both on 127.0.0.1, each on its
+            // own port, serving certificates the sandbox CA signed.
+            '--kubelet-preferred-address-types=InternalIP',
+            '--kubelet-use-node-status-port',
+            `--kubelet-certificate-authority=${pki.caCert}`,
+            // The shortest resolution metrics-server accepts; the request timeout must be less.
+            '--metric-resolution=10s',
+            '--kubelet-request-timeout=5s',
+            '--profiling=false',
+          ],
+        };
+      }
       case 'provider':
         return this.providerSpec(cluster, 0, state);
       case 'provider-front': {
@@ -635,13 +691,16 @@ export class Sandbox {
     // The apiserver's kubelet client may call kubelets (kwok's and the provider's), as with kubeadm.
     await this.applyYaml(cluster, KUBELET_CLIENT_RBAC);
     const crdDir = join(state.kwokModuleDir, 'kustomize', 'crd', 'bases');
-    for (const kind of ['logs', 'clusterlogs', 'execs', 'clusterexecs', 'attaches', 'clusterattaches', 'portforwards', 'clusterportforwards']) {
-      await kubectl('apply', '--server-side', '-f', join(crdDir, `kwok.x-k8s.io_${kind}.yaml`));
-    }
-    await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clusterlogs.kwok.x-k8s.io', 'crd/clusterexecs.kwok.x-k8s.io');
+    const kinds = ['logs', 'clusterlogs', 'execs', 'clusterexecs', 'attaches', 'clusterattaches', 'portforwards', 'clusterportforwards', 'metrics', 'clusterresourceusages', 'resourceusages'];
+    await kubectl('apply', '--server-side', ...kinds.flatMap((kind) => ['-f', join(crdDir, `kwok.x-k8s.io_${kind}.yaml`)]));
+    await kubectl('wait', '--for=condition=Established', '--timeout=60s', ...kinds.map((kind) => `crd/${kind}.kwok.x-k8s.io`));
     await this.applyYaml(cluster, this.fakeNodesYaml(cluster, state));
     await this.applyYaml(cluster, this.kwokDefaultsYaml(cluster));
+    // kwok's own Metric: the kubelet's /metrics/resource of each fake node, at the path the
+    // nodes' metrics.k8s.io/resource-metrics-path annotation names, from the simulated usage.
+    await kubectl('apply', '--server-side', '-f', join(state.kwokModuleDir, 'kustomize', 'metrics', 'resource', 'metrics-resource.yaml'));
     startProcess(this.spec(cluster, 'kwok', state));
+    await this.startMetricsServer(cluster, state);
     await waitFor(`${cluster} default ServiceAccount`, 60_000, async () => (await kubectl('get', 'serviceaccount', 'default', '-n', 'default', '-o', 'name').catch(() => '')).includes('default'));
     await waitFor(`${cluster} fake nodes Ready`, 60_000, async () => {
       const out = await kubectl('get', 'nodes', '-l', 'type=kwok', '-o', 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}').catch(() => '');
@@ -663,6 +722,8 @@ export class Sandbox {
           `  name: ${cluster}-node-${n}`,
           '  annotations:',
           '    kwok.x-k8s.io/node: fake',
+          // Where kwok serves this node's resource metrics (its Metric metrics-resource).
+          `    metrics.k8s.io/resource-metrics-path: /metrics/nodes/${cluster}-node-${n}/metrics/resource`,
           '    node.alpha.kubernetes.io/ttl: "0"',
           '  labels:',
           '    type: kwok',
@@ -710,7 +771,38 @@ export class Sandbox {
       '  - local:',
       `      workDir: ${join(d, 'exec')}`,
       '      envs: [{name: SANDBOX_CLUSTER, value: ' + cluster + '}]',
+      '---',
+      // What metrics-server reads from kwok for the pods of namespace default: 1m of CPU and
+      // 1Mi of memory per container, or what the pod's annotations kwok.x-k8s.io/usage-cpu and
+      // kwok.x-k8s.io/usage-memory say. Only namespace default, as the ClusterLogs: kwok takes
+      // the first ClusterResourceUsage that matches in no set order, so a test defines its own
+      // for a namespace of its own.
+      'apiVersion: kwok.x-k8s.io/v1alpha1',
+      'kind: ClusterResourceUsage',
+      'metadata: {name: sandbox-default}',
+      'spec:',
+      '  selector: {matchNamespaces: [default]}',
+      '  usages:',
+      '  - usage:',
+      '      cpu: {expression: \'"kwok.x-k8s.io/usage-cpu" in pod.metadata.annotations ? Quantity(pod.metadata.annotations["kwok.x-k8s.io/usage-cpu"]) : Quantity("1m")\'}',
+      '      memory: {expression: \'"kwok.x-k8s.io/usage-memory" in pod.metadata.annotations ? Quantity(pod.metadata.annotations["kwok.x-k8s.io/usage-memory"]) : Quantity("1Mi")\'}',
     ].join('\n');
+  }
+
+  /**
+   * Runs metrics-server in `cluster` as its upstream manifests would, out of cluster: its own
+   * ServiceAccount and RBAC, a token kubeconfig, and the APIService v1beta1.metrics.k8s.io
+   * through a Service of type ExternalName to 127.0.0.1 (the aggregator resolves such a Service
+   * to its name and the APIService's port; a ClusterIP would need endpoints, which may not be
+   * loopback), verified against the sandbox CA. Does not wait for its first scrape.
+   */
+  private async startMetricsServer(cluster: string, state: SandboxState): Promise<void> {
+    const pki = ensurePki(join(this.dir, 'pki'));
+    const port = this.metricsServerPort(cluster, state);
+    await this.applyYaml(cluster, metricsServerYaml(port, readFileSync(pki.caCert).toString('base64')));
+    await this.writeServiceAccountKubeconfig(cluster, state, 'metrics-server', join(this.clusterDir(cluster), 'metrics-server.kubeconfig'), 'kube-system');
+    startProcess(this.spec(cluster, 'metrics-server', state));
+    await waitFor(`${cluster} metrics-server`, 60_000, () => httpsUnverifiedOk(`https://127.0.0.1:${port}/livez`));
   }
 
   private async apiserverReady(cluster: string, state: SandboxState): Promise<boolean> {
@@ -761,8 +853,8 @@ export class Sandbox {
    * The provider and the proxy scheduler run as their shipped ServiceAccounts (not
    * cluster-admin), with a token from the TokenRequest API.
    */
-  private async writeServiceAccountKubeconfig(cluster: string, state: SandboxState, serviceAccount: string, file: string): Promise<void> {
-    const token = (await this.kubectl(cluster, 'create', 'token', serviceAccount, '-n', 'admiralty', '--duration=48h')).trim();
+  private async writeServiceAccountKubeconfig(cluster: string, state: SandboxState, serviceAccount: string, file: string, namespace = 'admiralty'): Promise<void> {
+    const token = (await this.kubectl(cluster, 'create', 'token', serviceAccount, '-n', namespace, '--duration=48h')).trim();
     const ca = readFileSync(join(this.dir, 'pki', 'ca.crt')).toString('base64');
     writeFileSync(
       file,
@@ -771,7 +863,7 @@ export class Sandbox {
         'kind: Config',
         `clusters: [{name: ${cluster}, cluster: {server: "https://127.0.0.1:${this.ports(cluster, state).apiserver}", certificate-authority-data: ${ca}}}]`,
         `users: [{name: ${serviceAccount}, user: {token: ${token}}}]`,
-        `contexts: [{name: ${cluster}, context: {cluster: ${cluster}, user: ${serviceAccount}, namespace: admiralty}}]`,
+        `contexts: [{name: ${cluster}, context: {cluster: ${cluster}, user: ${serviceAccount}, namespace: ${namespace}}}]`,
         `current-context: ${cluster}`,
         '',
       ].join('\n'),
@@ -1021,6 +1113,66 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:k
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: kube-apiserver-kubelet-client}
 `;
+
+/**
+ * metrics-server's ServiceAccount and RBAC as its upstream manifest (components.yaml) grants
+ * them, its Service (ExternalName, see {@link Sandbox.startMetricsServer}) and APIService.
+ */
+function metricsServerYaml(port: number, caBundle: string): string {
+  const sa = '[{kind: ServiceAccount, name: metrics-server, namespace: kube-system}]';
+  return `apiVersion: v1
+kind: ServiceAccount
+metadata: {name: metrics-server, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: system:aggregated-metrics-reader
+  labels: {rbac.authorization.k8s.io/aggregate-to-admin: "true", rbac.authorization.k8s.io/aggregate-to-edit: "true", rbac.authorization.k8s.io/aggregate-to-view: "true"}
+rules: [{apiGroups: [metrics.k8s.io], resources: [pods, nodes], verbs: [get, list, watch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: system:metrics-server}
+rules:
+- {apiGroups: [""], resources: [nodes/metrics], verbs: [get]}
+- {apiGroups: [""], resources: [pods, nodes], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: system:metrics-server}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:metrics-server}
+subjects: ${sa}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: metrics-server:system:auth-delegator}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:auth-delegator}
+subjects: ${sa}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: metrics-server-auth-reader, namespace: kube-system}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: extension-apiserver-authentication-reader}
+subjects: ${sa}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: metrics-server, namespace: kube-system}
+spec: {type: ExternalName, externalName: 127.0.0.1, ports: [{name: https, port: ${port}}]}
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: v1beta1.metrics.k8s.io}
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  service: {name: metrics-server, namespace: kube-system, port: ${port}}
+  caBundle: ${caBundle}
+`;
+}
 
 function portIsFree(port: number): Promise<boolean> {
   return new Promise((res) => {
