@@ -797,12 +797,14 @@ export class Sandbox {
    * loopback), verified against the sandbox CA. Does not wait for its first scrape.
    */
   private async startMetricsServer(cluster: string, state: SandboxState): Promise<void> {
+    const t0 = Date.now();
     const pki = ensurePki(join(this.dir, 'pki'));
     const port = this.metricsServerPort(cluster, state);
     await this.applyYaml(cluster, metricsServerYaml(port, readFileSync(pki.caCert).toString('base64')));
     await this.writeServiceAccountKubeconfig(cluster, state, 'metrics-server', join(this.clusterDir(cluster), 'metrics-server.kubeconfig'), 'kube-system');
     startProcess(this.spec(cluster, 'metrics-server', state));
     await waitFor(`${cluster} metrics-server`, 60_000, () => httpsUnverifiedOk(`https://127.0.0.1:${port}/livez`));
+    this.log(`${cluster}: metrics-server serving in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   }
 
   private async apiserverReady(cluster: string, state: SandboxState): Promise<boolean> {
