@@ -150,13 +150,7 @@ export function delegateSourcePod(proxy: V1Pod): V1Pod {
  */
 export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod {
   const source = delegateSourcePod(proxy);
-  const proxyName = proxy.metadata?.name;
-  const namespace = proxy.metadata?.namespace;
-  const uid = proxy.metadata?.uid;
-  if (!proxyName || !namespace || !uid) {
-    throw new ValidationError('proxy pod must have a name, a namespace and a uid');
-  }
-  if (!Array.isArray(source.spec?.containers)) throw new ValidationError(`proxy pod ${namespace}/${proxyName} has no spec.containers`);
+  const { proxyName, namespace, uid } = checkedIdentity(proxy, source.spec?.containers);
   const sourceAnnotations = source.metadata?.annotations ?? {};
   const labels = prefixLabels(source.metadata?.labels, parseNoPrefixRegexp(sourceAnnotations[NO_PREFIX_LABEL_REGEXP_ANNOTATION]));
   labels[PARENT_UID_LABEL] = uid;
@@ -215,15 +209,21 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
  */
 export function delegateNameOf(proxy: V1Pod, opts: Pick<DelegatePodOptions, 'sourceClusterName'>): string {
   sourcePodManifest(proxy);
+  const { proxyName, namespace, uid } = checkedIdentity(proxy, proxy.spec?.containers);
+  parseNoPrefixRegexp(proxy.metadata?.annotations?.[NO_PREFIX_LABEL_REGEXP_ANNOTATION]);
+  return delegatePodName(proxyName, opts.sourceClusterName, uid);
+}
+
+/** The proxy's name, namespace and uid, once checked, and that the pod has containers: what both builders check first. */
+function checkedIdentity(proxy: V1Pod, containers: unknown): { proxyName: string; namespace: string; uid: string } {
   const proxyName = proxy.metadata?.name;
   const namespace = proxy.metadata?.namespace;
   const uid = proxy.metadata?.uid;
   if (!proxyName || !namespace || !uid) {
     throw new ValidationError('proxy pod must have a name, a namespace and a uid');
   }
-  if (!Array.isArray(proxy.spec?.containers)) throw new ValidationError(`proxy pod ${namespace}/${proxyName} has no spec.containers`);
-  parseNoPrefixRegexp(proxy.metadata?.annotations?.[NO_PREFIX_LABEL_REGEXP_ANNOTATION]);
-  return delegatePodName(proxyName, opts.sourceClusterName, uid);
+  if (!Array.isArray(containers)) throw new ValidationError(`proxy pod ${namespace}/${proxyName} has no spec.containers`);
+  return { proxyName, namespace, uid };
 }
 
 /** The requirement that keeps a pod off every virtual node (an absent label satisfies `NotIn`). */
