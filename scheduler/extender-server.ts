@@ -310,6 +310,8 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
 
   const app = express();
   app.disable('x-powered-by');
+  // No caller revalidates an answer: an ETag would only cost a SHA-1 of every body.
+  app.disable('etag');
   const raw = express.raw({ type: () => true, limit: opts.bodyLimit ?? '64mb' });
 
   const handle =

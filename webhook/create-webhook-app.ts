@@ -41,6 +41,8 @@ export function createWebhookApp(opts: WebhookAppOptions): Express {
 
   const app = express();
   app.disable('x-powered-by');
+  // No caller revalidates an answer: an ETag would only cost a SHA-1 of every body.
+  app.disable('etag');
 
   app.get('/healthz', (_req, res) => {
     res.type('text/plain').send('ok');

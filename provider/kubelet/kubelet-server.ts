@@ -236,6 +236,8 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
 
   const app = express();
   app.disable('x-powered-by');
+  // No caller revalidates an answer: an ETag would only cost a SHA-1 of every body.
+  app.disable('etag');
   // Health probes must work without credentials; a real kubelet serves /healthz on its
   // separate healthz port without auth, so this does not expose more than a kubelet does.
   app.get('/healthz', (_req, res) => {

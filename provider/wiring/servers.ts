@@ -171,6 +171,8 @@ export function kubeletRunnable(w: Wiring): Runnable {
  */
 export async function startOpsServer(o: { port: number; host: string; registry: Registry; manager: Pick<Manager, 'readiness' | 'isLeader'> }): Promise<Server> {
   const ops = express();
+  // Scrapers do not revalidate: an ETag would only cost a SHA-1 of every scrape.
+  ops.disable('etag');
   ops.get('/metrics', async (_req, res) => {
     res.set('Content-Type', o.registry.contentType).send(await o.registry.metrics());
   });

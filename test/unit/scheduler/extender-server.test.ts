@@ -21,6 +21,7 @@ interface Reply {
   status: number;
   text: string;
   json?: unknown;
+  etag?: string;
 }
 
 function kubeConfig(): KubeConfig {
@@ -122,7 +123,7 @@ describe('scheduler: createExtenderApp', () => {
           } catch {
             json = undefined;
           }
-          resolve({ status: res.statusCode ?? 0, text, json });
+          resolve({ status: res.statusCode ?? 0, text, json, etag: res.headers.etag });
         });
       });
       req.on('error', reject);
@@ -143,6 +144,8 @@ describe('scheduler: createExtenderApp', () => {
   it('filters NodeNames: keeps real nodes and fitting targets, explains every rejection', async () => {
     const r = await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: allNames });
     expect(r.status).to.equal(200);
+    // No ETag: kube-scheduler never revalidates, and hashing every answer costs CPU.
+    expect(r.etag).to.equal(undefined);
     const result = r.json as ExtenderFilterResult;
     expect(result.NodeNames).to.deep.equal([V(ROOMY), REAL]);
     expect(result.Nodes).to.equal(undefined);

@@ -28,11 +28,11 @@ async function readAll(stream: Readable): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-function get(port: number, path: string, opts: https.RequestOptions = {}): Promise<{ status: number; body: string }> {
+function get(port: number, path: string, opts: https.RequestOptions = {}): Promise<{ status: number; body: string; etag?: string }> {
   return new Promise((resolve, reject) => {
     https
       .get({ host: '127.0.0.1', port, path, ca: tls.ca.certPem, ...opts }, (res) => {
-        void readAll(res).then((body) => resolve({ status: res.statusCode ?? 0, body }));
+        void readAll(res).then((body) => resolve({ status: res.statusCode ?? 0, body, ...(res.headers.etag ? { etag: res.headers.etag } : {}) }));
       })
       .on('error', reject);
   });
@@ -204,6 +204,8 @@ describe('kubelet server', () => {
       const res = await get(port, '/stats/summary', { headers: { ...bearer, 'X-Forwarded-Uri': '/api/v1/nodes/admiralty-cluster-c1/proxy/stats/summary' } });
       expect(res.status).to.equal(200);
       expect(JSON.parse(res.body).node).to.include({ nodeName: 'admiralty-cluster-c1' });
+      // Scraped every few seconds, never revalidated: no SHA-1 of every answer for an ETag.
+      expect(res.etag).to.equal(undefined);
       expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'stats', name: 'admiralty-cluster-c1' });
     });
 
