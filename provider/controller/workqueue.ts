@@ -22,11 +22,25 @@ export interface WorkQueueShards {
  * A deduplicating work queue of string keys. A key is never handed to two workers at once: a
  * key added while it is being processed is handed out again after `done`. Supports delayed adds
  * and per-key exponential backoff with jitter; time comes from the injected clock. With
- * `shards`, a key whose group is at its cap waits in the queue while later keys of other
- * groups are handed out.
+ * `shards`, a key whose group is at its cap waits while later keys of other groups are handed
+ * out.
+ *
+ * Held-back keys are set aside per group ("parked") when they reach the front, and a group's
+ * parked keys go first when one of its slots frees: each key is looked at a bounded number of
+ * times, so handing out a key costs the same with 10 queued keys as with 5000, even when most of
+ * them wait for a full group. A parked key's group is asked again when it is handed out (a
+ * proxy's target changes when it is bound); one whose group changed meanwhile waits at most
+ * until its old group frees a slot.
  */
 export class WorkQueue {
-  private readonly queue: string[] = [];
+  /** Keys in arrival order from `head` on; the part before `head` is taken, dropped in batches. */
+  private queue: string[] = [];
+  private head = 0;
+  /** Keys held back, by the group that was full when they reached the front, in arrival order. */
+  private readonly parked = new Map<string, string[]>();
+  /** Groups with parked keys and a free slot since: their parked keys go before the queue. */
+  private readonly unblocked = new Set<string>();
+  /** Every queued key, parked or not. */
   private readonly queued = new Set<string>();
   private readonly processing = new Set<string>();
   private readonly dirty = new Set<string>();
@@ -51,22 +65,18 @@ export class WorkQueue {
       return;
     }
     if (this.queued.has(key)) return;
-    if (this.waiters.length && this.admit(key)) {
-      this.waiters.shift()!(key);
-      return;
-    }
     this.queued.add(key);
     this.queue.push(key);
-    this.opts.hooks?.onDepth?.(this.queue.length);
+    this.opts.hooks?.onDepth?.(this.queued.size);
+    this.serveWaiters();
   }
 
   /**
    * Marks `key` processing and counts it in its group if the group is under its cap; false
    * (nothing changed) when the group is full.
    */
-  private admit(key: string): boolean {
+  private admit(key: string, group = this.opts.shards?.of(key)): boolean {
     const shards = this.opts.shards;
-    const group = shards?.of(key);
     if (group !== undefined) {
       const n = this.inFlight.get(group) ?? 0;
       if (n >= Math.max(1, shards!.maxInFlight)) return false;
@@ -77,17 +87,71 @@ export class WorkQueue {
     return true;
   }
 
-  /** The first queued key that {@link admit} lets through, taken out of the queue. */
+  /**
+   * The next key that {@link admit} lets through, taken out of the queue: first the parked keys
+   * of groups that freed a slot, then the queue in order, parking the keys of full groups met on
+   * the way.
+   */
   private takeNext(): string | undefined {
-    for (let i = 0; i < this.queue.length; i++) {
-      const key = this.queue[i];
-      if (!this.admit(key)) continue;
-      this.queue.splice(i, 1);
-      this.queued.delete(key);
-      this.opts.hooks?.onDepth?.(this.queue.length);
-      return key;
+    for (const group of this.unblocked) {
+      this.unblocked.delete(group);
+      const keys = this.parked.get(group) ?? [];
+      while (keys.length) {
+        const key = keys[0];
+        const now = this.opts.shards!.of(key);
+        if (this.admit(key, now)) {
+          keys.shift();
+          if (!keys.length) this.parked.delete(group);
+          // More may go: a later call looks at the rest.
+          if (keys.length) this.unblocked.add(group);
+          return this.taken(key);
+        }
+        // Full again: the rest wait for its next free slot.
+        if (now === group) break;
+        // Moved to another group, full too (a proxy got bound meanwhile): wait there.
+        keys.shift();
+        this.park(key, now!);
+      }
+      if (!keys.length) this.parked.delete(group);
+    }
+    while (this.head < this.queue.length) {
+      const key = this.queue[this.head++];
+      this.compact();
+      const group = this.opts.shards?.of(key);
+      if (this.admit(key, group)) return this.taken(key);
+      this.park(key, group!);
     }
     return undefined;
+  }
+
+  /** Sets a key whose group is full aside, under that group. */
+  private park(key: string, group: string): void {
+    const keys = this.parked.get(group);
+    if (keys) keys.push(key);
+    else this.parked.set(group, [key]);
+  }
+
+  private taken(key: string): string {
+    this.queued.delete(key);
+    this.opts.hooks?.onDepth?.(this.queued.size);
+    return key;
+  }
+
+  /** Drops the taken part of the queue once it is most of it (amortized O(1) per key). */
+  private compact(): void {
+    if (this.head >= 1024 && this.head * 2 >= this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Hands out keys to waiting workers while any may go. */
+  private serveWaiters(): void {
+    while (this.waiters.length && !this.shuttingDown) {
+      const next = this.takeNext();
+      if (next === undefined) break;
+      this.waiters.shift()!(next);
+    }
   }
 
   /** Adds the key after `ms`; an earlier pending delayed add of the same key wins. */
@@ -144,18 +208,16 @@ export class WorkQueue {
       const n = (this.inFlight.get(group) ?? 1) - 1;
       if (n > 0) this.inFlight.set(group, n);
       else this.inFlight.delete(group);
+      if (this.parked.has(group)) this.unblocked.add(group);
     }
     if (this.dirty.delete(key)) this.add(key);
     // A slot of this group is free: a waiting worker may take a key that was held back.
-    while (this.waiters.length && !this.shuttingDown) {
-      const next = this.takeNext();
-      if (next === undefined) break;
-      this.waiters.shift()!(next);
-    }
+    this.serveWaiters();
   }
 
+  /** Keys waiting to be handed out, held back or not. */
   len(): number {
-    return this.queue.length;
+    return this.queued.size;
   }
 
   shutDown(): void {
