@@ -24,8 +24,11 @@ export interface DelegationReconcilerOptions {
   proxies: ObjectCache<V1Pod>;
   /** Source namespaces labelled `multicluster-scheduler=enabled` (others may be absent). */
   namespaces: ObjectCache<V1Namespace>;
-  /** Per-target cache of the pods this source created there; undefined until the target's informers run. */
-  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  /**
+   * Per-target cache of the pods this source created there, with the index
+   * {@link DelegationReconciler.BY_PROXY_INDEX}; undefined until the target's informers run.
+   */
+  delegates: (targetKey: string) => DelegatesCache | undefined;
   registry: ClusterRegistry;
   sourceClusterName: string;
   events: EventSink;
@@ -37,6 +40,11 @@ export interface DelegationReconcilerOptions {
   mayCreateDelegates?: (targetKey: string) => boolean;
   /** Copies what the delegate references into its target before it is created; the delegate names the copies so. */
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
+}
+
+/** A target's delegates cache, with its index by proxy ({@link DelegationReconciler.delegatesByProxy}). */
+export interface DelegatesCache extends ObjectCache<V1Pod> {
+  byIndex(index: string, value: string): V1Pod[];
 }
 
 type Result = { requeueAfterMs?: number } | void;
@@ -59,10 +67,27 @@ export const DELEGATE_GONE_RECHECK_MS = 10_000;
  * disappears makes a controlled proxy go (its owner replaces it) and a bare proxy Failed.
  *
  * Caches may lag: every conclusion drawn from a delegate's absence (release, replace, fail) is
- * confirmed with a direct read of the target first, so a restart never loses or doubles pods.
+ * confirmed with a direct read of the target first, so a restart never loses or doubles pods,
+ * unless the same cache showed the delegate of a deleted proxy before (it then saw it go).
  */
 export class DelegationReconciler {
+  /**
+   * Per delegates cache, the delegates (`<namespace>/<name>`) of deleted proxies that this cache
+   * showed: once it no longer does, it saw them go (a watch's deletion or a fresh list without
+   * them), so their absence needs no read of the target. Per cache object, so a target's new
+   * informer, not synced yet, is not taken at its word. Entries go when their proxy is released.
+   */
+  private readonly seenGoing = new WeakMap<ObjectCache<V1Pod>, Set<string>>();
+
   constructor(private readonly o: DelegationReconcilerOptions) {}
+
+  /** Name of the delegates caches' index by the key of their proxy ({@link delegatesByProxy}). */
+  static readonly BY_PROXY_INDEX = 'by-proxy';
+
+  /** The delegates index: a delegate of this source under its proxy's key, as {@link delegateToProxyKey} maps it. */
+  static delegatesByProxy(sourceClusterName: string): (pod: V1Pod) => string[] {
+    return (pod) => DelegationReconciler.delegateToProxyKey(pod, sourceClusterName);
+  }
 
   /** Key mapper for source proxy pods: `<namespace>/<name>`. */
   static proxyKey(pod: V1Pod): string {
@@ -148,8 +173,14 @@ export class DelegationReconciler {
     const uid = proxy.metadata?.uid;
     if (!uid) return this.release(proxy);
     const delegateName = delegatePodName(name, this.o.sourceClusterName, uid);
-    const existing = cache.get(delegateName, namespace) ?? (await this.readDelegate(target, { name: delegateName, namespace }));
+    const seen = this.seenGoing.get(cache) ?? new Set<string>();
+    this.seenGoing.set(cache, seen);
+    const seenKey = `${namespace}/${delegateName}`;
+    const cached = cache.get(delegateName, namespace);
+    // Gone from a cache that showed it: no read needed to confirm (see seenGoing).
+    const existing = cached ?? (seen.has(seenKey) ? undefined : await this.readDelegate(target, { name: delegateName, namespace }));
     if (existing && isOurDelegate(existing, this.o.sourceClusterName, uid)) {
+      if (cached) seen.add(seenKey);
       if (!existing.metadata?.deletionTimestamp) {
         await this.deleteDelegate(target, existing, proxy);
         this.event(proxy, 'Normal', 'DelegateDeleting', `deleting delegate ${existing.metadata!.name} in ${target.displayName}`);
@@ -157,6 +188,7 @@ export class DelegationReconciler {
       return { requeueAfterMs: DELEGATE_GONE_RECHECK_MS };
     }
     await this.release(proxy);
+    seen.delete(seenKey);
   }
 
   /**
@@ -339,8 +371,22 @@ export class DelegationReconciler {
     return;
   }
 
-  /** The proxy is gone: delete any delegate it left in any target (after a crash, say). */
+  /**
+   * The proxy is gone: delete any delegate it left in any target (after a crash, say). Found
+   * through the caches' index by proxy; the source is read only when one is found (most often
+   * none is: a proxy is released once its delegate is gone).
+   */
   private async deleteOrphans(namespace: string, name: string): Promise<void> {
+    const left: { target: TargetClient; delegate: V1Pod }[] = [];
+    for (const target of this.o.registry.list()) {
+      // Out of reach: the outage reconciler fences the target before it gets new delegates.
+      if (isOutage(this.o.registry.health(target.key))) continue;
+      for (const d of this.o.delegates(target.key)?.byIndex(DelegationReconciler.BY_PROXY_INDEX, `${namespace}/${name}`) ?? []) {
+        // A delegate lives in its proxy's namespace: one elsewhere that names it is not ours to delete.
+        if (d.metadata?.namespace === namespace && !d.metadata?.deletionTimestamp) left.push({ target, delegate: d });
+      }
+    }
+    if (!left.length) return;
     // The cache may not have seen the proxy yet (start-up): ask the source before deleting.
     let liveUid: string | undefined;
     try {
@@ -348,17 +394,9 @@ export class DelegationReconciler {
     } catch (err) {
       if (!isNotFound(err)) throw new Error(`reading proxy ${namespace}/${name}`, { cause: err });
     }
-    for (const target of this.o.registry.list()) {
-      // Out of reach: the outage reconciler fences the target before it gets new delegates.
-      if (isOutage(this.o.registry.health(target.key))) continue;
-      const cache = this.o.delegates(target.key);
-      for (const d of cache?.list(namespace) ?? []) {
-        const a = d.metadata?.annotations ?? {};
-        if (a[PARENT_NAME_ANNOTATION] !== name || (a[PARENT_NAMESPACE_ANNOTATION] || d.metadata?.namespace) !== namespace) continue;
-        if (!isOurDelegate(d, this.o.sourceClusterName) || d.metadata?.deletionTimestamp) continue;
-        if (liveUid && isOurDelegate(d, this.o.sourceClusterName, liveUid)) continue;
-        await this.deleteDelegate(target, d, {});
-      }
+    for (const { target, delegate } of left) {
+      if (liveUid && isOurDelegate(delegate, this.o.sourceClusterName, liveUid)) continue;
+      await this.deleteDelegate(target, delegate, {});
     }
   }
 

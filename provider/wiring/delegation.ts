@@ -160,7 +160,7 @@ export async function wireDelegation(
         'delegates',
         'pods',
         () => (ns ? t.core.listNamespacedPod({ namespace: ns, labelSelector: ours }) : t.core.listPodForAllNamespaces({ labelSelector: ours })),
-        { transform: delegateFields },
+        { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy(config.clusterName) } },
       ),
       configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', () =>
         ns ? t.core.listNamespacedConfigMap({ namespace: ns, labelSelector: ours }) : t.core.listConfigMapForAllNamespaces({ labelSelector: ours }),

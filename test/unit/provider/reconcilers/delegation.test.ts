@@ -108,12 +108,15 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
   const registry = new ClusterRegistry();
   registry.set(target, NODE);
   const proxies = new MapCache<V1Pod>(...(opts.proxies ?? []));
-  const delegates = new MapCache<V1Pod>(...(opts.delegates ?? []));
+  const byProxy = DelegationReconciler.delegatesByProxy(CLUSTER);
+  const delegates = new MapCache<V1Pod>(...(opts.delegates ?? [])).withIndex(DelegationReconciler.BY_PROXY_INDEX, byProxy);
   // A second target, t2, where the scheduler extender may have left a delegate behind.
   const { target: other, core: otherCore } = fakeTarget('t2');
   registry.set(other, 'admiralty-cluster-t2');
   otherCore.deleteNamespacedPod.resolves({});
-  const otherDelegates = new MapCache<V1Pod>(...(opts.otherTargetDelegates ?? []));
+  const otherDelegates = new MapCache<V1Pod>(...(opts.otherTargetDelegates ?? [])).withIndex(DelegationReconciler.BY_PROXY_INDEX, byProxy);
+  // The target's delegates cache as the reconciler finds it: a test may swap it (a new informer).
+  const current = { delegates };
   const events: Recorded[] = [];
   const sink: EventSink = { record: (obj, type, reason, message) => events.push({ type, reason, message, name: obj.metadata.name }) };
   const follow = { ensureCopies: sinon.stub().resolves() };
@@ -130,7 +133,7 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
     sourceCore: source,
     proxies,
     namespaces,
-    delegates: (key) => (key === other.key ? otherDelegates : opts.noDelegateCache || key !== target.key ? undefined : delegates),
+    delegates: (key) => (key === other.key ? otherDelegates : opts.noDelegateCache || key !== target.key ? undefined : current.delegates),
     registry,
     sourceClusterName: CLUSTER,
     events: sink,
@@ -138,7 +141,7 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
     follow: opts.follow === false ? undefined : follow,
     mayCreateDelegates: opts.mayCreateDelegates,
   });
-  return { reconciler, source, targetCore, otherCore, target, registry, proxies, delegates, events, follow };
+  return { reconciler, source, targetCore, otherCore, target, registry, proxies, delegates, current, events, follow, byProxy };
 }
 
 describe('DelegationReconciler', () => {
@@ -507,7 +510,7 @@ describe('DelegationReconciler', () => {
       expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
       sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
 
-      // 3. Gone (the direct read agrees): our finalizer only is removed, with a test of the list.
+      // 3. Gone from the cache that showed it (no read needed): our finalizer only is removed, with a test of the list.
       delegates.remove(d);
       await reconciler.reconcile(KEY);
       sinon.assert.calledOnce(source.patchNamespacedPod);
@@ -537,8 +540,34 @@ describe('DelegationReconciler', () => {
       expect(s.targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: d.metadata!.name, namespace: NS });
       s.delegates.remove(d);
       await s.reconciler.reconcile(KEY);
-      sinon.assert.callOrder(s.targetCore.readNamespacedPod, s.source.patchNamespacedPod, s.source.deleteNamespacedPod);
+      // The cache showed the delegate and then saw it go: no read of the target to confirm.
+      sinon.assert.notCalled(s.targetCore.readNamespacedPod);
+      sinon.assert.callOrder(s.source.patchNamespacedPod, s.source.deleteNamespacedPod);
       expect(s.events.map((e) => e.reason)).to.deep.equal(['DelegateDeleting']);
+    });
+
+    it('reads the target before releasing when the cache never showed the delegate, or is a new cache', async () => {
+      const p = proxy({ deleting: true });
+      const d = delegateOf(p, { status: { phase: 'Running' } });
+      // Not cached (the cache lags): the read finds it, and it is deleted, not left behind.
+      const s = setup({ proxies: [p] });
+      s.targetCore.readNamespacedPod.resolves(d);
+      expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+      sinon.assert.calledOnce(s.targetCore.deleteNamespacedPod);
+      sinon.assert.notCalled(s.source.patchNamespacedPod);
+
+      // Cached, deleted, then the target's informer is replaced (the Target was reloaded): the
+      // new cache, maybe not synced, has not seen the delegate go, so the read decides.
+      const t = setup({ proxies: [p], delegates: [d] });
+      await t.reconciler.reconcile(KEY);
+      t.current.delegates = new MapCache<V1Pod>().withIndex(DelegationReconciler.BY_PROXY_INDEX, t.byProxy);
+      t.targetCore.readNamespacedPod.resolves({ ...d, metadata: { ...d.metadata, deletionTimestamp: new Date(T0) } });
+      expect(await t.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 10_000 });
+      sinon.assert.calledOnce(t.targetCore.readNamespacedPod);
+      sinon.assert.notCalled(t.source.patchNamespacedPod);
+      t.targetCore.readNamespacedPod.rejects(notFound());
+      await t.reconciler.reconcile(KEY);
+      sinon.assert.callOrder(t.source.patchNamespacedPod, t.source.deleteNamespacedPod);
     });
 
     it('releases and removes in one pass when there is no delegate', async () => {
@@ -577,11 +606,24 @@ describe('DelegationReconciler', () => {
       otherSource.metadata = { ...otherSource.metadata, name: 'web-0-other', uid: 'other-uid', labels: { ...otherSource.metadata!.labels, [PARENT_CLUSTER_NAME_LABEL]: 'c9' } };
       const otherProxy = delegateOf(p);
       otherProxy.metadata = { ...otherProxy.metadata, name: 'api-0-x', uid: 'api-uid', annotations: { [PARENT_NAME_ANNOTATION]: 'api-0', [PARENT_NAMESPACE_ANNOTATION]: NS } };
-      const { reconciler, source, targetCore } = setup({ proxies: [], delegates: [orphan, otherSource, otherProxy] });
+      // In another namespace of the target, naming this proxy: not a delegate of it.
+      const elsewhere = delegateOf(p);
+      elsewhere.metadata = { ...elsewhere.metadata, namespace: 'someone-else', uid: 'elsewhere-uid', annotations: { [PARENT_NAME_ANNOTATION]: 'web-0', [PARENT_NAMESPACE_ANNOTATION]: NS } };
+      const { reconciler, source, targetCore } = setup({ proxies: [], delegates: [orphan, otherSource, otherProxy, elsewhere] });
       await reconciler.reconcile(KEY);
       sinon.assert.calledOnce(source.readNamespacedPod);
       sinon.assert.calledOnce(targetCore.deleteNamespacedPod);
       expect(targetCore.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: orphan.metadata!.name, namespace: NS, body: { preconditions: { uid: 'delegate-uid-1' } } });
+    });
+
+    it('reads nothing for a proxy that is gone when no cache holds a delegate of it (the usual end of a deletion)', async () => {
+      const p = proxy();
+      const other = delegateOf(p);
+      other.metadata = { ...other.metadata, name: 'api-0-x', uid: 'api-uid', annotations: { [PARENT_NAME_ANNOTATION]: 'api-0', [PARENT_NAMESPACE_ANNOTATION]: NS } };
+      const { reconciler, source, targetCore } = setup({ proxies: [], delegates: [other] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(source.readNamespacedPod);
+      sinon.assert.notCalled(targetCore.deleteNamespacedPod);
     });
 
     it('leaves the orphans of an unreachable target to its fencing (no call that cannot succeed)', async () => {
