@@ -253,7 +253,7 @@ export interface MachineFigures {
 
 /** What the provider's metrics say of its controllers over one phase of a run. */
 export interface QueueFigures {
-  /** The deepest workqueue (`admiralty_workqueue_depth`) by controller, as sampled every 250 ms. */
+  /** The deepest workqueue (`admiralty_workqueue_depth`) by controller, as sampled every second. */
   peakQueueDepth: Record<string, number>;
   /** Reconciles (`admiralty_controller_reconcile_total`, all results) by controller. */
   reconciles: Record<string, number>;

@@ -230,7 +230,8 @@ const QUEUE_DEPTH = 'admiralty_workqueue_depth';
 
 /**
  * The c1 provider over a run: its process (CPU, peak RSS, restart) and its queues (the deepest
- * each controller's got, sampled every 250 ms, and the reconciles done).
+ * each controller's got, sampled every second, and the reconciles done). Each scrape of
+ * `/metrics` costs the provider CPU that the run reports: once a second, not more.
  */
 class ProviderSampler {
   private readonly pid: number;
@@ -259,7 +260,7 @@ class ProviderSampler {
         busy = false;
         for (const [c, n] of Object.entries(metricByLabel(text, QUEUE_DEPTH, 'controller'))) s.peakQueueDepth[c] = Math.max(s.peakQueueDepth[c] ?? 0, n);
       });
-    }, 250);
+    }, 1000);
     return s;
   }
 
