@@ -65,8 +65,17 @@ export function createExtenderClientGuard(opts: ExtenderClientGuardOptions): Req
     labelNames: ['reason'] as const,
     registers: [opts.metricsRegistry ?? new Registry()],
   });
+  // The verdict of a connection does not change: its certificate was verified at the handshake
+  // (a CA swap applies to new connections). kube-scheduler keeps its connection open, so the
+  // check (getPeerCertificate builds the certificate's object) runs once per connection, not
+  // per call. Under TLS 1.2 a client may renegotiate with another certificate: checked per call.
+  const verdicts = new WeakMap<Socket, ExtenderClientVerdict>();
   return (req: Request, res: Response, next: NextFunction): void => {
-    const verdict = checkExtenderClient(req.socket, commonName);
+    let verdict = verdicts.get(req.socket);
+    if (!verdict) {
+      verdict = checkExtenderClient(req.socket, commonName);
+      if (req.socket instanceof TLSSocket && req.socket.getProtocol() === 'TLSv1.3') verdicts.set(req.socket, verdict);
+    }
     if (verdict.ok) return next();
     refused.inc({ reason: verdict.reason });
     opts.logger.warn('scheduler extender: caller refused', { reason: verdict.reason, path: req.originalUrl, remoteAddress: req.socket.remoteAddress, message: verdict.message });

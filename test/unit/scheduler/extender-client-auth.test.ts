@@ -1,7 +1,9 @@
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import { expect } from 'chai';
 import express from 'express';
+import sinon from 'sinon';
 import { Registry } from 'prom-client';
 import type { CertKeyPair } from '../../../certs/cert-types.js';
 import { createCA } from '../../../certs/create-ca.js';
@@ -98,6 +100,49 @@ describe('scheduler: createExtenderClientGuard over a real TLS server', () => {
 
   it('leaves the webhook route open to callers without a certificate (the apiserver presents none)', async () => {
     expect(await post('/mutate')).to.deep.equal({ status: 200, body: 'mutated' });
+  });
+
+  /** `n` POSTs in a row on one kept-alive connection, with the TLS version given. */
+  const postsOnOneConnection = async (n: number, client: CertKeyPair | undefined, maxVersion: 'TLSv1.2' | 'TLSv1.3'): Promise<number[]> => {
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca: ca.certPem, cert: client?.certPem, key: client?.keyPem, maxVersion });
+    const statuses: number[] = [];
+    try {
+      for (let i = 0; i < n; i++) {
+        statuses.push(
+          await new Promise<number>((resolve, reject) => {
+            const req = https.request({ host: '127.0.0.1', port, path: `${EXTENDER_PATH_PREFIX}/filter`, method: 'POST', agent }, (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode ?? 0));
+            });
+            req.on('error', reject);
+            req.end('{}');
+          }),
+        );
+      }
+    } finally {
+      agent.destroy();
+    }
+    return statuses;
+  };
+
+  it('checks the certificate of a TLS 1.3 connection once, and every call under TLS 1.2 (renegotiation)', async () => {
+    const peer = sinon.spy(TLSSocket.prototype, 'getPeerCertificate');
+    // The server's side of each connection only (the client checks the server's certificate too).
+    const serverChecks = () => peer.getCalls().filter((c) => (c.thisValue as TLSSocket).localPort === port).length;
+    try {
+      expect(await postsOnOneConnection(3, good, 'TLSv1.3')).to.deep.equal([200, 200, 200]);
+      expect(serverChecks(), 'TLS 1.3').to.equal(1);
+      peer.resetHistory();
+      expect(await postsOnOneConnection(3, good, 'TLSv1.2')).to.deep.equal([200, 200, 200]);
+      expect(serverChecks(), 'TLS 1.2').to.equal(3);
+      // A refusal is kept for the connection too, and still counted per call.
+      peer.resetHistory();
+      expect(await postsOnOneConnection(2, wrongCn, 'TLSv1.3')).to.deep.equal([403, 403]);
+      expect(serverChecks()).to.equal(1);
+      expect(await refusals()).to.deep.equal({ wrong_identity: 2 });
+    } finally {
+      peer.restore();
+    }
   });
 
   it('verifies against the CAs of the last swap: a new CA is trusted at once, a dropped one no longer', async () => {
