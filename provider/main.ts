@@ -144,7 +144,8 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const extenderRoutes = express.Router();
   if (enabled('webhook')) manager.add(webhookRunnable(w, extenderRoutes));
   // Kubelet API: serves logs/exec/attach/port-forward of proxies by bridging to delegates.
-  if (enabled('kubelet')) manager.add(kubeletRunnable(w));
+  // Its caches are wired below; it reads them only when it serves a call.
+  if (enabled('kubelet')) manager.add(kubeletRunnable(w, { proxies: () => proxies, delegates: (key) => delegation?.delegates(key) }));
 
   /** An informer over one of our CRDs, all namespaces. */
   const crdInformer = <T extends KubernetesObject>(plural: string) =>

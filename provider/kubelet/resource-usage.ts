@@ -1,6 +1,6 @@
 import http from 'node:http';
 import https from 'node:https';
-import type { CoreV1Api, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
@@ -67,8 +67,13 @@ export const readTargetPodMetrics: PodMetricsReader = async (target, namespace, 
 
 /** Options of {@link ResourceUsage}. */
 export interface ResourceUsageOptions {
-  /** Source cluster reads: the proxies bound to a virtual node. */
-  core: Pick<CoreV1Api, 'listPodForAllNamespaces'>;
+  /**
+   * The proxies bound to a virtual node, from the proxies cache: a scrape lists nothing in the
+   * source (a list of every proxy of the node, parsed every few seconds, cost more than the rest).
+   */
+  proxiesOn: (nodeName: string) => V1Pod[];
+  /** A delegate as its target's cache has it: its containers' start times (the cached proxy keeps none). */
+  delegate: (targetKey: string, namespace: string, name: string) => V1Pod | undefined;
   registry: Pick<ClusterRegistry, 'byNodeName'>;
   sourceClusterName: string;
   clock: Clock;
@@ -90,7 +95,7 @@ interface Counter {
 
 /**
  * The usage behind each virtual node's `/metrics/resource` and `/stats/summary`: the proxies
- * bound to the node (one list in the source) and their delegates' PodMetrics (one list per
+ * bound to the node (from the proxies cache) and their delegates' PodMetrics (one list per
  * namespace in the target, selected by this source's `parent-cluster-name`), reused for
  * {@link DEFAULT_USAGE_TTL_MS} and shared by concurrent requests, so a scrape never makes a
  * request per pod.
@@ -143,9 +148,7 @@ export class ResourceUsage implements NodeUsageSource {
     const target = this.o.registry.byNodeName(nodeName);
     // Removed between the check and now: as for any node not ours.
     if (!target) return null;
-    const proxies = (await this.o.core.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${nodeName}` })).items.filter(
-      (p) => p.metadata?.name && p.metadata.namespace && p.metadata.uid && !p.metadata.deletionTimestamp,
-    );
+    const proxies = this.o.proxiesOn(nodeName).filter((p) => p.metadata?.name && p.metadata.namespace && p.metadata.uid && !p.metadata.deletionTimestamp);
     const namespaces = [...new Set(proxies.map((p) => p.metadata!.namespace!))];
     const selector = `${PARENT_CLUSTER_NAME_LABEL}=${this.o.sourceClusterName}`;
     const samples = new Map<string, Map<string, PodSample>>();
@@ -172,9 +175,10 @@ export class ResourceUsage implements NodeUsageSource {
     this.containers.set(nodeName, counters);
     for (const proxy of proxies) {
       const { name, namespace, uid } = proxy.metadata as { name: string; namespace: string; uid: string };
-      const sample = samples.get(namespace)?.get(delegatePodName(name, this.o.sourceClusterName, uid));
+      const delegateName = delegatePodName(name, this.o.sourceClusterName, uid);
+      const sample = samples.get(namespace)?.get(delegateName);
       if (!sample) continue;
-      const started = containerStarts(proxy);
+      const started = containerStarts(this.o.delegate(target.key, namespace, delegateName));
       const containers: ContainerUsage[] = sample.containers.map((c) => {
         const startTimeMs = started.get(c.name);
         const counter = advance(counters, `${uid}/${c.name}`, c.cpuNanoCores, sample.timestampMs, startTimeMs === undefined ? sample.windowMs : sample.timestampMs - startTimeMs);
@@ -231,9 +235,9 @@ function advance(counters: Map<string, Counter>, key: string, nanoCores: number,
 }
 
 /** Start times of the proxy's running containers (its status mirrors the delegate's). */
-function containerStarts(proxy: V1Pod): Map<string, number> {
+function containerStarts(delegate: V1Pod | undefined): Map<string, number> {
   const out = new Map<string, number>();
-  for (const s of proxy.status?.containerStatuses ?? []) {
+  for (const s of delegate?.status?.containerStatuses ?? []) {
     const at = s.state?.running?.startedAt;
     if (at) out.set(s.name, new Date(at).getTime());
   }

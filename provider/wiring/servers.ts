@@ -1,4 +1,4 @@
-import { AdmissionregistrationV1Api, CertificatesV1Api } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, CertificatesV1Api, type V1Pod } from '@kubernetes/client-node';
 import express from 'express';
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
@@ -24,6 +24,7 @@ import { API_GROUP, API_VERSION } from '../core/keys.js';
 import { EXTENDER_PATH_PREFIX } from '../../scheduler/extender-server.js';
 import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../scheduler/extender-client-auth.js';
 import type { Wiring } from './wiring.js';
+import type { ObjectCache } from '../reconcilers/object-cache.js';
 
 /** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
 export function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runnable {
@@ -87,8 +88,14 @@ export function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runn
   return { name: 'webhook', start, drain: () => drain(), stop: () => stop() };
 }
 
+/** The caches the kubelet API reads, once they are wired (none without delegation). */
+export interface KubeletCaches {
+  proxies: () => ObjectCache<V1Pod> | undefined;
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+}
+
 /** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
-export function kubeletRunnable(w: Wiring): Runnable {
+export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
   const { config, kc, core, custom, clusters, registry, metrics, logger, events, clock } = w;
   let stop: () => Promise<void> = async () => undefined;
   let drain = () => undefined as void;
@@ -133,7 +140,8 @@ export function kubeletRunnable(w: Wiring): Runnable {
       registry,
       resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
       nodeUsage: new ResourceUsage({
-        core,
+        proxiesOn: (nodeName) => caches.proxies()?.list().filter((p) => p.spec?.nodeName === nodeName) ?? [],
+        delegate: (targetKey, namespace, name) => caches.delegates(targetKey)?.get(name, namespace),
         registry: clusters,
         sourceClusterName: config.clusterName,
         clock,

@@ -28,11 +28,16 @@ function setup() {
   const calls = { list: [] as string[], read: [] as string[] };
   const told: Array<[boolean, string]> = [];
   const usage = new ResourceUsage({
-    core: {
-      listPodForAllNamespaces: (async (req: { fieldSelector?: string }) => {
-        calls.list.push(req.fieldSelector ?? '');
-        return { items: proxies };
-      }) as never,
+    // The proxies cache, which keeps no container statuses (see proxyFields).
+    proxiesOn: (nodeName) => {
+      calls.list.push(nodeName);
+      return proxies.filter((p) => p.spec?.nodeName === nodeName).map((p) => ({ ...p, status: { startTime: p.status?.startTime } }));
+    },
+    // The delegates cache: the containers' start times are the delegate's (the proxy mirrors them).
+    delegate: (targetKey, namespace, name) => {
+      expect(targetKey).to.equal(target.key);
+      const p = proxies.find((q) => q.metadata?.namespace === namespace && delegatePodName(q.metadata!.name!, 'c1', q.metadata!.uid!) === name);
+      return p && { metadata: { name, namespace }, status: p.status };
     },
     registry: { byNodeName: (n: string) => (n === NODE ? target : undefined) },
     sourceClusterName: 'c1',
@@ -56,7 +61,7 @@ describe('ResourceUsage', () => {
     s.setMetrics(new Map([[s.delegate('web-a', 'ua'), sample(T0, 100_000_000)]]));
     const [a, b] = await Promise.all([s.usage.nodeUsage(NODE), s.usage.nodeUsage(NODE)]);
     expect(a).to.equal(b);
-    expect(s.calls.list).to.deep.equal([`spec.nodeName=${NODE}`]);
+    expect(s.calls.list).to.deep.equal([NODE]);
     expect(s.calls.read).to.deep.equal(['default?multicluster.admiralty.io/parent-cluster-name=c1', 'batch?multicluster.admiralty.io/parent-cluster-name=c1']);
     s.clock.advance(4_999);
     await s.usage.nodeUsage(NODE);
@@ -65,6 +70,15 @@ describe('ResourceUsage', () => {
     await s.usage.nodeUsage(NODE);
     expect(s.calls.list.length).to.equal(2);
     expect(s.calls.read.length).to.equal(4);
+  });
+
+  it('counts a container without a cached delegate from the sample window (its start unknown)', async () => {
+    const s = setup();
+    s.proxies.push({ ...proxy('fresh', 'uf', T0 - 60_000), status: {} });
+    s.setMetrics(new Map([[s.delegate('fresh', 'uf'), sample(T0, 200_000_000)]]));
+    const fresh = (await s.usage.nodeUsage(NODE))!.pods.find((p) => p.name === 'fresh')!.containers[0];
+    // 200m over the 15 s window, not over the 60 s since the proxy was created.
+    expect(fresh).to.deep.include({ startTimeMs: undefined, cpuCoreSeconds: 3 });
   });
 
   it('answers null for a node that is not one of ours, without reading anything', async () => {
