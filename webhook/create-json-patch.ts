@@ -39,9 +39,10 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
 }
 
 function diff(a: unknown, b: unknown, path: string, ops: JsonPatchOp[]): void {
-  if (jsonEqual(a, b)) return;
+  // Objects are walked once, key by key (an equality test of each subtree before walking it
+  // would compare the deepest parts once per level above them); the rest is compared whole.
   if (!isPlainObject(a) || !isPlainObject(b)) {
-    ops.push({ op: 'replace', path, value: b });
+    if (!jsonEqual(a, b)) ops.push({ op: 'replace', path, value: b });
     return;
   }
   for (const key of Object.keys(a)) {

@@ -99,7 +99,8 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   const out: V1Pod = structuredClone(pod);
   const metadata = (out.metadata ??= {});
   const outAnnotations = (metadata.annotations ??= {});
-  if (outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) {
+  const first = outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] === undefined;
+  if (first) {
     // The input, not `out`: the delegate's scheduling fields are the user's, not the proxy's.
     outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(pod);
   }
@@ -132,7 +133,9 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   if (constraints.topologySpreadConstraints) spec.topologySpreadConstraints = constraints.topologySpreadConstraints;
   else delete spec.topologySpreadConstraints;
 
-  const mutated = !jsonEqual(JSON.parse(JSON.stringify(out)), JSON.parse(JSON.stringify(pod)));
+  // The first time, the manifest was added: changed, no need to compare (two copies of the pod
+  // as JSON, one with itself inside, on every admission). On reinvocation, compare.
+  const mutated = first || !jsonEqual(JSON.parse(JSON.stringify(out)), JSON.parse(JSON.stringify(pod)));
   return mutated ? { pod: out, mutated } : { pod, mutated };
 }
 
