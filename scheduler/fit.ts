@@ -1,6 +1,6 @@
 import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/core/keys.js';
-import { delegateSourcePod, isOurDelegate } from '../provider/model/delegate-pod.js';
+import { delegateSourceView, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { formatQuantity } from '../provider/model/quantity.js';
 import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint, VIRTUAL_NODE_ONLY_LABEL_KEYS } from './node-match.js';
@@ -55,13 +55,13 @@ export interface FitResult {
 /**
  * The pod whose spec the delegate will have ({@link delegateSourcePod}: the proxy with the
  * scheduling fields of the source pod manifest the webhook saved), else, for a pod without the
- * manifest annotation, the pod itself.
+ * manifest annotation, the pod itself. Shares the pod's objects: read it, never change it.
  *
  * @throws ValidationError when the annotation is present but unreadable.
  */
 export function schedulingPod(pod: V1Pod): V1Pod {
   if (pod.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) return pod;
-  return delegateSourcePod(pod);
+  return delegateSourceView(pod);
 }
 
 /**

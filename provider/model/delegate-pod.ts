@@ -106,12 +106,24 @@ export const MANIFEST_SCHEDULING_FIELDS = ['nodeSelector', 'affinity', 'tolerati
  * @throws ValidationError when the manifest is missing or unparsable.
  */
 export function delegateSourcePod(proxy: V1Pod): V1Pod {
+  const view = delegateSourceView(proxy);
+  return { ...view, spec: structuredClone(view.spec) };
+}
+
+/**
+ * {@link delegateSourcePod} without the copy of the spec: its objects are the proxy's and the
+ * (cached) manifest's, so it is for reading only (what the delegate will need to fit, what it
+ * references). A filter call or a reconcile that only reads saves a deep copy of the spec.
+ *
+ * @throws ValidationError as {@link delegateSourcePod}.
+ */
+export function delegateSourceView(proxy: V1Pod): V1Pod {
   const manifest = sourcePodManifest(proxy);
-  const spec = structuredClone(proxy.spec ?? ({} as V1PodSpec));
+  const spec = { ...(proxy.spec ?? ({} as V1PodSpec)) };
   for (const field of MANIFEST_SCHEDULING_FIELDS) {
     const value = manifest.spec?.[field];
     if (value === undefined || value === null) delete spec[field];
-    else (spec as unknown as Record<string, unknown>)[field] = structuredClone(value);
+    else (spec as unknown as Record<string, unknown>)[field] = value;
   }
   const labels = { ...proxy.metadata?.labels };
   delete labels[HAS_FINALIZER_LABEL];

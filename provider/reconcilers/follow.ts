@@ -3,7 +3,7 @@ import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import { CopyConflictError, isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
-import { delegateSourcePod, isOurDelegate } from '../model/delegate-pod.js';
+import { delegateSourceView, isOurDelegate } from '../model/delegate-pod.js';
 import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isCopyOf } from '../model/follow.js';
 import { copyName } from '../model/names.js';
 import { referencedConfigMaps, referencedSecrets, type CopyKind, type CopyNames } from '../model/pod-references.js';
@@ -44,7 +44,7 @@ export interface FollowReconcilerOptions {
 /** What a delegate uses: read from the spec the delegate is built from, never from the manifest alone. */
 function references(proxy: V1Pod): Record<Kind, string[]> {
   try {
-    const spec = delegateSourcePod(proxy).spec!;
+    const spec = delegateSourceView(proxy).spec!;
     return { configmap: referencedConfigMaps(spec), secret: referencedSecrets(spec) };
   } catch {
     return { configmap: [], secret: [] };

@@ -15,6 +15,8 @@ import {
   delegateFields,
   delegateNameOf,
   delegateSelectorForProxy,
+  delegateSourcePod,
+  delegateSourceView,
   isOurDelegate,
   offVirtualNodes,
   sourcePodManifest,
@@ -304,6 +306,32 @@ describe('buildDelegatePod', () => {
       expect(() => buildDelegatePod(make(), { sourceClusterName: 'c1' })).to.throw(ValidationError);
     });
   }
+});
+
+describe('delegateSourceView (for reading) and delegateSourcePod (for building)', () => {
+  it('give the same pod; the view shares the proxy\'s objects, the pod does not', () => {
+    const proxy = proxyOf(sourcePod());
+    const view = delegateSourceView(proxy);
+    const pod = delegateSourcePod(proxy);
+    expect(view).to.deep.equal(pod);
+    // The user's scheduling fields, from the manifest, in both.
+    expect(view.spec!.nodeSelector).to.deep.equal({ disk: 'ssd' });
+    expect(view.spec!.containers).to.equal(proxy.spec!.containers);
+    expect(pod.spec!.containers).to.not.equal(proxy.spec!.containers);
+    // Changing the built pod leaves the proxy as it was; the view's spec object is its own.
+    pod.spec!.containers[0].image = 'changed';
+    delete view.spec!.volumes;
+    expect(proxy.spec!.containers[0].image).to.equal('nginx');
+    expect(proxy.spec!.volumes).to.have.length(3);
+  });
+
+  it('refuse the same proxies', () => {
+    for (const [, make] of invalid.filter(([what]) => what.includes('manifest'))) {
+      const p = make();
+      expect(() => delegateSourceView(p)).to.throw(ValidationError);
+      expect(() => delegateSourcePod(p)).to.throw(ValidationError);
+    }
+  });
 });
 
 describe('delegateNameOf (the delegation reconciler\'s lookups)', () => {
