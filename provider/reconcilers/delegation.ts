@@ -78,6 +78,12 @@ export class DelegationReconciler {
    * informer, not synced yet, is not taken at its word. Entries go when their proxy is released.
    */
   private readonly seenGoing = new WeakMap<ObjectCache<V1Pod>, Set<string>>();
+  /**
+   * Proxies (key -> UID) released for good (no finalizer left, removal sent): the updates that
+   * still arrive before the cache drops them (our own finalizer patch) need nothing more, not a
+   * read of the target and a second removal each. Entries go when the proxy leaves the cache.
+   */
+  private readonly released = new Map<string, string>();
 
   constructor(private readonly o: DelegationReconcilerOptions) {}
 
@@ -112,10 +118,14 @@ export class DelegationReconciler {
     const namespace = key.slice(0, slash);
     const name = key.slice(slash + 1);
     const proxy = this.o.proxies.get(name, namespace);
-    if (!proxy) return this.deleteOrphans(namespace, name);
+    if (!proxy) {
+      this.released.delete(key);
+      return this.deleteOrphans(namespace, name);
+    }
     if (proxy.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) return;
 
     const terminating = !!proxy.metadata?.deletionTimestamp;
+    if (terminating && proxy.metadata?.uid && this.released.get(key) === proxy.metadata.uid) return;
     const nodeName = proxy.spec?.nodeName;
     if (!nodeName) {
       // Never scheduled: nothing to delete remotely; the apiserver removes it once released.
@@ -351,6 +361,8 @@ export class DelegationReconciler {
         if (!isNotFound(err) && classifyApiError(err) !== 'Conflict') throw new Error(`removing proxy ${namespace}/${name}`, { cause: err });
       }
     }
+    // No finalizer left: the apiserver removes it (at once if it was never bound).
+    if (kept.length === 0 && proxy.metadata?.uid) this.released.set(`${namespace}/${name}`, proxy.metadata.uid);
   }
 
   /**

@@ -577,6 +577,30 @@ describe('DelegationReconciler', () => {
       expect(source.patchNamespacedPod.firstCall.args[0].body).to.deep.include({ op: 'replace', path: '/metadata/finalizers', value: [] });
     });
 
+    it('does nothing more for a proxy it released while the cache still shows it; a new pod of the same name is handled', async () => {
+      const p = proxy({ deleting: true });
+      const s = setup({ proxies: [p] });
+      await s.reconciler.reconcile(KEY);
+      // No delegate cached: read once (404), then released and removed.
+      sinon.assert.calledOnce(s.targetCore.readNamespacedPod);
+      sinon.assert.calledOnce(s.source.patchNamespacedPod);
+      sinon.assert.calledOnce(s.source.deleteNamespacedPod);
+      // Our finalizer patch comes back before the removal does: no read, no second removal.
+      s.proxies.put({ ...p, metadata: { ...p.metadata, finalizers: [] } });
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(s.source.deleteNamespacedPod);
+      sinon.assert.calledOnce(s.targetCore.readNamespacedPod);
+      // Gone; then a new pod takes the name and is deleted in turn.
+      s.proxies.remove(p);
+      await s.reconciler.reconcile(KEY);
+      const next = proxy({ deleting: true });
+      next.metadata!.uid = 'uid-2';
+      s.proxies.put(next);
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.calledTwice(s.source.deleteNamespacedPod);
+      expect(s.source.deleteNamespacedPod.secondCall.args[0]).to.deep.include({ body: { gracePeriodSeconds: 0, preconditions: { uid: 'uid-2' } } });
+    });
+
     it('a stale finalizer list fails the test op and is retried', async () => {
       const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
       source.patchNamespacedPod.rejects(apiError(422, 'Invalid'));
