@@ -13,7 +13,7 @@ import { realClock } from './core/clock.js';
 import { configUsage, parseConfig } from './core/config.js';
 import { EventRecorder } from './core/events.js';
 import { limitHeapGrowth } from './core/heap-growth.js';
-import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION } from './core/keys.js';
+import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION, EVENT_COMPONENT } from './core/keys.js';
 import { LeaderElector } from './core/leader-election.js';
 import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields } from './core/logger.js';
@@ -112,7 +112,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     core,
     custom,
     clusters: new ClusterRegistry(),
-    events: new EventRecorder({ core, component: 'admiralty', clock, logger }),
+    events: new EventRecorder({ core, component: EVENT_COMPONENT, clock, logger }),
     logger,
     clock,
     metrics,

@@ -123,6 +123,9 @@ export const VIRTUAL_NODE_TAINT_EFFECT = 'NoSchedule';
 /** Name of the singleton ClusterSummary (summary reconciler writes; targets reconciler reads). */
 export const CLUSTER_SUMMARY_NAME = 'singleton';
 
+/** The component our events name as their source and reporter (what `kubectl get events` shows). */
+export const EVENT_COMPONENT = 'admiralty';
+
 /** API group and version of our CRDs. */
 export const API_GROUP = 'multicluster.admiralty.io';
 export const API_VERSION = 'v1alpha1';

@@ -1,5 +1,5 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
-import { MIRRORED_FROM_ANNOTATION, PARENT_CLUSTER_NAME_LABEL, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
+import { EVENT_COMPONENT, MIRRORED_FROM_ANNOTATION, PARENT_CLUSTER_NAME_LABEL, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
 import { delegatePodName, HASH_HEX_LENGTH, shortHash } from './names.js';
 
 /** Longest message we write; the apiserver accepts more, `kubectl describe` shows less. */
@@ -52,8 +52,8 @@ export function proxyEventFor(ev: CoreV1Event, delegate: V1Pod, sourceClusterNam
     count: ev.count ?? ev.series?.count ?? 1,
     firstTimestamp: new Date((ev.firstTimestamp ?? when) as unknown as string),
     lastTimestamp: when,
-    source: { component: 'admiralty', host: targetName },
-    reportingComponent: 'admiralty',
+    source: { component: EVENT_COMPONENT, host: targetName },
+    reportingComponent: EVENT_COMPONENT,
     reportingInstance: targetName,
   };
 }

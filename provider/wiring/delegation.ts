@@ -2,7 +2,7 @@ import type { KubernetesListObject, KubernetesObject, CoreV1Event, V1ConfigMap, 
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController, type Runnable } from '../controller/manager.js';
-import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
+import { EVENT_COMPONENT, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
 import { delegateFields } from '../model/delegate-pod.js';
 import type { CopyNames } from '../model/pod-references.js';
@@ -50,7 +50,10 @@ export async function wireDelegation(
   ]);
   const { config, kc, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
-  const podEvents = 'involvedObject.kind=Pod';
+  // Pod events, but not ours: the events we record and copy are about proxies, never about a
+  // delegate (a delegate is no proxy in its target), and in a self target they would be one or
+  // two events per offloaded pod parsed only to be dropped by `keep`.
+  const podEvents = `involvedObject.kind=Pod,reportingComponent!=${EVENT_COMPONENT}`;
   // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
   // reference by name (least privilege: no list/watch of every Secret in the cluster).
   const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
