@@ -7,6 +7,7 @@ import type { Clock } from '../core/clock.js';
 import { PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import { delegatePodName } from '../model/names.js';
+import { isOurDelegate } from '../model/delegate-pod.js';
 import { parsePodMetricsList, type ContainerUsage, type NodeUsage, type PodSample, type PodUsage } from '../model/resource-metrics.js';
 
 /** What the kubelet server asks for a node-scoped metrics or stats request. */
@@ -72,7 +73,10 @@ export interface ResourceUsageOptions {
    * source (a list of every proxy of the node, parsed every few seconds, cost more than the rest).
    */
   proxiesOn: (nodeName: string) => V1Pod[];
-  /** A delegate as its target's cache has it: its containers' start times (the cached proxy keeps none). */
+  /**
+   * A delegate as its target's cache has it: which proxies have usage (only those with a
+   * delegate) and their containers' start times (the cached proxy keeps none).
+   */
   delegate: (targetKey: string, namespace: string, name: string) => V1Pod | undefined;
   registry: Pick<ClusterRegistry, 'byNodeName'>;
   sourceClusterName: string;
@@ -148,7 +152,18 @@ export class ResourceUsage implements NodeUsageSource {
     const target = this.o.registry.byNodeName(nodeName);
     // Removed between the check and now: as for any node not ours.
     if (!target) return null;
-    const proxies = this.o.proxiesOn(nodeName).filter((p) => p.metadata?.name && p.metadata.namespace && p.metadata.uid && !p.metadata.deletionTimestamp);
+    // Only proxies with a delegate in the target's cache: one without (not created yet, or
+    // refused: a pod bound here from a namespace the target does not serve) has no usage, and
+    // its namespace is not one to read in the target, where we may have no rights.
+    const delegates = new Map<string, V1Pod>();
+    const proxies = this.o.proxiesOn(nodeName).filter((p) => {
+      const { name, namespace, uid } = p.metadata ?? {};
+      if (!name || !namespace || !uid || p.metadata?.deletionTimestamp) return false;
+      const delegate = this.o.delegate(target.key, namespace, delegatePodName(name, this.o.sourceClusterName, uid));
+      if (!delegate || !isOurDelegate(delegate, this.o.sourceClusterName, uid)) return false;
+      delegates.set(uid, delegate);
+      return true;
+    });
     const namespaces = [...new Set(proxies.map((p) => p.metadata!.namespace!))];
     const selector = `${PARENT_CLUSTER_NAME_LABEL}=${this.o.sourceClusterName}`;
     const samples = new Map<string, Map<string, PodSample>>();
@@ -175,10 +190,9 @@ export class ResourceUsage implements NodeUsageSource {
     this.containers.set(nodeName, counters);
     for (const proxy of proxies) {
       const { name, namespace, uid } = proxy.metadata as { name: string; namespace: string; uid: string };
-      const delegateName = delegatePodName(name, this.o.sourceClusterName, uid);
-      const sample = samples.get(namespace)?.get(delegateName);
+      const sample = samples.get(namespace)?.get(delegatePodName(name, this.o.sourceClusterName, uid));
       if (!sample) continue;
-      const started = containerStarts(this.o.delegate(target.key, namespace, delegateName));
+      const started = containerStarts(delegates.get(uid)!);
       const containers: ContainerUsage[] = sample.containers.map((c) => {
         const startTimeMs = started.get(c.name);
         const counter = advance(counters, `${uid}/${c.name}`, c.cpuNanoCores, sample.timestampMs, startTimeMs === undefined ? sample.windowMs : sample.timestampMs - startTimeMs);
@@ -235,9 +249,9 @@ function advance(counters: Map<string, Counter>, key: string, nanoCores: number,
 }
 
 /** Start times of the proxy's running containers (its status mirrors the delegate's). */
-function containerStarts(delegate: V1Pod | undefined): Map<string, number> {
+function containerStarts(delegate: V1Pod): Map<string, number> {
   const out = new Map<string, number>();
-  for (const s of delegate?.status?.containerStatuses ?? []) {
+  for (const s of delegate.status?.containerStatuses ?? []) {
     const at = s.state?.running?.startedAt;
     if (at) out.set(s.name, new Date(at).getTime());
   }

@@ -4,6 +4,7 @@ import type { TargetClient } from '../../../../provider/clusters/target-client.j
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { ResourceUsage, type PodMetricsRead } from '../../../../provider/kubelet/resource-usage.js';
+import { PARENT_CLUSTER_NAME_LABEL, PARENT_UID_LABEL } from '../../../../provider/core/keys.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
 import type { PodSample } from '../../../../provider/model/resource-metrics.js';
 
@@ -26,6 +27,8 @@ function setup() {
   /** Delegate name -> sample, per namespace; or a reason the metrics API is unavailable. */
   let metrics: Map<string, PodSample> | string = new Map();
   const calls = { list: [] as string[], read: [] as string[] };
+  /** Proxies whose delegate the cache does not hold (not created yet, or refused). */
+  const noDelegate = new Set<string>();
   const told: Array<[boolean, string]> = [];
   const usage = new ResourceUsage({
     // The proxies cache, which keeps no container statuses (see proxyFields).
@@ -37,7 +40,8 @@ function setup() {
     delegate: (targetKey, namespace, name) => {
       expect(targetKey).to.equal(target.key);
       const p = proxies.find((q) => q.metadata?.namespace === namespace && delegatePodName(q.metadata!.name!, 'c1', q.metadata!.uid!) === name);
-      return p && { metadata: { name, namespace }, status: p.status };
+      if (!p || noDelegate.has(p.metadata!.name!)) return undefined;
+      return { metadata: { name, namespace, labels: { [PARENT_CLUSTER_NAME_LABEL]: 'c1', [PARENT_UID_LABEL]: p.metadata!.uid! } }, status: p.status };
     },
     registry: { byNodeName: (n: string) => (n === NODE ? target : undefined) },
     sourceClusterName: 'c1',
@@ -51,7 +55,7 @@ function setup() {
     ttlMs: 5_000,
   });
   const delegate = (name: string, uid: string) => delegatePodName(name, 'c1', uid);
-  return { clock, proxies, calls, told, usage, delegate, setMetrics: (m: Map<string, PodSample> | string) => (metrics = m) };
+  return { clock, proxies, calls, told, usage, delegate, noDelegate, setMetrics: (m: Map<string, PodSample> | string) => (metrics = m) };
 }
 
 describe('ResourceUsage', () => {
@@ -72,13 +76,15 @@ describe('ResourceUsage', () => {
     expect(s.calls.read.length).to.equal(4);
   });
 
-  it('counts a container without a cached delegate from the sample window (its start unknown)', async () => {
+  it('counts only proxies with a delegate in the cache, and reads only their namespaces in the target', async () => {
     const s = setup();
-    s.proxies.push({ ...proxy('fresh', 'uf', T0 - 60_000), status: {} });
-    s.setMetrics(new Map([[s.delegate('fresh', 'uf'), sample(T0, 200_000_000)]]));
-    const fresh = (await s.usage.nodeUsage(NODE))!.pods.find((p) => p.name === 'fresh')!.containers[0];
-    // 200m over the 15 s window, not over the 60 s since the proxy was created.
-    expect(fresh).to.deep.include({ startTimeMs: undefined, cpuCoreSeconds: 3 });
+    // Bound to the node from a namespace the target does not serve: refused, no delegate.
+    s.proxies.push(proxy('intruder', 'ui', T0 - 60_000, 'elsewhere'));
+    s.noDelegate.add('intruder');
+    s.setMetrics(new Map([[s.delegate('web-a', 'ua'), sample(T0, 200_000_000)]]));
+    const usage = (await s.usage.nodeUsage(NODE))!;
+    expect(usage.pods.map((p) => p.name)).to.deep.equal(['web-a']);
+    expect(s.calls.read).to.deep.equal(['default?multicluster.admiralty.io/parent-cluster-name=c1']);
   });
 
   it('answers null for a node that is not one of ours, without reading anything', async () => {
