@@ -29,6 +29,7 @@ import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
 import { kubeletRunnable, startOpsServer, webhookRunnable } from './wiring/servers.js';
 import { wireTargets } from './wiring/targets.js';
+import { TargetAuthorization } from './reconcilers/target-authorization.js';
 import type { Wiring } from './wiring/wiring.js';
 
 /**
@@ -199,7 +200,12 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // each probe; the virtual nodes read the delegates' caches.
   let afterProbe: ((targetKey: string) => void) | undefined;
   let delegation: DelegationWiring | undefined;
-  const targetInformers = enabled('targets') ? wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key), (key) => delegation?.delegates(key)) : undefined;
+  // Which namespaces each ClusterTarget's cluster lets us create pods in, asked on its probe for
+  // the opted-in namespaces (known once delegation is wired): read by the extender's filter.
+  const authorization = enabled('targets')
+    ? new TargetAuthorization({ clock: w.clock, namespaces: () => (delegation?.namespaces.list() ?? []).map((n) => n.metadata?.name ?? '').filter((n) => n !== '') })
+    : undefined;
+  const targetInformers = enabled('targets') ? wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key), (key) => delegation?.delegates(key), authorization) : undefined;
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
@@ -210,6 +216,6 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     : undefined;
   afterProbe = delegation?.afterProbe;
 
-  if (memory) binder = wireExtender(w, extenderRoutes, memory, proxies, delegation, targetInformers);
+  if (memory) binder = wireExtender(w, extenderRoutes, memory, proxies, delegation, targetInformers, authorization);
   if (delegation) for (const r of delegation.runnables) manager.add(r);
 }

@@ -9,6 +9,7 @@ import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../
 import { buildDelegatePod, isOurDelegate } from '../provider/model/delegate-pod.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
 import { ONE_POD, podRequests } from '../provider/model/resources.js';
+import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
 import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
@@ -47,6 +48,13 @@ export interface BinderOptions {
   /** Copies the ConfigMaps and Secrets the delegate uses into its target first; the delegate names the copies so. */
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
   memory: PlacementMemory;
+  /**
+   * Where a refusal by the target's authorizer (`SourceNotAuthorized`) goes instead of `memory`:
+   * it keeps the pods of that namespace off the target until the target's next probe, which
+   * offers it again as soon as a Source or ClusterSource grants the rights (see
+   * `TargetAuthorization.refused`). When it does not follow the target, `memory` is used.
+   */
+  authorization?: { refused(targetKey: string, namespace: string, reason: string): boolean };
   /** The proxy scheduler's name: only pods with this `schedulerName` are bound. */
   schedulerName: string;
   sourceClusterName: string;
@@ -96,7 +104,8 @@ class Refused extends Error {}
  * 3. we wait until the target's scheduler sets the delegate's `nodeName`; if it reports the
  *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, the
  *    delegate is deleted, the target is remembered as refusing this pod (the extender's filter
- *    then keeps the pod off it for a while) and an error goes back, so kube-scheduler tries again
+ *    then keeps the pod off it for a while; a refusal by the target's authorizer keeps the pod's
+ *    namespace off it until its next probe instead, see `authorization`) and an error goes back, so kube-scheduler tries again
  *    and picks another virtual node. In a target with burst capacity, an Unschedulable delegate
  *    waits for the target's cluster-autoscaler instead, within the same time: `TriggeredScaleUp`
  *    on it binds the proxy with the delegate still pending (it runs once the new node is Ready;
@@ -226,7 +235,9 @@ export class Binder {
       this.placements.delete(args.PodUID);
       const refused = err instanceof Refused;
       const message = refused ? err.message : `${target.displayName}: ${(err as Error).message}`;
-      this.o.memory.refuse(args.PodUID, target.key, message, this.o.clock.now());
+      // No Source for us in the namespace: nothing to back off from, the probe says when there is one.
+      const unauthorized = refused && err.cause instanceof NotDelegatedError && err.cause.reason === SOURCE_NOT_AUTHORIZED;
+      if (!(unauthorized && this.o.authorization?.refused(target.key, namespace, message))) this.o.memory.refuse(args.PodUID, target.key, message, this.o.clock.now());
       this.o.logger.info('scheduler extender: target refused a pod', { pod: `${namespace}/${name}`, cluster: target.displayName, reason: message });
       throw new Error(message, { cause: err });
     }
@@ -268,7 +279,7 @@ export class Binder {
       const refusal = err instanceof NotDelegatedError ? err : await refusalOf(target, { kind: 'pod', namespace: desired.metadata!.namespace! }, err);
       if (refusal) {
         await markNotDelegated(this.o.sourceCore, proxy, refusal.reason, refusal.message, new Date(this.o.clock.now()));
-        throw new Refused(refusal.message); // it names the target
+        throw new Refused(refusal.message, { cause: refusal }); // it names the target
       }
       throw new Refused(`${target.displayName}: cannot create the delegate: ${sanitizeRemoteText(statusMessage(err))}`);
     }

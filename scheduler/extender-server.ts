@@ -77,6 +77,12 @@ export interface ExtenderAppOptions {
    * target or being bound there: pod UID to target key. Read for weights only.
    */
   groupPlacements?: (pod: V1Pod) => ReadonlyMap<string, string>;
+  /**
+   * Why a target's cluster does not let the pods of a namespace be placed there (no Source for
+   * our identity in it, nor a ClusterSource), or undefined when it does or nobody knows: answers
+   * cached by the provider (`TargetAuthorization`), never a call to the target.
+   */
+  authorization?: (targetKey: string, namespace: string) => string | undefined;
   /** Where a Warning event goes when a pod's placement-policy annotation is unusable. */
   events?: Pick<EventRecorder, 'record'>;
   logger: Logger;
@@ -135,7 +141,8 @@ export class MalformedExtenderArgsError extends Error {
  * * `POST /scheduler/filter`: `ExtenderArgs` in, `ExtenderFilterResult` out, in the form the
  *   nodes came in (`NodeNames` for `nodeCacheCapable: true`, else `Nodes`). Only our virtual nodes
  *   are judged, every other node is kept untouched. A virtual node is rejected when its target
- *   is unknown or not ready (`FailedAndUnresolvableNodes`), when no summary of it was read yet or
+ *   is unknown or not ready, or its cluster does not authorize us in the pod's namespace
+ *   (`authorization`; all `FailedAndUnresolvableNodes`), when no summary of it was read yet or
  *   it refused this pod lately (`FailedNodes`), or when {@link fitsTarget} finds no real node for
  *   the delegate in its summary, less what was placed since (`FailedNodes` if some node lacked
  *   only resources, which preemption might free, else `FailedAndUnresolvableNodes`), unless the
@@ -189,6 +196,7 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
     const unresolvable: Record<string, string> = {};
     const kept = new Set<string>();
     const owner = controllerOf(args.Pod);
+    const namespace = args.Pod.metadata?.namespace ?? '';
     for (const c of candidates(args)) {
       if (!isVirtual(c)) {
         kept.add(c.name);
@@ -202,6 +210,11 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
       const health = registry.health(target.key);
       if (health && !health.ready) {
         unresolvable[c.name] = `target ${target.displayName} is not ready: ${health.reason}${health.message ? `: ${health.message}` : ''}`;
+        continue;
+      }
+      const unauthorized = opts.authorization?.(target.key, namespace);
+      if (unauthorized) {
+        unresolvable[c.name] = unauthorized;
         continue;
       }
       let state: TargetState | undefined;

@@ -8,11 +8,13 @@ import type { Clock } from '../core/clock.js';
 import { classifyApiError, isNotFound, statusMessage } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
 import { virtualNodeName } from '../model/names.js';
+import { clusterTargetRights } from '../model/refusal.js';
 import { isOutage } from '../model/outage.js';
 import { parseTarget, type NormalizedTargetSpec } from '../model/target.js';
 import type { ClusterSummary, Target, TargetRef } from '../model/types.js';
 import type { ObjectCache } from './object-cache.js';
 import type { SelfTargetBindings } from './self-target-bindings.js';
+import type { TargetAuthorization } from './target-authorization.js';
 
 export interface TargetRegistryReconcilerOptions {
   sourceKubeConfig: KubeConfig;
@@ -34,6 +36,13 @@ export interface TargetRegistryReconcilerOptions {
   probeTimeoutMs?: number;
   /** Called with each target's readiness, for the `admiralty_target_ready` gauge. */
   onHealth?: (target: string, ready: boolean) => void;
+  /**
+   * Asked on each probe of a ClusterTarget from a Secret, once its summary was read: in which
+   * namespaces the target lets our identity create pods (the extender's filter reads the
+   * answers; the Target's `Ready` reason says it). Without it, such a ClusterTarget is taken to
+   * have every right.
+   */
+  authorization?: Pick<TargetAuthorization, 'refresh' | 'forget'>;
   /** Called after every probe of a target that still exists (the leader then writes its virtual node). */
   onProbed?: (key: string) => void;
 }
@@ -75,6 +84,7 @@ export class TargetRegistryReconciler {
     const obj = ref.kind === 'Target' ? this.o.targets.get(ref.name, ref.namespace) : this.o.clusterTargets.get(ref.name);
     if (!obj) {
       this.o.registry.delete(key);
+      this.o.authorization?.forget(key);
       return;
     }
     const probe = await this.probe(ref, obj, virtualNodeName(ref));
@@ -128,7 +138,15 @@ export class TargetRegistryReconciler {
         }
       }
       this.o.registry.setSummary(targetKey(ref), summary, this.o.clock.now());
-      return { client, summary, health: { ready: true, reason: 'TargetReady', message: `target reachable at ${client.kubeConfig.getCurrentCluster()?.server}` } };
+      const server = client.kubeConfig.getCurrentCluster()?.server;
+      if (ref.kind === 'ClusterTarget' && !client.self && this.o.authorization) {
+        // The summary is readable with a Source in any one namespace; pods need one in theirs,
+        // or a ClusterSource: the filter offers the target by namespace, and the status says so.
+        const rights = await this.o.authorization.refresh(client);
+        return { client, summary, health: { ready: true, ...clusterTargetRights(server, rights) } };
+      }
+      this.o.authorization?.forget(targetKey(ref));
+      return { client, summary, health: { ready: true, reason: 'TargetReady', message: `target reachable at ${server}` } };
     } catch (err) {
       const kind = classifyApiError(err);
       const server = client.kubeConfig.getCurrentCluster()?.server;

@@ -11,15 +11,25 @@ import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
 import { groupPlacements } from '../../scheduler/placement-policy.js';
 import type { DelegationWiring } from './delegation.js';
+import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import type { TargetInformers } from './targets.js';
 import type { Wiring } from './wiring.js';
 
 /**
  * The scheduler extender (filter, prioritize and, with delegation, bind) on the webhook's
- * server, which every replica runs. Returns the binder, which follow asks for the proxies it is
+ * server, which every replica runs. The filter and the binder share `authorization` (which
+ * namespaces a ClusterTarget's cluster lets us create pods in). Returns the binder, which follow asks for the proxies it is
  * placing.
  */
-export function wireExtender(w: Wiring, routes: express.Router, memory: PlacementMemory, proxies: Informer<V1Pod> | undefined, delegation: DelegationWiring | undefined, targets: TargetInformers | undefined): Binder | undefined {
+export function wireExtender(
+  w: Wiring,
+  routes: express.Router,
+  memory: PlacementMemory,
+  proxies: Informer<V1Pod> | undefined,
+  delegation: DelegationWiring | undefined,
+  targets: TargetInformers | undefined,
+  authorization: TargetAuthorization | undefined,
+): Binder | undefined {
   const targetPlacement = (key: string) => {
     const ref = parseTargetKey(key);
     const obj = ref.kind === 'Target' ? targets?.targets.get(ref.name, ref.namespace) : targets?.clusterTargets.get(ref.name);
@@ -37,6 +47,7 @@ export function wireExtender(w: Wiring, routes: express.Router, memory: Placemen
         targetEvents: delegation.targetEvents,
         bursts: (key) => targetPlacement(key)?.burstCapacity !== undefined,
         memory,
+        authorization,
         schedulerName: w.config.proxySchedulerName,
         sourceClusterName: w.config.clusterName,
         clock: w.clock,
@@ -62,6 +73,7 @@ export function wireExtender(w: Wiring, routes: express.Router, memory: Placemen
       delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
       waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], w.config.clusterName),
       namespace: delegation && ((name) => delegation.namespaces.get(name)),
+      authorization: authorization && ((key, namespace) => authorization.refuses(key, namespace)),
       groupPlacements:
         proxies &&
         ((pod) => {

@@ -8,6 +8,7 @@ import { delegatePodName } from '../model/names.js';
 import type { Target } from '../model/types.js';
 import type { ObjectCache } from '../reconcilers/object-cache.js';
 import { SelfTargetBindings } from '../reconcilers/self-target-bindings.js';
+import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
 import { AFTER_BINDING_MS, TargetsReconciler } from '../reconcilers/targets.js';
 import { PROVIDER_VERSION, type Wiring } from './wiring.js';
@@ -23,7 +24,8 @@ export interface TargetInformers {
  * and the virtual nodes, their Leases and the Targets' status written by the leader. Returns
  * the Target caches (the extender reads `spec.placement` there). `delegates` is a target's
  * delegate cache once delegation runs: a virtual node offers back the room of the proxies whose
- * delegates the target's summary counts.
+ * delegates the target's summary counts. `authorization` is asked again on each probe of a
+ * ClusterTarget from a Secret (see `TargetRegistryReconciler`).
  */
 export function wireTargets(
   w: Wiring,
@@ -32,6 +34,7 @@ export function wireTargets(
   proxies: Informer<V1Pod> | undefined,
   afterProbe: (targetKey: string) => void,
   delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined,
+  authorization?: TargetAuthorization,
 ): TargetInformers {
   const { config, kc, core, custom, manager } = w;
   const targets = crdInformer<Target & KubernetesObject>('targets');
@@ -55,6 +58,7 @@ export function wireTargets(
       serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
       requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
       selfBindings,
+      authorization,
       clock: w.clock,
       leaseIntervalMs: config.nodeLeaseIntervalSeconds * 1000,
       onHealth: (target, isReady) => w.metrics.targetReady.set({ target }, isReady ? 1 : 0),

@@ -234,7 +234,7 @@ describe('scheduler: Binder', () => {
       authentication: { createSelfSubjectReview: sinon.stub().resolves({ status: { userInfo: { username: 'system:serviceaccount:default:c1' } } }) },
     });
     const r = await binder.bind(args);
-    const message = 'the cluster of ClusterTarget c2 does not authorize this source (user "system:serviceaccount:default:c1") to create pods in namespace default: create a ClusterSource in that cluster with spec.userName "system:serviceaccount:default:c1"';
+    const message = 'the cluster of ClusterTarget c2 does not authorize this source (user "system:serviceaccount:default:c1") to create pods in namespace default: create a Source in namespace default of that cluster with spec.userName "system:serviceaccount:default:c1", or a ClusterSource for every namespace';
     expect(r.Error).to.equal(message);
     expect(memory.refusal(UID, KEY, Date.now())).to.not.equal(undefined);
     sinon.assert.calledOnce(source.patchNamespacedPodStatus);
@@ -243,6 +243,33 @@ describe('scheduler: Binder', () => {
     expect(body.status.conditions).to.have.length(1);
     expect(body.status.conditions[0]).to.include({ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'SourceNotAuthorized', message });
     sinon.assert.notCalled(source.createNamespacedPodBinding);
+  });
+
+  it("hands a refusal by the target's authorizer to the authorization cache instead of the doubling back-off, when the cache follows the target", async () => {
+    targetCore.createNamespacedPod.rejects(apiError(403, 'Forbidden'));
+    const target = options.registry.byNodeName(NODE)!;
+    const access = sinon.stub().resolves({ status: { allowed: false } });
+    Object.assign(target, { authorization: { createSelfSubjectAccessReview: access }, authentication: { createSelfSubjectReview: sinon.stub().rejects(new Error('no')) } });
+    const refused: [string, string, string][] = [];
+    const follows = { value: true };
+    binder = new Binder({ ...options, authorization: { refused: (key, namespace, reason) => (refused.push([key, namespace, reason]), follows.value) } });
+    const r = await binder.bind(args);
+    expect(refused).to.deep.equal([[KEY, 'default', r.Error]]);
+    expect(r.Error).to.match(/^the cluster of ClusterTarget c2 does not authorize this source/);
+    expect(memory.refusal(UID, KEY, Date.now()), 'no back-off of its own').to.equal(undefined);
+
+    // A cache that does not follow this target: the back-off, as before.
+    follows.value = false;
+    await binder.bind(args);
+    expect(memory.refusal(UID, KEY, Date.now())).to.include({ count: 1 });
+
+    // A 403 of admission (the authorizer allows us) is no authorization matter: the back-off.
+    follows.value = true;
+    access.resolves({ status: { allowed: true } });
+    const admission = await binder.bind(args);
+    expect(admission.Error).to.equal('c2 refused to create the delegate: Forbidden (test)');
+    expect(refused).to.have.length(2);
+    expect(memory.refusal(UID, KEY, Date.now())).to.include({ count: 2 });
   });
 
   it("creates the delegate after its copies, naming them as the follow reconciler says; a copy name taken by another object refuses the target", async () => {

@@ -59,6 +59,8 @@ describe('scheduler: createExtenderApp', () => {
   const events: { uid?: string; type: string; reason: string; message: string }[] = [];
   const memory = new PlacementMemory();
   const bindCalls: ExtenderBindingArgs[] = [];
+  /** What the authorization cache says, by `<target key>|<namespace>`. */
+  const unauthorized = new Map<string, string>();
 
   before(async () => {
     const registry = new ClusterRegistry();
@@ -91,6 +93,7 @@ describe('scheduler: createExtenderApp', () => {
         policy: () => policy,
         targetPlacement: (key) => placements[key],
         namespace: (name) => namespaces[name],
+        authorization: (key, namespace) => unauthorized.get(`${key}|${namespace}`),
         groupPlacements: () => groupPlacements,
         events: { record: (obj, type, reason, message) => events.push({ uid: obj.metadata.uid, type, reason, message }) },
         logger: silentLogger(),
@@ -292,6 +295,26 @@ describe('scheduler: createExtenderApp', () => {
     // Another pod is not affected.
     const other = await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(ROOMY)] });
     expect((other.json as ExtenderFilterResult).NodeNames).to.deep.equal([V(ROOMY)]);
+  });
+
+  it("does not offer a target to a pod whose namespace its cluster does not authorize us in, and says what to create", async () => {
+    const why = 'the cluster of ClusterTarget roomy does not authorize this source (user "u") to create pods in namespace batch: create a Source in namespace batch of that cluster with spec.userName "u", or a ClusterSource for every namespace';
+    unauthorized.set('ClusterTarget/roomy|batch', why);
+    try {
+      const inBatch = proxy('1');
+      inBatch.metadata!.namespace = 'batch';
+      const r = await post('/scheduler/filter', { Pod: inBatch, NodeNames: [V(ROOMY), V(BUSY)] });
+      const result = r.json as ExtenderFilterResult;
+      expect(result.NodeNames).to.deep.equal([]);
+      expect(result.FailedAndUnresolvableNodes).to.deep.equal({ [V(ROOMY)]: why });
+      // Nothing left: an error, so kube-scheduler tries again within its backoff, and the event carries the reason.
+      expect(result.Error).to.include(`${V(ROOMY)}: ${why}`);
+      // The pods of another namespace still get the target.
+      const r2 = await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(ROOMY)] });
+      expect((r2.json as ExtenderFilterResult).NodeNames).to.deep.equal([V(ROOMY)]);
+    } finally {
+      unauthorized.clear();
+    }
   });
 
   it('keeps the pods of a controller off a target a pod of it was re-placed out of, until the cool-down ends', async () => {

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { explainRefusal, type RefusalFacts, type RefusedWrite } from '../../../../provider/model/refusal.js';
+import { clusterTargetRights, explainRefusal, type PodRights, type RefusalFacts, type RefusedWrite } from '../../../../provider/model/refusal.js';
 import type { TargetRef } from '../../../../provider/model/types.js';
 
 const target = { ref: { kind: 'Target', namespace: 'apps', name: 'c2' } as TargetRef, displayName: 'apps/c2' };
@@ -26,13 +26,13 @@ describe('explainRefusal', () => {
       },
     ],
     [
-      "a copy a ClusterTarget's cluster does not authorize: a ClusterSource",
+      "a copy a ClusterTarget's cluster does not authorize: a Source in that namespace, or a ClusterSource",
       clusterTarget,
       conf,
       { kind: 'Forbidden', targetMessage: TEXT, authorized: false, user: USER },
       {
         reason: 'SourceNotAuthorized',
-        message: `the cluster of ClusterTarget c2 does not authorize this source (user "${USER}") to create configmaps in namespace apps: create a ClusterSource in that cluster with spec.userName "${USER}"`,
+        message: `the cluster of ClusterTarget c2 does not authorize this source (user "${USER}") to create configmaps in namespace apps: create a Source in namespace apps of that cluster with spec.userName "${USER}", or a ClusterSource for every namespace`,
       },
     ],
     [
@@ -52,6 +52,45 @@ describe('explainRefusal', () => {
   for (const [why, t, write, facts, expected] of cases) {
     it(`explains ${why}`, () => {
       expect(explainRefusal(t, write, facts)).to.deep.equal(expected);
+    });
+  }
+});
+
+describe('clusterTargetRights', () => {
+  const server = 'https://c2.example:6443';
+  const reachable = `target reachable at ${server}`;
+  const ns = (entries: [string, boolean][]) => new Map(entries);
+  const cases: [string, PodRights, { reason: string; message: string }][] = [
+    ['cluster-wide rights (a ClusterSource)', { clusterWide: true, namespaces: ns([]) }, { reason: 'TargetReady', message: reachable }],
+    ['rights unknown (the review failed): as before', { namespaces: ns([]) }, { reason: 'TargetReady', message: reachable }],
+    [
+      'a Source in some namespaces',
+      { clusterWide: false, user: USER, namespaces: ns([['web', true], ['batch', false], ['api', true]]) },
+      {
+        reason: 'NoClusterSource',
+        message: `${reachable}; no ClusterSource there authorizes this source (user "${USER}") in every namespace, so only pods of the namespaces where a Source does are offered this target (api, web); not in batch`,
+      },
+    ],
+    [
+      'no namespace asked about yet',
+      { clusterWide: false, namespaces: ns([]) },
+      {
+        reason: 'NoClusterSource',
+        message: `${reachable}; no ClusterSource there authorizes this source (the user of its kubeconfig) in every namespace, so only pods of the namespaces where a Source does are offered this target`,
+      },
+    ],
+    [
+      'no right in any namespace, seven of them (five named)',
+      { clusterWide: false, user: USER, namespaces: ns(['g', 'f', 'e', 'd', 'c', 'b', 'a'].map((n) => [n, false])) },
+      {
+        reason: 'SourceNotAuthorized',
+        message: `${reachable}, but it authorizes this source (user "${USER}") to create pods in none of its namespaces (a, b, c, d, e and 2 more): create a ClusterSource in that cluster for every namespace, or a Source in each`,
+      },
+    ],
+  ];
+  for (const [why, rights, expected] of cases) {
+    it(`says ${why}`, () => {
+      expect(clusterTargetRights(server, rights)).to.deep.equal(expected);
     });
   }
 });

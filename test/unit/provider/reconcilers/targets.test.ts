@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import sinon from 'sinon';
 import {
   ApiException,
+  AuthenticationV1Api,
+  AuthorizationV1Api,
   CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -20,6 +22,7 @@ import { createTargetClient, type TargetClient } from '../../../../provider/clus
 import { FakeClock } from '../../../../provider/core/clock.js';
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import { TargetAuthorization } from '../../../../provider/reconcilers/target-authorization.js';
 import { TargetRegistryReconciler } from '../../../../provider/reconcilers/target-registry.js';
 import { TargetsReconciler } from '../../../../provider/reconcilers/targets.js';
 import { buildVirtualNode } from '../../../../provider/model/virtual-node.js';
@@ -164,7 +167,9 @@ function sourceCluster() {
 
 type Recorded = { type: 'Normal' | 'Warning'; reason: string; message: string; kind: string; name?: string; namespace?: string; uid?: string };
 
-function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise<unknown>; proxies?: V1Pod[]; delegateOf?: (targetKey: string, proxy: V1Pod) => V1Pod | undefined } = {}) {
+function setup(
+  opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise<unknown>; proxies?: V1Pod[]; delegateOf?: (targetKey: string, proxy: V1Pod) => V1Pod | undefined; authorization?: TargetAuthorization } = {},
+) {
   const clock = new FakeClock(T0);
   const src = sourceCluster();
   const targets = new MapCache<Target>();
@@ -206,6 +211,7 @@ function setup(opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise
     onProbed: (key: string) => probed.push(key),
     proxiesOn: (nodeName: string) => (opts.proxies ?? []).filter((p) => p.spec?.nodeName === nodeName),
     delegateOf: opts.delegateOf,
+    authorization: opts.authorization,
   };
   // The read side (every replica) and the write side (the leader), as main wires them: the
   // probe wakes the writer. One round here is one probe, then what the leader writes from it.
@@ -537,6 +543,49 @@ describe('TargetsReconciler.reconcile', () => {
       const cond = w.src.custom.patchNamespacedCustomObjectStatus.firstCall.args[0].body.status.conditions[0];
       expect(cond).to.deep.include({ status: 'False', reason: 'TargetForbidden' });
       expect(cond.message).to.match(/create a Source/);
+    });
+
+    it("says on a ClusterTarget without a ClusterSource where a Source lets its pods go, and turns TargetReady once a ClusterSource does", async () => {
+      const rights = new Map([['', false], ['web', true], ['batch', false]]);
+      const reviews = sinon.stub(AuthorizationV1Api.prototype, 'createSelfSubjectAccessReview').callsFake((async ({ body }: { body: { spec: { resourceAttributes: { namespace?: string } } } }) => ({
+        status: { allowed: rights.get(body.spec.resourceAttributes.namespace ?? '') },
+      })) as never);
+      sinon.stub(AuthenticationV1Api.prototype, 'createSelfSubjectReview').resolves({ status: { userInfo: { username: 'c1' } } } as never);
+      const authorization = new TargetAuthorization({ clock: new FakeClock(T0), namespaces: () => ['web', 'batch'] });
+      const w = setup({ authorization });
+      const key = 'ClusterTarget/remote';
+      w.clusterTargets.put({ metadata: { name: 'remote', uid: 'ct-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc', namespace: 'default' } } });
+      w.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
+      const ready = () => w.src.custom.patchClusterCustomObjectStatus.lastCall.args[0].body.status.conditions[0];
+
+      await w.reconciler.reconcile(key);
+      expect(ready()).to.deep.include({
+        status: 'True',
+        reason: 'NoClusterSource',
+        message:
+          'target reachable at https://remote.example:6443; no ClusterSource there authorizes this source (user "c1") in every namespace, so only pods of the namespaces where a Source does are offered this target (web); not in batch',
+      });
+      expect(authorization.refuses(key, 'batch')).to.match(/create a Source in namespace batch of that cluster with spec.userName "c1", or a ClusterSource/);
+      expect(authorization.refuses(key, 'web')).to.equal(undefined);
+
+      rights.set('web', false);
+      await w.reconciler.reconcile(key);
+      expect(ready()).to.deep.include({ status: 'True', reason: 'SourceNotAuthorized' });
+
+      rights.set('', true);
+      reviews.resetHistory();
+      await w.reconciler.reconcile(key);
+      expect(ready()).to.deep.include({ status: 'True', reason: 'TargetReady', message: 'target reachable at https://remote.example:6443' });
+      expect(authorization.refuses(key, 'batch')).to.equal(undefined);
+      expect(reviews.callCount, 'one review, cluster-wide').to.equal(1);
+
+      // Gone: forgotten.
+      rights.set('', false);
+      await w.reconciler.reconcile(key);
+      expect(authorization.refuses(key, 'batch')).to.not.equal(undefined);
+      w.clusterTargets.remove({ metadata: { name: 'remote' } } as Target);
+      await w.reader.reconcile(key);
+      expect(authorization.refuses(key, 'batch')).to.equal(undefined);
     });
 
     it('keeps the client while the Secret is unchanged, and replaces it when it changes', async () => {
