@@ -61,7 +61,8 @@ interface Probe {
  *
  * Key: `Target/<ns>/<name>` or `ClusterTarget/<name>`. Every `leaseIntervalMs` it re-reads the
  * Target's kubeconfig Secret (so fixing a Secret heals the target without a restart), builds or
- * keeps its clients, probes the target by reading its ClusterSummary, and records the clients,
+ * keeps its clients, probes the target by reading its ClusterSummary (and, for a ClusterTarget
+ * from a Secret, asks `authorization` where it may create pods), and records the clients,
  * the summary and the health (with its transition time) in the registry. It writes nothing to
  * any cluster: the virtual node, its Lease, the Target's status, events and the self binding are
  * the leader's ({@link TargetsReconciler}), which reads what this records.

@@ -26,7 +26,7 @@ describe('refusalOf', () => {
     const refusal = await refusalOf(target, { kind: 'configmap', namespace: 'apps', name: 'conf' }, err);
     expect(refusal).to.be.instanceOf(NotDelegatedError);
     expect(refusal!.reason).to.equal('SourceNotAuthorized');
-    expect(refusal!.message).to.contain(`spec.userName "${USER}"`).and.contain('create a ClusterSource');
+    expect(refusal!.message).to.contain(`spec.userName "${USER}"`).and.contain('create a Source in namespace apps of that cluster').and.contain('or a ClusterSource');
     expect(refusal!.cause).to.equal(err);
     expect(createSelfSubjectAccessReview.firstCall.args[0].body.spec.resourceAttributes).to.deep.equal({ verb: 'create', resource: 'configmaps', namespace: 'apps' });
   });
