@@ -184,15 +184,9 @@ describe('tenancy: a ClusterTarget whose identity has a Source in some namespace
       return ready?.status === 'True' && ready.reason === 'NoClusterSource' && ready.message.includes(`(user "${user}")`) && ready.message.includes(`offered this target (${home})`) && node !== '';
     });
 
-    const kept = (name: string, namespace: string) =>
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: { name, namespace, annotations: { [ELECT]: '' } },
-        spec: { nodeSelector: { 'multicluster.admiralty.io/cluster-target-name': ct }, containers: [{ name: 'app', image: 'nginx', resources: { requests: { cpu: '10m', memory: '8Mi' } } }] },
-      });
-    await apply('c1', kept('allowed', home));
-    await apply('c1', kept('waiting', ns));
+    // No Target of their own in these namespaces: the ClusterTarget's node is the only one their pods may use.
+    await apply('c1', pod('allowed', home));
+    await apply('c1', pod('waiting', ns));
     const bound = async (name: string, namespace: string) => (await getJson('c1', 'pod', name, '-n', namespace)).spec.nodeName;
     await waitFor(`${home}/allowed bound to the ClusterTarget's node`, 60_000, async () => (await bound('allowed', home)) === node);
 
