@@ -99,8 +99,9 @@ interface Counter {
 
 /**
  * The usage behind each virtual node's `/metrics/resource` and `/stats/summary`: the proxies
- * bound to the node (from the proxies cache) and their delegates' PodMetrics (one list per
- * namespace in the target, selected by this source's `parent-cluster-name`), reused for
+ * bound to the node that have a delegate (both from the caches) and their delegates'
+ * PodMetrics (one list per namespace in the target, selected by this source's
+ * `parent-cluster-name`), reused for
  * {@link DEFAULT_USAGE_TTL_MS} and shared by concurrent requests, so a scrape never makes a
  * request per pod.
  *
@@ -248,7 +249,7 @@ function advance(counters: Map<string, Counter>, key: string, nanoCores: number,
   return next;
 }
 
-/** Start times of the proxy's running containers (its status mirrors the delegate's). */
+/** Start times of the delegate's running containers (the proxy's status mirrors them). */
 function containerStarts(delegate: V1Pod): Map<string, number> {
   const out = new Map<string, number>();
   for (const s of delegate.status?.containerStatuses ?? []) {
