@@ -53,7 +53,13 @@ describe('re-placement', function () {
     await kubectl('c1', 'patch', 'target', 'c2', '-n', ns, '--type=merge', '-p', '{"spec":{"placement":{"priority":0}}}');
     await kubectl('c1', 'patch', 'target', 'c1', '-n', ns, '--type=merge', '-p', '{"spec":{"placement":{"priority":1}}}');
     await apply('c2', extraNode(node, ns));
-    await waitFor(`${node} Ready`, 30_000, async () => (await getJson('c2', 'node', node)).status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True'));
+    // Ready, and untainted: the node controller adds node.kubernetes.io/not-ready (NoSchedule) to
+    // a new node and takes it off only on its next pass after Ready, late on a loaded machine;
+    // meanwhile c2's scheduler puts the delegates elsewhere, whatever their affinity prefers.
+    await waitFor(`${node} Ready and untainted`, 60_000, async () => {
+      const n = await getJson('c2', 'node', node);
+      return n.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True') && !(n.spec?.taints ?? []).some((t: any) => t.effect === 'NoSchedule' || t.effect === 'NoExecute');
+    });
     const preferExtra = { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, preference: { matchExpressions: [{ key: 'e2e-replace', operator: 'In', values: [ns] }] } }] } };
     await apply('c1', electedDeployment('web', ns, 3, '100m', { annotations: { 'multicluster.admiralty.io/placement-policy': 'burst' }, spec: { affinity: preferExtra } }));
     expect(Object.fromEntries(await running(ns, 'web', 3))).to.deep.equal({ [nodes.c2Node]: 3 });
