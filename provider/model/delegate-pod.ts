@@ -111,9 +111,9 @@ export function delegateSourcePod(proxy: V1Pod): V1Pod {
 }
 
 /**
- * {@link delegateSourcePod} without the copy of the spec: its objects are the proxy's and the
- * (cached) manifest's, so it is for reading only (what the delegate will need to fit, what it
- * references). A filter call or a reconcile that only reads saves a deep copy of the spec.
+ * {@link delegateSourcePod} without the copy of the spec: its objects are the proxy's and those
+ * of the manifest parsed for this call, so it is for reading only (what the delegate will need
+ * to fit, what it references). A filter call or a reconcile that only reads saves a deep copy of the spec.
  *
  * @throws ValidationError as {@link delegateSourcePod}.
  */
