@@ -9,7 +9,7 @@ import { releaseOurFinalizers } from '../model/finalizers.js';
 import { virtualNodeName } from '../model/names.js';
 import { conditionDiffers, decideOutage, decideRecovered, fenceVerdict, isOutage, parentOf, type OutageDecision } from '../model/outage.js';
 import type { EventSink } from './event-sink.js';
-import { deleteProxyNow, recordProxyEvent, writeProxyCondition } from './proxy-writes.js';
+import { ConditionWrites, deleteProxyNow, recordProxyEvent, writeProxyCondition, type ConditionWritesPass } from './proxy-writes.js';
 import type { ObjectCache } from './object-cache.js';
 
 export interface OutageReconcilerOptions {
@@ -43,7 +43,8 @@ const MAX_RECHECK_MS = 60_000;
  * * **Say it.** While the target is unreachable (see `isOutage`), each of its proxies carries the
  *   condition `multicluster.admiralty.io/TargetReachable=False` and gets one Warning event; each
  *   is written once per transition (the condition is stable for an outage, so a level-based
- *   pass writes nothing the second time).
+ *   pass writes nothing the second time, and {@link ConditionWrites} covers a pass that starts
+ *   before the cache shows the first one's writes).
  * * **Failover, opt-in.** A proxy whose `multicluster.admiralty.io/failover-after` (its own or
  *   its namespace's) has elapsed is deleted (UID precondition) and its finalizer released, so its
  *   controller recreates it and the scheduler places the new pod elsewhere (the virtual node is
@@ -62,6 +63,8 @@ export class OutageReconciler {
   private readonly owed = new Set<string>();
   /** Targets fenced at least once since start. */
   private readonly fencedOnce = new Set<string>();
+  /** Conditions written that the proxies cache may not show yet (no second write, no repeated event). */
+  private readonly writes = new ConditionWrites();
 
   constructor(private readonly o: OutageReconcilerOptions) {}
 
@@ -91,6 +94,7 @@ export class OutageReconciler {
     if (!target || !health) {
       // Gone, or not loaded: fence again when it (re)appears (an owed fence stays owed).
       this.fencedOnce.delete(key);
+      this.writes.forget(key);
       return;
     }
     const nodeName = this.o.registry.nodeNameOf(key) ?? virtualNodeName(target.ref);
@@ -99,11 +103,16 @@ export class OutageReconciler {
     if (isOutage(health)) {
       this.owed.add(key);
       let recheckAtMs: number | undefined;
-      await this.each(proxies, `proxies on ${target.displayName}`, async (proxy) => {
-        const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.sinceMs, nowMs: now });
-        if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
-        await this.apply(proxy, decision, key);
-      });
+      const pass = this.writes.begin(key);
+      try {
+        await this.each(proxies, `proxies on ${target.displayName}`, async (proxy) => {
+          const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.sinceMs, nowMs: now });
+          if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
+          await this.apply(proxy, decision, key, pass);
+        });
+      } finally {
+        pass.end();
+      }
       return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.min(MAX_RECHECK_MS, Math.max(0, recheckAtMs - now)) };
     }
     if (!health.ready) return; // a configuration problem, not an outage: the Target's status says it
@@ -112,7 +121,12 @@ export class OutageReconciler {
       this.owed.delete(key);
       this.fencedOnce.add(key);
     }
-    await this.each(proxies, `proxies on ${target.displayName}`, (proxy) => this.apply(proxy, decideRecovered(proxy, target.displayName, now), key));
+    const pass = this.writes.begin(key);
+    try {
+      await this.each(proxies, `proxies on ${target.displayName}`, (proxy) => this.apply(proxy, decideRecovered(proxy, target.displayName, now), key, pass));
+    } finally {
+      pass.end();
+    }
   }
 
   /** Runs `fn` on every item, then throws the first failure (one bad proxy does not stall the others). */
@@ -128,7 +142,7 @@ export class OutageReconciler {
     if (failures.length > 0) throw new Error(`${failures.length} of ${items.length} ${what} failed`, { cause: failures[0] });
   }
 
-  private async apply(proxy: V1Pod, decision: OutageDecision, targetKey: string): Promise<void> {
+  private async apply(proxy: V1Pod, decision: OutageDecision, targetKey: string, pass: ConditionWritesPass): Promise<void> {
     if (decision.failover) {
       const first = !proxy.metadata?.deletionTimestamp;
       // Said before the delete: once the proxy is gone, an event about it is hard to find.
@@ -137,8 +151,9 @@ export class OutageReconciler {
       if (first) this.o.metrics?.outageFailovers.inc({ target: targetKey });
       return;
     }
-    if (!decision.condition || !conditionDiffers(proxy, decision.condition)) return;
+    if (!decision.condition || !conditionDiffers(proxy, decision.condition) || pass.inFlight(proxy, decision.condition)) return;
     await writeProxyCondition(this.o.sourceCore, proxy, decision.condition);
+    pass.wrote(proxy, decision.condition);
     if (decision.event) recordProxyEvent(this.o.events, proxy, decision.event);
   }
 

@@ -54,3 +54,71 @@ export async function deleteProxyNow(core: CoreV1Api, proxy: V1Pod, why: string)
     throw new Error(`deleting proxy ${namespace}/${name} ${why}`, { cause: err });
   }
 }
+
+interface WrittenCondition {
+  /** The proxy's resourceVersion the write was made over. */
+  over: string;
+  signature: string;
+}
+
+const signatureOf = (c: V1PodCondition) => `${c.type}\u0000${c.status}\u0000${c.reason ?? ''}\u0000${c.message ?? ''}`;
+
+/**
+ * The conditions a level-based reconciler wrote to proxies that its cache may not show yet. Its
+ * key is queued again while a pass runs (by the watch events of the pass's own writes, by a
+ * probe), so the next pass can start before the watch has brought back every write; without
+ * this it would write the same condition again and repeat its event (the event's count says 2).
+ * An entry holds only while the cached proxy still has the resourceVersion the write was made
+ * over: any other version is newer and trusted as it is. Entries are kept per reconcile key and
+ * each pass keeps only those it looked at, so proxies that left take theirs with them.
+ */
+export class ConditionWrites {
+  private readonly byKey = new Map<string, Map<string, WrittenCondition>>();
+
+  /** Starts a pass over `key`'s proxies; `end` it when the pass is over, even after a failure. */
+  begin(key: string): ConditionWritesPass {
+    return new ConditionWritesPass(this.byKey.get(key), (kept) => (kept.size > 0 ? this.byKey.set(key, kept) : this.byKey.delete(key)));
+  }
+
+  /** Drops what is remembered of `key` (its target is gone). */
+  forget(key: string): void {
+    this.byKey.delete(key);
+  }
+
+  /** Entries held, for tests. */
+  get size(): number {
+    let n = 0;
+    for (const m of this.byKey.values()) n += m.size;
+    return n;
+  }
+}
+
+/** One pass of a reconcile key over its proxies (see {@link ConditionWrites}). */
+export class ConditionWritesPass {
+  private readonly kept = new Map<string, WrittenCondition>();
+
+  constructor(
+    private readonly previous: Map<string, WrittenCondition> | undefined,
+    private readonly done: (kept: Map<string, WrittenCondition>) => void,
+  ) {}
+
+  /** Whether this very condition was written over the version of the proxy the cache still shows. */
+  inFlight(proxy: V1Pod, condition: V1PodCondition): boolean {
+    const uid = proxy.metadata?.uid;
+    const written = uid ? this.previous?.get(uid) : undefined;
+    if (!written || written.over !== proxy.metadata?.resourceVersion || written.signature !== signatureOf(condition)) return false;
+    this.kept.set(uid!, written);
+    return true;
+  }
+
+  /** Records a write of `condition` over this version of the proxy (one without a version is not remembered). */
+  wrote(proxy: V1Pod, condition: V1PodCondition): void {
+    const uid = proxy.metadata?.uid;
+    const over = proxy.metadata?.resourceVersion;
+    if (uid && over) this.kept.set(uid, { over, signature: signatureOf(condition) });
+  }
+
+  end(): void {
+    this.done(this.kept);
+  }
+}

@@ -8,7 +8,7 @@ import { virtualNodeName } from '../model/names.js';
 import { conditionDiffers, parentOf } from '../model/outage.js';
 import { decideReplacement, REPLACE_COOL_DOWN_MS, type ReplacementDecision } from '../model/replacement.js';
 import type { EventSink } from './event-sink.js';
-import { deleteProxyNow, recordProxyEvent, writeProxyCondition } from './proxy-writes.js';
+import { ConditionWrites, deleteProxyNow, recordProxyEvent, writeProxyCondition, type ConditionWritesPass } from './proxy-writes.js';
 import type { ObjectCache } from './object-cache.js';
 
 export interface ReplacementReconcilerOptions {
@@ -63,12 +63,16 @@ const MAX_RECHECK_MS = 60_000;
  * not answer.
  */
 export class ReplacementReconciler {
+  /** Conditions written that the proxies cache may not show yet (no second write, no repeated event). */
+  private readonly writes = new ConditionWrites();
+
   constructor(private readonly o: ReplacementReconcilerOptions) {}
 
   async reconcile(key: string): Promise<Result> {
     const target = this.o.registry.get(key);
     const health = this.o.registry.health(key);
     const cache = this.o.delegates(key);
+    if (!target) this.writes.forget(key);
     if (!target || !health?.ready || !cache) return;
     const nodeName = this.o.registry.nodeNameOf(key) ?? virtualNodeName(target.ref);
     const read = this.o.registry.summary(key);
@@ -76,33 +80,38 @@ export class ReplacementReconciler {
     const now = this.o.clock.now();
     let recheckAtMs: number | undefined;
     const failures: unknown[] = [];
-    for (const delegate of cache.list()) {
-      if (!isOurDelegate(delegate, this.o.sourceClusterName)) continue;
-      const parent = parentOf(delegate);
-      const proxy = parent.name && parent.namespace ? this.o.proxies.get(parent.name, parent.namespace) : undefined;
-      if (!proxy || proxy.metadata?.uid !== parent.uid || proxy.spec?.nodeName !== nodeName) continue;
-      const decision = decideReplacement({
-        proxy,
-        delegate,
-        targetName: target.displayName,
-        summary,
-        autoscaler: delegate.spec?.nodeName ? undefined : autoscalerVerdict(delegate, this.o.targetEvents?.(key)?.list(delegate.metadata?.namespace) ?? []),
-        unschedulableAfterMs: this.o.unschedulableAfterMs,
-        coolDownMs: this.o.coolDownMs ?? REPLACE_COOL_DOWN_MS,
-        nowMs: now,
-      });
-      if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
-      try {
-        await this.apply(proxy, decision, key);
-      } catch (err) {
-        failures.push(err); // one bad proxy does not stall the others
+    const pass = this.writes.begin(key);
+    try {
+      for (const delegate of cache.list()) {
+        if (!isOurDelegate(delegate, this.o.sourceClusterName)) continue;
+        const parent = parentOf(delegate);
+        const proxy = parent.name && parent.namespace ? this.o.proxies.get(parent.name, parent.namespace) : undefined;
+        if (!proxy || proxy.metadata?.uid !== parent.uid || proxy.spec?.nodeName !== nodeName) continue;
+        const decision = decideReplacement({
+          proxy,
+          delegate,
+          targetName: target.displayName,
+          summary,
+          autoscaler: delegate.spec?.nodeName ? undefined : autoscalerVerdict(delegate, this.o.targetEvents?.(key)?.list(delegate.metadata?.namespace) ?? []),
+          unschedulableAfterMs: this.o.unschedulableAfterMs,
+          coolDownMs: this.o.coolDownMs ?? REPLACE_COOL_DOWN_MS,
+          nowMs: now,
+        });
+        if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
+        try {
+          await this.apply(proxy, decision, key, pass);
+        } catch (err) {
+          failures.push(err); // one bad proxy does not stall the others
+        }
       }
+    } finally {
+      pass.end();
     }
     if (failures.length > 0) throw new Error(`${failures.length} re-placement(s) in ${target.displayName} failed`, { cause: failures[0] });
     return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.min(MAX_RECHECK_MS, Math.max(0, recheckAtMs - now)) };
   }
 
-  private async apply(proxy: V1Pod, decision: ReplacementDecision, targetKey: string): Promise<void> {
+  private async apply(proxy: V1Pod, decision: ReplacementDecision, targetKey: string, pass: ConditionWritesPass): Promise<void> {
     if (decision.replace) {
       const { ownerUid, avoidUntilMs, reason } = decision.replace;
       // Avoided before the delete: the controller's replacement may be scheduled at once.
@@ -112,8 +121,9 @@ export class ReplacementReconciler {
       if (await deleteProxyNow(this.o.sourceCore, proxy, 'to re-place it')) this.o.metrics?.replacements.inc({ target: targetKey, reason });
       return;
     }
-    if (!decision.condition || !conditionDiffers(proxy, decision.condition)) return;
+    if (!decision.condition || !conditionDiffers(proxy, decision.condition) || pass.inFlight(proxy, decision.condition)) return;
     await writeProxyCondition(this.o.sourceCore, proxy, decision.condition);
+    pass.wrote(proxy, decision.condition);
     if (decision.event) recordProxyEvent(this.o.events, proxy, decision.event);
   }
 }

@@ -117,6 +117,22 @@ describe('OutageReconciler', () => {
     sinon.assert.notCalled(s.source.deleteNamespacedPod);
   });
 
+  it('writes a condition once when the next pass starts before the cache shows it, and again if a newer proxy lost it', async () => {
+    const a = { ...proxy('a'), metadata: { ...proxy('a').metadata, resourceVersion: '10' } };
+    const s = setup({ proxies: [a] });
+    s.health(false);
+    await s.reconciler.reconcile(KEY);
+    // Queued again by a probe before the watch brought the write back: the cache still has version 10.
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledOnce(s.source.patchNamespacedPodStatus);
+    expect(s.events.map((e) => e.reason)).to.deep.equal(['TargetUnreachable']);
+    // A newer version without the condition (someone removed it) is trusted: written again.
+    s.proxies.put({ ...a, metadata: { ...a.metadata, resourceVersion: '12' } });
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledTwice(s.source.patchNamespacedPodStatus);
+    expect(s.events).to.have.length(2);
+  });
+
   it('fails over a controlled proxy once failover-after has elapsed: deleted with a UID precondition, its finalizer released', async () => {
     const p = proxy('web', { owner: true, annotations: { [AFTER]: '20s' } });
     const s = setup({ proxies: [p] });

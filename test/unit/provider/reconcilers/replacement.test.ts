@@ -135,6 +135,16 @@ describe('ReplacementReconciler', () => {
     expect(s.events).to.have.length(1);
   });
 
+  it('marks a bare pod once when the next pass starts before the cache shows the condition', async () => {
+    const solo = { ...proxy('solo'), metadata: { ...proxy('solo').metadata, resourceVersion: '7' } };
+    const s = setup({ proxies: [solo], delegates: [delegate('solo', { unschedulableSinceMs: T0 - AFTER })] });
+    await s.reconciler.reconcile(KEY);
+    s.clock.advance(1_000);
+    await s.reconciler.reconcile(KEY);
+    expect(s.source.patchNamespacedPodStatus.calledOnce).to.equal(true);
+    expect(s.events.map((e) => e.reason)).to.deep.equal(['CannotReplace']);
+  });
+
   it("leaves alone delegates the binder is still placing (proxy unbound), other sources' pods, and proxies of other targets", async () => {
     const s = setup({
       proxies: [proxy('placing', { owner: true, nodeName: null }), proxy('theirs', { owner: true }), proxy('elsewhere', { owner: true, nodeName: 'admiralty-namespace-apps-c3' })],
