@@ -60,6 +60,15 @@ describe('re-placement', function () {
       const n = await getJson('c2', 'node', node);
       return n.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True') && !(n.spec?.taints ?? []).some((t: any) => t.effect === 'NoSchedule' || t.effect === 'NoExecute');
     });
+    // And seen so by c2's own scheduler, whose informers lag the API on a loaded machine: a probe
+    // pod that fits only there gets bound to it (retried: the namespace's ServiceAccount may be new).
+    const probe = `apiVersion: v1\nkind: Pod\nmetadata: {name: probe, namespace: ${ns}}\nspec: {nodeSelector: {e2e-replace: ${ns}}, containers: [{name: c, image: nginx}]}\n`;
+    await waitFor(`c2's scheduler binding a probe to ${node}`, 60_000, async () => {
+      const bound = await getJson('c2', 'pod', 'probe', '-n', ns).catch(() => undefined);
+      if (!bound) await apply('c2', probe).catch(() => undefined);
+      return bound?.spec?.nodeName === node;
+    });
+    await kubectl('c2', 'delete', 'pod', 'probe', '-n', ns, '--grace-period=0', '--force');
     const preferExtra = { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, preference: { matchExpressions: [{ key: 'e2e-replace', operator: 'In', values: [ns] }] } }] } };
     await apply('c1', electedDeployment('web', ns, 3, '100m', { annotations: { 'multicluster.admiralty.io/placement-policy': 'burst' }, spec: { affinity: preferExtra } }));
     expect(Object.fromEntries(await running(ns, 'web', 3))).to.deep.equal({ [nodes.c2Node]: 3 });
