@@ -84,6 +84,11 @@ export class DelegationReconciler {
    * read of the target and a second removal each. Entries go when the proxy leaves the cache.
    */
   private readonly released = new Map<string, string>();
+  /**
+   * Deleted proxies (key -> UID) whose delegate was said to be stuck terminating, so it is said
+   * once, not on every recheck. Entries go when the proxy leaves the cache.
+   */
+  private readonly toldStuck = new Map<string, string>();
 
   constructor(private readonly o: DelegationReconcilerOptions) {}
 
@@ -120,6 +125,7 @@ export class DelegationReconciler {
     const proxy = this.o.proxies.get(name, namespace);
     if (!proxy) {
       this.released.delete(key);
+      this.toldStuck.delete(key);
       return this.deleteOrphans(namespace, name);
     }
     if (proxy.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) return;
@@ -191,10 +197,8 @@ export class DelegationReconciler {
     const existing = cached ?? (seen.has(seenKey) ? undefined : await this.readDelegate(target, { name: delegateName, namespace }));
     if (existing && isOurDelegate(existing, this.o.sourceClusterName, uid)) {
       if (cached) seen.add(seenKey);
-      if (!existing.metadata?.deletionTimestamp) {
-        await this.deleteDelegate(target, existing, proxy);
-        this.event(proxy, 'Normal', 'DelegateDeleting', `deleting delegate ${existing.metadata!.name} in ${target.displayName}`);
-      }
+      if (!existing.metadata?.deletionTimestamp) await this.deleteDelegate(target, existing, proxy);
+      else this.tellIfStuck(proxy, existing, target);
       return { requeueAfterMs: DELEGATE_GONE_RECHECK_MS };
     }
     await this.release(proxy);
@@ -414,6 +418,24 @@ export class DelegationReconciler {
 
   private markNotDelegated(proxy: V1Pod, reason: string, message: string): Promise<void> {
     return markNotDelegated(this.o.sourceCore, proxy, reason, message, new Date(this.o.clock.now()));
+  }
+
+  /**
+   * A Warning event on a deleted proxy whose delegate is still there past its deletion deadline
+   * (its deletionTimestamp: the delete plus its grace period), which is what keeps the proxy
+   * Terminating: the delegate's finalizers, or a target node that does not confirm. Said once per
+   * proxy. A delegate that goes in time costs no event: most deletions are quick, and an event
+   * per deleted pod was a third of the source's writes while pods were deleted.
+   */
+  private tellIfStuck(proxy: V1Pod, delegate: V1Pod, target: TargetClient): void {
+    const key = DelegationReconciler.proxyKey(proxy);
+    const uid = proxy.metadata?.uid;
+    const deadline = new Date(delegate.metadata!.deletionTimestamp as unknown as string);
+    if (!uid || this.toldStuck.get(key) === uid || !(this.o.clock.now() > deadline.getTime())) return;
+    this.toldStuck.set(key, uid);
+    const finalizers = delegate.metadata?.finalizers ?? [];
+    const held = finalizers.length > 0 ? `its finalizers ${finalizers.slice(0, 3).join(', ')}${finalizers.length > 3 ? ` and ${finalizers.length - 3} more` : ''} hold it` : 'no finalizer holds it (its node has not confirmed)';
+    this.event(proxy, 'Warning', 'DelegateStuckTerminating', `delegate ${delegate.metadata!.name} in ${target.displayName} is still there past its deletion deadline ${deadline.toISOString()}: ${held}; this pod stays Terminating until it goes`);
   }
 
   private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {
