@@ -56,6 +56,12 @@ type DelegateRef = { name: string; namespace: string };
 export const DELEGATE_GONE_RECHECK_MS = 10_000;
 
 /**
+ * How long past its deletion deadline a delegate may take to go before its proxy says it is
+ * stuck: a loaded target's kubelets (or kwok) finish pods some seconds late, which is no news.
+ */
+export const DELEGATE_STUCK_AFTER_MS = 60_000;
+
+/**
  * Proxy pods -> delegate pods. Key: `<namespace>/<proxy name>`.
  *
  * For a proxy bound to a virtual node: create its delegate in that node's target (after the
@@ -421,8 +427,8 @@ export class DelegationReconciler {
   }
 
   /**
-   * A Warning event on a deleted proxy whose delegate is still there past its deletion deadline
-   * (its deletionTimestamp: the delete plus its grace period), which is what keeps the proxy
+   * A Warning event on a deleted proxy whose delegate is still there {@link DELEGATE_STUCK_AFTER_MS}
+   * past its deletion deadline (its deletionTimestamp: the delete plus its grace period), which is what keeps the proxy
    * Terminating: the delegate's finalizers, or a target node that does not confirm. Said once per
    * proxy. A delegate that goes in time costs no event: most deletions are quick, and an event
    * per deleted pod was a third of the source's writes while pods were deleted.
@@ -431,11 +437,11 @@ export class DelegationReconciler {
     const key = DelegationReconciler.proxyKey(proxy);
     const uid = proxy.metadata?.uid;
     const deadline = new Date(delegate.metadata!.deletionTimestamp as unknown as string);
-    if (!uid || this.toldStuck.get(key) === uid || !(this.o.clock.now() > deadline.getTime())) return;
+    if (!uid || this.toldStuck.get(key) === uid || !(this.o.clock.now() - deadline.getTime() > DELEGATE_STUCK_AFTER_MS)) return;
     this.toldStuck.set(key, uid);
     const finalizers = delegate.metadata?.finalizers ?? [];
     const held = finalizers.length > 0 ? `its finalizers ${finalizers.slice(0, 3).join(', ')}${finalizers.length > 3 ? ` and ${finalizers.length - 3} more` : ''} hold it` : 'no finalizer holds it (its node has not confirmed)';
-    this.event(proxy, 'Warning', 'DelegateStuckTerminating', `delegate ${delegate.metadata!.name} in ${target.displayName} is still there past its deletion deadline ${deadline.toISOString()}: ${held}; this pod stays Terminating until it goes`);
+    this.event(proxy, 'Warning', 'DelegateStuckTerminating', `delegate ${delegate.metadata!.name} in ${target.displayName} is still there more than ${DELEGATE_STUCK_AFTER_MS / 1000} s past its deletion deadline ${deadline.toISOString()}: ${held}; this pod stays Terminating until it goes`);
   }
 
   private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {
