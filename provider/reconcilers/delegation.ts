@@ -427,11 +427,12 @@ export class DelegationReconciler {
   }
 
   /**
-   * A Warning event on a deleted proxy whose delegate is still there {@link DELEGATE_STUCK_AFTER_MS}
-   * past its deletion deadline (its deletionTimestamp: the delete plus its grace period), which is what keeps the proxy
-   * Terminating: the delegate's finalizers, or a target node that does not confirm. Said once per
-   * proxy. A delegate that goes in time costs no event: most deletions are quick, and an event
-   * per deleted pod was a third of the source's writes while pods were deleted.
+   * A Warning event on a deleted proxy whose delegate is still there, {@link DELEGATE_STUCK_AFTER_MS}
+   * past its deletion deadline (its deletionTimestamp: the delete plus its grace period), which
+   * is what keeps the proxy Terminating: the delegate's finalizers, or a target node that does
+   * not confirm. Said once per proxy. A delegate that goes in time costs no event: most
+   * deletions are quick, and an event per deleted pod was a third of the source's writes while
+   * pods were deleted.
    */
   private tellIfStuck(proxy: V1Pod, delegate: V1Pod, target: TargetClient): void {
     const key = DelegationReconciler.proxyKey(proxy);
