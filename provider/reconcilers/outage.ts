@@ -7,9 +7,9 @@ import { classifyApiError, isNotFound } from '../core/errors.js';
 import { API_GROUP, API_VERSION, PARENT_CLUSTER_NAME_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
 import { virtualNodeName } from '../model/names.js';
-import { conditionDiffers, decideOutage, decideRecovered, fenceVerdict, isOutage, parentOf, type OutageDecision } from '../model/outage.js';
+import { decideOutage, decideRecovered, fenceVerdict, isOutage, parentOf, type OutageDecision } from '../model/outage.js';
 import type { EventSink } from './event-sink.js';
-import { ConditionWrites, deleteProxyNow, recordProxyEvent, writeProxyCondition, type ConditionWritesPass } from './proxy-writes.js';
+import { ConditionWrites, deleteProxyNow, recordProxyEvent, type ConditionWritesPass } from './proxy-writes.js';
 import type { ObjectCache } from './object-cache.js';
 
 export interface OutageReconcilerOptions {
@@ -151,10 +151,7 @@ export class OutageReconciler {
       if (first) this.o.metrics?.outageFailovers.inc({ target: targetKey });
       return;
     }
-    if (!decision.condition || !conditionDiffers(proxy, decision.condition) || pass.inFlight(proxy, decision.condition)) return;
-    await writeProxyCondition(this.o.sourceCore, proxy, decision.condition);
-    pass.wrote(proxy, decision.condition);
-    if (decision.event) recordProxyEvent(this.o.events, proxy, decision.event);
+    if (decision.condition) await pass.write(this.o.sourceCore, this.o.events, proxy, decision.condition, decision.event);
   }
 
   /**

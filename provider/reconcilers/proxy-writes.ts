@@ -1,6 +1,7 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
 import { classifyApiError, isNotFound } from '../core/errors.js';
 import { DELEGATED_CONDITION } from '../core/keys.js';
+import { conditionDiffers } from '../model/outage.js';
 import type { EventSink } from './event-sink.js';
 
 /**
@@ -109,6 +110,18 @@ export class ConditionWritesPass {
     if (!written || written.over !== proxy.metadata?.resourceVersion || written.signature !== signatureOf(condition)) return false;
     this.kept.set(uid!, written);
     return true;
+  }
+
+  /**
+   * Writes one of the proxy's own conditions ({@link writeProxyCondition}) and records its event,
+   * unless the cached proxy has that condition already or this pass's key wrote it and the cache
+   * does not show it yet: so once per transition.
+   */
+  async write(core: CoreV1Api, events: EventSink, proxy: V1Pod, condition: V1PodCondition, event?: { type: 'Normal' | 'Warning'; reason: string; message: string }): Promise<void> {
+    if (!conditionDiffers(proxy, condition) || this.inFlight(proxy, condition)) return;
+    await writeProxyCondition(core, proxy, condition);
+    this.wrote(proxy, condition);
+    if (event) recordProxyEvent(events, proxy, event);
   }
 
   /** Records a write of `condition` over this version of the proxy (one without a version is not remembered). */

@@ -5,10 +5,10 @@ import type { Metrics } from '../core/metrics.js';
 import { autoscalerVerdict } from '../model/autoscaler.js';
 import { isOurDelegate } from '../model/delegate-pod.js';
 import { virtualNodeName } from '../model/names.js';
-import { conditionDiffers, parentOf } from '../model/outage.js';
+import { parentOf } from '../model/outage.js';
 import { decideReplacement, REPLACE_COOL_DOWN_MS, type ReplacementDecision } from '../model/replacement.js';
 import type { EventSink } from './event-sink.js';
-import { ConditionWrites, deleteProxyNow, recordProxyEvent, writeProxyCondition, type ConditionWritesPass } from './proxy-writes.js';
+import { ConditionWrites, deleteProxyNow, recordProxyEvent, type ConditionWritesPass } from './proxy-writes.js';
 import type { ObjectCache } from './object-cache.js';
 
 export interface ReplacementReconcilerOptions {
@@ -121,9 +121,6 @@ export class ReplacementReconciler {
       if (await deleteProxyNow(this.o.sourceCore, proxy, 'to re-place it')) this.o.metrics?.replacements.inc({ target: targetKey, reason });
       return;
     }
-    if (!decision.condition || !conditionDiffers(proxy, decision.condition) || pass.inFlight(proxy, decision.condition)) return;
-    await writeProxyCondition(this.o.sourceCore, proxy, decision.condition);
-    pass.wrote(proxy, decision.condition);
-    if (decision.event) recordProxyEvent(this.o.events, proxy, decision.event);
+    if (decision.condition) await pass.write(this.o.sourceCore, this.o.events, proxy, decision.condition, decision.event);
   }
 }
