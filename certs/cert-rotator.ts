@@ -38,7 +38,7 @@ export interface CertRotatorOptions extends RenewalPolicy {
  * expiry), retries failures with capped exponential backoff, and can be forced.
  *
  * Used by the webhook (issue = load or regenerate the Secret) and the kubelet API server (issue =
- * CSR flow or self-signed), with `onRotate` swapping the TLS context of a `HotSwapHttpsServer`.
+ * CSR flow or self-signed), with `onRotate` swapping the TLS context of a server (`setSecureContext`).
  * Not thread-safe across processes: `issue` itself must be idempotent.
  */
 export class CertRotator {

@@ -1,5 +1,4 @@
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, type KubernetesListObject, type KubernetesObject, type V1Node, type V1Pod } from '@kubernetes/client-node';
-import express from 'express';
 import { hostname } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { Registry } from 'prom-client';
@@ -27,6 +26,7 @@ import { Binder } from '../scheduler/bind.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
+import type { Route } from './core/http-router.js';
 import { kubeletRunnable, startOpsServer, webhookRunnable } from './wiring/servers.js';
 import { wireTargets } from './wiring/targets.js';
 import { TargetAuthorization } from './reconcilers/target-authorization.js';
@@ -141,8 +141,8 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const { config, kc, core, custom, manager } = w;
   const enabled = (c: string) => config.enable.includes(c);
   // The scheduler extender shares the webhook's server (and certificate); its routes are added
-  // once the caches it reads are wired, below.
-  const extenderRoutes = express.Router();
+  // once the caches it reads are wired, below (before the webhook's server starts).
+  const extenderRoutes: Route[] = [];
   if (enabled('webhook')) manager.add(webhookRunnable(w, extenderRoutes));
   // Kubelet API: serves logs/exec/attach/port-forward of proxies by bridging to delegates.
   // Its caches are wired below; it reads them only when it serves a call.

@@ -1,8 +1,9 @@
 import { TLSSocket } from 'node:tls';
 import type { Socket } from 'node:net';
-import type { NextFunction, Request, RequestHandler, Response } from 'express';
+import { json, type Guard } from '../provider/core/http-router.js';
 import { Counter, Registry } from 'prom-client';
 import type { Logger } from '../provider/core/logger.js';
+import { EXTENDER_PATH_PREFIX } from './extender-server.js';
 
 /** Common name of the client certificate the provider issues to the proxy scheduler. */
 export const PROXY_SCHEDULER_CLIENT_CN = 'admiralty-proxy-scheduler';
@@ -48,16 +49,16 @@ export interface ExtenderClientGuardOptions {
 }
 
 /**
- * Express middleware for the extender's routes (mount it on `EXTENDER_PATH_PREFIX`): lets a
- * request through only from the proxy scheduler ({@link checkExtenderClient}); anything else
- * gets 401 (no or untrusted certificate) or 403 (another identity) with a JSON body
- * `{ "Error": reason }` (the field kube-scheduler reads from extender answers), is logged at
- * warn, and counted in `admiralty_scheduler_extender_refused_requests_total{reason}`.
+ * The guard of the extender's routes (`createRouter`'s {@link Guard} on `EXTENDER_PATH_PREFIX`):
+ * lets a call through only from the proxy scheduler ({@link checkExtenderClient}); anything
+ * else gets 401 (no or untrusted certificate) or 403 (another identity) with a JSON body
+ * `{ "Error": reason }` (the field kube-scheduler reads from extender answers), before its body
+ * is read, is logged at warn, and counted in `admiralty_scheduler_extender_refused_requests_total{reason}`.
  *
  * Without it, anyone who reaches the webhook port could call bind, making the provider create
  * delegates and bind pending proxies to any virtual node, past the filter.
  */
-export function createExtenderClientGuard(opts: ExtenderClientGuardOptions): RequestHandler {
+export function createExtenderClientGuard(opts: ExtenderClientGuardOptions): Guard {
   const commonName = opts.commonName ?? PROXY_SCHEDULER_CLIENT_CN;
   const refused = new Counter({
     name: 'admiralty_scheduler_extender_refused_requests_total',
@@ -66,19 +67,23 @@ export function createExtenderClientGuard(opts: ExtenderClientGuardOptions): Req
     registers: [opts.metricsRegistry ?? new Registry()],
   });
   // The verdict of a connection does not change: its certificate was verified at the handshake
-  // (a CA swap applies to new connections). kube-scheduler keeps its connection open, so the
-  // check (getPeerCertificate builds the certificate's object) runs once per connection, not
-  // per call. Under TLS 1.2 a client may renegotiate with another certificate: checked per call.
+  // (a CA swap applies to new connections). kube-scheduler keeps its connection open (one
+  // HTTP/2 connection carries all its calls), so the check (getPeerCertificate builds the
+  // certificate's object) runs once per connection, not per call. Under TLS 1.2 a client may
+  // renegotiate with another certificate: checked per call.
   const verdicts = new WeakMap<Socket, ExtenderClientVerdict>();
-  return (req: Request, res: Response, next: NextFunction): void => {
-    let verdict = verdicts.get(req.socket);
-    if (!verdict) {
-      verdict = checkExtenderClient(req.socket, commonName);
-      if (req.socket instanceof TLSSocket && req.socket.getProtocol() === 'TLSv1.3') verdicts.set(req.socket, verdict);
-    }
-    if (verdict.ok) return next();
-    refused.inc({ reason: verdict.reason });
-    opts.logger.warn('scheduler extender: caller refused', { reason: verdict.reason, path: req.originalUrl, remoteAddress: req.socket.remoteAddress, message: verdict.message });
-    res.status(verdict.status).json({ Error: verdict.message });
+  return {
+    prefix: EXTENDER_PATH_PREFIX,
+    check: ({ path, connection }) => {
+      let verdict = verdicts.get(connection);
+      if (!verdict) {
+        verdict = checkExtenderClient(connection, commonName);
+        if (connection instanceof TLSSocket && connection.getProtocol() === 'TLSv1.3') verdicts.set(connection, verdict);
+      }
+      if (verdict.ok) return undefined;
+      refused.inc({ reason: verdict.reason });
+      opts.logger.warn('scheduler extender: caller refused', { reason: verdict.reason, path, remoteAddress: connection.remoteAddress, message: verdict.message });
+      return json(verdict.status, { Error: verdict.message });
+    },
   };
 }

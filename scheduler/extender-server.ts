@@ -1,10 +1,10 @@
 import type { V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
-import express, { type Express, type NextFunction, type Request, type Response } from 'express';
 import { Histogram, Registry } from 'prom-client';
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
 import { realClock, type Clock } from '../provider/core/clock.js';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
 import type { EventRecorder } from '../provider/core/events.js';
+import { json, text, type Answer, type Route, type RouteCall } from '../provider/core/http-router.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
 import { fitsTarget, schedulingPod } from './fit.js';
@@ -52,7 +52,7 @@ export interface TargetState {
 /** Returns the cached state of a target by target key, or undefined while none was read. */
 export type TargetStateSource = (targetKey: string) => TargetState | undefined;
 
-export interface ExtenderAppOptions {
+export interface ExtenderRoutesOptions {
   /** Maps virtual node names to targets (`byNodeName`) and reports target health (`health`). */
   registry: Pick<ClusterRegistry, 'byNodeName' | 'health'>;
   targetState: TargetStateSource;
@@ -91,10 +91,10 @@ export interface ExtenderAppOptions {
   /** Serves `bind` when given (see {@link Binder}); without it, `bind` answers 404. */
   binder?: { bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> };
   clock?: Clock;
-  /** Where the request histogram is registered; default a fresh registry owned by this app. */
+  /** Where the request histogram is registered; default a fresh registry owned by these routes. */
   metricsRegistry?: Registry;
-  /** Largest accepted body; default `64mb` (without `nodeCacheCapable`, every Node is sent on every call). */
-  bodyLimit?: string;
+  /** Largest accepted body in bytes; default 64 MiB (without `nodeCacheCapable`, every Node is sent on every call). */
+  maxBodyBytes?: number;
   /**
    * Whether a node known only by name (kube-scheduler sends names when `nodeCacheCapable: true`)
    * is one of our virtual nodes. Default: the registry knows it, or its name has the virtual
@@ -135,8 +135,8 @@ export class MalformedExtenderArgsError extends Error {
 }
 
 /**
- * The kube-scheduler extender as an express app, with absolute paths so it can be mounted on any
- * server (`app.use(createExtenderApp(...))` on the webhook's HTTPS app, or served alone):
+ * The kube-scheduler extender's routes, for `createRouter`, with absolute paths: the provider
+ * serves them on the webhook's server, behind the extender's client guard:
  *
  * * `POST /scheduler/filter`: `ExtenderArgs` in, `ExtenderFilterResult` out, in the form the
  *   nodes came in (`NodeNames` for `nodeCacheCapable: true`, else `Nodes`). Only our virtual nodes
@@ -162,7 +162,7 @@ export class MalformedExtenderArgsError extends Error {
  * `admiralty_scheduler_extender_request_duration_seconds{verb,result}` (result: ok, refused,
  * bad_request, error) and logs malformed requests and internal errors once, here.
  */
-export function createExtenderApp(opts: ExtenderAppOptions): Express {
+export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
   const { logger, registry } = opts;
   const clock = opts.clock ?? realClock;
   const memory = opts.memory ?? new PlacementMemory();
@@ -321,24 +321,17 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
     return hosts.map((h) => (byHost.has(h.Host) ? { Host: h.Host, Score: byHost.get(h.Host)! } : h));
   };
 
-  const app = express();
-  app.disable('x-powered-by');
-  // No caller revalidates an answer: an ETag would only cost a SHA-1 of every body.
-  app.disable('etag');
-  const raw = express.raw({ type: () => true, limit: opts.bodyLimit ?? '64mb' });
-
   const handle =
     (verb: 'filter' | 'prioritize', answer: (args: ExtenderArgs) => unknown) =>
-    (req: Request, res: Response): void => {
+    ({ body: raw }: RouteCall): Answer => {
       const end = duration.startTimer({ verb });
       let args: ExtenderArgs;
       try {
-        args = parseExtenderArgs(Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '');
+        args = parseExtenderArgs(raw.toString('utf8'));
       } catch (err) {
         end({ result: 'bad_request' });
         logger.warn(`scheduler extender: malformed ${verb} request`, errorFields(err));
-        res.status(400).type('text/plain').send((err as Error).message);
-        return;
+        return text(400, (err as Error).message);
       }
       let body: unknown;
       try {
@@ -347,46 +340,40 @@ export function createExtenderApp(opts: ExtenderAppOptions): Express {
         end({ result: 'error' });
         logger.error(`scheduler extender: ${verb} failed`, { key: podKey(args.Pod), ...errorFields(err) });
         // kube-scheduler reads `Error` of a filter result; a prioritize caller only sees the status.
-        res.status(500).json(verb === 'filter' ? { FailedNodes: {}, Error: `internal error: ${(err as Error).message}` } : { Error: 'internal error' });
-        return;
+        return json(500, verb === 'filter' ? { FailedNodes: {}, Error: `internal error: ${(err as Error).message}` } : { Error: 'internal error' });
       }
       end({ result: 'ok' });
-      res.status(200).json(body);
+      return json(200, body);
     };
 
-  app.post(FILTER_PATH, raw, handle('filter', filter));
-  app.post(PRIORITIZE_PATH, raw, handle('prioritize', prioritize));
+  const maxBodyBytes = opts.maxBodyBytes ?? 64 * 2 ** 20;
+  const routes: Route[] = [
+    { method: 'POST', path: FILTER_PATH, maxBodyBytes, handle: handle('filter', filter) },
+    { method: 'POST', path: PRIORITIZE_PATH, maxBodyBytes, handle: handle('prioritize', prioritize) },
+  ];
   const binder = opts.binder;
   if (binder) {
-    app.post(BIND_PATH, raw, (req: Request, res: Response): void => {
-      const end = duration.startTimer({ verb: 'bind' });
-      let args: ExtenderBindingArgs;
-      try {
-        args = parseBindingArgs(Buffer.isBuffer(req.body) ? req.body.toString('utf8') : '');
-      } catch (err) {
-        end({ result: 'bad_request' });
-        logger.warn('scheduler extender: malformed bind request', errorFields(err));
-        res.status(400).type('text/plain').send((err as Error).message);
-        return;
-      }
-      void binder.bind(args).then((result) => {
+    routes.push({
+      method: 'POST',
+      path: BIND_PATH,
+      maxBodyBytes,
+      handle: async ({ body: raw }) => {
+        const end = duration.startTimer({ verb: 'bind' });
+        let args: ExtenderBindingArgs;
+        try {
+          args = parseBindingArgs(raw.toString('utf8'));
+        } catch (err) {
+          end({ result: 'bad_request' });
+          logger.warn('scheduler extender: malformed bind request', errorFields(err));
+          return text(400, (err as Error).message);
+        }
+        const result = await binder.bind(args);
         end({ result: result.Error ? 'refused' : 'ok' });
-        res.status(200).json(result);
-      });
+        return json(200, result);
+      },
     });
   }
-
-  // Body-parser failures (too large, bad encoding): answer, never crash. Only for our paths, so
-  // that mounted on another app this handler does not answer for that app's routes.
-  app.use(EXTENDER_PATH_PREFIX, (err: unknown, _req: Request, res: Response, next: NextFunction) => {
-    if (res.headersSent) return next(err);
-    const status = (err as { status?: unknown }).status;
-    const code = typeof status === 'number' && status >= 400 && status < 500 ? status : 500;
-    logger.warn('scheduler extender: request failed', errorFields(err));
-    res.status(code).type('text/plain').send(code === 500 ? 'internal error' : (err as Error).message);
-  });
-
-  return app;
+  return routes;
 }
 
 /**

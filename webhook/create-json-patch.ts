@@ -16,7 +16,7 @@ export function escapePointerToken(token: string): string {
  * and scalars that differ are replaced whole (simpler and safe for admission, where nobody else
  * patches the object between our read and the apiserver applying the patch). Pure.
  *
- * Called by the webhook app to answer an AdmissionReview. An empty array means "no change".
+ * Called by the webhook's /mutate route to answer an AdmissionReview. An empty array means "no change".
  */
 export function createJsonPatch(before: unknown, after: unknown): JsonPatchOp[] {
   const ops: JsonPatchOp[] = [];

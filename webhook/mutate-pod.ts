@@ -54,7 +54,7 @@ export interface MutatePodOptions {
   schedulerName?: string;
   /**
    * Reads the `PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION`; default
-   * `parseProxySchedulingConstraints` (the webhook app passes one that remembers recent texts).
+   * `parseProxySchedulingConstraints` (the webhook's routes pass one that remembers recent texts).
    */
   parseConstraints?: (text: string) => ProxySchedulingConstraints;
 }
@@ -80,7 +80,7 @@ export interface MutatePodOptions {
  * of our proxies (see {@link isProxyOnReinvocation}).
  *
  * Idempotent: mutating a proxy again yields `mutated: false` (webhook reinvocation).
- * Called by the webhook app on pod CREATE.
+ * Called by the webhook's /mutate route on pod CREATE.
  *
  * @throws ValidationError if the pod is refused (the message is for the user).
  */

@@ -166,7 +166,7 @@ function describe(value: unknown): string {
  * pods of one workload carry the same annotation, and parsing it as YAML is the costliest step
  * of admitting one (about a millisecond). Each call returns a fresh copy, which the caller may
  * change; a text that is refused is parsed again each time (and refused again). Owned by one
- * webhook app.
+ * set of webhook routes.
  */
 export function rememberingConstraintsParser(size = 64): (text: string) => ProxySchedulingConstraints {
   const parsed = new Map<string, ProxySchedulingConstraints>();

@@ -1,6 +1,8 @@
 import type https from 'node:https';
 import type { IncomingMessage } from 'node:http';
+import type { Http2SecureServer, ServerHttp2Session } from 'node:http2';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 
 /**
  * Bounds on what a client can hold open on one of our HTTPS servers (the kubelet API and the
@@ -53,31 +55,39 @@ export function tlsLimitOptions(limits: ConnectionLimits): { handshakeTimeout: n
 export type ClosedConnectionReason = 'connection_limit' | 'first_request_timeout';
 
 /**
- * Applies `limits` to a created (not yet listening) HTTPS server: connection cap, header and
- * keep-alive timeouts, and a deadline for the first request of every connection (the
- * connection is destroyed if no complete request or upgrade arrived in time). Call once.
- * `handlesUpgrades`: the caller has its own `upgrade` listener (the deadline then also ends at
- * an upgrade request; without one, Node answers upgrades itself and so must we not listen).
- * `onClose` is told about every connection the server refuses or closes on its own (not the
- * keep-alive close, which only comes after the client's own idle timeout).
+ * Applies `limits` to a created (not yet listening) HTTPS server, or HTTP/2 server with
+ * `allowHTTP1`: connection cap, header and keep-alive timeouts, and a deadline for the first
+ * request of every connection (the connection is destroyed if no complete request or upgrade
+ * arrived in time). Call once. `handlesUpgrades`: the caller has its own `upgrade` listener
+ * (the deadline then also ends at an upgrade request; without one, Node answers upgrades
+ * itself and so must we not listen). `onClose` is told about every connection the server
+ * refuses or closes on its own (not the keep-alive close, which only comes after the client's
+ * own idle timeout).
  *
  * Node's `headersTimeout` (and `requestTimeout`) count from the connection's start until its
  * first request begins, and its periodic check closes an unused connection with a 408 once they
  * pass; `headersTimeout` is therefore set past the first-request deadline (which closes first,
  * and is reported), and callers must keep any `requestTimeout` of theirs at 0 or above it.
+ *
+ * An HTTP/2 connection (ALPN `h2`) has the same deadlines counted in streams: it is destroyed
+ * if no stream opened within the first-request deadline, and closed gracefully (GOAWAY) once
+ * it has had no open stream for the keep-alive timeout.
  */
 export function applyConnectionLimits(
-  server: https.Server,
+  server: https.Server | Http2SecureServer,
   limits: ConnectionLimits,
   opts: { handlesUpgrades?: boolean; onClose?: (reason: ClosedConnectionReason) => void } = {},
 ): void {
+  const http1 = server as https.Server;
   server.maxConnections = limits.maxConnections;
-  server.headersTimeout = limits.handshakeTimeoutMs + limits.firstRequestTimeoutMs;
-  server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+  http1.headersTimeout = limits.handshakeTimeoutMs + limits.firstRequestTimeoutMs;
+  http1.keepAliveTimeout = limits.keepAliveTimeoutMs;
   const onClose = opts.onClose;
   if (onClose) server.on('drop', () => onClose('connection_limit'));
   const deadlines = new WeakMap<Socket, NodeJS.Timeout>();
-  server.on('secureConnection', (socket: Socket) => {
+  server.on('secureConnection', (socket: TLSSocket) => {
+    // HTTP/2: the session's streams say when it is used (below).
+    if (socket.alpnProtocol === 'h2') return;
     const timer = setTimeout(() => {
       onClose?.('first_request_timeout');
       socket.destroy();
@@ -95,4 +105,30 @@ export function applyConnectionLimits(
   };
   server.prependListener('request', arrived);
   if (opts.handlesUpgrades) server.prependListener('upgrade', arrived);
+  server.on('session', (session: ServerHttp2Session) => {
+    let open = 0;
+    let used = false;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      timer = setTimeout(
+        () => {
+          if (used) return void session.close();
+          onClose?.('first_request_timeout');
+          session.destroy();
+        },
+        used ? limits.keepAliveTimeoutMs : limits.firstRequestTimeoutMs,
+      );
+      timer.unref();
+    };
+    arm();
+    session.on('stream', (stream) => {
+      used = true;
+      open++;
+      clearTimeout(timer);
+      stream.once('close', () => {
+        if (--open === 0 && !session.closed && !session.destroyed) arm();
+      });
+    });
+    session.once('close', () => clearTimeout(timer));
+  });
 }

@@ -1,4 +1,5 @@
-import type { Server, ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { EventEmitter } from 'node:events';
 
 /** What {@link drainOnRequest} adds to a server. */
 export interface Drain {
@@ -13,7 +14,7 @@ export interface Drain {
 }
 
 /**
- * Graceful shutdown for an HTTP/1.1 server that clients reach through a Service with keep-alive
+ * Graceful shutdown for an HTTP/1.1 server (or the HTTP/1.1 requests of an HTTP/2 server) that clients reach through a Service with keep-alive
  * connections (the apiserver's webhook calls, kube-scheduler's extender calls). Closing an idle
  * keep-alive connection races a client that writes its next request on it at that moment, and
  * the apiserver does not retry a webhook call that was written and got no answer: with
@@ -21,10 +22,12 @@ export interface Drain {
  * connection without that race, so a draining server closes each connection that way, on its
  * next answer; what stays idle through the drain is closed at the end.
  */
-export function drainOnRequest(server: Server): Drain {
+export function drainOnRequest(server: EventEmitter): Drain {
   let draining = false;
   const inFlight = new Set<ServerResponse>();
-  server.prependListener('request', (_req, res: ServerResponse) => {
+  server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
+    // HTTP/2 has no Connection header: its server drains with a GOAWAY (see createWebhookServer).
+    if (req.httpVersionMajor === 2) return;
     if (draining) {
       res.setHeader('Connection', 'close');
       return;

@@ -33,6 +33,12 @@ export function createMetrics(registry: Registry) {
       labelNames: ['reason'],
       registers,
     }),
+    webhookConnections: new Counter({
+      name: 'admiralty_webhook_connections_total',
+      help: 'TLS connections the webhook server accepted (the scheduler extender shares it), by the protocol the client chose (h2, http/1.1).',
+      labelNames: ['protocol'],
+      registers,
+    }),
     informerRestarts: new Counter({ name: 'admiralty_informer_restarts_total', help: 'Informer restarts after a watch or list failure.', labelNames: ['informer'], registers }),
   };
 }

@@ -1,9 +1,9 @@
 import type { V1Pod } from '@kubernetes/client-node';
-import type express from 'express';
+import type { Route } from '../core/http-router.js';
 import type { Informer } from '../controller/informer.js';
 import { standbyMayCreateDelegates } from '../model/outage.js';
 import { Binder } from '../../scheduler/bind.js';
-import { createExtenderApp } from '../../scheduler/extender-server.js';
+import { createExtenderRoutes } from '../../scheduler/extender-server.js';
 import type { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { waitingRequests } from '../../scheduler/fit.js';
@@ -23,7 +23,7 @@ import type { Wiring } from './wiring.js';
  */
 export function wireExtender(
   w: Wiring,
-  routes: express.Router,
+  routes: Route[],
   memory: PlacementMemory,
   proxies: Informer<V1Pod> | undefined,
   delegation: DelegationWiring | undefined,
@@ -61,8 +61,8 @@ export function wireExtender(
     : undefined;
   // A bind waiting for the target's scheduler goes on as soon as the delegate is placed.
   if (binder) delegation!.onDelegateChange((targetKey, delegate) => binder.delegateChanged(targetKey, delegate));
-  routes.use(
-    createExtenderApp({
+  routes.push(
+    ...createExtenderRoutes({
       registry: w.clusters,
       targetState: (key) => {
         const read = w.clusters.summary(key);

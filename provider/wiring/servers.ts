@@ -5,7 +5,7 @@ import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { CertRotator } from '../../certs/cert-rotator.js';
 import { readCertificate } from '../../certs/read-certificate.js';
-import { createWebhookApp } from '../../webhook/create-webhook-app.js';
+import { createWebhookRoutes } from '../../webhook/create-webhook-routes.js';
 import { createWebhookServer, type WebhookServer } from '../../webhook/create-webhook-server.js';
 import { WebhookCertificates } from '../../webhook/webhook-certificates.js';
 import { ProxySchedulerClientCertificate } from '../../webhook/proxy-scheduler-client-certificate.js';
@@ -21,13 +21,13 @@ import { createProxyResolver } from '../kubelet/proxy-resolver.js';
 import { ResourceUsage } from '../kubelet/resource-usage.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import { API_GROUP, API_VERSION } from '../core/keys.js';
-import { EXTENDER_PATH_PREFIX } from '../../scheduler/extender-server.js';
+import { createRouter, type Route } from '../core/http-router.js';
 import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../scheduler/extender-client-auth.js';
 import type { Wiring } from './wiring.js';
 import type { ObjectCache } from '../reconcilers/object-cache.js';
 
 /** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
-export function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runnable {
+export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Runnable {
   const { config, kc, core, registry, metrics, logger } = w;
   let stop: () => Promise<void> = async () => undefined;
   let drain = () => undefined as void;
@@ -60,13 +60,16 @@ export function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runn
       onIssued: (what, pair) => metrics.certificateExpiry.set({ certificate: what === 'serving' ? 'webhook' : 'proxy-scheduler-client' }, readCertificate(pair.certPem).notAfter.getTime() / 1000),
     });
     const first = await rotation.start();
-    const app = createWebhookApp({ logger, registry, proxySchedulerName: config.proxySchedulerName });
-    app.use(EXTENDER_PATH_PREFIX, createExtenderClientGuard({ logger, metricsRegistry: registry }));
-    app.use(extenderRoutes);
+    const handler = createRouter({
+      routes: [...createWebhookRoutes({ logger, registry, proxySchedulerName: config.proxySchedulerName }), ...extenderRoutes],
+      guards: [createExtenderClientGuard({ logger, metricsRegistry: registry })],
+      logger,
+    });
     const listening = createWebhookServer({
       pair: first.pair,
-      handler: app,
+      handler,
       clientCaPems: first.trustedCaPems,
+      onConnection: (protocol) => metrics.webhookConnections.inc({ protocol }),
       // At warn: with failurePolicy Fail, a connection closed just as the apiserver uses it is a
       // refused pod ("connection reset by peer"), and nothing else would say so.
       onClose: (reason) => {
@@ -82,7 +85,7 @@ export function webhookRunnable(w: Wiring, extenderRoutes: express.Router): Runn
     drain = () => listening.drain();
     stop = async () => {
       rotation.stop();
-      await new Promise<void>((res) => listening.server.close(() => res()));
+      await listening.close();
     };
   };
   return { name: 'webhook', start, drain: () => drain(), stop: () => stop() };

@@ -1,5 +1,5 @@
 /**
- * Scheduler extender latency benchmark (a script, not a test): serves the extender app in
+ * Scheduler extender latency benchmark (a script, not a test): serves the extender's routes in
  * process over HTTP on 127.0.0.1, judging 100 targets of 100 real nodes each from their
  * ClusterSummaries (as the provider does, {@link buildClusterSummary} then
  * {@link nodesOfSummary}), next to a no-op route on the same server that reads and parses the
@@ -18,7 +18,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { KubeConfig, type V1Node, type V1Pod, type V1PodSpec } from '@kubernetes/client-node';
-import express from 'express';
 import { ClusterRegistry } from '../../provider/clusters/cluster-registry.js';
 import { createTargetClient } from '../../provider/clusters/target-client.js';
 import { ELECT_ANNOTATION, HOSTNAME_LABEL } from '../../provider/core/keys.js';
@@ -26,7 +25,8 @@ import { silentLogger } from '../../provider/core/logger.js';
 import { buildClusterSummary } from '../../provider/model/cluster-summary.js';
 import { virtualNodeName } from '../../provider/model/names.js';
 import type { TargetRef } from '../../provider/model/types.js';
-import { createExtenderApp, FILTER_PATH, PRIORITIZE_PATH, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../scheduler/extender-server.js';
+import { createRouter, json } from '../../provider/core/http-router.js';
+import { createExtenderRoutes, FILTER_PATH, PRIORITIZE_PATH, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../scheduler/extender-server.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { mutatePod } from '../../webhook/mutate-pod.js';
 import { prng } from '../support/prng.js';
@@ -177,14 +177,18 @@ async function main(): Promise<void> {
   const nodeNames = [...virtualNames, ...Array.from({ length: REAL_NODES }, (_, i) => `c1-node-${i}`)];
   console.log(`fleet: ${TARGETS} targets, ${realNodes} real nodes in their summaries, built in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
-  const app = express();
-  // The baseline: same body read and parse as the extender (express.raw, JSON.parse), a small answer.
-  app.post(NOOP_PATH, express.raw({ type: () => true, limit: '64mb' }), (req, res) => {
-    const parsed = JSON.parse((req.body as Buffer).toString('utf8')) as { NodeNames?: string[] };
-    res.json({ NodeNames: parsed.NodeNames?.length ?? 0 });
-  });
-  app.use(createExtenderApp({ registry, targetState: (key) => states.get(key), policy: { kind: 'spread' }, logger: silentLogger() }));
-  const server = http.createServer(app);
+  // The baseline: same router, body read and parse as the extender (JSON.parse), a small answer.
+  const noop = {
+    method: 'POST' as const,
+    path: NOOP_PATH,
+    maxBodyBytes: 64 * 2 ** 20,
+    handle: ({ body }: { body: Buffer }) => {
+      const parsed = JSON.parse(body.toString('utf8')) as { NodeNames?: string[] };
+      return json(200, { NodeNames: parsed.NodeNames?.length ?? 0 });
+    },
+  };
+  const routes = [noop, ...createExtenderRoutes({ registry, targetState: (key) => states.get(key), policy: { kind: 'spread' }, logger: silentLogger() })];
+  const server = http.createServer(createRouter({ routes, logger: silentLogger() }));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
 

@@ -257,6 +257,8 @@ export interface QueueFigures {
   peakQueueDepth: Record<string, number>;
   /** Reconciles (`admiralty_controller_reconcile_total`, all results) by controller. */
   reconciles: Record<string, number>;
+  /** Connections the webhook server (and the extender on it) accepted, by protocol (`h2`, `http/1.1`). */
+  webhookConnections?: Record<string, number>;
 }
 
 /**
@@ -393,7 +395,7 @@ function perRunPhase(results: readonly SizeResult[], line: (r: SizeResult, kind:
   return results.flatMap((r) => (['direct', 'offloaded'] as const).flatMap((kind) => (['start', 'deletion'] as const).flatMap((phase) => line(r, kind, phase)))).join('\n');
 }
 
-/** One line per run and phase on the provider's queues: its deepest queues and its reconciles by controller (non-zero ones). */
+/** One line per run and phase on the provider: its deepest queues and its reconciles by controller, its webhook connections by protocol (non-zero ones). */
 export function renderQueues(results: readonly SizeResult[]): string {
   const list = (r: Record<string, number> | undefined) =>
     Object.entries(r ?? {})
@@ -403,7 +405,7 @@ export function renderQueues(results: readonly SizeResult[]): string {
       .join(', ') || '-';
   return perRunPhase(results, (r, kind, phase) => {
     const q = r[kind][phase === 'start' ? 'startQueues' : 'deletionQueues'];
-    return [`${r.size} ${kind}, ${phase}: peak queue depth ${list(q?.peakQueueDepth)}; reconciles ${list(q?.reconciles)}`];
+    return [`${r.size} ${kind}, ${phase}: peak queue depth ${list(q?.peakQueueDepth)}; reconciles ${list(q?.reconciles)}; webhook connections ${list(q?.webhookConnections)}`];
   });
 }
 

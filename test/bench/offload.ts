@@ -227,6 +227,7 @@ async function providerMetrics(): Promise<string> {
 
 const RECONCILES = 'admiralty_controller_reconcile_total';
 const QUEUE_DEPTH = 'admiralty_workqueue_depth';
+const WEBHOOK_CONNECTIONS = 'admiralty_webhook_connections_total';
 
 /**
  * The c1 provider over a run: its process (CPU, peak RSS, restart) and its queues (the deepest
@@ -239,6 +240,7 @@ class ProviderSampler {
   readonly rssBeforeMiB: number;
   private lastCpu: number;
   private reconcilesBefore: Record<string, number> = {};
+  private connectionsBefore: Record<string, number> = {};
   private peakQueueDepth: Record<string, number> = {};
   private queueTimer?: NodeJS.Timeout;
 
@@ -251,7 +253,9 @@ class ProviderSampler {
 
   static async start(): Promise<ProviderSampler> {
     const s = new ProviderSampler();
-    s.reconcilesBefore = metricByLabel(await providerMetrics(), RECONCILES, 'controller');
+    const text = await providerMetrics();
+    s.reconcilesBefore = metricByLabel(text, RECONCILES, 'controller');
+    s.connectionsBefore = metricByLabel(text, WEBHOOK_CONNECTIONS, 'protocol');
     let busy = false;
     s.queueTimer = setInterval(() => {
       if (busy) return;
@@ -264,14 +268,22 @@ class ProviderSampler {
     return s;
   }
 
-  /** The deepest queues seen and the reconciles done, by controller, since the previous call (or the start); the next phase starts. */
+  /**
+   * The deepest queues seen, the reconciles done by controller, and the webhook server's
+   * connections by protocol, since the previous call (or the start); the next phase starts.
+   */
   async queuesSince(): Promise<QueueFigures> {
-    const now = metricByLabel(await providerMetrics(), RECONCILES, 'controller');
-    const reconciles = Object.fromEntries(Object.entries(now).map(([c, n]) => [c, n - (this.reconcilesBefore[c] ?? 0)]));
+    const text = await providerMetrics();
+    const since = (now: Record<string, number>, before: Record<string, number>) => Object.fromEntries(Object.entries(now).map(([k, n]) => [k, n - (before[k] ?? 0)]));
+    const now = metricByLabel(text, RECONCILES, 'controller');
+    const connections = metricByLabel(text, WEBHOOK_CONNECTIONS, 'protocol');
+    const reconciles = since(now, this.reconcilesBefore);
+    const webhookConnections = since(connections, this.connectionsBefore);
     const peakQueueDepth = this.peakQueueDepth;
     this.reconcilesBefore = now;
+    this.connectionsBefore = connections;
     this.peakQueueDepth = {};
-    return { peakQueueDepth, reconciles };
+    return { peakQueueDepth, reconciles, webhookConnections };
   }
 
   /** CPU seconds since the previous call (or the start); NaN when the process is gone. */

@@ -1,6 +1,6 @@
 /**
- * Webhook latency benchmark (a script, not a test): serves the webhook app over HTTPS on
- * 127.0.0.1 with a certificate from certs/, next to a no-op route on the same server, fires
+ * Webhook latency benchmark (a script, not a test): serves the webhook's routes with the
+ * webhook's server (HTTPS, here over HTTP/1.1) on 127.0.0.1 with a certificate from certs/, next to a no-op route on the same server, fires
  * AdmissionReviews at both and prints p50/p99 and their ratio, so the cost of the mutation
  * itself is visible apart from TLS, HTTP and JSON parsing.
  *
@@ -9,14 +9,14 @@
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import express from 'express';
 import { Registry } from 'prom-client';
 import { createCA } from '../../certs/create-ca.js';
 import { createServingCert } from '../../certs/create-serving-cert.js';
-import { createHotSwapHttpsServer } from '../../certs/hot-swap-https-server.js';
 import { ELECT_ANNOTATION } from '../../provider/core/keys.js';
 import { silentLogger } from '../../provider/core/logger.js';
-import { createWebhookApp } from '../../webhook/create-webhook-app.js';
+import { createRouter, json } from '../../provider/core/http-router.js';
+import { createWebhookRoutes } from '../../webhook/create-webhook-routes.js';
+import { createWebhookServer } from '../../webhook/create-webhook-server.js';
 
 const requests = Math.min(Math.max(Number(process.argv[2] ?? 2000) || 2000, 1), 100_000);
 const concurrency = Math.min(Math.max(Number(process.argv[3] ?? 16) || 16, 1), 256);
@@ -84,14 +84,18 @@ function percentile(sorted: number[], p: number): number {
 async function main(): Promise<void> {
   const ca = createCA({ commonName: 'bench-ca' });
   const pair = createServingCert({ ca, commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
-  const app = express();
   // Same body handling cost as the webhook: read, parse, answer.
-  app.post('/noop', express.raw({ type: () => true, limit: '8mb' }), (req, res) => {
-    const parsed = JSON.parse((req.body as Buffer).toString('utf8')) as { request: { uid: string } };
-    res.json({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: parsed.request.uid, allowed: true } });
-  });
-  app.use(createWebhookApp({ logger: silentLogger(), registry: new Registry() }));
-  const { server } = createHotSwapHttpsServer({ pair, handler: app });
+  const noop = {
+    method: 'POST' as const,
+    path: '/noop',
+    handle: ({ body }: { body: Buffer }) => {
+      const parsed = JSON.parse(body.toString('utf8')) as { request: { uid: string } };
+      return json(200, { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: parsed.request.uid, allowed: true } });
+    },
+  };
+  const handler = createRouter({ routes: [noop, ...createWebhookRoutes({ logger: silentLogger(), registry: new Registry() })], logger: silentLogger() });
+  const webhook = createWebhookServer({ pair, handler });
+  const { server } = webhook;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   try {
@@ -111,8 +115,7 @@ async function main(): Promise<void> {
       `ratio mutate/noop: p50 x${(percentile(mutate, 50) / percentile(noop, 50)).toFixed(2)}  p99 x${(percentile(mutate, 99) / percentile(noop, 99)).toFixed(2)}`,
     );
   } finally {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await webhook.close();
   }
 }
 

@@ -4,7 +4,7 @@ import https from 'node:https';
 import { join } from 'node:path';
 import { ensurePki } from '../sandbox/pki.js';
 import { isRunning } from '../sandbox/processes.js';
-import { apply, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, running, sandbox, uniqueName, waitFor } from './support.js';
 
 /**
  * The second kube-scheduler (schedulerName admiralty-proxy) of the source, c1, run on the
@@ -38,6 +38,16 @@ function postToWebhookServer(path: string, body: string, client: { cert?: Buffer
     req.on('error', rej);
     req.end(body);
   });
+}
+
+/** `admiralty_webhook_connections_total` of c1's provider replicas, summed by protocol. */
+async function webhookConnections(): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (let replica = 0; replica < sandbox.providerReplicas('c1'); replica++) {
+    const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', replica).metrics}/metrics`)).text();
+    for (const m of text.matchAll(/^admiralty_webhook_connections_total\{protocol="([^"]+)"\} (\S+)$/gm)) counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2]);
+  }
+  return counts;
 }
 
 describe('proxy scheduler (c1)', function () {
@@ -89,6 +99,27 @@ describe('proxy scheduler (c1)', function () {
       expect(outcome).to.match(/binds proxies to virtual nodes only/);
     } finally {
       await kubectl('c1', 'delete', 'namespace', ns, '--wait=false');
+    }
+  });
+
+  it('and the apiserver call the webhook server over HTTP/2: a few connections for many calls, not one per bind in flight', async () => {
+    const ns = uniqueName('h2');
+    await connectNamespace(ns);
+    try {
+      const before = await webhookConnections();
+      // Binds wait until c2 has placed the delegate, so kube-scheduler has several in flight: over
+      // HTTP/1.1 each took a connection of its own (Go keeps 2 idle per host).
+      await apply('c1', electedDeployment('burst', ns, 12, '10m', { spec: { nodeSelector: { 'topology.kubernetes.io/region': 'eu' } } }));
+      await running(ns, 'burst', 12);
+      const after = await webhookConnections();
+      const opened = (protocol: string) => (after[protocol] ?? 0) - (before[protocol] ?? 0);
+      console.log(`      webhook connections opened: h2 ${opened('h2')}, http/1.1 ${opened('http/1.1')}; since start: ${JSON.stringify(after)}`);
+      expect(after.h2 ?? 0, 'HTTP/2 connections since the provider started').to.be.greaterThan(0);
+      expect(opened('http/1.1'), 'HTTP/1.1 connections while 12 pods were admitted and bound').to.equal(0);
+      // Two clients; a reconnect each at most (an idle connection closed meanwhile).
+      expect(opened('h2'), 'HTTP/2 connections while 12 pods were admitted and bound').to.be.at.most(4);
+    } finally {
+      await disconnectNamespace(ns);
     }
   });
 

@@ -274,18 +274,18 @@ describe('offload benchmark report: provider metrics', () => {
     expect(metricByLabel('', 'admiralty_workqueue_depth', 'controller')).to.deep.equal({});
   });
 
-  it('renders the non-zero queues and reconciles of each run, largest first', () => {
+  it('renders the non-zero queues, reconciles and webhook connections of each run, largest first', () => {
     const base: RunFigures = { allRunningSeconds: 1, startLatencyP50Ms: 1, startLatencyP99Ms: 1, deletionSeconds: 1, providerCpuSeconds: 0, providerDeletionCpuSeconds: 0, providerPeakRssMiB: 1, providerRssBeforeMiB: 1, providerRestarted: false, stages: [] };
     const offloaded: RunFigures = {
       ...base,
-      startQueues: { peakQueueDepth: { summary: 0, delegation: 3, 'delegate-events': 9 }, reconciles: { delegation: 30 } },
+      startQueues: { peakQueueDepth: { summary: 0, delegation: 3, 'delegate-events': 9 }, reconciles: { delegation: 30 }, webhookConnections: { h2: 2, 'http/1.1': 0 } },
       deletionQueues: { peakQueueDepth: { delegation: 10 }, reconciles: {} },
     };
     expect(renderQueues([{ size: 10, direct: base, offloaded }]).split('\n')).to.deep.equal([
-      '10 direct, start: peak queue depth -; reconciles -',
-      '10 direct, deletion: peak queue depth -; reconciles -',
-      '10 offloaded, start: peak queue depth delegate-events 9, delegation 3; reconciles delegation 30',
-      '10 offloaded, deletion: peak queue depth delegation 10; reconciles -',
+      '10 direct, start: peak queue depth -; reconciles -; webhook connections -',
+      '10 direct, deletion: peak queue depth -; reconciles -; webhook connections -',
+      '10 offloaded, start: peak queue depth delegate-events 9, delegation 3; reconciles delegation 30; webhook connections h2 2',
+      '10 offloaded, deletion: peak queue depth delegation 10; reconciles -; webhook connections -',
     ]);
   });
 

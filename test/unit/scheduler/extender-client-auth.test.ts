@@ -2,17 +2,18 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import { expect } from 'chai';
-import express from 'express';
 import sinon from 'sinon';
 import { Registry } from 'prom-client';
 import type { CertKeyPair } from '../../../certs/cert-types.js';
 import { createCA } from '../../../certs/create-ca.js';
 import { createClientCert } from '../../../certs/create-client-cert.js';
 import { createServingCert } from '../../../certs/create-serving-cert.js';
+import { createRouter, json, text } from '../../../provider/core/http-router.js';
 import { silentLogger } from '../../../provider/core/logger.js';
 import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../../scheduler/extender-client-auth.js';
 import { EXTENDER_PATH_PREFIX } from '../../../scheduler/extender-server.js';
 import { createWebhookServer, type WebhookServer } from '../../../webhook/create-webhook-server.js';
+import { h2Connect, h2Request } from '../../support/h2.js';
 
 // The certificates are issued once: RSA key generation is the slow part.
 const ca = createCA({ commonName: 'admiralty-webhook-cert-ca' });
@@ -37,18 +38,21 @@ describe('scheduler: createExtenderClientGuard over a real TLS server', () => {
 
   beforeEach(async () => {
     metrics = new Registry();
-    const app = express();
-    app.post('/mutate', (_req, res) => res.send('mutated'));
-    app.use(EXTENDER_PATH_PREFIX, createExtenderClientGuard({ logger: silentLogger(), metricsRegistry: metrics }));
-    app.post(`${EXTENDER_PATH_PREFIX}/bind`, (_req, res) => res.json({ Error: '' }));
-    app.post(`${EXTENDER_PATH_PREFIX}/filter`, (_req, res) => res.json({ FailedNodes: {}, Error: '' }));
-    hot = createWebhookServer({ pair: serving, handler: app, clientCaPems: [ca.certPem] });
+    const handler = createRouter({
+      routes: [
+        { method: 'POST', path: '/mutate', handle: () => text(200, 'mutated') },
+        { method: 'POST', path: `${EXTENDER_PATH_PREFIX}/bind`, handle: () => json(200, { Error: '' }) },
+        { method: 'POST', path: `${EXTENDER_PATH_PREFIX}/filter`, handle: () => json(200, { FailedNodes: {}, Error: '' }) },
+      ],
+      guards: [createExtenderClientGuard({ logger: silentLogger(), metricsRegistry: metrics })],
+      logger: silentLogger(),
+    });
+    hot = createWebhookServer({ pair: serving, handler, clientCaPems: [ca.certPem] });
     await new Promise<void>((r) => hot.server.listen(0, '127.0.0.1', r));
     port = (hot.server.address() as AddressInfo).port;
   });
   afterEach(async () => {
-    hot.server.closeAllConnections();
-    await new Promise<void>((r) => hot.server.close(() => r()));
+    await hot.close();
   });
 
   /** A POST on a fresh connection (no agent: every call is its own handshake). */
@@ -142,6 +146,26 @@ describe('scheduler: createExtenderClientGuard over a real TLS server', () => {
       expect(await refusals()).to.deep.equal({ wrong_identity: 2 });
     } finally {
       peer.restore();
+    }
+  });
+
+  it('over HTTP/2, judges the connection once for all its streams', async () => {
+    const peer = sinon.spy(TLSSocket.prototype, 'getPeerCertificate');
+    const serverChecks = () => peer.getCalls().filter((c) => (c.thisValue as TLSSocket).localPort === port).length;
+    const sessions = [await h2Connect(port, { ca: ca.certPem, cert: good.certPem, key: good.keyPem }), await h2Connect(port, { ca: ca.certPem })];
+    try {
+      const [trusted, anonymous] = sessions;
+      const binds = await Promise.all(Array.from({ length: 5 }, () => h2Request(trusted, `${EXTENDER_PATH_PREFIX}/bind`, '{}')));
+      expect(binds.map((r) => [r.status, r.body])).to.deep.equal(Array(5).fill([200, '{"Error":""}']));
+      const refusedReplies = await Promise.all(Array.from({ length: 3 }, () => h2Request(anonymous, `${EXTENDER_PATH_PREFIX}/filter`, '{}')));
+      expect(refusedReplies.map((r) => r.status)).to.deep.equal([401, 401, 401]);
+      expect(JSON.parse(refusedReplies[0].body).Error).to.match(/requires a client certificate/);
+      expect((await h2Request(anonymous, '/mutate', '{}')).body, 'the webhook stays open on the same connection').to.equal('mutated');
+      expect(serverChecks()).to.equal(2);
+      expect(await refusals()).to.deep.equal({ no_certificate: 3 });
+    } finally {
+      peer.restore();
+      for (const s of sessions) s.destroy();
     }
   });
 

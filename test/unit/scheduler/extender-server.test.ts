@@ -2,7 +2,6 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig, type V1Namespace, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import express from 'express';
 import { Registry } from 'prom-client';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import { createTargetClient } from '../../../provider/clusters/target-client.js';
@@ -11,7 +10,8 @@ import { silentLogger } from '../../../provider/core/logger.js';
 import { virtualNodeName } from '../../../provider/model/names.js';
 import type { TargetPlacement } from '../../../provider/model/target.js';
 import type { TargetRef } from '../../../provider/model/types.js';
-import { createExtenderApp, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
+import { createRouter, text } from '../../../provider/core/http-router.js';
+import { createExtenderRoutes, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
 import type { PlacementPolicy } from '../../../scheduler/score.js';
 import { node, nodesOf, pod, runningOn } from './fixtures.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
@@ -48,7 +48,7 @@ function virtualNode(name: string): V1Node {
   return node(name, { labels: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' }, taints: [{ key: VIRTUAL_KUBELET_PROVIDER_LABEL, value: 'admiralty', effect: 'NoSchedule' }] });
 }
 
-describe('scheduler: createExtenderApp', () => {
+describe('scheduler: createExtenderRoutes', () => {
   let server: http.Server;
   let port: number;
   let metrics: Registry;
@@ -75,20 +75,14 @@ describe('scheduler: createExtenderApp', () => {
       'ClusterTarget/down': { nodes: nodesOf([node('d1')]), readAtMs: 0 },
     };
     metrics = new Registry();
-    const app = express();
-    // Mounted on another app, as the integrator will do on the webhook's server.
-    app.get('/healthz', (_req, res) => {
-      res.send('ok');
-    });
     const binder = {
       bind: async (args: ExtenderBindingArgs) => {
         bindCalls.push(args);
         return { Error: args.Node === V(BUSY) ? 'busy: 0/1 nodes are available: 1 Insufficient cpu.' : '' };
       },
     };
-    app.use(
-      createExtenderApp({
-        registry,
+    const routes = createExtenderRoutes({
+      registry,
         targetState: (key) => states[key],
         policy: () => policy,
         targetPlacement: (key) => placements[key],
@@ -100,9 +94,9 @@ describe('scheduler: createExtenderApp', () => {
         metricsRegistry: metrics,
         memory,
         binder,
-      }),
-    );
-    server = http.createServer(app);
+      });
+    // Served with another route, as on the webhook's server.
+    server = http.createServer(createRouter({ routes: [{ method: 'GET', path: '/healthz', handle: () => text(200, 'ok') }, ...routes], logger: silentLogger() }));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
   });
@@ -371,7 +365,7 @@ describe('scheduler: createExtenderApp', () => {
     });
   }
 
-  it('leaves the host app’s other routes alone', async () => {
+  it('is served alongside other routes (the webhook’s, on its server)', async () => {
     const text = await new Promise<string>((resolve, reject) => {
       http.get({ host: '127.0.0.1', port, path: '/healthz' }, (res) => {
         let t = '';

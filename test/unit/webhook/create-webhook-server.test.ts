@@ -1,10 +1,15 @@
 import https from 'node:https';
+import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import { expect } from 'chai';
-import { createWebhookServer } from '../../../webhook/create-webhook-server.js';
+import { createCA } from '../../../certs/create-ca.js';
+import { createServingCert } from '../../../certs/create-serving-cert.js';
+import { readCertificate } from '../../../certs/read-certificate.js';
+import { createWebhookServer, type WebhookServer } from '../../../webhook/create-webhook-server.js';
+import { h2Connect, h2Request } from '../../support/h2.js';
 import { makeTlsFixtures } from '../provider/kubelet/tls-fixtures.js';
 
 const fixtures = makeTlsFixtures();
@@ -22,23 +27,21 @@ function closedWithin(socket: net.Socket, waitMs: number): Promise<number | 'ope
 }
 
 describe('webhook: createWebhookServer', () => {
-  let server: https.Server;
+  let hot: WebhookServer;
   let port: number;
   const opened: net.Socket[] = [];
   beforeEach(async () => {
-    const hot = createWebhookServer({
+    hot = createWebhookServer({
       pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem },
       handler: (_req, res) => res.end('ok'),
       limits: { maxConnections: 2, handshakeTimeoutMs: 300, firstRequestTimeoutMs: 300, keepAliveTimeoutMs: 300 },
     });
-    server = hot.server;
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    port = (server.address() as AddressInfo).port;
+    await new Promise<void>((r) => hot.server.listen(0, '127.0.0.1', r));
+    port = (hot.server.address() as AddressInfo).port;
   });
   afterEach(async () => {
     for (const s of opened.splice(0)) s.destroy();
-    server.closeAllConnections();
-    await new Promise<void>((r) => server.close(() => r()));
+    await hot.close();
   });
 
   const tlsConnect = async () => {
@@ -82,12 +85,12 @@ describe('webhook: createWebhookServer', () => {
   });
 
   describe('a connection the client dialled and keeps idle, unused (Go under a burst)', () => {
-    let idle: https.Server;
+    let idle: WebhookServer;
     let idlePort: number;
     const closed: string[] = [];
     beforeEach(async () => {
       closed.length = 0;
-      const hot = createWebhookServer({
+      idle = createWebhookServer({
         pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem },
         handler: (req, res) => {
           req.resume();
@@ -101,13 +104,12 @@ describe('webhook: createWebhookServer', () => {
         connectionsCheckingIntervalMs: 50,
         onClose: (reason) => closed.push(reason),
       });
-      idle = hot.server;
-      await new Promise<void>((r) => idle.listen(0, '127.0.0.1', r));
-      idlePort = (idle.address() as AddressInfo).port;
+      await new Promise<void>((r) => idle.server.listen(0, '127.0.0.1', r));
+      idlePort = (idle.server.address() as AddressInfo).port;
     });
     afterEach(async () => {
-      idle.closeAllConnections();
-      await new Promise<void>((r) => idle.close(() => r()));
+      for (const s of opened.splice(0)) s.destroy();
+      await idle.close();
     });
     const connect = async () => {
       const s = tls.connect({ port: idlePort, host: '127.0.0.1', ca: fixtures.ca.certPem });
@@ -143,6 +145,193 @@ describe('webhook: createWebhookServer', () => {
       const t = await closedWithin(s, 3_000);
       expect(t).to.be.a('number').and.below(1_000);
       expect(closed).to.deep.equal(['request_timeout']);
+    });
+  });
+
+  describe('HTTP/2', () => {
+    let h2: WebhookServer;
+    let h2Port: number;
+    const closed: string[] = [];
+    const protocols: string[] = [];
+    const sessions: http2.ClientHttp2Session[] = [];
+    /** Answers at once, or when released (`/slow`). */
+    let releases: (() => void)[] = [];
+    beforeEach(async () => {
+      closed.length = 0;
+      protocols.length = 0;
+      releases = [];
+      h2 = createWebhookServer({
+        pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem },
+        handler: (req, res) => {
+          req.resume();
+          req.on('end', () => {
+            if (req.url === '/slow') releases.push(() => res.end('slow'));
+            else res.end('ok');
+          });
+        },
+        limits: { maxConnections: 8, handshakeTimeoutMs: 300, firstRequestTimeoutMs: 600, keepAliveTimeoutMs: 600 },
+        requestTimeoutMs: 400,
+        maxConcurrentStreams: 5,
+        onClose: (reason) => closed.push(reason),
+        onConnection: (protocol) => protocols.push(protocol),
+      });
+      await new Promise<void>((r) => h2.server.listen(0, '127.0.0.1', r));
+      h2Port = (h2.server.address() as AddressInfo).port;
+    });
+    afterEach(async () => {
+      for (const s of sessions.splice(0)) s.destroy();
+      for (const s of opened.splice(0)) s.destroy();
+      await h2.close();
+    });
+    const connect = async () => {
+      const session = await h2Connect(h2Port, { ca: fixtures.ca.certPem });
+      sessions.push(session);
+      return session;
+    };
+    const sessionClosedWithin = (session: http2.ClientHttp2Session, waitMs: number): Promise<number | 'open'> => {
+      const started = Date.now();
+      return new Promise((resolve) => {
+        if (session.closed || session.destroyed) return resolve(0);
+        const timer = setTimeout(() => resolve('open'), waitMs);
+        session.once('close', () => {
+          clearTimeout(timer);
+          resolve(Date.now() - started);
+        });
+      });
+    };
+
+    it('serves calls in flight together on one connection, and says how many streams it allows', async () => {
+      const session = await connect();
+      expect(session.alpnProtocol).to.equal('h2');
+      expect(session.remoteSettings.maxConcurrentStreams).to.equal(5);
+      const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => h2Request(session, '/mutate', `{"i":${i}}`)));
+      expect(replies.map((r) => r.status)).to.deep.equal(Array(20).fill(200));
+      expect(protocols).to.deep.equal(['h2']);
+    });
+
+    it('still speaks HTTP/1.1 to a client that does not offer h2, and tells which protocol each connection chose', async () => {
+      const s = tls.connect({ port: h2Port, host: '127.0.0.1', ca: fixtures.ca.certPem, ALPNProtocols: ['http/1.1'] });
+      s.on('error', () => undefined);
+      opened.push(s);
+      await once(s, 'secureConnect');
+      s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+      const [reply] = (await once(s, 'data')) as [Buffer];
+      expect(reply.toString()).to.match(/^HTTP\/1.1 200/);
+      await connect();
+      expect(protocols).to.deep.equal(['http/1.1', 'h2']);
+    });
+
+    it('destroys, and reports, a connection that opens no stream in time', async () => {
+      const session = await connect();
+      expect(await sessionClosedWithin(session, 3_000)).to.be.a('number').and.at.least(500);
+      expect(closed).to.deep.equal(['first_request_timeout']);
+    });
+
+    it('closes a connection idle since its last stream, without reporting it, and never one with a stream open', async () => {
+      const session = await connect();
+      const slow = h2Request(session, '/slow', '{}');
+      // Longer than both allowances while a stream is open: the connection stays.
+      expect(await sessionClosedWithin(session, 1_000)).to.equal('open');
+      releases.forEach((r) => r());
+      expect((await slow).body).to.equal('slow');
+      expect(await sessionClosedWithin(session, 3_000)).to.be.a('number').and.at.least(500);
+      expect(closed).to.deep.equal([]);
+    });
+
+    it('cancels a stream whose body does not arrive in time, and the connection goes on', async () => {
+      const session = await connect();
+      const stream = session.request({ ':method': 'POST', ':path': '/mutate' });
+      stream.on('error', () => undefined);
+      stream.write('{');
+      const [code] = await Promise.race([once(stream, 'close').then(() => [stream.rstCode]), new Promise<[string]>((r) => setTimeout(() => r(['still open']), 3_000))]);
+      expect(code).to.equal(http2.constants.NGHTTP2_CANCEL);
+      expect(closed).to.deep.equal(['request_timeout']);
+      expect((await h2Request(session, '/mutate', '{}')).status).to.equal(200);
+    });
+
+    it('drains with a GOAWAY: the call in progress is answered, the next goes on a new connection', async () => {
+      const session = await connect();
+      const slow = h2Request(session, '/slow', '{}');
+      while (releases.length === 0) await new Promise((r) => setTimeout(r, 10));
+      const goaway = once(session, 'goaway');
+      h2.drain();
+      await goaway;
+      releases.forEach((r) => r());
+      expect((await slow).body).to.equal('slow');
+      expect(await sessionClosedWithin(session, 3_000)).to.be.a('number');
+      // A client that still reaches this replica gets one call per connection.
+      const next = await connect();
+      expect((await h2Request(next, '/mutate', '{}')).status).to.equal(200);
+      expect(await sessionClosedWithin(next, 3_000)).to.be.a('number');
+    });
+  });
+
+  describe('certificate swap', () => {
+    const ca = createCA({ commonName: 'test-ca' });
+    const serving = { ca, commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] };
+    const first = createServingCert(serving);
+    const second = createServingCert(serving);
+    let swapped: WebhookServer;
+    let swapPort: number;
+    const agents: https.Agent[] = [];
+    before(async () => {
+      swapped = createWebhookServer({ pair: first, handler: (_req, res) => res.end('ok') });
+      await new Promise<void>((r) => swapped.server.listen(0, '127.0.0.1', r));
+      swapPort = (swapped.server.address() as AddressInfo).port;
+    });
+    after(async () => {
+      for (const a of agents.splice(0)) a.destroy();
+      await swapped.close();
+    });
+    /** GET / over HTTP/1.1 through a kept-alive agent: the body, the socket and the certificate's serial. */
+    const get = (agent: https.Agent) =>
+      new Promise<{ body: string; socket: tls.TLSSocket; serialHex: string }>((resolve, reject) => {
+        const req = https.get({ host: '127.0.0.1', port: swapPort, path: '/', agent, ca: ca.certPem }, (res) => {
+          // Read now: the agent takes the socket back at the end.
+          const socket = res.socket as tls.TLSSocket;
+          const serialHex = socket.getPeerCertificate().serialNumber.toLowerCase();
+          let body = '';
+          res.on('data', (c) => (body += c));
+          res.on('end', () => resolve({ body, socket, serialHex }));
+        });
+        req.on('error', reject);
+      });
+    const newAgent = () => {
+      // One socket per agent, kept alive: a second call on it reuses the same TLS connection.
+      const agent = new https.Agent({ keepAlive: true, maxSockets: 1 });
+      agents.push(agent);
+      return agent;
+    };
+    const serialOf = (pem: string) => readCertificate(pem).serialHex.toLowerCase().replace(/^0+/, '');
+
+    it('serves the new certificate to new handshakes, over both protocols, while open connections keep working', async () => {
+      const oldAgent = newAgent();
+      const before = await get(oldAgent);
+      expect(before.body).to.equal('ok');
+      expect(before.serialHex.replace(/^0+/, '')).to.equal(serialOf(first.certPem));
+
+      swapped.swap(second);
+
+      const after = await get(newAgent());
+      expect(after.serialHex.replace(/^0+/, '')).to.equal(serialOf(second.certPem));
+      const session = await h2Connect(swapPort, { ca: ca.certPem });
+      try {
+        expect(session.alpnProtocol, 'ALPN survives the swap').to.equal('h2');
+        expect((session.socket as tls.TLSSocket).getPeerCertificate().serialNumber.toLowerCase().replace(/^0+/, '')).to.equal(serialOf(second.certPem));
+        expect((await h2Request(session, '/')).body).to.equal('ok');
+      } finally {
+        session.destroy();
+      }
+      const again = await get(oldAgent);
+      expect(again.socket).to.equal(before.socket);
+      expect(again.serialHex.replace(/^0+/, '')).to.equal(serialOf(first.certPem));
+    });
+
+    it('keeps the previous certificate when the new PEMs are invalid', async () => {
+      const current = await get(newAgent());
+      expect(() => swapped.swap({ certPem: 'garbage', keyPem: 'garbage' })).to.throw();
+      const after = await get(newAgent());
+      expect(after.serialHex).to.equal(current.serialHex);
     });
   });
 });

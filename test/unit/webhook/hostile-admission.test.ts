@@ -4,7 +4,8 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { expect } from 'chai';
 import { ELECT_ANNOTATION, KEY_PREFIX, NO_PREFIX_LABEL_REGEXP_ANNOTATION, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
-import { createWebhookApp } from '../../../webhook/create-webhook-app.js';
+import { createRouter } from '../../../provider/core/http-router.js';
+import { createWebhookRoutes } from '../../../webhook/create-webhook-routes.js';
 import { mutatePod } from '../../../webhook/mutate-pod.js';
 import { reviewAdmission } from '../../../webhook/review-admission.js';
 import { prng } from '../../support/prng.js';
@@ -188,7 +189,7 @@ describe('webhook: hostile AdmissionReviews', function () {
     let server: http.Server;
     let port: number;
     before(async () => {
-      server = http.createServer(createWebhookApp({ logger: silentLogger() }));
+      server = http.createServer(createRouter({ routes: createWebhookRoutes({ logger: silentLogger() }), logger: silentLogger() }));
       await new Promise<void>((res) => server.listen(0, '127.0.0.1', res));
       port = (server.address() as AddressInfo).port;
     });

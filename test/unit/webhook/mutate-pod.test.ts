@@ -348,7 +348,7 @@ describe('mutatePod exact mode (a proxy scheduler with the extender)', () => {
   });
 });
 
-describe('mutatePod with the webhook app\'s remembering constraints parser', () => {
+describe('mutatePod with the webhook routes\' remembering constraints parser', () => {
   const texts = [
     'tolerations: [{key: spot, operator: Exists}]',
     JSON.stringify({ nodeSelector: { 'topology.kubernetes.io/region': 'eu' }, affinity: { nodeAffinity } }),

@@ -5,7 +5,8 @@ import { expect } from 'chai';
 import { Registry } from 'prom-client';
 import { ELECT_ANNOTATION, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
-import { createWebhookApp } from '../../../webhook/create-webhook-app.js';
+import { createRouter } from '../../../provider/core/http-router.js';
+import { createWebhookRoutes } from '../../../webhook/create-webhook-routes.js';
 import { mutatePod } from '../../../webhook/mutate-pod.js';
 import type { JsonPatchOp } from '../../../webhook/create-json-patch.js';
 
@@ -41,7 +42,7 @@ function electedPod(annotations: Record<string, string> = {}): V1Pod {
   };
 }
 
-describe('webhook: createWebhookApp', () => {
+describe('webhook: createWebhookRoutes', () => {
   let server: http.Server;
   let port: number;
   let registry: Registry;
@@ -49,7 +50,7 @@ describe('webhook: createWebhookApp', () => {
 
   before(async () => {
     registry = new Registry();
-    const app = createWebhookApp({
+    const routes = createWebhookRoutes({
       logger: silentLogger(),
       registry,
       mutate: (pod) => {
@@ -57,7 +58,7 @@ describe('webhook: createWebhookApp', () => {
         return mutatePod(pod);
       },
     });
-    server = http.createServer(app);
+    server = http.createServer(createRouter({ routes, logger: silentLogger() }));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
   });
