@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Agent } from 'node:http';
 import https, { type AgentOptions } from 'node:https';
 import type { LookupFunction } from 'node:net';
+import tls from 'node:tls';
 import type { Cluster, KubeConfig } from '@kubernetes/client-node';
 
 export interface ConnectionReuseOptions {
@@ -34,6 +35,11 @@ const MAX_AGENTS = 4;
  * certificate files on each call, and a rotated certificate gets a fresh agent (and fresh
  * connections). A kubeconfig with a proxy or a plain-http server keeps client-node's own agent.
  *
+ * Each agent holds its TLS context, built once ({@link agentWith}), and a call whose options are
+ * those of the previous call skips the digest: client-node decodes the certificates again for
+ * every call, and both the digest and Node's own per-connection context were visible in the
+ * provider's profile.
+ *
  * Safe for every kind of request client-node makes: an aborted request (deadline, watch
  * restart) destroys its socket rather than returning it to the pool, a WebSocket upgrade takes
  * its socket out of the pool, and the idle timeout applies to pooled sockets only (an open
@@ -44,19 +50,22 @@ export function reuseConnections(kc: KubeConfig, opts: ConnectionReuseOptions = 
   const target = kc as unknown as { createAgent: CreateAgent };
   const own = target.createAgent.bind(kc);
   const agents = new Map<string, https.Agent>();
+  /** The options of the previous call and their key: most calls repeat them. */
+  let last: { options: AgentOptions; key: string } | undefined;
   target.createAgent = (cluster, options) => {
     if (!opts.lookup && (!cluster || cluster.proxyUrl || !cluster.server.startsWith('https:'))) return own(cluster, options);
     const withLookup = opts.lookup ? { lookup: opts.lookup } : {};
-    const key = agentKey(options);
+    const key = last && sameOptions(last.options, options) ? last.key : agentKey(options);
     // Options that cannot be compared by content (a function, a KeyObject): an agent of its
     // own, as client-node would make.
     if (key === undefined) return new https.Agent({ ...options, ...withLookup });
+    last = { options, key };
     let agent = agents.get(key);
     if (agent) {
       // Most recently used last: the oldest set of credentials is the first to go.
       agents.delete(key);
     } else {
-      agent = new https.Agent({ ...options, keepAlive: true, timeout: options.timeout ?? opts.idleSocketTimeoutMs ?? 30_000, ...withLookup });
+      agent = agentWith({ ...options, keepAlive: true, timeout: options.timeout ?? opts.idleSocketTimeoutMs ?? 30_000, ...withLookup });
       // A dropped agent is not destroyed: its requests in flight finish, and its idle sockets
       // close after the idle timeout.
       if (agents.size >= MAX_AGENTS) agents.delete(agents.keys().next().value!);
@@ -65,6 +74,40 @@ export function reuseConnections(kc: KubeConfig, opts: ConnectionReuseOptions = 
     return agent;
   };
   return kc;
+}
+
+/** What goes into a TLS context and nowhere else. */
+const CONTEXT_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'crl'] as const;
+
+/**
+ * An agent whose connections share one TLS context, built here from `options`: without it,
+ * Node builds a context (parsing the CA, the certificate and the key) for every connection,
+ * and stringifies them into the pool's name on every request. Options that make no context
+ * (PEMs that do not parse) go to the agent as they are, so the connection fails as it would.
+ */
+function agentWith(options: AgentOptions): https.Agent {
+  let secureContext: tls.SecureContext;
+  try {
+    secureContext = tls.createSecureContext(options);
+  } catch {
+    return new https.Agent(options);
+  }
+  const rest: Record<string, unknown> = { ...options };
+  for (const name of CONTEXT_OPTIONS) delete rest[name];
+  return new https.Agent({ ...rest, secureContext });
+}
+
+/** Whether two sets of options are equal by content (Buffers by bytes), without a digest. */
+function sameOptions(a: AgentOptions, b: AgentOptions): boolean {
+  const names = Object.keys(a);
+  if (names.length !== Object.keys(b).length) return false;
+  const equal = (x: unknown, y: unknown): boolean => (Buffer.isBuffer(x) && Buffer.isBuffer(y) ? x.equals(y) : x === y);
+  return names.every((name) => {
+    const x = (a as Record<string, unknown>)[name];
+    const y = (b as Record<string, unknown>)[name];
+    if (Array.isArray(x) && Array.isArray(y)) return x.length === y.length && x.every((v, i) => equal(v, y[i]));
+    return equal(x, y);
+  });
 }
 
 /** A digest of the options that decide what a connection is (never kept in clear: they hold keys). */

@@ -1,8 +1,10 @@
 import { expect } from 'chai';
 import https from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { createCA } from '../../../../certs/create-ca.js';
+import { createClientCert } from '../../../../certs/create-client-cert.js';
 import { createServingCert } from '../../../../certs/create-serving-cert.js';
 import { reuseConnections } from '../../../../provider/clusters/connection-reuse.js';
 import { withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
@@ -133,5 +135,57 @@ describe('reuseConnections', () => {
     answerAfterMs = 0;
     await api.listNamespace();
     expect(accepted).to.equal(2);
+  });
+
+  describe('one TLS context per agent', () => {
+    const client = createClientCert({ ca, commonName: 'alice' });
+    let mutual: https.Server;
+    let mutualPort: number;
+    before(async () => {
+      // Mutual TLS: the caller must present a certificate of `ca`.
+      mutual = https.createServer({ cert: serving.certPem, key: serving.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true }, (req, res) => {
+        const cn = (req.socket as TLSSocket).getPeerCertificate().subject?.CN;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [{ metadata: { name: String(cn) } }] }));
+      });
+      await new Promise<void>((r) => mutual.listen(0, '127.0.0.1', r));
+      mutualPort = (mutual.address() as AddressInfo).port;
+    });
+    after(async () => {
+      mutual.closeAllConnections();
+      await new Promise((r) => mutual.close(r));
+    });
+    const withClientCert = (caPem: string) => {
+      const kc = new KubeConfig();
+      const b64 = (pem: string) => Buffer.from(pem).toString('base64');
+      kc.loadFromOptions({
+        clusters: [{ name: 'c', server: `https://127.0.0.1:${mutualPort}`, caData: b64(caPem), skipTLSVerify: false }],
+        users: [{ name: 'u', certData: b64(client.certPem), keyData: b64(client.keyPem) }],
+        contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+        currentContext: 'x',
+      });
+      return reuseConnections(kc);
+    };
+
+    it('presents the client certificate and verifies the server against the CA, both from the context', async () => {
+      const list = await withClientCert(ca.certPem).makeApiClient(CoreV1Api).listNamespace();
+      expect(list.items.map((n) => n.metadata?.name)).to.deep.equal(['alice']);
+      const other = createCA({ commonName: 'test-ca' });
+      const refused = await withClientCert(other.certPem)
+        .makeApiClient(CoreV1Api)
+        .listNamespace()
+        .then(
+          () => 'answered',
+          (e: unknown) => String(e),
+        );
+      expect(refused).to.match(/certificate/i);
+    });
+
+    it('keeps the certificates out of the options Node names its pool by', () => {
+      const kc = withClientCert(ca.certPem);
+      const agent = createAgentOf(kc)(kc.getCurrentCluster(), { ca: Buffer.from(ca.certPem), cert: Buffer.from(client.certPem), key: Buffer.from(client.keyPem) });
+      const options = agent.options as https.AgentOptions & { secureContext?: unknown };
+      expect(options.secureContext).to.not.equal(undefined);
+      expect(options).to.not.have.any.keys('ca', 'cert', 'key');
+    });
   });
 });
