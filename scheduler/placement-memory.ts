@@ -26,6 +26,13 @@ interface Assumption {
   delegate?: { namespace: string; name: string };
 }
 
+/** The sum of the assumptions on one node. */
+interface NodeSum {
+  /** Assumptions summed. */
+  count: number;
+  requests: Map<string, bigint>;
+}
+
 /** A target's summary as the extender has it: when it was read, and the pod version it accounts for. */
 export interface SummaryRead {
   readAtMs: number;
@@ -81,6 +88,12 @@ export interface PlacementMemoryOptions {
 export class PlacementMemory {
   private readonly refusals = new Map<string, Map<string, Refusal>>();
   private readonly assumptions = new Map<string, Assumption[]>();
+  /**
+   * The requests of each target's assumptions summed by node, kept as assumptions come, go and
+   * move: the extender asks on every filter and prioritize, for every target, and summing the
+   * whole list each time (hundreds of assumptions under a burst) was the extender's largest cost.
+   */
+  private readonly sums = new Map<string, Map<string, NodeSum>>();
   private readonly avoidances = new Map<string, Map<string, Avoidance>>();
   private readonly refusalTtlMs: number;
   private readonly maxRefusalTtlMs: number;
@@ -151,8 +164,10 @@ export class PlacementMemory {
    */
   assume(targetKey: string, node: string, requests: ResourceAmounts, nowMs: number, delegate?: { namespace: string; name: string }): void {
     const list = this.assumptions.get(targetKey) ?? [];
-    list.push({ node, requests, atMs: nowMs, ...(delegate ? { delegate } : {}) });
+    const a: Assumption = { node, requests, atMs: nowMs, ...(delegate ? { delegate } : {}) };
+    list.push(a);
     this.assumptions.set(targetKey, list);
+    this.add(targetKey, a, 1n);
   }
 
   /**
@@ -166,27 +181,62 @@ export class PlacementMemory {
     const list = this.assumptions.get(targetKey);
     if (!list) return out;
     const kept: Assumption[] = [];
+    const drop = (a: Assumption) => this.add(targetKey, a, -1n);
     for (const a of list) {
-      if (read.readAtMs - a.atMs >= this.maxAssumptionMs) continue;
+      if (read.readAtMs - a.atMs >= this.maxAssumptionMs) {
+        drop(a);
+        continue;
+      }
       const delegate = a.delegate && delegateOf?.(a.delegate.namespace, a.delegate.name);
       if (read.podsResourceVersion === undefined) {
         // A summary that cannot say which pods it counts: time decides.
-        if (read.readAtMs - a.atMs >= this.summaryLagMs) continue;
+        if (read.readAtMs - a.atMs >= this.summaryLagMs) {
+          drop(a);
+          continue;
+        }
       } else if (delegate) {
         // Kept while its delegate is not cached yet, or its version does not compare.
         const counted = summaryCounts(read, delegate);
-        if (counted !== undefined && (counted || isTerminal(delegate))) continue;
+        if (counted !== undefined && (counted || isTerminal(delegate))) {
+          drop(a);
+          continue;
+        }
       }
       const node = delegate?.spec?.nodeName;
-      kept.push(node && node !== a.node ? { ...a, node } : a);
+      if (node && node !== a.node) {
+        drop(a);
+        const moved = { ...a, node };
+        this.add(targetKey, moved, 1n);
+        kept.push(moved);
+      } else kept.push(a);
     }
-    if (kept.length === 0) this.assumptions.delete(targetKey);
-    else this.assumptions.set(targetKey, kept);
-    for (const a of kept) {
-      const sum = out.get(a.node) ?? new Map<string, bigint>();
-      for (const [name, amount] of a.requests) sum.set(name, (sum.get(name) ?? 0n) + amount);
-      out.set(a.node, sum);
+    if (kept.length === 0) {
+      this.assumptions.delete(targetKey);
+      this.sums.delete(targetKey);
+      return out;
     }
+    if (kept.length !== list.length || kept.some((a, i) => a !== list[i])) this.assumptions.set(targetKey, kept);
+    // Copies: the caller may change what it gets.
+    for (const [node, sum] of this.sums.get(targetKey) ?? []) out.set(node, new Map(sum.requests));
     return out;
+  }
+
+  /** Adds (`sign` 1n) or takes away (-1n) an assumption's requests from its node's sum. */
+  private add(targetKey: string, a: Assumption, sign: 1n | -1n): void {
+    let byNode = this.sums.get(targetKey);
+    if (!byNode) this.sums.set(targetKey, (byNode = new Map()));
+    let sum = byNode.get(a.node);
+    if (!sum) byNode.set(a.node, (sum = { count: 0, requests: new Map() }));
+    sum.count += sign === 1n ? 1 : -1;
+    if (sum.count === 0) {
+      byNode.delete(a.node);
+      return;
+    }
+    for (const [name, amount] of a.requests) {
+      const next = (sum.requests.get(name) ?? 0n) + sign * amount;
+      // What the assumptions left no longer appears, as if summed from them.
+      if (next === 0n && sign === -1n) sum.requests.delete(name);
+      else sum.requests.set(name, next);
+    }
   }
 }

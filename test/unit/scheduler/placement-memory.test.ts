@@ -1,5 +1,9 @@
 import { expect } from 'chai';
-import { PlacementMemory } from '../../../scheduler/placement-memory.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import { summaryCounts } from '../../../provider/model/counted.js';
+import { isTerminal } from '../../../provider/model/resources.js';
+import { PlacementMemory, type SummaryRead } from '../../../scheduler/placement-memory.js';
+import { prng } from '../../support/prng.js';
 
 describe('scheduler: PlacementMemory', () => {
   it('keeps a refusal for its time, per pod and target, doubling it for each refusal in a row', () => {
@@ -77,6 +81,78 @@ describe('scheduler: PlacementMemory', () => {
       expect(m.assumedOn('t', { readAtMs: 59_999, podsResourceVersion: '500' }, odd).size).to.equal(1);
       expect(m.assumedOn('t', { readAtMs: 60_000, podsResourceVersion: '500' }, odd).size).to.equal(0);
     });
+  });
+
+  it('sums by node as a walk of every assumption would, through random placements, moves, drops and reads', () => {
+    // The reference: the whole list walked and summed on every read.
+    interface Ref {
+      node: string;
+      requests: Map<string, bigint>;
+      atMs: number;
+      delegate: { namespace: string; name: string };
+    }
+    const opts = { summaryLagMs: 3000, maxAssumptionMs: 60_000 };
+    const reference = (list: Ref[], read: SummaryRead, delegateOf: (ns: string, name: string) => V1Pod | undefined) => {
+      const kept: Ref[] = [];
+      for (const a of list) {
+        if (read.readAtMs - a.atMs >= opts.maxAssumptionMs) continue;
+        const d = delegateOf(a.delegate.namespace, a.delegate.name);
+        if (read.podsResourceVersion === undefined) {
+          if (read.readAtMs - a.atMs >= opts.summaryLagMs) continue;
+        } else if (d) {
+          const counted = summaryCounts(read, d);
+          if (counted !== undefined && (counted || isTerminal(d))) continue;
+        }
+        const node = d?.spec?.nodeName;
+        kept.push(node && node !== a.node ? { ...a, node } : a);
+      }
+      const out = new Map<string, Map<string, bigint>>();
+      for (const a of kept) {
+        const sum = out.get(a.node) ?? new Map<string, bigint>();
+        for (const [k, v] of a.requests) sum.set(k, (sum.get(k) ?? 0n) + v);
+        out.set(a.node, sum);
+      }
+      return { kept, out };
+    };
+    for (let seed = 1; seed <= 20; seed++) {
+      const r = prng(seed);
+      const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)];
+      const m = new PlacementMemory(opts);
+      const lists = new Map<string, Ref[]>();
+      const delegates = new Map<string, V1Pod>();
+      let now = 0;
+      let rv = 100;
+      for (let step = 0; step < 400; step++) {
+        now += Math.floor(r() * 500);
+        const target = pick(['t1', 't2']);
+        const op = r();
+        if (op < 0.4) {
+          const name = `d${step}`;
+          const requests = new Map<string, bigint>([['cpu', BigInt(1 + Math.floor(r() * 1000))]]);
+          if (r() < 0.5) requests.set('pods', 1n);
+          if (r() < 0.3) requests.set('memory', BigInt(1 + Math.floor(r() * 2 ** 20)));
+          const node = pick(['n1', 'n2', 'n3']);
+          m.assume(target, node, requests, now, { namespace: 'ns', name });
+          lists.set(target, [...(lists.get(target) ?? []), { node, requests, atMs: now, delegate: { namespace: 'ns', name } }]);
+        } else if (op < 0.7) {
+          // The target's cache learns of a delegate: bound (maybe elsewhere), finished, or not yet.
+          const all = [...lists.values()].flat();
+          if (all.length === 0) continue;
+          const a = pick(all);
+          delegates.set(a.delegate.name, {
+            metadata: { namespace: 'ns', name: a.delegate.name, resourceVersion: String((rv += 1 + Math.floor(r() * 5))) },
+            spec: { containers: [], nodeName: r() < 0.8 ? pick(['n1', 'n2', 'n3']) : undefined },
+            status: { phase: r() < 0.1 ? 'Failed' : 'Running' },
+          });
+        } else {
+          const read: SummaryRead = { readAtMs: now, podsResourceVersion: r() < 0.2 ? undefined : String(rv - Math.floor(r() * 20)) };
+          const delegateOf = (ns: string, name: string) => (ns === 'ns' ? delegates.get(name) : undefined);
+          const want = reference(lists.get(target) ?? [], read, delegateOf);
+          lists.set(target, want.kept);
+          expect(m.assumedOn(target, read, delegateOf), `seed ${seed} step ${step}`).to.deep.equal(want.out);
+        }
+      }
+    }
   });
 
   it("avoids a target for a controller's pods until a time, then drops it; the oldest controllers go beyond the bound", () => {
