@@ -11,7 +11,9 @@ const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})
  */
 export function normalizeForCompare(value: unknown): unknown {
   if (value instanceof Date) return value.toISOString();
-  if (typeof value === 'string' && RFC3339.test(value)) {
+  // The length and the first dash first: most strings are names, and this runs on every field
+  // of every status compared.
+  if (typeof value === 'string' && value.length >= 20 && value.charCodeAt(4) === 45 && RFC3339.test(value)) {
     const d = new Date(value);
     return Number.isNaN(d.getTime()) ? value : d.toISOString();
   }

@@ -30,5 +30,8 @@ describe('normalize', () => {
     });
     expect(equalNormalized({ t: '2024-01-01T01:00:00+01:00' }, { t: new Date('2024-01-01T00:00:00Z') })).to.equal(true);
     expect(equalNormalized([1, 2], [2, 1])).to.equal(false);
+    expect(normalizeForCompare('2024-01-01T00:00:00.5Z')).to.equal('2024-01-01T00:00:00.500Z');
+    expect(normalizeForCompare('2024-1-01T00:00:00Z')).to.equal('2024-1-01T00:00:00Z');
+    expect(normalizeForCompare('pod-2024-01-01T00:00:00Z')).to.equal('pod-2024-01-01T00:00:00Z');
   });
 });
