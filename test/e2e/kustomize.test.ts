@@ -33,6 +33,35 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
   const stop = new AbortController();
   const run = async (command: string) => stdoutOf(await sh(command), command);
   const kubectl = (...args: string[]) => sb.kubectl('c1', ...args);
+  /**
+   * `run`, timed, with a deadline past which the test fails with what `state` says: a step that
+   * hangs (one CI run spent the whole test timeout in these steps, where they take 12 s) then
+   * says where, instead of a bare timeout.
+   */
+  const step = async (command: string, deadlineMs: number, state: () => Promise<string>) => {
+    const started = Date.now();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        void state()
+          .catch((err: unknown) => `state unknown: ${String(err)}`)
+          .then((what) => reject(new Error(`${command}: not done after ${deadlineMs / 1000} s; ${what}`)));
+      }, deadlineMs);
+    });
+    try {
+      return await Promise.race([run(command), late]);
+    } finally {
+      clearTimeout(timer);
+      console.log(`      ${command}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    }
+  };
+  /** What can hold a namespace's deletion: its conditions, what is left in it, and the aggregated APIs. */
+  const namespaceState = async (ns: string) => {
+    const conditions = await kubectl('get', 'namespace', ns, '--ignore-not-found', '-o', 'jsonpath={.status.conditions}');
+    const left = await kubectl('get', 'pods,deployments,services,configmaps,secrets', '-n', ns, '--ignore-not-found', '-o', 'name');
+    const apis = await kubectl('get', 'apiservices', '-o', 'jsonpath={range .items[?(@.spec.service)]}{.metadata.name}={.status.conditions[0].status} {end}');
+    return `namespace ${ns} conditions ${conditions || '-'}; left in it: ${left.trim().split('\n').join(', ') || '-'}; aggregated APIs: ${apis.trim() || '-'}`;
+  };
 
   before(async function () {
     this.timeout(300_000);
@@ -96,7 +125,8 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     }
   });
 
-  it('uninstalls by the steps: the provider scaled to zero, `admiralty cleanup` frees what our finalizers held, delete -k removes every object (CRDs and namespace too), then the leftover virtual nodes', async () => {
+  it('uninstalls by the steps: the provider scaled to zero, `admiralty cleanup` frees what our finalizers held, delete -k removes every object (CRDs and namespace too), then the leftover virtual nodes', async function () {
+    this.timeout(300_000);
     // What a provider leaves behind: a proxy pod being deleted, held by our finalizer; a followed
     // ConfigMap with ours and another owner's; a Target; a virtual node.
     await kubectl('create', 'namespace', 'app');
@@ -110,12 +140,12 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     await kubectl('delete', 'pod', 'proxy', '-n', 'app', '--wait=false');
     const [scale, cleanup, deleteAll, deleteNodes] = uninstall;
 
-    await run(scale);
+    await step(scale, 30_000, () => namespaceState('admiralty'));
     await waitFor('the provider\'s pods gone', 60_000, async () => (await kubectl('get', 'pods', '-n', 'admiralty', '-l', 'app.kubernetes.io/component=provider', '-o', 'name')) === '');
     expect(JSON.parse(await kubectl('get', 'deployment', 'admiralty', '-n', 'admiralty', '-o', 'json')).spec.replicas).to.equal(0);
 
     // With the user's credentials (the kubeconfig kubectl uses).
-    const cleaned = await run(cleanup);
+    const cleaned = await step(cleanup, 60_000, async () => `pods with our finalizer: ${await kubectl('get', 'pods,configmaps', '-A', '-l', `${HAS_FINALIZER_LABEL}=true`, '-o', 'name')}`);
     expect(cleaned).to.contain('removed 2 finalizer(s) from 2 object(s)');
     await waitFor('the proxy pod gone', 30_000, async () => (await kubectl('get', 'pod', 'proxy', '-n', 'app', '--ignore-not-found', '-o', 'name')) === '');
     const followed = JSON.parse(await kubectl('get', 'configmap', 'followed', '-n', 'app', '-o', 'json')).metadata;
@@ -124,7 +154,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
 
     // Every object of the kustomization goes, the CRDs and the namespace included: with the
     // CRDs, every Target and Source (unlike helm uninstall, which keeps the CRDs).
-    await run(deleteAll);
+    await step(deleteAll, 120_000, () => namespaceState('admiralty'));
     expect(await kubectl('get', '-f', join(dir, 'rendered.yaml'), '--ignore-not-found', '-o', 'name')).to.equal('');
     expect(rendered.map((o) => o.kind)).to.include.members(['Namespace', 'CustomResourceDefinition']);
     const resources = await kubectl('api-resources', '--api-group=multicluster.admiralty.io', '-o', 'name');
@@ -132,7 +162,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     // What is not ours stays: the user's namespace and ConfigMap.
     expect((await kubectl('get', 'configmap', 'followed', '-n', 'app', '-o', 'name')).trim()).to.equal('configmap/followed');
 
-    await run(deleteNodes);
+    await step(deleteNodes, 30_000, async () => kubectl('get', 'nodes', '-o', 'name'));
     expect(await kubectl('get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'name')).to.equal('');
     expect((await kubectl('get', 'nodes', '-o', 'name')).trim()).to.not.equal('');
   });
