@@ -134,8 +134,8 @@ export function createRouter(opts: RouterOptions): Router {
  * The connection a request came on. For HTTP/2, the session's socket: `req.socket` is a new
  * object per stream there, and a guard keys its verdicts by connection.
  */
-export function connectionOf(req: AnyRequest): Socket {
-  return 'stream' in req ? (req.stream.session?.socket as Socket) : req.socket;
+function connectionOf(req: AnyRequest): Socket {
+  return isHttp2(req) ? (req.stream.session?.socket as Socket) : req.socket;
 }
 
 /** Whether `req` came over HTTP/2. */

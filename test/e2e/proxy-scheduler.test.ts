@@ -4,6 +4,7 @@ import https from 'node:https';
 import { join } from 'node:path';
 import { ensurePki } from '../sandbox/pki.js';
 import { isRunning } from '../sandbox/processes.js';
+import { metricByLabel } from '../bench/offload-report.js';
 import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, running, sandbox, uniqueName, waitFor } from './support.js';
 
 /**
@@ -45,7 +46,7 @@ async function webhookConnections(): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   for (let replica = 0; replica < sandbox.providerReplicas('c1'); replica++) {
     const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', replica).metrics}/metrics`)).text();
-    for (const m of text.matchAll(/^admiralty_webhook_connections_total\{protocol="([^"]+)"\} (\S+)$/gm)) counts[m[1]] = (counts[m[1]] ?? 0) + Number(m[2]);
+    for (const [protocol, n] of Object.entries(metricByLabel(text, 'admiralty_webhook_connections_total', 'protocol'))) counts[protocol] = (counts[protocol] ?? 0) + n;
   }
   return counts;
 }
