@@ -56,11 +56,40 @@ export interface RouterOptions {
   routes: readonly Route[];
   /** Checked in order before the route is looked up. */
   guards?: readonly Guard[];
+  /** Bounds the bodies held at once; default {@link defaultBodyBudget} of the routes. */
+  bodyBudget?: BodyBudgetLimits;
+  /** Told about every body the router refused for its size, and which limit refused it. */
+  onBodyRefused?: (reason: BodyRefusal) => void;
   logger: Logger;
 }
 
 /** A request listener for `http.createServer` and `http2.createSecureServer` (HTTP/2 and HTTP/1.1 alike). */
 export type Router = (req: AnyRequest, res: AnyResponse) => void;
+
+/** Which limit refused a body: the route's own, or a budget of bodies held at once. */
+export type BodyRefusal = 'too_large' | 'connection_budget' | 'server_budget';
+
+/** Bytes of request bodies the router holds at once, from their first byte until their answer is sent. */
+export interface BodyBudgetLimits {
+  /** All calls together. */
+  totalBytes: number;
+  /** The calls of one connection: over HTTP/2, all of its streams. */
+  perConnectionBytes: number;
+}
+
+/**
+ * The budget a router takes when given none. A route's limit bounds one body, but an HTTP/2
+ * connection carries up to 250 calls at once and the server accepts up to 1024 connections, so
+ * the bodies held at once need bounds of their own. Per connection, two bodies of the default
+ * limit (the apiserver's admission calls are tens of kB each, so 250 of them at once fit), or
+ * one of the routes' largest if that is more; in all, 64 MiB (an eighth of the Deployment's
+ * memory limit), or two of the largest. With the extender's routes (64 MiB each, for a
+ * scheduler that sends whole Nodes) that is 64 MiB per connection and 128 MiB in all.
+ */
+export function defaultBodyBudget(routes: readonly Route[]): BodyBudgetLimits {
+  const largest = Math.max(0, ...routes.filter((r) => r.method !== 'GET').map((r) => r.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES));
+  return { perConnectionBytes: Math.max(2 * DEFAULT_MAX_BODY_BYTES, largest), totalBytes: Math.max(64 * 2 ** 20, 2 * largest) };
+}
 
 /** Body limit of a route that sets none: an AdmissionReview carries a pod, which etcd bounds at about 1.5 MB. */
 export const DEFAULT_MAX_BODY_BYTES = 8 * 2 ** 20;
@@ -76,11 +105,19 @@ const EMPTY = Buffer.alloc(0);
  *
  * Answers of its own: 404 (no such path), 405 (with `Allow`), 413 (declared or streamed body
  * past the route's limit; the rest of the body is not kept), 415 (a `Content-Encoding` other
- * than identity: neither caller compresses), 500 (a route that threw, logged here).
+ * than identity: neither caller compresses), 500 (a route that threw, logged here), 503 with
+ * `Retry-After` (the bodies held at once, on the call's connection or in all, are at their
+ * budget: see {@link BodyBudgetLimits}).
  */
 export function createRouter(opts: RouterOptions): Router {
   const { logger } = opts;
   const guards = opts.guards ?? [];
+  const budget = new BodyBudget(opts.bodyBudget ?? defaultBodyBudget(opts.routes));
+  const refuse = (req: AnyRequest, res: AnyResponse, refusal: { reason: BodyRefusal; answer: Answer }) => {
+    opts.onBodyRefused?.(refusal.reason);
+    if (refusal.reason !== 'too_large') res.setHeader('retry-after', '1');
+    refuseBody(req, res, refusal.answer);
+  };
   const byPath = new Map<string, Route[]>();
   for (const route of opts.routes) byPath.set(route.path, [...(byPath.get(route.path) ?? []), route]);
 
@@ -126,8 +163,44 @@ export function createRouter(opts: RouterOptions): Router {
     if (encoding !== undefined && encoding.toLowerCase() !== 'identity') {
       return refuseBody(req, res, text(415, `content encoding ${JSON.stringify(encoding)} is not supported`));
     }
-    readBody(req, route.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, (refusal, body) => (refusal ? refuseBody(req, res, refusal) : call(body!)));
+    readBody(req, res, route.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, budget.forConnection(connection), (refusal, body) => (refusal ? refuse(req, res, refusal) : call(body!)));
   };
+}
+
+/** Counts the body bytes held, in all and per connection (see {@link BodyBudgetLimits}). */
+class BodyBudget {
+  private held = 0;
+  private readonly byConnection = new Map<Socket, number>();
+
+  constructor(private readonly limits: BodyBudgetLimits) {}
+
+  /** What one call's body takes from and gives back to the budget of its connection. */
+  forConnection(connection: Socket): BodyAccount {
+    return { take: (bytes) => this.take(connection, bytes), give: (bytes) => this.give(connection, bytes) };
+  }
+
+  private take(connection: Socket, bytes: number): BodyRefusal | undefined {
+    const mine = this.byConnection.get(connection) ?? 0;
+    if (mine + bytes > this.limits.perConnectionBytes) return 'connection_budget';
+    if (this.held + bytes > this.limits.totalBytes) return 'server_budget';
+    this.byConnection.set(connection, mine + bytes);
+    this.held += bytes;
+    return undefined;
+  }
+
+  private give(connection: Socket, bytes: number): void {
+    if (bytes === 0) return;
+    const left = (this.byConnection.get(connection) ?? 0) - bytes;
+    if (left > 0) this.byConnection.set(connection, left);
+    else this.byConnection.delete(connection);
+    this.held -= bytes;
+  }
+}
+
+interface BodyAccount {
+  /** Takes `bytes`, or says which budget has no room for them (and takes nothing). */
+  take(bytes: number): BodyRefusal | undefined;
+  give(bytes: number): void;
 }
 
 /**
@@ -144,26 +217,39 @@ export function isHttp2(req: AnyRequest): req is Http2ServerRequest {
 }
 
 /**
- * Reads the body whole, up to `limit` bytes. Past it (declared or streamed) `done` gets a 413
- * at once and the chunks read so far are dropped; what still arrives is discarded. A request
+ * Reads the body whole, up to `limit` bytes, taking each chunk from `account` as it arrives and
+ * giving them all back once the answer is sent (or the call is gone). Past the limit (declared
+ * or streamed), or past what the budget has room for, `done` gets the refusal at once and the
+ * chunks read so far are dropped and given back; what still arrives is discarded. A request
  * that is aborted calls nothing: there is nobody to answer.
  */
-function readBody(req: AnyRequest, limit: number, done: (refusal: Answer | undefined, body?: Buffer) => void): void {
+function readBody(
+  req: AnyRequest,
+  res: AnyResponse,
+  limit: number,
+  account: BodyAccount,
+  done: (refusal: { reason: BodyRefusal; answer: Answer } | undefined, body?: Buffer) => void,
+): void {
   const declared = Number(req.headers['content-length']);
-  const tooLarge = text(413, `request body is larger than ${limit} bytes`);
+  const tooLarge = { reason: 'too_large' as const, answer: text(413, `request body is larger than ${limit} bytes`) };
   if (declared > limit) return done(tooLarge);
   let chunks: Buffer[] = [];
   let size = 0;
   let over = false;
+  res.once('close', () => account.give(size));
+  const stop = (refusal: { reason: BodyRefusal; answer: Answer }) => {
+    over = true;
+    chunks = [];
+    account.give(size);
+    size = 0;
+    done(refusal);
+  };
   req.on('data', (chunk: Buffer) => {
     if (over) return;
+    if (size + chunk.length > limit) return stop(tooLarge);
+    const full = account.take(chunk.length);
+    if (full) return stop({ reason: full, answer: busy(full) });
     size += chunk.length;
-    if (size > limit) {
-      over = true;
-      chunks = [];
-      done(tooLarge);
-      return;
-    }
     chunks.push(chunk);
   });
   req.on('end', () => {
@@ -171,6 +257,12 @@ function readBody(req: AnyRequest, limit: number, done: (refusal: Answer | undef
   });
   // An aborted request: no answer; the listener only keeps an error from being thrown.
   req.on('error', () => undefined);
+}
+
+/** 503 for a body the budget has no room for: the client may try again once others are answered. */
+function busy(reason: BodyRefusal): Answer {
+  const whose = reason === 'connection_budget' ? 'this connection' : 'the server';
+  return text(503, `request bodies in progress on ${whose} are at their limit; try again`);
 }
 
 /**

@@ -39,6 +39,12 @@ export function createMetrics(registry: Registry) {
       labelNames: ['protocol'],
       registers,
     }),
+    webhookBodiesRefused: new Counter({
+      name: 'admiralty_webhook_bodies_refused_total',
+      help: 'Request bodies the webhook server refused for their size (too_large, 413) or because the bodies it held at once were at their budget (connection_budget, server_budget; 503).',
+      labelNames: ['reason'],
+      registers,
+    }),
     informerRestarts: new Counter({ name: 'admiralty_informer_restarts_total', help: 'Informer restarts after a watch or list failure.', labelNames: ['informer'], registers }),
   };
 }

@@ -63,6 +63,11 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
     const handler = createRouter({
       routes: [...createWebhookRoutes({ logger, registry, proxySchedulerName: config.proxySchedulerName }), ...extenderRoutes],
       guards: [createExtenderClientGuard({ logger, metricsRegistry: registry })],
+      // At warn for the budgets: with failurePolicy Fail, a 503 to the apiserver is a refused pod.
+      onBodyRefused: (reason) => {
+        metrics.webhookBodiesRefused.inc({ reason });
+        if (reason !== 'too_large') logger.warn('webhook request refused: request bodies held at once are at their budget', { reason });
+      },
       logger,
     });
     const listening = createWebhookServer({

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { ensurePki } from '../sandbox/pki.js';
 import { isRunning } from '../sandbox/processes.js';
 import { metricByLabel } from '../bench/offload-report.js';
+import { h2Connect } from '../support/h2.js';
 import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, running, sandbox, uniqueName, waitFor } from './support.js';
 
 /**
@@ -47,6 +48,16 @@ async function webhookConnections(): Promise<Record<string, number>> {
   for (let replica = 0; replica < sandbox.providerReplicas('c1'); replica++) {
     const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', replica).metrics}/metrics`)).text();
     for (const [protocol, n] of Object.entries(metricByLabel(text, 'admiralty_webhook_connections_total', 'protocol'))) counts[protocol] = (counts[protocol] ?? 0) + n;
+  }
+  return counts;
+}
+
+/** `admiralty_webhook_bodies_refused_total` of c1's provider replicas, summed by reason. */
+async function bodiesRefused(): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (let replica = 0; replica < sandbox.providerReplicas('c1'); replica++) {
+    const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', replica).metrics}/metrics`)).text();
+    for (const [reason, n] of Object.entries(metricByLabel(text, 'admiralty_webhook_bodies_refused_total', 'reason'))) counts[reason] = (counts[reason] ?? 0) + n;
   }
   return counts;
 }
@@ -122,6 +133,42 @@ describe('proxy scheduler (c1)', function () {
     } finally {
       await disconnectNamespace(ns);
     }
+  });
+
+  it('holds at most its budget of request bodies from one HTTP/2 connection, answers the rest 503, and admits pods meanwhile', async () => {
+    const ns = uniqueName('budget');
+    await connectNamespace(ns);
+    const before = await bodiesRefused();
+    // Anyone who reaches the port may call /mutate. Ten bodies of 7 MiB, each under the route's
+    // limit, none ended: 70 MiB on one connection, past its 64 MiB.
+    const session = await h2Connect(sandbox.ports('c1').webhook, { rejectUnauthorized: false });
+    try {
+      const chunk = Buffer.alloc(7 * 2 ** 20, 0x20);
+      const answers = Array.from({ length: 10 }, () => {
+        const stream = session.request({ ':method': 'POST', ':path': '/mutate', 'content-type': 'application/json' });
+        stream.on('error', () => undefined);
+        stream.write(chunk);
+        return new Promise<{ status: number; body: string }>((res) => {
+          let status = 0;
+          let body = '';
+          stream.on('response', (h) => (status = Number(h[':status'])));
+          stream.on('data', (d: Buffer) => (body += d.toString()));
+          stream.on('end', () => res({ status, body }));
+          stream.on('close', () => res({ status, body }));
+        });
+      });
+      const refused = await Promise.race([Promise.any(answers.map((a) => a.then((r) => (r.status === 503 ? r : Promise.reject(new Error(`${r.status}`)))))), new Promise<undefined>((r) => setTimeout(r, 30_000))]);
+      expect(refused, 'a 503 for the body past the budget').to.not.equal(undefined);
+      expect(refused!.body).to.match(/this connection/);
+      // While those bodies are held, the apiserver's own admission calls go through.
+      const pod = JSON.parse(await kubectl('c1', 'run', 'p', '-n', ns, '--image=busybox', '--dry-run=server', '-o', 'json', '--annotations=multicluster.admiralty.io/elect='));
+      expect(pod.spec.schedulerName, 'the dry-run pod went through the webhook').to.equal('admiralty-proxy');
+    } finally {
+      session.destroy();
+      await disconnectNamespace(ns);
+    }
+    const after = await bodiesRefused();
+    expect((after.connection_budget ?? 0) - (before.connection_budget ?? 0), 'refusals counted as connection_budget').to.be.at.least(1);
   });
 
   it("refuses extender calls that do not carry the proxy scheduler's client certificate", async () => {

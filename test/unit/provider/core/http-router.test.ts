@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import type { ClientHttp2Session } from 'node:http2';
 import { expect } from 'chai';
-import { createRouter, json, text, type Route, type RouteCall } from '../../../../provider/core/http-router.js';
+import { createRouter, defaultBodyBudget, json, text, type Route, type RouteCall } from '../../../../provider/core/http-router.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { createWebhookServer, type WebhookServer } from '../../../../webhook/create-webhook-server.js';
 import { h2Connect, h2Request } from '../../../support/h2.js';
@@ -134,5 +134,124 @@ describe('createRouter', () => {
       expect(calls[0].connection).to.equal(calls[1].connection);
       expect(calls[0].connection.remotePort).to.equal((session.socket as net.Socket).localPort);
     });
+  });
+});
+
+describe('createRouter body budget', () => {
+  it('defaults to two bodies of the default limit per connection and 64 MiB in all, more for a route that takes more', () => {
+    const MiB = 2 ** 20;
+    const mutate: Route = { method: 'POST', path: '/mutate', handle: () => text(200, '') };
+    const healthz: Route = { method: 'GET', path: '/healthz', maxBodyBytes: 1000 * MiB, handle: () => text(200, '') };
+    expect(defaultBodyBudget([mutate, healthz])).to.deep.equal({ perConnectionBytes: 16 * MiB, totalBytes: 64 * MiB });
+    const filter: Route = { method: 'POST', path: '/filter', maxBodyBytes: 64 * MiB, handle: () => text(200, '') };
+    expect(defaultBodyBudget([mutate, filter])).to.deep.equal({ perConnectionBytes: 64 * MiB, totalBytes: 128 * MiB });
+  });
+
+  // Bodies of 60 bytes: one connection holds one (100), the server two (150).
+  const body = 'x'.repeat(60);
+  let gate: { promise: Promise<void>; open: () => void };
+  const newGate = () => {
+    let open!: () => void;
+    const promise = new Promise<void>((r) => (open = r));
+    gate = { promise, open };
+  };
+  const refused: string[] = [];
+  const router = createRouter({
+    routes: [{ method: 'POST', path: '/hold', maxBodyBytes: 64, handle: async () => (await gate.promise, text(200, 'held')) }],
+    bodyBudget: { totalBytes: 150, perConnectionBytes: 100 },
+    onBodyRefused: (reason) => refused.push(reason),
+    logger: silentLogger(),
+  });
+  let h2: WebhookServer;
+  let port: number;
+  const sessions: ClientHttp2Session[] = [];
+  const connect = async () => {
+    const s = await h2Connect(port, { ca: fixtures.ca.certPem });
+    sessions.push(s);
+    return s;
+  };
+  before(async () => {
+    h2 = createWebhookServer({ pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem }, handler: router });
+    await new Promise<void>((r) => h2.server.listen(0, '127.0.0.1', r));
+    port = (h2.server.address() as AddressInfo).port;
+  });
+  after(async () => {
+    for (const s of sessions) s.destroy();
+    await h2.close();
+  });
+  beforeEach(() => {
+    refused.length = 0;
+    newGate();
+  });
+  /** Resolves once the server has read `n` bodies whole and holds them (the route waits on the gate). */
+  const settle = () => new Promise((r) => setTimeout(r, 100));
+
+  it('refuses a body past its connection\'s budget, then one past the server\'s, and takes calls again once answered', async () => {
+    const a = await connect();
+    const b = await connect();
+    const c = await connect();
+    const first = h2Request(a, '/hold', body);
+    await settle();
+    const sameConnection = await h2Request(a, '/hold', body);
+    expect(sameConnection.status).to.equal(503);
+    expect(sameConnection.body).to.match(/this connection/);
+    expect(sameConnection.headers['retry-after']).to.equal('1');
+    const second = h2Request(b, '/hold', body);
+    await settle();
+    const third = await h2Request(c, '/hold', body);
+    expect(third.status).to.equal(503);
+    expect(third.body).to.match(/the server/);
+    expect(refused).to.deep.equal(['connection_budget', 'server_budget']);
+    gate.open();
+    expect((await first).status).to.equal(200);
+    expect((await second).status).to.equal(200);
+    expect(a.closed, 'a refused stream leaves its connection up').to.equal(false);
+    // Given back: the same connections may hold bodies again.
+    newGate();
+    const again = [h2Request(a, '/hold', body), h2Request(c, '/hold', body)];
+    await settle();
+    gate.open();
+    expect((await Promise.all(again)).map((r) => r.status)).to.deep.equal([200, 200]);
+  });
+
+  it('gives back the bytes of calls that were cut off before their body ended', async () => {
+    // Three connections each send 50 of 60 declared bytes, then go: 150 bytes, the whole
+    // budget, if they were kept.
+    for (let i = 0; i < 3; i++) {
+      const s = await connect();
+      const stream = s.request({ ':method': 'POST', ':path': '/hold', 'content-length': '60' });
+      stream.on('error', () => undefined);
+      stream.write('x'.repeat(50));
+      await settle();
+      s.destroy();
+    }
+    await settle();
+    const d = await connect();
+    const e = await connect();
+    const held = [h2Request(d, '/hold', body), h2Request(e, '/hold', body)];
+    await settle();
+    gate.open();
+    expect((await Promise.all(held)).map((r) => r.status)).to.deep.equal([200, 200]);
+    expect(refused).to.deep.equal([]);
+  });
+
+  it('counts HTTP/1.1 calls in the same budget', async () => {
+    const plain = http.createServer(router);
+    await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
+    try {
+      const plainPort = (plain.address() as AddressInfo).port;
+      const held = [call(plainPort, 'POST', '/hold', body), call(plainPort, 'POST', '/hold', body)];
+      await settle();
+      const overHttp1 = await call(plainPort, 'POST', '/hold', body);
+      expect(overHttp1.status).to.equal(503);
+      expect(overHttp1.headers.connection).to.equal('close');
+      expect((await h2Request(await connect(), '/hold', body)).status, 'the HTTP/2 server shares the router').to.equal(503);
+      gate.open();
+      expect((await Promise.all(held)).map((r) => r.status)).to.deep.equal([200, 200]);
+      expect(refused).to.deep.equal(['server_budget', 'server_budget']);
+    } finally {
+      plain.closeAllConnections();
+      await new Promise((r) => plain.close(r));
+    }
   });
 });
