@@ -427,6 +427,32 @@ export function renderMachine(results: readonly SizeResult[]): string {
   });
 }
 
+/** Sandbox processes that are the providers (`c1-provider`, and the numbered replicas' `c1-provider-1`). */
+const PROVIDER_PROCESS = /^c\d+-provider(-\d+)?$/;
+
+/**
+ * One line per size on what the machine allows: while the offloaded pods started, the CPU
+ * seconds of everything but the providers (the apiservers, etcds, schedulers, kwok, the
+ * benchmark's own client), spread over every core, is the shortest that start could have taken
+ * with providers that cost nothing and made the same calls; against the direct run's time it
+ * is the lowest ratio this machine allows. Nothing when the offloaded start has no figures.
+ */
+export function renderCpuFloor(results: readonly SizeResult[]): string {
+  return results
+    .flatMap((r) => {
+      const m = r.offloaded.startMachine;
+      if (!m) return [];
+      const byProcess = Object.entries(m.cpuSecondsByProcess);
+      const providers = byProcess.filter(([name]) => PROVIDER_PROCESS.test(name)).reduce((sum, [, s]) => sum + s, 0);
+      const others = byProcess.reduce((sum, [, s]) => sum + s, 0) - providers + m.benchCpuSeconds;
+      const floor = others / m.cores;
+      return [
+        `offload ${r.size} pods, CPU floor: ${fmt(others, 1)} CPU s outside the providers (theirs ${fmt(providers, 1)} s) on ${m.cores} cores take at least ${fmt(floor, 1)} s, ratio ${fmt(floor / r.direct.allRunningSeconds, 2)} with providers that cost nothing; measured ${fmt(r.offloaded.allRunningSeconds / r.direct.allRunningSeconds, 2)}`,
+      ];
+    })
+    .join('\n');
+}
+
 /**
  * The stage breakdown of each size's offloaded run, next to the direct run's: p50 and p99 of
  * each pod's gap, and the p50 of the stage's end since the creation request, in ms.

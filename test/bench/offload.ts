@@ -44,6 +44,7 @@ import {
   parseOffloadArgs,
   percentile,
   podCapacityPlan,
+  renderCpuFloor,
   renderMachine,
   renderQueues,
   renderStages,
@@ -558,6 +559,7 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log('');
   console.log('the machine (every sandbox process shares its cores), while the pods started and while they were deleted:');
   console.log(renderMachine(results));
+  console.log(renderCpuFloor(results));
   console.log('');
   console.log("each cluster's apiserver (every client counted), per pod of the run, while the pods started and while they were deleted:");
   console.log(renderRequests(results));

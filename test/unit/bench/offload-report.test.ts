@@ -12,6 +12,7 @@ import {
   parseOffloadArgs,
   percentile,
   podCapacityPlan,
+  renderCpuFloor,
   renderMachine,
   renderQueues,
   renderStages,
@@ -298,6 +299,15 @@ describe('offload benchmark report: provider metrics', () => {
       '10 direct, start: cores 98 % busy (of 2); sandbox CPU 12.0 s (c2-kube-apiserver 10.0, c2-etcd 2.0); benchmark client 1.3 s',
       '10 offloaded, deletion: cores 50 % busy (of 2); sandbox CPU 28.0 s (g 7.0, f 6.0, e 5.0, d 4.0, c 3.0, b 2.0); benchmark client 0.0 s',
     ]);
+  });
+
+  it('puts the floor at the CPU outside the providers over the cores, against the direct run', () => {
+    const direct = figures({ allRunningSeconds: 20 });
+    const machine = { cpuSecondsByProcess: { 'c1-kube-apiserver': 30, 'c1-provider': 12, 'c1-provider-1': 3, 'c2-provider': 2, 'c2-etcd': 6 }, benchCpuSeconds: 4, busy: 1, cores: 2 };
+    const offloaded = figures({ allRunningSeconds: 45, startMachine: machine });
+    expect(renderCpuFloor([{ size: 1000, direct, offloaded }, { size: 5, direct, offloaded: figures() }])).to.equal(
+      'offload 1000 pods, CPU floor: 40.0 CPU s outside the providers (theirs 17.0 s) on 2 cores take at least 20.0 s, ratio 1.00 with providers that cost nothing; measured 2.25',
+    );
   });
 
   describe('apiserver requests', () => {
