@@ -26,12 +26,34 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
           }),
         )
       : winston.format.combine(redact(), winston.format.timestamp(), winston.format.errors({ stack: false }), winston.format.json());
-  return winston.createLogger({
-    level: opts.level ?? 'info',
-    format,
-    silent: opts.silent ?? false,
-    transports: [opts.stream ? new winston.transports.Stream({ stream: opts.stream }) : new winston.transports.Console({ stderrLevels: ['error', 'warn', 'info', 'debug', 'verbose', 'silly'] })],
-  });
+  return skipDisabledLevels(
+    winston.createLogger({
+      level: opts.level ?? 'info',
+      format,
+      silent: opts.silent ?? false,
+      transports: [opts.stream ? new winston.transports.Stream({ stream: opts.stream }) : new winston.transports.Console({ stderrLevels: ['error', 'warn', 'info', 'debug', 'verbose', 'silly'] })],
+    }),
+  );
+}
+
+/**
+ * Makes `logger.debug(...)` and the other level methods return at once when their level is not
+ * enabled. Winston leaves that to the transport: a debug line at level info still has its fields
+ * merged, redacted, timestamped and turned into JSON before it is dropped, and the binder, among
+ * others, logs one per pod. The check is made on every call, so a level changed later
+ * (`logger.level = 'debug'`) takes effect, and child loggers (which inherit the methods) get it.
+ */
+function skipDisabledLevels(logger: winston.Logger): winston.Logger {
+  const methods = logger as unknown as Record<string, (...args: unknown[]) => winston.Logger>;
+  for (const level of Object.keys(logger.levels)) {
+    const write = methods[level];
+    if (typeof write !== 'function') continue;
+    methods[level] = function (this: winston.Logger, ...args: unknown[]) {
+      const self = this ?? logger;
+      return self.isLevelEnabled(level) ? write.apply(self, args) : self;
+    };
+  }
+  return logger;
 }
 
 /**

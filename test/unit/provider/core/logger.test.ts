@@ -34,6 +34,47 @@ describe('silentLogger', () => {
   });
 });
 
+describe('createLogger levels', () => {
+  function capture(level: string) {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk, _enc, cb) {
+        lines.push(String(chunk));
+        cb();
+      },
+    });
+    return { logger: createLogger({ level, stream }), lines };
+  }
+
+  it('does not even read the fields of a line below its level', () => {
+    const { logger, lines } = capture('info');
+    let reads = 0;
+    const fields = {
+      get pod() {
+        reads++;
+        return 'ns/p';
+      },
+    };
+    logger.debug('scheduler extender: bound', fields);
+    logger.child({ controller: 'x' }).debug('from a child', fields);
+    expect(reads).to.equal(0);
+    logger.info('placed', fields);
+    expect(reads, 'an enabled level reads them').to.be.greaterThan(0);
+    expect(lines.map((l) => JSON.parse(l).message)).to.deep.equal(['placed']);
+  });
+
+  it('writes debug lines once the level is lowered, from the logger and its children', async () => {
+    const { logger, lines } = capture('info');
+    const child = logger.child({ controller: 'x' });
+    logger.level = 'debug';
+    logger.debug('a', { k: 1 });
+    child.debug('b');
+    await new Promise((r) => setImmediate(r));
+    expect(lines.map((l) => JSON.parse(l))).to.deep.include.members([{ level: 'debug', message: 'a', k: 1, timestamp: JSON.parse(lines[0]).timestamp }]);
+    expect(lines.map((l) => JSON.parse(l).message)).to.deep.equal(['a', 'b']);
+  });
+});
+
 describe('createLogger redacts credentials, whoever logs them', () => {
   /** A logger writing JSON lines into `lines`. */
   function capture(format: 'json' | 'text' = 'json') {
