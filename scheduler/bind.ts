@@ -6,7 +6,7 @@ import { classifyApiError, isAlreadyExists, isNotFound, NotDelegatedError, statu
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import { sanitizeRemoteText } from '../provider/core/redact.js';
 import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../provider/model/autoscaler.js';
-import { buildDelegatePod, isOurDelegate } from '../provider/model/delegate-pod.js';
+import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/model/delegate-pod.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
 import { ONE_POD, podRequests } from '../provider/model/resources.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
@@ -216,10 +216,12 @@ export class Binder {
     try {
       const verdict = checkTenancy(proxy, this.o.namespaces.get(namespace), target.ref);
       if (!verdict.allowed) throw new Refused(`${target.displayName} may not run this pod: ${verdict.message}`);
-      const desired = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName });
+      // The checks of buildDelegatePod, before anything is written; the delegate is built once,
+      // with its copies' names.
+      const delegateName = delegateNameOf(proxy, { sourceClusterName: this.o.sourceClusterName });
       this.forgetBound();
       this.placements.set(args.PodUID, { proxy, targetKey: target.key });
-      const delegate = await this.createDelegate(proxy, desired, target);
+      const delegate = await this.createDelegate(proxy, delegateName, target);
       const placed = await this.waitPlaced(target, delegate);
       await this.bindProxy(proxy, node, target, placed);
       this.placements.set(args.PodUID, { proxy, targetKey: target.key, boundAtMs: this.o.clock.now() });
@@ -260,23 +262,23 @@ export class Binder {
   }
 
   /** Creates the delegate (after its copies); an existing delegate of this very proxy is taken as is. */
-  private async createDelegate(proxy: V1Pod, desired: V1Pod, target: TargetClient): Promise<V1Pod> {
-    const where = `${desired.metadata!.namespace}/${desired.metadata!.name}`;
+  private async createDelegate(proxy: V1Pod, name: string, target: TargetClient): Promise<V1Pod> {
+    const namespace = proxy.metadata!.namespace!;
+    const where = `${namespace}/${name}`;
     try {
       const copyNames = await this.o.follow?.ensureCopies(proxy, target);
-      // Same name as `desired` (the copies' names change references only).
-      const body = copyNames ? buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames }) : desired;
-      return await target.core.createNamespacedPod({ namespace: desired.metadata!.namespace!, body });
+      const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames });
+      return await target.core.createNamespacedPod({ namespace, body });
     } catch (err) {
       if (isAlreadyExists(err)) {
-        const existing = await target.core.readNamespacedPod({ name: desired.metadata!.name!, namespace: desired.metadata!.namespace! });
+        const existing = await target.core.readNamespacedPod({ name, namespace });
         if (isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid) && !existing.metadata?.deletionTimestamp) return existing;
         throw new Refused(`${target.displayName}: pod ${where} exists and is not this pod's delegate`);
       }
       // A copy refused (its Warning is on the proxy already) or the delegate refused: the pod
       // says why in its Delegated condition, as in fallback mode, while kube-scheduler tries
       // other targets; the condition goes once a delegate exists.
-      const refusal = err instanceof NotDelegatedError ? err : await refusalOf(target, { kind: 'pod', namespace: desired.metadata!.namespace! }, err);
+      const refusal = err instanceof NotDelegatedError ? err : await refusalOf(target, { kind: 'pod', namespace }, err);
       if (refusal) {
         await markNotDelegated(this.o.sourceCore, proxy, refusal.reason, refusal.message, new Date(this.o.clock.now()));
         throw new Refused(refusal.message, { cause: refusal }); // it names the target
