@@ -96,20 +96,22 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   const constraintsText = annotations[PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION];
   const constraints = constraintsText === undefined ? {} : (opts.parseConstraints ?? parseProxySchedulingConstraints)(constraintsText);
 
-  const out: V1Pod = structuredClone(pod);
-  const metadata = (out.metadata ??= {});
-  const outAnnotations = (metadata.annotations ??= {});
+  // A copy of what is changed below (metadata, its annotations and finalizers, the spec's top
+  // level); the rest (containers, volumes, ...) is the input's, which nothing here changes.
+  const out: V1Pod = { ...pod, metadata: { ...pod.metadata }, spec: { ...pod.spec! } };
+  const metadata = out.metadata!;
+  const outAnnotations = (metadata.annotations = { ...metadata.annotations });
   const first = outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] === undefined;
   if (first) {
     // The input, not `out`: the delegate's scheduling fields are the user's, not the proxy's.
     outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(pod);
   }
   metadata.labels = { ...metadata.labels, [HAS_FINALIZER_LABEL]: 'true' };
-  const finalizers = metadata.finalizers ?? [];
+  const finalizers = [...(metadata.finalizers ?? [])];
   for (const f of opts.finalizers ?? [PROXY_FINALIZER]) if (!finalizers.includes(f)) finalizers.push(f);
   metadata.finalizers = finalizers;
 
-  const spec: V1PodSpec = (out.spec ??= {} as V1PodSpec);
+  const spec: V1PodSpec = out.spec!;
   // Exact mode: the extender matches the user's node constraints against each target's real
   // nodes, so they must not be matched against the virtual node's (shared-only) labels too.
   const exact = !!opts.schedulerName;

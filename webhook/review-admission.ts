@@ -14,7 +14,8 @@ export type AdmissionOutcome =
 const REVIEW_API_VERSIONS = new Set(['admission.k8s.io/v1', 'admission.k8s.io/v1beta1']);
 
 /**
- * Answers one AdmissionReview (already JSON-parsed). Pure apart from whatever `mutate` does.
+ * Answers one AdmissionReview, as `JSON.parse` made it (its pod is diffed as it is). Pure apart
+ * from whatever `mutate` does.
  *
  * * Not an AdmissionReview, or no `request`, `request.uid`, or (for CREATE) `request.object`:
  *   HTTP 400 with a reason; the apiserver then applies the webhook's failurePolicy.
@@ -52,7 +53,8 @@ export function reviewAdmission(body: unknown, mutate: (pod: V1Pod, namespace?: 
     checkPodShape(pod);
     const namespace = typeof request.namespace === 'string' && request.namespace ? request.namespace : pod.metadata?.namespace;
     const { pod: proxy, mutated } = mutate(pod, namespace);
-    const patch = mutated ? createJsonPatch(pod, proxy) : [];
+    // The pod is the body's own, parsed from JSON (see the route).
+    const patch = mutated ? createJsonPatch(pod, proxy, { beforeIsJson: true }) : [];
     if (patch.length === 0) return answer({ allowed: true }, 'allowed');
     return answer({ allowed: true, patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') }, 'allowed');
   } catch (err) {

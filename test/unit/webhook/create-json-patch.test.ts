@@ -42,6 +42,8 @@ describe('webhook: createJsonPatch', () => {
     it(`round-trips ${what}`, () => {
       const patched = applyPatch(JSON.parse(JSON.stringify(before) ?? 'null'), createJsonPatch(before, after));
       expect(patched).to.deep.equal(JSON.parse(JSON.stringify(after)));
+      const parsed = JSON.parse(JSON.stringify(before) ?? 'null');
+      expect(createJsonPatch(parsed, after, { beforeIsJson: true }), 'the same from a parsed before').to.deep.equal(createJsonPatch(before, after));
     });
   }
 
