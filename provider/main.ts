@@ -210,7 +210,8 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
   // What the extender learns from binds and re-placements (refusals, assumptions, avoided targets).
-  const memory = enabled('extender') ? new PlacementMemory() : undefined;
+  // With delegation, wireExtender tells it of every delegate change in the targets' caches.
+  const memory = enabled('extender') ? new PlacementMemory({ toldOfDelegateChanges: enabled('delegation') }) : undefined;
   delegation = enabled('delegation')
     ? await wireDelegation(w, proxies!, (ns) => binder?.placing(ns) ?? [], memory && ((owner, target, reason, untilMs) => memory.avoid(owner, target, reason, untilMs)))
     : undefined;

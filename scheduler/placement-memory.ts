@@ -24,6 +24,8 @@ interface Assumption {
   atMs: number;
   /** The delegate placed, to tell when a summary counts it. */
   delegate?: { namespace: string; name: string };
+  /** The delegate's namespace/name, made once. */
+  delegateKey?: string;
 }
 
 /** The sum of the assumptions on one node. */
@@ -64,6 +66,26 @@ export interface PlacementMemoryOptions {
   maxAssumptionMs?: number;
   /** Pods remembered at most (default 10 000), and controllers with avoided targets at most (the same); the oldest are forgotten first. */
   maxPods?: number;
+  /**
+   * Whether every change of a delegate in a target's cache (added, updated, deleted) is told to
+   * {@link PlacementMemory.delegateChanged}. Then {@link PlacementMemory.assumedOn} looks again,
+   * under a summary it has already walked the assumptions with, only at the assumptions made
+   * since and those whose delegate changed: the extender asks on every filter, and under a
+   * burst the summary moves about once a second while hundreds of assumptions wait for it.
+   */
+  toldOfDelegateChanges?: boolean;
+}
+
+/** What the last walk of a target's assumptions was made under, and what changed since. */
+interface Walk {
+  readAtMs: number;
+  podsResourceVersion?: string;
+  /** The first `walked` assumptions of the list were looked at under this summary. */
+  walked: number;
+  /** The delegates (namespace/name) of the list's assumptions. */
+  delegates: Set<string>;
+  /** Those of them that changed since the walk. */
+  changed: Set<string>;
 }
 
 /**
@@ -95,6 +117,9 @@ export class PlacementMemory {
    */
   private readonly sums = new Map<string, Map<string, NodeSum>>();
   private readonly avoidances = new Map<string, Map<string, Avoidance>>();
+  /** The last walk per target, when delegate changes are told (see `toldOfDelegateChanges`). */
+  private readonly walks = new Map<string, Walk>();
+  private readonly toldOfDelegateChanges: boolean;
   private readonly refusalTtlMs: number;
   private readonly maxRefusalTtlMs: number;
   private readonly summaryLagMs: number;
@@ -107,6 +132,17 @@ export class PlacementMemory {
     this.summaryLagMs = o.summaryLagMs ?? 3_000;
     this.maxAssumptionMs = o.maxAssumptionMs ?? 60_000;
     this.maxPods = o.maxPods ?? 10_000;
+    this.toldOfDelegateChanges = o.toldOfDelegateChanges ?? false;
+  }
+
+  /**
+   * A delegate in `targetKey`'s cache was added, updated or deleted. Only for a memory made
+   * with `toldOfDelegateChanges`, which must then be told of every change.
+   */
+  delegateChanged(targetKey: string, namespace: string, name: string): void {
+    const walk = this.walks.get(targetKey);
+    const key = `${namespace}/${name}`;
+    if (walk?.delegates.has(key)) walk.changed.add(key);
   }
 
   /** Remembers that `targetKey` refused the pod with this UID. */
@@ -164,10 +200,11 @@ export class PlacementMemory {
    */
   assume(targetKey: string, node: string, requests: ResourceAmounts, nowMs: number, delegate?: { namespace: string; name: string }): void {
     const list = this.assumptions.get(targetKey) ?? [];
-    const a: Assumption = { node, requests, atMs: nowMs, ...(delegate ? { delegate } : {}) };
+    const a: Assumption = { node, requests, atMs: nowMs, ...(delegate ? { delegate, delegateKey: `${delegate.namespace}/${delegate.name}` } : {}) };
     list.push(a);
     this.assumptions.set(targetKey, list);
     this.add(targetKey, a, 1n);
+    if (a.delegateKey !== undefined) this.walks.get(targetKey)?.delegates.add(a.delegateKey);
   }
 
   /**
@@ -180,9 +217,20 @@ export class PlacementMemory {
     const out = new Map<string, ResourceAmounts>();
     const list = this.assumptions.get(targetKey);
     if (!list) return out;
+    // Under the summary of the last walk, an assumption looked at then, whose delegate has not
+    // changed since, gets the same verdict: kept, on the node it was moved to.
+    const last = this.walks.get(targetKey);
+    const sameSummary = !!delegateOf && !!last && last.readAtMs === read.readAtMs && last.podsResourceVersion === read.podsResourceVersion;
+    if (sameSummary && last!.walked === list.length && last!.changed.size === 0) return this.sumsOf(targetKey);
+    const settled = (a: Assumption, i: number) => sameSummary && i < last!.walked && (last!.changed.size === 0 || a.delegateKey === undefined || !last!.changed.has(a.delegateKey));
     const kept: Assumption[] = [];
     const drop = (a: Assumption) => this.add(targetKey, a, -1n);
-    for (const a of list) {
+    for (let i = 0; i < list.length; i++) {
+      const a = list[i];
+      if (settled(a, i)) {
+        kept.push(a);
+        continue;
+      }
       if (read.readAtMs - a.atMs >= this.maxAssumptionMs) {
         drop(a);
         continue;
@@ -213,10 +261,25 @@ export class PlacementMemory {
     if (kept.length === 0) {
       this.assumptions.delete(targetKey);
       this.sums.delete(targetKey);
+      this.walks.delete(targetKey);
       return out;
     }
     if (kept.length !== list.length || kept.some((a, i) => a !== list[i])) this.assumptions.set(targetKey, kept);
-    // Copies: the caller may change what it gets.
+    if (this.toldOfDelegateChanges && delegateOf) {
+      // `assume` adds to the last walk's delegates: while none was dropped, they are the list's.
+      let delegates = last?.delegates;
+      if (!delegates || kept.length !== list.length) {
+        delegates = new Set<string>();
+        for (const a of kept) if (a.delegateKey !== undefined) delegates.add(a.delegateKey);
+      }
+      this.walks.set(targetKey, { readAtMs: read.readAtMs, podsResourceVersion: read.podsResourceVersion, walked: kept.length, delegates, changed: new Set() });
+    }
+    return this.sumsOf(targetKey);
+  }
+
+  /** The sums of a target's assumptions by node, as copies: the caller may change what it gets. */
+  private sumsOf(targetKey: string): Map<string, ResourceAmounts> {
+    const out = new Map<string, ResourceAmounts>();
     for (const [node, sum] of this.sums.get(targetKey) ?? []) out.set(node, new Map(sum.requests));
     return out;
   }

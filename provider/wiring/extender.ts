@@ -61,6 +61,9 @@ export function wireExtender(
     : undefined;
   // A bind waiting for the target's scheduler goes on as soon as the delegate is placed.
   if (binder) delegation!.onDelegateChange((targetKey, delegate) => binder.delegateChanged(targetKey, delegate));
+  // The memory looks again only at the assumptions whose delegate changed (made with
+  // toldOfDelegateChanges when delegation runs); no assumption exists before the binder's first bind.
+  if (delegation) delegation.onDelegateChange((targetKey, delegate) => memory.delegateChanged(targetKey, delegate.metadata?.namespace ?? '', delegate.metadata?.name ?? ''));
   routes.push(
     ...createExtenderRoutes({
       registry: w.clusters,

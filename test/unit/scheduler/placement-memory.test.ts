@@ -83,7 +83,7 @@ describe('scheduler: PlacementMemory', () => {
     });
   });
 
-  it('sums by node as a walk of every assumption would, through random placements, moves, drops and reads', () => {
+  it('sums by node as a walk of every assumption would, through random placements, moves, drops and reads, told of delegate changes or not', () => {
     // The reference: the whole list walked and summed on every read.
     interface Ref {
       node: string;
@@ -118,6 +118,9 @@ describe('scheduler: PlacementMemory', () => {
       const r = prng(seed);
       const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)];
       const m = new PlacementMemory(opts);
+      // Told of every delegate change, it looks again under the same summary only at what changed.
+      const told = new PlacementMemory({ ...opts, toldOfDelegateChanges: true });
+      const lastRead = new Map<string, SummaryRead>();
       const lists = new Map<string, Ref[]>();
       const delegates = new Map<string, V1Pod>();
       let now = 0;
@@ -133,6 +136,7 @@ describe('scheduler: PlacementMemory', () => {
           if (r() < 0.3) requests.set('memory', BigInt(1 + Math.floor(r() * 2 ** 20)));
           const node = pick(['n1', 'n2', 'n3']);
           m.assume(target, node, requests, now, { namespace: 'ns', name });
+          told.assume(target, node, requests, now, { namespace: 'ns', name });
           lists.set(target, [...(lists.get(target) ?? []), { node, requests, atMs: now, delegate: { namespace: 'ns', name } }]);
         } else if (op < 0.7) {
           // The target's cache learns of a delegate: bound (maybe elsewhere), finished, or not yet.
@@ -144,12 +148,18 @@ describe('scheduler: PlacementMemory', () => {
             spec: { containers: [], nodeName: r() < 0.8 ? pick(['n1', 'n2', 'n3']) : undefined },
             status: { phase: r() < 0.1 ? 'Failed' : 'Running' },
           });
+          // The lookup below finds it for either target.
+          for (const t of ['t1', 't2']) told.delegateChanged(t, 'ns', a.delegate.name);
         } else {
-          const read: SummaryRead = { readAtMs: now, podsResourceVersion: r() < 0.2 ? undefined : String(rv - Math.floor(r() * 20)) };
+          // Half the time the summary has not been read again since the last read of this target.
+          const read: SummaryRead =
+            r() < 0.5 && lastRead.has(target) ? { ...lastRead.get(target)! } : { readAtMs: now, podsResourceVersion: r() < 0.2 ? undefined : String(rv - Math.floor(r() * 20)) };
+          lastRead.set(target, read);
           const delegateOf = (ns: string, name: string) => (ns === 'ns' ? delegates.get(name) : undefined);
           const want = reference(lists.get(target) ?? [], read, delegateOf);
           lists.set(target, want.kept);
           expect(m.assumedOn(target, read, delegateOf), `seed ${seed} step ${step}`).to.deep.equal(want.out);
+          expect(told.assumedOn(target, read, delegateOf), `told, seed ${seed} step ${step}`).to.deep.equal(want.out);
         }
       }
     }
