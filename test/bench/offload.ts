@@ -559,7 +559,7 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log('');
   console.log('the machine (every sandbox process shares its cores), while the pods started and while they were deleted:');
   console.log(renderMachine(results));
-  console.log(renderCpuFloor(results));
+  console.log(renderCpuFloor(results, args.pinClusters));
   console.log('');
   console.log("each cluster's apiserver (every client counted), per pod of the run, while the pods started and while they were deleted:");
   console.log(renderRequests(results));

@@ -68,6 +68,7 @@ describe('bench', () => {
     expect(result.offloaded.deletionRequests.c2['DELETE pods']).to.be.at.least(10);
     expect(sink.out).to.match(/^10 offloaded, start, c1: [\d.]+ requests a pod, [\d.]+ writes \(.*POST pods [\d.]+/m);
     expect(sink.out).to.match(/^10 offloaded, start: cores \d+ % busy \(of \d+\); sandbox CPU [\d.]+ s \(/m);
+    expect(sink.out).to.match(/^10 offloaded, CPU floor: [\d.]+ CPU s outside the providers \(theirs [\d.]+ s\) on \d+ cores take at least [\d.]+ s, ratio [\d.]+ with providers that cost nothing; measured [\d.]+$/m);
     expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
     expect(result.offloadedPods).to.have.length(10);
     expect(checkXmlWellFormed(readFileSync(svg, 'utf8'))).to.equal('svg');
@@ -112,6 +113,7 @@ describe('bench', () => {
       expect(sink.out).to.contain('bench: each cluster on cores of its own');
       expect(sink.out).to.contain('bench: stopping the sandbox it started');
       expect(sink.out).to.match(/^offload 2 pods: direct /m);
+      expect(sink.out).to.match(/^2 offloaded, CPU floor: .* in c[12], the busier cluster, on its \d+ of \d+ cores take at least /m);
       const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
       if (m) written.push(resolve(REPO_ROOT, m[1]), resolve(REPO_ROOT, m[2]));
       expect(m, sink.out).to.not.equal(null);

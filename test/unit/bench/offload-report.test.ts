@@ -306,7 +306,11 @@ describe('offload benchmark report: provider metrics', () => {
     const machine = { cpuSecondsByProcess: { 'c1-kube-apiserver': 30, 'c1-provider': 12, 'c1-provider-1': 3, 'c2-provider': 2, 'c2-etcd': 6 }, benchCpuSeconds: 4, busy: 1, cores: 2 };
     const offloaded = figures({ allRunningSeconds: 45, startMachine: machine });
     expect(renderCpuFloor([{ size: 1000, direct, offloaded }, { size: 5, direct, offloaded: figures() }])).to.equal(
-      'offload 1000 pods, CPU floor: 40.0 CPU s outside the providers (theirs 17.0 s) on 2 cores take at least 20.0 s, ratio 1.00 with providers that cost nothing; measured 2.25',
+      '1000 offloaded, CPU floor: 40.0 CPU s outside the providers (theirs 17.0 s) on 2 cores take at least 20.0 s, ratio 1.00 with providers that cost nothing; measured 2.25',
+    );
+    // A core each: c1's 30 CPU s on its core set the floor; the client is on neither.
+    expect(renderCpuFloor([{ size: 1000, direct, offloaded }], true)).to.equal(
+      '1000 offloaded, CPU floor: 30.0 CPU s outside the providers (theirs 17.0 s) in c1, the busier cluster, on its 1 of 2 cores take at least 30.0 s, ratio 1.50 with providers that cost nothing; measured 2.25',
     );
   });
 
