@@ -273,6 +273,9 @@ export class PlacementMemory {
         for (const a of kept) if (a.delegateKey !== undefined) delegates.add(a.delegateKey);
       }
       this.walks.set(targetKey, { readAtMs: read.readAtMs, podsResourceVersion: read.podsResourceVersion, walked: kept.length, delegates, changed: new Set() });
+    } else {
+      // A walk without lookups may have dropped some: the last walk's positions no longer hold.
+      this.walks.delete(targetKey);
     }
     return this.sumsOf(targetKey);
   }

@@ -155,8 +155,9 @@ describe('scheduler: PlacementMemory', () => {
           const read: SummaryRead =
             r() < 0.5 && lastRead.has(target) ? { ...lastRead.get(target)! } : { readAtMs: now, podsResourceVersion: r() < 0.2 ? undefined : String(rv - Math.floor(r() * 20)) };
           lastRead.set(target, read);
-          const delegateOf = (ns: string, name: string) => (ns === 'ns' ? delegates.get(name) : undefined);
-          const want = reference(lists.get(target) ?? [], read, delegateOf);
+          // Now and then a caller without the target's cache: as if no delegate were in it.
+          const delegateOf = r() < 0.1 ? undefined : (ns: string, name: string) => (ns === 'ns' ? delegates.get(name) : undefined);
+          const want = reference(lists.get(target) ?? [], read, delegateOf ?? (() => undefined));
           lists.set(target, want.kept);
           expect(m.assumedOn(target, read, delegateOf), `seed ${seed} step ${step}`).to.deep.equal(want.out);
           expect(told.assumedOn(target, read, delegateOf), `told, seed ${seed} step ${step}`).to.deep.equal(want.out);
