@@ -108,6 +108,11 @@ describe('admission webhook', function () {
     const bundle = await caBundle();
     expect(after.verify(bundle.publicKey)).to.equal(true);
     expect(before.verify(bundle.publicKey)).to.equal(false);
+    // As the README tells operators: the proxy scheduler reads the CA once, at start. Over
+    // HTTP/2 it keeps the connection it opened before the rotation until the provider restarts,
+    // and only then fails to verify the new CA; restarted here, so later tests can place pods.
+    await sandbox.stop('c1', 'proxy-scheduler');
+    await sandbox.start('c1', 'proxy-scheduler');
 
     const name = uniqueName('after-rotation');
     names.push(name);
