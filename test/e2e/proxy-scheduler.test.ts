@@ -42,25 +42,17 @@ function postToWebhookServer(path: string, body: string, client: { cert?: Buffer
   });
 }
 
-/** `admiralty_webhook_connections_total` of c1's provider replicas, summed by protocol. */
-async function webhookConnections(): Promise<Record<string, number>> {
+/** A counter of c1's provider replicas, summed by one label: `admiralty_webhook_connections_total` by protocol, say. */
+async function providerCounter(name: string, label: string): Promise<Record<string, number>> {
   const counts: Record<string, number> = {};
   for (let replica = 0; replica < sandbox.providerReplicas('c1'); replica++) {
     const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', replica).metrics}/metrics`)).text();
-    for (const [protocol, n] of Object.entries(metricByLabel(text, 'admiralty_webhook_connections_total', 'protocol'))) counts[protocol] = (counts[protocol] ?? 0) + n;
+    for (const [value, n] of Object.entries(metricByLabel(text, name, label))) counts[value] = (counts[value] ?? 0) + n;
   }
   return counts;
 }
-
-/** `admiralty_webhook_bodies_refused_total` of c1's provider replicas, summed by reason. */
-async function bodiesRefused(): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (let replica = 0; replica < sandbox.providerReplicas('c1'); replica++) {
-    const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', replica).metrics}/metrics`)).text();
-    for (const [reason, n] of Object.entries(metricByLabel(text, 'admiralty_webhook_bodies_refused_total', 'reason'))) counts[reason] = (counts[reason] ?? 0) + n;
-  }
-  return counts;
-}
+const webhookConnections = () => providerCounter('admiralty_webhook_connections_total', 'protocol');
+const bodiesRefused = () => providerCounter('admiralty_webhook_bodies_refused_total', 'reason');
 
 describe('proxy scheduler (c1)', function () {
   this.timeout(90_000);
