@@ -60,7 +60,8 @@ export interface MutatePodOptions {
 }
 
 /**
- * Turns an elected source pod into a proxy pod. Pure: returns a new object, never touches `pod`.
+ * Turns an elected source pod into a proxy pod. Pure: returns a new object, never touches `pod`
+ * (the parts it does not change, such as the containers and volumes, are shared with it).
  *
  * Acts only if the pod has `ELECT_ANNOTATION`; otherwise returns `{ pod, mutated: false }`.
  * The proxy: keeps the pod as received (JSON) in `SOURCE_POD_MANIFEST_ANNOTATION` unless already
