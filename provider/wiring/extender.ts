@@ -59,11 +59,15 @@ export function wireExtender(
           w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.now()),
       })
     : undefined;
-  // A bind waiting for the target's scheduler goes on as soon as the delegate is placed.
-  if (binder) delegation!.onDelegateChange((targetKey, delegate) => binder.delegateChanged(targetKey, delegate));
-  // The memory looks again only at the assumptions whose delegate changed (made with
-  // toldOfDelegateChanges when delegation runs); no assumption exists before the binder's first bind.
-  if (delegation) delegation.onDelegateChange((targetKey, delegate) => memory.delegateChanged(targetKey, delegate.metadata?.namespace ?? '', delegate.metadata?.name ?? ''));
+  // A bind waiting for the target's scheduler goes on as soon as the delegate is placed; the
+  // memory (made with toldOfDelegateChanges when delegation runs) looks again only at the
+  // assumptions whose delegate changed. No assumption exists before the binder's first bind.
+  if (binder) {
+    delegation!.onDelegateChange((targetKey, delegate) => {
+      binder.delegateChanged(targetKey, delegate);
+      memory.delegateChanged(targetKey, delegate.metadata?.namespace ?? '', delegate.metadata?.name ?? '');
+    });
+  }
   routes.push(
     ...createExtenderRoutes({
       registry: w.clusters,

@@ -183,7 +183,7 @@ describe('createRouter body budget', () => {
     refused.length = 0;
     newGate();
   });
-  /** Resolves once the server has read `n` bodies whole and holds them (the route waits on the gate). */
+  /** Gives the calls sent so far time to reach the server, whose route then holds them at the gate. */
   const settle = () => new Promise((r) => setTimeout(r, 100));
 
   it('refuses a body past its connection\'s budget, then one past the server\'s, and takes calls again once answered', async () => {
