@@ -225,6 +225,8 @@ export interface RunFigures {
   deletionMachine?: MachineFigures;
   /** Requests each cluster's apiserver served while the pods started, by cluster, then by `VERB resource[/subresource]`. */
   startRequests?: RequestFigures;
+  /** Where the provider's memory was at the highest RSS its metrics showed over the run. */
+  providerMemoryAtPeak?: MemoryFigures;
   /** The same during the deletion. */
   deletionRequests?: RequestFigures;
 }
@@ -249,6 +251,37 @@ export interface MachineFigures {
   /** Busy share of all the machine's cores over the phase (0 to 1), every process counted. */
   busy: number;
   cores: number;
+}
+
+/**
+ * One reading of a process's memory, from its default metrics (prom-client's): the resident set,
+ * what V8's heap has committed and uses, by space (`new`, `old`, `code`, `large_object`, ...),
+ * and the memory outside the heap that V8 is told of (Buffers, TLS). All in MiB.
+ */
+export interface MemoryFigures {
+  rssMiB: number;
+  heapTotalMiB: number;
+  heapUsedMiB: number;
+  externalMiB: number;
+  /** Committed size by heap space. */
+  spacesMiB: Record<string, number>;
+}
+
+const MIB = 1024 * 1024;
+
+/** A memory reading ({@link MemoryFigures}) from a process's metrics text, or undefined when it lacks the resident set. */
+export function memoryFigures(text: string): MemoryFigures | undefined {
+  const one = (metric: string): number | undefined => metricByLabels(text, metric, [], () => '')[''];
+  const rss = one('process_resident_memory_bytes');
+  if (rss === undefined) return undefined;
+  const spacesMiB = Object.fromEntries(Object.entries(metricByLabel(text, 'nodejs_heap_space_size_total_bytes', 'space')).map(([space, bytes]) => [space, bytes / MIB]));
+  return {
+    rssMiB: rss / MIB,
+    heapTotalMiB: (one('nodejs_heap_size_total_bytes') ?? NaN) / MIB,
+    heapUsedMiB: (one('nodejs_heap_size_used_bytes') ?? NaN) / MIB,
+    externalMiB: (one('nodejs_external_memory_bytes') ?? NaN) / MIB,
+    spacesMiB,
+  };
 }
 
 /** What the provider's metrics say of its controllers over one phase of a run. */
@@ -473,6 +506,33 @@ export function renderCpuFloor(results: readonly SizeResult[], pinned = false): 
         `${r.size} offloaded, CPU floor: ${fmt(others, 1)} CPU s outside the providers (theirs ${fmt(providers, 1)} s) ${where} take at least ${fmt(floor, 1)} s, ratio ${fmt(floor / r.direct.allRunningSeconds, 2)} with providers that cost nothing; measured ${fmt(r.offloaded.allRunningSeconds / r.direct.allRunningSeconds, 2)}`,
       ];
     })
+    .join('\n');
+}
+
+/**
+ * Where the provider's memory was at its highest sampled RSS, per run that has the reading: V8's
+ * committed heap (with what it used, and its largest spaces), the external memory V8 is told of,
+ * and the rest of the resident set (code, native allocations, stacks, freed memory not yet given
+ * back). The samples come once a second, so their highest RSS may sit below the peak the table
+ * shows (read ten times a second from the kernel).
+ */
+export function renderMemory(results: readonly SizeResult[]): string {
+  return results
+    .flatMap((r) =>
+      (['direct', 'offloaded'] as const).flatMap((run) => {
+        const m = r[run].providerMemoryAtPeak;
+        if (!m) return [];
+        const spaces = Object.entries(m.spacesMiB)
+          .filter(([, mib]) => mib >= 0.5)
+          .sort((a, b) => b[1] - a[1])
+          .map(([space, mib]) => `${space} ${fmt(mib, 0)}`)
+          .join(', ');
+        const rest = m.rssMiB - m.heapTotalMiB - m.externalMiB;
+        return [
+          `${r.size} ${run}, provider memory at its highest sampled RSS: ${fmt(m.rssMiB, 0)} MiB = V8 heap ${fmt(m.heapTotalMiB, 0)} (${fmt(m.heapUsedMiB, 0)} used; ${spaces}) + external ${fmt(m.externalMiB, 0)} + the rest ${fmt(rest, 0)}`,
+        ];
+      }),
+    )
     .join('\n');
 }
 

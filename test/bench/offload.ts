@@ -34,6 +34,7 @@ import { cpuSeconds, machineCpu, peakRss, pinClusters, pool, providerPid, rssMiB
 import {
   DIRECT_MILESTONES,
   counterDelta,
+  memoryFigures,
   metricByLabel,
   renderRequests,
   requestsByKind,
@@ -46,6 +47,7 @@ import {
   podCapacityPlan,
   renderCpuFloor,
   renderMachine,
+  renderMemory,
   renderQueues,
   renderStages,
   renderSvg,
@@ -54,6 +56,7 @@ import {
   stageFigures,
   summaryLine,
   type MachineFigures,
+  type MemoryFigures,
   type OffloadArgs,
   type PodTimes,
   type QueueFigures,
@@ -243,6 +246,7 @@ class ProviderSampler {
   private reconcilesBefore: Record<string, number> = {};
   private connectionsBefore: Record<string, number> = {};
   private peakQueueDepth: Record<string, number> = {};
+  private memoryAtPeak?: MemoryFigures;
   private queueTimer?: NodeJS.Timeout;
 
   private constructor() {
@@ -264,6 +268,7 @@ class ProviderSampler {
       void providerMetrics().then((text) => {
         busy = false;
         for (const [c, n] of Object.entries(metricByLabel(text, QUEUE_DEPTH, 'controller'))) s.peakQueueDepth[c] = Math.max(s.peakQueueDepth[c] ?? 0, n);
+        s.readMemory(text);
       });
     }, 1000);
     return s;
@@ -275,6 +280,7 @@ class ProviderSampler {
    */
   async queuesSince(): Promise<QueueFigures> {
     const text = await providerMetrics();
+    this.readMemory(text);
     const since = (now: Record<string, number>, before: Record<string, number>) => Object.fromEntries(Object.entries(now).map(([k, n]) => [k, n - (before[k] ?? 0)]));
     const now = metricByLabel(text, RECONCILES, 'controller');
     const connections = metricByLabel(text, WEBHOOK_CONNECTIONS, 'protocol');
@@ -285,6 +291,12 @@ class ProviderSampler {
     this.connectionsBefore = connections;
     this.peakQueueDepth = {};
     return { peakQueueDepth, reconciles, webhookConnections };
+  }
+
+  /** Keeps the memory reading of `text` (a scrape) when its RSS is the highest yet. */
+  private readMemory(text: string): void {
+    const memory = memoryFigures(text);
+    if (memory && memory.rssMiB > (this.memoryAtPeak?.rssMiB ?? -1)) this.memoryAtPeak = memory;
   }
 
   /** CPU seconds since the previous call (or the start); NaN when the process is gone. */
@@ -299,7 +311,7 @@ class ProviderSampler {
     }
   }
 
-  finish(): { peakRssMiB: number; restarted: boolean } {
+  finish(): { peakRssMiB: number; restarted: boolean; memoryAtPeak?: MemoryFigures } {
     clearInterval(this.queueTimer);
     const peakRssMiB = this.rss.stop();
     let restarted = true;
@@ -308,7 +320,7 @@ class ProviderSampler {
     } catch {
       /* no provider right now: restarted */
     }
-    return { peakRssMiB, restarted };
+    return { peakRssMiB, restarted, memoryAtPeak: this.memoryAtPeak };
   }
 }
 
@@ -437,7 +449,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     const deletionMachine = machine.since();
     const deletionQueues = await sampler.queuesSince();
     const deletionRequests = await requests.since();
-    const { peakRssMiB, restarted } = sampler.finish();
+    const { peakRssMiB, restarted, memoryAtPeak } = sampler.finish();
     const pods = times.list();
     const latencies = startLatencies(pods);
     return {
@@ -453,6 +465,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
         providerPeakRssMiB: peakRssMiB,
         providerRssBeforeMiB: sampler.rssBeforeMiB,
         providerRestarted: restarted,
+        providerMemoryAtPeak: memoryAtPeak,
         stages: stageFigures(pods, orderedStages(pods, direct ? DIRECT_MILESTONES : OFFLOAD_MILESTONES)),
         startQueues,
         deletionQueues,
@@ -560,6 +573,7 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log('the machine (every sandbox process shares its cores), while the pods started and while they were deleted:');
   console.log(renderMachine(results));
   console.log(renderCpuFloor(results, args.pinClusters));
+  console.log(renderMemory(results));
   console.log('');
   console.log("each cluster's apiserver (every client counted), per pod of the run, while the pods started and while they were deleted:");
   console.log(renderRequests(results));

@@ -69,6 +69,8 @@ describe('bench', () => {
     expect(sink.out).to.match(/^10 offloaded, start, c1: [\d.]+ requests a pod, [\d.]+ writes \(.*POST pods [\d.]+/m);
     expect(sink.out).to.match(/^10 offloaded, start: cores \d+ % busy \(of \d+\); sandbox CPU [\d.]+ s \(/m);
     expect(sink.out).to.match(/^10 offloaded, CPU floor: [\d.]+ CPU s outside the providers \(theirs [\d.]+ s\) on \d+ cores take at least [\d.]+ s, ratio [\d.]+ with providers that cost nothing; measured [\d.]+$/m);
+    expect(sink.out).to.match(/^10 offloaded, provider memory at its highest sampled RSS: \d+ MiB = V8 heap \d+ \(\d+ used; .*\bnew \d+.*\) \+ external \d+ \+ the rest -?\d+$/m);
+    expect(result.offloaded.providerMemoryAtPeak.rssMiB).to.be.above(result.offloaded.providerMemoryAtPeak.heapUsedMiB);
     expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
     expect(result.offloadedPods).to.have.length(10);
     expect(checkXmlWellFormed(readFileSync(svg, 'utf8'))).to.equal('svg');

@@ -12,8 +12,10 @@ import {
   parseOffloadArgs,
   percentile,
   podCapacityPlan,
+  memoryFigures,
   renderCpuFloor,
   renderMachine,
+  renderMemory,
   renderQueues,
   renderStages,
   renderSvg,
@@ -26,6 +28,7 @@ import {
   type RunFigures,
   type SizeResult,
 } from '../../bench/offload-report.js';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { checkXmlWellFormed } from '../../support/xml-well-formed.js';
 
 function figures(over: Partial<RunFigures> = {}): RunFigures {
@@ -311,6 +314,27 @@ describe('offload benchmark report: provider metrics', () => {
     // A core each: c1's 30 CPU s on its core set the floor; the client is on neither.
     expect(renderCpuFloor([{ size: 1000, direct, offloaded }], true)).to.equal(
       '1000 offloaded, CPU floor: 30.0 CPU s outside the providers (theirs 17.0 s) in c1, the busier cluster, on its 1 of 2 cores take at least 30.0 s, ratio 1.50 with providers that cost nothing; measured 2.25',
+    );
+  });
+
+  it("reads a process's memory from prom-client's default metrics, heap spaces summing to the heap", async () => {
+    const registry = new Registry();
+    collectDefaultMetrics({ register: registry });
+    const m = memoryFigures(await registry.metrics())!;
+    expect(m.rssMiB).to.be.greaterThan(m.heapUsedMiB);
+    expect(m.heapTotalMiB).to.be.at.least(m.heapUsedMiB);
+    expect(m.heapUsedMiB).to.be.greaterThan(1);
+    expect(m.externalMiB).to.be.greaterThan(0);
+    expect(m.spacesMiB).to.include.keys('new', 'old', 'code');
+    const spaces = Object.values(m.spacesMiB).reduce((a, b) => a + b, 0);
+    expect(spaces).to.be.closeTo(m.heapTotalMiB, 0.01 * m.heapTotalMiB);
+    expect(memoryFigures('nodejs_heap_size_total_bytes 1')).to.equal(undefined);
+  });
+
+  it('renders the memory at the highest sampled RSS: heap, its largest spaces, external and the rest', () => {
+    const memory = { rssMiB: 200, heapTotalMiB: 150, heapUsedMiB: 110.4, externalMiB: 10, spacesMiB: { old: 100, new: 32, code: 6, large_object: 11.7, read_only: 0.3 } };
+    expect(renderMemory([{ size: 1000, direct: figures(), offloaded: figures({ providerMemoryAtPeak: memory }) }])).to.equal(
+      '1000 offloaded, provider memory at its highest sampled RSS: 200 MiB = V8 heap 150 (110 used; old 100, new 32, large_object 12, code 6) + external 10 + the rest 40',
     );
   });
 
