@@ -69,8 +69,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     logger.error('cannot load the kubeconfig of this cluster', errorFields(err));
     return 2;
   }
-  withRequestDeadline(kc, config.apiRequestTimeoutSeconds * 1000);
   reuseConnections(kc);
+  withRequestDeadline(kc, config.apiRequestTimeoutSeconds * 1000);
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
   const coordination = kc.makeApiClient(CoordinationV1Api);

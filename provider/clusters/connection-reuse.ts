@@ -3,7 +3,7 @@ import type { Agent } from 'node:http';
 import https, { type AgentOptions } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import tls from 'node:tls';
-import type { Cluster, KubeConfig } from '@kubernetes/client-node';
+import type { Cluster, KubeConfig, RequestContext, User } from '@kubernetes/client-node';
 
 export interface ConnectionReuseOptions {
   /**
@@ -43,9 +43,16 @@ const MAX_AGENTS = 4;
  * Safe for every kind of request client-node makes: an aborted request (deadline, watch
  * restart) destroys its socket rather than returning it to the pool, a WebSocket upgrade takes
  * its socket out of the pool, and the idle timeout applies to pooled sockets only (an open
- * watch or log stream is never cut by it). Returns `kc`, changed in place.
+ * watch or log stream is never cut by it).
+ *
+ * The API calls' authentication is replayed where nothing of it can change
+ * ({@link replayStaticAuthentication}), so it goes first: `withRequestDeadline` wraps it after,
+ * and a `kc` already wrapped is refused. Returns `kc`, changed in place.
  */
 export function reuseConnections(kc: KubeConfig, opts: ConnectionReuseOptions = {}): KubeConfig {
+  if (Object.prototype.hasOwnProperty.call(kc, 'applySecurityAuthentication')) {
+    throw new Error('reuseConnections must come before anything that wraps applySecurityAuthentication (withRequestDeadline)');
+  }
   type CreateAgent = (cluster: Cluster | null, options: AgentOptions) => Agent;
   const target = kc as unknown as { createAgent: CreateAgent };
   const own = target.createAgent.bind(kc);
@@ -73,7 +80,57 @@ export function reuseConnections(kc: KubeConfig, opts: ConnectionReuseOptions = 
     agents.set(key, agent);
     return agent;
   };
+  replayStaticAuthentication(kc);
   return kc;
+}
+
+/**
+ * Whether every credential of `user` and `cluster` is in the kubeconfig itself: no file (which
+ * client-node reads again on each call, so that a rotated one is used), no exec plugin and no
+ * auth provider (whose tokens expire).
+ */
+function staticCredentials(user: User, cluster: Cluster | null): boolean {
+  return !user.exec && !user.authProvider && !user.certFile && !user.keyFile && !cluster?.caFile;
+}
+
+/**
+ * client-node works out each API call's authentication anew: it decodes the CA, the client
+ * certificate and the key from base64, finds the user's authenticator, builds the TLS options
+ * and asks `createAgent` for the agent (which compares those options with the last ones). For a
+ * current user and cluster with {@link staticCredentials}, none of it can come out otherwise
+ * than the first time, so the first call's headers and agent are kept and set on the next
+ * calls. Kept per user and cluster object: loading another kubeconfig, or switching context,
+ * makes new ones and so a new first call. Any other user goes through client-node every time,
+ * as does every call when client-node's method asks more of the context than the headers and
+ * the agent (a later version): it then runs on the call's own context.
+ */
+function replayStaticAuthentication(kc: KubeConfig): void {
+  const own = kc.applySecurityAuthentication.bind(kc);
+  let kept: { user: User; cluster: Cluster | null; headers: [string, string][]; agent: unknown } | undefined;
+  let replayable = true;
+  kc.applySecurityAuthentication = async (context: RequestContext) => {
+    const user = kc.getCurrentUser();
+    const cluster = kc.getCurrentCluster();
+    if (!replayable || !user || !staticCredentials(user, cluster)) return own(context);
+    if (kept?.user !== user || kept.cluster !== cluster) {
+      const headers: [string, string][] = [];
+      let agent: unknown;
+      const recorder = {
+        setHeaderParam: (name: string, value: string) => void headers.push([name, value]),
+        setAgent: (a: unknown) => void (agent = a),
+      };
+      try {
+        await own(recorder as unknown as RequestContext);
+      } catch (err) {
+        if (!(err instanceof TypeError)) throw err;
+        replayable = false;
+        return own(context);
+      }
+      kept = { user, cluster, headers, agent };
+    }
+    for (const [name, value] of kept.headers) context.setHeaderParam(name, value);
+    if (kept.agent !== undefined) context.setAgent(kept.agent as Agent);
+  };
 }
 
 /** What goes into a TLS context and nowhere else. */

@@ -1,5 +1,9 @@
 import { expect } from 'chai';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import sinon from 'sinon';
 import type { AddressInfo, Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
@@ -23,9 +27,12 @@ describe('reuseConnections', () => {
   const open = new Set<Socket>();
   /** Milliseconds the server waits before it answers `/api/v1/namespaces`. */
   let answerAfterMs = 0;
+  /** The Authorization header of each call, in order. */
+  let authorizations: (string | undefined)[] = [];
 
   before(async () => {
     server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
+      authorizations.push(req.headers.authorization);
       const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [] }));
       if (answerAfterMs > 0) setTimeout(answer, answerAfterMs);
       else answer();
@@ -41,6 +48,7 @@ describe('reuseConnections', () => {
   beforeEach(() => {
     accepted = 0;
     answerAfterMs = 0;
+    authorizations = [];
     for (const s of open) s.destroy();
   });
   after(async () => {
@@ -122,7 +130,7 @@ describe('reuseConnections', () => {
   });
 
   it('a call aborted at its deadline closes its connection and leaves the pool usable', async () => {
-    const api = reuseConnections(withRequestDeadline(kubeConfig(), 50)).makeApiClient(CoreV1Api);
+    const api = withRequestDeadline(reuseConnections(kubeConfig()), 50).makeApiClient(CoreV1Api);
     await api.listNamespace();
     answerAfterMs = 500;
     const err = await api.listNamespace().then(
@@ -135,6 +143,80 @@ describe('reuseConnections', () => {
     answerAfterMs = 0;
     await api.listNamespace();
     expect(accepted).to.equal(2);
+  });
+
+  describe("the API calls' authentication", () => {
+    /** client-node's own per-call work, which the replay skips: decoding the credentials into TLS options and headers. */
+    const applyOptionsOf = (kc: KubeConfig) => sinon.spy(kc as unknown as { applyOptions: (o: object) => Promise<void> }, 'applyOptions');
+
+    it('is worked out once for credentials all in the kubeconfig, and set on every call', async () => {
+      const kc = reuseConnections(kubeConfig());
+      const applyOptions = applyOptionsOf(kc);
+      const api = kc.makeApiClient(CoreV1Api);
+      for (let i = 0; i < 4; i++) await api.listNamespace();
+      expect(applyOptions.callCount).to.equal(1);
+      expect(authorizations).to.deep.equal(['Bearer t', 'Bearer t', 'Bearer t', 'Bearer t']);
+      expect(accepted, 'the agent is the pooled one').to.equal(1);
+    });
+
+    it('is worked out again for another context, and for a kubeconfig loaded anew', async () => {
+      const kc = reuseConnections(kubeConfig());
+      const cluster = kc.getCurrentCluster()!;
+      kc.loadFromOptions({
+        clusters: [cluster],
+        users: [
+          { name: 'u', token: 't' },
+          { name: 'v', token: 'other' },
+        ],
+        contexts: [
+          { name: 'x', cluster: 'c', user: 'u' },
+          { name: 'y', cluster: 'c', user: 'v' },
+        ],
+        currentContext: 'x',
+      });
+      const api = kc.makeApiClient(CoreV1Api);
+      await api.listNamespace();
+      kc.setCurrentContext('y');
+      await api.listNamespace();
+      kc.setCurrentContext('x');
+      await api.listNamespace();
+      kc.loadFromOptions({ clusters: [cluster], users: [{ name: 'u', token: 'renewed' }], contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x' });
+      await api.listNamespace();
+      expect(authorizations).to.deep.equal(['Bearer t', 'Bearer other', 'Bearer t', 'Bearer renewed']);
+    });
+
+    it('is worked out on every call when a credential is a file, so that a rotated one is read', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'admiralty-ca-'));
+      try {
+        const caFile = join(dir, 'ca.crt');
+        writeFileSync(caFile, ca.certPem);
+        const kc = new KubeConfig();
+        kc.loadFromOptions({
+          clusters: [{ name: 'c', server: `https://127.0.0.1:${port}`, caFile, skipTLSVerify: false }],
+          users: [{ name: 'u', token: 't' }],
+          contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+          currentContext: 'x',
+        });
+        reuseConnections(kc);
+        const applyOptions = applyOptionsOf(kc);
+        const api = kc.makeApiClient(CoreV1Api);
+        for (let i = 0; i < 3; i++) await api.listNamespace();
+        expect(applyOptions.callCount).to.equal(3);
+        // A CA file that no longer verifies the server: the next call reads it and fails.
+        writeFileSync(caFile, createCA({ commonName: 'other-ca' }).certPem);
+        const refused = await api.listNamespace().then(
+          () => 'answered',
+          (e: unknown) => String(e),
+        );
+        expect(refused).to.match(/certificate/i);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('goes under withRequestDeadline, never over it', () => {
+      expect(() => reuseConnections(withRequestDeadline(kubeConfig(), 50))).to.throw(/before .*withRequestDeadline/);
+    });
   });
 
   describe('one TLS context per agent', () => {
