@@ -5,6 +5,7 @@ import type { Clock } from '../provider/core/clock.js';
 import { classifyApiError, isAlreadyExists, isNotFound, NotDelegatedError, statusMessage } from '../provider/core/errors.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import { sanitizeRemoteText } from '../provider/core/redact.js';
+import { identityAnswer } from '../provider/core/unread-answer.js';
 import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../provider/model/autoscaler.js';
 import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/model/delegate-pod.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
@@ -268,7 +269,8 @@ export class Binder {
     try {
       const copyNames = await this.o.follow?.ensureCopies(proxy, target);
       const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames });
-      return await target.core.createNamespacedPod({ namespace, body });
+      // Only the new delegate's name and uid are read (waitPlaced).
+      return await target.core.createNamespacedPod({ namespace, body }, identityAnswer());
     } catch (err) {
       if (isAlreadyExists(err)) {
         const existing = await target.core.readNamespacedPod({ name, namespace });

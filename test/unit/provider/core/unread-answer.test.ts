@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { classifyApiError, isAlreadyExists } from '../../../../provider/core/errors.js';
-import { unreadAnswer } from '../../../../provider/core/unread-answer.js';
+import { identityAnswer, unreadAnswer } from '../../../../provider/core/unread-answer.js';
 
 describe('unreadAnswer', () => {
   // An apiserver stand-in: answers each request with the next scripted answer, and records what it got.
@@ -57,6 +57,22 @@ describe('unreadAnswer', () => {
     expect(received[0].body).to.equal(received[1].body);
     expect(read.metadata?.name).to.equal('p');
     expect(unread.metadata).to.equal(undefined);
+  });
+
+  it('answers with who the created object is, and nothing more', async () => {
+    const created = { ...pod, metadata: { ...pod.metadata, creationTimestamp: '2026-11-24T10:00:00Z', labels: { a: 'b' } }, status: { phase: 'Pending' } };
+    answers = [{ status: 201, body: created }];
+    const who = await core().createNamespacedPod({ namespace: 'ns', body: pod }, identityAnswer());
+    expect(who).to.deep.equal({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'ns', uid: 'u1', resourceVersion: '7' } });
+    expect(JSON.parse(received[0].body)).to.deep.equal(pod);
+    answers = [{ status: 409, body: status(409, 'AlreadyExists') }];
+    const exists = await core()
+      .createNamespacedPod({ namespace: 'ns', body: pod }, identityAnswer())
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    expect(isAlreadyExists(exists)).to.equal(true);
   });
 
   it('keeps the Status of a failure, so that errors classify as without it', async () => {
