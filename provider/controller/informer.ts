@@ -1,7 +1,8 @@
-import { Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { Clock, ClockTimer } from '../core/clock.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import type { Metrics } from '../core/metrics.js';
+import { LineWatch } from './line-watch.js';
 
 export interface InformerOptions<T extends KubernetesObject> {
   /** Short name for logs and metrics, e.g. `proxies`. */
@@ -19,7 +20,7 @@ export interface InformerOptions<T extends KubernetesObject> {
   metrics?: Metrics;
   /** Restart a watch that has seen nothing, not even a bookmark, for this long (default 5 min). */
   idleRestartMs?: number;
-  /** Starts watches; tests may pass a fake. Defaults to client-node's Watch on `kubeConfig`. */
+  /** Starts watches; tests may pass a fake. Defaults to a {@link LineWatch} on `kubeConfig`. */
   watch?: WatchStarter;
   /**
    * Applied to every object before it is cached or handed to handlers, to keep only what is
@@ -44,7 +45,7 @@ export interface InformerOptions<T extends KubernetesObject> {
   indexers?: Record<string, (obj: T) => string[]>;
 }
 
-/** The part of client-node's Watch the informer uses. */
+/** What the informer needs to watch: a {@link LineWatch}, or a fake in tests. */
 export interface WatchStarter {
   watch(
     path: string,
@@ -91,7 +92,7 @@ export class Informer<T extends KubernetesObject> {
   private lastError?: { message: string; atMs: number };
 
   constructor(private readonly o: InformerOptions<T>) {
-    this.watcher = o.watch ?? (new Watch(o.kubeConfig) as unknown as WatchStarter);
+    this.watcher = o.watch ?? new LineWatch(o.kubeConfig);
   }
 
   get name(): string {

@@ -81,7 +81,7 @@ async function until(what: string, cond: () => boolean, ms = 800): Promise<void>
   }
 }
 
-describe('Informer against a local API server (client-node list and Watch)', () => {
+describe('Informer against a local API server (client-node list, LineWatch)', () => {
   let api: FakeApiServer;
   let clock: FakeClock;
   let informer: Informer<V1Pod>;

@@ -1,0 +1,144 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { LineSplitter, LineWatch, WatchStatusError } from '../../../../provider/controller/line-watch.js';
+
+describe('LineSplitter', () => {
+  const split = (chunks: Buffer[], max = 1024) => {
+    const lines: string[] = [];
+    const s = new LineSplitter(max, (l) => lines.push(l.toString('utf8')));
+    const taken = chunks.map((c) => s.push(c));
+    return { lines, taken };
+  };
+
+  it('hands on each line once whole, across chunks and several to a chunk, skipping empty ones', () => {
+    const { lines, taken } = split([Buffer.from('{"a":1}\n{"b"'), Buffer.from(':2}\n\n{"c":3}\n{"d'), Buffer.from('":4}'), Buffer.from('\n')]);
+    expect(lines).to.deep.equal(['{"a":1}', '{"b":2}', '{"c":3}', '{"d":4}']);
+    expect(taken.every(Boolean)).to.equal(true);
+  });
+
+  it('decodes a character cut between two chunks', () => {
+    const bytes = Buffer.from('{"name":"café"}\n');
+    const at = bytes.indexOf(0xc3) + 1; // inside the two bytes of é
+    expect(split([bytes.subarray(0, at), bytes.subarray(at)]).lines).to.deep.equal(['{"name":"café"}']);
+  });
+
+  it('refuses a line over the bound, finished or not, and takes the lines before it', () => {
+    expect(split([Buffer.from('12345\n123456')], 5)).to.deep.equal({ lines: ['12345'], taken: [false] });
+    expect(split([Buffer.from('1234'), Buffer.from('56\n')], 5).taken).to.deep.equal([true, false]);
+    expect(split([Buffer.from('123'), Buffer.from('45\n')], 5)).to.deep.equal({ lines: ['12345'], taken: [true, true] });
+  });
+});
+
+describe('LineWatch', () => {
+  let server: http.Server;
+  let base: string;
+  /** What each watch request looked like, and its response, for the test to write. */
+  let served: { url: URL; authorization?: string; res: http.ServerResponse; closed: boolean }[];
+  let status = 200;
+  before(async () => {
+    server = http.createServer((req, res) => {
+      const w = { url: new URL(req.url!, 'http://x'), authorization: req.headers.authorization, res, closed: false };
+      res.on('close', () => (w.closed = true));
+      served.push(w);
+      if (status !== 200) {
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', code: status, reason: 'Forbidden', message: 'no' }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+  beforeEach(() => {
+    served = [];
+    status = 200;
+  });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  const kubeConfig = () => {
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: base, skipTLSVerify: true }],
+      users: [{ name: 'u', token: 'secret-token' }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    return kc;
+  };
+  const until = async (what: string, cond: () => boolean) => {
+    for (const end = Date.now() + 2000; !cond(); await new Promise((r) => setTimeout(r, 2))) if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+  };
+  /** Starts a watch and records what it hands on. */
+  const start = async (maxEventBytes?: number) => {
+    const events: [string, unknown][] = [];
+    const ended: unknown[] = [];
+    const handle = await new LineWatch(kubeConfig(), { maxEventBytes }).watch(
+      '/api/v1/pods',
+      { resourceVersion: '7', labelSelector: 'a=b', fieldSelector: undefined, allowWatchBookmarks: true },
+      (type, obj) => events.push([type, obj]),
+      (err) => ended.push(err),
+    );
+    await until('the request', () => served.length === 1);
+    return { handle, events, ended, w: served[0] };
+  };
+
+  it('asks for a watch with the query and the credentials, and hands on each event parsed', async () => {
+    const { events, ended, w } = await start();
+    expect(Object.fromEntries(w.url.searchParams)).to.deep.equal({ watch: 'true', resourceVersion: '7', labelSelector: 'a=b', allowWatchBookmarks: 'true' });
+    expect(w.authorization).to.equal('Bearer secret-token');
+    const modified = JSON.stringify({ type: 'MODIFIED', object: { metadata: { name: 'p', resourceVersion: '9' } } });
+    w.res.write(JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'p', resourceVersion: '8' } } }) + '\n' + modified.slice(0, 10));
+    await new Promise((r) => setTimeout(r, 20));
+    w.res.write(modified.slice(10) + '\nnot json\n' + JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410 } }) + '\n');
+    await until('three events', () => events.length === 3);
+    expect(events).to.deep.equal([
+      ['ADDED', { metadata: { name: 'p', resourceVersion: '8' } }],
+      ['MODIFIED', { metadata: { name: 'p', resourceVersion: '9' } }],
+      ['ERROR', { kind: 'Status', code: 410 }],
+    ]);
+    w.res.end();
+    await until('the end', () => ended.length === 1);
+    expect(ended).to.deep.equal([null]);
+  });
+
+  it('ends with the HTTP status and its Status when the server refuses the watch', async () => {
+    status = 403;
+    const { ended } = await start();
+    await until('the end', () => ended.length === 1);
+    expect(ended[0]).to.be.instanceOf(WatchStatusError);
+    expect((ended[0] as WatchStatusError).statusCode).to.equal(403);
+    expect(JSON.parse((ended[0] as WatchStatusError).body).reason).to.equal('Forbidden');
+  });
+
+  it('ends with an error and closes the connection on an event over the bound', async () => {
+    const { events, ended, w } = await start(100);
+    w.res.write(JSON.stringify({ type: 'ADDED', object: {} }) + '\n');
+    w.res.write('{"type":"ADDED","object":{"data":"' + 'x'.repeat(200));
+    await until('the end', () => ended.length === 1);
+    expect(events).to.have.length(1);
+    expect(String(ended[0])).to.match(/over 100 bytes/);
+    await until('the connection closed', () => w.closed);
+  });
+
+  it('ends once, with an AbortError, when aborted, and closes the connection', async () => {
+    const { handle, ended, w } = await start();
+    handle.abort();
+    handle.abort();
+    await until('the connection closed', () => w.closed);
+    expect(ended).to.have.length(1);
+    expect((ended[0] as Error).name).to.equal('AbortError');
+  });
+
+  it('ends with an error when the connection is cut', async () => {
+    const { ended, w } = await start();
+    w.res.socket!.destroy();
+    await until('the end', () => ended.length === 1);
+    expect(ended[0]).to.be.instanceOf(Error);
+  });
+});
