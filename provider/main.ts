@@ -28,6 +28,7 @@ import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
 import type { Route } from './core/http-router.js';
 import { kubeletRunnable, startOpsServer, webhookRunnable } from './wiring/servers.js';
+import { wireSummary } from './wiring/summary.js';
 import { wireTargets } from './wiring/targets.js';
 import { TargetAuthorization } from './reconcilers/target-authorization.js';
 import type { Wiring } from './wiring/wiring.js';
@@ -155,27 +156,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     );
 
   // Summary and sources run in every cluster (target side).
-  if (enabled('summary')) {
-    const nodes = w.newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
-    // Pods bound to a node and not finished, of every namespace (kube-scheduler's own selection
-    // of assigned pods), cut down to what the summary reads, except those bound to a virtual node
-    // (in a source, its proxies), which the summary leaves out: a pod whose node is not cached
-    // yet is kept.
-    const assigned = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
-    const onVirtualNode = (p: V1Pod) => {
-      const node = nodes.get(p.spec?.nodeName ?? '');
-      return !!node && isVirtualNode(node);
-    };
-    const pods = w.newInformer<V1Pod>('assigned-pods', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ fieldSelector: assigned }), undefined, assigned, {
-      transform: summaryPodFields,
-      keep: (p) => !onVirtualNode(p),
-    });
-    const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock }));
-    c.watch(nodes, () => [SummaryReconciler.KEY]);
-    c.watch(pods, () => [SummaryReconciler.KEY]);
-    c.enqueue(SummaryReconciler.KEY);
-    manager.add(leaderController(c, [nodes, pods]));
-  }
+  if (enabled('summary')) wireSummary(w);
   if (enabled('sources')) {
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
     const sources = crdInformer<Source & KubernetesObject>('sources');

@@ -12,9 +12,14 @@ export interface InformerOptions<T extends KubernetesObject> {
   kubeConfig: KubeConfig;
   /** Collection path, e.g. `/api/v1/pods`. */
   path: string;
-  list: () => Promise<KubernetesListObject<T>>;
+  /** Lists the collection with the selectors the watch will use. */
+  list: (selectors: { labelSelector?: string; fieldSelector?: string }) => Promise<KubernetesListObject<T>>;
   labelSelector?: string;
-  fieldSelector?: string;
+  /**
+   * The server-side field selector; a function for one that changes while the informer runs,
+   * read at each relist (see {@link Informer.reselect}).
+   */
+  fieldSelector?: string | (() => string);
   logger: Logger;
   clock: Clock;
   metrics?: Metrics;
@@ -90,6 +95,8 @@ export class Informer<T extends KubernetesObject> {
   private restartTimer?: ClockTimer;
   private idleTimer?: ClockTimer;
   private lastError?: { message: string; atMs: number };
+  /** The field selector of the last list, which its watches go on with. */
+  private fieldSelectorInUse?: string;
 
   constructor(private readonly o: InformerOptions<T>) {
     this.watcher = o.watch ?? new LineWatch(o.kubeConfig);
@@ -107,6 +114,21 @@ export class Informer<T extends KubernetesObject> {
     if (this.running) return;
     this.running = true;
     void this.attempt(true);
+  }
+
+  /**
+   * Lists and watches again, now, if the field selector (a function) says otherwise than at the
+   * last list: what the cache holds is then what the new selector selects (objects it leaves
+   * out leave the cache with `delete` events). A restart already waiting (backoff) uses it.
+   */
+  reselect(): void {
+    if (!this.running || this.restartTimer || this.fieldSelectorNow() === this.fieldSelectorInUse) return;
+    void this.attempt(true);
+  }
+
+  private fieldSelectorNow(): string | undefined {
+    const f = this.o.fieldSelector;
+    return typeof f === 'function' ? f() : f;
   }
 
   stop(): void {
@@ -158,7 +180,9 @@ export class Informer<T extends KubernetesObject> {
     this.abortRequest();
     try {
       if (relist || !this.resourceVersion) {
-        const list = await this.o.list();
+        const fieldSelector = this.fieldSelectorNow();
+        this.fieldSelectorInUse = fieldSelector;
+        const list = await this.o.list({ labelSelector: this.o.labelSelector, fieldSelector });
         if (!current()) return;
         this.replace(list.items ?? []);
         this.resourceVersion = list.metadata?.resourceVersion ?? '';
@@ -171,7 +195,7 @@ export class Informer<T extends KubernetesObject> {
         allowWatchBookmarks: true,
         timeoutSeconds: WATCH_TIMEOUT_MIN_S + Math.floor(Math.random() * WATCH_TIMEOUT_MIN_S),
         labelSelector: this.o.labelSelector,
-        fieldSelector: this.o.fieldSelector,
+        fieldSelector: this.fieldSelectorInUse,
       };
       const request = await this.watcher.watch(
         this.o.path,

@@ -1,8 +1,8 @@
-import type { CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
+import type { CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { Controller } from '../controller/controller.js';
-import type { Informer } from '../controller/informer.js';
+import type { Informer, InformerOptions } from '../controller/informer.js';
 import type { Manager } from '../controller/manager.js';
 import type { WorkQueueShards } from '../controller/workqueue.js';
 import type { Clock } from '../core/clock.js';
@@ -34,6 +34,6 @@ export interface Wiring {
   metrics: Metrics;
   registry: Registry;
   manager: Manager;
-  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: () => Promise<KubernetesListObject<T>>, labelSelector?: string, fieldSelector?: string, cached?: CachedObjects<T>) => Informer<T>;
+  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: InformerOptions<T>['list'], labelSelector?: string, fieldSelector?: InformerOptions<T>['fieldSelector'], cached?: CachedObjects<T>) => Informer<T>;
   newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => Controller;
 }

@@ -1,5 +1,8 @@
 import { expect } from 'chai';
-import { apply, getJson, kubectl, settleTeardowns, uniqueName, waitFor } from './support.js';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { PROVIDER_USER } from '../sandbox/sandbox.js';
+import { apply, getJson, kubectl, sandbox, settleTeardowns, uniqueName, waitFor } from './support.js';
 
 const milliCpu = (q: string | undefined): number => (q === undefined ? NaN : q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000);
 
@@ -53,5 +56,29 @@ describe('ClusterSummary', function () {
     } finally {
       await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
     }
+  });
+
+  it("leaves the pods of virtual nodes (in c1, its proxies) out at the server: c1's summary watch names each virtual node", async function () {
+    const log = sandbox.auditLogPath('c1');
+    if (!existsSync(log)) this.skip(); // a sandbox started before audit logging
+    const virtualNodes = (await kubectl('c1', 'get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'name')).split('\n').filter(Boolean).map((n) => n.replace('node/', ''));
+    expect(virtualNodes.length).to.be.at.least(1);
+    // The newest watch of all pods by c1's provider with the summary's selection of assigned pods.
+    const selectors: string[] = [];
+    for (const f of readdirSync(dirname(log)).filter((f) => f.startsWith('audit') && f.endsWith('.log'))) {
+      for (const line of readFileSync(join(dirname(log), f), 'utf8').split('\n')) {
+        if (!line.includes('"watch"') || !line.includes('"/api/v1/pods?')) continue;
+        const e = JSON.parse(line) as { user?: { username?: string }; verb?: string; requestURI?: string; stageTimestamp?: string };
+        if (e.user?.username !== PROVIDER_USER || e.verb !== 'watch') continue;
+        const fieldSelector = new URL(e.requestURI!, 'https://x').searchParams.get('fieldSelector') ?? '';
+        if (fieldSelector.startsWith('spec.nodeName!=,status.phase!=Succeeded')) selectors.push(`${e.stageTimestamp} ${fieldSelector}`);
+      }
+    }
+    const newest = selectors.sort().at(-1)?.split(' ')[1] ?? '';
+    expect(newest.split(','), 'the summary watch leaves out every virtual node').to.include.members(virtualNodes.map((n) => `spec.nodeName!=${n}`));
+    // And c1's summary counts c1's real nodes only.
+    const summary = await getJson('c1', 'clustersummary', 'singleton');
+    const realNodes = (await getJson('c1', 'nodes')).items.filter((n: any) => !virtualNodes.includes(n.metadata.name)).map((n: any) => n.metadata.name).sort();
+    expect(summary.nodePools.flatMap((p: any) => p.nodes).map((n: any) => n.name).sort()).to.deep.equal(realNodes);
   });
 });

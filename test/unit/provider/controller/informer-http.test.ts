@@ -86,10 +86,11 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
   let clock: FakeClock;
   let informer: Informer<V1Pod>;
   let events: string[];
+  let server: string;
 
   beforeEach(async () => {
     api = new FakeApiServer();
-    const server = await api.start();
+    server = await api.start();
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromOptions({
       clusters: [{ name: 'c', server, skipTLSVerify: true }],
@@ -223,6 +224,36 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     await new Promise((r) => setTimeout(r, 20));
     expect(api.watches).to.have.length(2);
     expect(informer.health().ok).to.equal(true);
+  });
+
+  it('lists and watches again with a field selector that changed, once told; the same selector changes nothing', async () => {
+    informer.stop();
+    let selector = 'spec.nodeName!=';
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromOptions({ clusters: [{ name: 'c', server, skipTLSVerify: true }], users: [{ name: 'u' }], contexts: [{ name: 'c', cluster: 'c', user: 'u' }], currentContext: 'c' });
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    informer = new Informer<V1Pod>({ name: 'pods', cluster: 'c1', kubeConfig, path: '/api/v1/pods', list: ({ fieldSelector }) => core.listPodForAllNamespaces({ fieldSelector }), fieldSelector: () => selector, logger: silentLogger(), clock });
+    informer.on('delete', (p) => events.push(`delete ${p.metadata?.name}`));
+    api.items = [pod('a', '5'), pod('b', '6')];
+    informer.start();
+    await until('the watch', () => api.watches.length === 1);
+    expect([api.lists[0].get('fieldSelector'), api.watches[0].query.get('fieldSelector')]).to.deep.equal(['spec.nodeName!=', 'spec.nodeName!=']);
+    informer.reselect();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(api.lists).to.have.length(1);
+    selector = 'spec.nodeName!=,spec.nodeName!=virtual';
+    api.items = [pod('a', '5')];
+    informer.reselect();
+    await until('a second watch', () => api.watches.length === 2);
+    expect([api.lists[1].get('fieldSelector'), api.watches[1].query.get('fieldSelector')]).to.deep.equal([selector, selector]);
+    await until('the old connection to close', () => api.watches[0].closed);
+    expect(events).to.deep.equal(['delete b']);
+    // A watch the server ends goes on with the selector of the last list.
+    selector = 'spec.nodeName!=,spec.nodeName!=other';
+    api.watches[1].end();
+    await until('a third watch', () => api.watches.length === 3);
+    expect(api.watches[2].query.get('fieldSelector')).to.equal('spec.nodeName!=,spec.nodeName!=virtual');
+    expect(api.lists).to.have.length(2);
   });
 
   it('closes its watch on stop() and opens none after', async () => {

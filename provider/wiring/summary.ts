@@ -1,0 +1,77 @@
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { leaderController } from '../controller/manager.js';
+import { isVirtualNode, summaryPodFields } from '../model/cluster-summary.js';
+import { SummaryReconciler } from '../reconcilers/summary.js';
+import type { Wiring } from './wiring.js';
+
+/**
+ * kube-scheduler's own selection of assigned pods: bound to a node and not finished, of every
+ * namespace.
+ */
+const ASSIGNED = 'spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed';
+
+/**
+ * The most virtual nodes whose pods the server leaves out of the summary's watch; past it (a
+ * source with that many targets) the selector would make a long URL on every list and watch,
+ * and they are left out on our side only.
+ */
+export const MAX_SERVER_EXCLUDED_NODES = 64;
+
+/**
+ * The summary's field selector: {@link ASSIGNED}, and no pod of one of `virtualNodes` (sorted,
+ * so that the same set always makes the same selector). Node names are DNS subdomains, which
+ * hold none of a selector's special characters. Pure.
+ */
+export function assignedPodsSelector(virtualNodes: ReadonlySet<string>): string {
+  if (virtualNodes.size === 0 || virtualNodes.size > MAX_SERVER_EXCLUDED_NODES) return ASSIGNED;
+  return [ASSIGNED, ...[...virtualNodes].sort().map((n) => `spec.nodeName!=${n}`)].join(',');
+}
+
+/**
+ * The ClusterSummary of this cluster (target side, every cluster): its nodes and the pods they
+ * run, cut down to what the summary reads, leaving out virtual nodes and the pods bound to them
+ * (in a source, its proxies, which the summary must not count).
+ *
+ * Those pods are left out by the server: the field selector names each virtual node, so that a
+ * proxy's every event after its bind is not sent, parsed and dropped (in a source cluster, as
+ * many events as the proxies informer's). The set follows the nodes cache, and a change lists
+ * again with the new selector. The informer's own check stays, for the pods of a node not cached
+ * yet and past {@link MAX_SERVER_EXCLUDED_NODES}. A pod can only be left out by being bound to
+ * a virtual node, as before: no field a pod's writer sets elsewhere hides it from the summary.
+ */
+export function wireSummary(w: Wiring): void {
+  const { config, kc, core, custom, manager } = w;
+  const nodes = w.newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
+  const virtualNodes = new Set<string>();
+  const onVirtualNode = (p: V1Pod) => {
+    const node = nodes.get(p.spec?.nodeName ?? '');
+    return !!node && isVirtualNode(node);
+  };
+  const pods = w.newInformer<V1Pod>(
+    'assigned-pods',
+    config.clusterName,
+    kc,
+    '/api/v1/pods',
+    ({ fieldSelector }) => core.listPodForAllNamespaces({ fieldSelector }),
+    undefined,
+    () => assignedPodsSelector(virtualNodes),
+    { transform: summaryPodFields, keep: (p) => !onVirtualNode(p) },
+  );
+  const follow = (node: V1Node, present: boolean) => {
+    const name = node.metadata?.name;
+    if (!name) return;
+    const virtual = present && isVirtualNode(node);
+    if (virtual === virtualNodes.has(name)) return;
+    if (virtual) virtualNodes.add(name);
+    else virtualNodes.delete(name);
+    pods.reselect();
+  };
+  nodes.on('add', (n) => follow(n, true));
+  nodes.on('update', (n) => follow(n, true));
+  nodes.on('delete', (n) => follow(n, false));
+  const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock }));
+  c.watch(nodes, () => [SummaryReconciler.KEY]);
+  c.watch(pods, () => [SummaryReconciler.KEY]);
+  c.enqueue(SummaryReconciler.KEY);
+  manager.add(leaderController(c, [nodes, pods]));
+}
