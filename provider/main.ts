@@ -1,4 +1,4 @@
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, type KubernetesListObject, type KubernetesObject, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, type KubernetesListObject, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { hostname } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { Registry } from 'prom-client';
@@ -17,11 +17,9 @@ import { LeaderElector } from './core/leader-election.js';
 import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
-import { isVirtualNode, summaryPodFields } from './model/cluster-summary.js';
 import { proxyFields } from './model/proxy-status.js';
 import type { ClusterSource, Source } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
-import { SummaryReconciler } from './reconcilers/summary.js';
 import { Binder } from '../scheduler/bind.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
