@@ -69,7 +69,10 @@ export class LineWatch implements WatchStarter {
       done(err);
     };
     const request = url.protocol === 'http:' ? http.request : https.request;
-    const req = request(url, { ...options, method: 'GET', headers: { ...options.headers, Accept: 'application/json' } });
+    // As Watch (through client-node's fetch options): the agent (which holds the TLS options),
+    // the headers and basic credentials; the TLS options themselves stay out of the request's,
+    // where Node would name the agent's connection pool by them on every request.
+    const req = request(url, { agent: options.agent, auth: options.auth, method: 'GET', headers: { ...options.headers, Accept: 'application/json' } });
     req.on('socket', (socket) => socket.setKeepAlive(true, 30_000));
     req.on('error', finish);
     req.on('response', (res) => {

@@ -256,7 +256,7 @@ export interface MachineFigures {
 /**
  * One reading of a process's memory, from its default metrics (prom-client's): the resident set,
  * what V8's heap has committed and uses, by space (`new`, `old`, `code`, `large_object`, ...),
- * and the memory outside the heap that V8 is told of (Buffers, TLS). All in MiB.
+ * and the memory outside the heap that V8 is told of (Buffers). All in MiB.
  */
 export interface MemoryFigures {
   rssMiB: number;

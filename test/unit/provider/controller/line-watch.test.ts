@@ -1,7 +1,13 @@
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import { KubeConfig } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { createCA } from '../../../../certs/create-ca.js';
+import { createClientCert } from '../../../../certs/create-client-cert.js';
+import { createServingCert } from '../../../../certs/create-serving-cert.js';
+import { reuseConnections } from '../../../../provider/clusters/connection-reuse.js';
 import { LineSplitter, LineWatch, WatchStatusError } from '../../../../provider/controller/line-watch.js';
 
 describe('LineSplitter', () => {
@@ -140,5 +146,51 @@ describe('LineWatch', () => {
     w.res.socket!.destroy();
     await until('the end', () => ended.length === 1);
     expect(ended[0]).to.be.instanceOf(Error);
+  });
+});
+
+describe('LineWatch over TLS, with the agent of reuseConnections', () => {
+  const ca = createCA({ commonName: 'test-ca' });
+  const serving = createServingCert({ ca, commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+  const client = createClientCert({ ca, commonName: 'watcher' });
+  let server: https.Server;
+  let port: number;
+  before(async () => {
+    // Mutual TLS: the watch must present the kubeconfig's certificate and verify the server with its CA.
+    server = https.createServer({ cert: serving.certPem, key: serving.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true }, (req, res) => {
+      const cn = (req.socket as TLSSocket).getPeerCertificate().subject?.CN;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ type: 'ADDED', object: { metadata: { name: String(cn) } } }) + '\n');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as AddressInfo).port;
+  });
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((r) => server.close(r));
+  });
+
+  const watchWith = async (caPem: string) => {
+    const b64 = (pem: string) => Buffer.from(pem).toString('base64');
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `https://127.0.0.1:${port}`, caData: b64(caPem), skipTLSVerify: false }],
+      users: [{ name: 'u', certData: b64(client.certPem), keyData: b64(client.keyPem) }],
+      contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+      currentContext: 'x',
+    });
+    reuseConnections(kc);
+    const events: unknown[] = [];
+    const ended = await new Promise<unknown>((resolve) => {
+      void new LineWatch(kc).watch('/api/v1/pods', {}, (_type, obj) => events.push(obj), resolve);
+    });
+    return { events, ended };
+  };
+
+  it('presents the client certificate and verifies the server, both from the agent', async () => {
+    expect(await watchWith(ca.certPem)).to.deep.equal({ events: [{ metadata: { name: 'watcher' } }], ended: null });
+    const other = await watchWith(createCA({ commonName: 'other-ca' }).certPem);
+    expect(other.events).to.deep.equal([]);
+    expect(String(other.ended)).to.match(/certificate/i);
   });
 });
