@@ -5,13 +5,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sinon from 'sinon';
 import type { AddressInfo, Socket } from 'node:net';
-import type { TLSSocket } from 'node:tls';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { createCA } from '../../../../certs/create-ca.js';
 import { createClientCert } from '../../../../certs/create-client-cert.js';
 import { createServingCert } from '../../../../certs/create-serving-cert.js';
 import { reuseConnections } from '../../../../provider/clusters/connection-reuse.js';
 import { withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
+import { startMutualTlsServer, type MutualTlsServer } from '../../../support/mutual-tls.js';
 
 /** client-node's private factory, which reuseConnections replaces. */
 type CreateAgent = (cluster: unknown, options: https.AgentOptions) => https.Agent;
@@ -221,26 +221,17 @@ describe('reuseConnections', () => {
 
   describe('one TLS context per agent', () => {
     const client = createClientCert({ ca, commonName: 'alice' });
-    let mutual: https.Server;
-    let mutualPort: number;
+    let mutual: MutualTlsServer;
     before(async () => {
       // Mutual TLS: the caller must present a certificate of `ca`.
-      mutual = https.createServer({ cert: serving.certPem, key: serving.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true }, (req, res) => {
-        const cn = (req.socket as TLSSocket).getPeerCertificate().subject?.CN;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [{ metadata: { name: String(cn) } }] }));
-      });
-      await new Promise<void>((r) => mutual.listen(0, '127.0.0.1', r));
-      mutualPort = (mutual.address() as AddressInfo).port;
+      mutual = await startMutualTlsServer(ca, serving, (cn) => JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [{ metadata: { name: cn } }] }));
     });
-    after(async () => {
-      mutual.closeAllConnections();
-      await new Promise((r) => mutual.close(r));
-    });
+    after(() => mutual.close());
     const withClientCert = (caPem: string) => {
       const kc = new KubeConfig();
       const b64 = (pem: string) => Buffer.from(pem).toString('base64');
       kc.loadFromOptions({
-        clusters: [{ name: 'c', server: `https://127.0.0.1:${mutualPort}`, caData: b64(caPem), skipTLSVerify: false }],
+        clusters: [{ name: 'c', server: `https://127.0.0.1:${mutual.port}`, caData: b64(caPem), skipTLSVerify: false }],
         users: [{ name: 'u', certData: b64(client.certPem), keyData: b64(client.keyPem) }],
         contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
         currentContext: 'x',

@@ -1,7 +1,5 @@
 import http from 'node:http';
-import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import type { TLSSocket } from 'node:tls';
 import { KubeConfig } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { createCA } from '../../../../certs/create-ca.js';
@@ -9,6 +7,7 @@ import { createClientCert } from '../../../../certs/create-client-cert.js';
 import { createServingCert } from '../../../../certs/create-serving-cert.js';
 import { reuseConnections } from '../../../../provider/clusters/connection-reuse.js';
 import { LineSplitter, LineWatch, WatchStatusError } from '../../../../provider/controller/line-watch.js';
+import { startMutualTlsServer, type MutualTlsServer } from '../../../support/mutual-tls.js';
 
 describe('LineSplitter', () => {
   const split = (chunks: Buffer[], max = 1024) => {
@@ -153,28 +152,18 @@ describe('LineWatch over TLS, with the agent of reuseConnections', () => {
   const ca = createCA({ commonName: 'test-ca' });
   const serving = createServingCert({ ca, commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
   const client = createClientCert({ ca, commonName: 'watcher' });
-  let server: https.Server;
-  let port: number;
+  let server: MutualTlsServer;
   before(async () => {
     // Mutual TLS: the watch must present the kubeconfig's certificate and verify the server with its CA.
-    server = https.createServer({ cert: serving.certPem, key: serving.keyPem, ca: ca.certPem, requestCert: true, rejectUnauthorized: true }, (req, res) => {
-      const cn = (req.socket as TLSSocket).getPeerCertificate().subject?.CN;
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ type: 'ADDED', object: { metadata: { name: String(cn) } } }) + '\n');
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    port = (server.address() as AddressInfo).port;
+    server = await startMutualTlsServer(ca, serving, (cn) => JSON.stringify({ type: 'ADDED', object: { metadata: { name: cn } } }) + '\n');
   });
-  after(async () => {
-    server.closeAllConnections();
-    await new Promise((r) => server.close(r));
-  });
+  after(() => server.close());
 
   const watchWith = async (caPem: string) => {
     const b64 = (pem: string) => Buffer.from(pem).toString('base64');
     const kc = new KubeConfig();
     kc.loadFromOptions({
-      clusters: [{ name: 'c', server: `https://127.0.0.1:${port}`, caData: b64(caPem), skipTLSVerify: false }],
+      clusters: [{ name: 'c', server: `https://127.0.0.1:${server.port}`, caData: b64(caPem), skipTLSVerify: false }],
       users: [{ name: 'u', certData: b64(client.certPem), keyData: b64(client.keyPem) }],
       contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
       currentContext: 'x',
