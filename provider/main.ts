@@ -7,6 +7,7 @@ import { reuseConnections } from './clusters/connection-reuse.js';
 import { withRequestDeadline } from './clusters/request-deadline.js';
 import { Controller } from './controller/controller.js';
 import { Informer } from './controller/informer.js';
+import { StringTable } from './controller/string-table.js';
 import { leaderController, Manager } from './controller/manager.js';
 import { realClock } from './core/clock.js';
 import { configUsage, parseConfig } from './core/config.js';
@@ -106,6 +107,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const opsServer = await startOpsServer({ port: config.metricsPort, host: config.metricsBindAddress, registry, manager });
   lifecycle.add('metrics server', () => new Promise<void>((res) => opsServer.close(() => res())));
 
+  // One table of repeated string values for every informer of the process (see StringTable).
+  const strings = new StringTable();
   const w: Wiring = {
     config,
     kc,
@@ -119,7 +122,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     registry,
     manager,
     newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, cached) =>
-      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, logger, clock, metrics }),
+      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, strings, logger, clock, metrics }),
     newController: (name, reconciler, shards) => new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics }),
   };
   await wire(w, coordination);

@@ -3,6 +3,7 @@ import type { Clock, ClockTimer } from '../core/clock.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import type { Metrics } from '../core/metrics.js';
 import { LineWatch } from './line-watch.js';
+import type { StringTable } from './string-table.js';
 
 export interface InformerOptions<T extends KubernetesObject> {
   /** Short name for logs and metrics, e.g. `proxies`. */
@@ -48,6 +49,11 @@ export interface InformerOptions<T extends KubernetesObject> {
    * a walk of the cache.
    */
   indexers?: Record<string, (obj: T) => string[]>;
+  /**
+   * Where the string values of each object about to be cached are shared with those of the
+   * objects cached before (see {@link StringTable}); one per process, for all its informers.
+   */
+  strings?: StringTable;
 }
 
 /** What the informer needs to watch: a {@link LineWatch}, or a fake in tests. */
@@ -304,6 +310,7 @@ export class Informer<T extends KubernetesObject> {
   /** Caches `obj` under `key`, in place of what was there, and in the indexes. */
   private store(key: string, obj: T): void {
     this.evict(key);
+    this.o.strings?.internValues(obj);
     this.cache.set(key, obj);
     for (const [index, values] of Object.entries(this.o.indexers ?? {})) {
       let byValue = this.indexes.get(index);

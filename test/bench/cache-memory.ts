@@ -15,6 +15,7 @@ import { KubeConfig, type CoreV1Event, type KubernetesObject, type V1Node, type 
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { Informer, type WatchStarter } from '../../provider/controller/informer.js';
+import { StringTable } from '../../provider/controller/string-table.js';
 import { realClock } from '../../provider/core/clock.js';
 import { silentLogger } from '../../provider/core/logger.js';
 import { isVirtualNode, summaryPodFields } from '../../provider/model/cluster-summary.js';
@@ -71,7 +72,7 @@ function scheduledEvent(pod: V1Pod, i: number): CoreV1Event {
 }
 
 /** A real informer over a scripted watch that sends `items` (as JSON text, parsed as client-node's Watch does) once started. */
-function informerOf<T extends KubernetesObject>(name: string, items: string[], cached: { transform?: (o: T) => T; keep?: (o: T) => boolean } = {}): Informer<T> {
+function informerOf<T extends KubernetesObject>(name: string, items: string[], cached: { transform?: (o: T) => T; keep?: (o: T) => boolean; strings?: StringTable } = {}): Informer<T> {
   const watch: WatchStarter = {
     async watch(_path, _query, onEvent) {
       for (const text of items) onEvent('ADDED', JSON.parse(text));
@@ -129,24 +130,27 @@ async function main(): Promise<void> {
   const events = text([...delegates.map(scheduledEvent), ...own.map((p, i) => scheduledEvent(p, PODS + i))]);
   const virtualNode: V1Node = { metadata: { name: VIRTUAL_NODE, labels: { 'virtual-kubelet.io/provider': 'admiralty' } } };
 
-  const proxyCache = await held(() => informerOf<V1Pod>('proxies', proxyTexts, { transform: proxyFields }));
+  // One table for the informers of the "now" column, as the provider makes one for all of its own.
+  const strings = new StringTable();
+  const proxyCache = await held(() => informerOf<V1Pod>('proxies', proxyTexts, { transform: proxyFields, strings }));
   const proxiesSeen = proxyCache.informer;
   const rows: Array<[string, Held<V1Pod> | Held<CoreV1Event>, Held<V1Pod> | Held<CoreV1Event>]> = [
     ['proxies (source)', await held(() => informerOf<V1Pod>('proxies', proxyTexts)), proxyCache],
-    ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields }))],
+    ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields, strings }))],
     [
       `delegate-events (per target; ${PODS} of our delegates, ${PODS} of the target's own pods)`,
       await held(() => informerOf<CoreV1Event>('delegate-events', events)),
       await held(() =>
         informerOf<CoreV1Event>('delegate-events', events, {
           keep: (ev) => isAboutDelegateOf(ev, 'c1', (name, namespace) => proxiesSeen.get(name, namespace), (namespace) => proxiesSeen.list(namespace)),
+          strings,
         }),
       ),
     ],
     [
       'assigned-pods (summary of the source: its proxies)',
       await held(() => informerOf<V1Pod>('assigned-pods', proxyTexts, { transform: summaryPodFields })),
-      await held(() => informerOf<V1Pod>('assigned-pods', proxyTexts, { transform: summaryPodFields, keep: (p) => !(p.spec?.nodeName === VIRTUAL_NODE && isVirtualNode(virtualNode)) })),
+      await held(() => informerOf<V1Pod>('assigned-pods', proxyTexts, { transform: summaryPodFields, keep: (p) => !(p.spec?.nodeName === VIRTUAL_NODE && isVirtualNode(virtualNode)), strings })),
     ],
   ];
   const kb = (n: number) => (n / 1024).toFixed(2);

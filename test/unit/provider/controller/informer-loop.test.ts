@@ -3,6 +3,7 @@ import { expect } from 'chai';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { Informer, type InformerOptions, type WatchStarter } from '../../../../provider/controller/informer.js';
+import { StringTable } from '../../../../provider/controller/string-table.js';
 
 /** One watch the informer opened, driven by the test. */
 interface FakeWatch {
@@ -210,10 +211,10 @@ describe('Informer list and watch loop', () => {
 });
 
 /**
- * An informer over `api` with the given `transform`, `keep` or `indexers`, telling `record` every object it
+ * An informer over `api` with the given `transform`, `keep`, `indexers` or `strings`, telling `record` every object it
  * hands out and by which event.
  */
-function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers'>): Informer<V1Pod> {
+function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers' | 'strings'>): Informer<V1Pod> {
   const informer = new Informer<V1Pod>({
     name: 'pods',
     cluster: 'c1',
@@ -313,6 +314,26 @@ describe('Informer keep', () => {
     expect(informer.list()).to.deep.equal([]);
     expect(events.slice(4)).to.deep.equal(['delete b']);
     expect(api.watches.at(-1)!.query.resourceVersion).to.equal('8');
+    informer.stop();
+  });
+});
+
+describe('Informer strings', () => {
+  it('shares the string values of what it caches, from the list and the watch, and not of what keep refuses', async () => {
+    const api = fakeApi();
+    const strings = new StringTable();
+    const labelled = (name: string, rv: string, app: string): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv, labels: { app } } });
+    const informer = recordingInformer(api, () => undefined, { keep: (p) => p.metadata?.labels?.app !== 'refused', strings });
+    api.items = [labelled('a', '1', 'web')];
+    informer.start();
+    await settle();
+    // a, ns, web (not the resourceVersion).
+    expect(strings.size()).to.equal(3);
+    api.watches[0].send('ADDED', labelled('b', '2', 'web'));
+    expect(strings.size()).to.equal(4);
+    api.watches[0].send('ADDED', labelled('c', '3', 'refused'));
+    expect(strings.size()).to.equal(4);
+    expect(informer.get('b', 'ns')).to.deep.equal(labelled('b', '2', 'web'));
     informer.stop();
   });
 });
