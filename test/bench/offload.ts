@@ -532,8 +532,10 @@ async function main(args: OffloadArgs): Promise<void> {
   if (!sandbox.isUp()) {
     // As the e2e hooks do: stop it at the end only if there was none at all.
     startedSandbox = sandbox.state() === undefined;
-    log('the sandbox is not up: starting it');
-    await sandbox.up({ log: (l) => log(`sandbox: ${l}`) });
+    log('the sandbox is not up: starting it, its providers logging at info as the Deployment does');
+    await sandbox.up({ log: (l) => log(`sandbox: ${l}`), providerLogLevel: 'info' });
+  } else {
+    log(`the sandbox is up: its providers log at ${sandbox.state()?.providerLogLevel ?? 'debug'}`);
   }
   const restores: (() => Promise<void>)[] = [];
   const results: SizeResult[] = [];
@@ -593,6 +595,7 @@ async function main(args: OffloadArgs): Promise<void> {
     loadAverageAfter: loadAfter,
     concurrency: args.concurrency,
     pinClusters: args.pinClusters,
+    providerLogLevel: sandbox.state()?.providerLogLevel ?? 'debug',
     results,
   };
   writeFileSync(`${base}.json`, JSON.stringify(json, null, 1) + '\n');

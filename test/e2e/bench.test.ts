@@ -111,7 +111,7 @@ describe('bench', () => {
       const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
       const code = await benchCli(['offload', '--sizes', '2', '--pin-clusters'], io, capturing(sink, { SANDBOX_DIR: dir }));
       expect(code, sink.out + sink.err).to.equal(0);
-      expect(sink.out).to.contain('bench: the sandbox is not up: starting it');
+      expect(sink.out).to.contain('bench: the sandbox is not up: starting it, its providers logging at info as the Deployment does');
       expect(sink.out).to.contain('bench: each cluster on cores of its own');
       expect(sink.out).to.contain('bench: stopping the sandbox it started');
       expect(sink.out).to.match(/^offload 2 pods: direct /m);
@@ -119,7 +119,9 @@ describe('bench', () => {
       const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
       if (m) written.push(resolve(REPO_ROOT, m[1]), resolve(REPO_ROOT, m[2]));
       expect(m, sink.out).to.not.equal(null);
-      expect(JSON.parse(readFileSync(resolve(REPO_ROOT, m![1]), 'utf8')).pinClusters).to.equal(true);
+      const json = JSON.parse(readFileSync(resolve(REPO_ROOT, m![1]), 'utf8'));
+      expect(json.pinClusters).to.equal(true);
+      expect(json.providerLogLevel).to.equal('info');
       expect(new Sandbox(dir).state()).to.equal(undefined);
       expect(sandbox.isUp(), "the suite's sandbox").to.equal(true);
     });
