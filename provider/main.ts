@@ -182,8 +182,9 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // each probe; the virtual nodes read the delegates' caches.
   let afterProbe: ((targetKey: string) => void) | undefined;
   let delegation: DelegationWiring | undefined;
-  // Which namespaces each ClusterTarget's cluster lets us create pods in, asked on its probe for
-  // the opted-in namespaces (known once delegation is wired): read by the extender's filter.
+  // Which namespaces each target's cluster (from a Secret) lets us create pods in, asked on its
+  // probe: a Target's own namespace, or a ClusterTarget's opted-in namespaces (known once
+  // delegation is wired). Read by the extender's filter.
   const authorization = enabled('targets')
     ? new TargetAuthorization({ clock: w.clock, namespaces: () => (delegation?.namespaces.list() ?? []).map((n) => n.metadata?.name ?? '').filter((n) => n !== '') })
     : undefined;

@@ -114,6 +114,21 @@ export function clusterTargetRights(server: string | undefined, rights: PodRight
   };
 }
 
+/**
+ * Why a namespaced Target whose summary was read is not ready, from what its authorizer says
+ * about pods in the Target's namespace, the only one it serves: `TargetForbidden` (as when our
+ * identity may not even list pods there) when the target denies us creating them, with the
+ * words of {@link explainRefusal} (the Source to create, in which namespace, for which user).
+ * Undefined when it allows it or nobody knows (the probe goes on). Pure; called by the target
+ * registry's probe.
+ */
+export function targetForbidden(target: { ref: TargetRef; displayName: string }, server: string | undefined, rights: PodRights): { reason: string; message: string } | undefined {
+  const namespace = target.ref.namespace;
+  if (rights.namespaces.get(namespace) !== false) return undefined;
+  const refusal = explainRefusal(target, { kind: 'pod', namespace }, { kind: 'Forbidden', targetMessage: '', authorized: false, ...(rights.user ? { user: rights.user } : {}) })!;
+  return { reason: 'TargetForbidden', message: `target reachable at ${server}, but ${refusal.message}` };
+}
+
 /** Sorted names, the first {@link NAMESPACES_NAMED} of them, then how many more. */
 function named(namespaces: string[]): string {
   const sorted = [...namespaces].sort();

@@ -5,7 +5,7 @@ import { explainRefusal, type PodRights } from '../model/refusal.js';
 
 export interface TargetAuthorizationOptions {
   clock: Clock;
-  /** The source namespaces whose pods may be placed (those opted in), read on every refresh. */
+  /** The source namespaces whose pods may be placed (those opted in), read on every refresh of a ClusterTarget without cluster-wide rights. */
   namespaces: () => Iterable<string>;
   /** Namespaces asked about per target and refresh, at most (default 1000); the others stay unknown, so offered. */
   maxNamespaces?: number;
@@ -24,14 +24,17 @@ interface Known {
 }
 
 /**
- * Which namespaces of a ClusterTarget's cluster authorize our identity to create pods, so that
- * the extender's filter never offers a target to a pod whose delegate it would refuse (403).
+ * Which namespaces of a target's cluster authorize our identity to create pods, so that the
+ * extender's filter never offers a target to a pod whose delegate it would refuse (403), and a
+ * refusal the bind meets keeps a namespace off only until the next probe.
  *
  * Asked of the target with SelfSubjectAccessReviews (`create pods`), which every authenticated
- * user may make and which never answer 403, so the e2e audit of refused requests stays strict:
- * first cluster-wide (a ClusterSource grants it: one review, and done), and only without
- * cluster-wide rights, once per opted-in namespace of the source (bounded by `maxNamespaces`,
- * `concurrency` at a time). {@link refresh} runs on the target registry's probe (every 10 s),
+ * user may make and which never answer 403, so the e2e audit of refused requests stays strict.
+ * For a ClusterTarget: first cluster-wide (a ClusterSource grants it: one review, and done), and
+ * only without cluster-wide rights, once per opted-in namespace of the source (bounded by
+ * `maxNamespaces`, `concurrency` at a time). For a namespaced Target, which serves the pods of
+ * its own namespace only: one review, in that namespace (a ClusterSource answers it too).
+ * {@link refresh} runs on the target registry's probe (every 10 s),
  * never on a scheduling request: {@link refuses}, called by the filter for every pod and
  * virtual node, is two map lookups. What is not known (never asked, a review that failed, a
  * namespace opted in since the last probe) is offered, as before this existed: the bind then
@@ -64,31 +67,28 @@ export class TargetAuthorization {
 
   /**
    * Asks the target again, replacing all it said before, what the bind reported included (a new
-   * kubeconfig may be a new identity, a Source may have been created). Never throws; reviews that fail leave their answers unknown. Called by the target
-   * registry's probe of a ClusterTarget from a Secret, after its summary was read.
+   * kubeconfig may be a new identity, a Source may have been created). Never throws; reviews
+   * that fail leave their answers unknown. Called by the target registry's probe of a Target or
+   * ClusterTarget from a Secret, after its summary was read. A Target's answer has its own
+   * namespace only, and no `clusterWide`.
    */
   async refresh(client: TargetClient): Promise<PodRights> {
     const previous = this.known.get(client.key);
-    const clusterWide = await this.mayCreatePods(client, undefined);
     const namespaces = new Map<string, boolean>();
     // The user is asked once per kubeconfig, and only when a message will name it.
     let user = previous?.fingerprint === client.fingerprint ? previous.rights.user : undefined;
-    if (clusterWide === false) {
-      const wanted: string[] = [];
-      for (const namespace of this.o.namespaces()) {
-        if (wanted.length >= this.maxNamespaces) break;
-        wanted.push(namespace);
+    let clusterWide: boolean | undefined;
+    if (client.ref.kind === 'Target') {
+      // Its pods are those of its namespace: one question, whatever grants the answer.
+      const allowed = await this.mayCreatePods(client, client.ref.namespace);
+      if (allowed !== undefined) namespaces.set(client.ref.namespace, allowed);
+      if (allowed === false) user ??= await this.whoAmI(client);
+    } else {
+      clusterWide = await this.mayCreatePods(client, undefined);
+      if (clusterWide === false) {
+        await this.askNamespaces(client, namespaces);
+        user ??= await this.whoAmI(client);
       }
-      let next = 0;
-      const worker = async (): Promise<void> => {
-        while (next < wanted.length) {
-          const namespace = wanted[next++]!;
-          const allowed = await this.mayCreatePods(client, namespace);
-          if (allowed !== undefined) namespaces.set(namespace, allowed);
-        }
-      };
-      await Promise.all([...Array(Math.min(this.concurrency, wanted.length))].map(worker));
-      user ??= await this.whoAmI(client);
     }
     const rights: PodRights = { namespaces, ...(clusterWide !== undefined ? { clusterWide } : {}), ...(user ? { user } : {}) };
     const refused = new Map<string, string>();
@@ -97,11 +97,29 @@ export class TargetAuthorization {
     return rights;
   }
 
+  /** Asks about each opted-in namespace of the source, `maxNamespaces` at most, `concurrency` at a time, into `answers`. */
+  private async askNamespaces(client: TargetClient, answers: Map<string, boolean>): Promise<void> {
+    const wanted: string[] = [];
+    for (const namespace of this.o.namespaces()) {
+      if (wanted.length >= this.maxNamespaces) break;
+      wanted.push(namespace);
+    }
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < wanted.length) {
+        const namespace = wanted[next++]!;
+        const allowed = await this.mayCreatePods(client, namespace);
+        if (allowed !== undefined) answers.set(namespace, allowed);
+      }
+    };
+    await Promise.all([...Array(Math.min(this.concurrency, wanted.length))].map(worker));
+  }
+
   /**
    * The bind met a 403 that the target's authorizer confirmed (`SourceNotAuthorized`) for a pod
    * of `namespace`: its pods are refused with `reason` until the next {@link refresh}, which
-   * replaces that with the target's answer. Returns whether this target is followed here (a ClusterTarget
-   * probed at least once); if not, the caller keeps its own back-off.
+   * replaces that with the target's answer. Returns whether this target is followed here (a Target
+   * or ClusterTarget from a Secret, probed at least once); if not, the caller keeps its own back-off.
    */
   refused(targetKey: string, namespace: string, reason: string): boolean {
     const known = this.known.get(targetKey);

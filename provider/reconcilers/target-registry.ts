@@ -8,7 +8,7 @@ import type { Clock } from '../core/clock.js';
 import { classifyApiError, isNotFound, statusMessage } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
 import { virtualNodeName } from '../model/names.js';
-import { clusterTargetRights } from '../model/refusal.js';
+import { clusterTargetRights, targetForbidden } from '../model/refusal.js';
 import { isOutage } from '../model/outage.js';
 import { parseTarget, type NormalizedTargetSpec } from '../model/target.js';
 import type { ClusterSummary, Target, TargetRef } from '../model/types.js';
@@ -37,10 +37,11 @@ export interface TargetRegistryReconcilerOptions {
   /** Called with each target's readiness, for the `admiralty_target_ready` gauge. */
   onHealth?: (target: string, ready: boolean) => void;
   /**
-   * Asked on each probe of a ClusterTarget from a Secret, once its summary was read: in which
-   * namespaces the target lets our identity create pods (the extender's filter reads the
-   * answers; the Target's `Ready` reason says it). Without it, such a ClusterTarget is taken to
-   * have every right.
+   * Asked on each probe of a Target or ClusterTarget from a Secret, once its summary was read:
+   * in which namespaces the target lets our identity create pods (for a Target, its own only;
+   * the extender's filter reads the answers; the Target's `Ready` reason says it). Without it,
+   * such a target is taken to have every right, but a Target still needs to list pods in its
+   * namespace.
    */
   authorization?: Pick<TargetAuthorization, 'refresh' | 'forget'>;
   /** Called after every probe of a target that still exists (the leader then writes its virtual node). */
@@ -61,8 +62,8 @@ interface Probe {
  *
  * Key: `Target/<ns>/<name>` or `ClusterTarget/<name>`. Every `leaseIntervalMs` it re-reads the
  * Target's kubeconfig Secret (so fixing a Secret heals the target without a restart), builds or
- * keeps its clients, probes the target by reading its ClusterSummary (and, for a ClusterTarget
- * from a Secret, asks `authorization` where it may create pods), and records the clients,
+ * keeps its clients, probes the target by reading its ClusterSummary (and, for a target from a
+ * Secret, asks `authorization` where it may create pods), and records the clients,
  * the summary and the health (with its transition time) in the registry. It writes nothing to
  * any cluster: the virtual node, its Lease, the Target's status, events and the self binding are
  * the leader's ({@link TargetsReconciler}), which reads what this records.
@@ -126,9 +127,14 @@ export class TargetRegistryReconciler {
         `the target's API did not answer within ${this.probeTimeoutMs} ms`,
       )) as ClusterSummary;
       const namespace = ref.kind === 'Target' ? ref.namespace : undefined;
+      const server = client.kubeConfig.getCurrentCluster()?.server;
       if (namespace && !client.self) {
         // The summary is readable cluster-wide; delegates need rights in this namespace, which a
         // Source in that namespace of the target grants. Say so rather than fail on every pod.
+        // One review: whether we may create pods there. Following the answer also lets a
+        // refusal met at bind keep the pods off only until the next probe.
+        const forbidden = this.o.authorization && targetForbidden(client, server, await this.o.authorization.refresh(client));
+        if (forbidden) return { client, health: { ready: false, ...forbidden } };
         try {
           await withTimeout(this.o.clock, client.core.listNamespacedPod({ namespace, limit: 1 }), this.probeTimeoutMs, `the target's API did not answer within ${this.probeTimeoutMs} ms`);
         } catch (err) {
@@ -139,14 +145,13 @@ export class TargetRegistryReconciler {
         }
       }
       this.o.registry.setSummary(targetKey(ref), summary, this.o.clock.now());
-      const server = client.kubeConfig.getCurrentCluster()?.server;
       if (ref.kind === 'ClusterTarget' && !client.self && this.o.authorization) {
         // The summary is readable with a Source in any one namespace; pods need one in theirs,
         // or a ClusterSource: the filter offers the target by namespace, and the status says so.
         const rights = await this.o.authorization.refresh(client);
         return { client, summary, health: { ready: true, ...clusterTargetRights(server, rights) } };
       }
-      this.o.authorization?.forget(targetKey(ref));
+      if (client.self) this.o.authorization?.forget(targetKey(ref));
       return { client, summary, health: { ready: true, reason: 'TargetReady', message: `target reachable at ${server}` } };
     } catch (err) {
       const kind = classifyApiError(err);

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { clusterTargetRights, explainRefusal, type PodRights, type RefusalFacts, type RefusedWrite } from '../../../../provider/model/refusal.js';
+import { clusterTargetRights, explainRefusal, targetForbidden, type PodRights, type RefusalFacts, type RefusedWrite } from '../../../../provider/model/refusal.js';
 import type { TargetRef } from '../../../../provider/model/types.js';
 
 const target = { ref: { kind: 'Target', namespace: 'apps', name: 'c2' } as TargetRef, displayName: 'apps/c2' };
@@ -91,6 +91,36 @@ describe('clusterTargetRights', () => {
   for (const [why, rights, expected] of cases) {
     it(`says ${why}`, () => {
       expect(clusterTargetRights(server, rights)).to.deep.equal(expected);
+    });
+  }
+});
+
+describe('targetForbidden', () => {
+  const server = 'https://c2.example:6443';
+  const cases: [string, PodRights, { reason: string; message: string } | undefined][] = [
+    ['nothing when the Target may create pods in its namespace', { user: USER, namespaces: new Map([['apps', true]]) }, undefined],
+    ['nothing when nobody knows (the review failed): the probe goes on', { namespaces: new Map() }, undefined],
+    ['nothing for an answer about another namespace', { namespaces: new Map([['web', false]]) }, undefined],
+    [
+      'TargetForbidden, naming the Source to create and for whom, when it may not',
+      { user: USER, namespaces: new Map([['apps', false]]) },
+      {
+        reason: 'TargetForbidden',
+        message: `target reachable at ${server}, but the cluster of Target apps/c2 does not authorize this source (user "${USER}") to create pods in namespace apps: create a Source in namespace apps of that cluster with spec.userName "${USER}"`,
+      },
+    ],
+    [
+      'TargetForbidden without the user when the target would not say',
+      { namespaces: new Map([['apps', false]]) },
+      {
+        reason: 'TargetForbidden',
+        message: `target reachable at ${server}, but the cluster of Target apps/c2 does not authorize this source (the user of the Target's kubeconfig) to create pods in namespace apps: create a Source in namespace apps of that cluster for that user`,
+      },
+    ],
+  ];
+  for (const [why, rights, expected] of cases) {
+    it(`says ${why}`, () => {
+      expect(targetForbidden(target, server, rights)).to.deep.equal(expected);
     });
   }
 });

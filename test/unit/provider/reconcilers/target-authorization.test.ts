@@ -5,21 +5,22 @@ import { FakeClock } from '../../../../provider/core/clock.js';
 import { TargetAuthorization } from '../../../../provider/reconcilers/target-authorization.js';
 
 const KEY = 'ClusterTarget/c2';
+const TARGET_KEY = 'Target/a/c2';
 const USER = 'system:serviceaccount:home:c1';
 
 /**
- * A ClusterTarget's client whose authorizer answers from `rights` (namespace -> allowed; '' for
+ * A ClusterTarget's client (a Target's in namespace `a` when `namespaced`) whose authorizer answers from `rights` (namespace -> allowed; '' for
  * every namespace), counting the reviews it gets. A namespace missing from `rights` fails its
  * review; `hang` ones never answer.
  */
-function target(rights: Map<string, boolean>, o: { fingerprint?: string; hang?: Set<string> } = {}) {
+function target(rights: Map<string, boolean>, o: { fingerprint?: string; hang?: Set<string>; namespaced?: boolean } = {}) {
   const asked: string[] = [];
   let inFlight = 0;
   let maxInFlight = 0;
   let whoAmI = 0;
   const client = {
-    key: KEY,
-    ref: { kind: 'ClusterTarget', namespace: '', name: 'c2' },
+    key: o.namespaced ? TARGET_KEY : KEY,
+    ref: o.namespaced ? { kind: 'Target', namespace: 'a', name: 'c2' } : { kind: 'ClusterTarget', namespace: '', name: 'c2' },
     displayName: 'c2',
     fingerprint: o.fingerprint ?? 'fp1',
     self: false,
@@ -143,6 +144,40 @@ describe('TargetAuthorization', () => {
     expect(t.stats().maxInFlight).to.equal(4);
     expect(authz.refuses(KEY, 'ns-19')).to.equal(advice('ns-19'));
     expect(authz.refuses(KEY, 'ns-20')).to.equal(undefined);
+  });
+
+  it("asks a namespaced Target's cluster one review, in the Target's namespace, and follows it from then on", async () => {
+    const authz = make();
+    // Cluster-wide and in `b` it would say yes: neither is asked, a Target serves namespace `a` only.
+    const rights = new Map([['', true], ['a', false], ['b', true]]);
+    const t = target(rights, { namespaced: true });
+    expect(authz.refused(TARGET_KEY, 'a', 'refused at bind'), 'not followed before a first refresh').to.equal(false);
+    expect(await authz.refresh(t.client)).to.deep.equal({ user: USER, namespaces: new Map([['a', false]]) });
+    expect(t.asked).to.deep.equal(['a']);
+    const targetAdvice = `the cluster of Target c2 does not authorize this source (user "${USER}") to create pods in namespace a: create a Source in namespace a of that cluster with spec.userName "${USER}"`;
+    expect(authz.refuses(TARGET_KEY, 'a')).to.equal(targetAdvice);
+
+    // The operator creates the Source: the next refresh offers the target again, one review again.
+    rights.set('a', true);
+    expect(await authz.refresh(t.client)).to.deep.equal({ user: USER, namespaces: new Map([['a', true]]) });
+    expect(t.asked).to.deep.equal(['a', 'a']);
+    expect(authz.refuses(TARGET_KEY, 'a')).to.equal(undefined);
+    expect(t.stats().whoAmI, 'the user is asked only when a message names it, once per kubeconfig').to.equal(1);
+
+    // Rights taken away between two probes: the bind meets the 403, and the Target is followed,
+    // so its namespace is kept off until the next refresh rather than for the binder's back-off.
+    expect(authz.refused(TARGET_KEY, 'a', 'refused at bind')).to.equal(true);
+    expect(authz.refuses(TARGET_KEY, 'a')).to.equal('refused at bind');
+    await authz.refresh(t.client);
+    expect(authz.refuses(TARGET_KEY, 'a')).to.equal(undefined);
+
+    // Allowed from the start: no user asked; a review that fails leaves it unknown, so offered.
+    const fresh = target(new Map([['a', true]]), { namespaced: true });
+    await make().refresh(fresh.client);
+    expect(fresh.stats().whoAmI).to.equal(0);
+    const failing = make();
+    expect(await failing.refresh(target(new Map(), { namespaced: true }).client)).to.deep.equal({ namespaces: new Map() });
+    expect(failing.refuses(TARGET_KEY, 'a')).to.equal(undefined);
   });
 
   it('forgets a target', async () => {

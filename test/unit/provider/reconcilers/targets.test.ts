@@ -588,6 +588,45 @@ describe('TargetsReconciler.reconcile', () => {
       expect(authorization.refuses(key, 'batch')).to.equal(undefined);
     });
 
+    it("asks a Target's cluster, in the Target's namespace only, whether it may create pods: TargetForbidden naming the Source until it may, then TargetReady", async () => {
+      const rights = new Map([['', true], ['default', false]]);
+      const reviews = sinon.stub(AuthorizationV1Api.prototype, 'createSelfSubjectAccessReview').callsFake((async ({ body }: { body: { spec: { resourceAttributes: { namespace?: string } } } }) => ({
+        status: { allowed: rights.get(body.spec.resourceAttributes.namespace ?? '') },
+      })) as never);
+      sinon.stub(AuthenticationV1Api.prototype, 'createSelfSubjectReview').resolves({ status: { userInfo: { username: 'c1' } } } as never);
+      const authorization = new TargetAuthorization({ clock: new FakeClock(T0), namespaces: () => ['default', 'web'] });
+      const w = setup({ authorization });
+      w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
+      w.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
+      const ready = () => w.src.custom.patchNamespacedCustomObjectStatus.lastCall.args[0].body.status.conditions[0];
+      const advice = 'the cluster of Target default/local does not authorize this source (user "c1") to create pods in namespace default: create a Source in namespace default of that cluster with spec.userName "c1"';
+
+      // Listing pods there would work (a read-only grant, say): creating them would not.
+      await w.reconciler.reconcile(KEY);
+      expect(ready()).to.deep.include({ status: 'False', reason: 'TargetForbidden', message: `target reachable at https://remote.example:6443, but ${advice}` });
+      expect(readyOf(w.src.nodes.get(NODE))).to.deep.include({ status: 'False', reason: 'TargetForbidden' });
+      expect(reviews.callCount, 'one review per probe').to.equal(1);
+      expect(reviews.firstCall.args[0].body.spec.resourceAttributes).to.deep.include({ verb: 'create', resource: 'pods', namespace: 'default' });
+      expect(authorization.refuses(KEY, 'default')).to.equal(advice);
+      // Followed: a refusal the bind meets keeps the namespace off until the next probe.
+      expect(authorization.refused(KEY, 'default', 'refused at bind')).to.equal(true);
+
+      // The Source is created: the next probe offers the target again.
+      rights.set('default', true);
+      await w.reconciler.reconcile(KEY);
+      expect(ready()).to.deep.include({ status: 'True', reason: 'TargetReady', message: 'target reachable at https://remote.example:6443' });
+      expect(reviews.callCount, 'one review per probe').to.equal(2);
+      expect(w.podsProbe.callCount, 'and pods may still be listed there').to.equal(1);
+      expect(authorization.refuses(KEY, 'default')).to.equal(undefined);
+      expect(authorization.refused(KEY, 'default', 'refused at bind'), 'still followed').to.equal(true);
+
+      // Self: never asked, and forgotten (the provider's own binding is checked instead).
+      w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 2 }, spec: { self: true } });
+      await w.reconciler.reconcile(KEY);
+      expect(reviews.callCount).to.equal(2);
+      expect(authorization.refused(KEY, 'default', 'refused at bind')).to.equal(false);
+    });
+
     it('keeps the client while the Secret is unchanged, and replaces it when it changes', async () => {
       const w = setup();
       w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
