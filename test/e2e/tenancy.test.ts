@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { parse } from 'yaml';
 import { SOURCE_USER } from '../sandbox/sandbox.js';
 import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, readyOf, running, sandbox, uniqueName, waitFor } from './support.js';
 
@@ -207,6 +208,68 @@ describe('tenancy: a ClusterTarget whose identity has a Source in some namespace
     await waitFor(`${ns}/waiting bound to the ClusterTarget's node`, 60_000, async () => (await bound('waiting', ns)) === node);
     console.log(`      ${ns}/waiting bound ${((Date.now() - fixedAt) / 1000).toFixed(1)} s after its Source was created`);
     const delegates = (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${waiting.metadata.uid}`)).items;
+    expect(delegates.map((d: any) => d.metadata.namespace)).to.deep.equal([ns]);
+  });
+});
+
+describe('tenancy: a Target with a kubeconfig, created before its Source in the target', function () {
+  this.timeout(300_000);
+  // As above, an identity of its own in c2, so the suite's 403 audit stays strict for the
+  // shipped ones: this one is refused (403) until its Source exists.
+  const ns = uniqueName('early'); // c1 and c2
+  const sa = 'early-source';
+  const user = `system:serviceaccount:${ns}:${sa}`;
+  const viewer = uniqueName('early-viewer'); // c2: its ClusterRoleBinding to the summary viewer
+
+  after(async () => {
+    // Source side first (the proxy, with its delegate, and the Target), then c2.
+    await kubectl('c1', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+    await kubectl('c1', 'wait', '--for=delete', `namespace/${ns}`, '--timeout=120s').catch(() => undefined);
+    await kubectl('c2', 'delete', 'clusterrolebinding', viewer, '--ignore-not-found');
+    await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+  });
+
+  it('is not Ready and tries no bind while its identity may not create pods there, names the Source to create, and places the pod within a probe of that Source', async () => {
+    // c2: the identity, with no right yet. c1: the namespace opted in, the Secret, the Target.
+    await kubectl('c2', 'create', 'namespace', ns);
+    await kubectl('c2', 'create', 'serviceaccount', sa, '-n', ns);
+    await kubectl('c1', 'create', 'namespace', ns);
+    await kubectl('c1', 'label', 'namespace', ns, 'multicluster-scheduler=enabled');
+    const secret = parse(await sandbox.exportKubeconfig('c2', ns, sa, 'c2'));
+    secret.metadata.namespace = ns; // a Target's Secret is in its namespace
+    await apply('c1', JSON.stringify(secret));
+    await apply('c1', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'Target', metadata: { name: 'c2', namespace: ns }, spec: { kubeconfigSecret: { name: 'c2' } } }));
+    const ready = async () => (await getJson('c1', 'target', 'c2', '-n', ns)).status?.conditions?.find((c: any) => c.type === 'Ready');
+    await waitFor('the Target Ready=False, TargetForbidden', 60_000, async () => (await ready())?.reason === 'TargetForbidden');
+    expect((await ready()).status).to.equal('False');
+    // Its only target: the namespace has no other Target, and no ClusterTarget exists here.
+    await apply('c1', pod('early', ns));
+
+    // Rights short of a Source: the summary, and reading pods in the namespace (a read-only grant).
+    // Such a Target used to be Ready: every bind met a 403, each doubling the pod's back-off.
+    await kubectl('c2', 'create', 'clusterrolebinding', viewer, '--clusterrole=multicluster-scheduler-cluster-summary-viewer', `--serviceaccount=${ns}:${sa}`);
+    await kubectl('c2', 'create', 'rolebinding', 'read-only', '--clusterrole=view', `--serviceaccount=${ns}:${sa}`, '-n', ns);
+    const advice = `the cluster of Target ${ns}/c2 does not authorize this source (user "${user}") to create pods in namespace ${ns}: create a Source in namespace ${ns} of that cluster with spec.userName "${user}"`;
+    await waitFor('the Target naming the Source to create', 60_000, async () => {
+      const r = await ready();
+      return r?.status === 'False' && r.reason === 'TargetForbidden' && r.message.endsWith(advice);
+    });
+    const early = await getJson('c1', 'pod', 'early', '-n', ns);
+    expect(early.spec.nodeName, 'not bound').to.equal(undefined);
+    expect(early.status?.conditions?.find((c: any) => c.type === DELEGATED), 'no bind was tried').to.equal(undefined);
+    expect((await getJson('c2', 'pods', '-n', ns)).items).to.deep.equal([]);
+
+    // The operator creates the Source: the next probe makes the Target Ready, and the pod is
+    // placed then (the probe, 10 s, then kube-scheduler's retry), not after a back-off.
+    const fixedAt = Date.now();
+    await apply('c2', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'Source', metadata: { name: sa, namespace: ns }, spec: { serviceAccountName: sa } }));
+    const node = (await getJson('c1', 'target', 'c2', '-n', ns)).status.virtualNodeName;
+    await waitFor(`${ns}/early bound to the Target's node`, 60_000, async () => (await getJson('c1', 'pod', 'early', '-n', ns)).spec.nodeName === node);
+    const seconds = (Date.now() - fixedAt) / 1000;
+    console.log(`      ${ns}/early bound ${seconds.toFixed(1)} s after its Source was created`);
+    expect(seconds, 'a probe and a scheduling retry').to.be.below(40);
+    expect((await ready())).to.include({ status: 'True', reason: 'TargetReady' });
+    const delegates = (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${early.metadata.uid}`)).items;
     expect(delegates.map((d: any) => d.metadata.namespace)).to.deep.equal([ns]);
   });
 });
