@@ -534,9 +534,10 @@ async function main(args: OffloadArgs): Promise<void> {
     startedSandbox = sandbox.state() === undefined;
     log('the sandbox is not up: starting it, its providers logging at info as the Deployment does');
     await sandbox.up({ log: (l) => log(`sandbox: ${l}`), providerLogLevel: 'info' });
-  } else {
-    log(`the sandbox is up: its providers log at ${sandbox.state()?.providerLogLevel ?? 'debug'}`);
   }
+  // Read now: a sandbox started here is gone (with its state) by the time the JSON is written.
+  const providerLogLevel = sandbox.state()?.providerLogLevel ?? 'debug';
+  if (!startedSandbox) log(`the sandbox is up: its providers log at ${providerLogLevel}`);
   const restores: (() => Promise<void>)[] = [];
   const results: SizeResult[] = [];
   const startedAt = new Date();
@@ -595,7 +596,7 @@ async function main(args: OffloadArgs): Promise<void> {
     loadAverageAfter: loadAfter,
     concurrency: args.concurrency,
     pinClusters: args.pinClusters,
-    providerLogLevel: sandbox.state()?.providerLogLevel ?? 'debug',
+    providerLogLevel,
     results,
   };
   writeFileSync(`${base}.json`, JSON.stringify(json, null, 1) + '\n');
