@@ -89,8 +89,12 @@ const WATCH_TIMEOUT_MIN_S = 300;
 export class Informer<T extends KubernetesObject> {
   private readonly handlers: Record<'add' | 'update' | 'delete', Handler<T>[]> = { add: [], update: [], delete: [] };
   private readonly cache = new Map<string, T>();
-  /** By index name, then value: the cache keys of the objects found under it. */
-  private readonly indexes = new Map<string, Map<string, Set<string>>>();
+  /**
+   * By index name, then value: the cache key of the object found under it, or a Set of keys
+   * when there are several (most values of our indexes name one object: a Set each would cost
+   * about 150 bytes per cached object).
+   */
+  private readonly indexes = new Map<string, Map<string, string | Set<string>>>();
   private readonly watcher: WatchStarter;
   private running = false;
   private synced = false;
@@ -160,7 +164,9 @@ export class Informer<T extends KubernetesObject> {
   byIndex(index: string, value: string): T[] {
     if (!this.o.indexers?.[index]) throw new Error(`informer ${this.o.name} has no index ${index}`);
     const keys = this.indexes.get(index)?.get(value);
-    return keys ? [...keys].map((k) => this.cache.get(k)!) : [];
+    if (keys === undefined) return [];
+    if (typeof keys === 'string') return [this.cache.get(keys)!];
+    return [...keys].map((k) => this.cache.get(k)!);
   }
 
   hasSynced(): boolean {
@@ -316,9 +322,10 @@ export class Informer<T extends KubernetesObject> {
       let byValue = this.indexes.get(index);
       if (!byValue) this.indexes.set(index, (byValue = new Map()));
       for (const v of values(obj)) {
-        let keys = byValue.get(v);
-        if (!keys) byValue.set(v, (keys = new Set()));
-        keys.add(key);
+        const keys = byValue.get(v);
+        if (keys === undefined) byValue.set(v, key);
+        else if (typeof keys !== 'string') keys.add(key);
+        else if (keys !== key) byValue.set(v, new Set([keys, key]));
       }
     }
   }
@@ -332,8 +339,11 @@ export class Informer<T extends KubernetesObject> {
       const byValue = this.indexes.get(index);
       for (const v of values(old)) {
         const keys = byValue?.get(v);
-        keys?.delete(key);
-        if (keys?.size === 0) byValue!.delete(v);
+        if (keys === key) byValue!.delete(v);
+        else if (keys instanceof Set) {
+          keys.delete(key);
+          if (keys.size === 1) byValue!.set(v, keys.values().next().value!);
+        }
       }
     }
   }

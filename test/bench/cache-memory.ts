@@ -22,6 +22,8 @@ import { isVirtualNode, summaryPodFields } from '../../provider/model/cluster-su
 import { buildDelegatePod, delegateFields } from '../../provider/model/delegate-pod.js';
 import { isAboutDelegateOf } from '../../provider/model/proxy-event.js';
 import { proxyFields } from '../../provider/model/proxy-status.js';
+import { DelegateEventsReconciler } from '../../provider/reconcilers/delegate-events.js';
+import { DelegationReconciler } from '../../provider/reconcilers/delegation.js';
 import { mutatePod } from '../../webhook/mutate-pod.js';
 
 const PODS = Number(process.argv[2] ?? 5000);
@@ -72,7 +74,7 @@ function scheduledEvent(pod: V1Pod, i: number): CoreV1Event {
 }
 
 /** A real informer over a scripted watch that sends `items` (as JSON text, parsed as client-node's Watch does) once started. */
-function informerOf<T extends KubernetesObject>(name: string, items: string[], cached: { transform?: (o: T) => T; keep?: (o: T) => boolean; strings?: StringTable } = {}): Informer<T> {
+function informerOf<T extends KubernetesObject>(name: string, items: string[], cached: { transform?: (o: T) => T; keep?: (o: T) => boolean; indexers?: Record<string, (o: T) => string[]>; strings?: StringTable } = {}): Informer<T> {
   const watch: WatchStarter = {
     async watch(_path, _query, onEvent) {
       for (const text of items) onEvent('ADDED', JSON.parse(text));
@@ -136,13 +138,14 @@ async function main(): Promise<void> {
   const proxiesSeen = proxyCache.informer;
   const rows: Array<[string, Held<V1Pod> | Held<CoreV1Event>, Held<V1Pod> | Held<CoreV1Event>]> = [
     ['proxies (source)', await held(() => informerOf<V1Pod>('proxies', proxyTexts)), proxyCache],
-    ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields, strings }))],
+    ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy('c1') }, strings }))],
     [
       `delegate-events (per target; ${PODS} of our delegates, ${PODS} of the target's own pods)`,
       await held(() => informerOf<CoreV1Event>('delegate-events', events)),
       await held(() =>
         informerOf<CoreV1Event>('delegate-events', events, {
           keep: (ev) => isAboutDelegateOf(ev, 'c1', (name, namespace) => proxiesSeen.get(name, namespace), (namespace) => proxiesSeen.list(namespace)),
+          indexers: { [DelegateEventsReconciler.BY_POD_INDEX]: DelegateEventsReconciler.eventsByPod },
           strings,
         }),
       ),

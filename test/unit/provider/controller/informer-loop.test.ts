@@ -4,6 +4,7 @@ import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { Informer, type InformerOptions, type WatchStarter } from '../../../../provider/controller/informer.js';
 import { StringTable } from '../../../../provider/controller/string-table.js';
+import { prng } from '../../../support/prng.js';
 
 /** One watch the informer opened, driven by the test. */
 interface FakeWatch {
@@ -373,6 +374,41 @@ describe('Informer indexers', () => {
     expect(names(informer.byIndex('app', 'ns/web'))).to.deep.equal(['f']);
     agrees('ns/web', 'ns/db', 'other/web');
     expect(() => informer.byIndex('nope', 'x')).to.throw(/no index nope/);
+    informer.stop();
+  });
+
+  it('agrees with a walk of the cache through a seeded random run of values shared by none, one and many objects', async () => {
+    const api = fakeApi();
+    const random = prng(14);
+    // Each pod names up to two of four values, sometimes the same one twice.
+    const values = ['v0', 'v1', 'v2', 'v3'];
+    const pick = () => values[Math.floor(random() * values.length)];
+    const pod = (name: string, rv: number, tags: string[]): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: String(rv), annotations: { tags: tags.join(',') } } });
+    const byTag = (p: V1Pod) => (p.metadata?.annotations?.tags ? p.metadata.annotations.tags.split(',') : []);
+    const informer = recordingInformer(api, () => undefined, { indexers: { tag: byTag } });
+    const names = (pods: V1Pod[]) => pods.map((p) => p.metadata?.name).sort();
+    informer.start();
+    await settle();
+    const live = new Set<string>();
+    let shared = 0;
+    for (let rv = 1; rv <= 2000; rv++) {
+      const name = `p${Math.floor(random() * 6)}`;
+      if (live.has(name) && random() < 0.3) {
+        api.watches[0].send('DELETED', pod(name, rv, []));
+        live.delete(name);
+      } else {
+        const tags = random() < 0.2 ? [] : random() < 0.5 ? [pick()] : [pick(), pick()];
+        api.watches[0].send(live.has(name) ? 'MODIFIED' : 'ADDED', pod(name, rv, tags));
+        live.add(name);
+      }
+      for (const v of values) {
+        const walked = informer.list().filter((p) => byTag(p).includes(v));
+        if (walked.length > 1) shared++;
+        expect(names(informer.byIndex('tag', v)), `${v} at ${rv}`).to.deep.equal(names(walked));
+      }
+    }
+    // The run went through values held by several objects, not only by one.
+    expect(shared).to.be.above(1000);
     informer.stop();
   });
 });
