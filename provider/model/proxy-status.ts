@@ -1,5 +1,5 @@
 import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { KEY_PREFIX, REPLACEABLE_CONDITION, SOURCE_POD_MANIFEST_ANNOTATION, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { MANIFEST_SCHEDULING_FIELDS } from './delegate-pod.js';
 import { stringMapEquals } from './maps.js';
@@ -93,9 +93,7 @@ const STATUS_DIGEST = Symbol('admiralty.proxyStatusDigest');
 
 /** A short digest of a status's normal form: equal digests, equal statuses (as {@link statusEquals} says). */
 function statusDigest(status: V1PodStatus | undefined): string {
-  return createHash('sha1')
-    .update(JSON.stringify(normalizeForCompare(status) ?? null))
-    .digest('base64');
+  return hash('sha1', JSON.stringify(normalizeForCompare(status) ?? null), 'base64');
 }
 
 /**
