@@ -1,6 +1,5 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
-import type { Agent, ClientRequest } from 'node:http';
+import type { Agent } from 'node:http';
 import https, { type AgentOptions } from 'node:https';
 import type { LookupFunction } from 'node:net';
 import tls from 'node:tls';
@@ -19,30 +18,10 @@ export interface ConnectionReuseOptions {
    * races the server's close of the connection it was written on.
    */
   idleSocketTimeoutMs?: number;
-  /**
-   * How many connections the API calls to one server hold at most (default
-   * {@link DEFAULT_MAX_CALL_CONNECTIONS}); more calls at once wait for one of them, within their
-   * deadline. Watches and log, exec and port-forward streams have an agent of their own and are
-   * not counted: a long-lived stream never holds up a call.
-   */
-  maxCallConnections?: number;
 }
 
-/**
- * See {@link ConnectionReuseOptions.maxCallConnections}. Unbounded, a burst of 1000 offloaded
- * pods had c1's provider open about 100 connections more than at rest (the extender's binds
- * are as many as kube-scheduler starts, on top of the workers' calls), each a TLS handshake
- * and about 85 KiB of memory while it is open, which malloc keeps after it closes.
- */
-export const DEFAULT_MAX_CALL_CONNECTIONS = 16;
-
-/** Distinct credential sets (a rotated client certificate, a renewed CA) kept per KubeConfig, each with an agent for calls and one for streams. */
+/** Distinct credential sets (a rotated client certificate, a renewed CA) kept per KubeConfig. */
 const MAX_AGENTS = 4;
-
-/** Set while client-node works out an API call's authentication: the agent it asks for then carries calls, not streams. */
-const FOR_API_CALL = new AsyncLocalStorage<true>();
-
-type AgentKind = 'calls' | 'streams';
 
 /**
  * Makes the connections that client-node opens through `kc` last beyond one request.
@@ -55,10 +34,6 @@ type AgentKind = 'calls' | 'streams';
  * share a pool of open connections. Options are compared by content: client-node re-reads
  * certificate files on each call, and a rotated certificate gets a fresh agent (and fresh
  * connections). A kubeconfig with a proxy or a plain-http server keeps client-node's own agent.
- *
- * API calls and streams (watches, logs, exec, port-forward) get agents of their own: the calls'
- * agent holds at most {@link ConnectionReuseOptions.maxCallConnections} connections to its
- * server, the streams' any number (each stream holds its connection for as long as it lasts).
  *
  * Each agent holds its TLS context, built once ({@link agentWith}), and a call whose options are
  * those of the previous call skips the digest: client-node decodes the certificates again for
@@ -82,29 +57,25 @@ export function reuseConnections(kc: KubeConfig, opts: ConnectionReuseOptions = 
   const target = kc as unknown as { createAgent: CreateAgent };
   const own = target.createAgent.bind(kc);
   const agents = new Map<string, https.Agent>();
-  /** By kind, the options of the previous request and their digest: most requests repeat them. */
-  const last: Partial<Record<AgentKind, { options: AgentOptions; digest: string }>> = {};
+  /** The options of the previous call and their key: most calls repeat them. */
+  let last: { options: AgentOptions; key: string } | undefined;
   target.createAgent = (cluster, options) => {
     if (!opts.lookup && (!cluster || cluster.proxyUrl || !cluster.server.startsWith('https:'))) return own(cluster, options);
     const withLookup = opts.lookup ? { lookup: opts.lookup } : {};
-    const kind: AgentKind = FOR_API_CALL.getStore() ? 'calls' : 'streams';
-    const previous = last[kind];
-    const digest = previous && sameOptions(previous.options, options) ? previous.digest : agentKey(options);
+    const key = last && sameOptions(last.options, options) ? last.key : agentKey(options);
     // Options that cannot be compared by content (a function, a KeyObject): an agent of its
     // own, as client-node would make.
-    if (digest === undefined) return new https.Agent({ ...options, ...withLookup });
-    last[kind] = { options, digest };
-    const key = `${kind}:${digest}`;
+    if (key === undefined) return new https.Agent({ ...options, ...withLookup });
+    last = { options, key };
     let agent = agents.get(key);
     if (agent) {
       // Most recently used last: the oldest set of credentials is the first to go.
       agents.delete(key);
     } else {
-      const maxCalls = kind === 'calls' ? (opts.maxCallConnections ?? DEFAULT_MAX_CALL_CONNECTIONS) : undefined;
-      agent = agentWith({ ...options, keepAlive: true, timeout: options.timeout ?? opts.idleSocketTimeoutMs ?? 30_000, ...withLookup }, maxCalls);
+      agent = agentWith({ ...options, keepAlive: true, timeout: options.timeout ?? opts.idleSocketTimeoutMs ?? 30_000, ...withLookup });
       // A dropped agent is not destroyed: its requests in flight finish, and its idle sockets
       // close after the idle timeout.
-      if (agents.size >= 2 * MAX_AGENTS) agents.delete(agents.keys().next().value!);
+      if (agents.size >= MAX_AGENTS) agents.delete(agents.keys().next().value!);
     }
     agents.set(key, agent);
     return agent;
@@ -134,8 +105,7 @@ function staticCredentials(user: User, cluster: Cluster | null): boolean {
  * the agent (a later version): it then runs on the call's own context.
  */
 function replayStaticAuthentication(kc: KubeConfig): void {
-  const authenticate = kc.applySecurityAuthentication.bind(kc);
-  const own = (context: RequestContext) => FOR_API_CALL.run(true, () => authenticate(context));
+  const own = kc.applySecurityAuthentication.bind(kc);
   let kept: { user: User; cluster: Cluster | null; headers: [string, string][]; agent: unknown } | undefined;
   let replayable = true;
   kc.applySecurityAuthentication = async (context: RequestContext) => {
@@ -172,64 +142,16 @@ const CONTEXT_OPTIONS = ['ca', 'cert', 'key', 'pfx', 'passphrase', 'crl'] as con
  * and stringifies them into the pool's name on every request. Options that make no context
  * (PEMs that do not parse) go to the agent as they are, so the connection fails as it would.
  */
-function agentWith(options: AgentOptions, maxCalls?: number): https.Agent {
-  const make = (o: AgentOptions) => (maxCalls === undefined ? new https.Agent(o) : new BoundedAgent(o, maxCalls));
+function agentWith(options: AgentOptions): https.Agent {
   let secureContext: tls.SecureContext;
   try {
     secureContext = tls.createSecureContext(options);
   } catch {
-    return make(options);
+    return new https.Agent(options);
   }
   const rest: Record<string, unknown> = { ...options };
   for (const name of CONTEXT_OPTIONS) delete rest[name];
-  return make({ ...rest, secureContext });
-}
-
-/** Node's own (undocumented) hand-over of a request to an agent, which {@link BoundedAgent} wraps. */
-type AddRequest = (this: https.Agent, req: ClientRequest, options: unknown) => void;
-const addRequest = (https.Agent.prototype as unknown as { addRequest: AddRequest }).addRequest;
-
-/**
- * An agent that hands at most `maxCalls` requests at once to Node's pool, and so opens at most
- * that many connections; the others wait in its own queue, in order, until a request in the
- * pool is done ('close', which Node emits for every request, failed ones and those aborted
- * while they waited included), and one turn of the event loop more.
- *
- * Not Node's `maxSockets`: that hands a freed socket to the next request before the answer it
- * carried has emitted 'close', and node-fetch 2 (client-node's) then takes a chunked answer for
- * cut short (its check looks for a 'data' listener on the socket: the next request's parser).
- */
-export class BoundedAgent extends https.Agent {
-  private active = 0;
-  private readonly waiting: Array<[ClientRequest, unknown]> = [];
-
-  constructor(
-    options: AgentOptions,
-    readonly maxCalls: number,
-  ) {
-    super(options);
-  }
-
-  /** Requests waiting for one of the `maxCalls` places. */
-  queued(): number {
-    return this.waiting.length;
-  }
-
-  addRequest(req: ClientRequest, options: unknown): void {
-    if (this.active >= this.maxCalls) {
-      this.waiting.push([req, options]);
-      return;
-    }
-    this.active++;
-    req.once('close', () => {
-      this.active--;
-      setImmediate(() => {
-        const next = this.waiting.shift();
-        if (next) this.addRequest(...next);
-      });
-    });
-    addRequest.call(this, req, options);
-  }
+  return new https.Agent({ ...rest, secureContext });
 }
 
 /** Whether two sets of options are equal by content (Buffers by bytes), without a digest. */

@@ -29,16 +29,9 @@ describe('reuseConnections', () => {
   let answerAfterMs = 0;
   /** The Authorization header of each call, in order. */
   let authorizations: (string | undefined)[] = [];
-  /** Answers to `/hold` (a stand-in for a watch): headers sent, the body left open until the test ends it. */
-  const held = new Set<import('node:http').ServerResponse>();
 
   before(async () => {
     server = https.createServer({ cert: serving.certPem, key: serving.keyPem }, (req, res) => {
-      if (req.url === '/hold') {
-        held.add(res);
-        res.writeHead(200, { 'content-type': 'application/json' }).write('\n');
-        return;
-      }
       authorizations.push(req.headers.authorization);
       const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [] }));
       if (answerAfterMs > 0) setTimeout(answer, answerAfterMs);
@@ -53,8 +46,6 @@ describe('reuseConnections', () => {
     port = (server.address() as AddressInfo).port;
   });
   beforeEach(() => {
-    for (const res of held) res.end();
-    held.clear();
     accepted = 0;
     answerAfterMs = 0;
     authorizations = [];
@@ -99,46 +90,6 @@ describe('reuseConnections', () => {
     expect(accepted).to.equal(3);
     await Promise.all([api.listNamespace(), api.listNamespace(), api.listNamespace()]);
     expect(accepted).to.equal(3);
-  });
-
-  it('holds at most maxCallConnections connections for concurrent calls, and answers them all', async () => {
-    const api = reuseConnections(kubeConfig(), { maxCallConnections: 3 }).makeApiClient(CoreV1Api);
-    answerAfterMs = 20;
-    const lists = await Promise.all(Array.from({ length: 12 }, () => api.listNamespace()));
-    expect(lists.map((l) => l.items)).to.deep.equal(Array(12).fill([]));
-    expect(accepted).to.equal(3);
-  });
-
-  it('gives the places of calls aborted while they waited for one back: later calls go through', async () => {
-    const api = withRequestDeadline(reuseConnections(kubeConfig(), { maxCallConnections: 1 }), 50).makeApiClient(CoreV1Api);
-    answerAfterMs = 50 + DEADLINE_SHARING_MS + 500;
-    const outcomes = await Promise.all(Array.from({ length: 3 }, () => api.listNamespace().then(() => 'answered', (e: unknown) => String(e))));
-    expect(outcomes).to.have.length(3);
-    for (const o of outcomes) expect(o).to.match(/abort/i);
-    answerAfterMs = 0;
-    const lists = await Promise.all([api.listNamespace(), api.listNamespace()]);
-    expect(lists.map((l) => l.items)).to.deep.equal([[], []]);
-  });
-
-  it('does not count streams against the calls\' bound: calls go on while more streams than it stay open', async () => {
-    const kc = reuseConnections(kubeConfig(), { maxCallConnections: 2 });
-    const api = kc.makeApiClient(CoreV1Api);
-    await api.listNamespace();
-    // Four streams, as a watch opens them (client-node's HTTPS options: the agent among them).
-    const streams = await Promise.all(
-      Array.from({ length: 4 }, async () => {
-        const options: https.RequestOptions = {};
-        await kc.applyToHTTPSOptions(options);
-        return new Promise<import('node:http').IncomingMessage>((resolve, reject) => https.get(`https://127.0.0.1:${port}/hold`, { agent: options.agent }, resolve).on('error', reject));
-      }),
-    );
-    expect(streams.map((r) => r.statusCode)).to.deep.equal([200, 200, 200, 200]);
-    expect(held.size).to.equal(4);
-    const lists = await Promise.all(Array.from({ length: 4 }, () => api.listNamespace()));
-    expect(lists).to.have.length(4);
-    // One connection for the first call, four for the streams, at most one more for the calls.
-    expect(accepted).to.be.within(5, 6);
-    for (const r of streams) r.destroy();
   });
 
   it('shares an agent between calls with the same TLS options, compared by content', () => {
