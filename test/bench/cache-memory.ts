@@ -5,8 +5,9 @@
  * delegate (`buildDelegatePod`, then the target's defaults and status) and the target's
  * `Scheduled` event about it; N more pods of the target's own, with their events, stand for
  * the objects that are not ours. Each cache is a real `Informer` fed those objects as JSON
- * text through a scripted watch, with the transform and filter the wiring gives it, next to
- * the same informer without them (managedFields are dropped in both, as every informer does);
+ * text through a scripted watch, with the transform, filter and indexes the wiring gives it
+ * and the shared string table, next to the same informer without them (managedFields are
+ * dropped in both, as every informer does);
  * the heap is read after a full garbage collection.
  *
  *   npm run bench -- cache-memory [pods=5000]
