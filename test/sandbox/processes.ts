@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, fstatSync, mkdirSync, openSync, closeSync, readFileSync, readSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 
 /**
@@ -145,5 +145,26 @@ function signalGroup(pid: number, signal: NodeJS.Signals): void {
     process.kill(pid, signal);
   } catch {
     /* already gone */
+  }
+}
+
+/**
+ * The last `lines` lines of a process's log (at most its last `maxBytes`), for an error that
+ * says why a component never became ready; empty when there is no log.
+ */
+export function logTail(logFile: string, lines = 20, maxBytes = 8192): string {
+  let fd: number | undefined;
+  try {
+    fd = openSync(logFile, 'r');
+    const size = fstatSync(fd).size;
+    const length = Math.min(size, maxBytes);
+    const buf = Buffer.alloc(length);
+    readSync(fd, buf, 0, length, size - length);
+    const text = buf.toString('utf8').replace(/\n$/, '');
+    return text.split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }

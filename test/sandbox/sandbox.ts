@@ -9,7 +9,7 @@ import { packageRoot } from '../../provider/tools/package-root.js';
 import { STAND_IN_CONFIGMAP } from './cluster-autoscaler-stand-in.js';
 import { ensurePki, type SandboxPki } from './pki.js';
 import { outOfClusterSchedulerConfig, shippedSchedulerConfig } from './proxy-scheduler-config.js';
-import { isOurs, isRunning, readPid, signalProcess, startProcess, stopProcess, type ProcessSpec } from './processes.js';
+import { isOurs, isRunning, logTail, readPid, signalProcess, startProcess, stopProcess, type ProcessSpec } from './processes.js';
 import { FIRST_CLUSTER, isSource, sourceUser, topologyLinks, type Topology } from './topology.js';
 
 const execFileAsync = promisify(execFile);
@@ -691,13 +691,24 @@ export class Sandbox {
     return args;
   }
 
+  /** {@link waitFor} a component of a cluster; when it times out, the error ends with the component's log. */
+  private async waitForComponent(cluster: string, component: 'etcd' | 'kube-apiserver', state: SandboxState, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+    try {
+      await waitFor(`${cluster} ${component}`, timeoutMs, check);
+    } catch (err) {
+      const spec = this.spec(cluster, component, state);
+      const tail = logTail(spec.logFile);
+      throw new Error(`${(err as Error).message} (process ${isRunning(spec) ? 'running' : 'not running'}); ${tail ? `the end of ${spec.logFile}:\n${tail}` : `no log at ${spec.logFile}`}`);
+    }
+  }
+
   private async upCluster(cluster: string, state: SandboxState): Promise<void> {
     const t0 = Date.now();
     const kubectl = (...args: string[]) => this.kubectl(cluster, ...args);
     startProcess(this.spec(cluster, 'etcd', state));
-    await waitFor(`${cluster} etcd`, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));
+    await this.waitForComponent(cluster, 'etcd', state, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));
     startProcess(this.spec(cluster, 'kube-apiserver', state));
-    await waitFor(`${cluster} kube-apiserver`, 90_000, () => this.apiserverReady(cluster, state));
+    await this.waitForComponent(cluster, 'kube-apiserver', state, 90_000, () => this.apiserverReady(cluster, state));
     startProcess(this.spec(cluster, 'kube-controller-manager', state));
     startProcess(this.spec(cluster, 'kube-scheduler', state));
 
@@ -1067,12 +1078,12 @@ webhooks:
     const spec = this.spec(cluster, component, state);
     startProcess({ ...spec, args: [...spec.args, ...extraArgs] });
     if (component === 'kube-apiserver') {
-      await waitFor(`${cluster} kube-apiserver`, 90_000, () => this.apiserverReady(cluster, state));
+      await this.waitForComponent(cluster, 'kube-apiserver', state, 90_000, () => this.apiserverReady(cluster, state));
       // Until /readyz says so, the apiserver may refuse requests its RBAC allows (its caches
       // are still syncing): remember the window, for providerForbiddenRequests.
       appendFileSync(this.apiserverStartsPath(cluster), `${JSON.stringify({ startedMs, readyMs: Date.now() })}\n`);
     }
-    if (component === 'etcd') await waitFor(`${cluster} etcd`, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));
+    if (component === 'etcd') await this.waitForComponent(cluster, 'etcd', state, 30_000, () => httpOk(`http://127.0.0.1:${this.ports(cluster, state).etcd}/health`));
   }
 
   /** One line per process: cluster, component, pid, running or not. */

@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isRunning, startProcess, stopProcess, type ProcessSpec } from '../../../test/sandbox/processes.js';
+import { isRunning, logTail, startProcess, stopProcess, type ProcessSpec } from '../../../test/sandbox/processes.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -78,5 +78,22 @@ describe('sandbox processes with restart', function () {
     expect(isRunning(s), 'the loop is still there').to.equal(true);
     expect(await stopProcess(s)).to.equal(true);
     expect(pidsWith(marker)).to.deep.equal([]);
+  });
+});
+
+describe('sandbox process logs', () => {
+  let dir: string;
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'sandbox-log-tail-'));
+  });
+  afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('gives the last lines of a log, within a byte bound, and nothing for a missing log', () => {
+    const log = join(dir, 'c2-kube-apiserver.log');
+    writeFileSync(log, Array.from({ length: 100 }, (_, i) => `line ${i}`).join('\n') + '\n');
+    expect(logTail(log, 3)).to.equal('line 97\nline 98\nline 99');
+    // The byte bound wins over the line count: what the last 20 bytes hold, the first line cut.
+    expect(logTail(log, 50, 20)).to.equal(' 97\nline 98\nline 99');
+    expect(logTail(join(dir, 'missing.log'))).to.equal('');
   });
 });
