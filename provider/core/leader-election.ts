@@ -49,6 +49,8 @@ export class LeaderElector {
   private attempt?: AbortController;
   /** The lease record (holder and renew time) last seen, and when we first saw it. */
   private observed?: { record: string; atMs: number };
+  /** The lease as our last write returned it, while we lead: the next renewal writes it without reading first. */
+  private held?: V1Lease;
 
   constructor(private readonly o: LeaderElectorOptions) {}
 
@@ -113,6 +115,7 @@ export class LeaderElector {
   }
 
   private lose(why: string): void {
+    this.held = undefined;
     if (!this.leading) return;
     this.leading = false;
     this.o.logger.warn('lost leadership', { why });
@@ -123,6 +126,18 @@ export class LeaderElector {
     const now = new V1MicroTime(this.o.clock.now());
     const { namespace, name, identity } = this.o;
     const options = abortWith(signal);
+    // A leader renews the lease its last write returned, without reading it first (as
+    // client-go's fast path): if anyone wrote it since, the resourceVersion is stale and the
+    // write fails with 409; then, or if it is gone, the attempt goes on as a candidate's would.
+    if (this.leading && this.held) {
+      try {
+        await this.write(renewed(this.held, identity, this.o.leaseDurationSeconds, now), options);
+        return true;
+      } catch (e) {
+        if (!isConflict(e) && !isNotFound(e)) throw e;
+        this.held = undefined;
+      }
+    }
     let lease: V1Lease;
     try {
       lease = await this.o.coordination.readNamespacedLease({ name, namespace }, options);
@@ -133,7 +148,7 @@ export class LeaderElector {
         spec: { holderIdentity: identity, leaseDurationSeconds: this.o.leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
       };
       try {
-        await this.o.coordination.createNamespacedLease({ namespace, body }, options);
+        this.held = await this.o.coordination.createNamespacedLease({ namespace, body }, options);
         return true;
       } catch (e) {
         if (isConflict(e)) return false;
@@ -148,17 +163,8 @@ export class LeaderElector {
     if (this.observed?.record !== record) this.observed = { record, atMs: this.o.clock.now() };
     const expired = this.o.clock.now() - this.observed.atMs > (spec.leaseDurationSeconds ?? this.o.leaseDurationSeconds) * 1000;
     if (holder && holder !== identity && !expired) return false;
-    const takeover = holder !== identity;
-    lease.spec = {
-      ...spec,
-      holderIdentity: identity,
-      leaseDurationSeconds: this.o.leaseDurationSeconds,
-      renewTime: now,
-      acquireTime: takeover ? now : spec.acquireTime,
-      leaseTransitions: (spec.leaseTransitions ?? 0) + (takeover ? 1 : 0),
-    };
     try {
-      await this.o.coordination.replaceNamespacedLease({ name, namespace, body: lease }, options);
+      await this.write(renewed(lease, identity, this.o.leaseDurationSeconds, now), options);
       return true;
     } catch (e) {
       if (isConflict(e)) return false;
@@ -166,11 +172,18 @@ export class LeaderElector {
     }
   }
 
+  /** Replaces the lease and keeps what the API server returned, for the next renewal. */
+  private async write(lease: V1Lease, options: never): Promise<void> {
+    this.held = undefined;
+    this.held = await this.o.coordination.replaceNamespacedLease({ name: this.o.name, namespace: this.o.namespace, body: lease }, options);
+  }
+
   /** Stops and, if leading, hands the lease back. */
   async release(): Promise<void> {
     this.stopped = true;
     if (this.timer) this.o.clock.clearTimeout(this.timer);
     this.attempt?.abort(new AttemptDeadlineError('elector stopped'));
+    this.held = undefined;
     if (!this.leading) return;
     this.leading = false;
     try {
@@ -182,6 +195,23 @@ export class LeaderElector {
       this.o.logger.warn('could not release the leader lease', errorFields(err));
     }
   }
+}
+
+/** `lease` held by `identity`, renewed `now`: a takeover when someone else held it. */
+function renewed(lease: V1Lease, identity: string, leaseDurationSeconds: number, now: V1MicroTime): V1Lease {
+  const spec = lease.spec ?? {};
+  const takeover = spec.holderIdentity !== identity;
+  return {
+    ...lease,
+    spec: {
+      ...spec,
+      holderIdentity: identity,
+      leaseDurationSeconds,
+      renewTime: now,
+      acquireTime: takeover ? now : spec.acquireTime,
+      leaseTransitions: (spec.leaseTransitions ?? 0) + (takeover ? 1 : 0),
+    },
+  };
 }
 
 /**

@@ -4,13 +4,14 @@ import {
   CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
+  type V1Lease,
   type V1Node,
   type V1Pod,
 } from '@kubernetes/client-node';
 import type { ClusterRegistry, TargetHealth } from '../clusters/cluster-registry.js';
 import { parseTargetKey, targetKey } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
-import { isAlreadyExists, isNotFound, statusMessage } from '../core/errors.js';
+import { isAlreadyExists, isConflict, isNotFound, statusMessage } from '../core/errors.js';
 import {
   API_GROUP,
   API_VERSION,
@@ -88,6 +89,8 @@ export class TargetsReconciler {
   /** The health last told with an event, by key: one event per transition. */
   private readonly told = new Map<string, { ready: boolean; reason: string }>();
   private readonly nodeStatusIntervalMs: number;
+  /** By virtual node: its Lease as our last write returned it, renewed next without a read (as the kubelet does). */
+  private readonly nodeLeases = new Map<string, V1Lease>();
 
   constructor(private readonly o: TargetsReconcilerOptions) {
     this.nodeStatusIntervalMs = o.nodeStatusIntervalMs ?? 60_000;
@@ -230,18 +233,34 @@ export class TargetsReconciler {
     await this.o.sourceCore.patchNodeStatus({ name: nodeName, body: { status } }, setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch));
   }
 
+  /**
+   * Renews the virtual node's Lease. The Lease our last write returned is written back renewed,
+   * without a read; if someone else wrote it since (409) or it is gone (404), it is read, or
+   * created, as on the first round.
+   */
   private async renewLease(node: V1Node): Promise<void> {
     const name = node.metadata!.name!;
     const lease = buildNodeLease(name, node.metadata!.uid!, new Date(this.o.clock.now()).toISOString());
+    const renew = (existing: V1Lease): V1Lease => ({ ...existing, spec: { ...existing.spec, ...lease.spec, acquireTime: existing.spec?.acquireTime ?? lease.spec?.acquireTime } });
+    const replace = async (body: V1Lease) => this.nodeLeases.set(name, await this.o.sourceCoordination.replaceNamespacedLease({ name, namespace: NODE_LEASE_NAMESPACE, body }));
+    const held = this.nodeLeases.get(name);
+    this.nodeLeases.delete(name);
+    if (held) {
+      try {
+        await replace(renew(held));
+        return;
+      } catch (err) {
+        if (!isConflict(err) && !isNotFound(err)) throw new Error(`renewing the Lease of ${name}`, { cause: err });
+      }
+    }
     try {
-      const existing = await this.o.sourceCoordination.readNamespacedLease({ name, namespace: NODE_LEASE_NAMESPACE });
-      existing.spec = { ...existing.spec, ...lease.spec, acquireTime: existing.spec?.acquireTime ?? lease.spec?.acquireTime };
-      await this.o.sourceCoordination.replaceNamespacedLease({ name, namespace: NODE_LEASE_NAMESPACE, body: existing });
+      await replace(renew(await this.o.sourceCoordination.readNamespacedLease({ name, namespace: NODE_LEASE_NAMESPACE })));
     } catch (err) {
       if (!isNotFound(err)) throw new Error(`renewing the Lease of ${name}`, { cause: err });
-      await this.o.sourceCoordination.createNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, body: lease }).catch((e) => {
+      const created = await this.o.sourceCoordination.createNamespacedLease({ namespace: NODE_LEASE_NAMESPACE, body: lease }).catch((e) => {
         if (!isAlreadyExists(e)) throw e;
       });
+      if (created) this.nodeLeases.set(name, created);
     }
   }
 
@@ -266,6 +285,7 @@ export class TargetsReconciler {
   /** The Target is gone: its virtual node goes (its Lease follows by owner reference); the read side drops its clients. */
   private async removeTarget(key: string, nodeName: string): Promise<void> {
     this.lastStatusWriteMs.delete(key);
+    this.nodeLeases.delete(nodeName);
     try {
       const node = await this.o.sourceCore.readNode({ name: nodeName });
       if (node.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] !== VIRTUAL_KUBELET_PROVIDER_VALUE) return;

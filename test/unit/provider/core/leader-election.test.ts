@@ -18,6 +18,7 @@ class FakeLeases {
   hung = false;
   signals: AbortSignal[] = [];
   writes = 0;
+  reads = 0;
   hang(options: unknown): Promise<never> {
     const signal = (options as { middleware?: Array<{ pre(ctx: unknown): Promise<unknown> }> } | undefined)?.middleware?.[0];
     // The elector's middleware sets its abort signal on the request context: record it.
@@ -28,6 +29,7 @@ class FakeLeases {
     readNamespacedLease: async (_: unknown, options?: unknown) => {
       if (this.hung) return this.hang(options);
       if (this.failing) throw apiError(503);
+      this.reads++;
       if (!this.lease) throw apiError(404);
       return structuredClone(this.lease);
     },
@@ -40,7 +42,8 @@ class FakeLeases {
     },
     replaceNamespacedLease: async ({ body }: { body: V1Lease }) => {
       if (this.failing) throw apiError(503);
-      if (body.metadata?.resourceVersion !== this.lease?.metadata?.resourceVersion) throw apiError(409);
+      if (!this.lease) throw apiError(404);
+      if (body.metadata?.resourceVersion !== this.lease.metadata?.resourceVersion) throw apiError(409);
       this.writes++;
       this.lease = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++this.rv) } };
       return this.lease;
@@ -104,6 +107,36 @@ describe('LeaderElector', () => {
     const writes = leases.writes;
     await advance(6);
     expect(leases.writes - writes).to.equal(3);
+    await a.release();
+  });
+
+  it('renews as leader by writing the lease its last write returned, and reads it again only when that write conflicts or finds it gone', async () => {
+    const holder = () => leases.lease?.spec?.holderIdentity;
+    const a = elector('a');
+    await a.run();
+    const reads = leases.reads;
+    const writes = leases.writes;
+    await advance(6);
+    expect(leases.writes - writes, 'a renewal every retry period').to.equal(3);
+    expect(leases.reads, 'no read before a renewal').to.equal(reads);
+    // Someone else writes the lease (still held by a): a's next write conflicts, a reads and renews.
+    leases.lease = { ...leases.lease!, metadata: { ...leases.lease!.metadata, labels: { edited: 'yes' }, resourceVersion: String(++leases.rv) } };
+    await advance(2);
+    expect(leases.reads - reads).to.equal(1);
+    expect(a.isLeader()).to.equal(true);
+    expect(leases.lease?.metadata?.labels, 'the other writer’s change is kept').to.deep.equal({ edited: 'yes' });
+    expect(leases.lease?.spec?.renewTime?.getTime()).to.equal(clock.now());
+    // The lease is deleted: a reads, finds nothing, and creates it.
+    leases.lease = undefined;
+    await advance(2);
+    expect(a.isLeader()).to.equal(true);
+    expect(holder()).to.equal('a');
+    // Another replica took it over meanwhile (a had stalled past the lease duration, say): a's write conflicts, a reads and steps down.
+    leases.setHolder('b', clock.now());
+    await advance(2);
+    expect(a.isLeader()).to.equal(false);
+    expect(holder()).to.equal('b');
+    expect(log).to.deep.equal(['a started', `a stopped at ${(clock.now() - t0) / 1000}s`]);
     await a.release();
   });
 
@@ -174,7 +207,11 @@ describe('LeaderElector', () => {
   it('steps down at its renew deadline when a renew call hangs, aborts that call, and before another replica takes over', async () => {
     // Only a's connection is black-holed: b reaches the API server.
     let aHung = false;
-    const aApi = { ...leases.api, readNamespacedLease: (p: unknown, o?: unknown) => (aHung ? leases.hang(o) : leases.api.readNamespacedLease(p, o)) };
+    const aApi = {
+      ...leases.api,
+      readNamespacedLease: (p: unknown, o?: unknown) => (aHung ? leases.hang(o) : leases.api.readNamespacedLease(p, o)),
+      replaceNamespacedLease: (p: { body: V1Lease }, o?: unknown) => (aHung ? leases.hang(o) : leases.api.replaceNamespacedLease(p)),
+    };
     const a = elector('a', aApi);
     await a.run(); // renewed at t=0
     const b = elector('b');
@@ -218,11 +255,12 @@ describe('LeaderElector', () => {
     let answer: (() => void) | undefined;
     const a = elector('a');
     await a.run();
-    const read = leases.api.readNamespacedLease;
-    leases.api.readNamespacedLease = (p: unknown, o?: unknown) => new Promise((res) => (answer = () => res(read(p, o))));
+    // The leader's renewal is a write of the lease it holds: that write answers late.
+    const replace = leases.api.replaceNamespacedLease;
+    leases.api.replaceNamespacedLease = (p: { body: V1Lease }) => new Promise((res) => (answer = () => res(replace(p))));
     await advance(11);
     expect(a.isLeader()).to.equal(false);
-    leases.api.readNamespacedLease = read;
+    leases.api.replaceNamespacedLease = replace;
     answer!(); // the old call finally answers, successfully
     await settle();
     expect(log).to.deep.equal(['a started', 'a stopped at 10s']);

@@ -36,6 +36,7 @@ const P = 'multicluster.admiralty.io/';
 
 const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
 const alreadyExists = () => new ApiException(409, 'AlreadyExists', '{"kind":"Status","reason":"AlreadyExists"}', {});
+const conflict = () => new ApiException(409, 'Conflict', '{"kind":"Status","reason":"Conflict"}', {});
 
 /** Informer cache fake: objects by `<ns>/<name>`. */
 
@@ -83,6 +84,7 @@ const clone = <T>(x: T): T => structuredClone(x);
 function sourceCluster() {
   const nodes = new Map<string, V1Node>();
   const leases = new Map<string, V1Lease>();
+  let leaseVersion = 0;
   const secrets = new Map<string, V1Secret>();
   let uid = 0;
   const core = {
@@ -144,14 +146,16 @@ function sourceCluster() {
     createNamespacedLease: sinon.stub().callsFake(async ({ namespace, body }: { namespace: string; body: V1Lease }) => {
       const k = `${namespace}/${body.metadata!.name}`;
       if (leases.has(k)) throw alreadyExists();
-      leases.set(k, clone(body));
-      return clone(body);
+      leases.set(k, { ...clone(body), metadata: { ...clone(body.metadata), resourceVersion: String(++leaseVersion) } });
+      return clone(leases.get(k)!);
     }),
+    // With the API server's optimistic concurrency: a stale resourceVersion is a conflict.
     replaceNamespacedLease: sinon.stub().callsFake(async ({ name, namespace, body }: { name: string; namespace: string; body: V1Lease }) => {
       const k = `${namespace}/${name}`;
       if (!leases.has(k)) throw notFound();
-      leases.set(k, clone(body));
-      return clone(body);
+      if (body.metadata?.resourceVersion && body.metadata.resourceVersion !== leases.get(k)!.metadata?.resourceVersion) throw conflict();
+      leases.set(k, { ...clone(body), metadata: { ...clone(body.metadata), resourceVersion: String(++leaseVersion) } });
+      return clone(leases.get(k)!);
     }),
     deleteNamespacedLease: sinon.stub().callsFake(async ({ name, namespace }: { name: string; namespace: string }) => {
       if (!leases.delete(`${namespace}/${name}`)) throw notFound();
@@ -368,6 +372,41 @@ describe('TargetsReconciler.reconcile', () => {
       expect(new Date(readyOf(w.src.nodes.get(NODE))!.lastHeartbeatTime!).getTime()).to.equal(T0 + 60_000);
       expect(w.src.custom.patchNamespacedCustomObjectStatus.callCount).to.equal(1);
       expect(w.src.core.createNode.callCount).to.equal(1);
+    });
+
+    it('renews the Lease by writing back what its last write returned, reading it only after a conflict or once it is gone', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY); // reads it (none yet) and creates the Lease
+      expect(w.src.coordination.readNamespacedLease.callCount).to.equal(1);
+      const lease = () => w.src.leases.get(`kube-node-lease/${NODE}`)!;
+      for (let i = 1; i <= 3; i++) {
+        w.clock.advance(10_000);
+        await w.reconciler.reconcile(KEY);
+      }
+      expect(w.src.coordination.replaceNamespacedLease.callCount).to.equal(3);
+      expect(w.src.coordination.readNamespacedLease.callCount, 'no read before a renewal').to.equal(1);
+      expect(new Date(lease().spec!.renewTime!).getTime()).to.equal(T0 + 30_000);
+
+      // Someone else writes it (a label): our write conflicts, we read it, keep their change and renew.
+      w.src.leases.set(`kube-node-lease/${NODE}`, { ...lease(), metadata: { ...lease().metadata, labels: { by: 'someone' }, resourceVersion: '1000' } });
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.coordination.readNamespacedLease.callCount).to.equal(2);
+      expect(lease().metadata?.labels).to.deep.equal({ by: 'someone' });
+      expect(new Date(lease().spec!.renewTime!).getTime()).to.equal(T0 + 40_000);
+      expect(lease().spec!.acquireTime, 'acquired once').to.deep.equal(w.src.coordination.createNamespacedLease.firstCall.args[0].body.spec.acquireTime);
+
+      // It is deleted: the write finds it gone, the read too, and it is created again.
+      w.src.leases.delete(`kube-node-lease/${NODE}`);
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.coordination.createNamespacedLease.callCount).to.equal(2);
+      expect(new Date(lease().spec!.renewTime!).getTime()).to.equal(T0 + 50_000);
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.coordination.readNamespacedLease.callCount, 'the created Lease is renewed without a read').to.equal(3);
+      expect(new Date(lease().spec!.renewTime!).getTime()).to.equal(T0 + 60_000);
     });
 
     it('patches the node status at once when the health changes, and the Target status too', async () => {
