@@ -120,6 +120,19 @@ describe('buildClusterSummary: node pools and what is free', () => {
     expect(buildClusterSummary([...nodes].reverse(), [...pods].reverse())).to.deep.equal(summary);
   });
 
+  it('orders nodes, taints and pools by code units, whatever the locale says', () => {
+    // ICU's collation puts `a` before `B` and ignores the case first; code units put `B` (0x42) first.
+    const mixed = [
+      worker('b-node', { pool: 'x' }, { taints: [{ key: 'b', effect: 'NoSchedule' }, { key: 'B', effect: 'NoSchedule' }] }),
+      worker('B-node', { pool: 'x' }, { taints: [{ key: 'b', effect: 'NoSchedule' }, { key: 'B', effect: 'NoSchedule' }] }),
+      worker('a-node', { pool: 'Z' }),
+    ];
+    const s = buildClusterSummary(mixed);
+    expect(s.nodePools!.map((p) => p.labels.pool)).to.deep.equal(['Z', 'x']);
+    expect(s.nodePools![1].nodes.map((n) => n.name)).to.deep.equal(['B-node', 'b-node']);
+    expect(s.nodePools![1].taints!.map((t) => t.key)).to.deep.equal(['B', 'b']);
+  });
+
   it('makes summaryEquals see a change in what is free', () => {
     expect(summaryEquals(summary, buildClusterSummary(nodes, pods.slice(1)))).to.equal(false);
     expect(summaryEquals(summary, buildClusterSummary(nodes, pods))).to.equal(true);
