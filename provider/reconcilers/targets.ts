@@ -37,6 +37,11 @@ export interface TargetsReconcilerOptions {
   sourceCoordination: CoordinationV1Api;
   targets: ObjectCache<Target>;
   clusterTargets: ObjectCache<Target>;
+  /**
+   * The source's virtual nodes (the informer that wakes this reconciler): a node found there is
+   * not read from the apiserver; one that is not (not created yet, or not labelled as ours) is.
+   */
+  virtualNodes?: ObjectCache<V1Node>;
   /** Filled by the {@link TargetRegistryReconciler}: health and summary of each target, as last probed. */
   registry: Pick<ClusterRegistry, 'health' | 'summary' | 'get'>;
   /** This source's proxies bound to a virtual node (none when delegation does not run here). */
@@ -193,11 +198,13 @@ export class TargetsReconciler {
       // The proxies whose delegates the summary counts: their room is already gone from its free.
       heldByProxies: requestedByNode(proxiesCountedBy(this.o.proxiesOn?.(nodeName) ?? [], summary, delegateOf)).get(nodeName),
     });
-    let existing: V1Node | undefined;
-    try {
-      existing = await this.o.sourceCore.readNode({ name: nodeName });
-    } catch (err) {
-      if (!isNotFound(err)) throw err;
+    let existing = this.o.virtualNodes?.get(nodeName);
+    if (!existing) {
+      try {
+        existing = await this.o.sourceCore.readNode({ name: nodeName });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
     }
     if (!existing) {
       try {

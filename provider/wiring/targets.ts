@@ -80,6 +80,7 @@ export function wireTargets(
       sourceCoordination: coordination,
       targets,
       clusterTargets,
+      virtualNodes,
       registry: w.clusters,
       proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
       delegateOf: (key, proxy) => delegates(key)?.get(delegatePodName(proxy.metadata?.name ?? '', config.clusterName, proxy.metadata?.uid ?? ''), proxy.metadata?.namespace),

@@ -20,6 +20,7 @@ import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.
 import { ServerAddressPolicy } from '../../../../provider/clusters/server-address-policy.js';
 import { createTargetClient, type TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
+import { TARGET_NAME_LABEL } from '../../../../provider/core/keys.js';
 import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
 import { TargetAuthorization } from '../../../../provider/reconcilers/target-authorization.js';
@@ -172,7 +173,14 @@ function sourceCluster() {
 type Recorded = { type: 'Normal' | 'Warning'; reason: string; message: string; kind: string; name?: string; namespace?: string; uid?: string };
 
 function setup(
-  opts: { probe?: () => Promise<unknown>; podsProbe?: () => Promise<unknown>; proxies?: V1Pod[]; delegateOf?: (targetKey: string, proxy: V1Pod) => V1Pod | undefined; authorization?: TargetAuthorization } = {},
+  opts: {
+    probe?: () => Promise<unknown>;
+    podsProbe?: () => Promise<unknown>;
+    proxies?: V1Pod[];
+    delegateOf?: (targetKey: string, proxy: V1Pod) => V1Pod | undefined;
+    authorization?: TargetAuthorization;
+    virtualNodes?: MapCache<V1Node>;
+  } = {},
 ) {
   const clock = new FakeClock(T0);
   const src = sourceCluster();
@@ -216,6 +224,7 @@ function setup(
     proxiesOn: (nodeName: string) => (opts.proxies ?? []).filter((p) => p.spec?.nodeName === nodeName),
     delegateOf: opts.delegateOf,
     authorization: opts.authorization,
+    virtualNodes: opts.virtualNodes,
   };
   // The read side (every replica) and the write side (the leader), as main wires them: the
   // probe wakes the writer. One round here is one probe, then what the leader writes from it.
@@ -372,6 +381,29 @@ describe('TargetsReconciler.reconcile', () => {
       expect(new Date(readyOf(w.src.nodes.get(NODE))!.lastHeartbeatTime!).getTime()).to.equal(T0 + 60_000);
       expect(w.src.custom.patchNamespacedCustomObjectStatus.callCount).to.equal(1);
       expect(w.src.core.createNode.callCount).to.equal(1);
+    });
+
+    it('takes the node from the virtual nodes cache when it is there, and reads it from the apiserver only when it is not', async () => {
+      const virtualNodes = new MapCache<V1Node>();
+      const w = setup({ virtualNodes });
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY); // not cached yet: read (404), created
+      expect(w.src.core.readNode.callCount).to.equal(1);
+      expect(w.src.core.createNode.callCount).to.equal(1);
+      // The informer shows the node, with a label of ours changed by hand since.
+      const cached = clone(w.src.nodes.get(NODE)!);
+      cached.metadata!.labels = { ...cached.metadata!.labels, [TARGET_NAME_LABEL]: 'edited' };
+      virtualNodes.put(cached);
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.readNode.callCount, 'no read: the cache has it').to.equal(1);
+      expect(w.src.core.patchNode.callCount, 'the patch is computed from the cached node').to.equal(1);
+      expect(w.src.core.patchNode.firstCall.args[0].body.metadata.labels[TARGET_NAME_LABEL]).to.equal('local');
+      // Gone from the cache (deleted): read again.
+      virtualNodes.remove(cached);
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.readNode.callCount).to.equal(2);
     });
 
     it('renews the Lease by writing back what its last write returned, reading it only after a conflict or once it is gone', async () => {
