@@ -510,6 +510,25 @@ export function renderCpuFloor(results: readonly SizeResult[], pinned = false): 
 }
 
 /**
+ * c1's provider's CPU while the offloaded pods started, against a baseline of the same run: the
+ * CPU seconds the whole sandbox spent starting the same pods directly (the same work every run,
+ * none of it the provider's). The machine's speed moves from day to day; this quotient moves
+ * much less, so builds measured on different days compare by it. Nothing for a size without
+ * both figures.
+ */
+export function renderProviderCpu(results: readonly SizeResult[]): string {
+  return results
+    .flatMap((r) => {
+      const m = r.direct.startMachine;
+      const sandbox = m ? Object.values(m.cpuSecondsByProcess).reduce((sum, s) => sum + s, 0) : 0;
+      if (!r.offloaded.startMachine || sandbox <= 0) return [];
+      const provider = r.offloaded.providerCpuSeconds;
+      return [`${r.size} offloaded, provider CPU against the direct run: ${fmt(provider, 1)} s while starting, ${fmt(provider / sandbox, 2)} per CPU second the sandbox spent starting the pods directly (${fmt(sandbox, 1)} s)`];
+    })
+    .join('\n');
+}
+
+/**
  * Where the provider's memory was at its highest sampled RSS, per run that has the reading: V8's
  * committed heap (with what it used, and its largest spaces), the external memory V8 is told of,
  * and the rest of the resident set (code, native allocations, stacks, freed memory not yet given

@@ -46,6 +46,7 @@ import {
   percentile,
   podCapacityPlan,
   renderCpuFloor,
+  renderProviderCpu,
   renderMachine,
   renderMemory,
   renderQueues,
@@ -576,6 +577,7 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log('the machine (every sandbox process shares its cores), while the pods started and while they were deleted:');
   console.log(renderMachine(results));
   console.log(renderCpuFloor(results, args.pinClusters));
+  console.log(renderProviderCpu(results));
   console.log(renderMemory(results));
   console.log('');
   console.log("each cluster's apiserver (every client counted), per pod of the run, while the pods started and while they were deleted:");
