@@ -135,7 +135,6 @@ export class LeaderElector {
         return true;
       } catch (e) {
         if (!isConflict(e) && !isNotFound(e)) throw e;
-        this.held = undefined;
       }
     }
     let lease: V1Lease;
