@@ -77,8 +77,13 @@ const WATCH_TIMEOUT_MIN_S = 300;
  * The loop: list (replacing the cache, with `delete` events for what vanished), then watch from
  * the list's resourceVersion, re-watching from the last seen version when the server ends the
  * watch, and relisting on 410 Gone. Any failure restarts the loop after a capped exponential
- * backoff (1 s to 30 s, with jitter) that only resets once a list succeeds. A watch silent for
- * longer than `idleRestartMs` (bookmarks count as activity) is assumed half-open and restarted.
+ * backoff (1 s to 30 s, with jitter) that resets once a watch has worked: it sent an event or a
+ * bookmark, or lasted a second before the server ended it. A watch silent for longer than
+ * `idleRestartMs` (bookmarks count as activity) is assumed half-open and restarted.
+ *
+ * No answer of the server makes it loop without that backoff: a 410 for the watch of a list just
+ * made (nothing sent in between), and a watch the server ends within a second having sent
+ * nothing, are failures (as client-go's reflector treats a "very short watch").
  *
  * Objects are cached without `metadata.managedFields`, then through the `transform` if any, and
  * only those that `keep` (if any) accepts.
@@ -105,6 +110,10 @@ export class Informer<T extends KubernetesObject> {
   private restartTimer?: ClockTimer;
   private idleTimer?: ClockTimer;
   private lastError?: { message: string; atMs: number };
+  /** Whether the current watch started from a list of its own attempt. */
+  private watchFromList = false;
+  /** Whether the current watch has sent nothing yet but (at most) an error. */
+  private watchQuiet = true;
   /** The field selector of the last list, which its watches go on with. */
   private fieldSelectorInUse?: string;
 
@@ -191,6 +200,7 @@ export class Informer<T extends KubernetesObject> {
     const current = () => this.running && gen === this.generation;
     this.abortRequest();
     try {
+      this.watchFromList = false;
       if (relist || !this.resourceVersion) {
         const fieldSelector = this.fieldSelectorNow();
         this.fieldSelectorInUse = fieldSelector;
@@ -199,9 +209,11 @@ export class Informer<T extends KubernetesObject> {
         this.replace(list.items ?? []);
         this.resourceVersion = list.metadata?.resourceVersion ?? '';
         this.synced = true;
-        this.failures = 0;
+        this.watchFromList = true;
       }
+      this.watchQuiet = true;
       this.touch(gen);
+      const watchedAt = this.o.clock.now();
       const query: Record<string, string | number | boolean | undefined> = {
         resourceVersion: this.resourceVersion,
         allowWatchBookmarks: true,
@@ -218,13 +230,16 @@ export class Informer<T extends KubernetesObject> {
         (err) => {
           if (!current()) return;
           this.request = undefined;
-          if (!err) {
-            // The server ended the watch (its timeout): carry on from the last version seen.
-            void this.attempt(false);
-          } else if (statusOf(err) === 410) {
-            void this.attempt(true);
-          } else {
+          if (statusOf(err) === 410) {
+            this.gone(err);
+          } else if (err) {
             this.fail(err);
+          } else if (this.watchQuiet && this.o.clock.now() - watchedAt < 1000) {
+            this.fail(new Error(`the server ended the watch of ${this.o.path} within a second, having sent nothing`));
+          } else {
+            // The server ended the watch (its timeout): carry on from the last version seen.
+            this.failures = 0;
+            void this.attempt(false);
           }
         },
       );
@@ -238,6 +253,10 @@ export class Informer<T extends KubernetesObject> {
   private onWatchEvent(gen: number, type: string, raw: unknown): void {
     this.touch(gen);
     const obj = raw as T & { code?: number; status?: string };
+    if (type !== 'ERROR') {
+      this.watchQuiet = false;
+      this.failures = 0;
+    }
     switch (type) {
       case 'ADDED':
       case 'MODIFIED':
@@ -260,13 +279,25 @@ export class Informer<T extends KubernetesObject> {
       case 'BOOKMARK':
         this.remember(obj);
         break;
-      case 'ERROR':
-        // A Status in the stream: 410 means our version is too old to resume from.
-        this.abortRequest();
-        if (obj.code === 410) void this.attempt(true);
-        else this.fail(Object.assign(new Error(`watch error: ${(obj as { message?: string }).message ?? 'unknown'}`), { statusCode: obj.code }));
+      case 'ERROR': {
+        // A Status in the stream: 410 means our version is too old to resume from. Either way
+        // the watch is over; what follows aborts it once this attempt is superseded.
+        const err = Object.assign(new Error(`watch error: ${(obj as { message?: string }).message ?? 'unknown'}`), { statusCode: obj.code });
+        if (obj.code === 410) this.gone(err);
+        else this.fail(err);
         break;
+      }
     }
+  }
+
+  /**
+   * 410 Gone: the watch's version is too old, so relist, at once; unless the watch began at a
+   * list just made and has sent nothing since, where a relist would meet the same answer (a
+   * server whose watch lags its list): that is a failure, with its backoff.
+   */
+  private gone(err: unknown): void {
+    if (this.watchFromList && this.watchQuiet) this.fail(err);
+    else void this.attempt(true);
   }
 
   /** Replaces the cache with a fresh list: adds, updates (new resourceVersion) and deletes. */
@@ -364,9 +395,14 @@ export class Informer<T extends KubernetesObject> {
   }
 
   private fail(err: unknown): void {
+    if (!this.running || this.restartTimer) {
+      this.abortRequest();
+      return;
+    }
+    // Nothing of the failed attempt may act any more: not even the abort that follows, whose
+    // callback (at once, with LineWatch) would otherwise be taken for the failure.
+    this.generation++;
     this.abortRequest();
-    if (!this.running || this.restartTimer) return;
-    this.generation++; // nothing of the failed attempt may act any more
     this.failures++;
     const delay = Math.min(30_000, 1000 * 2 ** Math.min(this.failures - 1, 5));
     const jittered = Math.round(delay * (1 + 0.2 * Math.random()));

@@ -75,7 +75,7 @@ class FakeApiServer {
 const pod = (name: string, rv: string): V1Pod => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'ns', resourceVersion: rv } });
 
 /** Waits, in real time, for something the HTTP exchange brings about. */
-async function until(what: string, cond: () => boolean, ms = 800): Promise<void> {
+async function until(what: string, cond: () => boolean, ms = 5000): Promise<void> {
   for (const end = Date.now() + ms; !cond(); await new Promise((r) => setTimeout(r, 2))) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
   }
@@ -155,6 +155,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     api.items = [pod('a', '5'), pod('b', '6')];
     informer.start();
     await until('the watch', () => api.watches.length === 1);
+    api.watches[0].send('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '12' } });
     api.items = [pod('b', '7')];
     api.resourceVersion = '30';
     api.watches[0].send('ERROR', { kind: 'Status', apiVersion: 'v1', code: 410, reason: 'Expired', message: 'too old resource version' });
@@ -163,16 +164,26 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     expect(api.watches[1].query.get('resourceVersion')).to.equal('30');
     await until('the first watch to close', () => api.watches[0].closed);
     expect(events).to.deep.equal(['add a@5', 'add b@6', 'update b@7', 'delete a@5']);
+    expect(informer.health(), 'its own abort of the old watch is no failure').to.include({ ok: true, lastError: undefined });
 
-    // The same when the watch request itself answers 410.
+    // The same when the watch request itself answers 410, after a watch the server ended (it lasted a second).
     api.items = [];
     api.resourceVersion = '40';
     api.watchStatus = 410;
+    clock.advance(1_000);
     api.watches[1].end();
     await until('a third list', () => api.lists.length === 3);
-    api.watchStatus = 200;
     await until('delete b', () => events.includes('delete b@7'));
     expect(informer.list()).to.deep.equal([]);
+    // The watch of that list is gone too: a failure, with its backoff, not a relist in a loop.
+    await until('the failure', () => informer.health().lastError !== undefined);
+    expect(informer.health().lastError).to.equal('watch answered HTTP 410');
+    await new Promise((r) => setTimeout(r, 20));
+    expect(api.lists).to.have.length(3);
+    api.watchStatus = 200;
+    clock.advance(1_200);
+    await until('a watch again', () => api.watches.length === 3);
+    expect(api.lists).to.have.length(4);
   });
 
   it('restarts with a relist after the connection is reset, once the backoff has passed', async () => {
@@ -250,6 +261,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     expect(events).to.deep.equal(['delete b']);
     // A watch the server ends goes on with the selector of the last list.
     selector = 'spec.nodeName!=,spec.nodeName!=other';
+    clock.advance(1_000);
     api.watches[1].end();
     await until('a third watch', () => api.watches.length === 3);
     expect(api.watches[2].query.get('fieldSelector')).to.equal('spec.nodeName!=,spec.nodeName!=virtual');

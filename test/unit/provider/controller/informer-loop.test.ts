@@ -20,6 +20,8 @@ function fakeApi() {
     items: [] as V1Pod[],
     resourceVersion: '10',
     listError: undefined as Error | undefined,
+    /** Report an abort through `done` at once, as LineWatch does, rather than later. */
+    syncAbort: false,
     lists: 0,
     watches: [] as FakeWatch[],
     list: async (): Promise<KubernetesListObject<V1Pod>> => {
@@ -39,8 +41,10 @@ function fakeApi() {
         return {
           abort() {
             w.aborted = true;
-            // As client-node does: an abort reports an error through `done`, later.
-            setImmediate(() => done(Object.assign(new Error('The user aborted a request.'), { name: 'AbortError' })));
+            // As client-node does: an abort reports an error through `done`, later (or at once).
+            const report = () => done(Object.assign(new Error('The user aborted a request.'), { name: 'AbortError' }));
+            if (api.syncAbort) report();
+            else setImmediate(report);
           },
         };
       },
@@ -129,6 +133,7 @@ describe('Informer list and watch loop', () => {
     api.items = [pod('a', '5'), pod('b', '6')];
     informer.start();
     await settle();
+    api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '12' } });
     api.items = [pod('b', '7')];
     api.watches[0].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
     await settle();
@@ -136,9 +141,77 @@ describe('Informer list and watch loop', () => {
     expect(events).to.deep.equal(['add a', 'add b', 'update b', 'delete a']);
     expect(api.watches[0].aborted).to.equal(true);
     expect(api.watches).to.have.length(2);
+    expect(informer.health()).to.include({ ok: true, lastError: undefined });
   });
 
-  it('backs off after failures, doubling up to 30 s, and resets only when a list succeeds', async () => {
+  it('backs off, doubling, rather than relisting in a loop when the watch of a list just made is gone at once', async () => {
+    const gone = () => Object.assign(new Error('too old resource version'), { statusCode: 410 });
+    informer.start();
+    await settle();
+    api.watches[0].end(gone());
+    await settle();
+    expect(api.lists, 'no relist at once').to.equal(1);
+    expect(informer.health()).to.include({ ok: false, lastError: 'too old resource version' });
+    clock.advance(1_200);
+    await settle();
+    expect(api.lists).to.equal(2);
+    // The same answer in the stream: the wait doubles, though the list in between succeeded.
+    api.watches[1].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
+    await settle();
+    clock.advance(1_999);
+    await settle();
+    expect(api.lists, 'not before 2 s').to.equal(2);
+    clock.advance(401);
+    await settle();
+    expect(api.lists).to.equal(3);
+    // A watch that has sent something is simply behind: its 410 relists at once.
+    api.watches[2].send('ADDED', pod('a', '11'));
+    api.watches[2].end(gone());
+    await settle();
+    expect(api.lists).to.equal(4);
+    expect(informer.health().ok).to.equal(true);
+  });
+
+  it('backs off when the server ends a watch within a second having sent nothing; one that lasted goes on without a list', async () => {
+    informer.start();
+    await settle();
+    api.watches[0].end();
+    await settle();
+    expect(api.watches, 'no watch again at once').to.have.length(1);
+    expect(informer.health().lastError).to.match(/ended the watch of \/api\/v1\/pods within a second/);
+    clock.advance(1_200);
+    await settle();
+    expect([api.lists, api.watches.length]).to.deep.equal([2, 2]);
+    clock.advance(1_000);
+    api.watches[1].end();
+    await settle();
+    expect([api.lists, api.watches.length]).to.deep.equal([2, 3]);
+    expect(api.watches[2].query.resourceVersion).to.equal('10');
+    expect(informer.health().ok).to.equal(true);
+  });
+
+  it('takes none of its own aborts for a failure, when the watch reports them at once (as LineWatch does)', async () => {
+    api.syncAbort = true;
+    informer.start();
+    await settle();
+    // A 410 of a watch that has worked: a relist, and nothing failed.
+    api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '12' } });
+    api.watches[0].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
+    await settle();
+    expect([api.lists, api.watches.length, api.watches[0].aborted]).to.deep.equal([2, 2, true]);
+    expect(informer.health()).to.include({ ok: true, lastError: undefined });
+    expect(clock.pending(), 'only the idle watchdog').to.equal(1);
+    // Another error in the stream is the failure reported, not the abort it leads to.
+    api.watches[1].send('ERROR', { kind: 'Status', code: 500, message: 'etcdserver: leader changed' });
+    await settle();
+    expect(api.watches[1].aborted).to.equal(true);
+    expect(informer.health()).to.include({ ok: false, lastError: 'watch error: etcdserver: leader changed' });
+    clock.advance(1_200);
+    await settle();
+    expect([api.lists, api.watches.length]).to.deep.equal([3, 3]);
+  });
+
+  it('backs off after failures, doubling up to 30 s, and resets only once a watch has worked', async () => {
     api.listError = new Error('connection refused');
     informer.start();
     await settle();
@@ -160,10 +233,21 @@ describe('Informer list and watch loop', () => {
     clock.advance(40_000);
     await settle();
     expect(informer.hasSynced()).to.equal(true);
-    // A failure of the next watch starts again at 1 s.
+    // A list that succeeds is not enough: its watch failing at once, having sent nothing, waits 30 s again.
     api.watches.at(-1)!.end(new Error('reset by peer'));
     await settle();
-    const before = api.lists;
+    let before = api.lists;
+    clock.advance(29_999);
+    await settle();
+    expect(api.lists).to.equal(before);
+    clock.advance(6_100);
+    await settle();
+    expect(api.lists).to.equal(before + 1);
+    // A watch that has sent something (a bookmark) resets it: the next failure waits 1 s.
+    api.watches.at(-1)!.send('BOOKMARK', { metadata: { resourceVersion: '20' } });
+    api.watches.at(-1)!.end(new Error('reset by peer'));
+    await settle();
+    before = api.lists;
     clock.advance(1_300);
     await settle();
     expect(api.lists).to.equal(before + 1);
