@@ -29,6 +29,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
   { name: 'extender-latency', args: '[requests=3000] [concurrency=1]', summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox' },
   { name: 'webhook-latency', args: '[requests=2000] [concurrency=16]', summary: 'admission latency (p50, p99) of the mutating webhook next to a no-op handler' },
   { name: 'cache-memory', args: '[pods=5000]', summary: "heap held per offloaded pod by each of the provider's caches (proxies, delegates, the target's pod events, the summary's pods), with the transforms and filters the provider gives them next to without; in process, no sandbox" },
+  {
+    name: 'api-transport',
+    args: '[calls=2000] [concurrency=100] [rounds=3]',
+    summary:
+      "what an API call costs the client: the provider's way (client-node's generated API, connections reused) next to https.request on a keep-alive agent and one http2 session, creating ConfigMaps in c2; client and apiserver CPU seconds, wall time",
+  },
   { name: 'idle-rss', args: '[idle-seconds=30]', summary: "idle RSS of the source provider started as shipped (the bundle), from the unbundled compiled tree and through tsx, with the sandbox provider's own flags" },
 ];
 
