@@ -81,9 +81,10 @@ const WATCH_TIMEOUT_MIN_S = 300;
  * bookmark, or lasted a second before the server ended it. A watch silent for longer than
  * `idleRestartMs` (bookmarks count as activity) is assumed half-open and restarted.
  *
- * No answer of the server makes it loop without that backoff: a 410 for the watch of a list just
- * made (nothing sent in between), and a watch the server ends within a second having sent
- * nothing, are failures (as client-go's reflector treats a "very short watch").
+ * No answer of the server makes it loop without that backoff: a 410 within a second of the last
+ * list, and a watch the server ends within a second having sent nothing, are failures (the
+ * latter as client-go's reflector treats a "very short watch"). So it lists at most about once a
+ * second, whatever a server answers.
  *
  * Objects are cached without `metadata.managedFields`, then through the `transform` if any, and
  * only those that `keep` (if any) accepts.
@@ -110,8 +111,8 @@ export class Informer<T extends KubernetesObject> {
   private restartTimer?: ClockTimer;
   private idleTimer?: ClockTimer;
   private lastError?: { message: string; atMs: number };
-  /** Whether the current watch started from a list of its own attempt. */
-  private watchFromList = false;
+  /** When the last list succeeded (the informer's clock), or never. */
+  private listedAtMs = -Infinity;
   /** Whether the current watch has sent nothing yet but (at most) an error. */
   private watchQuiet = true;
   /** The field selector of the last list, which its watches go on with. */
@@ -200,7 +201,6 @@ export class Informer<T extends KubernetesObject> {
     const current = () => this.running && gen === this.generation;
     this.abortRequest();
     try {
-      this.watchFromList = false;
       if (relist || !this.resourceVersion) {
         const fieldSelector = this.fieldSelectorNow();
         this.fieldSelectorInUse = fieldSelector;
@@ -209,7 +209,7 @@ export class Informer<T extends KubernetesObject> {
         this.replace(list.items ?? []);
         this.resourceVersion = list.metadata?.resourceVersion ?? '';
         this.synced = true;
-        this.watchFromList = true;
+        this.listedAtMs = this.o.clock.now();
       }
       this.watchQuiet = true;
       this.touch(gen);
@@ -291,12 +291,12 @@ export class Informer<T extends KubernetesObject> {
   }
 
   /**
-   * 410 Gone: the watch's version is too old, so relist, at once; unless the watch began at a
-   * list just made and has sent nothing since, where a relist would meet the same answer (a
-   * server whose watch lags its list): that is a failure, with its backoff.
+   * 410 Gone: the watch's version is too old, so relist, at once; unless the last list is less
+   * than a second old, where another would likely meet the same answer (a server whose watch
+   * lags its list, or one that answers so on purpose): that is a failure, with its backoff.
    */
   private gone(err: unknown): void {
-    if (this.watchFromList && this.watchQuiet) this.fail(err);
+    if (this.o.clock.now() - this.listedAtMs < 1000) this.fail(err);
     else void this.attempt(true);
   }
 

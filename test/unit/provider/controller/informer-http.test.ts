@@ -155,7 +155,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     api.items = [pod('a', '5'), pod('b', '6')];
     informer.start();
     await until('the watch', () => api.watches.length === 1);
-    api.watches[0].send('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '12' } });
+    clock.advance(1_000); // a watch open a while: its 410 is an ordinary one
     api.items = [pod('b', '7')];
     api.resourceVersion = '30';
     api.watches[0].send('ERROR', { kind: 'Status', apiVersion: 'v1', code: 410, reason: 'Expired', message: 'too old resource version' });

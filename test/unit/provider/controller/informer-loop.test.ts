@@ -20,6 +20,8 @@ function fakeApi() {
     items: [] as V1Pod[],
     resourceVersion: '10',
     listError: undefined as Error | undefined,
+    /** The clock of the informers {@link recordingInformer} makes over this API. */
+    clock: new FakeClock(0),
     /** Report an abort through `done` at once, as LineWatch does, rather than later. */
     syncAbort: false,
     lists: 0,
@@ -133,7 +135,7 @@ describe('Informer list and watch loop', () => {
     api.items = [pod('a', '5'), pod('b', '6')];
     informer.start();
     await settle();
-    api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '12' } });
+    clock.advance(1_000); // a watch open a while: its 410 is an ordinary one
     api.items = [pod('b', '7')];
     api.watches[0].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
     await settle();
@@ -144,7 +146,7 @@ describe('Informer list and watch loop', () => {
     expect(informer.health()).to.include({ ok: true, lastError: undefined });
   });
 
-  it('backs off, doubling, rather than relisting in a loop when the watch of a list just made is gone at once', async () => {
+  it('backs off, doubling, rather than relisting in a loop when the watch of a list just made is gone within a second', async () => {
     const gone = () => Object.assign(new Error('too old resource version'), { statusCode: 410 });
     informer.start();
     await settle();
@@ -164,11 +166,19 @@ describe('Informer list and watch loop', () => {
     clock.advance(401);
     await settle();
     expect(api.lists).to.equal(3);
-    // A watch that has sent something is simply behind: its 410 relists at once.
+    // A 410 a second after the list is an ordinary one: it relists at once.
     api.watches[2].send('ADDED', pod('a', '11'));
+    clock.advance(999);
     api.watches[2].end(gone());
     await settle();
+    expect(api.lists, 'not 999 ms after the list').to.equal(3);
+    clock.advance(2_399);
+    await settle();
     expect(api.lists).to.equal(4);
+    clock.advance(1_000);
+    api.watches[3].end(gone());
+    await settle();
+    expect(api.lists).to.equal(5);
     expect(informer.health().ok).to.equal(true);
   });
 
@@ -194,8 +204,8 @@ describe('Informer list and watch loop', () => {
     api.syncAbort = true;
     informer.start();
     await settle();
-    // A 410 of a watch that has worked: a relist, and nothing failed.
-    api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '12' } });
+    // An ordinary 410 (a second after the list): a relist, and nothing failed.
+    clock.advance(1_000);
     api.watches[0].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
     await settle();
     expect([api.lists, api.watches.length, api.watches[0].aborted]).to.deep.equal([2, 2, true]);
@@ -308,7 +318,7 @@ function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add'
     list: api.list,
     watch: api.watch,
     logger: silentLogger(),
-    clock: new FakeClock(0),
+    clock: api.clock,
     ...filters,
   });
   for (const verb of ['add', 'update', 'delete'] as const) informer.on(verb, (p) => record(verb, p));
@@ -394,6 +404,7 @@ describe('Informer keep', () => {
     // A relist whose version of b is refused drops it; refused objects still move the version on.
     api.items = [labelled('b', '8', 'no')];
     api.resourceVersion = '8';
+    api.clock.advance(1_000);
     api.watches[0].end(Object.assign(new Error('gone'), { statusCode: 410 }));
     await settle();
     expect(informer.list()).to.deep.equal([]);
@@ -453,6 +464,7 @@ describe('Informer indexers', () => {
     // A relist drops what vanished, from the index too.
     api.items = [app('f', '11', 'web')];
     api.resourceVersion = '11';
+    api.clock.advance(1_000);
     api.watches[0].end(Object.assign(new Error('gone'), { statusCode: 410 }));
     await settle();
     expect(names(informer.byIndex('app', 'ns/web'))).to.deep.equal(['f']);
