@@ -82,9 +82,9 @@ const WATCH_TIMEOUT_MIN_S = 300;
  * `idleRestartMs` (bookmarks count as activity) is assumed half-open and restarted.
  *
  * No answer of the server makes it loop without that backoff: a 410 within a second of the last
- * list, and a watch the server ends within a second having sent nothing, are failures (the
- * latter as client-go's reflector treats a "very short watch"). So it lists at most about once a
- * second, whatever a server answers.
+ * list, and a watch the server ends within a second of its start, are failures (client-go's
+ * reflector takes a "very short watch" for one too, when it brought nothing). So it lists, and
+ * watches, at most about once a second, whatever a server answers.
  *
  * Objects are cached without `metadata.managedFields`, then through the `transform` if any, and
  * only those that `keep` (if any) accepts.
@@ -113,8 +113,6 @@ export class Informer<T extends KubernetesObject> {
   private lastError?: { message: string; atMs: number };
   /** When the last list succeeded (the informer's clock), or never. */
   private listedAtMs = -Infinity;
-  /** Whether the current watch has sent nothing yet but (at most) an error. */
-  private watchQuiet = true;
   /** The field selector of the last list, which its watches go on with. */
   private fieldSelectorInUse?: string;
 
@@ -211,7 +209,6 @@ export class Informer<T extends KubernetesObject> {
         this.synced = true;
         this.listedAtMs = this.o.clock.now();
       }
-      this.watchQuiet = true;
       this.touch(gen);
       const watchedAt = this.o.clock.now();
       const query: Record<string, string | number | boolean | undefined> = {
@@ -234,8 +231,8 @@ export class Informer<T extends KubernetesObject> {
             this.gone(err);
           } else if (err) {
             this.fail(err);
-          } else if (this.watchQuiet && this.o.clock.now() - watchedAt < 1000) {
-            this.fail(new Error(`the server ended the watch of ${this.o.path} within a second, having sent nothing`));
+          } else if (this.o.clock.now() - watchedAt < 1000) {
+            this.fail(new Error(`the server ended the watch of ${this.o.path} within a second of its start`));
           } else {
             // The server ended the watch (its timeout): carry on from the last version seen.
             this.failures = 0;
@@ -253,10 +250,7 @@ export class Informer<T extends KubernetesObject> {
   private onWatchEvent(gen: number, type: string, raw: unknown): void {
     this.touch(gen);
     const obj = raw as T & { code?: number; status?: string };
-    if (type !== 'ERROR') {
-      this.watchQuiet = false;
-      this.failures = 0;
-    }
+    if (type !== 'ERROR') this.failures = 0;
     switch (type) {
       case 'ADDED':
       case 'MODIFIED':

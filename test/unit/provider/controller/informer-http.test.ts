@@ -145,6 +145,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     api.watches[0].send('ADDED', pod('a', '11'));
     api.watches[0].send('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '20' } });
     await until('the add', () => events.length === 1);
+    clock.advance(1_000);
     api.watches[0].end();
     await until('a second watch', () => api.watches.length === 2);
     expect(api.watches[1].query.get('resourceVersion')).to.equal('20');

@@ -108,6 +108,7 @@ describe('Informer list and watch loop', () => {
     api.watches[0].send('MODIFIED', pod('a', '12')); // same version: no update
     api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '15' } });
     expect(informer.get('a', 'ns')?.metadata?.resourceVersion).to.equal('12');
+    clock.advance(1_000);
     api.watches[0].end();
     await settle();
     expect(api.lists).to.equal(1);
@@ -182,21 +183,29 @@ describe('Informer list and watch loop', () => {
     expect(informer.health().ok).to.equal(true);
   });
 
-  it('backs off when the server ends a watch within a second having sent nothing; one that lasted goes on without a list', async () => {
+  it('backs off when the server ends a watch within a second of its start, even one that sent something; one that lasted goes on without a list', async () => {
     informer.start();
     await settle();
     api.watches[0].end();
     await settle();
     expect(api.watches, 'no watch again at once').to.have.length(1);
-    expect(informer.health().lastError).to.match(/ended the watch of \/api\/v1\/pods within a second/);
+    expect(informer.health().lastError).to.match(/ended the watch of \/api\/v1\/pods within a second of its start/);
     clock.advance(1_200);
     await settle();
     expect([api.lists, api.watches.length]).to.deep.equal([2, 2]);
-    clock.advance(1_000);
+    api.watches[1].send('BOOKMARK', { metadata: { resourceVersion: '11' } });
+    clock.advance(999);
     api.watches[1].end();
     await settle();
-    expect([api.lists, api.watches.length]).to.deep.equal([2, 3]);
-    expect(api.watches[2].query.resourceVersion).to.equal('10');
+    expect([api.lists, api.watches.length], 'a bookmark and an end, 999 ms in: no watch again at once').to.deep.equal([2, 2]);
+    clock.advance(1_200);
+    await settle();
+    expect([api.lists, api.watches.length]).to.deep.equal([3, 3]);
+    clock.advance(1_000);
+    api.watches[2].end();
+    await settle();
+    expect([api.lists, api.watches.length]).to.deep.equal([3, 4]);
+    expect(api.watches[3].query.resourceVersion).to.equal('10');
     expect(informer.health().ok).to.equal(true);
   });
 
