@@ -116,6 +116,51 @@ describe('bench', () => {
     expect(bad.err).to.match(/usage: api-transport/);
   });
 
+  describe('the other benchmarks, briefly: each runs and prints its figures', () => {
+    /** Runs `admiralty bench <args>`; what it printed, after checking it exited 0. */
+    async function bench(...args: string[]): Promise<string> {
+      const sink = { out: '', err: '' };
+      const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
+      const code = await benchCli(args, io, capturing(sink));
+      expect(code, sink.out + sink.err).to.equal(0);
+      return sink.out;
+    }
+
+    it('webhook-latency: every request answered on both routes, and their ratio', async function () {
+      this.timeout(60_000);
+      const out = await bench('webhook-latency', '40', '4');
+      for (const route of ['noop', 'mutate']) expect(out).to.match(new RegExp(`^${route} +n= +40 +p50=[\\d.]+ ms +p99=[\\d.]+ ms$`, 'm'));
+      expect(out).to.match(/^ratio mutate\/noop: p50 x[\d.]+ +p99 x[\d.]+$/m);
+    });
+
+    it('extender-latency: filter and prioritize of every proxy shape, every request answered, next to the no-op', async function () {
+      this.timeout(120_000);
+      const out = await bench('extender-latency', '20', '1');
+      expect(out).to.match(/^fleet: 100 targets, \d+ real nodes in their summaries/m);
+      const rows = [...out.matchAll(/^(\S+) +(noop|filter|prioritize) +n= +(\d+) +p50= +[\d.]+ ms +p99= +[\d.]+ ms +\d+ req\/s/gm)];
+      const shapes = [...new Set(rows.map((m) => m[1]))];
+      expect(shapes.length, out).to.be.at.least(3);
+      expect(rows.map((m) => `${m[1]} ${m[2]} ${m[3]}`)).to.deep.equal(shapes.flatMap((s) => ['noop', 'filter', 'prioritize'].map((v) => `${s} ${v} 20`)));
+      expect(out).not.to.match(/stopped early/);
+    });
+
+    it("cache-memory: each cache's heap per pod, less with the provider's transforms and filters than without", async function () {
+      this.timeout(120_000);
+      const out = await bench('cache-memory', '200');
+      const total = /^\| total per offloaded pod \| ([\d.]+) \| ([\d.]+) \|$/m.exec(out);
+      expect(total, out).to.not.equal(null);
+      expect(Number(total![2])).to.be.above(0).and.below(Number(total![1]));
+    });
+
+    it('log-throughput: the same bytes through the proxy and on its delegate, and the ratio', async function () {
+      this.timeout(180_000);
+      const out = await bench('log-throughput', '1', '1');
+      expect(out).to.match(/^bench: kubectl logs on the delegate in c2: [\d.]+ MiB\/s$/m);
+      expect(out).to.match(/^bench: kubectl logs on the proxy in c1: +[\d.]+ MiB\/s$/m);
+      expect(out).to.match(/^bench: ratio proxy\/direct: [\d.]+; provider CPU [\d.]+ s for [\d.]+ MiB$/m);
+    });
+  });
+
   describe('with no sandbox up', () => {
     // A sandbox of its own, beside the suite's: another folder, so other ports.
     const dir = mkdtempSync(join(tmpdir(), 'bench-sandbox-'));
