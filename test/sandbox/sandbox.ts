@@ -1,6 +1,6 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
 import { dirname, join, resolve } from 'node:path';
@@ -638,23 +638,29 @@ export class Sandbox {
     return refused;
   }
 
-  /** Writes (idempotently) the audit policy: Metadata level for {@link auditedUsers}, nothing else. */
-  private auditPolicyFile(state: SandboxState): string {
+  /**
+   * Writes (idempotently) the audit policy: Metadata level for {@link auditedUsers}, nothing else.
+   * One file for every cluster, and the clusters start at once: a file that already says the same
+   * is left alone, and a new one replaces it whole (a rename), so that no apiserver ever reads it
+   * half written (one did, in a run: "unknown group version field" for an empty file).
+   */
+  auditPolicyFile(state: SandboxState): string {
     const file = join(this.dir, 'audit-policy.yaml');
+    const text = [
+      'apiVersion: audit.k8s.io/v1',
+      'kind: Policy',
+      'omitStages: [RequestReceived]',
+      'rules:',
+      `- level: Metadata`,
+      `  users: [${this.auditedUsers(state).map((u) => `"${u}"`).join(', ')}]`,
+      '- level: None',
+      '',
+    ].join('\n');
+    if (existsSync(file) && readFileSync(file, 'utf8') === text) return file;
     mkdirSync(this.dir, { recursive: true });
-    writeFileSync(
-      file,
-      [
-        'apiVersion: audit.k8s.io/v1',
-        'kind: Policy',
-        'omitStages: [RequestReceived]',
-        'rules:',
-        `- level: Metadata`,
-        `  users: [${this.auditedUsers(state).map((u) => `"${u}"`).join(', ')}]`,
-        '- level: None',
-        '',
-      ].join('\n'),
-    );
+    const partial = `${file}.${process.pid}.partial`;
+    writeFileSync(partial, text);
+    renameSync(partial, file);
     return file;
   }
 
