@@ -13,13 +13,14 @@ import { spawn } from 'node:child_process';
 import http2 from 'node:http2';
 import https from 'node:https';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { reuseConnections } from '../../provider/clusters/connection-reuse.js';
 import { withRequestDeadline } from '../../provider/clusters/request-deadline.js';
 import { kubectl } from '../e2e/support.js';
 import { Sandbox } from '../sandbox/sandbox.js';
-import { sandboxCpuSeconds } from './bench-support.js';
+import { median, sandboxCpuSeconds } from './bench-support.js';
 
 const WAYS = ['client-node', 'https', 'http2'] as const;
 type Way = (typeof WAYS)[number];
@@ -47,10 +48,22 @@ async function inPool(calls: number, concurrency: number, run: (i: number) => Pr
   );
 }
 
-/** Reads a whole answer and fails unless it is a 201 with a JSON body. */
-function created(status: number, body: Buffer): void {
-  if (status !== 201) throw new Error(`create answered ${status}: ${body.toString('utf8').slice(0, 200)}`);
-  JSON.parse(body.toString('utf8'));
+/** Reads a whole answer (`status` once it has come) and fails unless it is a 201 with a JSON body. */
+function created(answer: Readable, status: () => number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    answer.on('data', (c: Buffer) => chunks.push(c));
+    answer.on('error', reject);
+    answer.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      if (status() !== 201) return reject(new Error(`create answered ${status()}: ${body.slice(0, 200)}`));
+      try {
+        resolve(void JSON.parse(body));
+      } catch (err) {
+        reject(err);
+      }
+    });
+  });
 }
 
 /** The child: makes the calls one way and prints its figures as one JSON line. */
@@ -77,17 +90,7 @@ async function child(way: Way, kubeconfig: string, namespace: string, calls: num
       close = () => agent.destroy();
       run = (i) =>
         new Promise((resolve, reject) => {
-          const req = https.request(new URL(path, server), { method: 'POST', agent, headers }, (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () => {
-              try {
-                resolve(created(res.statusCode ?? 0, Buffer.concat(chunks)));
-              } catch (err) {
-                reject(err);
-              }
-            });
-          });
+          const req = https.request(new URL(path, server), { method: 'POST', agent, headers }, (res) => created(res, () => res.statusCode ?? 0).then(resolve, reject));
           req.on('error', reject);
           req.end(JSON.stringify(configMap(namespace, i)));
         });
@@ -95,23 +98,13 @@ async function child(way: Way, kubeconfig: string, namespace: string, calls: num
       const session = http2.connect(server, tlsOptions as http2.SecureClientSessionOptions);
       session.on('error', () => {});
       close = () => session.close();
-      run = (i) =>
-        new Promise((resolve, reject) => {
-          const req = session.request({ ':method': 'POST', ':path': path, ...headers });
-          let status = 0;
-          const chunks: Buffer[] = [];
-          req.on('response', (h) => (status = Number(h[':status'])));
-          req.on('data', (c: Buffer) => chunks.push(c));
-          req.on('end', () => {
-            try {
-              resolve(created(status, Buffer.concat(chunks)));
-            } catch (err) {
-              reject(err);
-            }
-          });
-          req.on('error', reject);
-          req.end(JSON.stringify(configMap(namespace, i)));
-        });
+      run = (i) => {
+        const req = session.request({ ':method': 'POST', ':path': path, ...headers });
+        let status = 0;
+        req.on('response', (h) => (status = Number(h[':status'])));
+        req.end(JSON.stringify(configMap(namespace, i)));
+        return created(req, () => status);
+      };
     }
   }
   const cpu0 = process.cpuUsage();
@@ -140,8 +133,6 @@ function runChild(way: Way, kubeconfig: string, namespace: string, calls: number
     });
   });
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main(): Promise<void> {
   const calls = Number(process.argv[2] ?? 2000);

@@ -162,3 +162,8 @@ export async function pool<T>(items: T[], concurrency: number, fn: (item: T) => 
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The median of some figures (the upper one of an even count). */
+export function median(xs: readonly number[]): number {
+  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+}

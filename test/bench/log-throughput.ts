@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { apply, getJson, kubectl } from '../e2e/support.js';
 import { Sandbox, waitFor } from '../sandbox/sandbox.js';
-import { cpuSeconds, providerPid } from './bench-support.js';
+import { cpuSeconds, median, providerPid } from './bench-support.js';
 
 const MIB = Number(process.argv[2] ?? 20);
 const ROUNDS = Number(process.argv[3] ?? 3);
@@ -31,8 +31,6 @@ function timeLogs(cluster: string, pod: string): Promise<{ seconds: number; byte
     child.on('close', (code) => (code === 0 ? res({ seconds: (performance.now() - t0) / 1000, bytes }) : rej(new Error(`kubectl logs ${pod} on ${cluster} exited ${code}`))));
   });
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main(): Promise<void> {
   // Every pod in namespace default of c2 logs the sandbox's default file: fill it for the run.
