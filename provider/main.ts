@@ -2,6 +2,7 @@ import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthori
 import { hostname } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { Registry } from 'prom-client';
+import { apiCallsOverHttp2 } from './clusters/api-http2.js';
 import { ClusterRegistry } from './clusters/cluster-registry.js';
 import { reuseConnections } from './clusters/connection-reuse.js';
 import { withRequestDeadline } from './clusters/request-deadline.js';
@@ -70,6 +71,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     return 2;
   }
   reuseConnections(kc);
+  apiCallsOverHttp2(kc);
   withRequestDeadline(kc, config.apiRequestTimeoutSeconds * 1000);
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);

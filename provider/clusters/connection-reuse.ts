@@ -151,7 +151,26 @@ function agentWith(options: AgentOptions): https.Agent {
   }
   const rest: Record<string, unknown> = { ...options };
   for (const name of CONTEXT_OPTIONS) delete rest[name];
-  return new https.Agent({ ...rest, secureContext });
+  const agent = new https.Agent({ ...rest, secureContext });
+  const connect: tls.ConnectionOptions = { secureContext };
+  for (const name of CONNECT_OPTIONS) if (rest[name] !== undefined) (connect as Record<string, unknown>)[name] = rest[name];
+  connectOptions.set(agent, connect);
+  return agent;
+}
+
+/** Of an agent's options, what decides how its connections are opened and checked, besides the context. */
+const CONNECT_OPTIONS = ['servername', 'rejectUnauthorized', 'checkServerIdentity', 'lookup', 'minVersion', 'maxVersion', 'ciphers'] as const;
+
+/** The TLS options of the agents {@link reuseConnections} made with a context of their own. */
+const connectOptions = new WeakMap<Agent, tls.ConnectionOptions>();
+
+/**
+ * How `agent`'s connections are opened (its TLS context, server name, verification and lookup),
+ * for another transport to open the same connection (see `api-http2.ts`); undefined for an
+ * agent that {@link reuseConnections} did not make, or made without a context of its own.
+ */
+export function connectOptionsOf(agent: unknown): tls.ConnectionOptions | undefined {
+  return typeof agent === 'object' && agent !== null ? connectOptions.get(agent as Agent) : undefined;
 }
 
 /** Whether two sets of options are equal by content (Buffers by bytes), without a digest. */

@@ -1,4 +1,5 @@
 import { KubeConfig } from '@kubernetes/client-node';
+import { apiCallsOverHttp2 } from './api-http2.js';
 import { reuseConnections } from './connection-reuse.js';
 import { parseUntrustedYaml, UntrustedYamlError } from '../core/untrusted-yaml.js';
 import type { ServerAddressPolicy } from './server-address-policy.js';
@@ -162,6 +163,8 @@ export function buildTargetKubeConfig(t: TargetKubeconfig, policy: ServerAddress
   // https.Agent is what client-node would have built. A unit test fails if client-node stops
   // calling this method, rather than the guard silently going away.
   reuseConnections(kc, { lookup: policy.lookup });
+  // API calls over one HTTP/2 connection, opened with those agents' options (lookup included).
+  apiCallsOverHttp2(kc);
   return kc;
 }
 

@@ -33,7 +33,7 @@ export const BENCHMARKS: readonly Benchmark[] = [
     name: 'api-transport',
     args: '[calls=2000] [concurrency=100] [rounds=3]',
     summary:
-      "what an API call costs the client: the provider's way (client-node's generated API, connections reused) next to https.request on a keep-alive agent and one http2 session, creating ConfigMaps in c2; client and apiserver CPU seconds, wall time",
+      "what an API call costs the client: client-node's generated API over HTTP/1.1 (connections reused), the provider's way (the same over HTTP/2), https.request on a keep-alive agent and one bare http2 session, creating ConfigMaps in c2; client and apiserver CPU seconds, wall time",
   },
   { name: 'idle-rss', args: '[idle-seconds=30]', summary: "idle RSS of the source provider started as shipped (the bundle), from the unbundled compiled tree and through tsx, with the sandbox provider's own flags" },
 ];

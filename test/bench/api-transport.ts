@@ -1,11 +1,12 @@
 /**
- * Benchmark (not a test): what an API call costs the client, by the way it is made. The
- * provider's way (client-node's generated API, its connections reused and its calls given a
- * deadline, as `provider/main.ts` sets up its clients) next to `https.request` on one keep-alive
- * agent and next to one `http2` session, both with a plain parse of the answer: N creates of a
- * 3 kB ConfigMap (about a proxy's size) in c2, C at a time, each way in a process of its own, in
- * turn, `rounds` times. Prints the medians of the client's CPU seconds, c2's apiserver's, and
- * the wall time, and the client's CPU against the provider's way. Needs a running sandbox.
+ * Benchmark (not a test): what an API call costs the client, by the way it is made. client-node's
+ * generated API over its own HTTP/1.1 library (connections reused, calls given a deadline: the
+ * baseline), the provider's way (the same, its calls over HTTP/2, as `provider/main.ts` sets up
+ * its clients), then `https.request` on one keep-alive agent and one bare `http2` session, both
+ * with a plain parse of the answer: N creates of a 3 kB ConfigMap (about a proxy's size) in c2,
+ * C at a time, each way in a process of its own, in turn, `rounds` times. Prints the medians of
+ * the client's CPU seconds, c2's apiserver's, and the wall time, and the client's CPU against the
+ * baseline. Needs a running sandbox.
  *
  *   npx tsx test/bench/api-transport.ts [calls=2000] [concurrency=100] [rounds=3]
  */
@@ -16,13 +17,14 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { apiCallsOverHttp2 } from '../../provider/clusters/api-http2.js';
 import { reuseConnections } from '../../provider/clusters/connection-reuse.js';
 import { withRequestDeadline } from '../../provider/clusters/request-deadline.js';
 import { kubectl } from '../e2e/support.js';
 import { Sandbox } from '../sandbox/sandbox.js';
 import { median, sandboxCpuSeconds } from './bench-support.js';
 
-const WAYS = ['client-node', 'https', 'http2'] as const;
+const WAYS = ['client-node', 'provider', 'https', 'http2'] as const;
 type Way = (typeof WAYS)[number];
 
 /** What a child process reports of its calls. */
@@ -73,8 +75,9 @@ async function child(way: Way, kubeconfig: string, namespace: string, calls: num
   const server = kc.getCurrentCluster()!.server;
   let run: (i: number) => Promise<void>;
   let close = () => {};
-  if (way === 'client-node') {
+  if (way === 'client-node' || way === 'provider') {
     reuseConnections(kc);
+    if (way === 'provider') apiCallsOverHttp2(kc);
     withRequestDeadline(kc, 30_000);
     const core = kc.makeApiClient(CoreV1Api);
     run = async (i) => void (await core.createNamespacedConfigMap({ namespace, body: configMap(namespace, i) }));
@@ -179,7 +182,7 @@ async function main(): Promise<void> {
   }
   const base = median(figures.get('client-node')!.client);
   const ratio = (way: Way) => (median(figures.get(way)!.client) / base).toFixed(2);
-  console.log(`api-transport ${calls} calls: client CPU against client-node: https ${ratio('https')}, http2 ${ratio('http2')}`);
+  console.log(`api-transport ${calls} calls: client CPU against client-node: provider ${ratio('provider')}, https ${ratio('https')}, http2 ${ratio('http2')}`);
 }
 
 if (process.argv[2] === '--way') {

@@ -97,17 +97,17 @@ describe('bench', () => {
     await waitFor("c1's provider Ready again", 60_000, async () => (await fetch(readyz).catch(() => undefined))?.ok === true);
   });
 
-  it('runs the api-transport benchmark: three ways of calling, their CPU, and the ratios; leaves no namespace behind', async function () {
+  it('runs the api-transport benchmark: four ways of calling, their CPU, and the ratios; leaves no namespace behind', async function () {
     this.timeout(120_000);
     const sink = { out: '', err: '' };
     const io = { stdout: { write: (t: string) => (sink.out += t) }, stderr: { write: (t: string) => (sink.err += t) } };
     const code = await benchCli(['api-transport', '40', '10', '1'], io, capturing(sink));
     expect(code, sink.out + sink.err).to.equal(0);
     const ways = [...sink.out.matchAll(/^api-transport: ([a-z0-9-]+): +client CPU ([\d.]+) s \([\d.]+ ms a call\), c2's apiserver CPU ([\d.]+) s, wall ([\d.]+) s$/gm)];
-    expect(ways.map((m) => m[1]), sink.out).to.deep.equal(['client-node', 'https', 'http2']);
+    expect(ways.map((m) => m[1]), sink.out).to.deep.equal(['client-node', 'provider', 'https', 'http2']);
     // Each way made its calls: the client and c2's apiserver both worked.
     for (const m of ways) expect([Number(m[2]), Number(m[3]), Number(m[4])].every((n) => n > 0), m[0]).to.equal(true);
-    expect(sink.out).to.match(/^api-transport 40 calls: client CPU against client-node: https [\d.]+, http2 [\d.]+$/m);
+    expect(sink.out).to.match(/^api-transport 40 calls: client CPU against client-node: provider [\d.]+, https [\d.]+, http2 [\d.]+$/m);
     expect(await kubectl('c2', 'get', 'namespaces', '-o', 'name')).not.to.match(/bench-transport-/);
     // Its own bad input: a clear usage line and exit 2.
     const bad = { out: '', err: '' };
