@@ -222,8 +222,9 @@ export class ApiHttp2Transport implements HttpLibrary {
       try {
         stream = session.request(headers, { endStream: body === undefined, signal });
       } catch (err) {
-        // The session closed between its lookup and this call: nothing was sent.
-        reject(new Refused(transportError(url, err, signal)));
+        // A session that closed between its lookup and this call: nothing was sent, and a fresh
+        // session will take it. Anything else (a header Node refuses) is the call's own fault.
+        reject(session.closed || session.destroyed ? new Refused(transportError(url, err, signal)) : err);
         return;
       }
       if (state.streams++ === 0) session.ref();
