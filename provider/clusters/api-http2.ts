@@ -112,7 +112,8 @@ export class ApiHttp2Transport implements HttpLibrary {
   private async call(request: RequestContext, origin: Origin, url: URL, connect: tls.ConnectionOptions, body: string | Buffer | undefined): Promise<ResponseContext> {
     const signal = request.getSignal();
     for (let attempt = 0; ; attempt++) {
-      const session = origin.http1 ? undefined : await untilAborted(this.sessionFor(origin, url, connect), signal);
+      // An open session is taken at once: waiting on the shared deadline signal costs a listener.
+      const session = origin.http1 ? undefined : (usable(origin.session) ?? (await untilAborted(this.sessionFor(origin, url, connect), signal)));
       if (!session) return this.http1.send(request).toPromise();
       try {
         return await this.exchange(session, request, url, body);
@@ -125,8 +126,8 @@ export class ApiHttp2Transport implements HttpLibrary {
 
   /** The origin's session, opened when there is none (or the last one is closing). */
   private sessionFor(origin: Origin, url: URL, connect: tls.ConnectionOptions): Promise<ClientHttp2Session | undefined> {
-    const current = origin.session;
-    if (current && !current.closed && !current.destroyed) return Promise.resolve(current);
+    const current = usable(origin.session);
+    if (current) return Promise.resolve(current);
     origin.session = undefined;
     if (!origin.opening) {
       origin.opening = this.open(origin, url, connect).finally(() => (origin.opening = undefined));
@@ -280,6 +281,11 @@ export class ApiHttp2Transport implements HttpLibrary {
       if (body !== undefined) stream.end(body);
     });
   }
+}
+
+/** `session` when it can take a new stream. */
+function usable(session: ClientHttp2Session | undefined): ClientHttp2Session | undefined {
+  return session && !session.closed && !session.destroyed ? session : undefined;
 }
 
 /** A stream the server did not act on (or that was never sent): safe to send again. */
