@@ -57,11 +57,11 @@ interface SessionState {
 /**
  * client-node's generated API clients, over one HTTP/2 connection per server and set of
  * credentials instead of a pool of HTTP/1.1 connections. A call then costs the client about
- * half the CPU (see `npm run bench -- api-transport`): no socket, parser and node-fetch stream
- * per call, headers compressed by HPACK. kube-apiserver offers HTTP/2 by ALPN, as every Go
- * server with TLS does.
+ * two thirds of the CPU (`npm run bench -- api-transport`): no socket, parser and node-fetch
+ * stream per call, headers compressed by HPACK. kube-apiserver offers HTTP/2 by ALPN, as every
+ * Go server with TLS does.
  *
- * It takes the calls whose agent {@link reuseConnections} made with a TLS context of its own
+ * It takes the calls whose agent `reuseConnections` made with a TLS context of its own
  * (see `connectOptionsOf`): the connection is opened with exactly that agent's options (CA,
  * client certificate, server name, verification and, for a Target, the address policy's
  * guarded lookup). Every other call (a proxy, plain http, a body that is not text) goes through
@@ -74,10 +74,10 @@ interface SessionState {
  * `AbortError`), which `classifyApiError` counts as network failures. Added: an answer is
  * bounded ({@link ApiHttp2Options.maxAnswerBytes}), gzip is asked for and undone within that
  * bound, a stream the server refused (REFUSED_STREAM, as after a GOAWAY: the server did not
- * act on it) is sent once more on a fresh session, and a session is taken for dead when a ping
- * goes unanswered: a ping goes out when a call's deadline passes and when the session has been
- * silent for the idle timeout with streams open. The server's limit of concurrent streams
- * holds: streams beyond it wait in the session until one ends.
+ * act on it) is sent once more, on a fresh session when the old one is closing, and a session
+ * is taken for dead when a ping goes unanswered: a ping goes out when a call's deadline passes
+ * and when the session has been silent for the idle timeout with streams open. The server's
+ * limit of concurrent streams holds: streams beyond it wait in the session until one ends.
  */
 export class ApiHttp2Transport implements HttpLibrary {
   private readonly o: Required<ApiHttp2Options>;
