@@ -148,7 +148,7 @@ export class ApiHttp2Transport implements HttpLibrary {
       });
       const failed = (err: Error) => {
         socket.destroy();
-        reject(new FetchError(`request to ${url.origin} failed, reason: ${err.message}`, 'system', err as NodeJS.ErrnoException));
+        reject(transportError(url, err, undefined));
       };
       socket.setTimeout(this.o.connectTimeoutMs, () => failed(Object.assign(new Error(`no TLS connection within ${this.o.connectTimeoutMs} ms`), { code: 'ETIMEDOUT' })));
       socket.once('error', failed);
@@ -229,12 +229,7 @@ export class ApiHttp2Transport implements HttpLibrary {
         return;
       }
       if (state.streams++ === 0) session.ref();
-      let settled = false;
-      const settle = (fn: () => void) => {
-        if (settled) return;
-        settled = true;
-        fn();
-      };
+      // The first of resolve and reject wins; what comes after (the close after an error) is ignored.
       let status = 0;
       const answerHeaders: Record<string, string> = {};
       const chunks: Buffer[] = [];
@@ -248,7 +243,7 @@ export class ApiHttp2Transport implements HttpLibrary {
       stream.on('data', (chunk: Buffer) => {
         size += chunk.length;
         if (size > this.o.maxAnswerBytes) {
-          settle(() => reject(new FetchError(`answer of ${url.pathname} larger than ${this.o.maxAnswerBytes} bytes`, 'max-size')));
+          reject(new FetchError(`answer of ${url.pathname} larger than ${this.o.maxAnswerBytes} bytes`, 'max-size'));
           stream.close(http2.constants.NGHTTP2_CANCEL);
           return;
         }
@@ -259,24 +254,24 @@ export class ApiHttp2Transport implements HttpLibrary {
         ended = true;
         const raw = Buffer.concat(chunks);
         const encoding = answerHeaders['content-encoding'];
-        if (encoding === undefined || encoding === 'identity') return settle(() => resolve(answer(status, answerHeaders, raw)));
-        if (encoding !== 'gzip') return settle(() => reject(new FetchError(`answer of ${url.pathname} has an encoding not asked for: ${encoding}`, 'invalid-encoding')));
+        if (encoding === undefined || encoding === 'identity') return resolve(answer(status, answerHeaders, raw));
+        if (encoding !== 'gzip') return reject(new FetchError(`answer of ${url.pathname} has an encoding not asked for: ${encoding}`, 'invalid-encoding'));
         zlib.gunzip(raw, { maxOutputLength: this.o.maxAnswerBytes }, (err, plain) => {
-          if (err) settle(() => reject(new FetchError(`answer of ${url.pathname} does not decompress: ${err.message}`, 'invalid-encoding')));
-          else settle(() => resolve(answer(status, answerHeaders, plain)));
+          if (err) reject(new FetchError(`answer of ${url.pathname} does not decompress: ${err.message}`, 'invalid-encoding'));
+          else resolve(answer(status, answerHeaders, plain));
         });
       });
       const refused = () => stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM;
       stream.on('error', (err) => {
         if (signal?.aborted) this.probe(session);
         const why = transportError(url, err, signal);
-        settle(() => reject(refused() ? new Refused(why) : why));
+        reject(refused() ? new Refused(why) : why);
       });
       stream.on('close', () => {
         if (--state.streams === 0) session.unref();
         if (ended) return;
-        const why = new FetchError(`request to ${url.origin}${url.pathname} failed, reason: stream closed with code ${stream.rstCode}`, 'system');
-        settle(() => reject(refused() ? new Refused(why) : why));
+        const why = transportError(url, new Error(`stream closed with code ${stream.rstCode}`), undefined);
+        reject(refused() ? new Refused(why) : why);
       });
       if (body !== undefined) stream.end(body);
     });

@@ -158,8 +158,8 @@ function agentWith(options: AgentOptions): https.Agent {
   return agent;
 }
 
-/** Of an agent's options, what decides how its connections are opened and checked, besides the context. */
-const CONNECT_OPTIONS = ['servername', 'rejectUnauthorized', 'checkServerIdentity', 'lookup', 'minVersion', 'maxVersion', 'ciphers'] as const;
+/** Of an agent's options, those a connection takes beside its TLS context (which holds the rest: keys, CA, versions, ciphers). */
+const CONNECT_OPTIONS = ['servername', 'rejectUnauthorized', 'checkServerIdentity', 'lookup'] as const;
 
 /** The TLS options of the agents {@link reuseConnections} made with a context of their own. */
 const connectOptions = new WeakMap<Agent, tls.ConnectionOptions>();
