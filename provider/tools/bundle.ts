@@ -36,6 +36,22 @@ const keepTestTreeOut: Plugin = {
   },
 };
 
+/**
+ * node-fetch 2 (client-node's HTTP/1.1 client) imports `whatwg-url` only to fall back on its
+ * `URL` where the platform has none (`Url.URL || whatwgUrl.URL`); Node has one, so the package
+ * is never called. Its import alone loaded tr46's mapping table, 1.4 MiB of live heap in every
+ * provider for nothing (a heap snapshot of c1's provider: the largest object of the program
+ * after the bundle's own source). It resolves to the platform's `URL` instead; node-fetch reads
+ * nothing else of it, which a unit test checks in node-fetch's source.
+ */
+const platformUrlForWhatwgUrl: Plugin = {
+  name: 'platform-url-for-whatwg-url',
+  setup(b) {
+    b.onResolve({ filter: /^whatwg-url$/ }, () => ({ path: 'whatwg-url', namespace: 'platform-url' }));
+    b.onLoad({ filter: /.*/, namespace: 'platform-url' }, () => ({ contents: 'module.exports = { URL: globalThis.URL, URLSearchParams: globalThis.URLSearchParams };', loader: 'js' }));
+  },
+};
+
 rmSync(outdir, { recursive: true, force: true });
 await build({
   entryPoints: [join(dist, 'provider', 'cli.js')],
@@ -49,7 +65,7 @@ await build({
   minifySyntax: true,
   sourcemap: true,
   sourcesContent: false,
-  plugins: [keepTestTreeOut],
+  plugins: [keepTestTreeOut, platformUrlForWhatwgUrl],
   // Dependencies written as CommonJS call require(); an ES module has none of its own.
   banner: { js: "import { createRequire as createRequireForBundle } from 'node:module'; const require = createRequireForBundle(import.meta.url);" },
   logLevel: 'warning',
