@@ -110,7 +110,14 @@ async function held<T extends KubernetesObject>(make: () => Informer<T>): Promis
   return { bytes: process.memoryUsage().heapUsed - before, kept: informer.list().length, informer };
 }
 
-async function main(): Promise<void> {
+/**
+ * The objects of the benchmark as the server sends them (JSON), made in a function of their
+ * own so that the objects they were made from are garbage before any heap is read. Made in
+ * the caller's frame, they stayed alive until some await of a reading and were collected
+ * during it, which then came out low by as much: the first cache measured, the proxies with
+ * the provider's transform, read 0.65 KiB a proxy where it holds 2.68.
+ */
+function serverTexts(): { proxyTexts: string[]; delegateTexts: string[]; events: string[] } {
   const proxies: V1Pod[] = [];
   const delegates: V1Pod[] = [];
   const own: V1Pod[] = [];
@@ -126,13 +133,13 @@ async function main(): Promise<void> {
     delegates.push(delegate);
     own.push(served({ ...defaulted(`direct-${i}`, {}), status: running }, `o-${i}`, 400_000 + i));
   }
-  // As the server sends them, made before any heap is read.
   const text = (objs: object[]) => objs.map((o) => JSON.stringify(o));
-  const proxyTexts = text(proxies);
-  const delegateTexts = text(delegates);
-  const events = text([...delegates.map(scheduledEvent), ...own.map((p, i) => scheduledEvent(p, PODS + i))]);
-  const virtualNode: V1Node = { metadata: { name: VIRTUAL_NODE, labels: { 'virtual-kubelet.io/provider': 'admiralty' } } };
+  return { proxyTexts: text(proxies), delegateTexts: text(delegates), events: text([...delegates.map(scheduledEvent), ...own.map((p, i) => scheduledEvent(p, PODS + i))]) };
+}
 
+async function main(): Promise<void> {
+  const { proxyTexts, delegateTexts, events } = serverTexts();
+  const virtualNode: V1Node = { metadata: { name: VIRTUAL_NODE, labels: { 'virtual-kubelet.io/provider': 'admiralty' } } };
   // One table for the informers of the "now" column, as the provider makes one for all of its own.
   const strings = new StringTable();
   const proxyCache = await held(() => informerOf<V1Pod>('proxies', proxyTexts, { transform: proxyFields, strings }));
