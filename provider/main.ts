@@ -9,6 +9,7 @@ import { withRequestDeadline } from './clusters/request-deadline.js';
 import { Controller } from './controller/controller.js';
 import { Informer } from './controller/informer.js';
 import { StringTable } from './controller/string-table.js';
+import { SubtreeTable } from './controller/subtree-table.js';
 import { leaderController, Manager } from './controller/manager.js';
 import { realClock } from './core/clock.js';
 import { configUsage, parseConfig } from './core/config.js';
@@ -20,6 +21,7 @@ import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
 import { proxyFields } from './model/proxy-status.js';
+import { sharePodParts } from './model/shared-pod-parts.js';
 import type { ClusterSource, Source } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { Binder } from '../scheduler/bind.js';
@@ -109,8 +111,10 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const opsServer = await startOpsServer({ port: config.metricsPort, host: config.metricsBindAddress, registry, manager });
   lifecycle.add('metrics server', () => new Promise<void>((res) => opsServer.close(() => res())));
 
-  // One table of repeated string values for every informer of the process (see StringTable).
+  // One table of repeated string values, and one of repeated parts of objects, for every
+  // informer of the process (see StringTable, SubtreeTable).
   const strings = new StringTable();
+  const subtrees = new SubtreeTable();
   const w: Wiring = {
     config,
     kc,
@@ -124,7 +128,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     registry,
     manager,
     newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, cached) =>
-      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, strings, logger, clock, metrics }),
+      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, strings, share: cached?.share && { table: subtrees, parts: cached.share }, logger, clock, metrics }),
     newController: (name, reconciler, shards) => new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics }),
   };
   await wire(w, coordination);
@@ -174,10 +178,13 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // delegates, follow, services. The proxies informer serves delegation, the binder and the
   // virtual nodes (what our proxies hold in each target). It keeps no container statuses nor IPs
   // (delegation writes a proxy's status by patch and compares it by digest) and, of the saved
-  // manifest, only its scheduling fields (see proxyFields).
+  // manifest, only its scheduling fields (see proxyFields); the parts it repeats of other
+  // proxies and delegates (constraints, volume sources, conditions) are one shared copy (see
+  // sharePodParts).
   const proxies = enabled('delegation')
     ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`, undefined, {
         transform: proxyFields,
+        share: sharePodParts,
       })
     : undefined;
   // Set once delegation is wired: the outage and replacement controllers look at a target after

@@ -4,6 +4,7 @@ import { errorFields, type Logger } from '../core/logger.js';
 import type { Metrics } from '../core/metrics.js';
 import { LineWatch } from './line-watch.js';
 import type { StringTable } from './string-table.js';
+import type { SubtreeTable } from './subtree-table.js';
 
 export interface InformerOptions<T extends KubernetesObject> {
   /** Short name for logs and metrics, e.g. `proxies`. */
@@ -54,6 +55,13 @@ export interface InformerOptions<T extends KubernetesObject> {
    * objects cached before (see {@link StringTable}); one per process, for all its informers.
    */
   strings?: StringTable;
+  /**
+   * Gives parts of each object about to be cached the copies a table holds of the same parts
+   * of objects cached before (see {@link SubtreeTable}; for pods, `sharePodParts`), with the
+   * table: one per process, for all its informers. Asked after the transform and `keep`, before
+   * the strings are shared; the parts it shares are frozen.
+   */
+  share?: { table: SubtreeTable; parts: (obj: T, table: SubtreeTable) => void };
 }
 
 /** What the informer needs to watch: a {@link LineWatch}, or a fake in tests. */
@@ -341,6 +349,7 @@ export class Informer<T extends KubernetesObject> {
   /** Caches `obj` under `key`, in place of what was there, and in the indexes. */
   private store(key: string, obj: T): void {
     this.evict(key);
+    if (this.o.share) this.o.share.parts(obj, this.o.share.table);
     this.o.strings?.internValues(obj);
     this.cache.set(key, obj);
     for (const [index, values] of Object.entries(this.o.indexers ?? {})) {

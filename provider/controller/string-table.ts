@@ -60,7 +60,7 @@ export class StringTable {
   /**
    * Replaces, in place, every string value in `value` (objects and arrays, recursively; not
    * property names, which are shared already, nor `uid` and `resourceVersion`) with the table's
-   * copy. For plain data as `JSON.parse` makes it, owned by the caller (an informer's object
+   * copy. Frozen objects are left as they are: they are shared already (a `SubtreeTable`'s). For plain data as `JSON.parse` makes it, owned by the caller (an informer's object
    * before it is cached); returns `value`.
    */
   internValues<T>(value: T): T {
@@ -78,7 +78,7 @@ export class StringTable {
       for (let i = 0; i < value.length; i++) {
         const v = value[i];
         if (typeof v === 'string') value[i] = this.intern(v);
-        else if (v !== null && typeof v === 'object') this.walk(v);
+        else if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) this.walk(v);
       }
     } else if (value !== null && typeof value === 'object') {
       const o = value as Record<string, unknown>;
@@ -86,7 +86,7 @@ export class StringTable {
         const v = o[k];
         if (typeof v === 'string') {
           if (!UNIQUE_FIELDS.has(k)) o[k] = this.intern(v);
-        } else if (v !== null && typeof v === 'object') {
+        } else if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
           this.walk(v);
         }
       }

@@ -7,6 +7,7 @@ import { isAutoscalerVerdict } from '../model/autoscaler.js';
 import { delegateFields } from '../model/delegate-pod.js';
 import type { CopyNames } from '../model/pod-references.js';
 import { isAboutDelegateOf } from '../model/proxy-event.js';
+import { sharePodParts } from '../model/shared-pod-parts.js';
 import type { CachedObjects, Wiring } from './wiring.js';
 
 /** What delegation gives the rest of the wiring. */
@@ -163,7 +164,7 @@ export async function wireDelegation(
         'delegates',
         'pods',
         () => (ns ? t.core.listNamespacedPod({ namespace: ns, labelSelector: ours }) : t.core.listPodForAllNamespaces({ labelSelector: ours })),
-        { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy(config.clusterName) } },
+        { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy(config.clusterName) }, share: sharePodParts },
       ),
       configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', () =>
         ns ? t.core.listNamespacedConfigMap({ namespace: ns, labelSelector: ours }) : t.core.listConfigMapForAllNamespaces({ labelSelector: ours }),

@@ -4,6 +4,7 @@ import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { Controller } from '../controller/controller.js';
 import type { Informer, InformerOptions } from '../controller/informer.js';
 import type { Manager } from '../controller/manager.js';
+import type { SubtreeTable } from '../controller/subtree-table.js';
 import type { WorkQueueShards } from '../controller/workqueue.js';
 import type { Clock } from '../core/clock.js';
 import type { ProviderConfig } from '../core/config.js';
@@ -19,6 +20,8 @@ export interface CachedObjects<T> {
   transform?: (obj: T) => T;
   keep?: (obj: T) => boolean;
   indexers?: Record<string, (obj: T) => string[]>;
+  /** Which parts of each cached object to share with the others (see `InformerOptions.share`; for pods, `sharePodParts`). */
+  share?: (obj: T, table: SubtreeTable) => void;
 }
 
 /** What every part of the wiring shares. */

@@ -15,14 +15,16 @@
 import { KubeConfig, type CoreV1Event, type KubernetesObject, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { Informer, type WatchStarter } from '../../provider/controller/informer.js';
+import { Informer, type InformerOptions, type WatchStarter } from '../../provider/controller/informer.js';
 import { StringTable } from '../../provider/controller/string-table.js';
+import { SubtreeTable } from '../../provider/controller/subtree-table.js';
 import { realClock } from '../../provider/core/clock.js';
 import { silentLogger } from '../../provider/core/logger.js';
 import { isVirtualNode, summaryPodFields } from '../../provider/model/cluster-summary.js';
 import { buildDelegatePod, delegateFields } from '../../provider/model/delegate-pod.js';
 import { isAboutDelegateOf } from '../../provider/model/proxy-event.js';
 import { proxyFields } from '../../provider/model/proxy-status.js';
+import { sharePodParts } from '../../provider/model/shared-pod-parts.js';
 import { DelegateEventsReconciler } from '../../provider/reconcilers/delegate-events.js';
 import { DelegationReconciler } from '../../provider/reconcilers/delegation.js';
 import { mutatePod } from '../../webhook/mutate-pod.js';
@@ -75,7 +77,7 @@ function scheduledEvent(pod: V1Pod, i: number): CoreV1Event {
 }
 
 /** A real informer over a scripted watch that sends `items` (as JSON text, parsed as client-node's Watch does) once started. */
-function informerOf<T extends KubernetesObject>(name: string, items: string[], cached: { transform?: (o: T) => T; keep?: (o: T) => boolean; indexers?: Record<string, (o: T) => string[]>; strings?: StringTable } = {}): Informer<T> {
+function informerOf<T extends KubernetesObject>(name: string, items: string[], cached: { transform?: (o: T) => T; keep?: (o: T) => boolean; indexers?: Record<string, (o: T) => string[]>; strings?: StringTable; share?: InformerOptions<T>['share'] } = {}): Informer<T> {
   const watch: WatchStarter = {
     async watch(_path, _query, onEvent) {
       for (const text of items) onEvent('ADDED', JSON.parse(text));
@@ -140,13 +142,14 @@ function serverTexts(): { proxyTexts: string[]; delegateTexts: string[]; events:
 async function main(): Promise<void> {
   const { proxyTexts, delegateTexts, events } = serverTexts();
   const virtualNode: V1Node = { metadata: { name: VIRTUAL_NODE, labels: { 'virtual-kubelet.io/provider': 'admiralty' } } };
-  // One table for the informers of the "now" column, as the provider makes one for all of its own.
+  // One table of each kind for the informers of the "now" column, as the provider makes for all of its own.
   const strings = new StringTable();
-  const proxyCache = await held(() => informerOf<V1Pod>('proxies', proxyTexts, { transform: proxyFields, strings }));
+  const share = { table: new SubtreeTable(), parts: sharePodParts };
+  const proxyCache = await held(() => informerOf<V1Pod>('proxies', proxyTexts, { transform: proxyFields, strings, share }));
   const proxiesSeen = proxyCache.informer;
   const rows: Array<[string, Held<V1Pod> | Held<CoreV1Event>, Held<V1Pod> | Held<CoreV1Event>]> = [
     ['proxies (source)', await held(() => informerOf<V1Pod>('proxies', proxyTexts)), proxyCache],
-    ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy('c1') }, strings }))],
+    ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy('c1') }, strings, share }))],
     [
       `delegate-events (per target; ${PODS} of our delegates, ${PODS} of the target's own pods)`,
       await held(() => informerOf<CoreV1Event>('delegate-events', events)),

@@ -4,6 +4,8 @@ import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { Informer, type InformerOptions, type WatchStarter } from '../../../../provider/controller/informer.js';
 import { StringTable } from '../../../../provider/controller/string-table.js';
+import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
+import { sharePodParts } from '../../../../provider/model/shared-pod-parts.js';
 import { prng } from '../../../support/prng.js';
 
 /** One watch the informer opened, driven by the test. */
@@ -315,10 +317,10 @@ describe('Informer list and watch loop', () => {
 });
 
 /**
- * An informer over `api` with the given `transform`, `keep`, `indexers` or `strings`, telling `record` every object it
+ * An informer over `api` with the given `transform`, `keep`, `indexers`, `strings` or `share`, telling `record` every object it
  * hands out and by which event.
  */
-function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers' | 'strings'>): Informer<V1Pod> {
+function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers' | 'strings' | 'share'>): Informer<V1Pod> {
   const informer = new Informer<V1Pod>({
     name: 'pods',
     cluster: 'c1',
@@ -439,6 +441,26 @@ describe('Informer strings', () => {
     api.watches[0].send('ADDED', labelled('c', '3', 'refused'));
     expect(strings.size()).to.equal(4);
     expect(informer.get('b', 'ns')).to.deep.equal(labelled('b', '2', 'web'));
+    informer.stop();
+  });
+});
+
+describe('Informer share', () => {
+  it('gives what it caches, from the list and the watch, the parts cached before, and takes nothing of what keep refuses', async () => {
+    const api = fakeApi();
+    const table = new SubtreeTable();
+    const strings = new StringTable();
+    const tolerated = (name: string, rv: string, key: string): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv }, spec: { containers: [{ name: 'c' }], tolerations: [{ key, operator: 'Exists' }] } });
+    const informer = recordingInformer(api, () => undefined, { keep: (p) => p.spec?.tolerations?.[0]?.key !== 'refused', strings, share: { table, parts: sharePodParts } });
+    api.items = [tolerated('a', '1', 'gpu')];
+    informer.start();
+    await settle();
+    api.watches[0].send('ADDED', tolerated('b', '2', 'gpu'));
+    api.watches[0].send('ADDED', tolerated('c', '3', 'refused'));
+    expect(informer.get('b', 'ns')!.spec!.tolerations).to.equal(informer.get('a', 'ns')!.spec!.tolerations);
+    expect(Object.isFrozen(informer.get('a', 'ns')!.spec!.tolerations)).to.equal(true);
+    expect(informer.get('b', 'ns')).to.deep.equal(tolerated('b', '2', 'gpu'));
+    expect(table.size()).to.equal(1);
     informer.stop();
   });
 });

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import type { V1Pod } from '@kubernetes/client-node';
+import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
 import { ValidationError } from '../../../../provider/core/errors.js';
 import {
   HAS_FINALIZER_LABEL,
@@ -27,6 +28,7 @@ import { parentOf } from '../../../../provider/model/outage.js';
 import { proxyEventFor } from '../../../../provider/model/proxy-event.js';
 import { buildProxyAnnotations, buildProxyStatus, proxyFields } from '../../../../provider/model/proxy-status.js';
 import { decideReplacement } from '../../../../provider/model/replacement.js';
+import { sharePodParts } from '../../../../provider/model/shared-pod-parts.js';
 import { podRequests } from '../../../../provider/model/resources.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
 import { waitingRequests } from '../../../../scheduler/fit.js';
@@ -538,6 +540,13 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     for (const [reader, read] of readers) {
       it(`${reader} reads the same of a ${state} delegate from what is kept`, () => {
         expect(read(delegateFields(structuredClone(delegate)))).to.deep.equal(read(structuredClone(delegate)));
+      });
+      it(`${reader} reads the same of a ${state} delegate from what is kept, its parts shared with another delegate's (frozen)`, () => {
+        const table = new SubtreeTable();
+        sharePodParts(delegateFields(structuredClone(delegate)), table);
+        const kept = sharePodParts(delegateFields(structuredClone(delegate)), table);
+        expect(Object.isFrozen(kept.spec!.volumes!.at(-1)!.projected)).to.equal(true);
+        expect(read(kept)).to.deep.equal(read(structuredClone(delegate)));
       });
     }
   }

@@ -4,6 +4,8 @@ import { TARGET_REACHABLE_CONDITION } from '../../../../provider/core/keys.js';
 import { buildDelegatePod, delegateSourcePod } from '../../../../provider/model/delegate-pod.js';
 import { checkTenancy } from '../../../../provider/model/tenancy.js';
 import { schedulingPod } from '../../../../scheduler/fit.js';
+import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
+import { sharePodParts } from '../../../../provider/model/shared-pod-parts.js';
 import { buildProxyAnnotations, buildProxyStatus, cachedSourcePodManifest, proxyFields, proxyStatusEquals, proxyStatusPatch, statusEquals, UNCACHED_PROXY_STATUS_FIELDS } from '../../../../provider/model/proxy-status.js';
 
 function proxy(status: V1PodStatus = {}, annotations: Record<string, string> = {}): V1Pod {
@@ -161,6 +163,16 @@ describe('proxyFields (the proxies cache)', () => {
   };
   const delegate: V1Pod = { status: { ...running, conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: t as unknown as Date }], containerStatuses: [{ ...running.containerStatuses![0], restartCount: 3 }] } };
 
+  // As the cache has it with the wiring's sharePodParts: a proxy of the same workload came
+  // first, so the parts this one repeats are that one's frozen copies.
+  const sharedWithAnother = (p: V1Pod): V1Pod => {
+    const table = new SubtreeTable();
+    sharePodParts(proxyFields(structuredClone(p)), table);
+    const kept = sharePodParts(proxyFields(p), table);
+    expect(Object.isFrozen(kept.spec!.containers[0].resources)).to.equal(true);
+    return kept;
+  };
+
   const readers: Array<[string, (p: V1Pod) => unknown]> = [
     ['buildProxyStatus', (p) => buildProxyStatus(p, delegate)],
     ['buildProxyAnnotations', (p) => buildProxyAnnotations(p, delegate)],
@@ -173,6 +185,9 @@ describe('proxyFields (the proxies cache)', () => {
     for (const [reader, read] of readers) {
       it(`${reader} reads the same of a ${state} proxy from what is kept`, () => {
         expect(read(proxyFields(full(status as V1PodStatus)))).to.deep.equal(read(full(status as V1PodStatus)));
+      });
+      it(`${reader} reads the same of a ${state} proxy from what is kept, its parts shared with another proxy's (frozen)`, () => {
+        expect(read(sharedWithAnother(full(status as V1PodStatus)))).to.deep.equal(read(full(status as V1PodStatus)));
       });
     }
   }
@@ -214,6 +229,9 @@ describe('proxyFields (the proxies cache)', () => {
     for (const [reader, read] of [['delegateSourcePod', (p: V1Pod) => podOf(delegateSourcePod(p))], ['schedulingPod (the extender)', (p: V1Pod) => podOf(schedulingPod(p))], ['buildDelegatePod', (p: V1Pod) => buildDelegatePod(p, { sourceClusterName: 'c1' })]] as const) {
       it(`${reader} reads the same of ${what} from what is kept`, () => {
         expect(outcome(() => read(proxyFields(withManifest(m))))).to.deep.equal(outcome(() => read(withManifest(m))));
+      });
+      it(`${reader} reads the same of ${what} from what is kept, its parts shared with another proxy's (frozen)`, () => {
+        expect(outcome(() => read(sharedWithAnother(withManifest(m))))).to.deep.equal(outcome(() => read(withManifest(m))));
       });
     }
   }

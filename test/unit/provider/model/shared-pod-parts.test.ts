@@ -1,0 +1,115 @@
+import { expect } from 'chai';
+import type { V1Pod } from '@kubernetes/client-node';
+import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
+import { sharePodParts } from '../../../../provider/model/shared-pod-parts.js';
+
+/** A pod of a Deployment as its apiserver serves it (the shape of the sandbox's proxies), parsed from its own text as a watch event brings it. */
+function workloadPod(i: number, readyAt: string): V1Pod {
+  return JSON.parse(
+    JSON.stringify({
+      metadata: {
+        name: `web-84dc84948d-${i}`,
+        namespace: 'default',
+        uid: `uid-${i}`,
+        resourceVersion: `${100 + i}`,
+        labels: { app: 'web', 'pod-template-hash': '84dc84948d' },
+        annotations: { 'multicluster.admiralty.io/elect': '' },
+        finalizers: ['multicluster.admiralty.io/multiclusterForegroundDeletion'],
+        ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-84dc84948d', uid: 'rs-uid', controller: true, blockOwnerDeletion: true }],
+      },
+      spec: {
+        affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'multicluster.admiralty.io/target-namespace', operator: 'In', values: ['default'] }] }] } } },
+        containers: [
+          {
+            name: 'web',
+            image: 'nginx',
+            env: [{ name: 'MODE', value: 'prod' }],
+            ports: [{ containerPort: 80, protocol: 'TCP' }],
+            resources: { limits: { memory: '64Mi' }, requests: { cpu: '10m', memory: '16Mi' } },
+            volumeMounts: [{ mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', name: `kube-api-access-${i}`, readOnly: true }],
+          },
+        ],
+        nodeName: 'admiralty-namespace-default-c2',
+        nodeSelector: { 'multicluster.admiralty.io/target-name': 'c2' },
+        securityContext: {},
+        tolerations: [{ effect: 'NoSchedule', key: 'dedicated', operator: 'Equal', value: 'web' }],
+        volumes: [
+          {
+            name: `kube-api-access-${i}`,
+            projected: { defaultMode: 420, sources: [{ serviceAccountToken: { expirationSeconds: 3607, path: 'token' } }, { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } }] },
+          },
+        ],
+      },
+      status: {
+        phase: 'Running',
+        conditions: [
+          { lastProbeTime: null, lastTransitionTime: '2026-11-25T06:44:14Z', status: 'True', type: 'PodScheduled' },
+          { lastProbeTime: null, lastTransitionTime: readyAt, status: 'True', type: 'Ready' },
+        ],
+        containerStatuses: [{ name: 'web', image: 'nginx', imageID: '', containerID: `containerd://${i}`, lastState: {}, ready: true, restartCount: 0, state: { running: { startedAt: readyAt } } }],
+        hostIP: '127.0.0.1',
+        hostIPs: [{ ip: '127.0.0.1' }],
+        podIP: `10.201.0.${i}`,
+        podIPs: [{ ip: `10.201.0.${i}` }],
+      },
+    }),
+  );
+}
+
+describe('sharePodParts', () => {
+  it('gives two pods of one workload one copy of what they repeat, and leaves each its own of the rest', () => {
+    const table = new SubtreeTable();
+    const a = sharePodParts(workloadPod(1, '2026-11-25T06:44:15Z'), table);
+    const b = sharePodParts(workloadPod(2, '2026-11-25T06:44:15Z'), table);
+    const same: Array<(p: V1Pod) => unknown> = [
+      (p) => p.metadata!.labels,
+      (p) => p.metadata!.annotations,
+      (p) => p.metadata!.finalizers,
+      (p) => p.metadata!.ownerReferences,
+      (p) => p.spec!.affinity,
+      (p) => p.spec!.tolerations,
+      (p) => p.spec!.nodeSelector,
+      (p) => p.spec!.securityContext,
+      (p) => p.spec!.volumes![0].projected,
+      (p) => p.spec!.containers[0].env,
+      (p) => p.spec!.containers[0].ports,
+      (p) => p.spec!.containers[0].resources,
+      (p) => p.status!.conditions![0],
+      (p) => p.status!.conditions![1],
+      (p) => p.status!.hostIPs,
+      (p) => p.status!.containerStatuses![0].state,
+      (p) => p.status!.containerStatuses![0].lastState,
+    ];
+    for (const part of same) {
+      expect(part(a), String(part)).to.equal(part(b));
+      expect(Object.isFrozen(part(a)), String(part)).to.equal(true);
+    }
+    const own: Array<(p: V1Pod) => unknown> = [(p) => p.metadata, (p) => p.spec, (p) => p.spec!.volumes![0], (p) => p.spec!.containers[0], (p) => p.spec!.containers[0].volumeMounts, (p) => p.status, (p) => p.status!.containerStatuses![0], (p) => p.status!.podIPs];
+    for (const part of own) {
+      expect(part(a), String(part)).to.not.equal(part(b));
+      expect(Object.isFrozen(part(a)), String(part)).to.equal(false);
+    }
+  });
+
+  it('changes nothing a reader sees', () => {
+    const table = new SubtreeTable();
+    sharePodParts(workloadPod(1, '2026-11-25T06:44:15Z'), table);
+    expect(sharePodParts(workloadPod(2, '2026-11-25T06:44:15Z'), table)).to.deep.equal(workloadPod(2, '2026-11-25T06:44:15Z'));
+  });
+
+  it('shares a condition only with pods that reached it in the same second', () => {
+    const table = new SubtreeTable();
+    const a = sharePodParts(workloadPod(1, '2026-11-25T06:44:15Z'), table);
+    const b = sharePodParts(workloadPod(2, '2026-11-25T06:44:16Z'), table);
+    expect(a.status!.conditions![0]).to.equal(b.status!.conditions![0]);
+    expect(a.status!.conditions![1]).to.not.equal(b.status!.conditions![1]);
+    expect(b.status!.conditions![1].lastTransitionTime).to.equal('2026-11-25T06:44:16Z');
+  });
+
+  it('takes a pod whose parts are shared already, and one without spec or status', () => {
+    const table = new SubtreeTable();
+    const a = sharePodParts(workloadPod(1, '2026-11-25T06:44:15Z'), table);
+    expect(sharePodParts(a, table)).to.deep.equal(workloadPod(1, '2026-11-25T06:44:15Z'));
+    expect(sharePodParts({ metadata: { name: 'bare' } }, table)).to.deep.equal({ metadata: { name: 'bare' } });
+  });
+});
