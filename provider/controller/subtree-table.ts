@@ -1,7 +1,7 @@
 export interface SubtreeTableOptions {
   /** Values per generation (default 4096). */
   maxEntries?: number;
-  /** Characters of JSON per generation (default 1 Mi). */
+  /** Characters of JSON per generation (default 256 Ki). */
   maxChars?: number;
   /** Values whose JSON is longer are left as they are (default 4096 characters). */
   maxLength?: number;
@@ -41,7 +41,7 @@ export class SubtreeTable {
 
   constructor(o: SubtreeTableOptions = {}) {
     this.maxEntries = o.maxEntries ?? 4096;
-    this.maxChars = o.maxChars ?? 1024 * 1024;
+    this.maxChars = o.maxChars ?? 256 * 1024;
     this.maxLength = o.maxLength ?? 4096;
   }
 

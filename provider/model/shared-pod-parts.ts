@@ -1,5 +1,6 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import type { SubtreeTable } from '../controller/subtree-table.js';
+import { PARENT_NAME_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
 
 /** Of a pod's spec: parts that the pods of one workload repeat whole. */
 const SPEC_PARTS = ['affinity', 'tolerations', 'nodeSelector', 'securityContext', 'topologySpreadConstraints', 'imagePullSecrets', 'readinessGates', 'dnsConfig', 'hostAliases', 'overhead', 'resources', 'os'] as const;
@@ -10,10 +11,11 @@ const CONTAINER_STATUS_PARTS = ['state', 'lastState'] as const;
 
 /**
  * Gives the parts of `pod` that other cached pods are likely to repeat whole the copies `table`
- * holds (see {@link SubtreeTable}): the workload's scheduling constraints, security context and
- * container resources, each volume's source (the projected service-account token, a ConfigMap;
- * not the volume, whose name may be generated), finalizers and owners, conditions (which many
- * pods reach in the same second), the node's IPs, and the states of container statuses. Those
+ * holds (see {@link SubtreeTable}): the workload's labels and annotations (not a delegate's,
+ * which name its proxy), scheduling constraints, security context and container resources,
+ * each volume's source (the projected service-account token, a ConfigMap; not the volume, whose
+ * name may be generated), finalizers and owners, conditions (which many pods reach in the same
+ * second), the node's IPs, and the states of container statuses. Those
  * parts are then frozen; everything else of the pod stays its own. In place, on a pod owned by
  * the caller (an informer's, about to be cached); returns `pod`.
  */
@@ -22,8 +24,9 @@ export function sharePodParts(pod: V1Pod, table: SubtreeTable): V1Pod {
   if (metadata) {
     if (isShareable(metadata.finalizers)) metadata.finalizers = table.share(metadata.finalizers);
     if (isShareable(metadata.ownerReferences)) metadata.ownerReferences = table.share(metadata.ownerReferences);
-    if (isShareable(metadata.labels)) metadata.labels = table.share(metadata.labels);
-    if (isShareable(metadata.annotations)) metadata.annotations = table.share(metadata.annotations);
+    // A delegate's labels and annotations name its proxy: they never repeat.
+    if (isShareable(metadata.labels) && metadata.labels[PARENT_UID_LABEL] === undefined) metadata.labels = table.share(metadata.labels);
+    if (isShareable(metadata.annotations) && metadata.annotations[PARENT_NAME_ANNOTATION] === undefined) metadata.annotations = table.share(metadata.annotations);
   }
   const spec = pod.spec;
   if (spec && !Object.isFrozen(spec)) {

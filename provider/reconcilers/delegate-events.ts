@@ -1,4 +1,5 @@
 import type { CoreV1Api, CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import { hash } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
 import { classifyApiError } from '../core/errors.js';
 import { errorFields, type Logger } from '../core/logger.js';
@@ -90,7 +91,8 @@ export class DelegateEventsReconciler {
     if (!delegate) return; // not ours, or not cached yet: its arrival enqueues this key again
     const desired = proxyEventFor(ev, delegate, this.o.sourceClusterName, this.o.targetName(targetKey) ?? targetKey);
     if (!desired) return;
-    const stamp = `${desired.count}|${(desired.lastTimestamp as Date).toISOString()}|${desired.message}`;
+    // A digest: the message may be long, and up to REMEMBERED stamps are held.
+    const stamp = hash('sha1', `${desired.count}|${(desired.lastTimestamp as Date).toISOString()}|${desired.message}`, 'base64');
     if (this.written.get(key) === stamp) return;
 
     const { name: copyName, namespace: copyNamespace } = desired.metadata as { name: string; namespace: string };

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { V1Pod } from '@kubernetes/client-node';
 import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
+import { PARENT_NAME_ANNOTATION, PARENT_UID_LABEL } from '../../../../provider/core/keys.js';
 import { sharePodParts } from '../../../../provider/model/shared-pod-parts.js';
 
 /** A pod of a Deployment as its apiserver serves it (the shape of the sandbox's proxies), parsed from its own text as a watch event brings it. */
@@ -104,6 +105,23 @@ describe('sharePodParts', () => {
     expect(a.status!.conditions![0]).to.equal(b.status!.conditions![0]);
     expect(a.status!.conditions![1]).to.not.equal(b.status!.conditions![1]);
     expect(b.status!.conditions![1].lastTransitionTime).to.equal('2026-11-25T06:44:16Z');
+  });
+
+  it("leaves a delegate's labels and annotations, which name its proxy, out of the table", () => {
+    const table = new SubtreeTable();
+    const delegateOf = (i: number): V1Pod => {
+      const p = workloadPod(i, '2026-11-25T06:44:15Z');
+      p.metadata!.labels = { ...p.metadata!.labels, [PARENT_UID_LABEL]: `uid-${i}` };
+      p.metadata!.annotations = { [PARENT_NAME_ANNOTATION]: p.metadata!.name! };
+      return p;
+    };
+    const a = sharePodParts(delegateOf(1), table);
+    const entries = table.size();
+    const b = sharePodParts(delegateOf(2), table);
+    expect(table.size(), 'entries after the second delegate').to.equal(entries);
+    expect(Object.isFrozen(a.metadata!.labels)).to.equal(false);
+    expect(Object.isFrozen(a.metadata!.annotations)).to.equal(false);
+    expect(a.spec!.tolerations).to.equal(b.spec!.tolerations);
   });
 
   it('takes a pod whose parts are shared already, and one without spec or status', () => {
