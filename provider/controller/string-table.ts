@@ -1,3 +1,5 @@
+import { Generations } from './generations.js';
+
 /** Fields whose values differ in every object: looking them up would only churn the table. */
 const UNIQUE_FIELDS = new Set(['uid', 'resourceVersion']);
 
@@ -20,41 +22,26 @@ export interface StringTableOptions {
  * {@link internValues} replaces each string value of an object about to be cached with the
  * copy the table already holds, so the copies the watch event brought become garbage.
  *
- * Bounded whatever the objects hold: two generations of at most `maxEntries` strings and
- * `maxChars` characters each; a string found in the older one moves to the newer, and when the
- * newer is full the older is dropped. So a value that repeats stays while it keeps coming,
- * values that never repeat (names, timestamps) pass through, and the table keeps at most two
- * generations' worth alive after the objects that held them are gone. Not shared across
- * threads; one per process, shared by its informers (the wiring makes it).
+ * Bounded whatever the objects hold ({@link Generations}): two generations of at most
+ * `maxEntries` strings and `maxChars` characters each; a string found in the older one moves to
+ * the newer, and when the newer is full the older is dropped. So a value that repeats stays
+ * while it keeps coming, values that never repeat (names, timestamps) pass through, and the
+ * table keeps at most two generations' worth alive after the objects that held them are gone.
+ * Not shared across threads; one per process, shared by its informers (the wiring makes it).
  */
 export class StringTable {
-  private younger = new Map<string, string>();
-  private older = new Map<string, string>();
-  private youngerChars = 0;
-  private readonly maxEntries: number;
-  private readonly maxChars: number;
+  private readonly strings: Generations<string>;
   private readonly maxLength: number;
 
   constructor(o: StringTableOptions = {}) {
-    this.maxEntries = o.maxEntries ?? 4096;
-    this.maxChars = o.maxChars ?? 256 * 1024;
+    // Each string is held under itself: the copy a lookup came with is not kept as a key.
+    this.strings = new Generations({ maxEntries: o.maxEntries ?? 4096, maxChars: o.maxChars ?? 256 * 1024, storedKey: (s) => s });
     this.maxLength = o.maxLength ?? 8192;
   }
 
   /** The table's copy of `s` (now `s` itself if it had none, or if `s` is too long to keep). */
   intern(s: string): string {
-    if (s.length > this.maxLength) return s;
-    const young = this.younger.get(s);
-    if (young !== undefined) return young;
-    const copy = this.older.get(s) ?? s;
-    this.younger.set(copy, copy);
-    this.youngerChars += copy.length;
-    if (this.younger.size >= this.maxEntries || this.youngerChars >= this.maxChars) {
-      this.older = this.younger;
-      this.younger = new Map();
-      this.youngerChars = 0;
-    }
-    return copy;
+    return s.length > this.maxLength ? s : this.strings.take(s, () => s);
   }
 
   /**
@@ -70,7 +57,7 @@ export class StringTable {
 
   /** How many strings the table holds now (both generations; one string may be in both). */
   size(): number {
-    return this.younger.size + this.older.size;
+    return this.strings.size();
   }
 
   private walk(value: unknown): void {

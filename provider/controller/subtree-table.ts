@@ -1,3 +1,5 @@
+import { Generations } from './generations.js';
+
 export interface SubtreeTableOptions {
   /** Values per generation (default 4096). */
   maxEntries?: number;
@@ -12,36 +14,30 @@ export interface SubtreeTableOptions {
  *
  * The pods of one workload carry the same affinity, tolerations, node selector, container
  * resources and projected service-account volume, and their conditions change at the same
- * seconds; each watch event parses its own copy of all of them. With 1000 offloaded pods, a
- * heap snapshot of c1's provider put about a third of what the proxies and delegates caches
- * held in such parts. {@link share} gives a value the copy the table already holds when one of
- * the same JSON is there, so the copy the event brought becomes garbage. What the caller asks
- * to share is its choice (see `sharePodParts`): a part that names its object (a volume with its
- * generated name, a container status with its container ID) never repeats, and would only
- * churn the table.
+ * seconds; each watch event parses its own copy of all of them (about half of what the
+ * proxies and delegates caches held, in a heap snapshot of c1's provider with 1000 offloaded
+ * pods). {@link share} gives a value the copy the table already holds when one of the same JSON
+ * is there, so the copy the event brought becomes garbage. What the caller asks to share is its
+ * choice (see `sharePodParts`): a part that names its object (a volume with its generated name,
+ * a container status with its container ID) never repeats, and would only churn the table.
  *
  * A value entered is frozen, deeply: it is now part of every cached object that repeats it,
  * and a write through one of them would change them all. Cached objects are read, not written
  * (writes are built from copies), so a write to one is a bug, and it throws.
  *
- * Bounded whatever the objects hold, as the `StringTable` is: two generations of at most
- * `maxEntries` values and `maxChars` characters of their JSON each; a value found in the older
- * one moves to the newer, and when the newer is full the older is dropped. Values equal as JSON
- * are taken for equal: an object parsed from a watch event (timestamps as strings) may get the
- * copy of one listed through the generated client (timestamps as Dates), which every reader
- * takes alike already, since a cache holds both. One per process, shared by its informers.
+ * Bounded whatever the objects hold, as the `StringTable` is ({@link Generations}): two
+ * generations of at most `maxEntries` values and `maxChars` characters of their JSON each.
+ * Values equal as JSON are taken for equal: an object parsed from a watch event (timestamps as
+ * strings) may get the copy of one listed through the generated client (timestamps as Dates),
+ * which every reader takes alike already, since a cache holds both. One per process, shared by
+ * its informers.
  */
 export class SubtreeTable {
-  private younger = new Map<string, object>();
-  private older = new Map<string, object>();
-  private youngerChars = 0;
-  private readonly maxEntries: number;
-  private readonly maxChars: number;
+  private readonly values: Generations<object>;
   private readonly maxLength: number;
 
   constructor(o: SubtreeTableOptions = {}) {
-    this.maxEntries = o.maxEntries ?? 4096;
-    this.maxChars = o.maxChars ?? 256 * 1024;
+    this.values = new Generations({ maxEntries: o.maxEntries ?? 4096, maxChars: o.maxChars ?? 256 * 1024 });
     this.maxLength = o.maxLength ?? 4096;
   }
 
@@ -53,22 +49,12 @@ export class SubtreeTable {
   share<T extends object>(value: T): T {
     const key = JSON.stringify(value);
     if (key === undefined || key.length > this.maxLength) return value;
-    const young = this.younger.get(key);
-    if (young !== undefined) return young as T;
-    const copy = (this.older.get(key) as T | undefined) ?? deepFreeze(value);
-    this.younger.set(key, copy);
-    this.youngerChars += key.length;
-    if (this.younger.size >= this.maxEntries || this.youngerChars >= this.maxChars) {
-      this.older = this.younger;
-      this.younger = new Map();
-      this.youngerChars = 0;
-    }
-    return copy;
+    return this.values.take(key, () => deepFreeze(value)) as T;
   }
 
   /** How many values the table holds now (both generations; one value may be in both). */
   size(): number {
-    return this.younger.size + this.older.size;
+    return this.values.size();
   }
 }
 
