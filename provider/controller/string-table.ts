@@ -47,8 +47,9 @@ export class StringTable {
   /**
    * Replaces, in place, every string value in `value` (objects and arrays, recursively; not
    * property names, which are shared already, nor `uid` and `resourceVersion`) with the table's
-   * copy. Frozen objects are left as they are: they are shared already (a `SubtreeTable`'s). For plain data as `JSON.parse` makes it, owned by the caller (an informer's object
-   * before it is cached); returns `value`.
+   * copy. Frozen objects are left as they are: they are shared whole already (a
+   * `SubtreeTable`'s). For plain data as `JSON.parse` makes it, owned by the caller (an
+   * informer's object before it is cached); returns `value`.
    */
   internValues<T>(value: T): T {
     this.walk(value);

@@ -15,9 +15,9 @@ const CONTAINER_STATUS_PARTS = ['state', 'lastState'] as const;
  * which name its proxy), scheduling constraints, security context and container resources,
  * each volume's source (the projected service-account token, a ConfigMap; not the volume, whose
  * name may be generated), finalizers and owners, conditions (which many pods reach in the same
- * second), the node's IPs, and the states of container statuses. Those
- * parts are then frozen; everything else of the pod stays its own. In place, on a pod owned by
- * the caller (an informer's, about to be cached); returns `pod`.
+ * second), the node's IPs, and the states of container statuses. Those parts are then frozen;
+ * everything else of the pod stays its own. In place, on a pod owned by the caller (an
+ * informer's, about to be cached); returns `pod`. The proxies and delegates informers call it.
  */
 export function sharePodParts(pod: V1Pod, table: SubtreeTable): V1Pod {
   const metadata = pod.metadata;
