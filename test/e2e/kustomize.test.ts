@@ -36,20 +36,29 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
   /**
    * `run`, timed, with a deadline past which the test fails with what `state` says: a step that
    * hangs (one CI run spent the whole test timeout in these steps, where they take 12 s) then
-   * says where, instead of a bare timeout.
+   * says where, instead of a bare timeout. With `finished`, a command still running at the
+   * deadline whose work `finished` finds done is stopped and the step goes on (see deleteAll).
    */
-  const step = async (command: string, deadlineMs: number, state: () => Promise<string>) => {
+  const step = async (command: string, deadlineMs: number, state: () => Promise<string>, finished?: () => Promise<boolean>) => {
     const started = Date.now();
+    const abort = new AbortController();
+    stop.signal.addEventListener('abort', () => abort.abort(), { once: true });
+    const own = userShell(sb, dir, { signal: abort.signal });
     let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
+    const late = new Promise<string>((resolve, reject) => {
       timer = setTimeout(() => {
-        void state()
-          .catch((err: unknown) => `state unknown: ${String(err)}`)
-          .then((what) => reject(new Error(`${command}: not done after ${deadlineMs / 1000} s; ${what}`)));
+        void (async () => {
+          if (finished && (await finished().catch(() => false))) {
+            abort.abort();
+            console.log(`      ${command}: still waiting after ${deadlineMs / 1000} s though its work is done; stopped`);
+            return resolve('');
+          }
+          reject(new Error(`${command}: not done after ${deadlineMs / 1000} s; ${await state().catch((err: unknown) => `state unknown: ${String(err)}`)}`));
+        })();
       }, deadlineMs);
     });
     try {
-      return await Promise.race([run(command), late]);
+      return await Promise.race([own(command).then((r) => stdoutOf(r, command)), late]);
     } finally {
       clearTimeout(timer);
       console.log(`      ${command}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
@@ -60,7 +69,18 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     const conditions = await kubectl('get', 'namespace', ns, '--ignore-not-found', '-o', 'jsonpath={.status.conditions}');
     const left = await kubectl('get', 'pods,deployments,services,configmaps,secrets', '-n', ns, '--ignore-not-found', '-o', 'name');
     const apis = await kubectl('get', 'apiservices', '-o', 'jsonpath={range .items[?(@.spec.service)]}{.metadata.name}={.status.conditions[0].status} {end}');
-    return `namespace ${ns} conditions ${conditions || '-'}; left in it: ${left.trim().split('\n').join(', ') || '-'}; aggregated APIs: ${apis.trim() || '-'}`;
+    return `namespace ${ns} conditions ${conditions || '-'}; left in it: ${left.trim().split('\n').join(', ') || '-'}; aggregated APIs: ${apis.trim() || '-'}; objects of the kustomization left: ${(await renderedLeft()).join(', ') || '-'}`;
+  };
+  /** The kustomization's objects still there, with what holds each that is being deleted. */
+  const renderedLeft = async (): Promise<string[]> => {
+    const out = await kubectl('get', '-f', join(dir, 'rendered.yaml'), '--ignore-not-found', '-o', 'json');
+    const items: Obj[] = out.trim() ? (JSON.parse(out).items ?? []) : [];
+    return items.map((o) => {
+      const m = o.metadata;
+      if (!m.deletionTimestamp) return id(o);
+      const conditions = (o.status?.conditions ?? []).filter((c: Obj) => c.status !== 'False').map((c: Obj) => `${c.type}: ${c.message ?? c.reason ?? ''}`);
+      return `${id(o)} (deleting since ${m.deletionTimestamp}, finalizers ${JSON.stringify(m.finalizers ?? [])}; ${conditions.join('; ') || 'no condition'})`;
+    });
   };
 
   before(async function () {
@@ -80,7 +100,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('reads the commands from the docs: the Quick start\'s apply, the same as manifests/README.md\'s, and four uninstall steps that include the README\'s', () => {
+  it('reads the commands from the docs: the Quick start\'s apply, the same as manifests/README.md\'s, and the uninstall steps, with the check that all is gone, that include the README\'s', () => {
     expect(apply).to.deep.equal(['kubectl apply -k manifests/']);
     expect(inlineCommands(docSection('manifests/README.md', '## Install'), 'kubectl')).to.include(apply[0]);
     expect(kustomizeStep).to.match(/set `clusterName` in `manifests\/config\.yaml` and the image in\s+`manifests\/deployment\.yaml`/);
@@ -88,6 +108,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
       'kubectl -n admiralty scale deployment admiralty --replicas=0',
       'admiralty cleanup',
       'kubectl delete -k manifests/',
+      'kubectl get -k manifests/ --ignore-not-found -o name',
       'kubectl delete nodes -l virtual-kubelet.io/provider=admiralty',
     ]);
     // The README's own Uninstall section and its Quick start point at the same steps.
@@ -138,7 +159,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
         `apiVersion: v1\nkind: Node\nmetadata: {name: admiralty-namespace-app-t, labels: {virtual-kubelet.io/provider: admiralty}}\n`,
     );
     await kubectl('delete', 'pod', 'proxy', '-n', 'app', '--wait=false');
-    const [scale, cleanup, deleteAll, deleteNodes] = uninstall;
+    const [scale, cleanup, deleteAll, allGone, deleteNodes] = uninstall;
 
     await step(scale, 30_000, () => namespaceState('admiralty'));
     await waitFor('the provider\'s pods gone', 60_000, async () => (await kubectl('get', 'pods', '-n', 'admiralty', '-l', 'app.kubernetes.io/component=provider', '-o', 'name')) === '');
@@ -154,7 +175,16 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
 
     // Every object of the kustomization goes, the CRDs and the namespace included: with the
     // CRDs, every Target and Source (unlike helm uninstall, which keeps the CRDs).
-    await step(deleteAll, 120_000, () => namespaceState('admiralty'));
+    // The docs' check sees what is there before (it would not miss what is left).
+    expect((await run(allGone)).trim().split('\n')).to.have.length(rendered.length);
+    // kubectl waits for each object to go, watching it. In 2 runs of 15 here, and once in CI, it
+    // began to watch a CRD that was still terminating, the watch never heard of its deletion
+    // (kubectl's log: the watch opened, then no event until the apiserver stopped), and kubectl
+    // waited on with nothing left. That wait is kubectl's and the apiserver's, not the
+    // uninstall's: it is stopped once the docs' check finds every object gone, as
+    // manifests/README.md tells users to. Anything left fails.
+    await step(deleteAll, 60_000, () => namespaceState('admiralty'), async () => (await run(allGone)).trim() === '');
+    expect(await run(allGone)).to.equal('');
     expect(await kubectl('get', '-f', join(dir, 'rendered.yaml'), '--ignore-not-found', '-o', 'name')).to.equal('');
     expect(rendered.map((o) => o.kind)).to.include.members(['Namespace', 'CustomResourceDefinition']);
     const resources = await kubectl('api-resources', '--api-group=multicluster.admiralty.io', '-o', 'name');
