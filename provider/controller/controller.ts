@@ -9,6 +9,8 @@ import { WorkQueue, type WorkQueueShards } from './workqueue.js';
 /** How often start() checks whether the watched informers have listed. */
 const CACHE_SYNC_POLL_MS = 100;
 
+const VERBS = ['add', 'update', 'delete'] as const;
+
 /** A level-based reconciler: it sees only a key, never the event that woke it. */
 export interface Reconciler {
   /** Throwing means retry with backoff; a TerminalError means log, count and drop. */
@@ -60,9 +62,16 @@ export class Controller {
     this.queue.addAfter(key, ms);
   }
 
-  /** Wires an informer's events to keys of this controller; start() waits for it to sync. */
-  watch<T extends KubernetesObject>(informer: Informer<T>, mapToKeys: (obj: T) => string[]): void {
-    this.caches.push(informer);
+  /**
+   * Wires an informer's events to keys of this controller; start() waits for it to sync, unless
+   * `waitForSync` is false: a cache that may never list (a target's, while the target is out of
+   * reach) must not hold every other key, so its reconciler tells for itself whether it has
+   * synced. Returns what undoes it: a stopped informer (a removed target's) is then no longer
+   * waited for, and neither it nor its cache is kept alive by this controller.
+   */
+  watch<T extends KubernetesObject>(informer: Informer<T>, mapToKeys: (obj: T) => string[], opts: { waitForSync?: boolean } = {}): () => void {
+    const waitsFor = opts.waitForSync !== false;
+    if (waitsFor) this.caches.push(informer);
     const handler = (obj: T) => {
       let keys: string[] = [];
       try {
@@ -72,9 +81,12 @@ export class Controller {
       }
       for (const k of keys) this.queue.add(k);
     };
-    informer.on('add', handler);
-    informer.on('update', handler);
-    informer.on('delete', handler);
+    for (const verb of VERBS) informer.on(verb, handler);
+    return () => {
+      for (const verb of VERBS) informer.off(verb, handler);
+      const i = waitsFor ? this.caches.indexOf(informer) : -1;
+      if (i >= 0) this.caches.splice(i, 1);
+    };
   }
 
   /**

@@ -136,6 +136,11 @@ export class Informer<T extends KubernetesObject> {
     this.handlers[verb].push(handler);
   }
 
+  /** Removes a handler that `on` added (each time it was added). */
+  off(verb: 'add' | 'update' | 'delete', handler: Handler<T>): void {
+    this.handlers[verb] = this.handlers[verb].filter((h) => h !== handler);
+  }
+
   start(): void {
     if (this.running) return;
     this.running = true;

@@ -64,7 +64,25 @@ export async function wireDelegation(
   const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', () => core.listNamespace({ labelSelector: enabledSelector }), enabledSelector);
 
   const delegateListeners: Array<(targetKey: string, delegate: V1Pod) => void> = [];
-  const perTarget = new Map<string, { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> }>();
+  type TargetCaches = { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> };
+  const perTarget = new Map<string, TargetCaches>();
+  /** What undoes each target's watches by the controllers, for when the target goes. */
+  const unwatchers = new Map<string, Array<() => void>>();
+  /**
+   * A target's delegates as the reconcilers that conclude from a delegate's absence see them:
+   * only once the cache has listed (and, with `andEvents`, the target's events cache too). The
+   * controllers do not wait for a target's caches before they start (one that never lists, of
+   * a target out of reach, would hold every key of every target), and a cache that has not
+   * listed yet shows no delegate: follow and services would delete the copies the delegates use,
+   * and re-placement would miss cluster-autoscaler's word. Without a cache, each of them waits.
+   * Delegation takes the cache as it is: it reads the target before it concludes anything from
+   * an absence. A copies cache that has not listed yet is fine as it is too: a copy it has not
+   * shown wakes its key when it does.
+   */
+  const listedDelegates = (key: string, andEvents = false): Informer<V1Pod> | undefined => {
+    const entry = perTarget.get(key);
+    return entry?.delegates.hasSynced() && (!andEvents || entry.events.hasSynced()) ? entry.delegates : undefined;
+  };
 
   const follow = new FollowReconciler({
     placing,
@@ -76,7 +94,7 @@ export async function wireDelegation(
     events,
     targetConfigMaps: (key: string) => perTarget.get(key)?.configMaps,
     targetSecrets: (key: string) => perTarget.get(key)?.secrets,
-    delegates: (key: string) => perTarget.get(key)?.delegates,
+    delegates: (key: string) => listedDelegates(key),
   });
   // Outages: proxies say their target is unreachable, fail over if asked, and a target that
   // comes back is fenced before delegation creates anything there.
@@ -89,7 +107,7 @@ export async function wireDelegation(
   const replacement = avoid && new ReplacementReconciler({
     sourceCore: core,
     proxies,
-    delegates: (key: string) => perTarget.get(key)?.delegates,
+    delegates: (key: string) => listedDelegates(key, true),
     targetEvents: (key: string) => perTarget.get(key)?.events,
     registry: clusters,
     sourceClusterName: config.clusterName,
@@ -120,7 +138,7 @@ export async function wireDelegation(
     sourceClusterName: config.clusterName,
     events,
     targetServices: (key: string) => perTarget.get(key)?.services,
-    delegates: (key: string) => perTarget.get(key)?.delegates,
+    delegates: (key: string) => listedDelegates(key),
   });
   const delegateEvents = new DelegateEventsReconciler({
     sourceCore: core,
@@ -187,14 +205,17 @@ export async function wireDelegation(
       ),
     };
     perTarget.set(t.key, entry);
-    delegationController.watch(entry.delegates, (p) => DelegationReconciler.delegateToProxyKey(p, config.clusterName));
-    followController.watch(entry.configMaps, (o) => FollowReconciler.keysOfCopy('configmap', o));
-    followController.watch(entry.secrets, (o) => FollowReconciler.keysOfCopy('secret', o));
-    servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s));
-    servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p));
-    eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev));
-    // cluster-autoscaler's word on a pending delegate may make it stuck (or not): look again.
-    if (replacementController) replacementController.watch(entry.events, (ev) => (isAutoscalerVerdict(ev) ? [t.key] : []));
+    const perTargetOnly = { waitForSync: false };
+    unwatchers.set(t.key, [
+      delegationController.watch(entry.delegates, (p) => DelegationReconciler.delegateToProxyKey(p, config.clusterName), perTargetOnly),
+      followController.watch(entry.configMaps, (o) => FollowReconciler.keysOfCopy('configmap', o), perTargetOnly),
+      followController.watch(entry.secrets, (o) => FollowReconciler.keysOfCopy('secret', o), perTargetOnly),
+      servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s), perTargetOnly),
+      servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p), perTargetOnly),
+      eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev), perTargetOnly),
+      // cluster-autoscaler's word on a pending delegate may make it stuck (or not): look again.
+      ...(replacementController ? [replacementController.watch(entry.events, (ev) => (isAutoscalerVerdict(ev) ? [t.key] : []), perTargetOnly)] : []),
+    ]);
     for (const verb of ['add', 'update', 'delete'] as const) {
       entry.delegates.on(verb, (p) => {
         for (const listener of delegateListeners) listener(t.key, p);
@@ -212,6 +233,8 @@ export async function wireDelegation(
     const entry = perTarget.get(t.key);
     if (!entry) return;
     perTarget.delete(t.key);
+    for (const unwatch of unwatchers.get(t.key) ?? []) unwatch();
+    unwatchers.delete(t.key);
     for (const i of Object.values(entry)) i.stop();
   };
   // From the first probe on, whether or not this replica leads.
@@ -236,6 +259,7 @@ export async function wireDelegation(
         clearInterval(timer);
         for (const entry of perTarget.values()) for (const i of Object.values(entry)) i.stop();
         perTarget.clear();
+        unwatchers.clear();
       },
     },
     leaderController(delegationController, [proxies, namespaces]),

@@ -1,7 +1,7 @@
-import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { expect } from 'chai';
 import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, settleTeardowns, uniqueName, waitFor } from '../e2e/support.js';
 import { account, record } from './report.js';
+import { Tarpit } from './tarpit.js';
 
 const PODS = Number(process.env.RELIABILITY_TARPIT_PODS ?? 60);
 
@@ -29,17 +29,12 @@ async function flow(ns: string, prefix: string, n: number): Promise<number> {
  */
 describe('reliability: a tarpit target beside c2', function () {
   const ns = uniqueName('rel-tarpit');
-  const held: Socket[] = [];
-  const tarpit = createServer((socket) => {
-    held.push(socket);
-    socket.on('error', () => undefined);
-  });
+  const tarpit = new Tarpit();
   before(async () => {
     await connectNamespace(ns);
-    await new Promise<void>((res) => tarpit.listen(0, '127.0.0.1', res));
+    await tarpit.listen();
   });
   after(async () => {
-    for (const s of held) s.destroy();
     tarpit.close();
     await kubectl('c1', 'delete', 'pods', '--all', '-n', ns, '--wait=false');
     // Wholly, before the next scenario stops something a background teardown would need.
@@ -52,11 +47,8 @@ describe('reliability: a tarpit target beside c2', function () {
     await kubectl('c1', 'delete', 'pods', '--all', '-n', ns, '--wait=false');
     await waitFor('the first burst gone', 180_000, async () => (await account(ns)).proxies === 0 && (await getJson('c2', 'pods', '-n', ns)).items.length === 0);
 
-    const port = (tarpit.address() as AddressInfo).port;
-    const kubeconfig = `apiVersion: v1\nkind: Config\nclusters: [{name: t, cluster: {server: "https://127.0.0.1:${port}", insecure-skip-tls-verify: true}}]\nusers: [{name: t, user: {token: t}}]\ncontexts: [{name: t, context: {cluster: t, user: t}}]\ncurrent-context: t\n`;
-    await kubectl('c1', 'create', 'secret', 'generic', 'tarpit', '-n', ns, `--from-literal=config=${kubeconfig}`);
-    await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: tarpit, namespace: ${ns}}\nspec: {kubeconfigSecret: {name: tarpit}}\n`);
-    await waitFor('the tarpit dialled', 60_000, async () => held.length > 0);
+    await tarpit.addTarget(ns);
+    await waitFor('the tarpit dialled', 60_000, async () => tarpit.held.length > 0);
 
     const withTarpitS = await flow(ns, 'after', PODS);
     const last = await account(ns);

@@ -151,6 +151,48 @@ describe('Controller driven by a fake clock', () => {
     pods.stop();
   });
 
+  it('does not wait for a cache watched with waitForSync false (a target that never answers), but maps its events', async () => {
+    make(async (k) => void calls.push(k));
+    let answer: (list: { items: V1Pod[]; metadata: { resourceVersion: string } }) => void = () => undefined;
+    const target = listOnlyPodInformer(() => new Promise((r) => (answer = r)), clock);
+    controller.watch(target, (p) => [`ns/${p.metadata!.name}`], { waitForSync: false });
+    target.start();
+    controller.start();
+    controller.enqueue('ns/source');
+    await settle();
+    expect(calls, 'keys flow while the target has not listed').to.deep.equal(['ns/source']);
+    answer({ items: [{ metadata: { name: 'delegate', namespace: 'ns', resourceVersion: '1' } }], metadata: { resourceVersion: '1' } });
+    await settle();
+    expect(calls).to.deep.equal(['ns/source', 'ns/delegate']);
+    target.stop();
+  });
+
+  it('stops waiting for a cache once it is unwatched (a removed target), and hears no more of it', async () => {
+    make(async (k) => void calls.push(k));
+    const source = listOnlyPodInformer(async () => ({ items: [{ metadata: { name: 'proxy', namespace: 'ns', resourceVersion: '1' } }], metadata: { resourceVersion: '1' } }), clock);
+    let answer: (list: { items: V1Pod[]; metadata: { resourceVersion: string } }) => void = () => undefined;
+    const target = listOnlyPodInformer(() => new Promise((r) => (answer = r)), clock);
+    controller.watch(source, (p) => [`ns/${p.metadata!.name}`]);
+    const unwatch = controller.watch(target, (p) => [`ns/${p.metadata!.name}`]);
+    source.start();
+    target.start();
+    controller.start();
+    clock.advance(1000);
+    await settle();
+    expect(calls, 'held by the target cache that has not listed').to.deep.equal([]);
+    unwatch();
+    clock.advance(100);
+    await settle();
+    expect(calls).to.deep.equal(['ns/proxy']);
+    // Its list, late: nothing of it reaches the controller any more.
+    answer({ items: [{ metadata: { name: 'late', namespace: 'ns', resourceVersion: '1' } }], metadata: { resourceVersion: '1' } });
+    await settle();
+    expect(target.list().map((p) => p.metadata!.name), 'the informer itself did list').to.deep.equal(['late']);
+    expect(calls).to.deep.equal(['ns/proxy']);
+    source.stop();
+    target.stop();
+  });
+
   it('stop() reconciles none of the keys still queued', async () => {
     const first = gate();
     make(async (k) => {
