@@ -1,4 +1,4 @@
-import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import type { SubtreeTable } from '../controller/subtree-table.js';
 import { PARENT_NAME_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
 
@@ -22,38 +22,31 @@ const CONTAINER_STATUS_PARTS = ['state', 'lastState'] as const;
 export function sharePodParts(pod: V1Pod, table: SubtreeTable): V1Pod {
   const metadata = pod.metadata;
   if (metadata) {
-    if (isShareable(metadata.finalizers)) metadata.finalizers = table.share(metadata.finalizers);
-    if (isShareable(metadata.ownerReferences)) metadata.ownerReferences = table.share(metadata.ownerReferences);
+    shareFields(metadata, ['finalizers', 'ownerReferences'], table);
     // A delegate's labels and annotations name its proxy: they never repeat.
     if (isShareable(metadata.labels) && metadata.labels[PARENT_UID_LABEL] === undefined) metadata.labels = table.share(metadata.labels);
     if (isShareable(metadata.annotations) && metadata.annotations[PARENT_NAME_ANNOTATION] === undefined) metadata.annotations = table.share(metadata.annotations);
   }
   const spec = pod.spec;
   if (spec && !Object.isFrozen(spec)) {
-    const parts = spec as unknown as Record<string, unknown>;
-    for (const f of SPEC_PARTS) if (isShareable(parts[f])) parts[f] = table.share(parts[f]);
-    for (const volume of mutable(spec.volumes)) {
-      const v = volume as unknown as Record<string, unknown>;
-      for (const k of Object.keys(v)) if (k !== 'name' && isShareable(v[k])) v[k] = table.share(v[k]);
-    }
-    for (const c of [...mutable(spec.containers), ...mutable(spec.initContainers)]) shareContainerParts(c, table);
+    shareFields(spec, SPEC_PARTS, table);
+    for (const volume of mutable(spec.volumes)) shareFields(volume, Object.keys(volume).filter((k) => k !== 'name'), table);
+    for (const c of [...mutable(spec.containers), ...mutable(spec.initContainers)]) shareFields(c, CONTAINER_PARTS, table);
   }
   const status = pod.status;
   if (status && !Object.isFrozen(status)) {
     const conditions = status.conditions;
     if (Array.isArray(conditions) && !Object.isFrozen(conditions)) for (let i = 0; i < conditions.length; i++) if (isShareable(conditions[i])) conditions[i] = table.share(conditions[i]!);
-    if (isShareable(status.hostIPs)) status.hostIPs = table.share(status.hostIPs);
-    for (const s of [...mutable(status.containerStatuses), ...mutable(status.initContainerStatuses)]) {
-      const parts = s as unknown as Record<string, unknown>;
-      for (const f of CONTAINER_STATUS_PARTS) if (isShareable(parts[f])) parts[f] = table.share(parts[f]);
-    }
+    shareFields(status, ['hostIPs'], table);
+    for (const s of [...mutable(status.containerStatuses), ...mutable(status.initContainerStatuses)]) shareFields(s, CONTAINER_STATUS_PARTS, table);
   }
   return pod;
 }
 
-function shareContainerParts(c: V1Container, table: SubtreeTable): void {
-  const parts = c as unknown as Record<string, unknown>;
-  for (const f of CONTAINER_PARTS) if (isShareable(parts[f])) parts[f] = table.share(parts[f]);
+/** Gives each of `fields` of `obj` that is not shared yet the table's copy. */
+function shareFields(obj: object, fields: readonly string[], table: SubtreeTable): void {
+  const parts = obj as Record<string, unknown>;
+  for (const f of fields) if (isShareable(parts[f])) parts[f] = table.share(parts[f]);
 }
 
 /** An object or array not shared yet. */
