@@ -10,6 +10,7 @@ import { referencedConfigMaps, referencedSecrets, type CopyKind, type CopyNames 
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
+import { TargetPasses } from './target-passes.js';
 import { refusalOf } from './target-refusal.js';
 
 type Kind = CopyKind;
@@ -78,9 +79,21 @@ function references(proxy: V1Pod): Record<Kind, string[]> {
  */
 export class FollowReconciler {
   private readonly resyncIntervalMs: number;
+  private readonly passes: TargetPasses;
 
   constructor(private readonly o: FollowReconcilerOptions) {
     this.resyncIntervalMs = o.resyncIntervalMs ?? 60_000;
+    this.passes = new TargetPasses((key) => o.registry.health(key));
+  }
+
+  /** After a probe of a target: the keys that passed it over during its outage, once it is back (see `TargetPasses`). */
+  keysAfterProbe(targetKey: string): string[] {
+    return this.passes.wake(targetKey);
+  }
+
+  /** When a target's clients go: the keys that passed it over, for a pass with what is left. */
+  keysOfRemovedTarget(targetKey: string): string[] {
+    return this.passes.drop(targetKey);
   }
 
   /** Key mapper for copies in a target: the key of their source object, from the parent annotations. */
@@ -185,13 +198,17 @@ export class FollowReconciler {
     }
     const as = copyName(name, this.o.sourceClusterName);
     let earlierInUse = false;
-    for (const target of this.o.registry.list()) {
-      if (target.self) continue;
-      // A conflict here has no proxy to tell: ensureCopies tells the next one that needs the copy.
-      if (src && usedIn.has(target.key)) await this.sync(kind, src, target, as);
-      else if (!unboundUser) await this.deleteCopy(kind, ns, as, name, target);
-      if (await this.keepEarlierCopy(kind, ns, name, src, target)) earlierInUse = true;
-    }
+    // A target out of reach is passed over, and the key comes back once it is reachable.
+    await this.passes.each(
+      key,
+      this.o.registry.list().filter((t) => !t.self),
+      async (target) => {
+        // A conflict here has no proxy to tell: ensureCopies tells the next one that needs the copy.
+        if (src && usedIn.has(target.key)) await this.sync(kind, src, target, as);
+        else if (!unboundUser) await this.deleteCopy(kind, ns, as, name, target);
+        if (await this.keepEarlierCopy(kind, ns, name, src, target)) earlierInUse = true;
+      },
+    );
     // Nothing watches the original, nor the delegates that still name an earlier copy: look
     // again while a copy is in use (or may be).
     if (usedIn.size > 0 || unboundUser || earlierInUse) return { requeueAfterMs: this.resyncIntervalMs };

@@ -9,6 +9,7 @@ import { equalNormalized } from '../model/normalize.js';
 import { buildReroutedService, buildServiceCopy, originalSelector, serviceCopyNeedsUpdate } from '../model/service.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
+import { TargetPasses } from './target-passes.js';
 
 export interface ServiceReconcilerOptions {
   sourceCore: CoreV1Api;
@@ -42,7 +43,21 @@ function safeOriginalSelector(svc: V1Service): Record<string, string> {
  * Service in a target that is not ours is left alone.
  */
 export class ServiceReconciler {
-  constructor(private readonly o: ServiceReconcilerOptions) {}
+  private readonly passes: TargetPasses;
+
+  constructor(private readonly o: ServiceReconcilerOptions) {
+    this.passes = new TargetPasses((key) => o.registry.health(key));
+  }
+
+  /** After a probe of a target: the keys that passed it over during its outage, once it is back (see `TargetPasses`). */
+  keysAfterProbe(targetKey: string): string[] {
+    return this.passes.wake(targetKey);
+  }
+
+  /** When a target's clients go: the keys that passed it over, for a pass with what is left. */
+  keysOfRemovedTarget(targetKey: string): string[] {
+    return this.passes.drop(targetKey);
+  }
 
   /** Key mapper for source Services: `<ns>/<name>`. */
   static keyOf(svc: V1Service): string {
@@ -84,8 +99,9 @@ export class ServiceReconciler {
     const ns = key.slice(0, slash);
     const name = key.slice(slash + 1);
     const svc = this.o.services.get(name, ns);
+    const nonSelf = this.o.registry.list().filter((t) => !t.self);
     if (!svc) {
-      for (const t of this.o.registry.list()) if (!t.self) await this.deleteCopy(ns, name, t);
+      await this.passes.each(key, nonSelf, (t) => this.deleteCopy(ns, name, t));
       return;
     }
     if (IS_DELEGATE_ANNOTATION in (svc.metadata?.annotations ?? {})) return;
@@ -109,11 +125,8 @@ export class ServiceReconciler {
         }
       }
     }
-    for (const t of this.o.registry.list()) {
-      if (t.self) continue;
-      if (wanted.has(t.key)) await this.ensureCopy(rerouted, t);
-      else await this.deleteCopy(ns, name, t);
-    }
+    // A target out of reach is passed over, and the key comes back once it is reachable.
+    await this.passes.each(key, nonSelf, (t) => (wanted.has(t.key) ? this.ensureCopy(rerouted, t) : this.deleteCopy(ns, name, t)));
   }
 
   /**

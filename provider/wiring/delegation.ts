@@ -236,6 +236,9 @@ export async function wireDelegation(
     for (const unwatch of unwatchers.get(t.key) ?? []) unwatch();
     unwatchers.delete(t.key);
     for (const i of Object.values(entry)) i.stop();
+    // Keys that passed the target over in an outage: a pass with the clients there are now.
+    for (const k of follow.keysOfRemovedTarget(t.key)) followController.enqueue(k);
+    for (const k of svc.keysOfRemovedTarget(t.key)) servicesController.enqueue(k);
   };
   // From the first probe on, whether or not this replica leads.
   clusters.on('added', addTarget);
@@ -280,6 +283,9 @@ export async function wireDelegation(
     afterProbe: (key) => {
       outageController.enqueue(key);
       replacementController?.enqueue(key);
+      // Follow and services pass over a target in an outage: their keys come back with it.
+      for (const k of follow.keysAfterProbe(key)) followController.enqueue(k);
+      for (const k of svc.keysAfterProbe(key)) servicesController.enqueue(k);
     },
   };
 }

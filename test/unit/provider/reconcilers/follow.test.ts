@@ -393,6 +393,46 @@ describe('FollowReconciler', () => {
       expect(t1.core.replaceNamespacedSecret.firstCall.args[0].body.data).to.deep.equal({ password: 'bmV3' });
     });
 
+    describe('a target in an outage', () => {
+      const unreachable = { ready: false, reason: 'TargetUnreachable', message: 'connect ETIMEDOUT', sinceMs: 0 };
+
+      it('is passed over (no call there) while the others are kept right; the key comes back once a probe finds it reachable', async () => {
+        const pw = secret('pw');
+        const { follow, registry, t1, t2 } = setup({ proxies: [proxy('p1', nodeOf('t1'), { secret: 'pw' }), proxy('p2', nodeOf('t2'), { secret: 'pw' })], secrets: [pw] });
+        registry.setHealth(t1.target.key, unreachable);
+        expect(await follow.reconcile(`secret/${NS}/pw`)).to.deep.equal({ requeueAfterMs: 60_000 });
+        // Without the outage, t1's copy (not in its cache) would be read there, then created.
+        sinon.assert.notCalled(t1.core.readNamespacedSecret);
+        sinon.assert.notCalled(t1.core.createNamespacedSecret);
+        sinon.assert.calledOnce(t2.core.createNamespacedSecret);
+        expect(follow.keysAfterProbe(t1.target.key)).to.deep.equal([]);
+        registry.setHealth(t1.target.key, { ready: true, reason: 'Ready', message: '', sinceMs: 1 });
+        expect(follow.keysAfterProbe(t1.target.key)).to.deep.equal([`secret/${NS}/pw`]);
+        expect(follow.keysAfterProbe(t1.target.key)).to.deep.equal([]);
+        await follow.reconcile(`secret/${NS}/pw`);
+        sinon.assert.calledOnce(t1.core.createNamespacedSecret);
+      });
+
+      it('keeps its copies of an original that is gone until it is back; a failing target does not keep the next from its pass', async () => {
+        const conf = configMap('conf');
+        const { follow, registry, t1, t2, events } = setup({ t1ConfigMaps: [copyOf(conf)], t2ConfigMaps: [copyOf(conf)] });
+        registry.setHealth(t1.target.key, unreachable);
+        await follow.reconcile(`configmap/${NS}/conf`);
+        sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+        sinon.assert.calledOnce(t2.core.deleteNamespacedConfigMap);
+        expect(follow.keysOfRemovedTarget(t1.target.key)).to.deep.equal([`configmap/${NS}/conf`]);
+
+        registry.setHealth(t1.target.key, { ready: true, reason: 'Ready', message: '', sinceMs: 1 });
+        t1.core.deleteNamespacedConfigMap.rejects(apiError(500, 'InternalError'));
+        t2.core.deleteNamespacedConfigMap.resetHistory();
+        let thrown: unknown;
+        await follow.reconcile(`configmap/${NS}/conf`).catch((err) => (thrown = err));
+        expect(String((thrown as Error)?.message)).to.match(/deleting the copy of configmap/);
+        sinon.assert.calledOnce(t2.core.deleteNamespacedConfigMap);
+        expect(events).to.deep.equal([]);
+      });
+    });
+
     describe("an earlier version's copy, under the original's own name", () => {
       const conf = configMap('conf', { mode: 'new' });
       const earlier = earlierCopyOf(configMap('conf', { mode: 'old' }));

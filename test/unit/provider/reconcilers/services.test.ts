@@ -86,7 +86,7 @@ function setup(opts: { services?: V1Service[]; proxies?: V1Pod[]; delegates?: Re
     targetServices: (key) => (opts.noCaches?.includes(short(key)) ? undefined : copies.get(short(key))),
     delegates: (key) => (opts.noCaches?.includes(short(key)) ? undefined : delegates.get(short(key))),
   });
-  return { reconciler, source, ...targets, events };
+  return { reconciler, source, registry, ...targets, events };
 }
 
 describe('ServiceReconciler', () => {
@@ -179,6 +179,53 @@ describe('ServiceReconciler', () => {
     await reconciler.reconcile(KEY);
     sinon.assert.notCalled(t1.core.createNamespacedService);
     sinon.assert.calledOnce(t2.core.createNamespacedService);
+  });
+
+  describe('a target in an outage', () => {
+    const unreachable = { ready: false, reason: 'TargetUnreachable', message: 'connect ETIMEDOUT', sinceMs: 0 };
+    const untouched = (core: ReturnType<typeof fakeTarget>['core']) => {
+      for (const m of ['readNamespacedService', 'createNamespacedService', 'replaceNamespacedService', 'deleteNamespacedService'] as const) sinon.assert.notCalled(core[m]);
+    };
+
+    it('is passed over, its caches not listed, while the others get their copies; the key comes back once a probe finds it reachable, once', async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const p2 = proxy('p2', nodeOf('t2'));
+      // t1's caches never listed (a restart during the outage): without the outage, its copy would be read there.
+      const { reconciler, registry, t1, t2 } = setup({ services: [service()], proxies: [p1, p2], delegates: { t2: [delegateOf(p2)] }, noCaches: ['t1'] });
+      registry.setHealth(t1.target.key, unreachable);
+      await reconciler.reconcile(KEY);
+      untouched(t1.core);
+      sinon.assert.calledOnce(t2.core.createNamespacedService);
+
+      expect(reconciler.keysAfterProbe(t1.target.key)).to.deep.equal([]);
+      expect(reconciler.keysAfterProbe(t2.target.key)).to.deep.equal([]);
+      registry.setHealth(t1.target.key, { ready: true, reason: 'Ready', message: '', sinceMs: 1 });
+      expect(reconciler.keysAfterProbe(t1.target.key)).to.deep.equal([KEY]);
+      expect(reconciler.keysAfterProbe(t1.target.key)).to.deep.equal([]);
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(t1.core.createNamespacedService);
+    });
+
+    it('keeps its copy of a deleted Service until it is back, and gives the key back when its clients go', async () => {
+      const { reconciler, registry, t1, t2 } = setup({ copies: { t1: [copyOf(service())], t2: [copyOf(service(), 't2-copy')] } });
+      registry.setHealth(t1.target.key, unreachable);
+      await reconciler.reconcile(KEY);
+      untouched(t1.core);
+      sinon.assert.calledOnce(t2.core.deleteNamespacedService);
+      expect(reconciler.keysOfRemovedTarget(t1.target.key)).to.deep.equal([KEY]);
+      expect(reconciler.keysOfRemovedTarget(t1.target.key)).to.deep.equal([]);
+    });
+
+    it('a target whose call fails does not keep the next one from its pass; the error is thrown after', async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const p2 = proxy('p2', nodeOf('t2'));
+      const { reconciler, t1, t2 } = setup({ services: [service()], proxies: [p1, p2], delegates: { t1: [delegateOf(p1)], t2: [delegateOf(p2)] } });
+      t1.core.createNamespacedService.rejects(new ApiException(500, 'Internal', '{}', {}));
+      let thrown: unknown;
+      await reconciler.reconcile(KEY).catch((err) => (thrown = err));
+      expect(String((thrown as Error)?.message)).to.match(/copying service apps\/web to t1/);
+      sinon.assert.calledOnce(t2.core.createNamespacedService);
+    });
   });
 
   it('deletes the copies of a deleted Service, only ours', async () => {
