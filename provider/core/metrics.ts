@@ -22,7 +22,6 @@ export function createMetrics(registry: Registry) {
     workqueueRetries: new Counter({ name: 'admiralty_workqueue_retries_total', help: 'Keys requeued with backoff after a failure.', labelNames: ['controller'], registers }),
     delegates: new Gauge({ name: 'admiralty_delegates', help: 'Delegate pods by target and phase.', labelNames: ['target', 'phase'], registers }),
     targetReady: new Gauge({ name: 'admiralty_target_ready', help: '1 when a target is reachable and usable, else 0.', labelNames: ['target'], registers }),
-    targetApiErrors: new Counter({ name: 'admiralty_target_api_errors_total', help: 'Failed calls to a target API by kind.', labelNames: ['target', 'kind'], registers }),
     outageFailovers: new Counter({ name: 'admiralty_outage_failovers_total', help: 'Proxies deleted so that their controller recreates them elsewhere, their target being unreachable longer than their failover-after.', labelNames: ['target'], registers }),
     replacements: new Counter({ name: 'admiralty_replacements_total', help: 'Proxies deleted so that their controller recreates them on another target, their delegate stuck in this one (reason Unschedulable, NotTriggerScaleUp or NodeLost).', labelNames: ['target', 'reason'], registers }),
     fencedDelegates: new Counter({ name: 'admiralty_outage_fenced_delegates_total', help: 'Delegates deleted by fencing: their proxy went while their target was unreachable.', labelNames: ['target'], registers }),
