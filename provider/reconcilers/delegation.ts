@@ -49,6 +49,9 @@ export interface DelegatesCache extends ObjectCache<V1Pod> {
 
 type Result = { requeueAfterMs?: number } | void;
 
+/** How often a proxy whose virtual node has no target in the registry looks again (see `withoutTarget`). */
+const WITHOUT_TARGET_RECHECK_MS = 5000;
+
 /** Where a proxy's delegate is, in its target: all a lookup needs. */
 type DelegateRef = { name: string; namespace: string };
 
@@ -95,6 +98,12 @@ export class DelegationReconciler {
    * once, not on every recheck. Entries go when the proxy leaves the cache.
    */
   private readonly toldStuck = new Map<string, string>();
+  /**
+   * Virtual nodes without a target in the registry, by when a read last found them: the
+   * proxies there share one read per recheck period, not one each (a broken Secret may leave
+   * thousands of them waiting).
+   */
+  private readonly nodeSeenAt = new Map<string, number>();
 
   constructor(private readonly o: DelegationReconcilerOptions) {}
 
@@ -381,14 +390,20 @@ export class DelegationReconciler {
    * Target: a terminating proxy is released, so no finalizer outlives its target.
    */
   private async withoutTarget(proxy: V1Pod, nodeName: string, terminating: boolean): Promise<Result> {
-    let nodeExists = true;
-    try {
-      await this.o.sourceCore.readNode({ name: nodeName });
-    } catch (err) {
-      if (!isNotFound(err)) throw new Error(`reading node ${nodeName} of proxy ${proxy.metadata?.namespace}/${proxy.metadata?.name}`, { cause: err });
-      nodeExists = false;
+    const now = this.o.clock.now();
+    let nodeExists = (this.nodeSeenAt.get(nodeName) ?? -Infinity) > now - WITHOUT_TARGET_RECHECK_MS;
+    if (!nodeExists) {
+      try {
+        await this.o.sourceCore.readNode({ name: nodeName });
+        nodeExists = true;
+        for (const [node, at] of this.nodeSeenAt) if (at <= now - WITHOUT_TARGET_RECHECK_MS) this.nodeSeenAt.delete(node);
+        this.nodeSeenAt.set(nodeName, now);
+      } catch (err) {
+        if (!isNotFound(err)) throw new Error(`reading node ${nodeName} of proxy ${proxy.metadata?.namespace}/${proxy.metadata?.name}`, { cause: err });
+        this.nodeSeenAt.delete(nodeName);
+      }
     }
-    if (nodeExists) return { requeueAfterMs: 5000 };
+    if (nodeExists) return { requeueAfterMs: WITHOUT_TARGET_RECHECK_MS };
     if (terminating) await this.release(proxy);
     return;
   }

@@ -129,6 +129,7 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
   source.deleteNamespacedPod.resolves({});
   source.readNamespacedPod.rejects(notFound());
   source.readNode.rejects(notFound());
+  const clock = new FakeClock(T0);
   const reconciler = new DelegationReconciler({
     sourceCore: source,
     proxies,
@@ -137,11 +138,11 @@ function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?:
     registry,
     sourceClusterName: CLUSTER,
     events: sink,
-    clock: new FakeClock(T0),
+    clock,
     follow: opts.follow === false ? undefined : follow,
     mayCreateDelegates: opts.mayCreateDelegates,
   });
-  return { reconciler, source, targetCore, otherCore, target, registry, proxies, delegates, current, events, follow, byProxy };
+  return { reconciler, source, targetCore, otherCore, target, registry, proxies, delegates, current, events, follow, byProxy, clock };
 }
 
 describe('DelegationReconciler', () => {
@@ -402,6 +403,25 @@ describe('DelegationReconciler', () => {
       expect(await reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 5000 });
       sinon.assert.notCalled(targetCore.createNamespacedPod);
       sinon.assert.notCalled(source.patchNamespacedPod);
+    });
+
+    it("reads such a node once per recheck period for all its proxies, and releases a terminating one once it is gone", async () => {
+      const named = (name: string, deleting = false): V1Pod => {
+        const p = proxy({ nodeName: 'admiralty-cluster-unknown', deleting });
+        return { ...p, metadata: { ...p.metadata, name, uid: `${name}-uid` } };
+      };
+      const names = ['web-0', 'web-1', 'web-2'];
+      const { reconciler, source, clock, proxies } = setup({ proxies: names.map((n) => named(n)) });
+      source.readNode.resolves({ metadata: { name: 'admiralty-cluster-unknown' } });
+      for (const n of names) expect(await reconciler.reconcile(`${NS}/${n}`)).to.deep.equal({ requeueAfterMs: 5000 });
+      sinon.assert.calledOnce(source.readNode);
+      clock.advance(5000);
+      source.readNode.rejects(notFound());
+      proxies.put(named('web-0', true));
+      expect(await reconciler.reconcile(`${NS}/web-0`)).to.equal(undefined);
+      sinon.assert.calledTwice(source.readNode);
+      // Released: its finalizer removed, since its delegate went with the target.
+      sinon.assert.calledOnce(source.patchNamespacedPod);
     });
   });
 
