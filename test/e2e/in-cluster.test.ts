@@ -3,12 +3,25 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { SHIPPED_NODE_OPTIONS } from '../../provider/core/heap-growth.js';
 import { REPO_ROOT, shippedCli } from '../sandbox/sandbox.js';
 import { apply, asPodContainer, chartObjects, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
 
+/** The image's own environment: the ENV lines of the Dockerfile's last stage, which the container's env overrides. */
+function imageEnv(): Record<string, string> {
+  const lines = readFileSync(join(REPO_ROOT, 'manifests', 'image', 'Dockerfile'), 'utf8').split('\n').map((l) => l.trim());
+  const runtime = lines.slice(lines.map((l) => l.startsWith('FROM ')).lastIndexOf(true));
+  const env: Record<string, string> = {};
+  for (const line of runtime) {
+    const m = /^ENV (\w+)=(\S+)$/.exec(line);
+    if (m) env[m[1]!] = m[2]!;
+  }
+  return env;
+}
+
 /**
  * The provider as the chart's Deployment runs it: the compiled command with the rendered
- * arguments and environment, in-cluster credentials in the kubelet's files (a TokenRequest
+ * arguments and environment (over the image's), in-cluster credentials in the kubelet's files (a TokenRequest
  * token of ServiceAccount admiralty, the cluster CA, the namespace), `KUBERNETES_SERVICE_HOST`
  * and `_PORT` pointing at c1's apiserver. It stands in for the sandbox's own c1 provider, which
  * is stopped meanwhile. What differs from a pod, because the sandbox has no pod network nor
@@ -55,6 +68,8 @@ describe('in cluster: the provider as the chart deploys it', function () {
       env[e.name] = v;
     }
     expect(env).to.include({ CLUSTER_NAME: 'c1', POD_NAMESPACE: 'admiralty', POD_IP: '127.0.0.1' });
+    const image = imageEnv();
+    expect(image).to.include({ NODE_ENV: 'production', NODE_OPTIONS: SHIPPED_NODE_OPTIONS });
 
     // The arguments, $(VAR) expanded, and the sandbox's stand-ins for what a pod network gives.
     const ports = sandbox.ports('c1');
@@ -72,7 +87,7 @@ describe('in cluster: the provider as the chart deploys it', function () {
 
     const token = (await kubectl('c1', 'create', 'token', 'admiralty', '-n', 'admiralty', '--duration=1h')).trim();
     const cli = shippedCli();
-    const pod = asPodContainer({ dir, token, ca: readFileSync(join(sandbox.dir, 'pki', 'ca.crt')), namespace: 'admiralty', apiserverPort: ports.apiserver, env }, cli.command, [...cli.args, ...args]);
+    const pod = asPodContainer({ dir, token, ca: readFileSync(join(sandbox.dir, 'pki', 'ca.crt')), namespace: 'admiralty', apiserverPort: ports.apiserver, env: { ...image, ...env } }, cli.command, [...cli.args, ...args]);
     const log = createWriteStream(join(sandbox.dir, 'logs', 'c1-provider-in-cluster.log'));
     child = spawn(pod.file, pod.args, { cwd: REPO_ROOT, env: pod.env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.pipe(log);

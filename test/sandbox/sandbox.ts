@@ -5,6 +5,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { SHIPPED_NODE_OPTIONS } from '../../provider/core/heap-growth.js';
 import { packageRoot } from '../../provider/tools/package-root.js';
 import { STAND_IN_CONFIGMAP } from './cluster-autoscaler-stand-in.js';
 import { ensurePki, type SandboxPki } from './pki.js';
@@ -212,7 +213,7 @@ export class Sandbox {
   }
 
   /** Every process of a component: one per provider replica, one otherwise. */
-  private specs(cluster: string, component: Component, state = this.requireState()): ProcessSpec[] {
+  specs(cluster: string, component: Component, state = this.requireState()): ProcessSpec[] {
     if (component !== 'provider') return [this.spec(cluster, component, state)];
     return Array.from({ length: this.providerReplicas(cluster, state) }, (_, r) => this.providerSpec(cluster, r, state));
   }
@@ -575,7 +576,8 @@ export class Sandbox {
       marker: `--metrics-port=${ports.metrics}`,
       // As its Deployment would: a provider that exits (it does on losing leadership) comes back.
       restart: true,
-      env: { ...process.env, NODE_ENV: 'sandbox', POD_NAME: name },
+      // The image's NODE_OPTIONS, then any of the caller's (a benchmark's), which win.
+      env: { ...process.env, NODE_ENV: 'sandbox', POD_NAME: name, NODE_OPTIONS: [SHIPPED_NODE_OPTIONS, process.env.NODE_OPTIONS].filter(Boolean).join(' ') },
       // Not shippedCli(): spec() also serves stop(), which must work without dist/.
       args: [join(REPO_ROOT, 'bin', 'admiralty.js'), 'provider', ...this.providerArgs(cluster, state, replica)],
     };

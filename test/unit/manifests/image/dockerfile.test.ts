@@ -3,6 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { COMMANDS } from '../../../../provider/cli.js';
+import { SHIPPED_NODE_OPTIONS } from '../../../../provider/core/heap-growth.js';
 import { packageRoot } from '../../../../provider/tools/package-root.js';
 
 /**
@@ -54,6 +55,11 @@ describe('manifests/image/Dockerfile', () => {
     expect(instructions).to.include('COPY bin/ bin/');
     expect(instructions.find((l) => l.startsWith('USER '))).to.match(/^USER [1-9]\d*:[1-9]\d*$/);
     expect(dockerfile).to.match(/^ARG NODE_IMAGE=node:22-bookworm-slim$/m);
+  });
+
+  it("sets the provider's node options, as the sandbox starts it", () => {
+    const env = instructions.filter((l) => l.startsWith('ENV NODE_OPTIONS='));
+    expect(env).to.deep.equal([`ENV NODE_OPTIONS=${SHIPPED_NODE_OPTIONS}`]);
   });
 
   it('runs the provider command, in the image and in the Deployment', () => {
