@@ -79,21 +79,12 @@ function references(proxy: V1Pod): Record<Kind, string[]> {
  */
 export class FollowReconciler {
   private readonly resyncIntervalMs: number;
-  private readonly passes: TargetPasses;
+  /** Its passes over the targets: the wiring wakes the keys a target in an outage is owed once it is back. */
+  readonly passes: TargetPasses;
 
   constructor(private readonly o: FollowReconcilerOptions) {
     this.resyncIntervalMs = o.resyncIntervalMs ?? 60_000;
     this.passes = new TargetPasses((key) => o.registry.health(key));
-  }
-
-  /** After a probe of a target: the keys that passed it over during its outage, once it is back (see `TargetPasses`). */
-  keysAfterProbe(targetKey: string): string[] {
-    return this.passes.wake(targetKey);
-  }
-
-  /** When a target's clients go: the keys that passed it over, for a pass with what is left. */
-  keysOfRemovedTarget(targetKey: string): string[] {
-    return this.passes.drop(targetKey);
   }
 
   /** Key mapper for copies in a target: the key of their source object, from the parent annotations. */

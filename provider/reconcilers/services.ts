@@ -43,20 +43,11 @@ function safeOriginalSelector(svc: V1Service): Record<string, string> {
  * Service in a target that is not ours is left alone.
  */
 export class ServiceReconciler {
-  private readonly passes: TargetPasses;
+  /** Its passes over the targets: the wiring wakes the keys a target in an outage is owed once it is back. */
+  readonly passes: TargetPasses;
 
   constructor(private readonly o: ServiceReconcilerOptions) {
     this.passes = new TargetPasses((key) => o.registry.health(key));
-  }
-
-  /** After a probe of a target: the keys that passed it over during its outage, once it is back (see `TargetPasses`). */
-  keysAfterProbe(targetKey: string): string[] {
-    return this.passes.wake(targetKey);
-  }
-
-  /** When a target's clients go: the keys that passed it over, for a pass with what is left. */
-  keysOfRemovedTarget(targetKey: string): string[] {
-    return this.passes.drop(targetKey);
   }
 
   /** Key mapper for source Services: `<ns>/<name>`. */

@@ -161,6 +161,11 @@ export async function wireDelegation(
   const eventsController = w.newController('delegate-events', delegateEvents);
   const followController = w.newController('follow', follow);
   const servicesController = w.newController('services', svc);
+  /** The reconcilers that pass over a target in an outage, with their controllers. */
+  const copyPasses = [
+    [follow.passes, followController],
+    [svc.passes, servicesController],
+  ] as const;
   delegationController.watch(proxies, (p) => [DelegationReconciler.proxyKey(p)]);
   followController.watch(proxies, (p) => FollowReconciler.keysOfProxy(p));
   // Opting a namespace in or out changes what its proxies may do.
@@ -237,8 +242,7 @@ export async function wireDelegation(
     unwatchers.delete(t.key);
     for (const i of Object.values(entry)) i.stop();
     // Keys that passed the target over in an outage: a pass with the clients there are now.
-    for (const k of follow.keysOfRemovedTarget(t.key)) followController.enqueue(k);
-    for (const k of svc.keysOfRemovedTarget(t.key)) servicesController.enqueue(k);
+    for (const [passes, controller] of copyPasses) for (const k of passes.drop(t.key)) controller.enqueue(k);
   };
   // From the first probe on, whether or not this replica leads.
   clusters.on('added', addTarget);
@@ -284,8 +288,7 @@ export async function wireDelegation(
       outageController.enqueue(key);
       replacementController?.enqueue(key);
       // Follow and services pass over a target in an outage: their keys come back with it.
-      for (const k of follow.keysAfterProbe(key)) followController.enqueue(k);
-      for (const k of svc.keysAfterProbe(key)) servicesController.enqueue(k);
+      for (const [passes, controller] of copyPasses) for (const k of passes.wake(key)) controller.enqueue(k);
     },
   };
 }

@@ -405,10 +405,10 @@ describe('FollowReconciler', () => {
         sinon.assert.notCalled(t1.core.readNamespacedSecret);
         sinon.assert.notCalled(t1.core.createNamespacedSecret);
         sinon.assert.calledOnce(t2.core.createNamespacedSecret);
-        expect(follow.keysAfterProbe(t1.target.key)).to.deep.equal([]);
+        expect(follow.passes.wake(t1.target.key)).to.deep.equal([]);
         registry.setHealth(t1.target.key, { ready: true, reason: 'Ready', message: '', sinceMs: 1 });
-        expect(follow.keysAfterProbe(t1.target.key)).to.deep.equal([`secret/${NS}/pw`]);
-        expect(follow.keysAfterProbe(t1.target.key)).to.deep.equal([]);
+        expect(follow.passes.wake(t1.target.key)).to.deep.equal([`secret/${NS}/pw`]);
+        expect(follow.passes.wake(t1.target.key)).to.deep.equal([]);
         await follow.reconcile(`secret/${NS}/pw`);
         sinon.assert.calledOnce(t1.core.createNamespacedSecret);
       });
@@ -420,7 +420,7 @@ describe('FollowReconciler', () => {
         await follow.reconcile(`configmap/${NS}/conf`);
         sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
         sinon.assert.calledOnce(t2.core.deleteNamespacedConfigMap);
-        expect(follow.keysOfRemovedTarget(t1.target.key)).to.deep.equal([`configmap/${NS}/conf`]);
+        expect(follow.passes.drop(t1.target.key)).to.deep.equal([`configmap/${NS}/conf`]);
 
         registry.setHealth(t1.target.key, { ready: true, reason: 'Ready', message: '', sinceMs: 1 });
         t1.core.deleteNamespacedConfigMap.rejects(apiError(500, 'InternalError'));

@@ -197,11 +197,11 @@ describe('ServiceReconciler', () => {
       untouched(t1.core);
       sinon.assert.calledOnce(t2.core.createNamespacedService);
 
-      expect(reconciler.keysAfterProbe(t1.target.key)).to.deep.equal([]);
-      expect(reconciler.keysAfterProbe(t2.target.key)).to.deep.equal([]);
+      expect(reconciler.passes.wake(t1.target.key)).to.deep.equal([]);
+      expect(reconciler.passes.wake(t2.target.key)).to.deep.equal([]);
       registry.setHealth(t1.target.key, { ready: true, reason: 'Ready', message: '', sinceMs: 1 });
-      expect(reconciler.keysAfterProbe(t1.target.key)).to.deep.equal([KEY]);
-      expect(reconciler.keysAfterProbe(t1.target.key)).to.deep.equal([]);
+      expect(reconciler.passes.wake(t1.target.key)).to.deep.equal([KEY]);
+      expect(reconciler.passes.wake(t1.target.key)).to.deep.equal([]);
       await reconciler.reconcile(KEY);
       sinon.assert.calledOnce(t1.core.createNamespacedService);
     });
@@ -212,8 +212,8 @@ describe('ServiceReconciler', () => {
       await reconciler.reconcile(KEY);
       untouched(t1.core);
       sinon.assert.calledOnce(t2.core.deleteNamespacedService);
-      expect(reconciler.keysOfRemovedTarget(t1.target.key)).to.deep.equal([KEY]);
-      expect(reconciler.keysOfRemovedTarget(t1.target.key)).to.deep.equal([]);
+      expect(reconciler.passes.drop(t1.target.key)).to.deep.equal([KEY]);
+      expect(reconciler.passes.drop(t1.target.key)).to.deep.equal([]);
     });
 
     it('a target whose call fails does not keep the next one from its pass; the error is thrown after', async () => {
