@@ -1,5 +1,5 @@
 import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
-import { ELECT_ANNOTATION, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
+import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import type { TargetRef } from './types.js';
 
 /** Reasons of a `Delegated=False` condition when a proxy may not use its node's target. */
@@ -18,8 +18,9 @@ export type TenancyVerdict = { allowed: true } | { allowed: false; reason: strin
  * without it (`spec.nodeName` set at creation in a namespace that was not opted in then, a
  * binding by another scheduler), and labels and annotations are the pod creator's to write.
  * So, checked on the objects themselves:
- * * provenance: the pod is elected and carries a source manifest (both are set at creation
- *   only, see the proxy-pod admission policy), and its namespace is labelled
+ * * provenance: the pod is elected, carries a source manifest and our `has-finalizer` label
+ *   (all three set at creation only: the proxy-pod admission policy judges the updates of pods
+ *   with that label, and refuses to add it), and its namespace is labelled
  *   `multicluster-scheduler=enabled` now (`namespace` undefined: absent or not enabled), so
  *   the webhook saw the pod;
  * * tenancy: a Target serves the pods of its own namespace only; a ClusterTarget serves every
@@ -31,7 +32,7 @@ export function checkTenancy(proxy: V1Pod, namespace: V1Namespace | undefined, t
   const ns = proxy.metadata?.namespace ?? '';
   const annotations = proxy.metadata?.annotations ?? {};
   const where = target.kind === 'Target' ? `Target ${target.namespace}/${target.name}` : `ClusterTarget ${target.name}`;
-  if (!(ELECT_ANNOTATION in annotations) || annotations[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) {
+  if (!(ELECT_ANNOTATION in annotations) || annotations[SOURCE_POD_MANIFEST_ANNOTATION] === undefined || proxy.metadata?.labels?.[HAS_FINALIZER_LABEL] !== 'true') {
     return { allowed: false, reason: NOT_A_PROXY_REASON, message: `pod ${ns}/${proxy.metadata?.name} is bound to the virtual node of ${where} but was not admitted as a proxy` };
   }
   if (!namespace || namespace.metadata?.name !== ns || namespace.metadata?.labels?.[NAMESPACE_ENABLED_LABEL] !== NAMESPACE_ENABLED_VALUE) {

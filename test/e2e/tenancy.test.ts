@@ -6,6 +6,7 @@ import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJso
 const ELECT = 'multicluster.admiralty.io/elect';
 const MANIFEST = 'multicluster.admiralty.io/sourcepod-manifest';
 const DELEGATED = 'multicluster.admiralty.io/Delegated';
+const LABEL = 'multicluster.admiralty.io/has-finalizer';
 
 /** What a pod creator could put in the manifest annotation: root on the target's node. */
 const FORGED = JSON.stringify({
@@ -55,7 +56,7 @@ describe('tenancy', function () {
     // manifest and our label, and bound by its creator to namespace A's self Target, whose
     // credentials (the provider's own) could create pods anywhere in c1.
     const name = 'intruder';
-    await apply('c1', pod(name, nsB, { annotations: { [ELECT]: '', [MANIFEST]: FORGED }, labels: { 'multicluster.admiralty.io/has-finalizer': 'true' }, nodeName: nodes.c1Node }));
+    await apply('c1', pod(name, nsB, { annotations: { [ELECT]: '', [MANIFEST]: FORGED }, labels: { [LABEL]: 'true' }, nodeName: nodes.c1Node }));
     await kubectl('c1', 'label', 'namespace', nsB, 'multicluster-scheduler=enabled');
     const delegated = async () => (await getJson('c1', 'pod', name, '-n', nsB)).status?.conditions?.find((c: any) => c.type === DELEGATED);
     await waitFor('Delegated=False TargetNotAllowed on the pod', 60_000, async () => (await delegated())?.reason === 'TargetNotAllowed');
@@ -76,7 +77,7 @@ describe('tenancy', function () {
     expect(message).to.match(/sourcepod-manifest annotation is written by admiralty only/);
   });
 
-  it('refuses an update that changes, removes or adds the manifest or the election', async () => {
+  it('refuses an update that changes, removes or adds the manifest or the election, or adds our label', async () => {
     const name = uniqueName('proxy');
     await apply('c1', pod(name, nsA));
     expect((await getJson('c1', 'pod', name, '-n', nsA)).metadata.annotations[MANIFEST]).to.be.a('string');
@@ -84,12 +85,23 @@ describe('tenancy', function () {
       const message = await refusal(kubectl('c1', 'annotate', 'pod', name, '-n', nsA, ...args));
       expect(message).to.match(/set when a pod is created and cannot be added, changed or removed/);
     }
-    const plain = uniqueName('plain');
-    await apply('c1', pod(plain, nsB, { annotations: {} }));
+    expect(await refusal(kubectl('c1', 'label', 'pod', name, '-n', nsA, `${LABEL}=false`, '--overwrite'))).to.match(/cannot be added or changed, only removed/);
+    // A pod created with our label but unelected (the webhook never saw it) stays unelected.
+    const labelled = uniqueName('labelled');
+    await apply('c1', pod(labelled, nsB, { annotations: {}, labels: { [LABEL]: 'true' } }));
     for (const args of [[`${ELECT}=`], [`${MANIFEST}=${FORGED}`]]) {
-      const message = await refusal(kubectl('c1', 'annotate', 'pod', plain, '-n', nsB, ...args));
+      const message = await refusal(kubectl('c1', 'annotate', 'pod', labelled, '-n', nsB, ...args));
       expect(message).to.match(/cannot be added, changed or removed/);
     }
+    // Our label may go (admiralty cleanup removes it at uninstall), but never come back.
+    await kubectl('c1', 'label', 'pod', labelled, '-n', nsB, `${LABEL}-`);
+    expect(await refusal(kubectl('c1', 'label', 'pod', labelled, '-n', nsB, `${LABEL}=true`))).to.match(/cannot be added or changed, only removed/);
+    // A pod without the label is no business of the policy (nor a proxy to the provider, whose
+    // tenancy check requires the label): its annotations are its creator's.
+    const plain = uniqueName('plain');
+    await apply('c1', pod(plain, nsB, { annotations: {} }));
+    await kubectl('c1', 'annotate', 'pod', plain, '-n', nsB, `${ELECT}=`, `${MANIFEST}=${FORGED}`);
+    expect(await refusal(kubectl('c1', 'label', 'pod', plain, '-n', nsB, `${LABEL}=true`))).to.match(/cannot be added or changed, only removed/);
     // Other annotations stay the user's.
     await kubectl('c1', 'annotate', 'pod', name, '-n', nsA, 'example.com/note=fine');
   });

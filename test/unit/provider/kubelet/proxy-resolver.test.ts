@@ -15,7 +15,7 @@ function target(kind: 'Target' | 'ClusterTarget', namespace: string, name: strin
 }
 
 function pod(namespace: string, nodeName: string, annotations: Record<string, string> = { 'multicluster.admiralty.io/elect': '', 'multicluster.admiralty.io/sourcepod-manifest': '{}' }): V1Pod {
-  return { metadata: { name: 'p', namespace, uid: `uid-${namespace}`, annotations }, spec: { nodeName, containers: [] } };
+  return { metadata: { name: 'p', namespace, uid: `uid-${namespace}`, annotations, labels: { 'multicluster.admiralty.io/has-finalizer': 'true' } }, spec: { nodeName, containers: [] } };
 }
 
 function setup(pods: V1Pod[], namespaces: V1Namespace[]) {

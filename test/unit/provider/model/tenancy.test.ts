@@ -4,8 +4,12 @@ import { checkTenancy } from '../../../../provider/model/tenancy.js';
 import type { TargetRef } from '../../../../provider/model/types.js';
 
 const enabled = (name: string): V1Namespace => ({ metadata: { name, labels: { 'multicluster-scheduler': 'enabled' } } });
-const proxy = (namespace: string, annotations: Record<string, string> = { 'multicluster.admiralty.io/elect': '', 'multicluster.admiralty.io/sourcepod-manifest': '{}' }): V1Pod => ({
-  metadata: { name: 'p', namespace, annotations },
+const proxy = (
+  namespace: string,
+  annotations: Record<string, string> = { 'multicluster.admiralty.io/elect': '', 'multicluster.admiralty.io/sourcepod-manifest': '{}' },
+  labels: Record<string, string> = { 'multicluster.admiralty.io/has-finalizer': 'true' },
+): V1Pod => ({
+  metadata: { name: 'p', namespace, annotations, labels },
   spec: { containers: [] },
 });
 const targetOf = (namespace: string): TargetRef => ({ kind: 'Target', namespace, name: 't' });
@@ -21,6 +25,9 @@ describe('checkTenancy', () => {
     ['the namespace object of another namespace', proxy('a'), enabled('b'), clusterTarget, 'NamespaceNotEnabled'],
     ['a pod that is not elected', proxy('a', { 'multicluster.admiralty.io/sourcepod-manifest': '{}' }), enabled('a'), targetOf('a'), 'NotAProxy'],
     ['a pod without a source manifest', proxy('a', { 'multicluster.admiralty.io/elect': '' }), enabled('a'), targetOf('a'), 'NotAProxy'],
+    // The admission policy judges only pods with the label: one elected by an update lacks it.
+    ['an elected pod with a manifest but without our label', proxy('a', undefined, {}), enabled('a'), targetOf('a'), 'NotAProxy'],
+    ['an elected pod with a manifest and our label set to another value', proxy('a', undefined, { 'multicluster.admiralty.io/has-finalizer': 'yes' }), enabled('a'), targetOf('a'), 'NotAProxy'],
   ];
   for (const [why, pod, ns, target, reason] of cases) {
     it(`${reason ? 'refuses' : 'allows'} ${why}`, () => {

@@ -64,7 +64,7 @@ function proxy(over: { status?: V1Pod['status']; nodeName?: string | null; delet
       namespace: NS,
       uid: UID,
       resourceVersion: '10',
-      labels: { app: 'web' },
+      labels: { app: 'web', 'multicluster.admiralty.io/has-finalizer': 'true' },
       annotations: { 'multicluster.admiralty.io/elect': '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
       finalizers: over.finalizers ?? [PROXY_FINALIZER],
       ...(over.deleting ? { deletionTimestamp: new Date(T0), deletionGracePeriodSeconds: 30 } : {}),

@@ -76,7 +76,14 @@ function proxy(name: string, nodeName: string | undefined, uses: { configMap?: s
     },
   };
   return {
-    metadata: { name, namespace: NS, uid: `${name}-uid`, finalizers: [PROXY_FINALIZER], annotations: { 'multicluster.admiralty.io/elect': '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
+    metadata: {
+      name,
+      namespace: NS,
+      uid: `${name}-uid`,
+      finalizers: [PROXY_FINALIZER],
+      labels: { 'multicluster.admiralty.io/has-finalizer': 'true' },
+      annotations: { 'multicluster.admiralty.io/elect': '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
+    },
     // A real proxy keeps the containers of its manifest (the webhook changes scheduling fields only).
     spec: { ...manifest.spec!, nodeName },
     status: { phase: 'Pending' },
