@@ -37,29 +37,38 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
    * `run`, timed, with a deadline past which the test fails with what `state` says: a step that
    * hangs (one CI run spent the whole test timeout in these steps, where they take 12 s) then
    * says where, instead of a bare timeout. With `finished`, a command still running at the
-   * deadline whose work `finished` finds done is stopped and the step goes on (see deleteAll).
+   * deadline whose work `finished` finds done is stopped and the step goes on (see deleteAll);
+   * `finished` is asked every 2 s for up to {@link FINISH_GRACE_MS} past the deadline, since
+   * the work may end in that very moment (once in CI, the check at 60 s still saw the
+   * namespace, and the state read just after found every object gone).
    */
+  const FINISH_GRACE_MS = 30_000;
   const step = async (command: string, deadlineMs: number, state: () => Promise<string>, finished?: () => Promise<boolean>) => {
     const started = Date.now();
     const abort = new AbortController();
     stop.signal.addEventListener('abort', () => abort.abort(), { once: true });
     const own = userShell(sb, dir, { signal: abort.signal });
     let timer: NodeJS.Timeout | undefined;
+    let settled = false;
     const late = new Promise<string>((resolve, reject) => {
       timer = setTimeout(() => {
         void (async () => {
-          if (finished && (await finished().catch(() => false))) {
-            abort.abort();
-            console.log(`      ${command}: still waiting after ${deadlineMs / 1000} s though its work is done; stopped`);
-            return resolve('');
+          for (let waited = 0; finished && waited <= FINISH_GRACE_MS && !settled; waited += 2000) {
+            if (waited > 0) await new Promise((r) => setTimeout(r, 2000));
+            if (await finished().catch(() => false)) {
+              abort.abort();
+              console.log(`      ${command}: still waiting after ${(deadlineMs + waited) / 1000} s though its work is done; stopped`);
+              return resolve('');
+            }
           }
-          reject(new Error(`${command}: not done after ${deadlineMs / 1000} s; ${await state().catch((err: unknown) => `state unknown: ${String(err)}`)}`));
+          reject(new Error(`${command}: not done after ${deadlineMs / 1000} s${finished ? ` (and its work not after ${FINISH_GRACE_MS / 1000} s more)` : ''}; ${await state().catch((err: unknown) => `state unknown: ${String(err)}`)}`));
         })();
       }, deadlineMs);
     });
     try {
       return await Promise.race([own(command).then((r) => stdoutOf(r, command)), late]);
     } finally {
+      settled = true;
       clearTimeout(timer);
       console.log(`      ${command}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
