@@ -101,6 +101,14 @@ export async function connectNamespace(ns: string): Promise<{ c1Node: string; c2
     }
     return true;
   });
+  // A pod is refused (403 "error looking up service account") until the namespace's controller
+  // has made its default ServiceAccount. That lag is the clusters', not ours, and it can last
+  // seconds right after a cluster's apiserver came back: a delegate refused for it goes to
+  // another target, which would leave tests of placement or pace measuring the race.
+  await waitFor(`ServiceAccount default in ${ns} of c1 and c2`, 60_000, async () => {
+    for (const c of ['c1', 'c2']) if (!(await kubectl(c, 'get', 'serviceaccount', 'default', '-n', ns, '-o', 'name').catch(() => ''))) return false;
+    return true;
+  });
   return { c1Node: nodes.c1, c2Node: nodes.c2 };
 }
 
