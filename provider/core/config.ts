@@ -1,6 +1,16 @@
 import { isIP } from 'node:net';
 import { parseGoDuration } from './duration.js';
 
+/**
+ * Which events of a delegate are copied onto its proxy (`--delegate-events`): `warnings` (the
+ * default) those of type Warning, what a user debugs with (a target's FailedScheduling, BackOff,
+ * Unhealthy, a failed pull); `all` also the routine Normal ones (Scheduled, Pulling, Pulled,
+ * Created, Started: four or five per pod a real kubelet starts, each one more write in the
+ * source); `none` nothing.
+ */
+export const DELEGATE_EVENT_COPIES = ['warnings', 'all', 'none'] as const;
+export type DelegateEventCopies = (typeof DELEGATE_EVENT_COPIES)[number];
+
 /** Components that `--enable` can switch on. */
 export const COMPONENTS = ['targets', 'delegation', 'summary', 'sources', 'webhook', 'kubelet', 'extender'] as const;
 
@@ -43,6 +53,8 @@ export interface ProviderConfig {
   delegatePlacementTimeoutSeconds: number;
   /** How long a delegate may stay Unschedulable in its target before its pod is re-placed; 0: never. */
   replaceUnschedulableAfterMs: number;
+  /** Which events of the delegates are copied onto their proxies. */
+  delegateEvents: DelegateEventCopies;
 }
 
 interface FlagSpec {
@@ -104,6 +116,13 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
     kind: 'duration',
     default: '60s',
     help: 'a delegate Unschedulable in its target this long (a Go duration like 90s or 2m, or whole seconds) has its pod re-placed: deleted so that its controller recreates it on another target (a bare pod is only marked); 0 never re-places',
+  },
+  delegateEvents: {
+    flag: 'delegate-events',
+    kind: 'enum',
+    default: 'warnings',
+    values: DELEGATE_EVENT_COPIES,
+    help: "which events of a delegate are copied onto its proxy, with its target's name: warnings (a target's FailedScheduling, BackOff, Unhealthy), all (also the routine Normal ones: Scheduled, Pulled, Started..., each one more write in this cluster) or none",
   },
   shutdownTimeoutSeconds: { flag: 'shutdown-timeout-seconds', kind: 'int', default: '20', help: 'graceful shutdown deadline, counted after --shutdown-delay-seconds' },
   shutdownDelaySeconds: {

@@ -1,9 +1,15 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
+import type { DelegateEventCopies } from '../core/config.js';
 import { EVENT_COMPONENT, MIRRORED_FROM_ANNOTATION, PARENT_CLUSTER_NAME_LABEL, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
 import { delegatePodName, HASH_HEX_LENGTH, shortHash } from './names.js';
 
 /** Longest message we write; the apiserver accepts more, `kubectl describe` shows less. */
 const MESSAGE_MAX_LENGTH = 1024;
+
+/** Whether `ev` is copied onto the proxy of its delegate under `copies` (see `DELEGATE_EVENT_COPIES`). Pure. */
+export function copiesEvent(copies: DelegateEventCopies, ev: CoreV1Event): boolean {
+  return copies === 'all' || (copies === 'warnings' && ev.type === 'Warning');
+}
 
 /** When an event last happened: lastTimestamp, else the newer events API fields. Pure. */
 export function eventTime(ev: CoreV1Event): Date | undefined {

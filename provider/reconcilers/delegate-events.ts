@@ -1,10 +1,11 @@
 import type { CoreV1Api, CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { hash } from 'node:crypto';
 import type { Clock } from '../core/clock.js';
+import type { DelegateEventCopies } from '../core/config.js';
 import { classifyApiError } from '../core/errors.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import { unreadAnswer } from '../core/unread-answer.js';
-import { eventTime, proxyEventFor } from '../model/proxy-event.js';
+import { copiesEvent, eventTime, proxyEventFor } from '../model/proxy-event.js';
 import type { ObjectCache } from './object-cache.js';
 
 /** A target's events cache with its index by pod (see {@link DelegateEventsReconciler.eventsByPod}). */
@@ -28,12 +29,15 @@ export interface DelegateEventsOptions {
   logger: Logger;
   /** Events that last happened longer ago are not copied (a restart does not rewrite history). Default 1 h. */
   maxAgeMs?: number;
+  /** Which events are copied (`--delegate-events`); default `warnings`. */
+  copies?: DelegateEventCopies;
 }
 
 /**
- * Shows the events of each delegate (scheduling, image pulls, probes, kills) on its proxy:
- * every event about one of our delegates in a target is copied into the source cluster as an
- * event about the proxy, and kept current as its count grows. Keys are `<target key>|<ns>|<event>`.
+ * Shows the events of each delegate on its proxy: every event about one of our delegates in a
+ * target that `copies` takes (by default its Warnings: a target's FailedScheduling, BackOff,
+ * Unhealthy) is copied into the source cluster as an event about the proxy, and kept current as
+ * its count grows. Keys are `<target key>|<ns>|<event>`.
  *
  * Copies have deterministic names (see `proxyEventName`), so retries and restarts update the
  * same copy instead of adding one. The copies are best effort: a namespace that is gone or
@@ -49,9 +53,9 @@ export class DelegateEventsReconciler {
     return `${targetKey}|${ev.metadata?.namespace ?? ''}|${ev.metadata?.name ?? ''}`;
   }
 
-  /** Keys for a target event: only events about pods can concern a delegate. */
-  static keysOfEvent(targetKey: string, ev: CoreV1Event): string[] {
-    return ev.involvedObject?.kind === 'Pod' ? [DelegateEventsReconciler.key(targetKey, ev)] : [];
+  /** Keys for a target event: only events about pods can concern a delegate, and only those that `copies` takes. */
+  static keysOfEvent(targetKey: string, ev: CoreV1Event, copies: DelegateEventCopies = 'warnings'): string[] {
+    return ev.involvedObject?.kind === 'Pod' && copiesEvent(copies, ev) ? [DelegateEventsReconciler.key(targetKey, ev)] : [];
   }
 
   /** Name of the index of a target's events by the pod they are about ({@link eventsByPod}). */
@@ -69,12 +73,13 @@ export class DelegateEventsReconciler {
   /**
    * Keys of the events already cached about a delegate (they may have come before it): the
    * events of its namespace about a pod of its name, found through the events informer's
-   * {@link BY_POD_INDEX} (a walk of every cached event per new delegate was quadratic in a burst).
+   * {@link BY_POD_INDEX} (a walk of every cached event per new delegate was quadratic in a burst),
+   * those that `copies` takes.
    */
-  static keysOfDelegate(targetKey: string, delegate: V1Pod, events: IndexedEvents | undefined): string[] {
+  static keysOfDelegate(targetKey: string, delegate: V1Pod, events: IndexedEvents | undefined, copies: DelegateEventCopies = 'warnings'): string[] {
     const name = delegate.metadata?.name;
-    if (!name) return [];
-    return (events?.byIndex(DelegateEventsReconciler.BY_POD_INDEX, `${delegate.metadata?.namespace ?? ''}/${name}`) ?? []).map((ev) => DelegateEventsReconciler.key(targetKey, ev));
+    if (!name || copies === 'none') return [];
+    return (events?.byIndex(DelegateEventsReconciler.BY_POD_INDEX, `${delegate.metadata?.namespace ?? ''}/${name}`) ?? []).filter((ev) => copiesEvent(copies, ev)).map((ev) => DelegateEventsReconciler.key(targetKey, ev));
   }
 
   async reconcile(key: string): Promise<void> {
@@ -84,6 +89,7 @@ export class DelegateEventsReconciler {
       this.written.delete(key);
       return;
     }
+    if (!copiesEvent(this.o.copies ?? 'warnings', ev)) return;
     const when = eventTime(ev);
     if (when && this.o.clock.now() - when.getTime() > (this.o.maxAgeMs ?? 3600_000)) return;
     const about = ev.involvedObject;

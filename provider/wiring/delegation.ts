@@ -6,7 +6,7 @@ import { EVENT_COMPONENT, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARE
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
 import { delegateFields } from '../model/delegate-pod.js';
 import type { CopyNames } from '../model/pod-references.js';
-import { isAboutDelegateOf } from '../model/proxy-event.js';
+import { copiesEvent, isAboutDelegateOf } from '../model/proxy-event.js';
 import { sharePodParts } from '../model/shared-pod-parts.js';
 import type { CachedObjects, Wiring } from './wiring.js';
 
@@ -148,6 +148,7 @@ export async function wireDelegation(
     sourceClusterName: config.clusterName,
     clock,
     logger: w.logger,
+    copies: config.delegateEvents,
   });
   // A proxy's key is grouped by its virtual node (one per target): a target whose calls hang
   // holds at most --workers-per-target workers, and the others keep flowing.
@@ -198,13 +199,16 @@ export async function wireDelegation(
       ),
       // Events carry no labels of ours: take all pod events, keep those about our delegates (all
       // of them until the proxies are known, which tell ours), so the cache grows with our
-      // delegates' events, not with the target's.
+      // delegates' events, not with the target's; of those, what is copied and what
+      // cluster-autoscaler says about a pending delegate (the bind and re-placement read it).
       events: w.newInformer<CoreV1Event>('delegate-events', t.displayName, t.kubeConfig, path('events'), () =>
         ns ? t.core.listNamespacedEvent({ namespace: ns, fieldSelector: podEvents }) : t.core.listEventForAllNamespaces({ fieldSelector: podEvents }),
         undefined,
         podEvents,
         {
-          keep: (ev) => !proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace)),
+          keep: (ev) =>
+            (copiesEvent(config.delegateEvents, ev) || isAutoscalerVerdict(ev)) &&
+            (!proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace))),
           indexers: { [DelegateEventsReconciler.BY_POD_INDEX]: DelegateEventsReconciler.eventsByPod },
         },
       ),
@@ -217,7 +221,7 @@ export async function wireDelegation(
       followController.watch(entry.secrets, (o) => FollowReconciler.keysOfCopy('secret', o), perTargetOnly),
       servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s), perTargetOnly),
       servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p), perTargetOnly),
-      eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev), perTargetOnly),
+      eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev, config.delegateEvents), perTargetOnly),
       // cluster-autoscaler's word on a pending delegate may make it stuck (or not): look again.
       ...(replacementController ? [replacementController.watch(entry.events, (ev) => (isAutoscalerVerdict(ev) ? [t.key] : []), perTargetOnly)] : []),
     ]);
@@ -228,7 +232,7 @@ export async function wireDelegation(
     }
     // Events can arrive before their delegate is cached: look at them again when it is.
     entry.delegates.on('add', (p) => {
-      for (const k of DelegateEventsReconciler.keysOfDelegate(t.key, p, entry.events)) eventsController.enqueue(k);
+      for (const k of DelegateEventsReconciler.keysOfDelegate(t.key, p, entry.events, config.delegateEvents)) eventsController.enqueue(k);
     });
     for (const i of Object.values(entry)) i.start();
     // Proxies bound to this target may have been waiting for its clients.

@@ -249,38 +249,46 @@ spec:
       return all.filter((e: any) => e.metadata.annotations?.['multicluster.admiralty.io/mirrored-from']);
     }
 
-    it("shows each delegate's events on its proxy, once, across a provider restart", async () => {
-      const pod = (name: string, cpu: string) =>
-        `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: c, image: nginx, resources: {requests: {cpu: "${cpu}"}}}]\n`;
-      await apply('c1', pod('small', '100m'));
-      await waitFor("the delegate's Scheduled event on the proxy", 60_000, async () => (await copiedEvents('small')).some((e) => e.reason === 'Scheduled'));
-      const [scheduled] = (await copiedEvents('small')).filter((e) => e.reason === 'Scheduled');
-      const smallUid = (await getJson('c1', 'pod', 'small', '-n', ns)).metadata.uid;
-      expect(scheduled.type).to.equal('Normal');
-      expect(scheduled.involvedObject).to.include({ kind: 'Pod', name: 'small', namespace: ns, uid: smallUid });
-      expect(scheduled.message).to.match(new RegExp(`^\\[${ns}/c2\\] Successfully assigned ${ns}/small-[0-9a-f]{10} to c2-node-\\d$`));
-      // A warning about the delegate, as c2's kubelet would write it (kwok pulls no images).
-      const [delegate] = (await getJson('c2', 'pods', '-n', ns, '-l', `${PARENT_UID}=${smallUid}`)).items;
+    /** A Warning about the delegate of proxy `proxy` in c2, as c2's kubelet would write it (kwok pulls no images). */
+    async function warnAboutDelegate(proxy: string, reason: string, message: string): Promise<void> {
+      const uid = (await getJson('c1', 'pod', proxy, '-n', ns)).metadata.uid;
+      let delegate: any;
+      await waitFor(`the delegate of ${proxy} scheduled in c2`, 60_000, async () => !!(delegate = (await getJson('c2', 'pods', '-n', ns, '-l', `${PARENT_UID}=${uid}`)).items[0])?.spec?.nodeName);
       await apply(
         'c2',
         JSON.stringify({
           apiVersion: 'v1',
           kind: 'Event',
-          metadata: { name: `${delegate.metadata.name}.backoff`, namespace: ns },
+          metadata: { name: `${delegate.metadata.name}.${reason.toLowerCase()}`, namespace: ns },
           involvedObject: { kind: 'Pod', apiVersion: 'v1', name: delegate.metadata.name, namespace: ns, uid: delegate.metadata.uid },
           type: 'Warning',
-          reason: 'BackOff',
-          message: 'Back-off pulling image "nginx"',
+          reason,
+          message,
           source: { component: 'kubelet', host: delegate.spec.nodeName },
           firstTimestamp: new Date().toISOString(),
           lastTimestamp: new Date().toISOString(),
           count: 1,
         }),
       );
+    }
+
+    it("shows each delegate's warnings on its proxy, once, across a provider restart, and not its routine events", async () => {
+      const pod = (name: string, cpu: string) =>
+        `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: c, image: nginx, resources: {requests: {cpu: "${cpu}"}}}]\n`;
+      await apply('c1', pod('small', '100m'));
+      await warnAboutDelegate('small', 'BackOff', 'Back-off pulling image "nginx"');
       await waitFor("the delegate's warning on the proxy", 60_000, async () => (await copiedEvents('small')).some((e) => e.reason === 'BackOff'));
       const [warning] = (await copiedEvents('small')).filter((e) => e.reason === 'BackOff');
+      const smallUid = (await getJson('c1', 'pod', 'small', '-n', ns)).metadata.uid;
       expect(warning.type).to.equal('Warning');
+      expect(warning.involvedObject).to.include({ kind: 'Pod', name: 'small', namespace: ns, uid: smallUid });
       expect(warning.message).to.equal(`[${ns}/c2] Back-off pulling image "nginx"`);
+      // c2's scheduler said Scheduled about the delegate before the warning was written; the
+      // default (--delegate-events=warnings) leaves that routine event in c2.
+      const [delegate] = (await getJson('c2', 'pods', '-n', ns, '-l', `${PARENT_UID}=${smallUid}`)).items;
+      const inC2 = (await getJson('c2', 'events', '-n', ns, '--field-selector', `involvedObject.name=${delegate.metadata.name}`)).items;
+      expect(inC2.map((e: any) => e.reason), "c2's own events about the delegate").to.include('Scheduled');
+      expect((await copiedEvents('small')).map((e) => e.reason)).to.deep.equal(['BackOff']);
 
       // Copies have names derived from the original event: a restart copies none twice.
       const copies = async () => copiedEvents('small');
@@ -291,12 +299,15 @@ spec:
         // Created once (an apply would try to put back what the webhook took off the proxy).
         const exists = await kubectl('c1', 'get', 'pod', 'after-restart', '-n', ns, '-o', 'name').catch(() => '');
         if (!exists) await apply('c1', pod('after-restart', '100m')).catch(() => '');
-        return (await copiedEvents('after-restart')).length > 0;
+        return (await getJson('c1', 'pod', 'after-restart', '-n', ns).catch(() => undefined))?.spec?.nodeName !== undefined;
       });
+      await warnAboutDelegate('after-restart', 'Unhealthy', 'Readiness probe failed');
+      await waitFor("the new delegate's warning on its proxy", 60_000, async () => (await copiedEvents('after-restart')).length > 0);
       const after = await copies();
       const origins = after.map((e) => e.metadata.annotations['multicluster.admiralty.io/mirrored-from']);
       expect(new Set(origins).size, `one copy per original event: ${origins.join(', ')}`).to.equal(origins.length);
       expect(after.map((e) => e.metadata.name)).to.include.members(before);
+      expect(after.map((e) => e.metadata.name)).to.have.length(before.length);
     });
   });
 

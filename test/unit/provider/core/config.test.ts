@@ -77,3 +77,16 @@ describe('parseConfig: --replace-unschedulable-after', () => {
     expect(!r2.ok && r2.errors).to.deep.equal(['--replace-unschedulable-after: "soon" is not a duration like 30s, 2m or 1h30m']);
   });
 });
+
+describe('parseConfig: --delegate-events', () => {
+  it("copies the delegates' warnings by default, and takes all or none", () => {
+    expect(configOf().delegateEvents).to.equal('warnings');
+    expect(configOf('--delegate-events=all').delegateEvents).to.equal('all');
+    expect(configOf('--delegate-events', 'none').delegateEvents).to.equal('none');
+  });
+
+  it('refuses any other value, saying which it takes', () => {
+    const r = parse('--delegate-events=normal');
+    expect(!r.ok && r.errors).to.deep.equal(['--delegate-events: "normal" is not one of warnings, all, none']);
+  });
+});

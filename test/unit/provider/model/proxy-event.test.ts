@@ -1,7 +1,7 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { delegatePodName } from '../../../../provider/model/names.js';
-import { eventTime, isAboutDelegateOf, proxyEventFor, proxyEventName } from '../../../../provider/model/proxy-event.js';
+import { copiesEvent, eventTime, isAboutDelegateOf, proxyEventFor, proxyEventName } from '../../../../provider/model/proxy-event.js';
 
 const delegate = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({
   metadata: {
@@ -78,6 +78,16 @@ describe('proxy events (copies of delegate events)', () => {
     const copy = proxyEventFor(event({ message: 'x'.repeat(5000) }), delegate(), 'c1', 't')!;
     expect(copy.message).to.have.length(1024);
     expect(copy.message!.startsWith('[t] xxx')).to.equal(true);
+  });
+});
+
+describe('copiesEvent', () => {
+  it('takes Warnings by default, every event with all, none with none', () => {
+    const normal = event({ type: 'Normal', reason: 'Pulled' });
+    const untyped = event({ type: undefined });
+    expect([event(), normal, untyped].map((ev) => copiesEvent('warnings', ev))).to.deep.equal([true, false, false]);
+    expect([event(), normal, untyped].map((ev) => copiesEvent('all', ev))).to.deep.equal([true, true, true]);
+    expect([event(), normal, untyped].map((ev) => copiesEvent('none', ev))).to.deep.equal([false, false, false]);
   });
 });
 

@@ -77,6 +77,31 @@ describe('DelegateEventsReconciler', () => {
     expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(events.items))).to.deep.equal([key]);
   });
 
+  it('keys and copies only what --delegate-events takes: warnings by default, all, or none', async () => {
+    const normal = scheduled({ type: 'Normal', reason: 'Scheduled', message: 'Successfully assigned shop/web-abc to n1' });
+    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', normal)).to.deep.equal([]);
+    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', normal, 'all')).to.deep.equal([key]);
+    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', scheduled(), 'none')).to.deep.equal([]);
+    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod([normal]))).to.deep.equal([]);
+    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod([normal]), 'all')).to.deep.equal([key]);
+    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(events.items), 'none')).to.deep.equal([]);
+
+    // A key that names a Normal event (enqueued before, or by hand) writes nothing by default...
+    events.items[0] = normal;
+    await r.reconcile(key);
+    expect(core.createNamespacedEvent.callCount).to.equal(0);
+    // ...and its copy with all.
+    const all = new DelegateEventsReconciler({ ...(r as unknown as { o: ConstructorParameters<typeof DelegateEventsReconciler>[0] }).o, copies: 'all' });
+    await all.reconcile(key);
+    expect(core.createNamespacedEvent.callCount).to.equal(1);
+    expect(core.createNamespacedEvent.firstCall.args[0].body).to.deep.include({ type: 'Normal', reason: 'Scheduled', message: '[shop/eu] Successfully assigned shop/web-abc to n1' });
+    // none writes not even a warning.
+    events.items[0] = scheduled();
+    const none = new DelegateEventsReconciler({ ...(r as unknown as { o: ConstructorParameters<typeof DelegateEventsReconciler>[0] }).o, copies: 'none' });
+    await none.reconcile(key);
+    expect(core.createNamespacedEvent.callCount).to.equal(1);
+  });
+
   it('finds the events about a new delegate through the index by pod as a walk of its namespace does', () => {
     const items = [
       scheduled(),
