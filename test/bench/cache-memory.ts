@@ -151,7 +151,9 @@ async function main(): Promise<void> {
     ['proxies (source)', await held(() => informerOf<V1Pod>('proxies', proxyTexts)), proxyCache],
     ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy('c1') }, strings, share }))],
     [
-      `delegate-events (per target; ${PODS} of our delegates, ${PODS} of the target's own pods)`,
+      // As with --delegate-events=all: by default the cache keeps only Warnings and
+      // cluster-autoscaler's verdicts, so these routine Scheduled events are not kept at all.
+      `delegate-events (per target, --delegate-events=all; ${PODS} of our delegates, ${PODS} of the target's own pods)`,
       await held(() => informerOf<CoreV1Event>('delegate-events', events)),
       await held(() =>
         informerOf<CoreV1Event>('delegate-events', events, {
