@@ -29,8 +29,8 @@ export interface DelegateEventsOptions {
   logger: Logger;
   /** Events that last happened longer ago are not copied (a restart does not rewrite history). Default 1 h. */
   maxAgeMs?: number;
-  /** Which events are copied (`--delegate-events`); default `warnings`. */
-  copies?: DelegateEventCopies;
+  /** Which events are copied (`--delegate-events`). */
+  copies: DelegateEventCopies;
 }
 
 /**
@@ -54,8 +54,8 @@ export class DelegateEventsReconciler {
   }
 
   /** Keys for a target event: only events about pods can concern a delegate, and only those that `copies` takes. */
-  static keysOfEvent(targetKey: string, ev: CoreV1Event, copies: DelegateEventCopies = 'warnings'): string[] {
-    return ev.involvedObject?.kind === 'Pod' && copiesEvent(copies, ev) ? [DelegateEventsReconciler.key(targetKey, ev)] : [];
+  keysOfEvent(targetKey: string, ev: CoreV1Event): string[] {
+    return ev.involvedObject?.kind === 'Pod' && copiesEvent(this.o.copies, ev) ? [DelegateEventsReconciler.key(targetKey, ev)] : [];
   }
 
   /** Name of the index of a target's events by the pod they are about ({@link eventsByPod}). */
@@ -76,10 +76,10 @@ export class DelegateEventsReconciler {
    * {@link BY_POD_INDEX} (a walk of every cached event per new delegate was quadratic in a burst),
    * those that `copies` takes.
    */
-  static keysOfDelegate(targetKey: string, delegate: V1Pod, events: IndexedEvents | undefined, copies: DelegateEventCopies = 'warnings'): string[] {
+  keysOfDelegate(targetKey: string, delegate: V1Pod, events: IndexedEvents | undefined): string[] {
     const name = delegate.metadata?.name;
-    if (!name || copies === 'none') return [];
-    return (events?.byIndex(DelegateEventsReconciler.BY_POD_INDEX, `${delegate.metadata?.namespace ?? ''}/${name}`) ?? []).filter((ev) => copiesEvent(copies, ev)).map((ev) => DelegateEventsReconciler.key(targetKey, ev));
+    if (!name) return [];
+    return (events?.byIndex(DelegateEventsReconciler.BY_POD_INDEX, `${delegate.metadata?.namespace ?? ''}/${name}`) ?? []).filter((ev) => copiesEvent(this.o.copies, ev)).map((ev) => DelegateEventsReconciler.key(targetKey, ev));
   }
 
   async reconcile(key: string): Promise<void> {
@@ -89,7 +89,7 @@ export class DelegateEventsReconciler {
       this.written.delete(key);
       return;
     }
-    if (!copiesEvent(this.o.copies ?? 'warnings', ev)) return;
+    if (!copiesEvent(this.o.copies, ev)) return;
     const when = eventTime(ev);
     if (when && this.o.clock.now() - when.getTime() > (this.o.maxAgeMs ?? 3600_000)) return;
     const about = ev.involvedObject;

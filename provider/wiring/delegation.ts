@@ -221,7 +221,7 @@ export async function wireDelegation(
       followController.watch(entry.secrets, (o) => FollowReconciler.keysOfCopy('secret', o), perTargetOnly),
       servicesController.watch(entry.services, (s) => ServiceReconciler.keysOfCopy(s), perTargetOnly),
       servicesController.watch(entry.delegates, (p) => svc.keysOfDelegate(p), perTargetOnly),
-      eventsController.watch(entry.events, (ev) => DelegateEventsReconciler.keysOfEvent(t.key, ev, config.delegateEvents), perTargetOnly),
+      eventsController.watch(entry.events, (ev) => delegateEvents.keysOfEvent(t.key, ev), perTargetOnly),
       // cluster-autoscaler's word on a pending delegate may make it stuck (or not): look again.
       ...(replacementController ? [replacementController.watch(entry.events, (ev) => (isAutoscalerVerdict(ev) ? [t.key] : []), perTargetOnly)] : []),
     ]);
@@ -232,7 +232,7 @@ export async function wireDelegation(
     }
     // Events can arrive before their delegate is cached: look at them again when it is.
     entry.delegates.on('add', (p) => {
-      for (const k of DelegateEventsReconciler.keysOfDelegate(t.key, p, entry.events, config.delegateEvents)) eventsController.enqueue(k);
+      for (const k of delegateEvents.keysOfDelegate(t.key, p, entry.events)) eventsController.enqueue(k);
     });
     for (const i of Object.values(entry)) i.start();
     // Proxies bound to this target may have been waiting for its clients.

@@ -39,7 +39,8 @@ async function flow(ns: string, prefix: string, n: number, nodes: { c1Node: stri
   await waitFor(`${n} pods Running`, 240_000, async () => (await account(ns)).running === n);
   const seconds = (Date.now() - t0) / 1000;
   const pods = (await getJson('c1', 'pods', '-n', ns)).items.filter((p: any) => p.metadata.name.startsWith(`${prefix}-`));
-  const placed = ['c1', 'c2'].map((c) => `${c} ${pods.filter((p: any) => p.spec.nodeName === (c === 'c1' ? nodes.c1Node : nodes.c2Node)).length}`).join(', ');
+  const on = (node: string) => pods.filter((p: any) => p.spec.nodeName === node).length;
+  const placed = `c1 ${on(nodes.c1Node)}, c2 ${on(nodes.c2Node)}`;
   const byReason = new Map<string, { count: number; message: string }>();
   for (const e of (await getJson('c1', 'events', '-n', ns)).items) {
     if (e.type !== 'Warning' || !String(e.involvedObject?.name ?? '').startsWith(`${prefix}-`)) continue;

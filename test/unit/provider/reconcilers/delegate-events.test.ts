@@ -68,36 +68,38 @@ describe('DelegateEventsReconciler', () => {
       sourceClusterName: 'c1',
       clock: new FakeClock(NOW),
       logger: silentLogger(),
+      copies: 'warnings',
     });
   });
 
   it('keys only pod events, and finds the events already cached about a new delegate', () => {
-    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', scheduled())).to.deep.equal([key]);
-    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', scheduled({ involvedObject: { kind: 'Node', name: 'n' } }))).to.deep.equal([]);
-    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(events.items))).to.deep.equal([key]);
+    expect(r.keysOfEvent('Target/shop/eu', scheduled())).to.deep.equal([key]);
+    expect(r.keysOfEvent('Target/shop/eu', scheduled({ involvedObject: { kind: 'Node', name: 'n' } }))).to.deep.equal([]);
+    expect(r.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(events.items))).to.deep.equal([key]);
   });
 
   it('keys and copies only what --delegate-events takes: warnings by default, all, or none', async () => {
     const normal = scheduled({ type: 'Normal', reason: 'Scheduled', message: 'Successfully assigned shop/web-abc to n1' });
-    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', normal)).to.deep.equal([]);
-    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', normal, 'all')).to.deep.equal([key]);
-    expect(DelegateEventsReconciler.keysOfEvent('Target/shop/eu', scheduled(), 'none')).to.deep.equal([]);
-    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod([normal]))).to.deep.equal([]);
-    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod([normal]), 'all')).to.deep.equal([key]);
-    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(events.items), 'none')).to.deep.equal([]);
+    const options = (r as unknown as { o: ConstructorParameters<typeof DelegateEventsReconciler>[0] }).o;
+    const all = new DelegateEventsReconciler({ ...options, copies: 'all' });
+    const none = new DelegateEventsReconciler({ ...options, copies: 'none' });
+    expect(r.keysOfEvent('Target/shop/eu', normal)).to.deep.equal([]);
+    expect(all.keysOfEvent('Target/shop/eu', normal)).to.deep.equal([key]);
+    expect(none.keysOfEvent('Target/shop/eu', scheduled())).to.deep.equal([]);
+    expect(r.keysOfDelegate('Target/shop/eu', delegate, indexedByPod([normal]))).to.deep.equal([]);
+    expect(all.keysOfDelegate('Target/shop/eu', delegate, indexedByPod([normal]))).to.deep.equal([key]);
+    expect(none.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(events.items))).to.deep.equal([]);
 
     // A key that names a Normal event (enqueued before, or by hand) writes nothing by default...
     events.items[0] = normal;
     await r.reconcile(key);
     expect(core.createNamespacedEvent.callCount).to.equal(0);
     // ...and its copy with all.
-    const all = new DelegateEventsReconciler({ ...(r as unknown as { o: ConstructorParameters<typeof DelegateEventsReconciler>[0] }).o, copies: 'all' });
     await all.reconcile(key);
     expect(core.createNamespacedEvent.callCount).to.equal(1);
     expect(core.createNamespacedEvent.firstCall.args[0].body).to.deep.include({ type: 'Normal', reason: 'Scheduled', message: '[shop/eu] Successfully assigned shop/web-abc to n1' });
     // none writes not even a warning.
     events.items[0] = scheduled();
-    const none = new DelegateEventsReconciler({ ...(r as unknown as { o: ConstructorParameters<typeof DelegateEventsReconciler>[0] }).o, copies: 'none' });
     await none.reconcile(key);
     expect(core.createNamespacedEvent.callCount).to.equal(1);
   });
@@ -115,8 +117,8 @@ describe('DelegateEventsReconciler', () => {
       .filter((ev) => ev.metadata?.namespace === 'shop' && ev.involvedObject?.kind === 'Pod' && ev.involvedObject.name === 'web-abc')
       .map((ev) => DelegateEventsReconciler.key('Target/shop/eu', ev));
     expect(walked).to.have.length(2);
-    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(items)).sort()).to.deep.equal(walked.sort());
-    expect(DelegateEventsReconciler.keysOfDelegate('Target/shop/eu', delegate, undefined)).to.deep.equal([]);
+    expect(r.keysOfDelegate('Target/shop/eu', delegate, indexedByPod(items)).sort()).to.deep.equal(walked.sort());
+    expect(r.keysOfDelegate('Target/shop/eu', delegate, undefined)).to.deep.equal([]);
   });
 
   it('writes the copy on the proxy once, and again only when the event changed', async () => {
