@@ -1,5 +1,6 @@
 import type { V1Affinity, V1NodeSelectorRequirement, V1NodeSelectorTerm, V1Pod, V1PodSpec, V1Toleration } from '@kubernetes/client-node';
 import { ValidationError } from '../provider/core/errors.js';
+import { savedSourcePodManifest } from '../provider/model/delegate-pod.js';
 import { labelValueFor } from '../provider/model/names.js';
 import {
   CLUSTER_TARGET_NAME_LABEL,
@@ -64,11 +65,12 @@ export interface MutatePodOptions {
  * (the parts it does not change, such as the containers and volumes, are shared with it).
  *
  * Acts only if the pod has `ELECT_ANNOTATION`; otherwise returns `{ pod, mutated: false }`.
- * The proxy: keeps the pod as received (JSON) in `SOURCE_POD_MANIFEST_ANNOTATION` unless already
- * there; gets `nodeSelector` `virtual-kubelet.io/provider=admiralty` (added to the user's), the
- * proxy tolerations (added to the user's, without duplicates), `PROXY_FINALIZER` and
- * `HAS_FINALIZER_LABEL=true`; keeps node affinity but loses pod (anti-)affinity and topology
- * spread (those are honoured by the delegate in its target). With `opts.schedulerName` (exact
+ * The proxy: keeps the pod's scheduling fields as received (`savedSourcePodManifest`) in
+ * `SOURCE_POD_MANIFEST_ANNOTATION` unless already there; gets `nodeSelector`
+ * `virtual-kubelet.io/provider=admiralty` (added to the user's), the proxy tolerations (added
+ * to the user's, without duplicates), `PROXY_FINALIZER` and `HAS_FINALIZER_LABEL=true`; keeps
+ * node affinity but loses pod (anti-)affinity and topology spread (those are honoured by the
+ * delegate in its target). With `opts.schedulerName` (exact
  * mode) it gets that scheduler and loses the user's nodeSelector and node affinity too (see
  * {@link MutatePodOptions.schedulerName}). The
  * `PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION`, when set, adds its `nodeSelector` entries and
@@ -105,7 +107,7 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   const first = outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] === undefined;
   if (first) {
     // The input, not `out`: the delegate's scheduling fields are the user's, not the proxy's.
-    outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(pod);
+    outAnnotations[SOURCE_POD_MANIFEST_ANNOTATION] = savedSourcePodManifest(pod);
   }
   metadata.labels = { ...metadata.labels, [HAS_FINALIZER_LABEL]: 'true' };
   const finalizers = [...(metadata.finalizers ?? [])];

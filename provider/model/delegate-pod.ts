@@ -33,10 +33,29 @@ export interface DelegatePodOptions {
 const MAX_MANIFEST_BYTES = 64 * 1024;
 
 /**
- * Reads the source pod manifest the webhook saved on the proxy (JSON; YAML is accepted too, since
- * Admiralty wrote YAML and JSON is a subset of it).
+ * What the webhook saves of an admitted pod in `SOURCE_POD_MANIFEST_ANNOTATION`, as JSON: its
+ * name (or generateName) and namespace, and of its spec the {@link MANIFEST_SCHEDULING_FIELDS}
+ * it has, as the user wrote them, before the proxy's own replace them. That is all a delegate
+ * takes from the manifest ({@link delegateSourceView}); the rest of the pod is on the proxy,
+ * unchanged. Admiralty saved the whole pod, which every write and watch event of a proxy then
+ * carried twice (its manifests are still read: {@link sourcePodManifest}).
  *
- * @throws ValidationError when the annotation is absent or is not an object.
+ * Pure; called by the webhook on a pod's first admission.
+ */
+export function savedSourcePodManifest(pod: V1Pod): string {
+  const spec: Record<string, unknown> = {};
+  for (const f of MANIFEST_SCHEDULING_FIELDS) if (pod.spec?.[f] !== undefined) spec[f] = pod.spec[f];
+  const { name, generateName, namespace } = pod.metadata ?? {};
+  return JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name, generateName, namespace }, spec });
+}
+
+/**
+ * Reads the source pod manifest the webhook saved on the proxy: ours ({@link
+ * savedSourcePodManifest}), or a whole pod, as an earlier version of ours and Admiralty saved
+ * (JSON; YAML too, since Admiralty wrote YAML and JSON is a subset of it). Only its spec's
+ * {@link MANIFEST_SCHEDULING_FIELDS} are read.
+ *
+ * @throws ValidationError when the annotation is absent or is not an object with a spec object.
  */
 export function sourcePodManifest(proxy: V1Pod): V1Pod {
   const raw = proxy.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION];
@@ -58,8 +77,8 @@ export function sourcePodManifest(proxy: V1Pod): V1Pod {
     throw new ValidationError(`proxy pod ${key}: ${SOURCE_POD_MANIFEST_ANNOTATION} is not an object`);
   }
   const pod = parsed as V1Pod;
-  if (!pod.spec || typeof pod.spec !== 'object' || !Array.isArray(pod.spec.containers)) {
-    throw new ValidationError(`proxy pod ${key}: ${SOURCE_POD_MANIFEST_ANNOTATION} has no spec.containers`);
+  if (!pod.spec || typeof pod.spec !== 'object' || Array.isArray(pod.spec)) {
+    throw new ValidationError(`proxy pod ${key}: ${SOURCE_POD_MANIFEST_ANNOTATION} has no spec`);
   }
   return pod;
 }

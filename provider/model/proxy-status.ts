@@ -97,11 +97,11 @@ function statusDigest(status: V1PodStatus | undefined): string {
 }
 
 /**
- * What the proxies cache keeps of the source pod manifest the webhook saved (the whole pod as
- * created, defaults included: often the largest part of a proxy): of its spec, the
- * `MANIFEST_SCHEDULING_FIELDS`, the only fields `delegateSourcePod` takes from it, and an empty
- * container list (which it checks for), as JSON. A manifest that is not a JSON object with a
- * spec and containers (a YAML one of Admiralty's, a broken one) is kept as it is, so that its
+ * What the proxies cache keeps of the source pod manifest the webhook saved: of its spec, the
+ * `MANIFEST_SCHEDULING_FIELDS`, the only fields `delegateSourcePod` takes from it, as JSON.
+ * Ours holds little more (`savedSourcePodManifest`); a whole pod, as an earlier version of ours
+ * and Admiralty saved, is often the largest part of a proxy. A manifest that is not a JSON object
+ * with a spec object (a YAML one of Admiralty's, a broken one) is kept as it is, so that its
  * readers decide about it as before.
  */
 export function cachedSourcePodManifest(raw: string): string {
@@ -112,8 +112,8 @@ export function cachedSourcePodManifest(raw: string): string {
     return raw;
   }
   const spec = (pod as { spec?: Record<string, unknown> } | null)?.spec;
-  if (!pod || typeof pod !== 'object' || Array.isArray(pod) || !spec || typeof spec !== 'object' || !Array.isArray(spec.containers)) return raw;
-  const kept: Record<string, unknown> = { containers: [] };
+  if (!pod || typeof pod !== 'object' || Array.isArray(pod) || !spec || typeof spec !== 'object' || Array.isArray(spec)) return raw;
+  const kept: Record<string, unknown> = {};
   for (const f of MANIFEST_SCHEDULING_FIELDS) if (spec[f] !== undefined) kept[f] = spec[f];
   return JSON.stringify({ spec: kept });
 }

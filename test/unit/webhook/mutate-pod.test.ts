@@ -8,6 +8,7 @@ import {
   PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION as CONSTRAINTS,
   SOURCE_POD_MANIFEST_ANNOTATION,
 } from '../../../provider/core/keys.js';
+import { savedSourcePodManifest } from '../../../provider/model/delegate-pod.js';
 import { mutatePod } from '../../../webhook/mutate-pod.js';
 import { rememberingConstraintsParser } from '../../../webhook/parse-proxy-scheduling-constraints.js';
 
@@ -75,7 +76,16 @@ describe('webhook: mutatePod', () => {
     expect(mutated).to.equal(true);
     expect(pod, 'input untouched').to.deep.equal(before);
 
-    expect(JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION])).to.deep.equal(before);
+    expect(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).to.equal(savedSourcePodManifest(before));
+    // The user's scheduling fields, before the proxy's replaced them; not the rest of the pod.
+    expect(JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).spec).to.deep.equal({
+      nodeSelector: before.spec!.nodeSelector,
+      affinity: before.spec!.affinity,
+      tolerations: before.spec!.tolerations,
+      topologySpreadConstraints: before.spec!.topologySpreadConstraints,
+      schedulerName: before.spec!.schedulerName,
+    });
+    expect(JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).metadata).to.deep.equal({ generateName: 'web-7d9f-', namespace: 'default' });
     expect(proxy.metadata!.annotations![ELECT_ANNOTATION]).to.equal('');
     expect(proxy.metadata!.labels).to.deep.equal({ app: 'web', 'pod-template-hash': '7d9f', [HAS_FINALIZER_LABEL]: 'true' });
     expect(proxy.metadata!.finalizers).to.deep.equal(['example.com/keep', PROXY_FINALIZER]);

@@ -20,6 +20,7 @@ import {
   delegateSourceView,
   isOurDelegate,
   offVirtualNodes,
+  savedSourcePodManifest,
   sourcePodManifest,
 } from '../../../../provider/model/delegate-pod.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
@@ -122,7 +123,8 @@ const invalid: [string, () => V1Pod][] = [
   ['no manifest', () => proxyOf(sourcePod(), null)],
   ['unparsable manifest', () => proxyOf(sourcePod(), '{not: [json')],
   ['manifest is a list', () => proxyOf(sourcePod(), '[1,2]')],
-  ['manifest without containers', () => proxyOf(sourcePod(), '{"spec":{}}')],
+  ['manifest without a spec', () => proxyOf(sourcePod(), '{"metadata":{"name":"web-abc"}}')],
+  ['manifest whose spec is a list', () => proxyOf(sourcePod(), '{"spec":[]}')],
   [
     'invalid no-prefix regexp',
     () => {
@@ -261,6 +263,17 @@ describe('buildDelegatePod', () => {
     expect(d.metadata!.labels).to.include({ app: 'web', 'multicluster.admiralty.io/pod-template-hash': '7d9c' });
   });
 
+  it('builds the same delegate from the manifest the webhook saves as from the whole pod (an earlier version\'s, Admiralty\'s)', () => {
+    const src = sourcePod();
+    src.spec!.nodeSelector = { disk: 'hdd' };
+    src.spec!.schedulerName = 'custom';
+    const saved = savedSourcePodManifest(src);
+    expect(saved.length, 'smaller than the whole pod').to.be.below(JSON.stringify(src).length / 2);
+    const d = buildDelegatePod(proxyOf(src, saved), { sourceClusterName: 'c1' });
+    expect(d).to.deep.equal(buildDelegatePod(proxyOf(src), { sourceClusterName: 'c1' }));
+    expect(d.spec).to.include({ schedulerName: 'custom' }).and.deep.include({ nodeSelector: { disk: 'hdd' } });
+  });
+
   it('accepts a YAML manifest (written by Admiralty)', () => {
     const yaml = 'metadata:\n  labels:\n    app: web\nspec:\n  nodeSelector:\n    disk: hdd\n  containers:\n  - name: main\n    image: nginx\n';
     const d = buildDelegatePod(proxyOf(sourcePod(), yaml), { sourceClusterName: 'c1' });
@@ -392,6 +405,26 @@ describe('delegate ownership helpers', () => {
   for (const [why, labels, uid, want] of cases) {
     it(`isOurDelegate: ${why}`, () => expect(isOurDelegate({ metadata: { labels } }, 'c1', uid)).to.equal(want));
   }
+});
+
+describe('savedSourcePodManifest (what the webhook saves)', () => {
+  it('keeps the name, namespace and the spec\'s scheduling fields of the pod, as JSON', () => {
+    const src = sourcePod();
+    const saved = JSON.parse(savedSourcePodManifest(src));
+    expect(saved.metadata).to.deep.equal({ name: 'web-abc', generateName: 'web-', namespace: 'team' });
+    const { nodeSelector, affinity, tolerations, topologySpreadConstraints, schedulerName } = src.spec!;
+    expect(saved.spec).to.deep.equal({ nodeSelector, affinity, tolerations, topologySpreadConstraints, schedulerName });
+  });
+
+  it('keeps generateName where the pod has no name yet (a ReplicaSet\'s), and nothing undefined', () => {
+    const saved = savedSourcePodManifest({ metadata: { generateName: 'web-', namespace: 'team' }, spec: { containers: [{ name: 'main' }], schedulerName: 'default-scheduler', nodeSelector: undefined } });
+    expect(JSON.parse(saved)).to.deep.equal({ apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'web-', namespace: 'team' }, spec: { schedulerName: 'default-scheduler' } });
+  });
+
+  it('is read back by sourcePodManifest', () => {
+    const src = sourcePod();
+    expect(sourcePodManifest(proxyOf(src, savedSourcePodManifest(src))).spec).to.deep.equal(JSON.parse(savedSourcePodManifest(src)).spec);
+  });
 });
 
 describe('sourcePodManifest on a hostile annotation', () => {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { V1Pod, V1PodStatus } from '@kubernetes/client-node';
 import { TARGET_REACHABLE_CONDITION } from '../../../../provider/core/keys.js';
-import { buildDelegatePod, delegateSourcePod } from '../../../../provider/model/delegate-pod.js';
+import { buildDelegatePod, delegateSourcePod, savedSourcePodManifest } from '../../../../provider/model/delegate-pod.js';
 import { checkTenancy } from '../../../../provider/model/tenancy.js';
 import { schedulingPod } from '../../../../scheduler/fit.js';
 import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
@@ -192,8 +192,9 @@ describe('proxyFields (the proxies cache)', () => {
     }
   }
 
-  // The saved manifest as the webhook writes it (the pod as created, defaults included), with and
-  // without scheduling fields, and ones the cache keeps as they are (YAML, broken, no containers).
+  // The saved manifest as an earlier webhook wrote it (the pod as created, defaults included),
+  // with and without scheduling fields, as the webhook writes it now, and ones the cache keeps as
+  // they are (YAML, broken, no spec object).
   const defaulted = { containers: [{ name: 'main', image: 'nginx', env: [{ name: 'A', value: 'x'.repeat(500) }] }], restartPolicy: 'Always', dnsPolicy: 'ClusterFirst', serviceAccountName: 'default' };
   const scheduling = {
     nodeSelector: { zone: 'a' },
@@ -206,9 +207,11 @@ describe('proxyFields (the proxies cache)', () => {
     ['a defaulted manifest', JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', labels: { a: 'b' } }, spec: defaulted })],
     ['one with every scheduling field', JSON.stringify({ metadata: { name: 'p' }, spec: { ...defaulted, ...scheduling } })],
     ['one with null scheduling fields', JSON.stringify({ spec: { ...defaulted, nodeSelector: null, tolerations: null } })],
+    ['one without containers', JSON.stringify({ spec: { nodeSelector: { zone: 'a' } } })],
+    ['the one the webhook saves', savedSourcePodManifest({ metadata: { name: 'p', namespace: 'n' }, spec: { ...defaulted, ...scheduling } })],
     ['a YAML one', 'spec:\n  containers:\n  - name: main\n  nodeSelector:\n    zone: b\n'],
     ['a broken one', '{"spec": '],
-    ['one without containers', JSON.stringify({ spec: { nodeSelector: { zone: 'a' } } })],
+    ['one whose spec is a list', '{"spec": []}'],
     ['an array', '[]'],
   ];
   const withManifest = (m: string): V1Pod => {
@@ -236,11 +239,13 @@ describe('proxyFields (the proxies cache)', () => {
     }
   }
 
-  it('keeps of a JSON manifest only its scheduling fields and an empty container list, and the others as they are', () => {
-    expect(JSON.parse(cachedSourcePodManifest(manifests[0][1]))).to.deep.equal({ spec: { containers: [] } });
-    expect(JSON.parse(cachedSourcePodManifest(manifests[1][1]))).to.deep.equal({ spec: { containers: [], ...scheduling } });
-    expect(JSON.parse(cachedSourcePodManifest(manifests[2][1]))).to.deep.equal({ spec: { containers: [], nodeSelector: null, tolerations: null } });
-    for (const [, m] of manifests.slice(3)) expect(cachedSourcePodManifest(m)).to.equal(m);
+  it('keeps of a JSON manifest only its scheduling fields, and the others as they are', () => {
+    expect(JSON.parse(cachedSourcePodManifest(manifests[0][1]))).to.deep.equal({ spec: {} });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[1][1]))).to.deep.equal({ spec: scheduling });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[2][1]))).to.deep.equal({ spec: { nodeSelector: null, tolerations: null } });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[3][1]))).to.deep.equal({ spec: { nodeSelector: { zone: 'a' } } });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[4][1]))).to.deep.equal({ spec: scheduling });
+    for (const [, m] of manifests.slice(5)) expect(cachedSourcePodManifest(m)).to.equal(m);
     // Not vacuous: the delegate takes the manifest's scheduling fields, from the kept one too.
     expect(buildDelegatePod(proxyFields(withManifest(manifests[1][1])), { sourceClusterName: 'c1' }).spec).to.include({ schedulerName: 'custom' }).and.deep.include({ nodeSelector: { zone: 'a' } });
   });
