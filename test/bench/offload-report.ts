@@ -229,6 +229,13 @@ export interface RunFigures {
   providerMemoryAtPeak?: MemoryFigures;
   /** The same during the deletion. */
   deletionRequests?: RequestFigures;
+  /**
+   * Watches each cluster's apiserver closed while the pods started, because their watcher fell
+   * behind (`apiserver_terminated_watchers_total`), by cluster, then by resource.
+   */
+  startWatchesClosed?: RequestFigures;
+  /** The same during the deletion. */
+  deletionWatchesClosed?: RequestFigures;
 }
 
 /**
@@ -330,6 +337,16 @@ export function requestsByKind(metricsText: string): Record<string, number> {
   );
 }
 
+/**
+ * The watches an apiserver closed because their watcher fell behind, by resource, from its
+ * metrics text (`apiserver_terminated_watchers_total`): its watch cache gives each watcher a
+ * buffer, and closes the watch of one whose buffer stays full (a client, or the apiserver's own
+ * goroutine serving it, that does not keep up). The watcher then watches again, or lists.
+ */
+export function watchesClosed(metricsText: string): Record<string, number> {
+  return metricByLabel(metricsText, 'apiserver_terminated_watchers_total', 'resource');
+}
+
 /** `after - before` by key (counters; a key only in `after` counts from zero); zero differences are left out. */
 export function counterDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
@@ -365,7 +382,11 @@ export function renderRequests(results: readonly SizeResult[], top = 6): string 
           .slice(0, top)
           .map(([k, n]) => `${k} ${fmt(n / r.size, 2)}`)
           .join(', ');
-        return `${r.size} ${kind}, ${phase}, ${cluster}: ${fmt(all / r.size, 2)} requests a pod, ${fmt(writes / r.size, 2)} writes (${busiest || '-'})`;
+        const closed = Object.entries(r[kind][phase === 'start' ? 'startWatchesClosed' : 'deletionWatchesClosed']?.[cluster] ?? {})
+          .sort((a, b) => b[1] - a[1])
+          .map(([resource, n]) => `${resource} ${n}`)
+          .join(', ');
+        return `${r.size} ${kind}, ${phase}, ${cluster}: ${fmt(all / r.size, 2)} requests a pod, ${fmt(writes / r.size, 2)} writes (${busiest || '-'})${closed ? `; watches closed for falling behind: ${closed}` : ''}`;
       }),
   );
 }

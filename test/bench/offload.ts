@@ -40,6 +40,7 @@ import {
   renderRequests,
   requestsByKind,
   type RequestFigures,
+  watchesClosed,
   OFFLOAD_MILESTONES,
   orderedStages,
   OFFLOAD_USAGE,
@@ -356,29 +357,42 @@ class MachineSampler {
 /**
  * The requests both clusters' apiservers served over the phases of a run, every client counted
  * (ours, the benchmark's, the schedulers', kwok's, the controller-managers'): what an offloaded
- * pod costs each control plane, next to a direct one.
+ * pod costs each control plane, next to a direct one; and the watches they closed because the
+ * watcher fell behind.
  */
 class ApiserverSampler {
-  private constructor(private before: Record<string, Record<string, number>>) {}
+  private constructor(private before: Record<string, ApiserverCounters>) {}
 
   static async start(): Promise<ApiserverSampler> {
     return new ApiserverSampler(await ApiserverSampler.read());
   }
 
-  /** By cluster, the requests served since the previous call (or the start); the next phase starts. */
-  async since(): Promise<RequestFigures> {
+  /** By cluster, the requests served and the watches closed since the previous call (or the start); the next phase starts. */
+  async since(): Promise<{ requests: RequestFigures; watchesClosed: RequestFigures }> {
     const now = await ApiserverSampler.read();
-    const out: RequestFigures = {};
-    for (const [cluster, counts] of Object.entries(now)) out[cluster] = counterDelta(this.before[cluster] ?? {}, counts);
+    const requests: RequestFigures = {};
+    const watchesClosed: RequestFigures = {};
+    for (const [cluster, counts] of Object.entries(now)) {
+      requests[cluster] = counterDelta(this.before[cluster]?.requests ?? {}, counts.requests);
+      watchesClosed[cluster] = counterDelta(this.before[cluster]?.watchesClosed ?? {}, counts.watchesClosed);
+    }
     this.before = now;
-    return out;
+    return { requests, watchesClosed };
   }
 
-  private static async read(): Promise<Record<string, Record<string, number>>> {
-    const out: Record<string, Record<string, number>> = {};
-    for (const c of ['c1', 'c2']) out[c] = requestsByKind(await kubectl(c, 'get', '--raw', '/metrics'));
+  private static async read(): Promise<Record<string, ApiserverCounters>> {
+    const out: Record<string, ApiserverCounters> = {};
+    for (const c of ['c1', 'c2']) {
+      const text = await kubectl(c, 'get', '--raw', '/metrics');
+      out[c] = { requests: requestsByKind(text), watchesClosed: watchesClosed(text) };
+    }
     return out;
   }
+}
+
+interface ApiserverCounters {
+  requests: Record<string, number>;
+  watchesClosed: Record<string, number>;
 }
 
 /** Deletes a connected namespace as an operator should (source first, target once that is gone) and waits until it is gone from both. */
@@ -438,7 +452,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     const providerCpuSeconds = sampler.cpuSince();
     const startMachine = machine.since();
     const startQueues = await sampler.queuesSince();
-    const startRequests = await requests.since();
+    const { requests: startRequests, watchesClosed: startWatchesClosed } = await requests.since();
     if (!direct) {
       const proxies = await core.listNamespacedPod({ namespace, labelSelector: 'app=bench' });
       const elsewhere = proxies.items.filter((p) => p.spec?.nodeName !== c2Node).length;
@@ -454,7 +468,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     const providerDeletionCpuSeconds = sampler.cpuSince();
     const deletionMachine = machine.since();
     const deletionQueues = await sampler.queuesSince();
-    const deletionRequests = await requests.since();
+    const { requests: deletionRequests, watchesClosed: deletionWatchesClosed } = await requests.since();
     const { peakRssMiB, restarted, memoryAtPeak } = sampler.finish();
     const pods = times.list();
     const latencies = startLatencies(pods);
@@ -479,6 +493,8 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
         deletionMachine,
         startRequests,
         deletionRequests,
+        startWatchesClosed,
+        deletionWatchesClosed,
       },
     };
   } finally {

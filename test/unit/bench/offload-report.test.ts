@@ -9,6 +9,7 @@ import {
   metricByLabels,
   renderRequests,
   requestsByKind,
+  watchesClosed,
   parseOffloadArgs,
   percentile,
   podCapacityPlan,
@@ -388,6 +389,21 @@ describe('offload benchmark report: provider metrics', () => {
         '10 offloaded, start, c1: 4.10 requests a pod, 4.00 writes (PATCH pods/status 3.00, POST pods 1.00)',
         '10 offloaded, start, c2: 1.00 requests a pod, 1.00 writes (POST pods 1.00)',
         '10 offloaded, deletion, c1: 0.00 requests a pod, 0.00 writes (-)',
+      ]);
+    });
+
+    it('counts the watches an apiserver closed for falling behind, by resource, and renders them after the requests', () => {
+      const text = [
+        '# TYPE apiserver_terminated_watchers_total counter',
+        'apiserver_terminated_watchers_total{group="",resource="pods"} 92',
+        'apiserver_terminated_watchers_total{group="",resource="events"} 3',
+        'apiserver_request_total{code="200",resource="pods",subresource="",verb="WATCH"} 4',
+      ].join('\n');
+      expect(watchesClosed(text)).to.deep.equal({ pods: 92, events: 3 });
+      const offloaded = figures({ startRequests: { c1: { 'POST pods': 10 }, c2: { 'POST pods': 10 } }, startWatchesClosed: { c1: counterDelta({ pods: 2 }, watchesClosed(text)), c2: {} } });
+      expect(renderRequests([{ size: 10, direct: figures(), offloaded }], 1).split('\n')).to.deep.equal([
+        '10 offloaded, start, c1: 1.00 requests a pod, 1.00 writes (POST pods 1.00); watches closed for falling behind: pods 90, events 3',
+        '10 offloaded, start, c2: 1.00 requests a pod, 1.00 writes (POST pods 1.00)',
       ]);
     });
   });
