@@ -51,6 +51,9 @@ describe('admission webhook', function () {
     const saved = JSON.parse(p.metadata.annotations[MANIFEST]);
     expect(saved.metadata.name).to.equal(name);
     expect(saved.spec.nodeSelector).to.equal(undefined); // the original, before mutation
+    // Only the scheduling fields the delegate takes (the admitted pod's defaults), not the pod again.
+    expect(Object.keys(saved.spec).sort()).to.deep.equal(['schedulerName', 'tolerations']);
+    expect(saved.spec.schedulerName).to.equal('default-scheduler');
     expect(p.spec.nodeSelector).to.deep.equal({ 'virtual-kubelet.io/provider': 'admiralty' });
     expect(p.spec.tolerations).to.deep.include({ key: 'virtual-kubelet.io/provider', operator: 'Equal', value: 'admiralty', effect: 'NoSchedule' });
     expect(p.metadata.finalizers).to.include('multicluster.admiralty.io/delegate');
