@@ -92,7 +92,10 @@ const WATCH_TIMEOUT_MIN_S = 300;
  * No answer of the server makes it loop without that backoff: a 410 within a second of the last
  * list, and a watch the server ends within a second of its start, are failures (client-go's
  * reflector takes a "very short watch" for one too, when it brought nothing). So it lists, and
- * watches, at most about once a second, whatever a server answers.
+ * watches, at most about once a second, whatever a server answers. A failure relists, but for a
+ * short watch that brought a newer version: the watch after the backoff goes on from it (an
+ * apiserver closes the watch of a watcher that falls behind, and a list of the whole collection
+ * would add to the load that made it fall behind).
  *
  * Objects are cached without `metadata.managedFields`, then through the `transform` if any, and
  * only those that `keep` (if any) accepts.
@@ -224,6 +227,7 @@ export class Informer<T extends KubernetesObject> {
       }
       this.touch(gen);
       const watchedAt = this.o.clock.now();
+      const watchedFrom = this.resourceVersion;
       const query: Record<string, string | number | boolean | undefined> = {
         resourceVersion: this.resourceVersion,
         allowWatchBookmarks: true,
@@ -245,7 +249,10 @@ export class Informer<T extends KubernetesObject> {
           } else if (err) {
             this.fail(err);
           } else if (this.o.clock.now() - watchedAt < 1000) {
-            this.fail(new Error(`the server ended the watch of ${this.o.path} within a second of its start`));
+            // One that brought a newer version (the apiserver closes the watch of a watcher that
+            // falls behind, often mid-burst) goes on from it after the backoff: a list would
+            // add the whole collection to the load that closed it.
+            this.fail(new Error(`the server ended the watch of ${this.o.path} within a second of its start`), { relist: this.resourceVersion === watchedFrom });
           } else {
             // The server ended the watch (its timeout): carry on from the last version seen.
             this.failures = 0;
@@ -402,7 +409,7 @@ export class Informer<T extends KubernetesObject> {
     }
   }
 
-  private fail(err: unknown): void {
+  private fail(err: unknown, o: { relist: boolean } = { relist: true }): void {
     if (!this.running || this.restartTimer) {
       this.abortRequest();
       return;
@@ -421,8 +428,9 @@ export class Informer<T extends KubernetesObject> {
     this.idleTimer = undefined;
     this.restartTimer = this.o.clock.setTimeout(() => {
       this.restartTimer = undefined;
-      // A relist after a failure: events may have been missed.
-      void this.attempt(true);
+      // A relist after a failure (events may have been missed), unless the server ended the
+      // watch cleanly: what it sent up to the last version seen is all there was.
+      void this.attempt(o.relist);
     }, jittered);
   }
 

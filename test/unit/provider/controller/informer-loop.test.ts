@@ -185,7 +185,7 @@ describe('Informer list and watch loop', () => {
     expect(informer.health().ok).to.equal(true);
   });
 
-  it('backs off when the server ends a watch within a second of its start, even one that sent something; one that lasted goes on without a list', async () => {
+  it('backs off when the server ends a watch within a second of its start, even one that sent something (which goes on from it, without a list); one that lasted goes on at once', async () => {
     informer.start();
     await settle();
     api.watches[0].end();
@@ -194,7 +194,7 @@ describe('Informer list and watch loop', () => {
     expect(informer.health().lastError).to.match(/ended the watch of \/api\/v1\/pods within a second of its start/);
     clock.advance(1_200);
     await settle();
-    expect([api.lists, api.watches.length]).to.deep.equal([2, 2]);
+    expect([api.lists, api.watches.length], 'it brought nothing: a list').to.deep.equal([2, 2]);
     api.watches[1].send('BOOKMARK', { metadata: { resourceVersion: '11' } });
     clock.advance(999);
     api.watches[1].end();
@@ -202,12 +202,33 @@ describe('Informer list and watch loop', () => {
     expect([api.lists, api.watches.length], 'a bookmark and an end, 999 ms in: no watch again at once').to.deep.equal([2, 2]);
     clock.advance(1_200);
     await settle();
-    expect([api.lists, api.watches.length]).to.deep.equal([3, 3]);
+    expect([api.lists, api.watches.length], 'it brought a version: no list').to.deep.equal([2, 3]);
+    expect(api.watches[2].query.resourceVersion).to.equal('11');
+    // An apiserver closing the watch of a watcher that falls behind, mid-burst, again and again:
+    // each goes on from where the last stopped, a second later (each brought something, so the
+    // backoff starts again), with no list.
+    const waits: number[] = [];
+    for (let i = 3; i < 6; i++) {
+      api.watches[i - 1].send('MODIFIED', pod('a', String(10 + i)));
+      api.watches[i - 1].end();
+      await settle();
+      let waited = 0;
+      while (api.watches.length === i) {
+        clock.advance(100);
+        waited += 100;
+        await settle();
+      }
+      waits.push(waited);
+      expect(api.watches[i].query.resourceVersion).to.equal(String(10 + i));
+    }
+    expect(api.lists).to.equal(2);
+    expect(waits.every((w) => w >= 1_000 && w <= 1_300), `waits ${waits}`).to.equal(true);
+    expect(informer.list().map((p) => p.metadata!.resourceVersion)).to.deep.equal(['15']);
     clock.advance(1_000);
-    api.watches[2].end();
+    api.watches[5].end();
     await settle();
-    expect([api.lists, api.watches.length]).to.deep.equal([3, 4]);
-    expect(api.watches[3].query.resourceVersion).to.equal('10');
+    expect([api.lists, api.watches.length], 'one that lasted a second: at once, from where it stopped').to.deep.equal([2, 7]);
+    expect(api.watches[6].query.resourceVersion).to.equal('15');
     expect(informer.health().ok).to.equal(true);
   });
 
