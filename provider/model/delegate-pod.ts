@@ -43,10 +43,18 @@ const MAX_MANIFEST_BYTES = 64 * 1024;
  * Pure; called by the webhook on a pod's first admission.
  */
 export function savedSourcePodManifest(pod: V1Pod): string {
-  const spec: Record<string, unknown> = {};
-  for (const f of MANIFEST_SCHEDULING_FIELDS) if (pod.spec?.[f] !== undefined) spec[f] = pod.spec[f];
   const { name, generateName, namespace } = pod.metadata ?? {};
-  return JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name, generateName, namespace }, spec });
+  return JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name, generateName, namespace }, spec: schedulingFieldsOf(pod.spec ?? {}) });
+}
+
+/** The {@link MANIFEST_SCHEDULING_FIELDS} a spec has (null ones included), and nothing else: what a saved manifest needs to hold. */
+export function schedulingFieldsOf(spec: object): Record<string, unknown> {
+  const kept: Record<string, unknown> = {};
+  for (const f of MANIFEST_SCHEDULING_FIELDS) {
+    const value = (spec as Record<string, unknown>)[f];
+    if (value !== undefined) kept[f] = value;
+  }
+  return kept;
 }
 
 /**

@@ -1,7 +1,7 @@
 import type { V1ContainerStatus, V1Pod, V1PodCondition, V1PodStatus } from '@kubernetes/client-node';
 import { hash } from 'node:crypto';
 import { KEY_PREFIX, REPLACEABLE_CONDITION, SOURCE_POD_MANIFEST_ANNOTATION, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
-import { MANIFEST_SCHEDULING_FIELDS } from './delegate-pod.js';
+import { schedulingFieldsOf } from './delegate-pod.js';
 import { stringMapEquals } from './maps.js';
 import { equalNormalized, normalizeForCompare } from './normalize.js';
 
@@ -113,9 +113,7 @@ export function cachedSourcePodManifest(raw: string): string {
   }
   const spec = (pod as { spec?: Record<string, unknown> } | null)?.spec;
   if (!pod || typeof pod !== 'object' || Array.isArray(pod) || !spec || typeof spec !== 'object' || Array.isArray(spec)) return raw;
-  const kept: Record<string, unknown> = {};
-  for (const f of MANIFEST_SCHEDULING_FIELDS) if (spec[f] !== undefined) kept[f] = spec[f];
-  return JSON.stringify({ spec: kept });
+  return JSON.stringify({ spec: schedulingFieldsOf(spec) });
 }
 
 /**
