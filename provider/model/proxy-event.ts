@@ -11,6 +11,28 @@ export function copiesEvent(copies: DelegateEventCopies, ev: CoreV1Event): boole
   return copies === 'all' || (copies === 'warnings' && ev.type === 'Warning');
 }
 
+/**
+ * Reasons of the Normal events that every pod's start and stop brings, from its scheduler
+ * (`Scheduled`) and its kubelet (`Pulling`, `Pulled`, `Created`, `Started`, `Killing`): four to
+ * six a pod with a real kubelet. Neither a Warning copy nor cluster-autoscaler's verdicts
+ * (`TriggeredScaleUp`, `NotTriggerScaleUp`, see `isAutoscalerVerdict`) has one of them.
+ */
+export const ROUTINE_POD_EVENT_REASONS = ['Scheduled', 'Pulling', 'Pulled', 'Created', 'Started', 'Killing'] as const;
+
+/**
+ * The field selector of a target's events watch: pod events, not ours (the events we record and
+ * copy are about proxies, never about a delegate, and in a self target they would be one or two
+ * events per offloaded pod), and, unless every event is copied (`all`), none of the
+ * {@link ROUTINE_POD_EVENT_REASONS}: the cache keeps only what is copied and the autoscaler's
+ * verdicts, so the server leaves out what would be sent, parsed and dropped. The informer's own
+ * check stays: the selector only narrows what comes. Pure.
+ */
+export function targetEventsSelector(copies: DelegateEventCopies): string {
+  const podEvents = `involvedObject.kind=Pod,reportingComponent!=${EVENT_COMPONENT}`;
+  if (copies === 'all') return podEvents;
+  return [podEvents, ...ROUTINE_POD_EVENT_REASONS.map((r) => `reason!=${r}`)].join(',');
+}
+
 /** When an event last happened: lastTimestamp, else the newer events API fields. Pure. */
 export function eventTime(ev: CoreV1Event): Date | undefined {
   const t = ev.lastTimestamp ?? ev.series?.lastObservedTime ?? ev.eventTime ?? ev.firstTimestamp ?? ev.metadata?.creationTimestamp;

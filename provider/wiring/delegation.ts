@@ -2,11 +2,11 @@ import type { KubernetesListObject, KubernetesObject, CoreV1Event, V1ConfigMap, 
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController, type Runnable } from '../controller/manager.js';
-import { EVENT_COMPONENT, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
+import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
 import { delegateFields } from '../model/delegate-pod.js';
 import type { CopyNames } from '../model/pod-references.js';
-import { copiesEvent, isAboutDelegateOf } from '../model/proxy-event.js';
+import { copiesEvent, isAboutDelegateOf, targetEventsSelector } from '../model/proxy-event.js';
 import { sharePodParts } from '../model/shared-pod-parts.js';
 import type { CachedObjects, Wiring } from './wiring.js';
 
@@ -51,10 +51,9 @@ export async function wireDelegation(
   ]);
   const { config, kc, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
-  // Pod events, but not ours: the events we record and copy are about proxies, never about a
-  // delegate (a delegate is no proxy in its target), and in a self target they would be one or
-  // two events per offloaded pod parsed only to be dropped by `keep`.
-  const podEvents = `involvedObject.kind=Pod,reportingComponent!=${EVENT_COMPONENT}`;
+  // Pod events that the events cache may keep (see targetEventsSelector): not ours, and not the
+  // routine ones unless they are copied.
+  const podEvents = targetEventsSelector(config.delegateEvents);
   // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
   // reference by name (least privilege: no list/watch of every Secret in the cluster).
   const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
@@ -197,7 +196,7 @@ export async function wireDelegation(
       services: informer<V1Service>('service-copies', 'services', () =>
         ns ? t.core.listNamespacedService({ namespace: ns, labelSelector: ours }) : t.core.listServiceForAllNamespaces({ labelSelector: ours }),
       ),
-      // Events carry no labels of ours: take all pod events, keep those about our delegates (all
+      // Events carry no labels of ours: take the pod events the selector lets through, keep those about our delegates (all
       // of them until the proxies are known, which tell ours), so the cache grows with our
       // delegates' events, not with the target's; of those, what is copied and what
       // cluster-autoscaler says about a pending delegate (the bind and re-placement read it).

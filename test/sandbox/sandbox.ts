@@ -641,6 +641,28 @@ export class Sandbox {
   }
 
   /**
+   * The watches `user` (one of {@link auditedUsers}) asked `cluster`'s apiserver for, oldest
+   * first: when, the path, its field selector and the answer's code, from the audit log (current
+   * file and its one backup). Undefined when this apiserver keeps no audit log.
+   */
+  auditedWatches(cluster: string, user: string): { at: string; path: string; fieldSelector: string; code?: number }[] | undefined {
+    const log = this.auditLogPath(cluster);
+    if (!existsSync(log)) return undefined;
+    const dir = dirname(log);
+    const watches: { at: string; path: string; fieldSelector: string; code?: number }[] = [];
+    for (const f of readdirSync(dir).filter((f) => f.startsWith('audit') && f.endsWith('.log'))) {
+      for (const line of readFileSync(join(dir, f), 'utf8').split('\n')) {
+        if (!line.includes('"watch"')) continue;
+        const e = JSON.parse(line) as { user?: { username?: string }; verb?: string; requestURI?: string; stageTimestamp?: string; responseStatus?: { code?: number } };
+        if (e.user?.username !== user || e.verb !== 'watch' || !e.requestURI) continue;
+        const uri = new URL(e.requestURI, 'https://x');
+        watches.push({ at: e.stageTimestamp ?? '', path: uri.pathname, fieldSelector: uri.searchParams.get('fieldSelector') ?? '', code: e.responseStatus?.code });
+      }
+    }
+    return watches.sort((a, b) => a.at.localeCompare(b.at));
+  }
+
+  /**
    * Writes (idempotently) the audit policy: Metadata level for {@link auditedUsers}, nothing else.
    * One file for every cluster, and the clusters start at once: a file that already says the same
    * is left alone, and a new one replaces it whole (a rename), so that no apiserver ever reads it

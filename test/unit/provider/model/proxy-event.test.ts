@@ -1,7 +1,9 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { delegatePodName } from '../../../../provider/model/names.js';
-import { copiesEvent, eventTime, isAboutDelegateOf, proxyEventFor, proxyEventName } from '../../../../provider/model/proxy-event.js';
+import { DELEGATE_EVENT_COPIES } from '../../../../provider/core/config.js';
+import { isAutoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../../../../provider/model/autoscaler.js';
+import { copiesEvent, eventTime, isAboutDelegateOf, proxyEventFor, proxyEventName, ROUTINE_POD_EVENT_REASONS, targetEventsSelector } from '../../../../provider/model/proxy-event.js';
 
 const delegate = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({
   metadata: {
@@ -88,6 +90,51 @@ describe('copiesEvent', () => {
     expect([event(), normal, untyped].map((ev) => copiesEvent('warnings', ev))).to.deep.equal([true, false, false]);
     expect([event(), normal, untyped].map((ev) => copiesEvent('all', ev))).to.deep.equal([true, true, true]);
     expect([event(), normal, untyped].map((ev) => copiesEvent('none', ev))).to.deep.equal([false, false, false]);
+  });
+});
+
+describe('targetEventsSelector', () => {
+  it('leaves out the routine reasons unless every event is copied', () => {
+    const podEvents = 'involvedObject.kind=Pod,reportingComponent!=admiralty';
+    const routine = ',reason!=Scheduled,reason!=Pulling,reason!=Pulled,reason!=Created,reason!=Started,reason!=Killing';
+    expect(targetEventsSelector('all')).to.equal(podEvents);
+    expect(targetEventsSelector('warnings')).to.equal(podEvents + routine);
+    expect(targetEventsSelector('none')).to.equal(podEvents + routine);
+  });
+
+  /** Whether an event passes a field selector of `k=v` and `k!=v` terms, as the apiserver reads an event's fields. */
+  const passes = (selector: string, ev: CoreV1Event): boolean => {
+    const fields: Record<string, string> = {
+      'involvedObject.kind': ev.involvedObject?.kind ?? '',
+      reportingComponent: ev.reportingComponent ?? '',
+      reason: ev.reason ?? '',
+      type: ev.type ?? '',
+    };
+    return selector.split(',').every((term) => {
+      const [k, v] = term.split(/!?=/);
+      expect(fields, `a field the apiserver selects events by: ${k}`).to.have.property(k);
+      return term.includes('!=') ? fields[k] !== v : fields[k] === v;
+    });
+  };
+
+  it('lets through every event the events cache keeps, and none of the routine ones it drops', () => {
+    const kept = [
+      event(),
+      event({ reason: 'FailedScheduling' }),
+      event({ reason: 'Failed', message: 'Failed to pull image' }),
+      event({ reason: 'Unhealthy' }),
+      event({ type: 'Normal', reason: TRIGGERED_SCALE_UP }),
+      event({ type: 'Normal', reason: NOT_TRIGGER_SCALE_UP }),
+    ];
+    const routine = ROUTINE_POD_EVENT_REASONS.map((reason) => event({ type: 'Normal', reason }));
+    for (const copies of DELEGATE_EVENT_COPIES) {
+      const selector = targetEventsSelector(copies);
+      for (const ev of [...kept, ...routine]) {
+        if (copiesEvent(copies, ev) || isAutoscalerVerdict(ev)) expect(passes(selector, ev), `${copies}: ${ev.type} ${ev.reason}`).to.equal(true);
+      }
+      expect(routine.map((ev) => passes(selector, ev))).to.deep.equal(routine.map(() => copies === 'all'));
+      expect(passes(selector, event({ reportingComponent: 'admiralty' })), `${copies}: our own copies`).to.equal(false);
+    }
   });
 });
 
