@@ -236,6 +236,16 @@ export interface RunFigures {
   startWatchesClosed?: RequestFigures;
   /** The same during the deletion. */
   deletionWatchesClosed?: RequestFigures;
+  /**
+   * Watch events each cluster's apiserver sent while the pods started, to all its watchers
+   * (`apiserver_watch_events_total`), by cluster, then by resource; and their bytes
+   * (`apiserver_watch_events_sizes_sum`).
+   */
+  startWatchEvents?: RequestFigures;
+  startWatchBytes?: RequestFigures;
+  /** The same during the deletion. */
+  deletionWatchEvents?: RequestFigures;
+  deletionWatchBytes?: RequestFigures;
 }
 
 /**
@@ -347,6 +357,15 @@ export function watchesClosed(metricsText: string): Record<string, number> {
   return metricByLabel(metricsText, 'apiserver_terminated_watchers_total', 'resource');
 }
 
+/**
+ * The watch events an apiserver sent to its watchers, every watcher counted, by resource, and
+ * their bytes as encoded for each watcher, from its metrics text (`apiserver_watch_events_total`,
+ * `apiserver_watch_events_sizes_sum`): what one object's change costs in fan-out.
+ */
+export function watchEventsSent(metricsText: string): { watchEvents: Record<string, number>; watchBytes: Record<string, number> } {
+  return { watchEvents: metricByLabel(metricsText, 'apiserver_watch_events_total', 'resource'), watchBytes: metricByLabel(metricsText, 'apiserver_watch_events_sizes_sum', 'resource') };
+}
+
 /** `after - before` by key (counters; a key only in `after` counts from zero); zero differences are left out. */
 export function counterDelta(before: Record<string, number>, after: Record<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
@@ -386,7 +405,13 @@ export function renderRequests(results: readonly SizeResult[], top = 6): string 
           .sort((a, b) => b[1] - a[1])
           .map(([resource, n]) => `${resource} ${n}`)
           .join(', ');
-        return `${r.size} ${kind}, ${phase}, ${cluster}: ${fmt(all / r.size, 2)} requests a pod, ${fmt(writes / r.size, 2)} writes (${busiest || '-'})${closed ? `; watches closed for falling behind: ${closed}` : ''}`;
+        const bytes = r[kind][phase === 'start' ? 'startWatchBytes' : 'deletionWatchBytes']?.[cluster] ?? {};
+        const sent = Object.entries(r[kind][phase === 'start' ? 'startWatchEvents' : 'deletionWatchEvents']?.[cluster] ?? {})
+          .sort((a, b) => b[1] - a[1])
+          .slice(0, 3)
+          .map(([resource, n]) => `${resource} ${fmt(n / r.size, 2)} (${fmt((bytes[resource] ?? 0) / 1024 / r.size, 1)} KiB)`)
+          .join(', ');
+        return `${r.size} ${kind}, ${phase}, ${cluster}: ${fmt(all / r.size, 2)} requests a pod, ${fmt(writes / r.size, 2)} writes (${busiest || '-'})${sent ? `; watch events sent a pod: ${sent}` : ''}${closed ? `; watches closed for falling behind: ${closed}` : ''}`;
       }),
   );
 }

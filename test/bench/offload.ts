@@ -41,6 +41,7 @@ import {
   requestsByKind,
   type RequestFigures,
   watchesClosed,
+  watchEventsSent,
   OFFLOAD_MILESTONES,
   orderedStages,
   OFFLOAD_USAGE,
@@ -367,32 +368,33 @@ class ApiserverSampler {
     return new ApiserverSampler(await ApiserverSampler.read());
   }
 
-  /** By cluster, the requests served and the watches closed since the previous call (or the start); the next phase starts. */
-  async since(): Promise<{ requests: RequestFigures; watchesClosed: RequestFigures }> {
+  /** By cluster, each of {@link ApiserverCounters} since the previous call (or the start); the next phase starts. */
+  async since(): Promise<Record<keyof ApiserverCounters, RequestFigures>> {
     const now = await ApiserverSampler.read();
-    const requests: RequestFigures = {};
-    const watchesClosed: RequestFigures = {};
+    const out: Record<keyof ApiserverCounters, RequestFigures> = { requests: {}, watchesClosed: {}, watchEvents: {}, watchBytes: {} };
     for (const [cluster, counts] of Object.entries(now)) {
-      requests[cluster] = counterDelta(this.before[cluster]?.requests ?? {}, counts.requests);
-      watchesClosed[cluster] = counterDelta(this.before[cluster]?.watchesClosed ?? {}, counts.watchesClosed);
+      for (const k of Object.keys(out) as (keyof ApiserverCounters)[]) out[k][cluster] = counterDelta(this.before[cluster]?.[k] ?? {}, counts[k]);
     }
     this.before = now;
-    return { requests, watchesClosed };
+    return out;
   }
 
   private static async read(): Promise<Record<string, ApiserverCounters>> {
     const out: Record<string, ApiserverCounters> = {};
     for (const c of ['c1', 'c2']) {
       const text = await kubectl(c, 'get', '--raw', '/metrics');
-      out[c] = { requests: requestsByKind(text), watchesClosed: watchesClosed(text) };
+      out[c] = { requests: requestsByKind(text), watchesClosed: watchesClosed(text), ...watchEventsSent(text) };
     }
     return out;
   }
 }
 
+/** An apiserver's counters, each by kind or resource (see `requestsByKind`, `watchesClosed`, `watchEventsSent`). */
 interface ApiserverCounters {
   requests: Record<string, number>;
   watchesClosed: Record<string, number>;
+  watchEvents: Record<string, number>;
+  watchBytes: Record<string, number>;
 }
 
 /** Deletes a connected namespace as an operator should (source first, target once that is gone) and waits until it is gone from both. */
@@ -452,7 +454,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     const providerCpuSeconds = sampler.cpuSince();
     const startMachine = machine.since();
     const startQueues = await sampler.queuesSince();
-    const { requests: startRequests, watchesClosed: startWatchesClosed } = await requests.since();
+    const { requests: startRequests, watchesClosed: startWatchesClosed, watchEvents: startWatchEvents, watchBytes: startWatchBytes } = await requests.since();
     if (!direct) {
       const proxies = await core.listNamespacedPod({ namespace, labelSelector: 'app=bench' });
       const elsewhere = proxies.items.filter((p) => p.spec?.nodeName !== c2Node).length;
@@ -468,7 +470,7 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
     const providerDeletionCpuSeconds = sampler.cpuSince();
     const deletionMachine = machine.since();
     const deletionQueues = await sampler.queuesSince();
-    const { requests: deletionRequests, watchesClosed: deletionWatchesClosed } = await requests.since();
+    const { requests: deletionRequests, watchesClosed: deletionWatchesClosed, watchEvents: deletionWatchEvents, watchBytes: deletionWatchBytes } = await requests.since();
     const { peakRssMiB, restarted, memoryAtPeak } = sampler.finish();
     const pods = times.list();
     const latencies = startLatencies(pods);
@@ -495,6 +497,10 @@ async function run(size: number, concurrency: number, direct: boolean): Promise<
         deletionRequests,
         startWatchesClosed,
         deletionWatchesClosed,
+        startWatchEvents,
+        startWatchBytes,
+        deletionWatchEvents,
+        deletionWatchBytes,
       },
     };
   } finally {

@@ -67,6 +67,10 @@ describe('bench', () => {
     expect(result.offloaded.startRequests.c2['POST pods']).to.be.at.least(10);
     expect(result.offloaded.deletionRequests.c2['DELETE pods']).to.be.at.least(10);
     expect(sink.out).to.match(/^10 offloaded, start, c1: [\d.]+ requests a pod, [\d.]+ writes \(.*POST pods [\d.]+/m);
+    // And the watch events each apiserver sent for them: every proxy's change went to c1's pod watchers.
+    expect(result.offloaded.startWatchEvents.c1.pods).to.be.at.least(10);
+    expect(result.offloaded.startWatchBytes.c1.pods).to.be.above(result.offloaded.startWatchEvents.c1.pods);
+    expect(sink.out).to.match(/^10 offloaded, start, c1: .*; watch events sent a pod: pods [\d.]+ \([\d.]+ KiB\)/m);
     expect(sink.out).to.match(/^10 offloaded, start: cores \d+ % busy \(of \d+\); sandbox CPU [\d.]+ s \(/m);
     expect(sink.out).to.match(/^10 offloaded, CPU floor: [\d.]+ CPU s outside the providers \(theirs [\d.]+ s\) on \d+ cores take at least [\d.]+ s, ratio [\d.]+ with providers that cost nothing; measured [\d.]+$/m);
     expect(sink.out).to.match(/^10 offloaded, provider CPU against the direct run: [\d.]+ s while starting, [\d.]+ per CPU second the sandbox spent starting the pods directly \([\d.]+ s\)$/m);

@@ -10,6 +10,7 @@ import {
   renderRequests,
   requestsByKind,
   watchesClosed,
+  watchEventsSent,
   parseOffloadArgs,
   percentile,
   podCapacityPlan,
@@ -404,6 +405,31 @@ describe('offload benchmark report: provider metrics', () => {
       expect(renderRequests([{ size: 10, direct: figures(), offloaded }], 1).split('\n')).to.deep.equal([
         '10 offloaded, start, c1: 1.00 requests a pod, 1.00 writes (POST pods 1.00); watches closed for falling behind: pods 90, events 3',
         '10 offloaded, start, c2: 1.00 requests a pod, 1.00 writes (POST pods 1.00)',
+      ]);
+    });
+
+    it('counts the watch events an apiserver sent and their bytes, by resource, and renders the three most per pod', () => {
+      const text = [
+        '# TYPE apiserver_watch_events_total counter',
+        'apiserver_watch_events_total{group="",resource="pods",version="v1"} 530',
+        'apiserver_watch_events_total{group="",resource="events",version="v1"} 10',
+        'apiserver_watch_events_total{group="coordination.k8s.io",resource="leases",version="v1"} 20',
+        'apiserver_watch_events_total{group="",resource="nodes",version="v1"} 4',
+        'apiserver_watch_events_sizes_sum{group="",resource="pods",version="v1"} 1.048576e+06',
+        'apiserver_watch_events_sizes_sum{group="",resource="events",version="v1"} 10240',
+        'apiserver_watch_events_sizes_sum{group="coordination.k8s.io",resource="leases",version="v1"} 5120',
+      ].join('\n');
+      const { watchEvents, watchBytes } = watchEventsSent(text);
+      expect(watchEvents).to.deep.equal({ pods: 530, events: 10, leases: 20, nodes: 4 });
+      expect(watchBytes).to.deep.equal({ pods: 1048576, events: 10240, leases: 5120 });
+      const offloaded = figures({
+        startRequests: { c1: { 'POST pods': 10 } },
+        startWatchEvents: { c1: counterDelta({ pods: 30 }, watchEvents) },
+        startWatchBytes: { c1: watchBytes },
+        startWatchesClosed: { c1: { pods: 2 } },
+      });
+      expect(renderRequests([{ size: 10, direct: figures(), offloaded }], 1).split('\n')).to.deep.equal([
+        '10 offloaded, start, c1: 1.00 requests a pod, 1.00 writes (POST pods 1.00); watch events sent a pod: pods 50.00 (102.4 KiB), leases 2.00 (0.5 KiB), events 1.00 (1.0 KiB); watches closed for falling behind: pods 2',
       ]);
     });
   });
