@@ -24,9 +24,11 @@ import type { ClusterSummary, NodePool } from './types.js';
  * * podsResourceVersion: `podsResourceVersion` when given, the version of the pod cache `pods`
  *   come from (see {@link ClusterSummary.podsResourceVersion}).
  *
- * Pure and deterministic (independent of node and pod order); called by the summary reconciler.
+ * `requestsOf` gives a pod's requests (see `requestedByNode`; the reconciler remembers them per
+ * cached pod). Pure and deterministic (independent of node and pod order); called by the summary
+ * reconciler.
  */
-export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = [], podsResourceVersion?: string): ClusterSummary {
+export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = [], podsResourceVersion?: string, requestsOf?: (pod: V1Pod) => ResourceAmounts): ClusterSummary {
   const real = nodes.filter((n) => !isVirtualNode(n));
   const labelValues = new Map<string, string | null>(); // null: conflicting values
   for (const node of real) {
@@ -41,7 +43,7 @@ export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = []
     const v = labelValues.get(k);
     if (v !== null && v !== undefined) labels[k] = v;
   }
-  const requested = requestedByNode(pods);
+  const requested = requestedByNode(pods, requestsOf);
   const pools = new Map<string, NodePool>();
   const freeTotal: ResourceAmounts = new Map();
   for (const node of [...real].sort((a, b) => ordinal(a.metadata?.name ?? '', b.metadata?.name ?? ''))) {

@@ -71,19 +71,25 @@ export function podRequests(spec: V1PodSpec | undefined, opts: PodRequestsOption
   return total;
 }
 
+/** What {@link requestedByNode} counts of one pod: its requests ({@link podRequests}), overhead included. Pure. */
+export function podRequestsWithOverhead(pod: V1Pod): ResourceAmounts {
+  return podRequests(pod.spec, { includeOverhead: true });
+}
+
 /**
  * Requests of the non-terminal pods bound to each node (pods of every namespace), plus their
  * count under the `pods` resource. Pods in phase Succeeded or Failed hold nothing; pods being
- * deleted still do (kube-scheduler counts them until they are gone).
+ * deleted still do (kube-scheduler counts them until they are gone). `requestsOf` gives a pod's
+ * requests (default {@link podRequestsWithOverhead}); its amounts are only read.
  */
-export function requestedByNode(pods: readonly V1Pod[]): Map<string, ResourceAmounts> {
+export function requestedByNode(pods: readonly V1Pod[], requestsOf: (pod: V1Pod) => ResourceAmounts = podRequestsWithOverhead): Map<string, ResourceAmounts> {
   const byNode = new Map<string, ResourceAmounts>();
   for (const pod of pods) {
     const nodeName = pod.spec?.nodeName;
     if (!nodeName || isTerminal(pod)) continue;
     let used = byNode.get(nodeName);
     if (!used) byNode.set(nodeName, (used = new Map()));
-    addInto(used, podRequests(pod.spec, { includeOverhead: true }));
+    addInto(used, requestsOf(pod));
     used.set('pods', (used.get('pods') ?? 0n) + ONE_POD);
   }
   return byNode;

@@ -3,6 +3,8 @@ import type { Clock } from '../core/clock.js';
 import { isAlreadyExists, isNotFound } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
 import { buildClusterSummary, summaryEquals } from '../model/cluster-summary.js';
+import { perObject } from '../core/per-object.js';
+import { podRequestsWithOverhead } from '../model/resources.js';
 import type { ClusterSummary } from '../model/types.js';
 import type { ObjectCache } from './object-cache.js';
 
@@ -30,6 +32,8 @@ export interface SummaryReconcilerOptions {
 export class SummaryReconciler {
   static readonly KEY = CLUSTER_SUMMARY_NAME;
   private lastWriteMs = -Infinity;
+  /** Each cached pod's requests, computed once per version of it, not on every write. */
+  private readonly requestsOf = perObject(podRequestsWithOverhead);
 
   constructor(private readonly o: SummaryReconcilerOptions) {}
 
@@ -37,7 +41,7 @@ export class SummaryReconciler {
     const resyncMs = this.o.resyncMs ?? 60_000;
     const wait = this.lastWriteMs + (this.o.minWriteIntervalMs ?? 1000) - this.o.clock.now();
     if (wait > 0) return { requeueAfterMs: wait };
-    const desired = buildClusterSummary(this.o.nodes.list(), this.o.pods.list(), this.o.podsResourceVersion?.() || undefined);
+    const desired = buildClusterSummary(this.o.nodes.list(), this.o.pods.list(), this.o.podsResourceVersion?.() || undefined, this.requestsOf);
     const api = { group: API_GROUP, version: API_VERSION, plural: 'clustersummaries' };
     let existing: ClusterSummary | undefined;
     try {

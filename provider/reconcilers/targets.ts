@@ -23,7 +23,8 @@ import {
 } from '../core/keys.js';
 import { proxiesCountedBy } from '../model/counted.js';
 import { LABEL_VALUE_MAX_LENGTH, labelValueFor, virtualNodeName } from '../model/names.js';
-import { requestedByNode } from '../model/resources.js';
+import { perObject } from '../core/per-object.js';
+import { podRequestsWithOverhead, requestedByNode } from '../model/resources.js';
 import { conditionsEqual, parseTarget, readyCondition, setCondition } from '../model/target.js';
 import type { Target, TargetRef } from '../model/types.js';
 import { buildNodeLease, buildVirtualNode, buildVirtualNodeMetadataPatch, buildVirtualNodeStatusPatch, NODE_LEASE_NAMESPACE } from '../model/virtual-node.js';
@@ -96,6 +97,8 @@ export class TargetsReconciler {
   private readonly nodeStatusIntervalMs: number;
   /** By virtual node: its Lease as our last write returned it, renewed next without a read (as the kubelet does). */
   private readonly nodeLeases = new Map<string, V1Lease>();
+  /** Each cached proxy's requests, computed once per version of it, not on every write of its node. */
+  private readonly requestsOf = perObject(podRequestsWithOverhead);
 
   constructor(private readonly o: TargetsReconcilerOptions) {
     this.nodeStatusIntervalMs = o.nodeStatusIntervalMs ?? 60_000;
@@ -196,7 +199,7 @@ export class TargetsReconciler {
       nodeInfo: { kubeletVersion: this.o.kubeletVersion },
       now: now.toISOString(),
       // The proxies whose delegates the summary counts: their room is already gone from its free.
-      heldByProxies: requestedByNode(proxiesCountedBy(this.o.proxiesOn?.(nodeName) ?? [], summary, delegateOf)).get(nodeName),
+      heldByProxies: requestedByNode(proxiesCountedBy(this.o.proxiesOn?.(nodeName) ?? [], summary, delegateOf), this.requestsOf).get(nodeName),
     });
     let existing = this.o.virtualNodes?.get(nodeName);
     if (!existing) {

@@ -4,6 +4,7 @@ import { Controller } from '../controller/controller.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
+import { perObject } from '../core/per-object.js';
 import { delegatePodName } from '../model/names.js';
 import type { Target } from '../model/types.js';
 import type { ObjectCache } from '../reconcilers/object-cache.js';
@@ -72,6 +73,8 @@ export function wireTargets(
   reader.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
   manager.add({ name: 'target-registry', caches: [targets, clusterTargets], start: () => reader.start(), stop: (ms) => reader.stop(ms) });
 
+  // A delegate's name hashes its proxy's UID: once per cached proxy, not once per proxy on every write of its node.
+  const delegateNames = perObject((proxy: V1Pod) => delegatePodName(proxy.metadata?.name ?? '', config.clusterName, proxy.metadata?.uid ?? ''));
   writer = w.newController(
     'targets',
     new TargetsReconciler({
@@ -83,7 +86,7 @@ export function wireTargets(
       virtualNodes,
       registry: w.clusters,
       proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
-      delegateOf: (key, proxy) => delegates(key)?.get(delegatePodName(proxy.metadata?.name ?? '', config.clusterName, proxy.metadata?.uid ?? ''), proxy.metadata?.namespace),
+      delegateOf: (key, proxy) => delegates(key)?.get(delegateNames(proxy), proxy.metadata?.namespace),
       selfBindings,
       kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
       kubeletVersion: PROVIDER_VERSION,

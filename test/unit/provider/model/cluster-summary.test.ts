@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { perObject } from '../../../../provider/core/per-object.js';
 import { buildClusterSummary, isVirtualNode, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
+import { podRequestsWithOverhead } from '../../../../provider/model/resources.js';
 
 function node(labels: Record<string, string>, capacity?: Record<string, string>, allocatable?: Record<string, string>): V1Node {
   return { metadata: { name: Object.values(labels)[0] ?? 'n', labels }, status: { capacity, allocatable } };
@@ -118,6 +120,18 @@ describe('buildClusterSummary: node pools and what is free', () => {
 
   it('does not depend on node or pod order', () => {
     expect(buildClusterSummary([...nodes].reverse(), [...pods].reverse())).to.deep.equal(summary);
+  });
+
+  it("is the same with each pod's requests remembered, which a pod's new version computes again", () => {
+    const computed: string[] = [];
+    const requestsOf = perObject((p: V1Pod) => (computed.push(p.metadata!.name!), podRequestsWithOverhead(p)));
+    expect(buildClusterSummary(nodes, pods, undefined, requestsOf)).to.deep.equal(summary);
+    expect(buildClusterSummary(nodes, pods, undefined, requestsOf)).to.deep.equal(summary);
+    expect(computed, 'once per bound, non-terminal pod over both builds').to.deep.equal(['running', 'big']);
+    const grown = pod('big', 'a2', '1');
+    const after = buildClusterSummary(nodes, [pods[0], grown], undefined, requestsOf);
+    expect(computed).to.deep.equal(['running', 'big', 'big']);
+    expect(after).to.deep.equal(buildClusterSummary(nodes, [pods[0], grown]));
   });
 
   it('orders nodes, taints and pools by code units, whatever the locale says', () => {
