@@ -2,8 +2,8 @@ import { CustomObjectsApi, type V1Node, type V1Pod } from '@kubernetes/client-no
 import type { Clock } from '../core/clock.js';
 import { isAlreadyExists, isNotFound } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
-import { buildClusterSummary, summaryEquals } from '../model/cluster-summary.js';
 import { perObject } from '../core/per-object.js';
+import { buildClusterSummary, summaryEquals } from '../model/cluster-summary.js';
 import { podRequestsWithOverhead } from '../model/resources.js';
 import type { ClusterSummary } from '../model/types.js';
 import type { ObjectCache } from './object-cache.js';

@@ -21,9 +21,9 @@ import {
   VIRTUAL_KUBELET_PROVIDER_LABEL,
   VIRTUAL_KUBELET_PROVIDER_VALUE,
 } from '../core/keys.js';
+import { perObject } from '../core/per-object.js';
 import { proxiesCountedBy } from '../model/counted.js';
 import { LABEL_VALUE_MAX_LENGTH, labelValueFor, virtualNodeName } from '../model/names.js';
-import { perObject } from '../core/per-object.js';
 import { podRequestsWithOverhead, requestedByNode } from '../model/resources.js';
 import { conditionsEqual, parseTarget, readyCondition, setCondition } from '../model/target.js';
 import type { Target, TargetRef } from '../model/types.js';
