@@ -311,14 +311,13 @@ spec:
       expect(after.map((e) => e.metadata.name)).to.have.length(before.length);
     });
 
-    it("asks c2 for the events it may keep only: its events watch leaves the routine reasons to the server", function () {
-      const watches = sandbox.auditedWatches('c2', sourceUser('c1'));
-      if (!watches) this.skip(); // a sandbox started before audit logging
+    it("asks c2 for the events it may keep only: its events watch leaves the routine reasons to the server", async function () {
+      if (!sandbox.auditedWatches('c2', sourceUser('c1'))) this.skip(); // a sandbox started before audit logging
       // Each watch of events that c1's provider opened in c2 for this namespace's Target (the
       // default, --delegate-events=warnings), each answered.
-      const ofEvents = watches.filter((w) => w.path === `/api/v1/namespaces/${ns}/events`);
-      expect(ofEvents, "this namespace's Target watches its events").to.not.be.empty;
-      for (const w of ofEvents) {
+      const ofEvents = () => (sandbox.auditedWatches('c2', sourceUser('c1')) ?? []).filter((w) => w.path === `/api/v1/namespaces/${ns}/events`);
+      await waitFor("this namespace's Target watching its events in c2", 30_000, async () => ofEvents().length > 0);
+      for (const w of ofEvents()) {
         expect(w.fieldSelector.split(','), `${w.at} ${w.path}`).to.include.members(['involvedObject.kind=Pod', 'reason!=Scheduled', 'reason!=Pulled', 'reason!=Started']);
         expect(w.code, `${w.at} ${w.path}: the apiserver takes the selector`).to.equal(200);
       }
