@@ -196,10 +196,11 @@ export async function wireDelegation(
       services: informer<V1Service>('service-copies', 'services', () =>
         ns ? t.core.listNamespacedService({ namespace: ns, labelSelector: ours }) : t.core.listServiceForAllNamespaces({ labelSelector: ours }),
       ),
-      // Events carry no labels of ours: take the pod events the selector lets through, keep those about our delegates (all
-      // of them until the proxies are known, which tell ours), so the cache grows with our
-      // delegates' events, not with the target's; of those, what is copied and what
-      // cluster-autoscaler says about a pending delegate (the bind and re-placement read it).
+      // Events carry no labels of ours: take the pod events the selector lets through, keep
+      // those about our delegates (all of them until the proxies are known, which tell ours), so
+      // the cache grows with our delegates' events, not with the target's; of those, what is
+      // copied and what cluster-autoscaler says about a pending delegate (the bind and
+      // re-placement read it).
       events: w.newInformer<CoreV1Event>('delegate-events', t.displayName, t.kubeConfig, path('events'), () =>
         ns ? t.core.listNamespacedEvent({ namespace: ns, fieldSelector: podEvents }) : t.core.listEventForAllNamespaces({ fieldSelector: podEvents }),
         undefined,
