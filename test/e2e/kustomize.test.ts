@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { FOLLOW_FINALIZER, HAS_FINALIZER_LABEL, PROXY_FINALIZER } from '../../provider/core/keys.js';
 import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
-import { docSection, inlineCommands, sandbox as suiteSandbox, stdoutOf, userShell, waitFor, type ShellResult } from './support.js';
+import { docSection, inlineCommands, nudgingStuckCrds, sandbox as suiteSandbox, stdoutOf, userShell, waitFor, type ShellResult } from './support.js';
 
 type Obj = any;
 
@@ -199,26 +199,12 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     // at once: a user in another terminal does so when one is still there 30 s into the delete.
     // A kubectl still waiting once the docs' check finds every object gone is stopped, as the
     // docs say it may be. Anything left at the deadline fails.
-    let deleting = true;
-    const nudged = (async () => {
-      for (const started = Date.now(); Date.now() - started < 30_000; ) {
-        await new Promise((r) => setTimeout(r, 1000));
-        if (!deleting) return '';
-      }
-      const left: Obj[] = parse(await run(showCrds))?.items ?? [];
-      if (!left.length) return '';
-      await run(nudge);
-      const said = left.map((crd) => {
-        const terminating = (crd.status?.conditions ?? []).find((c: Obj) => c.type === 'Terminating');
-        return `${crd.metadata.name} (${terminating ? `${terminating.reason}: ${terminating.message}` : 'no Terminating condition'})`;
-      });
-      return `still there after 30 s: ${said.join(', ')}; labelled as the docs say`;
-    })();
-    const deleted = step(deleteAll, 120_000, () => namespaceState('admiralty'), async () => (await run(allGone)).trim()).finally(() => {
-      deleting = false;
-    });
-    const [report] = await Promise.all([nudged, deleted]);
-    if (report) console.log(`      CRDs ${report}`);
+    const report = await nudgingStuckCrds(
+      step(deleteAll, 120_000, () => namespaceState('admiralty'), async () => (await run(allGone)).trim()),
+      async () => parse(await run(showCrds))?.items ?? [],
+      () => run(nudge),
+    );
+    if (report) console.log(`      ${report}`);
     expect(await run(allGone)).to.equal('');
     expect(await kubectl('get', '-f', join(dir, 'rendered.yaml'), '--ignore-not-found', '-o', 'name')).to.equal('');
     expect(rendered.map((o) => o.kind)).to.include.members(['Namespace', 'CustomResourceDefinition']);

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { HAS_FINALIZER_LABEL } from '../../provider/core/keys.js';
 import { REPO_ROOT, Sandbox } from '../sandbox/sandbox.js';
-import { CHART, docSection, inlineCommands, sandbox as suiteSandbox, stdoutOf, userShell, waitFor, type ShellResult } from './support.js';
+import { CHART, docSection, inlineCommands, nudgingStuckCrds, sandbox as suiteSandbox, stdoutOf, userShell, waitFor, type ShellResult } from './support.js';
 
 type Obj = any;
 
@@ -257,7 +257,7 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
   });
 
   it("step 5: Admiralty's virtual node, its PodChaperons (their pods with them) and their CRD go; ours stay", async () => {
-    const [listNodes, deleteNode, deleteChaperons] = inlineCommands(steps.get(5) ?? '', 'kubectl');
+    const [listNodes, deleteNode, deleteChaperons, nudgeCrd] = inlineCommands(steps.get(5) ?? '', 'kubectl');
     expect(listNodes).to.equal('kubectl get nodes -l virtual-kubelet.io/provider=admiralty');
     const listed = (await run(listNodes)).trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]);
     expect(listed.sort()).to.deep.equal(['admiralty-app-c2', 'admiralty-namespace-app-c2']);
@@ -267,7 +267,16 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
     expect((await run(`${listNodes} -o name`)).trim()).to.equal('node/admiralty-namespace-app-c2');
 
     expect(deleteChaperons).to.equal(`kubectl delete podchaperons --all -A --cascade=foreground && kubectl delete crd podchaperons.${GROUP}`);
-    await run(deleteChaperons);
+    expect(nudgeCrd).to.equal(`kubectl label crd podchaperons.${GROUP} multicluster.admiralty.io/uninstall=now --overwrite`);
+    const report = await nudgingStuckCrds(
+      run(deleteChaperons),
+      async () => {
+        const crd = await kubectl('get', 'crd', `podchaperons.${GROUP}`, '--ignore-not-found', '-o', 'json');
+        return crd.trim() ? [JSON.parse(crd)] : [];
+      },
+      () => run(nudgeCrd),
+    );
+    if (report) console.log(`      ${report}`);
     // Foreground: the pod is gone by the time the command returns.
     expect(await kubectl('get', 'pod', 'proxy-x7k2p', '-n', 'app', '--ignore-not-found', '-o', 'name')).to.equal('');
     expect(await kubectl('get', 'crd', `podchaperons.${GROUP}`, '--ignore-not-found', '-o', 'name')).to.equal('');

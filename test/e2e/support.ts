@@ -335,3 +335,30 @@ export function userShell(sb: Sandbox, cwd: string, opts: { helm?: boolean; sign
       execFile('bash', ['-c', `set -euo pipefail\n${command}`], { cwd, env, maxBuffer: 64 << 20, signal: opts.signal }, (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
     });
 }
+
+/**
+ * Waits for `deleting` (a documented command that deletes CRDs and waits for them to go) while,
+ * as a user in another terminal would, running `nudge` (the docs' label of the CRDs, see
+ * manifests/README.md, Uninstall) if `left` still names CRDs `afterMs` into it: now and then the
+ * apiserver's CRD finalizer leaves one Terminating until its five-minute resync, and any change
+ * to the CRD makes it look again. Says what was left and why, or nothing when nothing was.
+ */
+export async function nudgingStuckCrds(deleting: Promise<unknown>, left: () => Promise<any[]>, nudge: () => Promise<unknown>, afterMs = 30_000): Promise<string> {
+  let done = false;
+  const nudged = (async () => {
+    for (const started = Date.now(); Date.now() - started < afterMs; ) {
+      await new Promise((r) => setTimeout(r, 1000));
+      if (done) return '';
+    }
+    const crds = await left();
+    if (!crds.length) return '';
+    await nudge();
+    const said = crds.map((crd) => {
+      const terminating = (crd.status?.conditions ?? []).find((c: any) => c.type === 'Terminating');
+      return `${crd.metadata.name} (${terminating ? `${terminating.reason}: ${terminating.message}` : 'no Terminating condition'})`;
+    });
+    return `CRDs still there after ${afterMs / 1000} s: ${said.join(', ')}; labelled as the docs say`;
+  })();
+  const [report] = await Promise.all([nudged, deleting.finally(() => (done = true))]);
+  return report;
+}
