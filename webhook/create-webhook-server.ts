@@ -77,6 +77,19 @@ export const WEBHOOK_REQUEST_TIMEOUT_MS = 30_000;
 export const WEBHOOK_MAX_CONCURRENT_STREAMS = 250;
 
 /**
+ * How long a drained HTTP/2 connection stays open after its GOAWAY. The GOAWAY answers the calls
+ * in progress and refuses the streams the client opens after it (REFUSED_STREAM, which Go's
+ * client retries on another connection); the connection is closed only after this grace, once
+ * its calls are answered. Closing at once (Node's `session.close()`) ends the socket as soon as
+ * no stream is open, under a client that may be writing its next call: Go's client then fails
+ * that call (`write: broken pipe`) and every other on the connection (`client connection force
+ * closed via ClientConn.Close`), and the apiserver does not retry a webhook call, so with
+ * `failurePolicy: Fail` the pods are refused (3 in one CI run of the rolling-restart
+ * scenario). Go's own server keeps a connection open 1 s after its GOAWAY for the same reason.
+ */
+export const WEBHOOK_GOAWAY_GRACE_MS = 1_000;
+
+/**
  * The webhook's server, on the port the apiserver (admission) and kube-scheduler (extender)
  * call. It speaks HTTP/2 to clients that offer it, as both do (client-go's transports enable
  * it): their calls then share one connection. Over HTTP/1.1 Go keeps only 2 idle connections
@@ -129,12 +142,20 @@ export function createWebhookServer(opts: WebhookServerOptions): WebhookServer {
   applyConnectionLimits(server, limits, { onClose: opts.onClose });
   const draining = drainOnRequest(server);
   const sessions = new Set<ServerHttp2Session>();
+  const goingAway = new WeakSet<ServerHttp2Session>();
+  /** Drains one connection: a GOAWAY now, the close after {@link WEBHOOK_GOAWAY_GRACE_MS}. */
+  const goAway = (session: ServerHttp2Session) => {
+    if (session.closed || session.destroyed || goingAway.has(session)) return;
+    goingAway.add(session);
+    session.goaway(http2.constants.NGHTTP2_NO_ERROR);
+    setTimeout(() => session.closed || session.destroyed || session.close(), WEBHOOK_GOAWAY_GRACE_MS).unref();
+  };
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
     // After a drain, a client that still reaches this replica gets one call per connection, as
     // an HTTP/1.1 client gets `Connection: close`.
-    session.on('stream', (stream) => stream.once('close', () => draining.draining && !session.closed && session.close()));
+    session.on('stream', (stream) => stream.once('close', () => draining.draining && goAway(session)));
   });
   return {
     server,
@@ -148,7 +169,7 @@ export function createWebhookServer(opts: WebhookServerOptions): WebhookServer {
     },
     drain() {
       draining.drain();
-      for (const session of sessions) if (!session.closed) session.close();
+      for (const session of sessions) goAway(session);
     },
     close() {
       return new Promise<void>((resolve) => {

@@ -8,7 +8,7 @@ import { expect } from 'chai';
 import { createCA } from '../../../certs/create-ca.js';
 import { createServingCert } from '../../../certs/create-serving-cert.js';
 import { readCertificate } from '../../../certs/read-certificate.js';
-import { createWebhookServer, type WebhookServer } from '../../../webhook/create-webhook-server.js';
+import { createWebhookServer, WEBHOOK_GOAWAY_GRACE_MS, type WebhookServer } from '../../../webhook/create-webhook-server.js';
 import { h2Connect, h2Request } from '../../support/h2.js';
 import { makeTlsFixtures } from '../provider/kubelet/tls-fixtures.js';
 
@@ -263,6 +263,50 @@ describe('webhook: createWebhookServer', () => {
       const next = await connect();
       expect((await h2Request(next, '/mutate', '{}')).status).to.equal(200);
       expect(await sessionClosedWithin(next, 3_000)).to.be.a('number');
+    });
+
+    it('sends the GOAWAY at once and keeps the connection open for the grace: a client may be writing its next call', async () => {
+      // A client that, like Go's, does not close its side when it reads a GOAWAY (Node's does):
+      // raw frames over TLS. The server of this describe closes idle connections sooner than the grace.
+      const server = createWebhookServer({ pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem }, handler: (req, res) => req.resume().on('end', () => res.end('ok')) });
+      await new Promise<void>((r) => server.server.listen(0, '127.0.0.1', r));
+      try {
+        const socket = tls.connect({ host: '127.0.0.1', port: (server.server.address() as AddressInfo).port, ca: fixtures.ca.certPem, ALPNProtocols: ['h2'] });
+        opened.push(socket);
+        await once(socket, 'secureConnect');
+        const frame = (type: number, flags: number, streamId: number, payload = Buffer.alloc(0)) => {
+          const header = Buffer.alloc(9);
+          header.writeUIntBE(payload.length, 0, 3);
+          header[3] = type;
+          header[4] = flags;
+          header.writeUInt32BE(streamId, 5);
+          return Buffer.concat([header, payload]);
+        };
+        const seen = { answered: 0, goaway: 0, closed: 0 };
+        let pending = Buffer.alloc(0);
+        socket.on('data', (data: Buffer) => {
+          pending = Buffer.concat([pending, data]);
+          while (pending.length >= 9 && pending.length >= 9 + pending.readUIntBE(0, 3)) {
+            const [type, flags] = [pending[3], pending[4]];
+            if (type === 4 && !(flags & 1)) socket.write(frame(4, 1, 0)); // SETTINGS: ack
+            if (type === 1 && pending.readUInt32BE(5) === 1) seen.answered ||= Date.now(); // HEADERS of stream 1
+            if (type === 7) seen.goaway ||= Date.now();
+            pending = pending.subarray(9 + pending.readUIntBE(0, 3));
+          }
+        });
+        socket.on('close', () => (seen.closed = Date.now()));
+        // The preface, our SETTINGS, and one call: GET / (HPACK: :method GET, :path /, :scheme https from the static table, :authority literal).
+        const call = Buffer.from([0x82, 0x84, 0x87, 0x41, 9, ...Buffer.from('127.0.0.1')]);
+        socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), frame(4, 0, 0), frame(1, 0x5, 1, call)]));
+        while (!seen.answered) await new Promise((r) => setTimeout(r, 10));
+        const drained = Date.now();
+        server.drain();
+        while (!seen.closed && Date.now() - drained < 3_000) await new Promise((r) => setTimeout(r, 10));
+        expect(seen.goaway - drained, 'GOAWAY after the drain').to.be.within(0, WEBHOOK_GOAWAY_GRACE_MS / 2);
+        expect(seen.closed - drained, 'closed after the drain').to.be.at.least(WEBHOOK_GOAWAY_GRACE_MS);
+      } finally {
+        await server.close();
+      }
     });
   });
 
