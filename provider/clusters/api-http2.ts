@@ -14,9 +14,12 @@ import {
   type KubeConfig,
   type RequestContext,
 } from '@kubernetes/client-node';
+import { USER_AGENT } from '../core/version.js';
 import { connectOptionsOf } from './connection-reuse.js';
 
 export interface ApiHttp2Options {
+  /** Sent with every call that has none of its own, on HTTP/2 and HTTP/1.1 alike (default {@link USER_AGENT}). */
+  userAgent?: string;
   /** How long a session with no stream open stays open for the next call, in ms (default 30 s, as the HTTP/1.1 pool). */
   idleSessionTimeoutMs?: number;
   /** How long an opening connection (TCP and TLS) may take, in ms (default 10 s). */
@@ -28,6 +31,7 @@ export interface ApiHttp2Options {
 }
 
 const DEFAULTS: Required<ApiHttp2Options> = {
+  userAgent: USER_AGENT,
   idleSessionTimeoutMs: 30_000,
   connectTimeoutMs: 10_000,
   pingTimeoutMs: 15_000,
@@ -95,6 +99,8 @@ export class ApiHttp2Transport implements HttpLibrary {
     const connect = connectOptionsOf(agent);
     const body = request.getBody();
     const url = new URL(request.getUrl());
+    // Ours, on both paths: without one, the apiserver names our writes' field manager `unknown`.
+    if (!Object.keys(request.getHeaders()).some((h) => h.toLowerCase() === 'user-agent')) request.setHeaderParam('User-Agent', this.o.userAgent);
     if (!agent || !connect || url.protocol !== 'https:' || !(body === undefined || typeof body === 'string' || Buffer.isBuffer(body))) {
       return this.http1.send(request);
     }

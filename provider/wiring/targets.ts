@@ -5,6 +5,7 @@ import type { Informer } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
 import { perObject } from '../core/per-object.js';
+import { PROVIDER_VERSION } from '../core/version.js';
 import { delegatePodName } from '../model/names.js';
 import type { Target } from '../model/types.js';
 import type { ObjectCache } from '../reconcilers/object-cache.js';
@@ -12,7 +13,7 @@ import { SelfTargetBindings } from '../reconcilers/self-target-bindings.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
 import { AFTER_BINDING_MS, TargetsReconciler } from '../reconcilers/targets.js';
-import { PROVIDER_VERSION, type Wiring } from './wiring.js';
+import type { Wiring } from './wiring.js';
 
 /** The caches of Targets and ClusterTargets, kept on every replica. */
 export interface TargetInformers {

@@ -12,9 +12,6 @@ import type { EventRecorder } from '../core/events.js';
 import type { Logger } from '../core/logger.js';
 import type { Metrics } from '../core/metrics.js';
 
-/** Version reported in virtual nodes' nodeInfo. */
-export const PROVIDER_VERSION = 'v0.1.0-admiralty-ts';
-
 /** What an informer keeps of the objects it sees, and how it indexes them (see `InformerOptions`): memory grows with what is cached. */
 export interface CachedObjects<T> {
   transform?: (obj: T) => T;

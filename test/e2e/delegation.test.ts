@@ -69,6 +69,15 @@ describe('delegation', function () {
       }
       expect((await delegates('c1', ns)).length, 'delegates in c1').to.be.greaterThan(0);
       expect((await delegates('c2', ns)).length, 'delegates in c2').to.be.greaterThan(0);
+      // The apiserver names a write's field manager after its User-Agent: ours, not `unknown`.
+      const managers = (o: any) => (o.metadata.managedFields ?? []).map((m: any) => `${m.manager} ${m.operation}${m.subresource ? ` ${m.subresource}` : ''}`);
+      const selector = 'multicluster.admiralty.io/parent-cluster-name=c1';
+      for (const c of ['c1', 'c2']) {
+        for (const d of (await getJson(c, 'pods', '-n', ns, '-l', selector, '--show-managed-fields')).items) expect(managers(d), `delegate ${d.metadata.name}`).to.include('admiralty-ts Update');
+      }
+      for (const p of (await getJson('c1', 'pods', '-n', ns, '-l', 'app=nginx', '--show-managed-fields')).items) {
+        expect(managers(p), `proxy ${p.metadata.name}`).to.include('admiralty-ts Update status');
+      }
     });
 
     it('moves everything to c2 when the template asks for region eu', async () => {

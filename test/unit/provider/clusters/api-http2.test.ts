@@ -10,6 +10,7 @@ import { apiCallsOverHttp2, ApiHttp2Transport, type ApiHttp2Options } from '../.
 import { reuseConnections } from '../../../../provider/clusters/connection-reuse.js';
 import { withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
 import { classifyApiError } from '../../../../provider/core/errors.js';
+import { USER_AGENT } from '../../../../provider/core/version.js';
 
 const NAMESPACES = JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: { resourceVersion: '7' }, items: [{ metadata: { name: 'a' } }] });
 
@@ -26,7 +27,7 @@ describe('apiCallsOverHttp2', () => {
     /** TLS connections accepted. */
     connections: number;
     /** Per call: the protocol version and the Authorization header. */
-    calls: { version: string; authorization?: string; path: string }[];
+    calls: { version: string; authorization?: string; userAgent?: string; path: string }[];
     /** The most streams open at once. */
     peak: number;
   }
@@ -39,7 +40,7 @@ describe('apiCallsOverHttp2', () => {
     const seen: Seen = { connections: 0, calls: [], peak: 0 };
     let open = 0;
     const onRequest = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
-      seen.calls.push({ version: req.httpVersion, authorization: req.headers.authorization, path: req.url });
+      seen.calls.push({ version: req.httpVersion, authorization: req.headers.authorization, userAgent: req.headers['user-agent'], path: req.url });
       seen.peak = Math.max(seen.peak, ++open);
       res.on('close', () => open--);
       handle(req, res, seen);
@@ -101,6 +102,19 @@ describe('apiCallsOverHttp2', () => {
     expect(new Set(seen.calls.map((c) => c.authorization))).to.deep.equal(new Set(['Bearer secret-token']));
     // The calls overlapped on the one connection.
     expect(seen.peak).to.be.greaterThan(1);
+  });
+
+  it('names the provider in User-Agent, over HTTP/2 and HTTP/1.1 (the apiserver names field managers after it)', async () => {
+    for (const http1Only of [false, true]) {
+      const { port, seen } = await startServer(answer, { http1Only });
+      await coreApi(port).listNamespace();
+      await coreApi(port, { userAgent: 'someone-else/1' }).listNamespace();
+      expect(seen.calls.map((c) => [c.version, c.userAgent])).to.deep.equal([
+        [http1Only ? '1.1' : '2.0', USER_AGENT],
+        [http1Only ? '1.1' : '2.0', 'someone-else/1'],
+      ]);
+    }
+    expect(USER_AGENT).to.match(/^admiralty-ts\//);
   });
 
   it('sends a body and reads an error Status as client-node does', async () => {
