@@ -91,9 +91,10 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   leaseDurationSeconds: { flag: 'lease-duration-seconds', kind: 'int', default: '15', help: 'leader lease duration' },
   renewDeadlineSeconds: { flag: 'renew-deadline-seconds', kind: 'int', default: '10', help: 'a leader that cannot renew its lease within this steps down; less than --lease-duration-seconds' },
   retryPeriodSeconds: { flag: 'retry-period-seconds', kind: 'int', default: '2', help: 'leader election retry period' },
-  // Each worker waits on round trips, not CPU: delegation with 4 (3 per target) was the
-  // bottleneck of a 1000-pod burst, its status writes lagging the delegates by seconds.
-  workers: { flag: 'workers', kind: 'int', default: '16', help: 'workers per controller' },
+  // Each worker waits on round trips, not CPU: with 16 (15 per target), a proxy's status
+  // write waited 5 to 7 s at the median for a slot in a 1000-pod burst (33 s at 5000), its
+  // delegate Running all along; 48 brought that to 2 to 3 s (see README, Performance).
+  workers: { flag: 'workers', kind: 'int', default: '48', help: 'workers per controller' },
   workersPerTarget: {
     flag: 'workers-per-target',
     kind: 'int',

@@ -1,10 +1,11 @@
 import { expect } from 'chai';
+import { FLAGS } from '../../provider/core/config.js';
 import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, readyOf, sandbox, uniqueName, waitFor } from './support.js';
 
 /** The sandbox providers' deadline of one API call (`--api-request-timeout-seconds`, default). */
 const REQUEST_DEADLINE_MS = 30_000;
 /** The sandbox providers' `--workers` (default): delegation may give all but one to one target. */
-const WORKERS = 16;
+const WORKERS = Number(FLAGS.workers.default);
 
 /** An elected pod that only the given target may run (virtual-node constraint). */
 function pinnedPod(name: string, ns: string, target: string, labels: Record<string, string> = { pinned: target }): string {
