@@ -10,8 +10,8 @@ const configOf = (...argv: string[]): ProviderConfig => {
 
 describe('parseConfig: workers', () => {
   it('lets one target hold all workers but one by default', () => {
-    expect(configOf().workers).to.equal(16);
-    expect(configOf().workersPerTarget).to.equal(15);
+    expect(configOf().workers).to.equal(48);
+    expect(configOf().workersPerTarget).to.equal(47);
     expect(configOf('--workers=4').workersPerTarget).to.equal(3);
   });
 
