@@ -2,7 +2,7 @@ import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, typ
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
-import { classifyApiError, isAlreadyExists, isNotFound, NotDelegatedError, TerminalError, ValidationError } from '../core/errors.js';
+import { isAlreadyExists, isNotFound, NotDelegatedError, TerminalError, ValidationError } from '../core/errors.js';
 import { unreadAnswer } from '../core/unread-answer.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../model/delegate-pod.js';
@@ -15,7 +15,7 @@ import { buildProxyAnnotations, buildProxyStatus, proxyStatusEquals, proxyStatus
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
-import { markNotDelegated } from './proxy-writes.js';
+import { deleteProxyNow, markNotDelegated } from './proxy-writes.js';
 import { refusalOf } from './target-refusal.js';
 
 export interface DelegationReconcilerOptions {
@@ -356,13 +356,22 @@ export class DelegationReconciler {
 
   /**
    * Removes our finalizer (a JSON patch that tests the list first, so a concurrent change is
-   * never overwritten), then, for a proxy on a virtual node, removes the pod for good: no
-   * kubelet will ever confirm its termination.
+   * never overwritten). A proxy on a virtual node has no kubelet to confirm its end, so once no
+   * finalizer but ours holds it we remove it for good: with a grace-0 delete sent first, while
+   * our finalizer still holds it, so that the patch that removes the finalizer removes the pod
+   * too. In the other order (patch, then delete) the apiserver writes the pod once more, and
+   * every pod watcher of the source gets one more event per deleted proxy.
    */
   private async release(proxy: V1Pod): Promise<void> {
     const name = proxy.metadata!.name!;
     const namespace = proxy.metadata!.namespace!;
     const { kept, patch } = releaseOurFinalizers(proxy);
+    const removeForGood = kept.length === 0 && !!proxy.spec?.nodeName;
+    // Already at grace 0 (a release whose patch failed after its delete): the delete would change nothing.
+    if (removeForGood && proxy.metadata?.deletionGracePeriodSeconds !== 0) {
+      // False: gone already, or another pod has the name; nothing of this proxy's is left to release.
+      if (!(await deleteProxyNow(this.o.sourceCore, proxy, 'for good'))) return;
+    }
     if (patch) {
       // A failed test (422) means the cached list is stale: the retry reads a fresher one.
       try {
@@ -370,14 +379,6 @@ export class DelegationReconciler {
       } catch (err) {
         if (isNotFound(err)) return;
         throw new Error(`removing the finalizer of proxy ${namespace}/${name}`, { cause: err });
-      }
-    }
-    if (kept.length === 0 && proxy.spec?.nodeName) {
-      try {
-        await this.o.sourceCore.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: proxy.metadata!.uid } } }, unreadAnswer());
-      } catch (err) {
-        // 404: already gone; 409: the UID precondition failed, a new pod took the name.
-        if (!isNotFound(err) && classifyApiError(err) !== 'Conflict') throw new Error(`removing proxy ${namespace}/${name}`, { cause: err });
       }
     }
     // No finalizer left: the apiserver removes it (at once if it was never bound).

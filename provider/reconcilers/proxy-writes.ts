@@ -1,5 +1,6 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
 import { classifyApiError, isNotFound } from '../core/errors.js';
+import { unreadAnswer } from '../core/unread-answer.js';
 import { DELEGATED_CONDITION } from '../core/keys.js';
 import { conditionDiffers } from '../model/outage.js';
 import type { EventSink } from './event-sink.js';
@@ -41,14 +42,15 @@ export function recordProxyEvent(events: EventSink, proxy: V1Pod, e: { type: 'No
 
 /**
  * Deletes a proxy at once (UID precondition, no grace: no kubelet will confirm it; our finalizer
- * still holds it until released). Resolves false when it was gone already (404) or another pod
- * has its name now (409), true when this call deleted it. `why` names the purpose in errors.
+ * still holds it until released, and the release then removes it in the same write). Resolves
+ * false when it was gone already (404) or another pod has its name now (409), true when this
+ * call deleted it. `why` names the purpose in errors. The answer (the whole pod) is not read.
  */
 export async function deleteProxyNow(core: CoreV1Api, proxy: V1Pod, why: string): Promise<boolean> {
   const name = proxy.metadata!.name!;
   const namespace = proxy.metadata!.namespace!;
   try {
-    await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: proxy.metadata!.uid } } });
+    await core.deleteNamespacedPod({ name, namespace, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: proxy.metadata!.uid } } }, unreadAnswer());
     return true;
   } catch (err) {
     if (isNotFound(err) || classifyApiError(err) === 'Conflict') return false;

@@ -562,7 +562,7 @@ describe('DelegationReconciler', () => {
       await s.reconciler.reconcile(KEY);
       // The cache showed the delegate and then saw it go: no read of the target to confirm.
       sinon.assert.notCalled(s.targetCore.readNamespacedPod);
-      sinon.assert.callOrder(s.source.patchNamespacedPod, s.source.deleteNamespacedPod);
+      sinon.assert.callOrder(s.source.deleteNamespacedPod, s.source.patchNamespacedPod);
       // A quick deletion costs no event.
       expect(s.events).to.deep.equal([]);
     });
@@ -608,13 +608,13 @@ describe('DelegationReconciler', () => {
       sinon.assert.notCalled(t.source.patchNamespacedPod);
       t.targetCore.readNamespacedPod.rejects(notFound());
       await t.reconciler.reconcile(KEY);
-      sinon.assert.callOrder(t.source.patchNamespacedPod, t.source.deleteNamespacedPod);
+      sinon.assert.callOrder(t.source.deleteNamespacedPod, t.source.patchNamespacedPod);
     });
 
     it('releases and removes in one pass when there is no delegate', async () => {
       const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
       await reconciler.reconcile(KEY);
-      sinon.assert.callOrder(source.patchNamespacedPod, source.deleteNamespacedPod);
+      sinon.assert.callOrder(source.deleteNamespacedPod, source.patchNamespacedPod);
       expect(source.patchNamespacedPod.firstCall.args[0].body).to.deep.include({ op: 'replace', path: '/metadata/finalizers', value: [] });
     });
 
@@ -642,12 +642,51 @@ describe('DelegationReconciler', () => {
       expect(s.source.deleteNamespacedPod.secondCall.args[0]).to.deep.include({ body: { gracePeriodSeconds: 0, preconditions: { uid: 'uid-2' } } });
     });
 
-    it('a stale finalizer list fails the test op and is retried', async () => {
-      const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
-      source.patchNamespacedPod.rejects(apiError(422, 'Invalid'));
+    it('a stale finalizer list fails the test op and is retried, without a second delete once the proxy shows grace 0', async () => {
+      const p = proxy({ deleting: true });
+      const { reconciler, source, proxies } = setup({ proxies: [p] });
+      source.patchNamespacedPod.onFirstCall().rejects(apiError(422, 'Invalid'));
       const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
       expect(err).to.be.instanceOf(Error);
-      sinon.assert.notCalled(source.deleteNamespacedPod);
+      expect((err as Error).message).to.equal(`removing the finalizer of proxy ${NS}/web-0`);
+      sinon.assert.calledOnce(source.deleteNamespacedPod);
+      // The delete came back (grace 0, our finalizer still there): the retry only patches.
+      proxies.put({ ...p, metadata: { ...p.metadata, deletionGracePeriodSeconds: 0 } });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(source.deleteNamespacedPod);
+      sinon.assert.calledTwice(source.patchNamespacedPod);
+    });
+
+    it('removes a bound proxy for good with the grace-0 delete first, so that the finalizer patch removes it in the same write', async () => {
+      const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
+      await reconciler.reconcile(KEY);
+      sinon.assert.callOrder(source.deleteNamespacedPod, source.patchNamespacedPod);
+      expect(source.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: 'web-0', namespace: NS, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: UID } } });
+      expect(source.patchNamespacedPod.firstCall.args[0].body).to.deep.equal([
+        { op: 'test', path: '/metadata/finalizers', value: [PROXY_FINALIZER] },
+        { op: 'replace', path: '/metadata/finalizers', value: [] },
+      ]);
+    });
+
+    for (const [code, reason] of [
+      [404, 'NotFound'],
+      [409, 'Conflict'],
+    ] as const) {
+      it(`leaves the finalizer alone when the delete finds the proxy gone or another pod under its name (${code})`, async () => {
+        const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
+        source.deleteNamespacedPod.rejects(apiError(code, reason));
+        await reconciler.reconcile(KEY);
+        sinon.assert.calledOnce(source.deleteNamespacedPod);
+        sinon.assert.notCalled(source.patchNamespacedPod);
+      });
+    }
+
+    it('fails the release, finalizer kept, when the grace-0 delete fails otherwise', async () => {
+      const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
+      source.deleteNamespacedPod.rejects(apiError(500, 'InternalError'));
+      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      expect((err as Error).message).to.equal(`deleting proxy ${NS}/web-0 for good`);
+      sinon.assert.notCalled(source.patchNamespacedPod);
     });
 
     it('releases a terminating proxy that was never scheduled, without deleting it', async () => {
