@@ -1,4 +1,6 @@
+import { spawn } from 'node:child_process';
 import { expect } from 'chai';
+import { PROXY_FINALIZER } from '../../provider/core/keys.js';
 import { sourceUser } from '../sandbox/topology.js';
 import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
 
@@ -99,11 +101,25 @@ describe('delegation', function () {
       await waitFor('10 delegates again', 60_000, async () => (await delegates('c2', ns)).length === 10);
     });
 
-    it('deletes the delegate first when a proxy is deleted, leaving no finalizer behind', async () => {
+    it('deletes the delegate first when a proxy is deleted, leaving no finalizer behind, in two writes of the proxy', async () => {
       const [p] = await proxies(ns);
-      await kubectl('c1', 'delete', 'pod', p.metadata.name, '-n', ns, '--timeout=60s');
+      // Every write of the proxy, as each of c1's pod watchers gets it: its change, grace period and finalizers.
+      const watch = spawn(sandbox.kubectlPath, ['--kubeconfig', sandbox.kubeconfigPath, '--context', 'c1', 'get', 'pod', p.metadata.name, '-n', ns, '-w', '--output-watch-events', '-o', 'jsonpath={.type} {.object.metadata.deletionGracePeriodSeconds} {.object.metadata.finalizers}{"\\n"}']);
+      let seen = '';
+      watch.stdout.on('data', (chunk: Buffer) => (seen += chunk.toString()));
+      try {
+        await waitFor('the watch of the proxy', 10_000, async () => seen.startsWith('ADDED'));
+        await kubectl('c1', 'delete', 'pod', p.metadata.name, '-n', ns, '--timeout=60s');
+        await waitFor('the proxy gone in the watch', 10_000, async () => seen.includes('DELETED'));
+      } finally {
+        watch.kill();
+      }
       const left = (await delegates('c2', ns)).filter((d) => d.metadata.labels[PARENT_UID] === p.metadata.uid);
       expect(left).to.have.length(0);
+      // The user's delete; ours with no grace (no kubelet confirms a proxy's end), while our
+      // finalizer still holds it; then the finalizer's removal, which removes the pod at once.
+      const ours = JSON.stringify([PROXY_FINALIZER]);
+      expect(seen.trim().split('\n').slice(1)).to.deep.equal([`MODIFIED 30 ${ours}`, `MODIFIED 0 ${ours}`, `DELETED 0 ${ours}`]);
     });
 
     it('reroutes a Service that selects proxies, and replicates it to the targets running delegates', async () => {
