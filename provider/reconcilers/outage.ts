@@ -156,15 +156,19 @@ export class OutageReconciler {
 
   /**
    * Deletes the proxy (UID precondition, no grace: no kubelet will confirm it) and releases our
-   * finalizers, which delegation cannot do while the delegate is out of reach. Idempotent: a
-   * proxy deleting already only has its finalizers released.
+   * finalizers, which delegation cannot do while the delegate is out of reach; the release then
+   * removes the pod. Idempotent: a proxy deleting already with no grace (an earlier pass whose
+   * release failed) only has its finalizers released. One deleting with a grace period (deleted
+   * by a user or its controller meanwhile) is deleted again with none: released alone, it would
+   * stay Terminating until the target is back, and a StatefulSet cannot recreate a pod whose
+   * name is still taken.
    */
   private async failover(proxy: V1Pod): Promise<void> {
     const name = proxy.metadata!.name!;
     const namespace = proxy.metadata!.namespace!;
     const uid = proxy.metadata!.uid!;
     // 404 or 409 (gone already, or another pod took the name): nothing of ours to release.
-    if (!proxy.metadata?.deletionTimestamp && !(await deleteProxyNow(this.o.sourceCore, proxy, 'for failover'))) return;
+    if (proxy.metadata?.deletionGracePeriodSeconds !== 0 && !(await deleteProxyNow(this.o.sourceCore, proxy, 'for failover'))) return;
     // A conditional write: this pod (UID), with the finalizers we saw.
     const { patch } = releaseOurFinalizers(proxy, { uid });
     if (!patch) return;

@@ -23,7 +23,7 @@ const FINALIZER = 'multicluster.admiralty.io/delegate';
 const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
 
 
-function proxy(name: string, o: { owner?: boolean; annotations?: Record<string, string>; conditions?: V1PodCondition[]; nodeName?: string; deleting?: boolean } = {}): V1Pod {
+function proxy(name: string, o: { owner?: boolean; annotations?: Record<string, string>; conditions?: V1PodCondition[]; nodeName?: string; deleting?: boolean; grace?: number } = {}): V1Pod {
   return {
     metadata: {
       name,
@@ -33,6 +33,7 @@ function proxy(name: string, o: { owner?: boolean; annotations?: Record<string, 
       finalizers: [FINALIZER, 'example.com/keep'],
       ownerReferences: o.owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs', controller: true }] : undefined,
       deletionTimestamp: o.deleting ? new Date(T0) : undefined,
+      deletionGracePeriodSeconds: o.deleting ? (o.grace ?? 0) : undefined,
     },
     spec: { containers: [{ name: 'c' }], nodeName: o.nodeName ?? NODE },
     status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }, ...(o.conditions ?? [])] },
@@ -154,13 +155,26 @@ describe('OutageReconciler', () => {
     ]);
     expect(s.events.map((e) => e.reason)).to.deep.equal(['TargetUnreachable', 'FailingOver']);
     expect(await s.counted('outageFailovers')).to.equal(1);
-    // Deleting already (the finalizer release failed, say): only the release is done again.
+    // Deleting already with no grace (the finalizer release failed, say): only the release is done again.
     const deleting = proxy('web', { owner: true, annotations: { [AFTER]: '20s' }, deleting: true });
     s.proxies.put(deleting);
     await s.reconciler.reconcile(KEY);
     sinon.assert.calledOnce(s.source.deleteNamespacedPod);
     sinon.assert.calledTwice(s.source.patchNamespacedPod);
     expect(await s.counted('outageFailovers'), 'counted once').to.equal(1);
+  });
+
+  it('fails over a proxy deleted meanwhile with a grace period: deleted again with none before the release, so that it goes at once', async () => {
+    const p = proxy('web', { owner: true, annotations: { [AFTER]: '20s' }, deleting: true, grace: 30 });
+    const s = setup({ proxies: [p] });
+    s.health(false);
+    s.clock.advance(20_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.callOrder(s.source.deleteNamespacedPod, s.source.patchNamespacedPod);
+    expect(s.source.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: 'web', namespace: NS, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: 'uid-web' } } });
+    // Deleted by someone else: no FailingOver event and not counted as a failover of ours.
+    expect(s.events.map((e) => e.reason)).to.deep.equal([]);
+    expect(await s.counted('outageFailovers')).to.equal(0);
   });
 
   it('looks again at a far deadline within a minute (a timer past 2^31 ms would fire at once)', async () => {
