@@ -61,7 +61,7 @@ describe('target outage', function () {
   const proxies = async (selector: string) => (await getJson('c1', 'pods', '-n', ns, '-l', selector)).items as any[];
   const delegates = async (cluster: string) => (await getJson(cluster, 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items as any[];
 
-  it('marks the proxies of an unreachable c2, moves the replicas that ask to c1, keeps bare pods, and fences c2 when it is back', async () => {
+  it('marks the proxies of an unreachable c2, moves the replicas that ask to c1 (one deleted meanwhile too), keeps bare pods, and fences c2 when it is back', async () => {
     // Everything on c2 first: the namespace's Target c1 goes for a while.
     await kubectl('c1', 'delete', 'target', 'c1', '-n', ns);
     await waitFor(`${nodes.c1Node} gone`, 60_000, async () => !(await kubectl('c1', 'get', 'nodes', '-o', 'name')).includes(nodes.c1Node));
@@ -80,6 +80,10 @@ describe('target outage', function () {
     await sandbox.stop('c2', 'kube-apiserver');
     await waitFor(`${nodes.c2Node} NotReady`, 60_000, async () => readyOf(await getJson('c1', 'node', nodes.c2Node)) === 'False');
     const notReadyMs = Date.now();
+    // One replica deleted meanwhile, with its grace period: no kubelet will end it, its delegate
+    // cannot be reached; the failover removes it with the others.
+    const deletedMeanwhile = before[0].metadata.name;
+    await kubectl('c1', 'delete', 'pod', deletedMeanwhile, '-n', ns, '--wait=false');
     await waitFor('the bare pods marked TargetReachable=False', 60_000, async () => (await proxies('app=bare')).every((p) => reachable(p)?.status === 'False'));
     const markedMs = Date.now();
     const bare = await proxies('app=bare');
@@ -93,6 +97,7 @@ describe('target outage', function () {
       return web.length === 3 && web.every((p) => !beforeUids.has(p.metadata.uid) && p.status?.phase === 'Running' && p.spec.nodeName === nodes.c1Node);
     });
     const failedOverMs = Date.now();
+    expect(await kubectl('c1', 'get', 'pod', deletedMeanwhile, '-n', ns, '--ignore-not-found', '-o', 'name'), 'the replica deleted during the outage').to.equal('');
     await waitFor('the bare pod that asks for failover says it cannot move', 30_000, async () => reachable(await getJson('c1', 'pod', 'bare-asking', '-n', ns))?.message?.includes('cannot fail over'));
     const stay = await getJson('c1', 'pod', 'bare', '-n', ns);
     expect(stay.spec.nodeName).to.equal(nodes.c2Node);
