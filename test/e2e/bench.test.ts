@@ -166,8 +166,12 @@ describe('bench', () => {
   });
 
   describe('with no sandbox up', () => {
-    // A sandbox of its own, beside the suite's: another folder, so other ports.
-    const dir = mkdtempSync(join(tmpdir(), 'bench-sandbox-'));
+    // A sandbox of its own, beside the suite's: another folder, so other ports. Made in a hook,
+    // not when the file loads, so that a run whose filter skips this suite leaves no folder.
+    let dir = '';
+    before(() => {
+      dir = mkdtempSync(join(tmpdir(), 'bench-sandbox-'));
+    });
     after(async function () {
       this.timeout(60_000);
       await new Sandbox(dir).down(); // in case the benchmark failed before stopping it
