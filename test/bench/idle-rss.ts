@@ -3,17 +3,20 @@
  * (the bundle in dist/bundle/, plain node), next to the same provider started from the compiled
  * tree unbundled (dist/provider/cli.js, how it shipped before the bundle), through tsx (how it
  * ran before it was compiled) and from the bundle with --enable-source-maps. Each variant gets
- * the sandbox provider's own flags and environment, runs alone (the sandbox's c1 provider is
- * stopped meanwhile and started again at the end), and is read from /proc after it is ready
- * and has idled, with its peak RSS since it started (startup loads every module: the peak is
- * where the module count shows most). Needs a running sandbox and `npm run build`.
+ * the sandbox provider's own flags and environment (the image's NODE_OPTIONS included), runs
+ * alone (the sandbox's c1 provider is stopped meanwhile and started again at the end), and is
+ * read from /proc after it is ready and has idled, with its peak RSS since it started (startup
+ * loads every module: the peak is where the module count shows most). The last line judges the
+ * shipped provider's idle RSS against the project's goal. Needs a running sandbox and `npm run build`.
  *
  *   npm run bench -- idle-rss [idle-seconds=30]
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { REPO_ROOT, Sandbox, shippedCli, waitFor } from '../sandbox/sandbox.js';
+import { SHIPPED_NODE_OPTIONS } from '../../provider/core/heap-growth.js';
 import { hwmMiB, rssMiB, sleep } from './bench-support.js';
+import { atMost, IDLE_RSS_GOAL_MB, mibToMB, renderGoal } from './goals.js';
 
 const IDLE_SECONDS = Number(process.argv[2] ?? 30);
 const CLUSTER = 'c1';
@@ -34,7 +37,8 @@ function exited(child: ChildProcess): Promise<void> {
 async function measure(nodeArgs: string[], providerArgs: string[], readyz: string): Promise<{ rss: number; peak: number }> {
   const child = spawn(process.execPath, [...nodeArgs, 'provider', ...providerArgs], {
     cwd: REPO_ROOT,
-    env: { ...process.env, NODE_ENV: 'sandbox' },
+    // The image's NODE_OPTIONS, as the sandbox starts its providers (then any of the caller's).
+    env: { ...process.env, NODE_ENV: 'sandbox', NODE_OPTIONS: [SHIPPED_NODE_OPTIONS, process.env.NODE_OPTIONS].filter(Boolean).join(' ') },
     stdio: 'ignore',
   });
   try {
@@ -85,6 +89,16 @@ async function main(): Promise<void> {
   const [shipped, , unbundled, tsx] = results;
   const ratio = (of: 'rss' | 'peak', x: { rss: number; peak: number }) => (x[of] / shipped[of]).toFixed(2);
   console.log(`unbundled / shipped: RSS ${ratio('rss', unbundled)}, peak ${ratio('peak', unbundled)}; tsx / shipped: RSS ${ratio('rss', tsx)}, peak ${ratio('peak', tsx)}`);
+  const mb = mibToMB(shipped.rss);
+  console.log(
+    renderGoal({
+      goal: `the shipped provider's RSS after ${IDLE_SECONDS} s idle`,
+      measured: `${mb.toFixed(0)} MB (${shipped.rss.toFixed(1)} MiB)`,
+      limitText: `${IDLE_RSS_GOAL_MB} MB`,
+      met: atMost(mb, IDLE_RSS_GOAL_MB, 0),
+      note: "the project's goal (README, Performance): printed, never asserted",
+    }),
+  );
 }
 
 main().catch((err) => {

@@ -4,6 +4,8 @@
  * SVG chart. No I/O and no clock here, so all of it is unit-tested (test/unit/bench/).
  */
 
+import { atMost, mibToMB, OFFLOAD_GOALS, renderGoal, type GoalVerdict } from './goals.js';
+
 /** What `offload` runs: pod counts, creation concurrency, where the JSON and SVG go, and whether each cluster gets cores of its own. */
 export interface OffloadArgs {
   sizes: number[];
@@ -522,37 +524,36 @@ const PROVIDER_PROCESS = /^c\d+-provider(-\d+)?$/;
 export function renderCpuFloor(results: readonly SizeResult[], pinned = false): string {
   return results
     .flatMap((r) => {
-      const m = r.offloaded.startMachine;
-      if (!m) return [];
-      const byCluster = new Map<string, { others: number; providers: number }>();
-      for (const [name, seconds] of Object.entries(m.cpuSecondsByProcess)) {
-        const cluster = name.split('-')[0];
-        const c = byCluster.get(cluster) ?? { others: 0, providers: 0 };
-        if (PROVIDER_PROCESS.test(name)) c.providers += seconds;
-        else c.others += seconds;
-        byCluster.set(cluster, c);
-      }
-      const clusters = [...byCluster.values()];
-      const providers = clusters.reduce((sum, c) => sum + c.providers, 0);
-      let others: number;
-      let floor: number;
-      let where: string;
-      if (pinned) {
-        const perCluster = m.cores / Math.max(1, byCluster.size);
-        const [busiest, c] = [...byCluster].sort((a, b) => b[1].others - a[1].others)[0] ?? ['-', { others: 0 }];
-        others = c.others;
-        floor = others / perCluster;
-        where = `in ${busiest}, the busier cluster, on its ${fmt(perCluster, 0)} of ${m.cores} cores`;
-      } else {
-        others = clusters.reduce((sum, c) => sum + c.others, 0) + m.benchCpuSeconds;
-        floor = others / m.cores;
-        where = `on ${m.cores} cores`;
-      }
+      const f = cpuFloor(r, pinned);
+      if (!f) return [];
       return [
-        `${r.size} offloaded, CPU floor: ${fmt(others, 1)} CPU s outside the providers (theirs ${fmt(providers, 1)} s) ${where} take at least ${fmt(floor, 1)} s, ratio ${fmt(floor / r.direct.allRunningSeconds, 2)} with providers that cost nothing; measured ${fmt(r.offloaded.allRunningSeconds / r.direct.allRunningSeconds, 2)}`,
+        `${r.size} offloaded, CPU floor: ${fmt(f.othersSeconds, 1)} CPU s outside the providers (theirs ${fmt(f.providersSeconds, 1)} s) ${f.where} take at least ${fmt(f.floorSeconds, 1)} s, ratio ${fmt(f.floorSeconds / r.direct.allRunningSeconds, 2)} with providers that cost nothing; measured ${fmt(r.offloaded.allRunningSeconds / r.direct.allRunningSeconds, 2)}`,
       ];
     })
     .join('\n');
+}
+
+/** The figures of {@link renderCpuFloor} for one size, or undefined without the offloaded start's machine figures. */
+export function cpuFloor(r: SizeResult, pinned = false): { othersSeconds: number; providersSeconds: number; floorSeconds: number; where: string } | undefined {
+  const m = r.offloaded.startMachine;
+  if (!m) return undefined;
+  const byCluster = new Map<string, { others: number; providers: number }>();
+  for (const [name, seconds] of Object.entries(m.cpuSecondsByProcess)) {
+    const cluster = name.split('-')[0];
+    const c = byCluster.get(cluster) ?? { others: 0, providers: 0 };
+    if (PROVIDER_PROCESS.test(name)) c.providers += seconds;
+    else c.others += seconds;
+    byCluster.set(cluster, c);
+  }
+  const clusters = [...byCluster.values()];
+  const providersSeconds = clusters.reduce((sum, c) => sum + c.providers, 0);
+  if (pinned) {
+    const perCluster = m.cores / Math.max(1, byCluster.size);
+    const [busiest, c] = [...byCluster].sort((a, b) => b[1].others - a[1].others)[0] ?? ['-', { others: 0 }];
+    return { othersSeconds: c.others, providersSeconds, floorSeconds: c.others / perCluster, where: `in ${busiest}, the busier cluster, on its ${fmt(perCluster, 0)} of ${m.cores} cores` };
+  }
+  const othersSeconds = clusters.reduce((sum, c) => sum + c.others, 0) + m.benchCpuSeconds;
+  return { othersSeconds, providersSeconds, floorSeconds: othersSeconds / m.cores, where: `on ${m.cores} cores` };
 }
 
 /**
@@ -572,6 +573,71 @@ export function renderProviderCpu(results: readonly SizeResult[]): string {
       return [`${r.size} offloaded, provider CPU against the direct run: ${fmt(provider, 1)} s while starting, ${fmt(provider / sandbox, 2)} per CPU second the sandbox spent starting the pods directly (${fmt(sandbox, 1)} s)`];
     })
     .join('\n');
+}
+
+/**
+ * The project's goals ({@link OFFLOAD_GOALS}) judged on each size's runs, at the sizes each goal
+ * names: the offload ratio (with the CPU floor of this machine next to it, the lowest ratio it
+ * allows whatever the provider costs), c1's provider's CPU per 1000 pods while they start, the
+ * offloaded p99 start latency over the direct one, and the provider's peak RSS. A run in which
+ * the provider restarted is not judged on the provider's CPU or memory (its figures are partial).
+ */
+export function goalVerdicts(results: readonly SizeResult[], pinned = false): GoalVerdict[] {
+  const g = OFFLOAD_GOALS;
+  return results.flatMap((r) => {
+    const out: GoalVerdict[] = [];
+    const { size, direct, offloaded } = r;
+    const restarted = offloaded.providerRestarted ? 'the provider restarted during the run: its figures are partial' : undefined;
+    const ratioLimit = g.ratioBySize[size];
+    if (ratioLimit !== undefined) {
+      const ratio = offloaded.allRunningSeconds / direct.allRunningSeconds;
+      const floor = cpuFloor(r, pinned);
+      out.push({
+        size,
+        goal: 'offload ratio',
+        measured: `${fmt(ratio, 2)} (${fmt(offloaded.allRunningSeconds, 1)} s against ${fmt(direct.allRunningSeconds, 1)} s)`,
+        limitText: String(ratioLimit),
+        met: atMost(ratio, ratioLimit, 2),
+        note: floor ? `the CPU floor of this machine alone: ${fmt(floor.floorSeconds / direct.allRunningSeconds, 2)}` : undefined,
+      });
+    }
+    if (size >= g.providerCpuFromSize) {
+      const perThousand = (offloaded.providerCpuSeconds * 1000) / size;
+      out.push({
+        size,
+        goal: "c1's provider CPU while the pods start, per 1000 pods",
+        measured: `${fmt(perThousand, 1)} s`,
+        limitText: `${g.providerCpuSecondsPer1000} s`,
+        met: restarted ? undefined : atMost(perThousand, g.providerCpuSecondsPer1000, 1),
+        note: restarted,
+      });
+    }
+    const p99 = offloaded.startLatencyP99Ms / direct.startLatencyP99Ms;
+    out.push({
+      size,
+      goal: 'start p99, offloaded over direct',
+      measured: `${fmt(p99, 2)} (${fmt(offloaded.startLatencyP99Ms / 1000, 1)} s against ${fmt(direct.startLatencyP99Ms / 1000, 1)} s)`,
+      limitText: String(g.p99Factor),
+      met: atMost(p99, g.p99Factor, 2),
+    });
+    if (size === g.peakRssAtSize) {
+      const mb = mibToMB(offloaded.providerPeakRssMiB);
+      out.push({
+        size,
+        goal: `c1's provider peak RSS with ${size} proxies`,
+        measured: `${fmt(mb, 0)} MB (${fmt(offloaded.providerPeakRssMiB, 0)} MiB)`,
+        limitText: `${g.peakRssMB} MB`,
+        met: restarted ? undefined : atMost(mb, g.peakRssMB, 0),
+        note: restarted,
+      });
+    }
+    return out;
+  });
+}
+
+/** The lines of {@link goalVerdicts}, one per goal judged. */
+export function renderGoals(results: readonly SizeResult[], pinned = false): string {
+  return goalVerdicts(results, pinned).map(renderGoal).join('\n');
 }
 
 /**
@@ -598,6 +664,43 @@ export function renderMemory(results: readonly SizeResult[]): string {
         ];
       }),
     )
+    .join('\n');
+}
+
+/**
+ * How many of `times` (ms) came each second after the first second since the earliest, or
+ * undefined with fewer than two after it: the steady rate of a step once its first burst is
+ * over (kube-scheduler's client, for one, takes a burst of 100 requests before its 50 a second).
+ * Pure.
+ */
+export function steadyRate(times: readonly (number | undefined)[]): number | undefined {
+  const t = times.filter((x): x is number => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
+  if (t.length === 0) return undefined;
+  const from = t[0] + 1000;
+  const after = t.filter((x) => x >= from);
+  if (after.length < 2) return undefined;
+  const seconds = (after[after.length - 1] - from) / 1000;
+  return seconds > 0 ? after.length / seconds : undefined;
+}
+
+/**
+ * The steady rate ({@link steadyRate}) of each step that can set a run's pace, per size, from the
+ * raw pod times: pods created and bound a second, direct and offloaded (proxies and delegates).
+ * The direct run's binds are c2's kube-scheduler's, paced by its client's rate limit; so are the
+ * delegates'; the proxies are bound by the provider for the proxy scheduler. Nothing for a size
+ * without its pods' times.
+ */
+export function renderRates(results: readonly SizeResult[]): string {
+  return results
+    .flatMap((r) => {
+      if (!r.directPods?.length || !r.offloadedPods?.length) return [];
+      const rate = (pods: readonly PodTimes[], key: keyof PodTimes) => fmt(steadyRate(pods.map((p) => p[key])), 1);
+      const d = r.directPods;
+      const o = r.offloadedPods;
+      return [
+        `${r.size} pods, a second after the first second: direct created ${rate(d, 'created')}, bound ${rate(d, 'bound')}; offloaded: proxies created ${rate(o, 'created')}, delegates created ${rate(o, 'delegateCreated')}, delegates bound ${rate(o, 'delegateBound')}, proxies bound ${rate(o, 'bound')}, proxies Running ${rate(o, 'running')}`,
+      ];
+    })
     .join('\n');
 }
 

@@ -49,6 +49,9 @@ import {
   percentile,
   podCapacityPlan,
   renderCpuFloor,
+  renderGoals,
+  renderRates,
+  goalVerdicts,
   renderProviderCpu,
   renderMachine,
   renderMemory,
@@ -598,6 +601,9 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log("stages (p50/p99 of each pod's own gap, in the order observed):");
   console.log(renderStages(results));
   console.log('');
+  console.log("steady rates, pods a second (the first second's burst left out): kube-scheduler's client sends 50 requests a second after a burst of 100 unless configured otherwise, and binds each pod with one:");
+  console.log(renderRates(results));
+  console.log('');
   console.log("c1's provider, while the pods started and while they were deleted:");
   console.log(renderQueues(results));
   console.log('');
@@ -610,6 +616,12 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log("each cluster's apiserver (every client counted), per pod of the run, while the pods started and while they were deleted:");
   console.log(renderRequests(results));
   console.log('');
+  const goals = renderGoals(results, args.pinClusters);
+  if (goals) {
+    console.log("the project's goals (README, Performance), judged on these runs at the sizes each names; printed, never asserted:");
+    console.log(goals);
+    console.log('');
+  }
   // Exactly one line per size in this form, for scripts; everything else starts otherwise.
   for (const r of results) console.log(summaryLine(r.size, r.direct.allRunningSeconds, r.offloaded.allRunningSeconds));
 
@@ -627,6 +639,7 @@ async function main(args: OffloadArgs): Promise<void> {
     pinClusters: args.pinClusters,
     providerLogLevel,
     results,
+    goals: goalVerdicts(results, args.pinClusters),
   };
   writeFileSync(`${base}.json`, JSON.stringify(json, null, 1) + '\n');
   writeFileSync(`${base}.svg`, renderSvg(results, `offload: direct vs offloaded, ${startedAt.toISOString()}`));

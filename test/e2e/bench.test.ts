@@ -78,6 +78,11 @@ describe('bench', () => {
     expect(result.offloaded.providerMemoryAtPeak.rssMiB).to.be.above(result.offloaded.providerMemoryAtPeak.heapUsedMiB);
     expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
     expect(result.offloadedPods).to.have.length(10);
+    expect(sink.out).to.match(/^10 pods, a second after the first second: direct created [\d.-]+, bound [\d.-]+; offloaded: proxies created [\d.-]+, delegates created [\d.-]+, delegates bound [\d.-]+, proxies bound [\d.-]+, proxies Running [\d.-]+$/m);
+    // The goals: at 10 pods, only the p99 one applies; printed and in the JSON, met or not.
+    expect(sink.out).to.match(/^10 pods, start p99, offloaded over direct: \d+\.\d\d \([\d.]+ s against [\d.]+ s\), goal at most 1\.5: (met|not met)$/m);
+    expect(figures.goals.map((g: { size: number; goal: string }) => `${g.size} ${g.goal}`)).to.deep.equal(['10 start p99, offloaded over direct']);
+    expect(figures.goals[0].met).to.be.a('boolean');
     expect(checkXmlWellFormed(readFileSync(svg, 'utf8'))).to.equal('svg');
 
     // It reused the sandbox, left it up, and took its namespaces away.
@@ -97,6 +102,10 @@ describe('bench', () => {
     for (const [, mib, peak] of rss) expect(mib).to.be.above(30).and.at.most(peak);
     console.log(`      RSS after 2 s idle / peak: ${rss.map(([label, mib, peak]) => `${label.split(' (')[0]} ${mib} / ${peak} MiB`).join(', ')}`);
     expect(sink.out).to.match(/^unbundled \/ shipped: RSS \d+\.\d\d, peak \d+\.\d\d; tsx \/ shipped: RSS \d+\.\d\d, peak \d+\.\d\d$/m);
+    const goal = /^the shipped provider's RSS after 2 s idle: (\d+) MB \((\d+\.\d) MiB\), goal at most 120 MB: (met|not met) \(/m.exec(sink.out);
+    expect(goal, sink.out).to.not.equal(null);
+    expect(Number(goal![2])).to.equal(rss[0][1]);
+    expect(goal![3]).to.equal(Number(goal![1]) <= 120 ? 'met' : 'not met');
     const readyz = `http://127.0.0.1:${sandbox.providerPorts('c1', 0).metrics}/readyz`;
     await waitFor("c1's provider Ready again", 60_000, async () => (await fetch(readyz).catch(() => undefined))?.ok === true);
   });

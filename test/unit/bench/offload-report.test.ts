@@ -16,6 +16,10 @@ import {
   podCapacityPlan,
   memoryFigures,
   renderCpuFloor,
+  renderRates,
+  steadyRate,
+  goalVerdicts,
+  renderGoals,
   renderProviderCpu,
   renderMachine,
   renderMemory,
@@ -318,6 +322,78 @@ describe('offload benchmark report: provider metrics', () => {
     expect(renderCpuFloor([{ size: 1000, direct, offloaded }], true)).to.equal(
       '1000 offloaded, CPU floor: 30.0 CPU s outside the providers (theirs 17.0 s) in c1, the busier cluster, on its 1 of 2 cores take at least 30.0 s, ratio 1.50 with providers that cost nothing; measured 2.25',
     );
+  });
+
+  describe('steady rates', () => {
+    it('counts what came each second after the first second since the earliest: a burst of 100, then 50 a second, reads 50', () => {
+      // 100 at once, then one every 20 ms for 10 s (the first 49 of them inside the first second).
+      const times = [...Array.from({ length: 100 }, () => 5), ...Array.from({ length: 500 }, (_, i) => 25 + i * 20)];
+      expect(steadyRate(times)).to.be.closeTo(50, 0.5);
+      expect(steadyRate([])).to.equal(undefined);
+      // Everything inside the first second, or a single time after it: no rate.
+      expect(steadyRate([0, 10, 999])).to.equal(undefined);
+      expect(steadyRate([0, 1500])).to.equal(undefined);
+      expect(steadyRate([undefined, 0, 1000, 3000])).to.equal(1);
+    });
+
+    it('renders the rates of every step of both runs, and nothing for a size without its pods', () => {
+      const pods = (keys: (keyof PodTimes)[]): PodTimes[] => Array.from({ length: 300 }, (_, i) => Object.fromEntries(keys.map((k) => [k, i * 10])) as PodTimes);
+      const directPods = pods(['sent', 'created', 'bound', 'running']);
+      const offloadedPods = pods(['sent', 'created', 'delegateCreated', 'delegateBound', 'bound', 'running']);
+      expect(renderRates([{ size: 300, direct: figures(), offloaded: figures(), directPods, offloadedPods }, { size: 5, direct: figures(), offloaded: figures() }])).to.equal(
+        '300 pods, a second after the first second: direct created 100.5, bound 100.5; offloaded: proxies created 100.5, delegates created 100.5, delegates bound 100.5, proxies bound 100.5, proxies Running 100.5',
+      );
+    });
+  });
+
+  describe('goals', () => {
+    const machine = { cpuSecondsByProcess: { 'c1-kube-apiserver': 30, 'c1-provider': 10, 'c2-etcd': 6 }, benchCpuSeconds: 4, busy: 1, cores: 2 };
+
+    it('judges each size on the goals it names: the ratio (with the floor) at 1000 and 5000, the CPU from 1000, the p99 everywhere, the RSS at 5000', () => {
+      const direct = figures({ allRunningSeconds: 20, startLatencyP99Ms: 10_000 });
+      const results: SizeResult[] = [
+        { size: 100, direct: figures({ startLatencyP99Ms: 1000 }), offloaded: figures({ startLatencyP99Ms: 1600, providerCpuSeconds: 3 }) },
+        { size: 1000, direct, offloaded: figures({ allRunningSeconds: 25, startLatencyP99Ms: 9000, providerCpuSeconds: 8.04, startMachine: machine }) },
+        { size: 5000, direct: figures({ allRunningSeconds: 100, startLatencyP99Ms: 80_000 }), offloaded: figures({ allRunningSeconds: 131, startLatencyP99Ms: 12_000, providerCpuSeconds: 41, providerPeakRssMiB: 190 }) },
+      ];
+      expect(renderGoals(results).split('\n')).to.deep.equal([
+        // 1.6 over 1.5: the only goal at 100 pods.
+        '100 pods, start p99, offloaded over direct: 1.60 (1.6 s against 1.0 s), goal at most 1.5: not met',
+        // (30 + 6 + 4) / 2 cores = 20 s: a floor of 1.00 against 20 s direct.
+        '1000 pods, offload ratio: 1.25 (25.0 s against 20.0 s), goal at most 1.25: met (the CPU floor of this machine alone: 1.00)',
+        "1000 pods, c1's provider CPU while the pods start, per 1000 pods: 8.0 s, goal at most 8 s: met",
+        '1000 pods, start p99, offloaded over direct: 0.90 (9.0 s against 10.0 s), goal at most 1.5: met',
+        '5000 pods, offload ratio: 1.31 (131.0 s against 100.0 s), goal at most 1.3: not met',
+        "5000 pods, c1's provider CPU while the pods start, per 1000 pods: 8.2 s, goal at most 8 s: not met",
+        '5000 pods, start p99, offloaded over direct: 0.15 (12.0 s against 80.0 s), goal at most 1.5: met',
+        // 190 MiB is 199.2 MB.
+        "5000 pods, c1's provider peak RSS with 5000 proxies: 199 MB (190 MiB), goal at most 200 MB: met",
+      ]);
+      expect(goalVerdicts(results).map((v) => [v.size, v.met])).to.deep.equal([
+        [100, false],
+        [1000, true],
+        [1000, true],
+        [1000, true],
+        [5000, false],
+        [5000, false],
+        [5000, true],
+        [5000, true],
+      ]);
+    });
+
+    it("does not judge the provider's CPU or memory in a run where it restarted, and uses the pinned floor when the clusters were pinned", () => {
+      const offloaded = figures({ allRunningSeconds: 150, providerRestarted: true, providerCpuSeconds: 1, providerPeakRssMiB: 50, startMachine: machine });
+      const verdicts = goalVerdicts([{ size: 5000, direct: figures({ allRunningSeconds: 100 }), offloaded }], true);
+      expect(verdicts.map((v) => [v.goal.split(' ')[0], v.met])).to.deep.equal([
+        ['offload', false],
+        ["c1's", undefined],
+        ['start', true],
+        ["c1's", undefined],
+      ]);
+      // Pinned: c1's 30 CPU s on its one core.
+      expect(verdicts[0].note).to.equal('the CPU floor of this machine alone: 0.30');
+      expect(verdicts[1].note).to.match(/restarted/);
+    });
   });
 
   it("puts the provider's CPU over what the whole sandbox spent starting the same pods directly, where both were measured", () => {
