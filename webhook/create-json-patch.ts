@@ -16,46 +16,57 @@ export function escapePointerToken(token: string): string {
  * and scalars that differ are replaced whole (simpler and safe for admission, where nobody else
  * patches the object between our read and the apiserver applying the patch). Pure.
  *
- * `beforeIsJson`: `before` is a value `JSON.parse` made (no `undefined`, no Dates, no
- * prototypes), used as it is instead of being copied through JSON: the webhook's pod, parsed
- * from the AdmissionReview, saves a round trip on every admission.
+ * `after` is walked as it is, never copied: a subtree it shares with `before` (the mutated pod
+ * keeps the input's containers, volumes...) is equal at once, and only the values that go into
+ * the patch are made JSON. `beforeIsJson`: `before` is a value `JSON.parse` made (no
+ * `undefined`, no Dates, no prototypes), used as it is instead of being copied through JSON: the
+ * webhook's pod, parsed from the AdmissionReview, saves a round trip on every admission.
  *
  * Called by the webhook's /mutate route to answer an AdmissionReview. An empty array means "no change".
  */
 export function createJsonPatch(before: unknown, after: unknown, opts: { beforeIsJson?: boolean } = {}): JsonPatchOp[] {
   const ops: JsonPatchOp[] = [];
-  diff(opts.beforeIsJson ? before : toJson(before), toJson(after), '', ops);
+  diff(opts.beforeIsJson ? before : toJson(before), after === undefined ? null : after, '', ops);
   return ops;
 }
 
-/** Deep equality of two JSON values (object key order ignored). Pure. */
+/** Deep equality of two JSON values (object key order ignored; `undefined` members absent; a Date as its JSON string). Pure. */
 export function jsonEqual(a: unknown, b: unknown): boolean {
   if (a === b) return true;
+  if (a instanceof Date) return jsonEqual(a.toJSON(), b);
+  if (b instanceof Date) return jsonEqual(a, b.toJSON());
   if (Array.isArray(a)) {
-    return Array.isArray(b) && a.length === b.length && a.every((v, i) => jsonEqual(v, b[i]));
+    if (!Array.isArray(b) || a.length !== b.length) return false;
+    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false;
+    return true;
   }
-  if (isPlainObject(a) && isPlainObject(b)) {
-    const ka = Object.keys(a).filter((k) => a[k] !== undefined);
-    const kb = Object.keys(b).filter((k) => b[k] !== undefined);
-    return ka.length === kb.length && ka.every((k) => b[k] !== undefined && jsonEqual(a[k], b[k]));
+  if (!isPlainObject(a) || !isPlainObject(b)) return false;
+  // Without arrays of keys: this runs on every subtree the webhook compares.
+  let defined = 0;
+  for (const k in a) {
+    if (!Object.hasOwn(a, k) || a[k] === undefined) continue;
+    defined++;
+    if (!Object.hasOwn(b, k) || b[k] === undefined || !jsonEqual(a[k], b[k])) return false;
   }
-  return false;
+  for (const k in b) if (Object.hasOwn(b, k) && b[k] !== undefined) defined--;
+  return defined === 0;
 }
 
 function diff(a: unknown, b: unknown, path: string, ops: JsonPatchOp[]): void {
   // Objects are walked once, key by key (an equality test of each subtree before walking it
   // would compare the deepest parts once per level above them); the rest is compared whole.
   if (!isPlainObject(a) || !isPlainObject(b)) {
-    if (!jsonEqual(a, b)) ops.push({ op: 'replace', path, value: b });
+    if (!jsonEqual(a, b)) ops.push({ op: 'replace', path, value: toJson(b) });
     return;
   }
   for (const key of Object.keys(a)) {
-    if (!(key in b)) ops.push({ op: 'remove', path: `${path}/${escapePointerToken(key)}` });
+    if (!Object.hasOwn(b, key) || b[key] === undefined) ops.push({ op: 'remove', path: `${path}/${escapePointerToken(key)}` });
   }
   for (const key of Object.keys(b)) {
+    if (b[key] === undefined) continue;
     const child = `${path}/${escapePointerToken(key)}`;
-    if (key in a) diff(a[key], b[key], child, ops);
-    else ops.push({ op: 'add', path: child, value: b[key] });
+    if (Object.hasOwn(a, key)) diff(a[key], b[key], child, ops);
+    else ops.push({ op: 'add', path: child, value: toJson(b[key]) });
   }
 }
 
@@ -64,5 +75,5 @@ function toJson(value: unknown): unknown {
 }
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
+  return typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);
 }

@@ -37,6 +37,9 @@ describe('webhook: createJsonPatch', () => {
     ['a type change', { a: { b: 1 } }, { a: [1] }],
     ['a root replacement', [1], { a: 1 }],
     ['undefined counts as absent', { a: undefined, b: 1 }, { b: 1 }],
+    ['undefined in after counts as absent', { a: { b: 1, c: 2 } }, { a: { b: 1, c: undefined, d: undefined } }],
+    ['a Date as its JSON string', { t: '2026-01-01T00:00:00.000Z', u: 'x' }, { t: new Date('2026-01-01T00:00:00.000Z'), u: new Date('2026-01-02T00:00:00.000Z') }],
+    ['keys named as members of every object', { constructor: 1, toString: 'x' }, { constructor: 2, hasOwnProperty: 'y', valueOf: { a: 1 } }],
   ];
   for (const [what, before, after] of cases) {
     it(`round-trips ${what}`, () => {
@@ -52,6 +55,21 @@ describe('webhook: createJsonPatch', () => {
     expect(escapePointerToken('a~/b')).to.equal('a~0~1b');
     expect(createJsonPatch({ m: {} }, { m: { 'multicluster.admiralty.io/elect': '' } })).to.deep.equal([
       { op: 'add', path: '/m/multicluster.admiralty.io~1elect', value: '' },
+    ]);
+  });
+
+  it('takes a Date for its JSON string, and sends only JSON', () => {
+    const ops = createJsonPatch({ t: '2026-01-01T00:00:00.000Z', l: ['x'] }, { t: new Date('2026-01-01T00:00:00.000Z'), l: [new Date('2026-01-02T00:00:00.000Z')] });
+    expect(ops).to.deep.equal([{ op: 'replace', path: '/l', value: ['2026-01-02T00:00:00.000Z'] }]);
+  });
+
+  it('compares a subtree after shares with before at once, and never reads it', () => {
+    const shared = { containers: [{ name: 'c', image: 'i' }] };
+    // A getter that throws: a walk of the shared subtree (or a copy of after) would meet it.
+    Object.defineProperty(shared.containers[0], 'trap', { enumerable: true, get: () => expect.fail('the shared subtree was read') });
+    const before = { metadata: { name: 'p' }, spec: shared };
+    expect(createJsonPatch(before, { metadata: { name: 'p', labels: { a: 'b' } }, spec: shared }, { beforeIsJson: true })).to.deep.equal([
+      { op: 'add', path: '/metadata/labels', value: { a: 'b' } },
     ]);
   });
 
