@@ -3,7 +3,7 @@ import { hash } from 'node:crypto';
 import { KEY_PREFIX, REPLACEABLE_CONDITION, SOURCE_POD_MANIFEST_ANNOTATION, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { schedulingFieldsOf } from './delegate-pod.js';
 import { stringMapEquals } from './maps.js';
-import { equalNormalized, normalizeForCompare } from './normalize.js';
+import { equalNormalized, normalJson } from './normalize.js';
 
 /**
  * The status the proxy pod should have, mirrored from its delegate (Admiralty's feedback):
@@ -73,7 +73,7 @@ function pruneUndefined<T extends object>(obj: T): T {
 }
 
 /**
- * Whether two pod statuses are the same once normalized ({@link normalizeForCompare}), so a
+ * Whether two pod statuses are the same once normalized ({@link normalJson}), so a
  * reconciler can skip no-op status writes. Order of list items matters.
  */
 export function statusEquals(a: V1PodStatus | undefined, b: V1PodStatus | undefined): boolean {
@@ -93,7 +93,7 @@ const STATUS_DIGEST = Symbol('admiralty.proxyStatusDigest');
 
 /** A short digest of a status's normal form: equal digests, equal statuses (as {@link statusEquals} says). */
 function statusDigest(status: V1PodStatus | undefined): string {
-  return hash('sha1', JSON.stringify(normalizeForCompare(status) ?? null), 'base64');
+  return hash('sha1', normalJson(status), 'base64');
 }
 
 /**
