@@ -308,8 +308,8 @@ const DELEGATE_SPEC_FIELDS = ['nodeName', 'overhead', 'resources', 'volumes', 'i
  * What the caches of delegates keep of a pod in a target: its metadata (labels, annotations,
  * UID, timestamps: ownership, the way back to the proxy, deletion), its whole status (mirrored
  * onto the proxy), and of its spec the node, what `podRequests` reads (the binder and the burst
- * room count the requests of delegates waiting for a node) and what `referencedConfigMaps` and
- * `referencedSecrets` read (follow keeps a copy while a delegate names it): volumes, mounts,
+ * room count the requests of delegates waiting for a node) and what `referencedNames`
+ * reads (follow keeps a copy while a delegate names it): volumes, mounts,
  * env, envFrom, pull secrets, service account. Nothing reads the rest (image, command, probes,
  * scheduling constraints, security context), and every write to a delegate is built from its
  * proxy. Shares the objects it keeps with `pod`. Pure; the informer's transform.

@@ -106,40 +106,28 @@ function referenceSlots(spec: V1PodSpec): Slot[] {
   return slots;
 }
 
-function referenced(spec: V1PodSpec, kind: CopyKind): string[] {
-  const names = referenceSlots(spec)
-    .filter((s) => s.kind === kind)
-    .map((s) => s.holder[s.field] as string);
-  return [...new Set(names)].sort();
-}
-
 /**
- * Names of the ConfigMaps a pod spec references (in its own namespace): `configMap` volumes,
- * projected `configMap` sources, `env[].valueFrom.configMapKeyRef` and `envFrom[].configMapRef`
- * of containers, init containers and ephemeral containers. Sorted, deduplicated. The
- * service-account token volumes that the delegate builder strips are ignored, and so is
- * `kube-root-ca.crt` wherever it is named: every target has its own.
- * Pure; called by the follow reconciler.
+ * Names of the ConfigMaps and of the Secrets a pod spec references (in its own namespace), each
+ * list sorted and deduplicated, from one walk of the spec (follow reads both for every proxy that
+ * changes). ConfigMaps: `configMap` volumes, projected `configMap` sources,
+ * `env[].valueFrom.configMapKeyRef` and `envFrom[].configMapRef`; `kube-root-ca.crt` is left out
+ * wherever it is named, as every target has its own. Secrets: `secret` volumes, projected `secret`
+ * sources, volume plugins' secret references (CSI `nodePublishSecretRef`, azureFile, cephfs,
+ * cinder, flexVolume, iscsi, rbd, scaleIO, storageos), `env[].valueFrom.secretKeyRef`,
+ * `envFrom[].secretRef`, and `imagePullSecrets`. Containers, init containers and ephemeral
+ * containers alike; the service-account token volumes that the delegate builder strips are
+ * ignored. Pure; called by the follow reconciler.
  */
-export function referencedConfigMaps(spec: V1PodSpec): string[] {
-  return referenced(spec, 'configmap');
-}
-
-/**
- * Names of the Secrets a pod spec references: `secret` volumes, projected `secret` sources,
- * volume plugins' secret references (CSI `nodePublishSecretRef`, azureFile, cephfs, cinder,
- * flexVolume, iscsi, rbd, scaleIO, storageos), `env[].valueFrom.secretKeyRef`,
- * `envFrom[].secretRef` of all containers, and `imagePullSecrets`. Sorted, deduplicated; the
- * service-account token volumes the delegate builder strips are ignored. Pure.
- */
-export function referencedSecrets(spec: V1PodSpec): string[] {
-  return referenced(spec, 'secret');
+export function referencedNames(spec: V1PodSpec): Record<CopyKind, string[]> {
+  const names: Record<CopyKind, Set<string>> = { configmap: new Set(), secret: new Set() };
+  for (const s of referenceSlots(spec)) names[s.kind].add(s.holder[s.field] as string);
+  return { configmap: [...names.configmap].sort(), secret: [...names.secret].sort() };
 }
 
 /**
  * `spec` (a copy; the argument is not changed) with every reference to a ConfigMap or Secret
- * that `names` maps replaced by the copy's name, in every place {@link referencedConfigMaps}
- * and {@link referencedSecrets} read. Pure; called by the delegate builder.
+ * that `names` maps replaced by the copy's name, in every place {@link referencedNames}
+ * reads. Pure; called by the delegate builder.
  */
 export function withCopyNames(spec: V1PodSpec, names: CopyNames): V1PodSpec {
   const out = structuredClone(spec);

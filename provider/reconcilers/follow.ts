@@ -6,7 +6,7 @@ import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/key
 import { delegateSourceView, isOurDelegate } from '../model/delegate-pod.js';
 import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isCopyOf } from '../model/follow.js';
 import { copyName } from '../model/names.js';
-import { referencedConfigMaps, referencedSecrets, type CopyKind, type CopyNames } from '../model/pod-references.js';
+import { referencedNames, type CopyKind, type CopyNames } from '../model/pod-references.js';
 import { checkTenancy } from '../model/tenancy.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
@@ -46,7 +46,7 @@ export interface FollowReconcilerOptions {
 function references(proxy: V1Pod): Record<Kind, string[]> {
   try {
     const spec = delegateSourceView(proxy).spec!;
-    return { configmap: referencedConfigMaps(spec), secret: referencedSecrets(spec) };
+    return referencedNames(spec);
   } catch {
     return { configmap: [], secret: [] };
   }
@@ -105,7 +105,8 @@ export class FollowReconciler {
   static keysOfProxy(proxy: V1Pod): string[] {
     const ns = proxy.metadata?.namespace;
     const spec = proxy.spec ?? { containers: [] };
-    return [...referencedConfigMaps(spec).map((n) => `configmap/${ns}/${n}`), ...referencedSecrets(spec).map((n) => `secret/${ns}/${n}`)];
+    const { configmap, secret } = referencedNames(spec);
+    return [...configmap.map((n) => `configmap/${ns}/${n}`), ...secret.map((n) => `secret/${ns}/${n}`)];
   }
 
   /**
@@ -242,7 +243,7 @@ export class FollowReconciler {
     const delegates = this.o.delegates(target.key);
     // Not known yet: keep it, and look again.
     if (!delegates) return true;
-    const named = (d: V1Pod) => isOurDelegate(d, this.o.sourceClusterName) && (kind === 'configmap' ? referencedConfigMaps : referencedSecrets)(d.spec ?? { containers: [] }).includes(name);
+    const named = (d: V1Pod) => isOurDelegate(d, this.o.sourceClusterName) && referencedNames(d.spec ?? { containers: [] })[kind].includes(name);
     if (src && delegates.list(ns).some(named)) {
       await this.sync(kind, src, target, name);
       return true;

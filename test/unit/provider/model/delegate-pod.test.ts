@@ -24,7 +24,7 @@ import {
   sourcePodManifest,
 } from '../../../../provider/model/delegate-pod.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
-import { referencedConfigMaps, referencedSecrets, serviceAccountTokenVolumeNames } from '../../../../provider/model/pod-references.js';
+import { referencedNames, serviceAccountTokenVolumeNames } from '../../../../provider/model/pod-references.js';
 import { parentOf } from '../../../../provider/model/outage.js';
 import { proxyEventFor } from '../../../../provider/model/proxy-event.js';
 import { buildProxyAnnotations, buildProxyStatus, proxyFields } from '../../../../provider/model/proxy-status.js';
@@ -558,8 +558,7 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     ['parentOf', (d) => parentOf(d)],
     ['podRequests', (d) => [...podRequests(d.spec, { includeOverhead: true })]],
     ['waitingRequests', (d) => [...waitingRequests([d], [], 'c1')]],
-    ['referencedConfigMaps', (d) => referencedConfigMaps(d.spec!)],
-    ['referencedSecrets', (d) => referencedSecrets(d.spec!)],
+    ['referencedNames', (d) => referencedNames(d.spec!)],
     ['serviceAccountTokenVolumeNames', (d) => [...serviceAccountTokenVolumeNames(d.spec!)]],
     ['proxyEventFor', (d) => proxyEventFor({ metadata: { name: 'e', namespace: 'team', uid: 'e-uid' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'team', uid: d.metadata!.uid }, reason: 'Pulled', message: 'ok', lastTimestamp: t }, d, 'c1', 'c2')],
     ...([0, 120_000, 3_600_000] as const).map((afterMs): [string, (d: V1Pod) => unknown] => [
@@ -585,8 +584,7 @@ describe('delegateFields (what the caches of delegates keep)', () => {
   }
 
   it('names what the readers above read (not vacuous), and drops the rest: images, commands, probes, scheduling constraints', () => {
-    expect(referencedConfigMaps(running.spec!)).to.deep.equal(['cfg', 'modes', 'settings']);
-    expect(referencedSecrets(running.spec!)).to.deep.equal(['api', 'more', 'registry']);
+    expect(referencedNames(running.spec!)).to.deep.equal({ configmap: ['cfg', 'modes', 'settings'], secret: ['api', 'more', 'registry'] });
     const kept = delegateFields(structuredClone(running));
     expect(Object.keys(kept.spec!).sort()).to.deep.equal(['containers', 'imagePullSecrets', 'initContainers', 'nodeName', 'overhead', 'resources', 'serviceAccountName', 'volumes']);
     expect(Object.keys(kept.spec!.containers[0]).sort()).to.deep.equal(['env', 'envFrom', 'name', 'resources', 'volumeMounts']);

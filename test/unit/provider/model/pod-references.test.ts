@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { V1PodSpec } from '@kubernetes/client-node';
-import { referencedConfigMaps, referencedSecrets, serviceAccountTokenVolumeNames, withCopyNames, type CopyNames } from '../../../../provider/model/pod-references.js';
+import { referencedNames, serviceAccountTokenVolumeNames, withCopyNames, type CopyNames } from '../../../../provider/model/pod-references.js';
 
 const SA_PATH = '/var/run/secrets/kubernetes.io/serviceaccount';
 
@@ -36,18 +36,18 @@ const spec: V1PodSpec = {
 
 describe('referenced objects', () => {
   it('finds ConfigMaps everywhere, sorted and unique, without the token volume', () => {
-    expect(referencedConfigMaps(spec)).to.deep.equal(['cm-envfrom', 'cm-ephemeral', 'cm-init-env', 'cm-proj', 'cm-vol']);
+    expect(referencedNames(spec).configmap).to.deep.equal(['cm-envfrom', 'cm-ephemeral', 'cm-init-env', 'cm-proj', 'cm-vol']);
   });
   it('finds Secrets everywhere, sorted and unique, without legacy token secrets', () => {
-    expect(referencedSecrets(spec)).to.deep.equal(['regcred', 'secret-csi', 'secret-env', 'secret-envfrom', 'secret-proj', 'secret-vol']);
+    expect(referencedNames(spec).secret).to.deep.equal(['regcred', 'secret-csi', 'secret-env', 'secret-envfrom', 'secret-proj', 'secret-vol']);
   });
   it('leaves out kube-root-ca.crt wherever it is named: every target publishes its own', () => {
     const own: V1PodSpec = { containers: [{ name: 'c', env: [{ name: 'CA', valueFrom: { configMapKeyRef: { name: 'kube-root-ca.crt', key: 'ca.crt' } } }] }], volumes: [{ name: 'ca', projected: { sources: [{ configMap: { name: 'kube-root-ca.crt' } }] } }] };
-    expect(referencedConfigMaps(own)).to.deep.equal([]);
+    expect(referencedNames(own).configmap).to.deep.equal([]);
   });
   it('handles a bare spec', () => {
-    expect(referencedConfigMaps({ containers: [{ name: 'a' }] })).to.deep.equal([]);
-    expect(referencedSecrets({ containers: [{ name: 'a' }] })).to.deep.equal([]);
+    expect(referencedNames({ containers: [{ name: 'a' }] }).configmap).to.deep.equal([]);
+    expect(referencedNames({ containers: [{ name: 'a' }] }).secret).to.deep.equal([]);
   });
 });
 
@@ -65,16 +65,16 @@ const pluginVolumes: V1PodSpec['volumes'] = [
 
 describe('withCopyNames', () => {
   const mapAll = (s: V1PodSpec): CopyNames => ({
-    configmap: new Map(referencedConfigMaps(s).map((n) => [n, `${n}-copy`])),
-    secret: new Map(referencedSecrets(s).map((n) => [n, `${n}-copy`])),
+    configmap: new Map(referencedNames(s).configmap.map((n) => [n, `${n}-copy`])),
+    secret: new Map(referencedNames(s).secret.map((n) => [n, `${n}-copy`])),
   });
 
   it('renames every reference the readers find, in every place, and nothing else', () => {
     const full: V1PodSpec = { ...spec, volumes: [...spec.volumes!, ...pluginVolumes] };
-    expect(referencedSecrets(full)).to.include.members(['s-azure', 's-cephfs', 's-cinder', 's-flex', 's-iscsi', 's-rbd', 's-scaleio', 's-storageos']);
+    expect(referencedNames(full).secret).to.include.members(['s-azure', 's-cephfs', 's-cinder', 's-flex', 's-iscsi', 's-rbd', 's-scaleio', 's-storageos']);
     const out = withCopyNames(full, mapAll(full));
-    expect(referencedConfigMaps(out)).to.deep.equal(referencedConfigMaps(full).map((n) => `${n}-copy`));
-    expect(referencedSecrets(out)).to.deep.equal(referencedSecrets(full).map((n) => `${n}-copy`));
+    expect(referencedNames(out).configmap).to.deep.equal(referencedNames(full).configmap.map((n) => `${n}-copy`));
+    expect(referencedNames(out).secret).to.deep.equal(referencedNames(full).secret.map((n) => `${n}-copy`));
     // What is not a reference of ours keeps its name: the token volume's ConfigMap and legacy token Secret.
     expect(out.volumes!.find((v) => v.name === 'kube-api-access-abcde')!.projected!.sources![1].configMap!.name).to.equal('kube-root-ca.crt');
     expect(out.volumes!.find((v) => v.name === 'default-token-xyz')!.secret!.secretName).to.equal('default-token-xyz');
