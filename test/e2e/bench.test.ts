@@ -74,6 +74,7 @@ describe('bench', () => {
     expect(sink.out).to.match(/^10 offloaded, start: cores \d+ % busy \(of \d+\); sandbox CPU [\d.]+ s \(/m);
     expect(sink.out).to.match(/^10 offloaded, CPU floor: [\d.]+ CPU s outside the providers \(theirs [\d.]+ s\) on \d+ cores take at least [\d.]+ s, ratio [\d.]+ with providers that cost nothing; measured [\d.]+$/m);
     expect(sink.out).to.match(/^10 offloaded, provider CPU against the direct run: [\d.]+ s while starting, [\d.]+ per CPU second the sandbox spent starting the pods directly \([\d.]+ s\)$/m);
+    expect(sink.out).to.match(/^10 offloaded, provider CPU against the rest of the run: \d\.\d{3} per CPU second the other processes spent while the pods started \([\d.]+ s\)$/m);
     expect(sink.out).to.match(/^10 offloaded, provider memory at its highest sampled RSS: \d+ MiB = V8 heap \d+ \(\d+ used; .*\bnew \d+.*\) \+ external \d+ \+ the rest -?\d+$/m);
     expect(result.offloaded.providerMemoryAtPeak.rssMiB).to.be.above(result.offloaded.providerMemoryAtPeak.heapUsedMiB);
     expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
