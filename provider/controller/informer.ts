@@ -59,9 +59,11 @@ export interface InformerOptions<T extends KubernetesObject> {
    * Gives parts of each object about to be cached the copies a table holds of the same parts
    * of objects cached before (see {@link SubtreeTable}; for pods, `sharePodParts`), with the
    * table: one per process, for all its informers. Asked after the transform and `keep`, before
-   * the strings are shared; the parts it shares are frozen.
+   * the strings are shared; the parts it shares are frozen. `previous` is the version of the
+   * same object cached until now, if any: a part equal to its counterpart there can take that
+   * (already shared) part without a lookup (see {@link SubtreeTable.share}).
    */
-  share?: { table: SubtreeTable; parts: (obj: T, table: SubtreeTable) => void };
+  share?: { table: SubtreeTable; parts: (obj: T, table: SubtreeTable, previous: T | undefined) => void };
 }
 
 /** What the informer needs to watch: a {@link LineWatch}, or a fake in tests. */
@@ -360,8 +362,9 @@ export class Informer<T extends KubernetesObject> {
 
   /** Caches `obj` under `key`, in place of what was there, and in the indexes. */
   private store(key: string, obj: T): void {
+    const previous = this.cache.get(key);
     this.evict(key);
-    if (this.o.share) this.o.share.parts(obj, this.o.share.table);
+    if (this.o.share) this.o.share.parts(obj, this.o.share.table, previous);
     this.o.strings?.internValues(obj);
     this.cache.set(key, obj);
     for (const [index, values] of Object.entries(this.o.indexers ?? {})) {

@@ -18,35 +18,48 @@ const CONTAINER_STATUS_PARTS = ['state', 'lastState'] as const;
  * second), the node's IPs, and the states of container statuses. Those parts are then frozen;
  * everything else of the pod stays its own. In place, on a pod owned by the caller (an
  * informer's, about to be cached); returns `pod`. The proxies and delegates informers call it.
+ *
+ * `previous`, the version of the same pod cached until now, offers its parts for the same
+ * places (the same field; in a list, the item at the same index): one equal to the new part is
+ * taken as it is, without a lookup in the table.
  */
-export function sharePodParts(pod: V1Pod, table: SubtreeTable): V1Pod {
+export function sharePodParts(pod: V1Pod, table: SubtreeTable, previous?: V1Pod): V1Pod {
   const metadata = pod.metadata;
   if (metadata) {
-    shareFields(metadata, ['finalizers', 'ownerReferences'], table);
+    const before = previous?.metadata;
+    shareFields(metadata, ['finalizers', 'ownerReferences'], table, before);
     // A delegate's labels and annotations name its proxy: they never repeat.
-    if (isShareable(metadata.labels) && metadata.labels[PARENT_UID_LABEL] === undefined) metadata.labels = table.share(metadata.labels);
-    if (isShareable(metadata.annotations) && metadata.annotations[PARENT_NAME_ANNOTATION] === undefined) metadata.annotations = table.share(metadata.annotations);
+    if (isShareable(metadata.labels) && metadata.labels[PARENT_UID_LABEL] === undefined) metadata.labels = table.share(metadata.labels, before?.labels);
+    if (isShareable(metadata.annotations) && metadata.annotations[PARENT_NAME_ANNOTATION] === undefined) metadata.annotations = table.share(metadata.annotations, before?.annotations);
   }
   const spec = pod.spec;
   if (spec && !Object.isFrozen(spec)) {
-    shareFields(spec, SPEC_PARTS, table);
-    for (const volume of mutable(spec.volumes)) shareFields(volume, Object.keys(volume).filter((k) => k !== 'name'), table);
-    for (const c of [...mutable(spec.containers), ...mutable(spec.initContainers)]) shareFields(c, CONTAINER_PARTS, table);
+    const before = previous?.spec;
+    shareFields(spec, SPEC_PARTS, table, before);
+    forEachMutable(spec.volumes, before?.volumes, (volume, was) => shareFields(volume, Object.keys(volume).filter((k) => k !== 'name'), table, was));
+    forEachMutable(spec.containers, before?.containers, (c, was) => shareFields(c, CONTAINER_PARTS, table, was));
+    forEachMutable(spec.initContainers, before?.initContainers, (c, was) => shareFields(c, CONTAINER_PARTS, table, was));
   }
   const status = pod.status;
   if (status && !Object.isFrozen(status)) {
+    const before = previous?.status;
     const conditions = status.conditions;
-    if (Array.isArray(conditions) && !Object.isFrozen(conditions)) for (let i = 0; i < conditions.length; i++) if (isShareable(conditions[i])) conditions[i] = table.share(conditions[i]!);
-    shareFields(status, ['hostIPs'], table);
-    for (const s of [...mutable(status.containerStatuses), ...mutable(status.initContainerStatuses)]) shareFields(s, CONTAINER_STATUS_PARTS, table);
+    if (Array.isArray(conditions) && !Object.isFrozen(conditions)) {
+      const was = Array.isArray(before?.conditions) ? before.conditions : undefined;
+      for (let i = 0; i < conditions.length; i++) if (isShareable(conditions[i])) conditions[i] = table.share(conditions[i]!, was?.[i]);
+    }
+    shareFields(status, ['hostIPs'], table, before);
+    forEachMutable(status.containerStatuses, before?.containerStatuses, (s, was) => shareFields(s, CONTAINER_STATUS_PARTS, table, was));
+    forEachMutable(status.initContainerStatuses, before?.initContainerStatuses, (s, was) => shareFields(s, CONTAINER_STATUS_PARTS, table, was));
   }
   return pod;
 }
 
-/** Gives each of `fields` of `obj` that is not shared yet the table's copy. */
-function shareFields(obj: object, fields: readonly string[], table: SubtreeTable): void {
+/** Gives each of `fields` of `obj` that is not shared yet the table's copy (or that of `previous`, the same object's version cached until now). */
+function shareFields(obj: object, fields: readonly string[], table: SubtreeTable, previous: object | undefined): void {
   const parts = obj as Record<string, unknown>;
-  for (const f of fields) if (isShareable(parts[f])) parts[f] = table.share(parts[f]);
+  const was = previous as Record<string, unknown> | undefined;
+  for (const f of fields) if (isShareable(parts[f])) parts[f] = table.share(parts[f], was?.[f]);
 }
 
 /** An object or array not shared yet. */
@@ -54,7 +67,19 @@ function isShareable(v: unknown): v is object {
   return v !== null && typeof v === 'object' && !Object.isFrozen(v);
 }
 
-/** The items of `list` when it is an array that may still be written (not a shared one). */
-function mutable<T>(list: T[] | undefined): T[] {
-  return Array.isArray(list) && !Object.isFrozen(list) ? list.filter((x) => x !== null && typeof x === 'object' && !Object.isFrozen(x)) : [];
+/**
+ * Calls `fn` with each item of `list` that may still be written (an object, in a list that is not
+ * a shared one), and with the item at the same index of `previous` (the same list in the
+ * version cached until now), if any.
+ */
+function forEachMutable<T>(list: T[] | undefined, previous: T[] | undefined, fn: (item: T & object, was: object | undefined) => void): void {
+  if (!Array.isArray(list) || Object.isFrozen(list)) return;
+  const was = Array.isArray(previous) ? previous : undefined;
+  for (let i = 0; i < list.length; i++) {
+    const item = list[i];
+    if (item !== null && typeof item === 'object' && !Object.isFrozen(item)) {
+      const before = was?.[i];
+      fn(item, before !== null && typeof before === 'object' ? before : undefined);
+    }
+  }
 }

@@ -484,6 +484,31 @@ describe('Informer share', () => {
     expect(table.size()).to.equal(1);
     informer.stop();
   });
+
+  it('offers the parts the version of the same object cached until now, and none to a new one', async () => {
+    const api = fakeApi();
+    const pod = (name: string, rv: string): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv }, spec: { containers: [{ name: 'c' }] } });
+    const offered: Array<[string, string | undefined]> = [];
+    const informer = recordingInformer(api, () => undefined, {
+      share: { table: new SubtreeTable(), parts: (p, _table, previous) => offered.push([`${p.metadata!.name}@${p.metadata!.resourceVersion}`, previous && `${previous.metadata!.name}@${previous.metadata!.resourceVersion}`]) },
+    });
+    api.items = [pod('a', '1')];
+    informer.start();
+    await settle();
+    const cachedA = informer.get('a', 'ns');
+    api.watches[0].send('MODIFIED', pod('a', '2'));
+    api.watches[0].send('ADDED', pod('b', '3'));
+    api.watches[0].send('DELETED', pod('a', '4'));
+    api.watches[0].send('ADDED', pod('a', '5'));
+    expect(offered).to.deep.equal([
+      ['a@1', undefined],
+      ['a@2', 'a@1'],
+      ['b@3', undefined],
+      ['a@5', undefined],
+    ]);
+    expect(cachedA).to.not.equal(informer.get('a', 'ns'));
+    informer.stop();
+  });
 });
 
 describe('Informer indexers', () => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { StringTable } from '../../../../provider/controller/string-table.js';
-import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
+import { SubtreeTable, sameJson } from '../../../../provider/controller/subtree-table.js';
 
 describe('SubtreeTable', () => {
   const tolerations = () => JSON.parse('[{"key":"dedicated","operator":"Equal","value":"web","effect":"NoSchedule"},{"key":"node.kubernetes.io/not-ready","operator":"Exists","tolerationSeconds":300}]');
@@ -72,5 +72,65 @@ describe('SubtreeTable', () => {
     const obj = { name: 'pod', shared };
     expect(() => strings.internValues(obj)).to.not.throw();
     expect(obj).to.deep.equal({ name: 'pod', shared: { key: 'k', values: ['a', 'b'] } });
+  });
+
+  it('takes the previous version of a part when it is shared and equal, without a lookup; otherwise the table as before', () => {
+    // The previous version's part was shared through another table: only taking it as it is,
+    // not a lookup, answers with it (and a lookup of a part new to this table would enter it).
+    const previous = new SubtreeTable().share(tolerations());
+    const table = new SubtreeTable();
+    expect(table.share(tolerations(), previous)).to.equal(previous);
+    expect(table.size()).to.equal(0);
+    // Not equal: the table's copy, entered, as without a previous part.
+    const changed = tolerations();
+    changed[1].tolerationSeconds = 30;
+    const shared = table.share(changed, previous);
+    expect(shared).to.equal(changed);
+    expect(Object.isFrozen(shared)).to.equal(true);
+    expect(table.size()).to.equal(1);
+    // Equal but not frozen (an object's own part, never shared): not taken, since a write
+    // through one object must not reach another; the table answers.
+    const own = tolerations();
+    const answer = table.share(tolerations(), own);
+    expect(answer).to.not.equal(own);
+    expect(Object.isFrozen(own)).to.equal(false);
+    expect(table.size()).to.equal(2);
+  });
+});
+
+describe('sameJson', () => {
+  it('is equality of JSON data: same values, same items in order, same keys in order', () => {
+    const pairs: Array<[unknown, unknown, boolean]> = [
+      [{ a: 1, b: [1, 'x', null, true] }, { a: 1, b: [1, 'x', null, true] }, true],
+      [[], [], true],
+      [{}, {}, true],
+      ['x', 'x', true],
+      [0, -0, true],
+      [{ a: 1, b: 2 }, { b: 2, a: 1 }, false],
+      [{ a: 1 }, { a: 1, b: 2 }, false],
+      [{ a: 1, b: 2 }, { a: 1 }, false],
+      [[1, 2], [2, 1], false],
+      [[1], [1, 1], false],
+      [[], {}, false],
+      [{}, [], false],
+      [{ a: null }, { a: {} }, false],
+      [{ a: '1' }, { a: 1 }, false],
+      [null, null, true],
+      [null, {}, false],
+    ];
+    for (const [a, b, same] of pairs) expect(sameJson(a, b), `${JSON.stringify(a)} ${JSON.stringify(b)}`).to.equal(same);
+  });
+
+  it('takes nothing but plain data for equal: a Date, an instance of a class or undefined only equal themselves', () => {
+    const at = (s: string) => new Date(s);
+    expect(sameJson({ t: at('2026-11-29T00:00:00Z') }, { t: at('2026-11-29T00:00:01Z') })).to.equal(false);
+    expect(sameJson({ t: at('2026-11-29T00:00:00Z') }, { t: at('2026-11-29T00:00:00Z') })).to.equal(false);
+    expect(sameJson({ t: '2026-11-29T00:00:00Z' }, { t: at('2026-11-29T00:00:00Z') })).to.equal(false);
+    class Meta {
+      name = 'a';
+    }
+    expect(sameJson(new Meta(), new Meta())).to.equal(false);
+    expect(sameJson({ a: undefined }, { a: undefined })).to.equal(false);
+    expect(sameJson(Object.assign(Object.create(null), { a: 1 }), { a: 1 })).to.equal(true);
   });
 });

@@ -130,4 +130,65 @@ describe('sharePodParts', () => {
     expect(sharePodParts(a, table)).to.deep.equal(workloadPod(1, '2026-11-25T06:44:15Z'));
     expect(sharePodParts({ metadata: { name: 'bare' } }, table)).to.deep.equal({ metadata: { name: 'bare' } });
   });
+
+  it("takes the previous version's parts where they are equal, its own where they changed, and looks up only what is new", () => {
+    // The previous version was shared through another table (as after the table forgot its
+    // parts): what this one answers with is the previous version's only if it was taken as is.
+    const previous = sharePodParts(workloadPod(1, '2026-11-25T06:44:15Z'), new SubtreeTable());
+    const table = new SubtreeTable();
+    // The next event of the same pod: it became ready a second later, and gained a toleration.
+    const next = workloadPod(1, '2026-11-25T06:44:16Z');
+    next.spec!.tolerations!.push({ key: 'spot', operator: 'Exists' });
+    next.metadata!.resourceVersion = '200';
+    const shared = sharePodParts(next, table, previous);
+    expect(shared).to.deep.equal((() => {
+      const p = workloadPod(1, '2026-11-25T06:44:16Z');
+      p.spec!.tolerations!.push({ key: 'spot', operator: 'Exists' });
+      p.metadata!.resourceVersion = '200';
+      return p;
+    })());
+    const unchanged: Array<(p: V1Pod) => unknown> = [
+      (p) => p.metadata!.labels,
+      (p) => p.metadata!.annotations,
+      (p) => p.metadata!.finalizers,
+      (p) => p.metadata!.ownerReferences,
+      (p) => p.spec!.affinity,
+      (p) => p.spec!.nodeSelector,
+      (p) => p.spec!.volumes![0].projected,
+      (p) => p.spec!.containers[0].env,
+      (p) => p.spec!.containers[0].resources,
+      (p) => p.status!.conditions![0],
+      (p) => p.status!.hostIPs,
+      (p) => p.status!.containerStatuses![0].lastState,
+    ];
+    for (const part of unchanged) expect(part(shared), String(part)).to.equal(part(previous));
+    for (const part of [(p: V1Pod) => p.spec!.tolerations, (p: V1Pod) => p.status!.conditions![1], (p: V1Pod) => p.status!.containerStatuses![0].state]) {
+      expect(part(shared), String(part)).to.not.equal(part(previous));
+      expect(Object.isFrozen(part(shared)), String(part)).to.equal(true);
+    }
+    // What changed went through the table: another pod with the same new parts gets them.
+    const other = workloadPod(2, '2026-11-25T06:44:16Z');
+    other.spec!.tolerations!.push({ key: 'spot', operator: 'Exists' });
+    const second = sharePodParts(other, table);
+    expect(second.spec!.tolerations).to.equal(shared.spec!.tolerations);
+    expect(second.status!.conditions![1]).to.equal(shared.status!.conditions![1]);
+  });
+
+  it('matches list items by index, and takes nothing from a previous version that is not shared', () => {
+    const previous = sharePodParts(workloadPod(1, '2026-11-25T06:44:15Z'), new SubtreeTable());
+    // The conditions come in the other order: each is compared with the one at its index only,
+    // so neither is the previous version's (the table, new, has neither).
+    const next = workloadPod(1, '2026-11-25T06:44:15Z');
+    next.status!.conditions!.reverse();
+    const shared = sharePodParts(next, new SubtreeTable(), previous);
+    expect(shared.status!.conditions!.map((c) => c.type)).to.deep.equal(['Ready', 'PodScheduled']);
+    expect(shared.status!.conditions![0]).to.not.equal(previous.status!.conditions![1]);
+    expect(shared.status!.conditions![1]).to.not.equal(previous.status!.conditions![0]);
+    expect(shared.spec!.affinity).to.equal(previous.spec!.affinity);
+    // A previous version nobody shared (its parts are its own, writable): nothing of it is taken.
+    const unshared = workloadPod(3, '2026-11-25T06:44:15Z');
+    const again = sharePodParts(workloadPod(3, '2026-11-25T06:44:15Z'), new SubtreeTable(), unshared);
+    expect(again.spec!.affinity).to.not.equal(unshared.spec!.affinity);
+    expect(Object.isFrozen(unshared.spec!.affinity)).to.equal(false);
+  });
 });
