@@ -485,7 +485,7 @@ describe('Informer share', () => {
     informer.stop();
   });
 
-  it('offers the parts the version of the same object cached until now, and none to a new one', async () => {
+  it('hands the sharing the version of the same object cached until now, and nothing with an object new to the cache', async () => {
     const api = fakeApi();
     const pod = (name: string, rv: string): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv }, spec: { containers: [{ name: 'c' }] } });
     const offered: Array<[string, string | undefined]> = [];
