@@ -43,13 +43,16 @@ export function displayName(ref: TargetRef): string {
  * kubeconfig file, never lets client-node parse the Secret's text (see target-kubeconfig.ts),
  * and dials only addresses the policy allows. Throws KubeconfigError with a status reason for
  * every way it can be wrong; its messages never quote the Secret's values. Returns `current`
- * itself when the Secret still holds what it was built from.
+ * itself when the Secret still holds what it was built from, and throws `refused` itself when it
+ * still holds the text that was refused (a refusal of the text carries its `fingerprint`): a
+ * Secret is read on every probe, and parsed only when it changed, whether it was good or not.
  */
 export function kubeConfigFromSecret(
   secret: V1Secret | undefined,
   ref: { secretName: string; secretNamespace: string; key?: string; context?: string },
   policy: ServerAddressPolicy,
   current?: { kubeConfig: KubeConfig; fingerprint: string },
+  refused?: KubeconfigError,
 ): { kubeConfig: KubeConfig; fingerprint: string } {
   const where = `Secret ${ref.secretNamespace}/${ref.secretName}`;
   if (!secret) throw new KubeconfigError('SecretNotFound', `${where} does not exist`);
@@ -63,11 +66,12 @@ export function kubeConfigFromSecret(
   // The Secret is read again on every probe, but parsed only when its text changed.
   const fingerprint = createHash('sha256').update(text).update('\0').update(ref.context ?? '').digest('hex').slice(0, 16);
   if (current && current.fingerprint === fingerprint) return current;
+  if (refused && refused.fingerprint === fingerprint) throw refused;
   let parsed;
   try {
     parsed = parseTargetKubeconfig(text, { context: ref.context, policy });
   } catch (err) {
-    if (err instanceof KubeconfigError) throw new KubeconfigError(err.reason, `${where} key "${key}": ${err.message}`);
+    if (err instanceof KubeconfigError) throw new KubeconfigError(err.reason, `${where} key "${key}": ${err.message}`, fingerprint);
     throw err;
   }
   return { kubeConfig: buildTargetKubeConfig(parsed, policy), fingerprint };

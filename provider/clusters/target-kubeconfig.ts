@@ -25,6 +25,8 @@ export class KubeconfigError extends Error {
   constructor(
     readonly reason: 'SecretNotFound' | 'SecretKeyMissing' | 'KubeconfigInvalid' | 'KubeconfigUnsupported' | 'ServerNotAllowed',
     message: string,
+    /** For a refused text: the fingerprint of that text, so the same text is not parsed again. */
+    readonly fingerprint?: string,
   ) {
     super(message);
     this.name = 'KubeconfigError';

@@ -16,7 +16,10 @@ import { isScalar, parseDocument, visit } from 'yaml';
 export interface UntrustedYamlLimits {
   /** Largest text accepted, in bytes of UTF-8. */
   maxBytes: number;
-  /** Deepest nesting of flow collections (`[`/`{`), and of indentation in columns / 2. */
+  /**
+   * Deepest nesting of flow collections (`[`/`{`), and of block collections: the column where a
+   * line's content starts (after its indentation and block indicators), over 2.
+   */
   maxDepth?: number;
   /** Most alias expansions (`*a`); kubeconfigs and annotations have no use for them. */
   maxAliasCount?: number;
@@ -65,22 +68,28 @@ export function parseUntrustedYaml(text: string, limits: UntrustedYamlLimits): u
 /**
  * Refuses text nested deeper than `maxDepth`, in one pass: flow brackets are counted wherever
  * they are (brackets inside quoted strings count too, which only matters past `maxDepth`
- * unclosed ones), and block nesting is judged by indentation (two columns a level).
+ * unclosed ones), and block nesting is judged by the column where a line's content starts (two
+ * columns a level). Block indicators at the start of a line (`- `, `? `, `: `) count as columns
+ * too: `- - - x` nests three sequences on one line with no indentation at all, and a few KB of
+ * it exhaust the parser's stack as surely as brackets do.
  */
 function checkNesting(text: string, maxDepth: number): void {
+  const maxColumn = maxDepth * 2;
   let depth = 0;
   let lineStart = true;
-  let indent = 0;
+  let column = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 10) {
       lineStart = true;
-      indent = 0;
+      column = 0;
       continue;
     }
     if (lineStart) {
-      if (c === 32) {
-        if (++indent > maxDepth * 2) throw new UntrustedYamlError(`indented deeper than ${maxDepth * 2} columns`);
+      // A space, a tab (refused as indentation, but only after the parser has recursed into
+      // what follows it), or an indicator followed by a blank: the content has not started yet.
+      if (c === 32 || c === 9 || (isBlockIndicator(c) && isBlankOrEnd(text, i + 1))) {
+        if (++column > maxColumn) throw new UntrustedYamlError(`indented deeper than ${maxColumn} columns (block indicators such as "- " count)`);
         continue;
       }
       lineStart = false;
@@ -89,6 +98,18 @@ function checkNesting(text: string, maxDepth: number): void {
       if (++depth > maxDepth) throw new UntrustedYamlError(`nested deeper than ${maxDepth} levels`);
     } else if ((c === 93 || c === 125) && depth > 0) depth--;
   }
+}
+
+/** `-`, `?` or `:`. */
+function isBlockIndicator(c: number): boolean {
+  return c === 45 || c === 63 || c === 58;
+}
+
+/** Whether `text[i]` is a space, a tab, a line break, or past the end. */
+function isBlankOrEnd(text: string, i: number): boolean {
+  if (i >= text.length) return true;
+  const c = text.charCodeAt(i);
+  return c === 32 || c === 9 || c === 10 || c === 13;
 }
 
 function formatBytes(n: number): string {

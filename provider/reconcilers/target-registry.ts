@@ -75,6 +75,8 @@ interface Probe {
 export class TargetRegistryReconciler {
   private readonly leaseIntervalMs: number;
   private readonly probeTimeoutMs: number;
+  /** The last refusal of each Target's kubeconfig text, so that the same text is not parsed again. */
+  private readonly refusals = new Map<string, KubeconfigError>();
 
   constructor(private readonly o: TargetRegistryReconcilerOptions) {
     this.leaseIntervalMs = o.leaseIntervalMs ?? 10_000;
@@ -87,6 +89,7 @@ export class TargetRegistryReconciler {
     if (!obj) {
       this.o.registry.delete(key);
       this.o.authorization?.forget(key);
+      this.refusals.delete(key);
       return;
     }
     const probe = await this.probe(ref, obj, virtualNodeName(ref));
@@ -107,7 +110,10 @@ export class TargetRegistryReconciler {
       client = await this.buildClient(ref, parsed.spec);
     } catch (err) {
       this.o.registry.deleteClient(targetKey(ref));
-      if (err instanceof KubeconfigError) return { health: { ready: false, reason: err.reason, message: err.message } };
+      if (err instanceof KubeconfigError) {
+        if (err.fingerprint) this.refusals.set(targetKey(ref), err);
+        return { health: { ready: false, reason: err.reason, message: err.message } };
+      }
       const kind = classifyApiError(err);
       return { health: { ready: false, reason: kind === 'Forbidden' ? 'SecretForbidden' : 'SecretUnreadable', message: `reading the kubeconfig Secret: ${statusMessage(err)}` } };
     }
@@ -191,7 +197,14 @@ export class TargetRegistryReconciler {
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
-    const { kubeConfig, fingerprint } = kubeConfigFromSecret(secret, { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context }, this.o.serverPolicy, existing?.self ? undefined : existing);
+    const { kubeConfig, fingerprint } = kubeConfigFromSecret(
+      secret,
+      { secretName: s.name, secretNamespace: s.namespace, key: s.key, context: s.context },
+      this.o.serverPolicy,
+      existing?.self ? undefined : existing,
+      this.refusals.get(targetKey(ref)),
+    );
+    this.refusals.delete(targetKey(ref));
     if (existing && existing.fingerprint === fingerprint) return existing;
     return createTargetClient(ref, withRequestDeadline(kubeConfig, this.o.requestTimeoutMs ?? 30_000), fingerprint, false);
   }

@@ -135,6 +135,23 @@ describe('Target kubeconfigs: tokens and inline data', () => {
     expect(changed.kubeConfig.getCurrentUser()?.token).to.equal('other');
   });
 
+  it('does not parse a refused text again either, until it changes', () => {
+    const deep = secretOf(`${'- '.repeat(3000)}x`);
+    let refused: KubeconfigError | undefined;
+    try {
+      kubeConfigFromSecret(deep, REF, POLICY);
+    } catch (err) {
+      refused = err as KubeconfigError;
+    }
+    expect(refused).to.be.instanceOf(KubeconfigError);
+    expect(refused!.reason).to.equal('KubeconfigInvalid');
+    expect(refused!.message).to.match(/indented deeper than 64 columns/);
+    expect(refused!.fingerprint).to.be.a('string');
+    expect(() => kubeConfigFromSecret(deep, REF, POLICY, undefined, refused), 'the same refusal, not parsed again').to.throw().that.equals(refused);
+    const fixed = kubeConfigFromSecret(secretOf(kubeconfig()), REF, POLICY, undefined, refused);
+    expect(fixed.kubeConfig.getCurrentUser()?.token).to.be.a('string');
+  });
+
   it('accepts what `admiralty export-kubeconfig` writes, with CA data and a token', () => {
     const secret = buildKubeconfigSecret({ secretName: 's', secretNamespace: 'ns', server: 'https://c2.example:6443', caData: PEM_B64, token: 'eyJhbGciOi.abc.def', namespace: 'default', clusterName: 'c2' });
     const text = secret.stringData!.config;

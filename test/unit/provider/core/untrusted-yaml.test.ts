@@ -40,9 +40,29 @@ describe('parseUntrustedYaml', () => {
     expect(refusal(`${'['.repeat(100_000)}${']'.repeat(100_000)}`)).to.equal('nested deeper than 32 levels');
     expect(refusal(`a: ${'{a: '.repeat(33)}1${'}'.repeat(33)}`)).to.equal('nested deeper than 32 levels');
     const block = Array.from({ length: 40 }, (_, i) => `${'  '.repeat(i)}a:`).join('\n');
-    expect(refusal(block)).to.equal('indented deeper than 64 columns');
+    expect(refusal(block)).to.equal('indented deeper than 64 columns (block indicators such as "- " count)');
     expect(Date.now() - started, 'ms for all three').to.be.below(1000);
     expect(parseUntrustedYaml(`${'['.repeat(32)}${']'.repeat(32)}`, LIMITS)).to.be.an('array');
+  });
+
+  it('counts block indicators at the start of a line as nesting: "- - - x" needs no indentation', () => {
+    // Each of these, a few KB long, nests thousands of block collections on one line: the parser
+    // runs out of stack on the first parse, and the second parse of the same text aborted the
+    // whole process (V8's RegExp compiler, out of memory) before the check counted indicators.
+    for (const text of [
+      `${'- '.repeat(3000)}x`,
+      `${'? '.repeat(3000)}x`,
+      `${'- ? '.repeat(1500)}x`,
+      `${'-\t'.repeat(3000)}x`,
+      `\t${'- '.repeat(3000)}x`,
+      `a:\n  b:\n${' '.repeat(60)}- - - x`,
+    ]) {
+      expect(refusal(text), JSON.stringify(text.slice(0, 12))).to.match(/^indented deeper than 64 columns/);
+    }
+    // Up to the limit, and dashes that are content, still parse.
+    expect(parseUntrustedYaml(`${'- '.repeat(32)}x`, LIMITS)).to.be.an('array');
+    expect(parseUntrustedYaml(`k: |\n  ${'-'.repeat(200)}\n`, LIMITS)).to.deep.equal({ k: `${'-'.repeat(200)}\n` });
+    expect(parseUntrustedYaml(`- -1\n- -x\n`, LIMITS)).to.deep.equal([-1, '-x']);
   });
 
   it('refuses an alias bomb and text over the size limit', () => {
