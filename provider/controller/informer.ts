@@ -6,6 +6,9 @@ import { LineWatch } from './line-watch.js';
 import type { StringTable } from './string-table.js';
 import type { SubtreeTable } from './subtree-table.js';
 
+/** `.../namespaces/<ns>/<resource>`: a path of one namespace's objects. */
+const NAMESPACED_PATH = /\/namespaces\/([^/]+)\/[^/]+$/;
+
 export interface InformerOptions<T extends KubernetesObject> {
   /** Short name for logs and metrics, e.g. `proxies`. */
   name: string;
@@ -100,7 +103,10 @@ const WATCH_TIMEOUT_MIN_S = 300;
  * would add to the load that made it fall behind).
  *
  * Objects are cached without `metadata.managedFields`, then through the `transform` if any, and
- * only those that `keep` (if any) accepts.
+ * only those that `keep` (if any) accepts. An informer of a namespaced path
+ * (`.../namespaces/<ns>/<resource>`) takes objects of that namespace only: a target's server is
+ * whoever wrote the Target's kubeconfig, and what its answers say of other namespaces must not
+ * reach the reconcilers (they would act there in the source).
  *
  * Each attempt carries a generation number: callbacks of an attempt that was superseded (our
  * own aborts included) are ignored, so a restart can never disturb the attempt that follows it.
@@ -129,8 +135,12 @@ export class Informer<T extends KubernetesObject> {
   /** The field selector of the last list, which its watches go on with. */
   private fieldSelectorInUse?: string;
 
+  /** The namespace of a namespaced path, the only one whose objects are taken. */
+  private readonly scope?: string;
+
   constructor(private readonly o: InformerOptions<T>) {
     this.watcher = o.watch ?? new LineWatch(o.kubeConfig);
+    this.scope = NAMESPACED_PATH.exec(o.path)?.[1];
   }
 
   get name(): string {
@@ -279,10 +289,11 @@ export class Informer<T extends KubernetesObject> {
         this.upsert(obj);
         break;
       case 'DELETED': {
+        this.remember(obj);
+        if (this.outOfScope(obj)) break;
         const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
         const old = this.cache.get(key);
         this.evict(key);
-        this.remember(obj);
         if (old) {
           this.emit('delete', old);
         } else {
@@ -343,7 +354,16 @@ export class Informer<T extends KubernetesObject> {
     return this.o.transform ? this.o.transform(raw) : raw;
   }
 
+  /** Whether `obj` is of another namespace than the namespaced path's (see the class). */
+  private outOfScope(obj: T): boolean {
+    return this.scope !== undefined && obj.metadata?.namespace !== this.scope;
+  }
+
   private upsert(raw: T, track = true): void {
+    if (this.outOfScope(raw)) {
+      if (track) this.remember(raw);
+      return;
+    }
     const obj = this.keep(raw);
     const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
     const old = this.cache.get(key);

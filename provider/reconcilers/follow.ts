@@ -87,11 +87,17 @@ export class FollowReconciler {
     this.passes = new TargetPasses((key) => o.registry.health(key));
   }
 
-  /** Key mapper for copies in a target: the key of their source object, from the parent annotations. */
+  /**
+   * Key mapper for copies in a target: the key of their source object, from the parent
+   * annotations. A copy lives in its original's namespace; one whose annotations name another
+   * maps to nothing (the target's server, or a user there, wrote them).
+   */
   static keysOfCopy(kind: Kind, obj: Copy): string[] {
     const a = obj.metadata?.annotations ?? {};
     const name = a[PARENT_NAME_ANNOTATION];
-    const ns = a[PARENT_NAMESPACE_ANNOTATION] || obj.metadata?.namespace;
+    const ns = obj.metadata?.namespace;
+    const parentNs = a[PARENT_NAMESPACE_ANNOTATION];
+    if (parentNs && parentNs !== ns) return [];
     return name && ns ? [`${kind}/${ns}/${name}`] : [];
   }
 
@@ -198,7 +204,7 @@ export class FollowReconciler {
         // A conflict here has no proxy to tell: ensureCopies tells the next one that needs the copy.
         if (src && usedIn.has(target.key)) await this.sync(kind, src, target, as);
         else if (!unboundUser) await this.deleteCopy(kind, ns, as, name, target);
-        if (await this.keepEarlierCopy(kind, ns, name, src, target)) earlierInUse = true;
+        if (await this.keepEarlierCopy(kind, ns, name, src, target, usedIn.has(target.key))) earlierInUse = true;
       },
     );
     // Nothing watches the original, nor the delegates that still name an earlier copy: look
@@ -232,11 +238,14 @@ export class FollowReconciler {
 
   /**
    * The copy an earlier version made under the original's own name `name` in `target`, if
-   * there is one of ours: kept in sync while one of this source's delegates there names it, and
-   * deleted (UID precondition) once none does or the original is gone. Read from the caches
-   * only: a copy they have not seen yet wakes this key when they do. Returns whether it is kept.
+   * there is one of ours: kept while one of this source's delegates there names it, and deleted
+   * (UID precondition) once none does or the original is gone. Kept in sync only while a proxy
+   * bound to `target` uses the original (`used`): what the target's caches hold (copies,
+   * delegates) is the target's word, and never alone sends an original there. Read from the
+   * caches only: a copy they have not seen yet wakes this key when they do. Returns whether it
+   * is kept.
    */
-  private async keepEarlierCopy(kind: Kind, ns: string, name: string, src: Copy | undefined, target: TargetClient): Promise<boolean> {
+  private async keepEarlierCopy(kind: Kind, ns: string, name: string, src: Copy | undefined, target: TargetClient, used: boolean): Promise<boolean> {
     const copies = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
     const existing = copies?.get(name, ns);
     if (!existing || !isCopyOf(existing, this.o.sourceClusterName, name) || existing.metadata?.deletionTimestamp) return false;
@@ -245,7 +254,7 @@ export class FollowReconciler {
     if (!delegates) return true;
     const named = (d: V1Pod) => isOurDelegate(d, this.o.sourceClusterName) && referencedNames(d.spec ?? { containers: [] })[kind].includes(name);
     if (src && delegates.list(ns).some(named)) {
-      await this.sync(kind, src, target, name);
+      if (used) await this.sync(kind, src, target, name);
       return true;
     }
     await this.deleteObject(kind, existing, target);

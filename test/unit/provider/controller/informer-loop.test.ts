@@ -341,12 +341,12 @@ describe('Informer list and watch loop', () => {
  * An informer over `api` with the given `transform`, `keep`, `indexers`, `strings` or `share`, telling `record` every object it
  * hands out and by which event.
  */
-function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers' | 'strings' | 'share'>): Informer<V1Pod> {
+function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers' | 'strings' | 'share'>, path = '/api/v1/pods'): Informer<V1Pod> {
   const informer = new Informer<V1Pod>({
     name: 'pods',
     cluster: 'c1',
     kubeConfig: new KubeConfig(),
-    path: '/api/v1/pods',
+    path,
     list: api.list,
     watch: api.watch,
     logger: silentLogger(),
@@ -443,6 +443,39 @@ describe('Informer keep', () => {
     expect(events.slice(4)).to.deep.equal(['delete b']);
     expect(api.watches.at(-1)!.query.resourceVersion).to.equal('8');
     informer.stop();
+  });
+});
+
+describe('Informer of one namespace', () => {
+  it("takes nothing of another namespace that its server sends, from the list or the watch, and still moves the version on", async () => {
+    // A namespaced Target's server is whoever wrote its kubeconfig: its answers may name any namespace.
+    const api = fakeApi();
+    const inNs = (name: string, namespace: string, rv: string): V1Pod => ({ metadata: { name, namespace, resourceVersion: rv } });
+    api.items = [inNs('a', 'ns', '1'), inNs('b', 'victim', '2')];
+    const events: string[] = [];
+    const informer = recordingInformer(api, (verb, p) => events.push(`${verb} ${p.metadata?.namespace}/${p.metadata?.name}`), {}, '/api/v1/namespaces/ns/pods');
+    informer.start();
+    await settle();
+    api.watches[0].send('ADDED', inNs('c', 'kube-system', '3'));
+    api.watches[0].send('MODIFIED', inNs('a', 'ns', '4'));
+    api.watches[0].send('DELETED', inNs('d', 'victim', '5'));
+    expect(informer.list().map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`)).to.deep.equal(['ns/a']);
+    expect(informer.get('b', 'victim')).to.equal(undefined);
+    expect(events).to.deep.equal(['add ns/a', 'update ns/a']);
+    api.clock.advance(1_000);
+    api.watches[0].end();
+    await settle();
+    expect(api.watches.at(-1)!.query.resourceVersion).to.equal('5');
+    informer.stop();
+
+    // A path of every namespace takes every namespace.
+    const all = fakeApi();
+    all.items = [inNs('a', 'ns', '1'), inNs('b', 'victim', '2')];
+    const everywhere = recordingInformer(all, () => {}, {});
+    everywhere.start();
+    await settle();
+    expect(everywhere.list()).to.have.length(2);
+    everywhere.stop();
   });
 });
 

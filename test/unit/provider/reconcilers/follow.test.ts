@@ -157,6 +157,10 @@ describe('FollowReconciler', () => {
     it('maps copies and proxies to configmap/<ns>/<name> and secret/<ns>/<name>', () => {
       expect(FollowReconciler.keysOfCopy('secret', copyOf(secret('pw')))).to.deep.equal([`secret/${NS}/pw`]);
       expect(FollowReconciler.keysOfCopy('configmap', configMap('not-a-copy'))).to.deep.equal([]);
+      // A copy lives in its original's namespace: annotations that name another are the target's word.
+      const forged = copyOf(secret('pw'));
+      forged.metadata!.annotations = { ...forged.metadata!.annotations, [PARENT_NAMESPACE_ANNOTATION]: 'kube-system' };
+      expect(FollowReconciler.keysOfCopy('secret', forged)).to.deep.equal([]);
       expect(FollowReconciler.keysOfProxy(proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' }))).to.deep.equal([`configmap/${NS}/conf`, `secret/${NS}/pw`]);
       expect(FollowReconciler.keysOfProxy({ metadata: { name: 'x', namespace: NS } })).to.deep.equal([]);
     });
@@ -453,6 +457,18 @@ describe('FollowReconciler', () => {
         expect(t1.core.replaceNamespacedConfigMap.firstCall.args[0].body.data).to.deep.equal({ mode: 'new' });
         sinon.assert.calledOnce(t1.core.createNamespacedConfigMap);
         expect(t1.core.createNamespacedConfigMap.firstCall.args[0].body.metadata?.name).to.equal(copy('conf'));
+      });
+
+      it("is kept, but never sent the original, when only the target's caches say a delegate names it", async () => {
+        // No proxy bound to t1 uses conf: the "delegate" and the "earlier copy" are whatever t1's
+        // server answered, and must not make the provider send t1 the original's data.
+        for (const proxies of [[], [proxy('p2', nodeOf('t2'), { configMap: 'conf' })]]) {
+          const { follow, t1 } = setup({ proxies, configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('old-delegate', 'conf')] });
+          expect(await follow.reconcile(`configmap/${NS}/conf`)).to.deep.equal({ requeueAfterMs: 60_000 });
+          sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
+          sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
+          sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
+        }
       });
 
       it('is kept while the delegates are not known yet', async () => {
