@@ -1,10 +1,13 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import type { DelegateEventCopies } from '../core/config.js';
 import { EVENT_COMPONENT, MIRRORED_FROM_ANNOTATION, PARENT_CLUSTER_NAME_LABEL, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
+import { sanitizeRemoteText } from '../core/redact.js';
 import { delegatePodName, HASH_HEX_LENGTH, shortHash } from './names.js';
 
 /** Longest message we write; the apiserver accepts more, `kubectl describe` shows less. */
 const MESSAGE_MAX_LENGTH = 1024;
+/** Longest reason we write: the apiserver's own limit on an event's reason is 128. */
+const REASON_MAX_LENGTH = 128;
 
 /** Whether `ev` is copied onto the proxy of its delegate under `copies` (see `DELEGATE_EVENT_COPIES`). Pure. */
 export function copiesEvent(copies: DelegateEventCopies, ev: CoreV1Event): boolean {
@@ -49,24 +52,29 @@ export function proxyEventName(proxyName: string, targetEventUid: string): strin
 
 /**
  * The Event to write in the source cluster for an event about a delegate in a target, or
- * undefined when the event is not about one of this cluster's delegates (wrong pod, another
- * source cluster, a pod that was recreated under the same name). The copy is about the proxy
- * (kind Pod, its UID), keeps type, reason, count and times, and says in its message where it
- * happened: `[<target>] <original message>`. Pure.
+ * undefined when the event is not about the delegate of `proxy` (wrong pod, another source
+ * cluster, a pod that was recreated under the same name). Everything about the delegate is the
+ * target's word, so the copy goes only to the proxy the delegate names if that is `proxy` (the
+ * source's own, read by the caller from the delegate's parent name, in the delegate's namespace):
+ * same namespace, same UID as the delegate's `parent-uid`. The copy is about the proxy (kind
+ * Pod, its UID), keeps type, reason, count and times, and says in its message where it happened:
+ * `[<target>] <original message>`, one printable line of at most 1024 characters. Pure.
  */
-export function proxyEventFor(ev: CoreV1Event, delegate: V1Pod, sourceClusterName: string, targetName: string): CoreV1Event | undefined {
+export function proxyEventFor(ev: CoreV1Event, delegate: V1Pod, proxy: V1Pod | undefined, sourceClusterName: string, targetName: string): CoreV1Event | undefined {
   const labels = delegate.metadata?.labels ?? {};
   const annotations = delegate.metadata?.annotations ?? {};
   const proxyName = annotations[PARENT_NAME_ANNOTATION];
   const proxyNamespace = annotations[PARENT_NAMESPACE_ANNOTATION];
   const proxyUid = labels[PARENT_UID_LABEL];
   if (labels[PARENT_CLUSTER_NAME_LABEL] !== sourceClusterName || !proxyName || !proxyNamespace || !proxyUid) return undefined;
+  if (proxyNamespace !== delegate.metadata?.namespace) return undefined;
+  if (proxy?.metadata?.name !== proxyName || proxy.metadata.namespace !== proxyNamespace || proxy.metadata.uid !== proxyUid) return undefined;
   const about = ev.involvedObject;
   if (about?.kind !== 'Pod' || about.name !== delegate.metadata?.name || about.namespace !== delegate.metadata?.namespace) return undefined;
   if (about.uid && delegate.metadata?.uid && about.uid !== delegate.metadata.uid) return undefined;
   if (!ev.metadata?.uid) return undefined;
   const when = eventTime(ev) ?? new Date(0);
-  const message = `[${targetName}] ${ev.message ?? ''}`.trimEnd().slice(0, MESSAGE_MAX_LENGTH);
+  const message = sanitizeRemoteText(`[${targetName}] ${ev.message ?? ''}`, MESSAGE_MAX_LENGTH);
   return {
     metadata: {
       name: proxyEventName(proxyName, ev.metadata.uid),
@@ -74,8 +82,8 @@ export function proxyEventFor(ev: CoreV1Event, delegate: V1Pod, sourceClusterNam
       annotations: { [MIRRORED_FROM_ANNOTATION]: `${targetName}/${ev.metadata.namespace}/${ev.metadata.name}` },
     },
     involvedObject: { kind: 'Pod', apiVersion: 'v1', name: proxyName, namespace: proxyNamespace, uid: proxyUid, fieldPath: about.fieldPath },
-    type: ev.type ?? 'Normal',
-    reason: ev.reason,
+    type: ev.type === 'Warning' ? 'Warning' : 'Normal',
+    reason: ev.reason === undefined ? undefined : sanitizeRemoteText(ev.reason, REASON_MAX_LENGTH),
     message,
     count: ev.count ?? ev.series?.count ?? 1,
     firstTimestamp: new Date((ev.firstTimestamp ?? when) as unknown as string),

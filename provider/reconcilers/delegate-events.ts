@@ -5,6 +5,7 @@ import type { DelegateEventCopies } from '../core/config.js';
 import { classifyApiError } from '../core/errors.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import { unreadAnswer } from '../core/unread-answer.js';
+import { PARENT_NAME_ANNOTATION } from '../core/keys.js';
 import { copiesEvent, eventTime, proxyEventFor } from '../model/proxy-event.js';
 import type { ObjectCache } from './object-cache.js';
 
@@ -22,6 +23,10 @@ export interface DelegateEventsOptions {
   targetEvents: (targetKey: string) => ObjectCache<CoreV1Event> | undefined;
   /** Our delegates in a target (by target key). */
   delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  /** The source's proxies: an event is copied only onto the proxy its delegate belongs to. */
+  proxies: ObjectCache<V1Pod>;
+  /** The virtual node of a target (by target key): a proxy bound to another's gets none of its events. */
+  virtualNodeOf: (targetKey: string) => string | undefined;
   /** Name shown in the copied message, e.g. `default/c2`. */
   targetName: (targetKey: string) => string | undefined;
   sourceClusterName: string;
@@ -38,6 +43,10 @@ export interface DelegateEventsOptions {
  * target that `copies` takes (by default its Warnings: a target's FailedScheduling, BackOff,
  * Unhealthy) is copied into the source cluster as an event about the proxy, and kept current as
  * its count grows. Keys are `<target key>|<ns>|<event>`.
+ *
+ * What a target says of its delegates is its own word: an event is copied only onto a proxy of
+ * this cluster that exists in the delegate's namespace, with the UID the delegate names, and is
+ * not bound to another target's virtual node (see `proxyEventFor`).
  *
  * Copies have deterministic names (see `proxyEventName`), so retries and restarts update the
  * same copy instead of adding one. The copies are best effort: a namespace that is gone or
@@ -95,7 +104,10 @@ export class DelegateEventsReconciler {
     const about = ev.involvedObject;
     const delegate = about?.name ? this.o.delegates(targetKey)?.get(about.name, about.namespace) : undefined;
     if (!delegate) return; // not ours, or not cached yet: its arrival enqueues this key again
-    const desired = proxyEventFor(ev, delegate, this.o.sourceClusterName, this.o.targetName(targetKey) ?? targetKey);
+    const proxy = this.o.proxies.get(delegate.metadata?.annotations?.[PARENT_NAME_ANNOTATION] ?? '', delegate.metadata?.namespace);
+    const boundTo = proxy?.spec?.nodeName;
+    if (boundTo && boundTo !== this.o.virtualNodeOf(targetKey)) return;
+    const desired = proxyEventFor(ev, delegate, proxy, this.o.sourceClusterName, this.o.targetName(targetKey) ?? targetKey);
     if (!desired) return;
     // A digest: the message may be long, and up to REMEMBERED stamps are held.
     const stamp = hash('sha1', `${desired.count}|${(desired.lastTimestamp as Date).toISOString()}|${desired.message}`, 'base64');

@@ -143,6 +143,8 @@ export async function wireDelegation(
     sourceCore: core,
     targetEvents: (key: string) => perTarget.get(key)?.events,
     delegates: (key: string) => perTarget.get(key)?.delegates,
+    proxies,
+    virtualNodeOf: (key: string) => clusters.nodeNameOf(key),
     targetName: (key: string) => clusters.get(key)?.displayName,
     sourceClusterName: config.clusterName,
     clock,

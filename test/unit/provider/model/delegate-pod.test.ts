@@ -560,7 +560,7 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     ['waitingRequests', (d) => [...waitingRequests([d], [], 'c1')]],
     ['referencedNames', (d) => referencedNames(d.spec!)],
     ['serviceAccountTokenVolumeNames', (d) => [...serviceAccountTokenVolumeNames(d.spec!)]],
-    ['proxyEventFor', (d) => proxyEventFor({ metadata: { name: 'e', namespace: 'team', uid: 'e-uid' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'team', uid: d.metadata!.uid }, reason: 'Pulled', message: 'ok', lastTimestamp: t }, d, 'c1', 'c2')],
+    ['proxyEventFor', (d) => proxyEventFor({ metadata: { name: 'e', namespace: 'team', uid: 'e-uid' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'team', uid: d.metadata!.uid }, reason: 'Pulled', message: 'ok', lastTimestamp: t }, d, proxy, 'c1', 'c2')],
     ...([0, 120_000, 3_600_000] as const).map((afterMs): [string, (d: V1Pod) => unknown] => [
       `decideReplacement ${afterMs} ms on`,
       (d) =>

@@ -16,6 +16,9 @@ const delegate = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({
   },
 });
 
+/** The proxy of {@link delegate}, as the source's cache has it. */
+const proxy = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({ metadata: { name: 'web', namespace: 'shop', uid: 'proxy-uid', ...over } });
+
 const event = (over: Partial<CoreV1Event> = {}): CoreV1Event => ({
   metadata: { name: 'web-0a1b2c3d4e.17a', namespace: 'shop', uid: 'event-uid' },
   involvedObject: { kind: 'Pod', name: 'web-0a1b2c3d4e', namespace: 'shop', uid: 'delegate-uid', fieldPath: 'spec.containers{app}' },
@@ -30,7 +33,7 @@ const event = (over: Partial<CoreV1Event> = {}): CoreV1Event => ({
 
 describe('proxy events (copies of delegate events)', () => {
   it('copies an event about our delegate onto its proxy, saying where it happened', () => {
-    const copy = proxyEventFor(event(), delegate(), 'c1', 'shop/eu');
+    const copy = proxyEventFor(event(), delegate(), proxy(), 'c1', 'shop/eu');
     expect(copy).to.deep.equal({
       metadata: {
         name: proxyEventName('web', 'event-uid'),
@@ -51,12 +54,28 @@ describe('proxy events (copies of delegate events)', () => {
   });
 
   it('copies nothing that is not about one of this cluster’s delegates', () => {
-    expect(proxyEventFor(event(), delegate({ labels: { 'multicluster.admiralty.io/parent-cluster-name': 'other', 'multicluster.admiralty.io/parent-uid': 'x' } }), 'c1', 't')).to.equal(undefined);
-    expect(proxyEventFor(event({ involvedObject: { kind: 'Node', name: 'web-0a1b2c3d4e' } }), delegate(), 'c1', 't')).to.equal(undefined);
-    expect(proxyEventFor(event({ involvedObject: { kind: 'Pod', name: 'someone-else', namespace: 'shop' } }), delegate(), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event(), delegate({ labels: { 'multicluster.admiralty.io/parent-cluster-name': 'other', 'multicluster.admiralty.io/parent-uid': 'x' } }), proxy(), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event({ involvedObject: { kind: 'Node', name: 'web-0a1b2c3d4e' } }), delegate(), proxy(), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event({ involvedObject: { kind: 'Pod', name: 'someone-else', namespace: 'shop' } }), delegate(), proxy(), 'c1', 't')).to.equal(undefined);
     // Same name, another pod (the delegate was recreated): the old pod's events are not ours.
-    expect(proxyEventFor(event({ involvedObject: { kind: 'Pod', name: 'web-0a1b2c3d4e', namespace: 'shop', uid: 'older-uid' } }), delegate(), 'c1', 't')).to.equal(undefined);
-    expect(proxyEventFor(event(), delegate({ annotations: {} }), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event({ involvedObject: { kind: 'Pod', name: 'web-0a1b2c3d4e', namespace: 'shop', uid: 'older-uid' } }), delegate(), proxy(), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event(), delegate({ annotations: {} }), proxy(), 'c1', 't')).to.equal(undefined);
+  });
+
+  it("copies nothing to a proxy that the delegate's own word names but is not its proxy", () => {
+    // All of the delegate's labels and annotations are the target's word.
+    const elsewhere = delegate({ annotations: { 'multicluster.admiralty.io/parent-name': 'coredns', 'multicluster.admiralty.io/parent-namespace': 'kube-system' } });
+    expect(proxyEventFor(event(), elsewhere, proxy({ name: 'coredns', namespace: 'kube-system' }), 'c1', 't'), 'another namespace than the delegate’s').to.equal(undefined);
+    expect(proxyEventFor(event(), delegate(), undefined, 'c1', 't'), 'no such proxy').to.equal(undefined);
+    expect(proxyEventFor(event(), delegate(), proxy({ uid: 'another-uid' }), 'c1', 't'), 'another pod of that name').to.equal(undefined);
+    expect(proxyEventFor(event(), delegate(), proxy({ name: 'db' }), 'c1', 't'), 'another proxy').to.equal(undefined);
+  });
+
+  it('writes the message and reason as one printable line, and the type as Warning or Normal', () => {
+    const copy = proxyEventFor(event({ type: 'Critical', reason: 'Odd\nReason', message: 'line one\n\u202eline two Bearer abc.def' }), delegate(), proxy(), 'c1', 't')!;
+    expect(copy.message).to.equal('[t] line one line two Bearer <redacted>');
+    expect(copy.reason).to.equal('Odd Reason');
+    expect(copy.type).to.equal('Normal');
   });
 
   it('names copies deterministically, per original event, within the name limits', () => {
@@ -71,15 +90,16 @@ describe('proxy events (copies of delegate events)', () => {
   it('takes the time and count of events written through the newer events API', () => {
     const series = event({ lastTimestamp: undefined, firstTimestamp: undefined, count: undefined, eventTime: new Date('2026-11-22T09:00:00Z'), series: { count: 7, lastObservedTime: new Date('2026-11-22T09:30:00Z') } });
     expect(eventTime(series)?.toISOString()).to.equal('2026-11-22T09:30:00.000Z');
-    const copy = proxyEventFor(series, delegate(), 'c1', 't')!;
+    const copy = proxyEventFor(series, delegate(), proxy(), 'c1', 't')!;
     expect(copy.count).to.equal(7);
     expect((copy.lastTimestamp as Date).toISOString()).to.equal('2026-11-22T09:30:00.000Z');
   });
 
   it('keeps messages within 1024 characters', () => {
-    const copy = proxyEventFor(event({ message: 'x'.repeat(5000) }), delegate(), 'c1', 't')!;
+    const copy = proxyEventFor(event({ message: 'x'.repeat(5000) }), delegate(), proxy(), 'c1', 't')!;
     expect(copy.message).to.have.length(1024);
     expect(copy.message!.startsWith('[t] xxx')).to.equal(true);
+    expect(copy.message!.endsWith('x…')).to.equal(true);
   });
 });
 

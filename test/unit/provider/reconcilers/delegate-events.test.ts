@@ -38,6 +38,9 @@ const delegate: V1Pod = {
     annotations: { 'multicluster.admiralty.io/parent-name': 'web', 'multicluster.admiralty.io/parent-namespace': 'shop' },
   },
 };
+/** The delegate's proxy in the source, bound to the target's virtual node. */
+const proxyOf = (over: Partial<V1Pod['metadata']> = {}, nodeName = 'admiralty-shop-eu'): V1Pod => ({ metadata: { name: 'web', namespace: 'shop', uid: 'p-uid', ...over }, spec: { containers: [], nodeName } });
+
 const scheduled = (over: Partial<CoreV1Event> = {}): CoreV1Event => ({
   metadata: { name: 'web-abc.1', namespace: 'shop', uid: 'e-uid' },
   involvedObject: { kind: 'Pod', name: 'web-abc', namespace: 'shop', uid: 'd-uid' },
@@ -53,6 +56,7 @@ describe('DelegateEventsReconciler', () => {
   let core: { createNamespacedEvent: sinon.SinonStub; readNamespacedEvent: sinon.SinonStub; replaceNamespacedEvent: sinon.SinonStub };
   let events: ReturnType<typeof cache<CoreV1Event>>;
   let delegates: ReturnType<typeof cache<V1Pod>>;
+  let proxies: ReturnType<typeof cache<V1Pod>>;
   let r: DelegateEventsReconciler;
   const key = 'Target/shop/eu|shop|web-abc.1';
 
@@ -60,10 +64,13 @@ describe('DelegateEventsReconciler', () => {
     core = { createNamespacedEvent: sinon.stub().resolves({}), readNamespacedEvent: sinon.stub(), replaceNamespacedEvent: sinon.stub().resolves({}) };
     events = cache([scheduled()]);
     delegates = cache([delegate]);
+    proxies = cache([proxyOf()]);
     r = new DelegateEventsReconciler({
       sourceCore: core as unknown as CoreV1Api,
       targetEvents: (k) => (k === 'Target/shop/eu' ? events : undefined),
       delegates: (k) => (k === 'Target/shop/eu' ? delegates : undefined),
+      proxies,
+      virtualNodeOf: (k) => (k === 'Target/shop/eu' ? 'admiralty-shop-eu' : undefined),
       targetName: () => 'shop/eu',
       sourceClusterName: 'c1',
       clock: new FakeClock(NOW),
@@ -162,6 +169,33 @@ describe('DelegateEventsReconciler', () => {
     await r.reconcile(key);
     await r.reconcile('Target/gone/x|shop|web-abc.1');
     expect(core.createNamespacedEvent.callCount).to.equal(0);
+  });
+
+  it("copies onto the delegate's own proxy only: one that exists, is bound to this target or not yet bound, in the delegate's namespace", async () => {
+    // Not yet bound (the extender creates the delegate before the bind): copied.
+    proxies.items[0] = proxyOf({}, '');
+    await r.reconcile(key);
+    expect(core.createNamespacedEvent.callCount).to.equal(1);
+    const refused: [string, () => void][] = [
+      ['no such proxy', () => (proxies.items.length = 0)],
+      ['bound to another target', () => (proxies.items[0] = proxyOf({}, 'admiralty-shop-us'))],
+      ['another pod of that name', () => (proxies.items[0] = proxyOf({ uid: 'other-uid' }))],
+      [
+        "a delegate naming a proxy of another namespace (the target's word)",
+        () => {
+          proxies.items[0] = proxyOf({ name: 'coredns', namespace: 'kube-system' });
+          delegates.items[0] = { ...delegate, metadata: { ...delegate.metadata, annotations: { 'multicluster.admiralty.io/parent-name': 'coredns', 'multicluster.admiralty.io/parent-namespace': 'kube-system' } } };
+        },
+      ],
+    ];
+    for (const [why, arrange] of refused) {
+      proxies.items.splice(0, proxies.items.length, proxyOf());
+      delegates.items[0] = delegate;
+      arrange();
+      events.items[0] = scheduled({ count: core.createNamespacedEvent.callCount + 5 });
+      await r.reconcile(key);
+      expect(core.createNamespacedEvent.callCount, why).to.equal(1);
+    }
   });
 
   it('gives up quietly when the proxy namespace is gone or terminating, and retries other failures', async () => {
