@@ -52,31 +52,37 @@ export function buildConfigMapCopy(src: V1ConfigMap, opts: CopyOptions): V1Confi
   return copy;
 }
 
-const SERVICE_ACCOUNT_TOKEN_TYPE = 'kubernetes.io/service-account-token';
+/**
+ * Secret types that are this cluster's own credentials: a ServiceAccount's token and a
+ * bootstrap token. A copy in a target would hand whoever may read Secrets there (and every other
+ * source's delegates in that namespace) a credential for this cluster.
+ */
+const CREDENTIAL_SECRET_TYPES = new Set(['kubernetes.io/service-account-token', 'bootstrap.kubernetes.io/token']);
+
+/**
+ * Why `src` is never copied into a target, or undefined when it may be: a Secret holding this
+ * cluster's own credentials (see {@link CREDENTIAL_SECRET_TYPES}). Pure; the follow reconciler
+ * refuses the pod's delegation with reason `CopyRefused`, and keeps no copy of it anywhere.
+ */
+export function copyRefusal(kind: 'configmap' | 'secret', src: V1ConfigMap | V1Secret): string | undefined {
+  const type = kind === 'secret' ? (src as V1Secret).type : undefined;
+  if (!type || !CREDENTIAL_SECRET_TYPES.has(type)) return undefined;
+  return `secret ${src.metadata?.namespace}/${src.metadata?.name} is of type ${type}, a credential for this cluster: it is never copied to a target (give the pod a Secret of its own there, or one of another type here)`;
+}
 
 /**
  * The copy of a local Secret to write in a target: {@link copyMetadata}, same `data`, `type` and
  * `immutable`. `stringData` (write-only, only present on objects not read back from the API) is
  * folded into `data` as base64, which is what the apiserver would store, so copies compare equal
- * to what a target returns. A `kubernetes.io/service-account-token` Secret is copied as `Opaque`
- * without its `kubernetes.io/service-account.*` annotations: the target's token controller would
- * otherwise delete it for naming a ServiceAccount it does not have (and we would recreate it
- * forever). Pure; called by the follow reconciler.
+ * to what a target returns. Never called for a Secret that {@link copyRefusal} refuses. Pure;
+ * called by the follow reconciler.
  */
 export function buildSecretCopy(src: V1Secret, opts: CopyOptions): V1Secret {
-  const metadata = copyMetadata(src.metadata, opts);
-  let type = src.type;
-  if (type === SERVICE_ACCOUNT_TOKEN_TYPE) {
-    type = 'Opaque';
-    for (const k of Object.keys(metadata.annotations!)) {
-      if (k.startsWith('kubernetes.io/service-account.')) delete metadata.annotations![k];
-    }
-  }
-  const copy: V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata };
+  const copy: V1Secret = { apiVersion: 'v1', kind: 'Secret', metadata: copyMetadata(src.metadata, opts) };
   const data: Record<string, string> = { ...(src.data ?? {}) };
   for (const [k, v] of Object.entries(src.stringData ?? {})) data[k] = Buffer.from(v, 'utf8').toString('base64');
   if (src.data || src.stringData) copy.data = data;
-  if (type !== undefined) copy.type = type;
+  if (src.type !== undefined) copy.type = src.type;
   if (src.immutable !== undefined) copy.immutable = src.immutable;
   return copy;
 }

@@ -1,10 +1,10 @@
 import type { CoreV1Api, V1ConfigMap, V1Namespace, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
-import { CopyConflictError, isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
+import { CopyConflictError, isAlreadyExists, isNotFound, NotDelegatedError, TerminalError } from '../core/errors.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
 import { delegateSourceView, isOurDelegate } from '../model/delegate-pod.js';
-import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, isCopyOf } from '../model/follow.js';
+import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, copyRefusal, isCopyOf } from '../model/follow.js';
 import { copyName } from '../model/names.js';
 import { referencedNames, type CopyKind, type CopyNames } from '../model/pod-references.js';
 import { checkTenancy } from '../model/tenancy.js';
@@ -127,8 +127,9 @@ export class FollowReconciler {
    * @throws CopyConflictError when a copy's name is taken by an object that is not that copy
    *   (a `CopyConflict` Warning on the proxy): the delegate must not read it.
    * @throws NotDelegatedError when the target refuses a copy (`SourceNotAuthorized`,
-   *   `CopyForbidden`, `TargetNamespaceMissing`: see `refusalOf`), with a Warning of that reason
-   *   on the proxy: no delegate is made without its copies.
+   *   `CopyForbidden`, `TargetNamespaceMissing`: see `refusalOf`), or when a Secret may never
+   *   leave this cluster (`CopyRefused`: see `copyRefusal`), with a Warning of that reason on the
+   *   proxy: no delegate is made without its copies.
    */
   async ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> {
     const names: CopyNames = { configmap: new Map(), secret: new Map() };
@@ -142,6 +143,11 @@ export class FollowReconciler {
           // The delegate will wait for it, as the pod would at home, unless the target has its own.
           this.event(proxy, 'Normal', 'CopySourceMissing', `${kind} ${ns}/${name} does not exist here: the delegate in ${target.displayName} names it as it is`);
           continue;
+        }
+        const refused = copyRefusal(kind, src);
+        if (refused) {
+          this.event(proxy, 'Warning', 'CopyRefused', refused);
+          throw new NotDelegatedError('CopyRefused', refused);
         }
         const as = copyName(name, this.o.sourceClusterName);
         let synced: boolean;
@@ -168,7 +174,8 @@ export class FollowReconciler {
    * Keeps the copies of one source object right in every non-self target: our copy exists (and
    * matches the source) exactly in the targets whose virtual node has a proxy that references
    * the object; elsewhere, and everywhere once the source object is gone, our copy is deleted
-   * (UID precondition). Proxies that are terminating still count while they are bound: their
+   * (UID precondition), as it is everywhere for an original that may never be copied
+   * (`copyRefusal`). Proxies that are terminating still count while they are bound: their
    * delegate may still be running. Proxies that may not use their node's target
    * (`checkTenancy`) do not count. A copy under the original's own name (an earlier version's)
    * is kept while a delegate names it (see the class).
@@ -177,7 +184,8 @@ export class FollowReconciler {
     const parts = key.split('/');
     const [kind, ns, name] = parts as [Kind, string, string];
     if (parts.length !== 3 || (kind !== 'configmap' && kind !== 'secret') || !ns || !name) throw new TerminalError(`not a follow key: ${key}`);
-    const src = await this.source(kind, ns, name);
+    const original = await this.source(kind, ns, name);
+    const src = original && !copyRefusal(kind, original) ? original : undefined;
     const usedIn = new Set<string>();
     let unboundUser = false;
     if (src) {

@@ -6,6 +6,7 @@ import {
   buildSecretCopy,
   copyNeedsRecreate,
   copyNeedsUpdate,
+  copyRefusal,
   isCopyOf,
   isOwnedCopy,
 } from '../../../../provider/model/follow.js';
@@ -48,15 +49,6 @@ describe('buildSecretCopy', () => {
   const cases: [string, V1Secret, Partial<V1Secret>][] = [
     ['opaque', { metadata: meta, type: 'Opaque', data: { a: 'MQ==' } }, { type: 'Opaque', data: { a: 'MQ==' } }],
     ['stringData folded into data', { metadata: meta, data: { a: 'MQ==' }, stringData: { b: 'hi' } }, { data: { a: 'MQ==', b: 'aGk=' } }],
-    [
-      'service-account token becomes Opaque',
-      {
-        metadata: { ...meta, annotations: { 'kubernetes.io/service-account.name': 'sa', 'kubernetes.io/service-account.uid': 'u', note: 'x' } },
-        type: 'kubernetes.io/service-account-token',
-        data: { token: 'dA==' },
-      },
-      { type: 'Opaque', data: { token: 'dA==' } },
-    ],
   ];
   for (const [why, src, want] of cases) {
     it(why, () => {
@@ -66,6 +58,16 @@ describe('buildSecretCopy', () => {
       expect(copy).to.not.have.property('stringData');
     });
   }
+});
+
+describe('copyRefusal', () => {
+  it("refuses this cluster's own credentials, a ServiceAccount token or a bootstrap token, and nothing else", () => {
+    const of = (type?: string): V1Secret => ({ metadata: meta, type, data: { token: 'dA==' } });
+    expect(copyRefusal('secret', of('kubernetes.io/service-account-token'))).to.match(/^secret team\/cfg is of type kubernetes.io\/service-account-token, a credential for this cluster/);
+    expect(copyRefusal('secret', of('bootstrap.kubernetes.io/token'))).to.match(/a credential for this cluster/);
+    for (const type of [undefined, 'Opaque', 'kubernetes.io/dockerconfigjson', 'kubernetes.io/tls', 'kubernetes.io/basic-auth']) expect(copyRefusal('secret', of(type)), type).to.equal(undefined);
+    expect(copyRefusal('configmap', { metadata: meta, data: { type: 'kubernetes.io/service-account-token' } })).to.equal(undefined);
+  });
 });
 
 describe('copy ownership and updates', () => {

@@ -239,6 +239,27 @@ describe('FollowReconciler', () => {
       });
     }
 
+    it("refuses to send a ServiceAccount token of this cluster anywhere: CopyRefused, with a Warning on the proxy, and no copy", async () => {
+      const token: V1Secret = { ...secret('ci-admin-token'), type: 'kubernetes.io/service-account-token', data: { token: 'ZXlKLi4u' } };
+      const p = proxy('p', nodeOf('t1'), { secret: 'ci-admin-token' });
+      const { follow, t1, events } = setup({ proxies: [p], secrets: [token] });
+      const err = await follow.ensureCopies(p, t1.target).then(() => undefined, (e: unknown) => e);
+      expect(err).to.be.instanceOf(NotDelegatedError).and.include({ reason: 'CopyRefused' });
+      sinon.assert.notCalled(t1.core.createNamespacedSecret);
+      sinon.assert.notCalled(t1.core.replaceNamespacedSecret);
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyRefused']]);
+      expect(events[0].message).to.contain(`secret ${NS}/ci-admin-token is of type kubernetes.io/service-account-token`);
+
+      // A copy an earlier version made (as Opaque) goes, though a bound proxy still names it.
+      const made = { ...copyOf(secret('ci-admin-token')), metadata: { ...copyOf(secret('ci-admin-token')).metadata, uid: 'old-copy' } };
+      const again = setup({ proxies: [p], secrets: [token], t1Secrets: [made] });
+      await again.follow.reconcile(`secret/${NS}/ci-admin-token`);
+      sinon.assert.notCalled(again.t1.core.createNamespacedSecret);
+      sinon.assert.notCalled(again.t1.core.replaceNamespacedSecret);
+      sinon.assert.calledOnce(again.t1.core.deleteNamespacedSecret);
+      expect(again.t1.core.deleteNamespacedSecret.firstCall.args[0]).to.deep.include({ body: { preconditions: { uid: 'old-copy' } } });
+    });
+
     it("turns a target's refusal of a copy into the pod's reason, with a Warning on the proxy: no Source there for this source", async () => {
       const p = proxy('p', nodeOf('t2'), { secret: 'pw' });
       const { follow, t2, events } = setup({ proxies: [p], secrets: [secret('pw')], t2Namespace: NS });
