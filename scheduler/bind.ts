@@ -16,6 +16,7 @@ import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
 import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
 import { refusalOf } from '../provider/reconcilers/target-refusal.js';
 import type { PlacementMemory } from './placement-memory.js';
+import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 
 /** `ExtenderBindingArgs` of k8s.io/kube-scheduler/extender/v1. */
 export interface ExtenderBindingArgs {
@@ -268,7 +269,7 @@ export class Binder {
     const where = `${namespace}/${name}`;
     try {
       const copyNames = await this.o.follow?.ensureCopies(proxy, target);
-      const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames });
+      const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames, targetLabels: targetIdentityLabels(target.ref) });
       // Only the new delegate's name and uid are read (waitPlaced).
       return await target.core.createNamespacedPod({ namespace, body }, identityAnswer());
     } catch (err) {

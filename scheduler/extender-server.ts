@@ -13,6 +13,7 @@ import { placementGroup, placementPolicyOf } from './placement-policy.js';
 import { controllerOf } from '../provider/model/outage.js';
 import type { TargetPlacement } from '../provider/model/target.js';
 import type { ResourceAmounts } from '../provider/model/resources.js';
+import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -242,6 +243,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       const capacity = opts.targetPlacement?.(target.key)?.burstCapacity;
       const fit = fitsTarget(pod, state.nodes, {
         targetName: target.displayName,
+        targetLabels: targetIdentityLabels(target.ref),
         assumed: assumedOn(target.key, state),
         burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
       });

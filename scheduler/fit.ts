@@ -3,7 +3,8 @@ import { PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/co
 import { delegateSourceView, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { formatQuantity } from '../provider/model/quantity.js';
 import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
-import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint, VIRTUAL_NODE_ONLY_LABEL_KEYS } from './node-match.js';
+import { resolveTargetKeys } from '../provider/model/target-keys.js';
+import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint } from './node-match.js';
 import type { FitNode } from './target-nodes.js';
 
 /** Reasons, worded like kube-scheduler's own, so FailedScheduling events read familiar. */
@@ -17,8 +18,11 @@ const UNSCHEDULABLE_TAINT = { key: 'node.kubernetes.io/unschedulable', effect: '
 export interface FitOptions {
   /** Target name for the reason (`TargetClient.displayName`). */
   targetName: string;
-  /** Label keys counted as satisfied; default {@link VIRTUAL_NODE_ONLY_LABEL_KEYS}. */
-  ignoredLabelKeys?: ReadonlySet<string>;
+  /**
+   * The target's own labels (`targetIdentityLabels`): the pod's nodeSelector and required node
+   * affinity on them are judged against these (`resolveTargetKeys`), the rest against each node.
+   */
+  targetLabels: Readonly<Record<string, string>>;
   /**
    * Requests already promised on a node that its summary does not show yet (delegates this
    * source placed after the summary was written), by node name.
@@ -68,8 +72,9 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  * Whether a target has a real node on which the delegate of `pod` fits now, judged from the
  * target's ClusterSummary ({@link nodesOfSummary}). A node fits when it is Ready, schedulable
  * (not cordoned, unless the pod tolerates `node.kubernetes.io/unschedulable`), matches the pod's
- * nodeSelector and required node affinity against its own labels (virtual-node-only keys
- * ignored, see {@link matchesNodeSelectorAndAffinity}), tolerates its NoSchedule/NoExecute
+ * nodeSelector and required node affinity against its own labels (those on the target's own
+ * keys, such as `multicluster.admiralty.io/target-name`, against `opts.targetLabels` first: a
+ * pod they exclude fits no node; see {@link matchesNodeSelectorAndAffinity}), tolerates its NoSchedule/NoExecute
  * taints, and has free room (free minus `assumed`) for every resource the pod requests (see
  * {@link podRequests}) plus one pod slot. Checks run in that order and a node is counted under
  * its first failure, except resources, where every insufficient one is counted (as
@@ -94,7 +99,8 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
   } catch (err) {
     return { fits: false, reason: (err as Error).message, fittingNodes: [], unresolvable: true };
   }
-  const spec: V1PodSpec = delegate.spec ?? ({ containers: [] } as V1PodSpec);
+  const spec = resolveTargetKeys(delegate.spec ?? ({ containers: [] } as V1PodSpec), opts.targetLabels);
+  if (!spec) return { fits: false, reason: `no node in ${target} fits: the pod's nodeSelector or node affinity on target labels excludes ${target}`, fittingNodes: [], unresolvable: true };
   const requests = podRequests(spec);
   requests.set('pods', ONE_POD);
   const burst = (why: string, unresolvable: boolean): FitResult => {
@@ -105,7 +111,6 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
   };
   if (targetNodes.length === 0) return burst(`${target} has no nodes`, true);
 
-  const ignored = opts.ignoredLabelKeys ?? VIRTUAL_NODE_ONLY_LABEL_KEYS;
   const failures = new Map<string, number>();
   const fail = (reason: string) => failures.set(reason, (failures.get(reason) ?? 0) + 1);
   /** Largest free amount seen, per resource that was short somewhere. */
@@ -122,7 +127,7 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
       fail(REASON_UNSCHEDULABLE);
       continue;
     }
-    if (!matchesNodeSelectorAndAffinity(spec, node, ignored)) {
+    if (!matchesNodeSelectorAndAffinity(spec, node)) {
       fail(REASON_AFFINITY);
       continue;
     }

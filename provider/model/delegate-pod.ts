@@ -16,6 +16,7 @@ import {
 import { parseNoPrefixRegexp, prefixLabels } from './labels.js';
 import { allContainers, serviceAccountTokenVolumeNames, withCopyNames, type CopyNames } from './pod-references.js';
 import { delegatePodName } from './names.js';
+import { resolveTargetKeys } from './target-keys.js';
 
 /** Options of {@link buildDelegatePod}. */
 export interface DelegatePodOptions {
@@ -27,6 +28,13 @@ export interface DelegatePodOptions {
    * target), or for a name it does not map, a reference keeps its name.
    */
   copyNames?: CopyNames;
+  /**
+   * The target's own labels (`targetIdentityLabels`): the pod's nodeSelector and required node
+   * affinity on them are resolved against it (`resolveTargetKeys`), as the extender's filter
+   * judged them, since no real node there has them. Absent, or a target they exclude: kept as
+   * they are.
+   */
+  targetLabels?: Readonly<Record<string, string>>;
 }
 
 /** Largest saved manifest we parse as YAML (Admiralty wrote YAML ones, of a few KB; ours are JSON): about 1 ms per KB of the event loop. */
@@ -172,8 +180,8 @@ export function delegateSourceView(proxy: V1Pod): V1Pod {
  * * annotations: the proxy's annotations minus every `multicluster.admiralty.io/*` key, plus
  *   `parent-name` and `parent-namespace`;
  * * spec: the proxy's spec with the manifest's tolerations, affinity, topology spread,
- *   nodeSelector and schedulerName (the proxy's is the source's proxy scheduler), the affinity
- *   kept off virtual nodes ({@link offVirtualNodes}: a delegate is never sent on), minus the
+ *   nodeSelector and schedulerName (the proxy's is the source's proxy scheduler), requirements
+ *   on the target's own labels resolved (`opts.targetLabels`), the affinity kept off virtual nodes ({@link offVirtualNodes}: a delegate is never sent on), minus the
  *   service-account token volumes and their mounts, its ConfigMap and Secret references renamed
  *   to this source's copies (`opts.copyNames`, see `withCopyNames`), with `nodeName`, `priority`,
  *   `preemptionPolicy`, `overhead`, `schedulingGates` and ephemeral containers cleared (see
@@ -204,6 +212,7 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
 
   let spec: V1PodSpec = withoutTokenVolumes(source.spec!);
   if (opts.copyNames) spec = withCopyNames(spec, opts.copyNames);
+  if (opts.targetLabels) spec = resolveTargetKeys(spec, opts.targetLabels) ?? spec;
   spec.affinity = offVirtualNodes(spec.affinity);
   // The proxy's node is a virtual node of the source, meaningless in the target.
   delete spec.nodeName;

@@ -86,6 +86,18 @@ const PROTECTED_LABELS = new Set([
 ]);
 
 /**
+ * The labels of a target's virtual node that say which target it is, and that no real node has:
+ * `virtual-kubelet.io/provider`, and `target-namespace` and `target-name` of a Target, or
+ * `cluster-target-name` of a ClusterTarget. What a pod's own constraints on those keys are
+ * judged against (`resolveTargetKeys`). Pure.
+ */
+export function targetIdentityLabels(ref: TargetRef): Record<string, string> {
+  return ref.kind === 'Target'
+    ? { [VIRTUAL_KUBELET_PROVIDER_LABEL]: VIRTUAL_KUBELET_PROVIDER_VALUE, [TARGET_NAMESPACE_LABEL]: ref.namespace, [TARGET_NAME_LABEL]: labelValueFor(ref.name) }
+    : { [VIRTUAL_KUBELET_PROVIDER_LABEL]: VIRTUAL_KUBELET_PROVIDER_VALUE, [CLUSTER_TARGET_NAME_LABEL]: labelValueFor(ref.name) };
+}
+
+/**
  * The labels of a virtual node: base labels, target identity labels, and the summary's shared
  * labels minus those whose `key=value` matches `excludedLabelsRegexp`. As in Admiralty, summary
  * labels override base labels (so a target of Windows or arm64 nodes says so through
@@ -104,18 +116,12 @@ export function virtualNodeLabels(
   const name = virtualNodeName(ref);
   const excluded = excludedLabelsRegexp ? parseGoRegexp(excludedLabelsRegexp) : undefined;
   const own: Record<string, string> = {
-    [VIRTUAL_KUBELET_PROVIDER_LABEL]: VIRTUAL_KUBELET_PROVIDER_VALUE,
     [NODE_TYPE_LABEL]: NODE_TYPE_VALUE,
     [HOSTNAME_LABEL]: name,
     [EXCLUDE_FROM_LB_LABEL]: 'true',
     [EXCLUDE_BALANCER_LABEL]: 'true',
+    ...targetIdentityLabels(ref),
   };
-  if (ref.kind === 'Target') {
-    own[TARGET_NAMESPACE_LABEL] = ref.namespace;
-    own[TARGET_NAME_LABEL] = labelValueFor(ref.name);
-  } else {
-    own[CLUSTER_TARGET_NAME_LABEL] = labelValueFor(ref.name);
-  }
   const labels: Record<string, string> = { [NODE_ROLE_LABEL]: NODE_ROLE_VALUE, [OS_LABEL]: operatingSystem };
   for (const key of Object.keys(summaryLabels ?? {}).sort()) {
     const value = summaryLabels![key];

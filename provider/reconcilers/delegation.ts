@@ -17,6 +17,7 @@ import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
 import { deleteProxyNow, markNotDelegated } from './proxy-writes.js';
 import { refusalOf } from './target-refusal.js';
+import { targetIdentityLabels } from '../model/virtual-node.js';
 
 export interface DelegationReconcilerOptions {
   sourceCore: CoreV1Api;
@@ -297,7 +298,7 @@ export class DelegationReconciler {
     }
     // Named `desired.name` (the copies' names change references only); checked already, so the
     // build throws nothing that delegateNameOf did not.
-    const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames });
+    const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames, targetLabels: targetIdentityLabels(target.ref) });
     try {
       await target.core.createNamespacedPod({ namespace: desired.namespace, body }, unreadAnswer());
       this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.name} created in ${target.displayName}`);

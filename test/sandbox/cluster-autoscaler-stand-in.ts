@@ -150,7 +150,7 @@ export function triggeredMessage(scaleUps: ScaleUpPlan['scaleUps']): string {
 function rejection(pod: V1Pod, room: Room, req: ResourceAmounts): string | undefined {
   const spec = pod.spec ?? { containers: [] };
   const free = room.free;
-  if (!matchesNodeSelectorAndAffinity(spec, { name: room.labels['kubernetes.io/hostname'] ?? '', labels: room.labels }, new Set())) return REASON_AFFINITY;
+  if (!matchesNodeSelectorAndAffinity(spec, { name: room.labels['kubernetes.io/hostname'] ?? '', labels: room.labels })) return REASON_AFFINITY;
   const taint = untoleratedTaint((room.taints ?? []).filter((t) => t.effect !== 'PreferNoSchedule'), spec.tolerations);
   if (taint) return `node(s) had untolerated taint {${taint.key}: ${taint.value ?? ''}}`;
   for (const [name, amount] of [...req].sort(([a], [b]) => (a < b ? -1 : 1))) {

@@ -2,18 +2,27 @@ import type { V1NodeSelectorRequirement, V1Pod, V1PodSpec } from '@kubernetes/cl
 import { expect } from 'chai';
 import {
   CLUSTER_TARGET_NAME_LABEL,
+  ELECT_ANNOTATION,
   PARENT_CLUSTER_NAME_LABEL,
   PARENT_UID_LABEL,
   SOURCE_POD_MANIFEST_ANNOTATION,
+  TARGET_NAME_LABEL,
   TARGET_NAMESPACE_LABEL,
+  USE_CONSTRAINTS_FROM_SPEC_ANNOTATION,
   VIRTUAL_KUBELET_PROVIDER_LABEL,
 } from '../../../provider/core/keys.js';
+import { buildDelegatePod } from '../../../provider/model/delegate-pod.js';
+import { matchesNodeSelectorAndAffinity } from '../../../scheduler/node-match.js';
+import { mutatePod } from '../../../webhook/mutate-pod.js';
 import { fitsTarget, waitingRequests, type FitOptions } from '../../../scheduler/fit.js';
 import { podRequests } from '../../../provider/model/resources.js';
+import { targetIdentityLabels } from '../../../provider/model/virtual-node.js';
 import { container, node, nodesOf, pod, runningOn } from './fixtures.js';
 import type { V1Node } from '@kubernetes/client-node';
 
-const opts = { targetName: 'c2' };
+/** ClusterTarget c2: the labels its virtual node has and no real node does. */
+const C2_LABELS = targetIdentityLabels({ kind: 'ClusterTarget', namespace: '', name: 'c2' });
+const opts = { targetName: 'c2', targetLabels: C2_LABELS };
 
 /** fitsTarget over a target made of these nodes and pods, seen through its summary. */
 function fit(p: V1Pod, nodes: V1Node[], pods: V1Pod[], o: FitOptions) {
@@ -44,9 +53,20 @@ describe('scheduler: fitsTarget', () => {
     { name: 'nodeSelector value differs', pod: pod('p', {}, { nodeSelector: { zone: 'b' } }), fits: false, reason: "no node in c2 fits: 1 node(s) didn't match Pod's node affinity/selector" },
     { name: 'nodeSelector key absent', pod: pod('p', {}, { nodeSelector: { disk: 'ssd' } }), fits: false },
     {
-      name: 'virtual-node selector keys are ignored',
-      pod: pod('p', {}, { nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty', zone: 'a' } }),
+      name: "nodeSelector entries on the target's own keys are judged against the target, the rest against its nodes",
+      pod: pod('p', {}, { nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty', [CLUSTER_TARGET_NAME_LABEL]: 'c2', zone: 'a' } }),
       fits: true,
+    },
+    {
+      name: 'a nodeSelector that pins the pod to another target excludes this one',
+      pod: pod('p', {}, { nodeSelector: { [CLUSTER_TARGET_NAME_LABEL]: 'c3', zone: 'a' } }),
+      fits: false,
+      reason: "no node in c2 fits: the pod's nodeSelector or node affinity on target labels excludes c2",
+    },
+    {
+      name: 'a Target pin (target-name) excludes a ClusterTarget',
+      pod: pod('p', {}, { nodeSelector: { [TARGET_NAME_LABEL]: 'c2' } }),
+      fits: false,
     },
     // required node affinity, one operator at a time
     { name: 'In matches', pod: pod('p', {}, affinity({ exprs: [expr('zone', 'In', ['a', 'b'])] })), fits: true },
@@ -83,6 +103,23 @@ describe('scheduler: fitsTarget', () => {
         ),
       ),
       fits: true,
+    },
+    {
+      name: "a term that excludes the target is left out, and the others still judge the nodes",
+      pod: pod('p', {}, affinity({ exprs: [expr(CLUSTER_TARGET_NAME_LABEL, 'In', ['c3'])] }, { exprs: [expr('zone', 'In', ['b']), expr(CLUSTER_TARGET_NAME_LABEL, 'In', ['c2'])] })),
+      fits: false,
+      reason: "no node in c2 fits: 1 node(s) didn't match Pod's node affinity/selector",
+    },
+    {
+      name: 'a term on target keys alone that the target satisfies lets every node through',
+      pod: pod('p', {}, affinity({ exprs: [expr(CLUSTER_TARGET_NAME_LABEL, 'In', ['c2', 'c3'])] }, { exprs: [expr('disk', 'Exists')] })),
+      fits: true,
+    },
+    {
+      name: 'every term excluding the target excludes it',
+      pod: pod('p', {}, affinity({ exprs: [expr(CLUSTER_TARGET_NAME_LABEL, 'NotIn', ['c2'])] }, { exprs: [expr(TARGET_NAMESPACE_LABEL, 'Exists'), expr('zone', 'In', ['a'])] })),
+      fits: false,
+      reason: "no node in c2 fits: the pod's nodeSelector or node affinity on target labels excludes c2",
     },
   ];
 
@@ -251,7 +288,7 @@ describe('scheduler: fitsTarget with burst capacity', () => {
   const n = (g: string) => BigInt(g) * 1_000_000_000n;
   const full = node('n1', { allocatable: { cpu: '4', memory: '8Gi', pods: '110' } });
   const burst = (capacity: Record<string, bigint>, waiting: Record<string, bigint> = {}): FitOptions => ({
-    targetName: 'c2',
+    ...opts,
     burst: { capacity: new Map(Object.entries(capacity)), waiting: () => new Map(Object.entries(waiting)) },
   });
 
@@ -310,4 +347,29 @@ describe('scheduler: waitingRequests', () => {
     expect(w.get('cpu')).to.equal(3_000_000_000n);
     expect(w.get('pods')).to.equal(2_000_000_000n);
   });
+});
+
+describe('scheduler: a pod pinned to a target in its own spec', () => {
+  // Admiralty's users pin a pod with a nodeSelector on the virtual node's labels. No real node of
+  // the target has them: the filter and the delegate must agree on what they mean there.
+  const c2 = targetIdentityLabels({ kind: 'Target', namespace: 'default', name: 'c2' });
+  const c3 = targetIdentityLabels({ kind: 'Target', namespace: 'default', name: 'c3' });
+  for (const useSpec of [false, true]) {
+    it(`goes to that target only, and its delegate there can be placed (use-constraints-from-spec: ${useSpec})`, () => {
+      const input = pod('web', { cpu: '1' }, { nodeSelector: { [TARGET_NAME_LABEL]: 'c2', [TARGET_NAMESPACE_LABEL]: 'default', zone: 'a' } });
+      input.metadata!.annotations = { [ELECT_ANNOTATION]: '', ...(useSpec ? { [USE_CONSTRAINTS_FROM_SPEC_ANNOTATION]: '' } : {}) };
+      const proxy = mutatePod(input, { schedulerName: 'admiralty-proxy', namespace: 'default' }).pod;
+      proxy.metadata!.uid = 'u1';
+      const realNode = node('c2-node-1', { labels: { zone: 'a' } });
+
+      expect(fitsTarget(proxy, nodesOf([realNode]), { targetName: 'c3', targetLabels: c3 }).fits, 'another target').to.equal(false);
+      const fit = fitsTarget(proxy, nodesOf([realNode]), { targetName: 'c2', targetLabels: c2 });
+      expect(fit.fits, fit.reason).to.equal(true);
+
+      const delegate = buildDelegatePod(proxy, { sourceClusterName: 'c1', targetLabels: c2 });
+      expect(delegate.spec!.nodeSelector).to.deep.equal({ zone: 'a' });
+      // What c2's kube-scheduler checks: nodeSelector and required affinity, on the node's own labels.
+      expect(matchesNodeSelectorAndAffinity(delegate.spec!, { name: 'c2-node-1', labels: realNode.metadata!.labels! })).to.equal(true);
+    });
+  }
 });

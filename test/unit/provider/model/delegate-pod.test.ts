@@ -238,9 +238,8 @@ describe('buildDelegatePod', () => {
     const d = buildDelegatePod(proxyOf(tolerant), { sourceClusterName: 'c1' });
     const virtualNode = { name: 'admiralty-namespace-team-c3', labels: { 'virtual-kubelet.io/provider': 'admiralty', type: 'virtual-kubelet' } };
     const realNode = { name: 'c2-node-0', labels: { 'kubernetes.io/hostname': 'c2-node-0', disk: 'ssd' } };
-    const noIgnoredKeys = new Set<string>();
-    expect(matchesNodeSelectorAndAffinity(d.spec!, virtualNode, noIgnoredKeys)).to.equal(false);
-    expect(matchesNodeSelectorAndAffinity(d.spec!, realNode, noIgnoredKeys)).to.equal(true);
+    expect(matchesNodeSelectorAndAffinity(d.spec!, virtualNode)).to.equal(false);
+    expect(matchesNodeSelectorAndAffinity(d.spec!, realNode)).to.equal(true);
   });
 
   it('removes service-account token volumes and their mounts everywhere', () => {
