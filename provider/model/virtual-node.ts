@@ -63,6 +63,12 @@ export interface VirtualNodeInput {
    * Empty by default.
    */
   heldByProxies?: ResourceAmounts;
+  /**
+   * The target's `spec.placement.burstCapacity` (nano-units), when it has one: what its
+   * cluster-autoscaler may still add, advertised on top of what is free (see
+   * {@link advertisedAllocatable}).
+   */
+  burstCapacity?: ResourceAmounts;
 }
 
 /** Resources a node must always advertise; '0' when the target's summary does not say. */
@@ -133,13 +139,28 @@ export function virtualNodeLabels(
 }
 
 /**
+ * What a virtual node advertises of a resource that a target's burst capacity leaves out (not
+ * limited, see `parseTargetPlacement`): more than any pod asks for, within what kube-scheduler
+ * counts in an int64 (a million cores, an exbibyte, a million pods).
+ */
+const UNBOUNDED_BURST: ReadonlyMap<string, bigint> = new Map([
+  ['cpu', 1_000_000n * 1_000_000_000n],
+  ['memory', 2n ** 60n * 1_000_000_000n],
+  ['pods', 1_000_000n * 1_000_000_000n],
+]);
+
+/**
  * What the virtual node offers kube-scheduler: what is free in the target for new pods, plus what
  * this source's own running proxies hold there (kube-scheduler subtracts those itself), never more
  * than the target's allocatable. A target whose summary predates `free` is advertised as before,
- * by its allocatable.
+ * by its allocatable. A target with burst capacity offers that on top (`cpu`, `memory`, `pods`; a
+ * resource the capacity leaves out, {@link UNBOUNDED_BURST}): the proxy scheduler's own
+ * resource check runs before the extender's filter, which alone judges a burst (what already
+ * waits there included), and would otherwise refuse a target with no room, or no nodes, before
+ * the filter is asked.
  */
-function advertisedAllocatable(summary: ClusterSummary | undefined, held: ResourceAmounts = new Map()): Record<string, string> | undefined {
-  if (!summary?.free) return summary?.allocatable ?? summary?.capacity;
+function advertisedAllocatable(summary: ClusterSummary | undefined, held: ResourceAmounts = new Map(), burst?: ResourceAmounts): Record<string, string> | undefined {
+  if (!summary?.free) return withBurst(summary?.allocatable ?? summary?.capacity, summary, burst);
   const ceiling = summary.allocatable ?? summary.capacity ?? {};
   const out: Record<string, string> = {};
   for (const [name, text] of Object.entries(summary.free)) {
@@ -150,6 +171,17 @@ function advertisedAllocatable(summary: ClusterSummary | undefined, held: Resour
     const max = tryParse(ceiling[name]);
     if (max !== undefined && amount > max) amount = max;
     out[name] = formatQuantity(amount, name);
+  }
+  return withBurst(out, summary, burst);
+}
+
+/** `list` with the burst capacity added to cpu, memory and pods; as it is without a summary (a target that offers nothing) or a capacity. */
+function withBurst(list: Record<string, string> | undefined, summary: ClusterSummary | undefined, burst: ResourceAmounts | undefined): Record<string, string> | undefined {
+  if (!summary || !burst) return list;
+  const out: Record<string, string> = { ...(list ?? {}) };
+  for (const name of REQUIRED_RESOURCES) {
+    const now = tryParse(out[name]) ?? 0n;
+    out[name] = formatQuantity(now + (burst.get(name) ?? UNBOUNDED_BURST.get(name)!), name);
   }
   return out;
 }
@@ -178,7 +210,8 @@ function resources(list: Record<string, string> | undefined): Record<string, str
  * * capacity/allocatable: the summary's sums (allocatable falls back to capacity). `cpu`,
  *   `memory` and `pods` default to '0' when the summary is absent or silent: advertising capacity
  *   we do not know would let the stock scheduler bind proxies that cannot run, while zero makes
- *   them wait with a clear `Insufficient cpu` / `Too many pods` until the summary arrives;
+ *   them wait with a clear `Insufficient cpu` / `Too many pods` until the summary arrives; a
+ *   target with burst capacity adds it (see `advertisedAllocatable`);
  * * conditions: Ready from `health` (False keeps proxies off through the node lifecycle
  *   controller's not-ready taint), MemoryPressure/DiskPressure/PIDPressure False.
  *   NetworkUnavailable is not reported: route controllers may set it on nodes they do not know,
@@ -210,8 +243,8 @@ export function buildVirtualNode(input: VirtualNodeInput): V1Node {
     lastHeartbeatTime: now,
     lastTransitionTime: now,
   });
-  const capacity = resources(input.summary?.capacity);
-  const allocatable = resources(advertisedAllocatable(input.summary, input.heldByProxies));
+  const capacity = resources(withBurst(input.summary?.capacity, input.summary, input.burstCapacity));
+  const allocatable = resources(advertisedAllocatable(input.summary, input.heldByProxies, input.burstCapacity));
   return {
     apiVersion: 'v1',
     kind: 'Node',

@@ -190,10 +190,12 @@ export class TargetsReconciler {
     // A target that is not ready offers nothing, whatever it offered when last read.
     const summary = health.ready ? this.o.registry.summary(key)?.summary : undefined;
     const delegateOf = this.o.delegateOf && ((proxy: V1Pod) => this.o.delegateOf!(key, proxy));
+    const parsed = parseTarget(obj, ref.kind);
     const desired = buildVirtualNode({
       ref,
       summary,
-      excludedLabelsRegexp: parseTarget(obj, ref.kind).ok ? obj.spec?.excludedLabelsRegexp : null,
+      excludedLabelsRegexp: parsed.ok ? obj.spec?.excludedLabelsRegexp : null,
+      burstCapacity: parsed.ok ? parsed.spec.placement.burstCapacity : undefined,
       health: { ready: health.ready, reason: health.reason, message: health.message, lastTransitionTime: new Date(health.sinceMs).toISOString() },
       kubelet: this.o.kubelet,
       nodeInfo: { kubeletVersion: this.o.kubeletVersion },

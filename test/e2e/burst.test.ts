@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { parseQuantity } from '../../provider/model/quantity.js';
 import { NODE_GROUP_LABEL, STAND_IN_CONFIGMAP, type NodeGroup } from '../sandbox/cluster-autoscaler-stand-in.js';
 import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, running, sandbox, uniqueName, waitFor } from './support.js';
 
@@ -61,6 +62,22 @@ describe('bursting into an autoscaled target', function () {
     expect(node.metadata.labels[NODE_GROUP_LABEL]).to.equal(group);
     const said = (await getJson('c2', 'events', '-n', ns, '--field-selector', `involvedObject.name=${delegate.metadata.name}`)).items.filter((e: any) => e.source?.component === 'cluster-autoscaler');
     expect(said.map((e: any) => `${e.type} ${e.reason}: ${e.message}`)).to.deep.equal([`Normal TriggeredScaleUp: pod triggered scale-up: [{${group} 0->1 (max: 1)}]`]);
+  });
+
+  it("scales c2 up for a pod larger than all of c2's free room together: its virtual node offers the burst capacity", async () => {
+    // 100 cpu: more than c2's two 32-cpu nodes together, so the proxy scheduler's own resource
+    // check refuses c2's virtual node unless it offers the burst capacity as well.
+    await kubectl('c1', 'patch', 'target', 'c2', '-n', ns, '--type=merge', '-p', '{"spec":{"placement":{"burstCapacity":{"cpu":"128"}}}}');
+    await nodeGroups([{ name: group, minSize: 0, maxSize: 1, provisionDelaySeconds: 2, template: { allocatable: { cpu: '128', memory: '256Gi', pods: '110' } } }]);
+    await waitFor("c2's virtual node offering the burst capacity", 30_000, async () => {
+      const node = await getJson('c1', 'node', nodes.c2Node);
+      return parseQuantity(node.status.allocatable.cpu) >= parseQuantity('128');
+    });
+    await apply('c1', electedDeployment('huge', ns, 1, '100'));
+    expect(Object.fromEntries(await running(ns, 'huge', 1, 120_000))).to.deep.equal({ [nodes.c2Node]: 1 });
+    const [proxy] = await liveProxies(ns, 'huge');
+    const [delegate] = (await getJson('c2', 'pods', '-n', ns, '-l', `${PARENT_UID}=${proxy.metadata.uid}`)).items;
+    expect((await getJson('c2', 'node', delegate.spec.nodeName)).metadata.labels[NODE_GROUP_LABEL]).to.equal(group);
   });
 
   it('places the pod in c1 when the autoscaler refuses (max size reached), though c2 comes first', async () => {

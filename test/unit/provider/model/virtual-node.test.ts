@@ -138,6 +138,26 @@ describe('buildVirtualNode', () => {
     }
   });
 
+  describe('with burst capacity', () => {
+    // The proxy scheduler's own resource check runs before the extender's filter: a target that
+    // can take a pod only by scaling up must not be refused by it.
+    const n = (cores: number) => BigInt(cores) * 1_000_000_000n;
+    it('adds the capacity to what is free, and a bound past any pod for what it leaves out', () => {
+      const node = buildVirtualNode(input({ summary: { ...input().summary!, free: { cpu: '3', memory: '10Gi', pods: '100' } }, burstCapacity: new Map([['cpu', n(64)], ['pods', n(10)]]) }));
+      // 1 EiB and 10 GiB, in GiB.
+      expect(node.status!.allocatable).to.deep.equal({ cpu: '67', memory: `${2 ** 30 + 10}Gi`, pods: '110' });
+      expect(node.status!.capacity).to.deep.equal({ cpu: '72', memory: `${2 ** 30 + 32}Gi`, pods: '230' });
+    });
+    it('offers it on a target with no nodes at all (scale from zero)', () => {
+      const node = buildVirtualNode(input({ summary: { metadata: { name: 'singleton' }, capacity: {}, allocatable: {}, free: {} }, burstCapacity: new Map([['cpu', n(64)], ['memory', n(256 * 2 ** 30)]]) }));
+      expect(node.status!.allocatable).to.deep.equal({ cpu: '64', memory: '256Gi', pods: '1000000' });
+    });
+    it('offers nothing without a summary (a target that is not ready)', () => {
+      const node = buildVirtualNode(input({ summary: undefined, burstCapacity: new Map([['cpu', n(64)]]) }));
+      expect(node.status!.allocatable).to.deep.equal({ cpu: '0', memory: '0', pods: '0' });
+    });
+  });
+
   const readiness: [boolean, string][] = [
     [true, 'True'],
     [false, 'False'],
