@@ -176,6 +176,15 @@ class HttpError extends Error {
   }
 }
 
+/** The request's URL; a target the WHATWG parser refuses (`//`, `//x:y`) is a 400. */
+function requestUrl(req: IncomingMessage): URL {
+  try {
+    return new URL(req.url ?? '/', 'https://kubelet');
+  } catch {
+    throw new HttpError(400, 'malformed request target');
+  }
+}
+
 /**
  * The kubelet API for all virtual nodes on one listener: `/containerLogs`, `/exec`, `/attach`
  * (SPDY/3.1 remotecommand v4..v1, or WebSocket v5..v1 channel protocols), `/portForward` (SPDY
@@ -244,12 +253,12 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     res.type('text/plain').send('ok');
   });
   app.get(/^\/containerLogs\//, (req, res) => {
-    void handleLogs(req, res);
+    handleLogs(req, res).catch((err: unknown) => abandon('containerLogs', res, err));
   });
   app.get(/^\/(metrics|stats)\//, (req, res, next) => {
     const path = parseNodeScopedPath(new URL(req.url ?? '/', 'https://kubelet').pathname, req.get('x-forwarded-uri'));
     if (!path) return next();
-    void handleNodeScoped(req, res, path);
+    handleNodeScoped(req, res, path).catch((err: unknown) => abandon(path.route, res, err));
   });
   app.use((req, res) => {
     const started = process.hrtime.bigint();
@@ -257,13 +266,22 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     observe('other', 404, started);
   });
 
+  /**
+   * Last resort for a handler that failed in its own error handling (each answers its failures
+   * itself): drop the connection and log, rather than leave a rejection that ends the process.
+   */
+  const abandon = (route: string, conn: { destroy(): unknown }, err: unknown) => {
+    conn.destroy();
+    logger.error('kubelet request handler failed', { route, ...errorFields(err) });
+  };
+
   const handleLogs = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const started = process.hrtime.bigint();
-    const url = new URL(req.url ?? '/', 'https://kubelet');
     const ac = new AbortController();
     // The client (apiserver) went away: end the upstream request too.
     res.on('close', () => ac.abort());
     try {
+      const url = requestUrl(req);
       const path = parseKubeletPath(url.pathname);
       if (!path) throw new HttpError(404, '404 page not found');
       const { resolved } = await admit(req, path);
@@ -334,11 +352,12 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
 
   const handleUpgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
     const started = process.hrtime.bigint();
-    const url = new URL(req.url ?? '/', 'https://kubelet');
-    const path = parseKubeletPath(url.pathname);
-    const route = path?.route ?? 'other';
+    let route = 'other';
     socket.on('error', () => undefined);
     try {
+      const url = requestUrl(req);
+      const path = parseKubeletPath(url.pathname);
+      route = path?.route ?? 'other';
       if (!path || path.route === 'containerLogs') throw new HttpError(404, '404 page not found');
       const upgrade = String(req.headers.upgrade ?? '').toLowerCase().split(',').map((s) => s.trim());
       const websocket = upgrade.includes('websocket') && !upgrade.includes('spdy/3.1');
@@ -455,7 +474,7 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
   server.requestTimeout = 0;
   applyConnectionLimits(server, limits, { handlesUpgrades: true, onClose: (reason) => logger.log(reason === 'connection_limit' ? 'warn' : 'info', 'kubelet API connection closed by the server', { reason, maxConnections: limits.maxConnections }) });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-    void handleUpgrade(req, socket, head);
+    handleUpgrade(req, socket, head).catch((err: unknown) => abandon('upgrade', socket, err));
   });
   server.on('connection', (socket: Duplex) => {
     sockets.add(socket);

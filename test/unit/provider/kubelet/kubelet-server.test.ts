@@ -1,9 +1,10 @@
 import https from 'node:https';
+import { connect as tlsConnect } from 'node:tls';
 import { PassThrough, Readable, Duplex } from 'node:stream';
 import { expect } from 'chai';
 import { Registry } from 'prom-client';
 import { KubeConfig } from '@kubernetes/client-node';
-import { silentLogger } from '../../../../provider/core/logger.js';
+import { silentLogger, type Logger } from '../../../../provider/core/logger.js';
 import type { NodeUsage } from '../../../../provider/model/resource-metrics.js';
 import {
   createKubeletServer,
@@ -36,6 +37,14 @@ function get(port: number, path: string, opts: https.RequestOptions = {}): Promi
       })
       .on('error', reject);
   });
+}
+
+/** Sends `request` as is on a TLS connection and reads everything until the server closes. */
+async function rawExchange(port: number, request: string): Promise<string> {
+  const socket = tlsConnect({ port, host: '127.0.0.1', ca: tls.ca.certPem });
+  socket.on('error', () => undefined);
+  socket.write(request);
+  return readAll(socket);
 }
 
 const resolver: PodResolver = {
@@ -174,6 +183,15 @@ describe('kubelet server', () => {
   it('serves /healthz without credentials and 404 elsewhere', async () => {
     expect(await get(port, '/healthz')).to.deep.equal({ status: 200, body: 'ok' });
     expect((await get(port, '/pods', { headers: { Authorization: 'Bearer good' } })).status).to.equal(404);
+  });
+
+  it('answers 400 to an upgrade whose request target the URL parser refuses, without credentials, and goes on serving', async () => {
+    // `//` is no URL relative to any base: it once made the upgrade handler reject unhandled,
+    // which ends the process.
+    const answer = await rawExchange(port, 'POST // HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\r\n');
+    expect(answer).to.match(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).to.include({ reason: 'BadRequest', message: 'malformed request target' });
+    expect(await get(port, '/healthz')).to.deep.equal({ status: 200, body: 'ok' });
   });
 
   describe('node-scoped reads (/metrics/resource, /stats/summary)', () => {
@@ -386,6 +404,56 @@ describe('kubelet server', () => {
       error.end();
       expect(await readAll(stdout)).to.equal('attached');
       expect(JSON.parse(await readAll(error))).to.deep.equal({ metadata: {}, status: 'Success' });
+    });
+  });
+
+  describe('a failure while answering a failure', () => {
+    // Each handler answers its own failures. Should that answer fail too (here: the log sink
+    // throws), the connection is dropped and the error logged: a rejection left unhandled
+    // would end the process.
+    let broken: KubeletServer;
+    let brokenPort: number;
+    let logged: string[];
+
+    beforeEach(async () => {
+      logged = [];
+      const logger = silentLogger();
+      Object.assign(logger, {
+        warn: () => {
+          throw new Error('log sink down');
+        },
+        error: (message: string) => logged.push(message),
+      });
+      broken = createKubeletServer({
+        port: 0,
+        tls: { certPem: tls.server.certPem, keyPem: tls.server.keyPem },
+        resolver: {
+          async resolve() {
+            throw new Error('registry down');
+          },
+        },
+        nodeUsage: {
+          async nodeUsage() {
+            throw new Error('registry down');
+          },
+        },
+        auth,
+        logger: logger as Logger,
+      });
+      brokenPort = await broken.listen();
+    });
+    afterEach(async () => broken.close());
+
+    it('drops the connection of logs, node-scoped reads and upgrades, and logs why', async () => {
+      const bearer = 'Authorization: Bearer good\r\n';
+      for (const request of [
+        `GET /containerLogs/ns/p/c HTTP/1.1\r\nHost: x\r\n${bearer}\r\n`,
+        `GET /metrics/resource/admiralty-cluster-c1 HTTP/1.1\r\nHost: x\r\n${bearer}\r\n`,
+        `POST /exec/ns/p/c?command=sh&output=1 HTTP/1.1\r\nHost: x\r\n${bearer}Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n`,
+      ]) {
+        expect(await rawExchange(brokenPort, request), request.split('\r\n')[0]).to.equal('');
+      }
+      expect(logged).to.deep.equal(Array(3).fill('kubelet request handler failed'));
     });
   });
 
