@@ -60,16 +60,18 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
     const onAbort = () => ws.terminate();
     io.signal.addEventListener('abort', onAbort, { once: true });
 
-    // Listen before the handshake completes: frames can arrive with the 101 itself.
-    ws.on('message', (data: WebSocket.RawData, isBinary: boolean) => {
+    const onMessage = (data: WebSocket.RawData, isBinary: boolean) => {
       const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
       if (buf.length === 0 || !isBinary) return;
       const channel = buf[0];
       const payload = buf.subarray(1);
       if (channel === STDOUT || channel === STDERR) {
         const out = channel === STDOUT ? io.stdout : io.stderr;
+        // An ended output fails the write and destroys itself with an error: drop what comes
+        // after the caller closed it.
+        if (!out || out.writableEnded || out.destroyed) return;
         // Back-pressure: stop reading from the target while the caller's side is full.
-        if (out && payload.length > 0 && !out.write(payload)) {
+        if (payload.length > 0 && !out.write(payload)) {
           ws.pause();
           out.once('drain', () => ws.resume());
         }
@@ -82,7 +84,9 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
         statusSeen();
       }
       // CLOSE from the server (its end of a stream) needs nothing: we end ours when done.
-    });
+    };
+    // Listen before the handshake completes: frames can arrive with the 101 itself.
+    ws.on('message', onMessage);
 
     const opened = new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
@@ -153,8 +157,11 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
     await Promise.race([closed, new Promise<void>((r) => (grace = setTimeout(r, closeGraceMs)))]);
     clearTimeout(grace);
     io.signal.removeEventListener('abort', onAbort);
-    if (ws.readyState === WebSocket.OPEN) ws.close();
-    ws.resume();
+    // The caller ends its outputs once we return, and a target that did not close within the
+    // grace period may keep talking: nothing it sends may reach them now, and a polite close
+    // would leave the connection open (and reading) until ws's 30 s close timeout.
+    ws.off('message', onMessage);
+    ws.terminate();
     if (status) return { status };
     if (io.signal.aborted) throw new Error('the caller went away');
     if (mode === 'attach') return { exitCode: 0 };

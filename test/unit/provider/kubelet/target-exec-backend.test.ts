@@ -1,15 +1,17 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import type { AddressInfo } from 'node:net';
-import { PassThrough, Readable } from 'node:stream';
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import net, { type AddressInfo } from 'node:net';
+import { PassThrough, Readable, Writable } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { createTargetExecBackend, STDIN_HIGH_WATER_BYTES } from '../../../../provider/kubelet/target-exec-backend.js';
 
 /** A kubeconfig whose cluster is the given loopback server (plain HTTP, as client-node allows with skipTLSVerify). */
-function kubeConfigFor(wss: WebSocketServer): KubeConfig {
+function kubeConfigFor(server: { address(): AddressInfo | string | null }): KubeConfig {
   const kubeConfig = new KubeConfig();
   kubeConfig.loadFromOptions({
-    clusters: [{ name: 't', server: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    clusters: [{ name: 't', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
     users: [{ name: 'u', token: 'x' }],
     contexts: [{ name: 't', cluster: 't', user: 'u' }],
     currentContext: 't',
@@ -33,6 +35,44 @@ async function fakeTarget(script: (ws: WebSocket, url: URL) => void): Promise<{ 
         wss.close(() => r());
       }),
   };
+}
+
+/**
+ * A target apiserver that ignores every byte it receives after its handshake, our close frame
+ * included (ws would answer one): `script` writes raw frames on the socket.
+ */
+async function deafTarget(script: (socket: net.Socket) => void): Promise<{ kubeConfig: KubeConfig; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+    let request = '';
+    socket.on('data', function onHandshake(c: Buffer) {
+      request += c.toString('latin1');
+      if (!request.includes('\r\n\r\n')) return;
+      socket.off('data', onHandshake);
+      socket.resume();
+      const key = /sec-websocket-key: *(\S+)/i.exec(request)![1];
+      const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+      socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n`);
+      script(socket);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  return {
+    kubeConfig: kubeConfigFor(server),
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** An unmasked binary WebSocket frame (server to client) of less than 64 KiB. */
+function wsFrame(payload: Buffer): Buffer {
+  const head = payload.length < 126 ? Buffer.from([0x82, payload.length]) : Buffer.from([0x82, 126, payload.length >> 8, payload.length & 0xff]);
+  return Buffer.concat([head, payload]);
 }
 
 const frame = (channel: number, text: string) => Buffer.concat([Buffer.from([channel]), Buffer.from(text)]);
@@ -96,6 +136,56 @@ describe('target exec backend', () => {
     const result = await createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100 }).exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal });
     expect(result).to.deep.equal({ status: failure });
     expect(Date.now() - started).to.be.below(5_000);
+  });
+
+  it('closes the connection of a target that keeps talking after the Status, and passes nothing more on', async () => {
+    let targetClosed: Promise<unknown> | undefined;
+    target = await deafTarget((socket) => {
+      targetClosed = once(socket, 'close');
+      socket.write(wsFrame(frame(3, JSON.stringify({ metadata: {}, status: 'Success' }))));
+      const talk = setInterval(() => (socket.destroyed ? clearInterval(talk) : socket.write(wsFrame(frame(1, 'more\n')))), 5);
+    });
+    const stdout = new PassThrough();
+    let chunks = 0;
+    stdout.on('data', () => chunks++);
+    const result = await createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100 }).exec(request, { stdout, signal: new AbortController().signal });
+    expect(result).to.deep.equal({ status: { metadata: {}, status: 'Success' } });
+    const atReturn = chunks;
+    // The front end ends its outputs once the backend returned; a write after that would
+    // destroy them with an error nobody listens to.
+    stdout.end();
+    // Before, a close frame the target ignored left the connection open for ws's 30 s.
+    const closedInTime = await Promise.race([targetClosed!.then(() => true), new Promise((r) => setTimeout(() => r(false), 5_000))]);
+    expect(closedInTime, 'target connection closed').to.equal(true);
+    expect(chunks).to.equal(atReturn);
+  });
+
+  it('drops output for an output the caller already ended', async () => {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((r) => (release = r));
+    target = await fakeTarget((ws) => {
+      ws.send(frame(1, 'first\n'));
+      void released.then(() => {
+        ws.send(frame(1, 'after the end\n'));
+        ws.send(frame(3, JSON.stringify({ metadata: {}, status: 'Success' })));
+        ws.close();
+      });
+    });
+    let out = '';
+    // Like a SpdyStream whose FIN waits behind a busy socket: ended, not finished. A write now
+    // fails and destroys it with an error.
+    const stdout = new Writable({
+      write(chunk: Buffer, _enc, cb) {
+        out += chunk.toString();
+        cb();
+        stdout.end();
+        release();
+      },
+      final() {},
+    });
+    const result = await createTargetExecBackend(target.kubeConfig).exec(request, { stdout, signal: new AbortController().signal });
+    expect(result).to.deep.equal({ status: { metadata: {}, status: 'Success' } });
+    expect(out).to.equal('first\n');
   });
 
   it('reports a connection closed before any Status as an error', async () => {
