@@ -240,6 +240,9 @@ export async function serveRemoteCommand(opts: RemoteCommandOptions): Promise<Ex
   errorStream.resume();
   const stdout = streams.get('stdout');
   const stderr = streams.get('stderr');
+  // A backend that writes after we ended an output breaks its contract; the write fails and
+  // resets that stream. Without a listener, that error would end the process.
+  for (const out of [stdout, stderr]) out?.on('error', () => undefined);
   const resizeStream = streams.get('resize');
   const io: ExecIO = {
     stdin: streams.get('stdin'),

@@ -396,6 +396,32 @@ describe('kubelet server', () => {
       if (!res.upgraded) expect(res.statusCode).to.equal(400);
     });
 
+    it('outlives a backend that writes to stdout after it returned', async () => {
+      let lateWrite: Promise<void> | undefined;
+      exec.attach = async (_req, io) => {
+        const stdout = io.stdout!;
+        // Once the server ended stdout and stopped waiting on it; the stream lives on while
+        // the client's half of it is open.
+        lateWrite = new Promise((resolve) =>
+          stdout.once('finish', () =>
+            setImmediate(() => {
+              stdout.write('late');
+              // The write's error is emitted on the next tick.
+              setImmediate(resolve);
+            }),
+          ),
+        );
+        return { exitCode: 0 };
+      };
+      const res = await spdy('/attach/ns/p/c?output=1', ['v4.channel.k8s.io']);
+      if (!res.upgraded) throw new Error('not upgraded');
+      const [error, stdout] = await openStreams(res.session, ['error', 'stdout']);
+      error.end();
+      expect(await readAll(stdout)).to.equal('');
+      expect(JSON.parse(await readAll(error))).to.deep.equal({ metadata: {}, status: 'Success' });
+      await lateWrite;
+    });
+
     it('attach writes Success on the error stream; pings are echoed', async () => {
       const res = await spdy('/attach/ns/p/c?output=1', ['v4.channel.k8s.io']);
       if (!res.upgraded) throw new Error('not upgraded');
