@@ -1,5 +1,6 @@
 import type { KubeConfig, V1Status } from '@kubernetes/client-node';
 import WebSocket from 'ws';
+import { sanitizeRemoteText } from '../core/redact.js';
 import type { ExecBackend, ExecIO, ExecRequest, ExecResult } from './remotecommand.js';
 import { CHANNEL } from './ws-remotecommand.js';
 
@@ -7,6 +8,11 @@ const { STDIN, STDOUT, STDERR, ERROR: STATUS, RESIZE, CLOSE } = CHANNEL;
 
 /** How long to keep reading output after the Status before closing the connection ourselves. */
 const STATUS_TO_CLOSE_GRACE_MS = 5_000;
+
+/** Bytes of a refused upgrade's body we read: a Status is a few hundred; the rest is dropped unread. */
+const MAX_REFUSAL_BODY_BYTES = 16 * 1024;
+/** How long the body of a refused upgrade may take to arrive before we answer with what came. */
+const REFUSAL_BODY_TIMEOUT_MS = 10_000;
 
 /** Unsent stdin towards the target above which we stop reading the caller's stdin. */
 export const STDIN_HIGH_WATER_BYTES = 1024 * 1024;
@@ -35,15 +41,18 @@ export function targetExecUrl(server: string, mode: 'exec' | 'attach', req: Exec
 /**
  * ExecBackend that runs exec/attach on the delegate in a target cluster over the target
  * apiserver's WebSocket remotecommand protocol (v5, else v4). `req.namespace`/`req.pod` are
- * the delegate's. The Status from the error channel is passed through verbatim.
+ * the delegate's. The Status from the error channel is passed through verbatim. A refused
+ * upgrade rejects with the HTTP code and the message of the refusal's Status, read from at most
+ * the first 16 KiB of its body within `refusalBodyTimeoutMs` (10 s) and cut to one printable line.
  *
  * Written on `ws` directly rather than client-node's Exec, which ends the output streams and
  * closes the connection as soon as the Status arrives (the target's apiserver copies each
  * stream on its own, so output may still follow it), and which answers a v5 close signal by
  * ending the provider's own process.stdout.
  */
-export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGraceMs?: number } = {}): ExecBackend {
+export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGraceMs?: number; refusalBodyTimeoutMs?: number } = {}): ExecBackend {
   const closeGraceMs = opts.closeGraceMs ?? STATUS_TO_CLOSE_GRACE_MS;
+  const refusalBodyTimeoutMs = opts.refusalBodyTimeoutMs ?? REFUSAL_BODY_TIMEOUT_MS;
 
   const run = async (mode: 'exec' | 'attach', req: ExecRequest, io: ExecIO): Promise<ExecResult> => {
     const cluster = kubeConfig.getCurrentCluster();
@@ -91,10 +100,24 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
     const opened = new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve());
       ws.once('unexpected-response', (_req, res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => reject(new Error(`the target refused ${mode}: HTTP ${res.statusCode}${body ? `: ${statusMessage(body)}` : ''}`)));
-        res.on('error', reject);
+        // The target's server is whoever the Target names: its body may never end, or never
+        // come. Read a prefix, within a deadline, and refuse with what came.
+        const chunks: Buffer[] = [];
+        let size = 0;
+        const refuse = () => {
+          clearTimeout(deadline);
+          res.destroy();
+          const body = Buffer.concat(chunks).toString('utf8');
+          reject(new Error(`the target refused ${mode}: HTTP ${res.statusCode}${body ? `: ${refusalMessage(body)}` : ''}`));
+        };
+        const deadline = setTimeout(refuse, refusalBodyTimeoutMs);
+        res.on('data', (c: Buffer) => {
+          chunks.push(c.subarray(0, MAX_REFUSAL_BODY_BYTES - size));
+          size += c.length;
+          if (size >= MAX_REFUSAL_BODY_BYTES) refuse();
+        });
+        res.on('end', refuse);
+        res.on('error', refuse);
       });
       ws.once('error', reject);
       void closed.then(() => reject(new Error(`the connection to the target closed before ${mode} started`)));
@@ -174,12 +197,14 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
   };
 }
 
-/** The message of a Status body, or the body itself. Pure. */
-function statusMessage(body: string): string {
+/** The message of a Status body, or the body itself, as one printable line of at most 256 characters. Pure. */
+function refusalMessage(body: string): string {
+  let message = body;
   try {
-    const s = JSON.parse(body) as { message?: string };
-    return s.message ?? body;
+    const s = JSON.parse(body) as { message?: unknown };
+    if (typeof s.message === 'string') message = s.message;
   } catch {
-    return body.slice(0, 500);
+    /* not a Status: the body is the message */
   }
+  return sanitizeRemoteText(message);
 }

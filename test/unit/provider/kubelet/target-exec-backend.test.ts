@@ -2,8 +2,9 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
+import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
-import { PassThrough, Readable, Writable } from 'node:stream';
+import { PassThrough, Readable, Writable, type Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { createTargetExecBackend, STDIN_HIGH_WATER_BYTES } from '../../../../provider/kubelet/target-exec-backend.js';
 
@@ -284,6 +285,68 @@ describe('target exec backend', () => {
     } finally {
       await new Promise<void>((r) => wss.close(() => r()));
     }
+  });
+
+  describe('a refusal whose body is hostile', () => {
+    let server: http.Server | undefined;
+    const upgraded = new Set<Duplex>();
+    afterEach(async () => {
+      for (const socket of upgraded) socket.destroy();
+      upgraded.clear();
+      await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+      server = undefined;
+    });
+
+    /** A target that refuses every upgrade with a 500 whose body `write` produces. */
+    async function refusingTarget(write: (socket: Duplex) => void): Promise<KubeConfig> {
+      server = http.createServer();
+      server.on('upgrade', (_req, socket) => {
+        upgraded.add(socket);
+        socket.on('error', () => undefined);
+        socket.write('HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n');
+        write(socket);
+      });
+      await new Promise<void>((r) => server!.listen(0, '127.0.0.1', () => r()));
+      return kubeConfigFor(server);
+    }
+    const chunk = (data: Buffer | string) => `${Buffer.byteLength(data).toString(16)}\r\n${data}\r\n`;
+
+    it('reads a prefix of a huge body, then drops the connection', async function () {
+      this.timeout(30_000);
+      const total = 64 << 20;
+      let written = 0;
+      let stopped: Promise<void> | undefined;
+      const kubeConfig = await refusingTarget((socket) => {
+        stopped = new Promise((resolve) => socket.once('close', () => resolve()));
+        const piece = chunk(Buffer.alloc(64 * 1024, 0x61));
+        const pump = () => {
+          while (written < total && !socket.destroyed) {
+            written += 64 * 1024;
+            if (!socket.write(piece)) return void socket.once('drain', pump);
+          }
+          socket.end('0\r\n\r\n');
+        };
+        pump();
+      });
+      const err = await createTargetExecBackend(kubeConfig)
+        .exec(request, { stdout: new PassThrough(), signal: new AbortController().signal })
+        .then(() => undefined, (e: Error) => e);
+      await stopped;
+      console.log(`      ${(written / 2 ** 20).toFixed(1)} MiB of a 64 MiB refusal written before the connection closed`);
+      expect(err?.message).to.match(/^the target refused exec: HTTP 500: a+…$/);
+      expect(err?.message.length).to.be.below(300);
+      // Whatever the socket buffers took: the body itself was not read to its end.
+      expect(written).to.be.below(total / 2);
+    });
+
+    it('answers with what came once the body stops coming, as one printable line', async () => {
+      const status = JSON.stringify({ kind: 'Status', status: 'Failure', message: 'first line\n\u001b[2Jsecond line', code: 500 });
+      const kubeConfig = await refusingTarget((socket) => socket.write(chunk(status))); // never ends
+      const err = await createTargetExecBackend(kubeConfig, { refusalBodyTimeoutMs: 100 })
+        .exec(request, { stdout: new PassThrough(), signal: new AbortController().signal })
+        .then(() => undefined, (e: Error) => e);
+      expect(err?.message).to.equal('the target refused exec: HTTP 500: first line [2Jsecond line');
+    });
   });
 
   it('closes the connection to the target when the caller goes away', async () => {
