@@ -1,5 +1,6 @@
 import { PassThrough, Duplex } from 'node:stream';
 import { PortForward, type KubeConfig } from '@kubernetes/client-node';
+import { sanitizeRemoteText } from '../core/redact.js';
 import { headerValue } from './spdy/header-codec.js';
 import type { SpdySession, SpdyStream } from './spdy/spdy-session.js';
 
@@ -117,9 +118,18 @@ export function servePortForward(opts: PortForwardOptions): Promise<void> {
   );
 }
 
+/** Bytes of a target's error text we keep for a forwarded connection; the rest is dropped. */
+const MAX_ERROR_TEXT_BYTES = 16 * 1024;
+/**
+ * Characters of that text passed on to the client. More than the 256 of a status field: the
+ * kubelet's own message names the pod sandbox twice and gives its reason after 300 characters.
+ */
+const MAX_ERROR_MESSAGE_CHARS = 1024;
+
 /**
  * PortForwardBackend over the target's `pods/portforward` (client-node PortForward, one
- * WebSocket per connection, one port each).
+ * WebSocket per connection, one port each). The target's error text for a connection becomes
+ * the Duplex's error: its first 16 KiB, as one printable line of at most 1024 characters.
  */
 export function createTargetPortForwardBackend(): PortForwardBackend {
   return {
@@ -131,10 +141,16 @@ export function createTargetPortForwardBackend(): PortForwardBackend {
       const ws = await pf.portForward(target.namespace, target.pod, [port], fromRemote, errors, toRemote);
       const socket = typeof ws === 'function' ? ws() : ws;
       const duplex = Duplex.from({ readable: fromRemote, writable: toRemote });
-      let errorText = '';
-      errors.on('data', (c: Buffer) => (errorText += c.toString()));
+      // The target's server is whoever the Target names: its error text may never end.
+      const errorChunks: Buffer[] = [];
+      let errorBytes = 0;
+      errors.on('data', (c: Buffer) => {
+        if (errorBytes < MAX_ERROR_TEXT_BYTES) errorChunks.push(c.subarray(0, MAX_ERROR_TEXT_BYTES - errorBytes));
+        errorBytes += c.length;
+      });
       socket?.on('close', () => {
-        if (errorText) duplex.destroy(new Error(errorText.trim()));
+        const errorText = sanitizeRemoteText(Buffer.concat(errorChunks).toString('utf8'), MAX_ERROR_MESSAGE_CHARS);
+        if (errorText) duplex.destroy(new Error(errorText));
         else fromRemote.end();
       });
       signal.addEventListener('abort', () => socket?.close(), { once: true });
