@@ -2,7 +2,7 @@ import { EventEmitter, once } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { Duplex } from 'node:stream';
 import { encodeFrame, FrameParser, RstStatus, SpdyProtocolError, type SpdyFrame } from './frames.js';
-import { HeaderCompressor, HeaderDecompressor, MAX_HEADER_PAIRS, type SpdyHeaders } from './header-codec.js';
+import { decodeHeaderBlock, HeaderCompressor, HeaderDecompressor, MAX_HEADER_BLOCK_BYTES, MAX_HEADER_PAIRS, type SpdyHeaders } from './header-codec.js';
 
 /**
  * A SPDY/3.1 session over one byte stream (the socket left after an HTTP `Upgrade: SPDY/3.1`),
@@ -29,6 +29,8 @@ import { HeaderCompressor, HeaderDecompressor, MAX_HEADER_PAIRS, type SpdyHeader
  *   {@link MAX_QUEUED_OUTGOING_FRAMES} are waiting;
  * - at most `maxConcurrentStreams` streams are open; more are refused with RST_STREAM
  *   REFUSED_STREAM, as an HTTP/2 server refuses streams past SETTINGS_MAX_CONCURRENT_STREAMS;
+ * - the header blocks of one stream (SYN_STREAM, then HEADERS or SYN_REPLY) inflate to at
+ *   most {@link MAX_HEADER_BLOCK_BYTES} together, as one block may; past it is a protocol error;
  * - a protocol error sends GOAWAY without waiting behind queued frames and drops the
  *   connection, at once if the peer does not read.
  */
@@ -69,6 +71,7 @@ export class SpdyStream extends Duplex {
   /** @internal */ localFin = false;
   /** @internal */ remoteFin = false;
   /** @internal */ unackedBytes = 0;
+  /** @internal Inflated bytes of the header blocks received for this stream. */ headerBytes = 0;
 
   constructor(
     readonly id: number,
@@ -418,27 +421,28 @@ export class SpdySession extends EventEmitter {
       case 'syn_stream':
         return this.onSynStream(frame);
       case 'syn_reply': {
+        // A server opens no stream, so it is owed no reply (and the peer's streams would
+        // collect its headers).
+        if (this.opts.role === 'server') throw new SpdyProtocolError(`SYN_REPLY for stream ${frame.streamId}, which the server did not open`);
         // Always inflate, even if nobody waits for this reply, to keep zlib state in step.
-        const headers = await this.decompressor.decompress(frame.headerBlock);
+        const block = await this.decompressor.decompressRaw(frame.headerBlock);
+        const headers = decodeHeaderBlock(block);
         const stream = this.streams.get(frame.streamId);
         const pending = this.pendingReplies.get(frame.streamId);
         this.pendingReplies.delete(frame.streamId);
         if (stream) {
-          Object.assign(stream.headers, headers);
+          this.mergeHeaders(stream, headers, block.length);
           pending?.resolve(stream);
           if (frame.fin) stream.deliver(Buffer.alloc(0), true);
         }
         return;
       }
       case 'headers': {
-        const headers = await this.decompressor.decompress(frame.headerBlock);
+        const block = await this.decompressor.decompressRaw(frame.headerBlock);
+        const headers = decodeHeaderBlock(block);
         const stream = this.streams.get(frame.streamId);
         if (stream) {
-          Object.assign(stream.headers, headers);
-          // Each block is bounded, but a stream could collect names frame after frame.
-          if (Object.keys(stream.headers).length > MAX_HEADER_PAIRS) {
-            throw new SpdyProtocolError(`stream ${stream.id} has more than ${MAX_HEADER_PAIRS} header names`);
-          }
+          this.mergeHeaders(stream, headers, block.length);
           stream.emit('headers', headers);
           if (frame.fin) stream.deliver(Buffer.alloc(0), true);
         }
@@ -500,8 +504,23 @@ export class SpdySession extends EventEmitter {
     }
   }
 
+  /** Adds a later header block to a stream's headers; throws past the stream's bounds. */
+  private mergeHeaders(stream: SpdyStream, headers: SpdyHeaders, blockBytes: number): void {
+    // Each block is bounded, but a stream could collect blocks frame after frame: 100 names
+    // of 64 KiB each, on every open stream, from a few KiB of compressed frames.
+    stream.headerBytes += blockBytes;
+    if (stream.headerBytes > MAX_HEADER_BLOCK_BYTES) {
+      throw new SpdyProtocolError(`stream ${stream.id} has more than ${MAX_HEADER_BLOCK_BYTES} bytes of headers`);
+    }
+    Object.assign(stream.headers, headers);
+    if (Object.keys(stream.headers).length > MAX_HEADER_PAIRS) {
+      throw new SpdyProtocolError(`stream ${stream.id} has more than ${MAX_HEADER_PAIRS} header names`);
+    }
+  }
+
   private async onSynStream(frame: Extract<SpdyFrame, { type: 'syn_stream' }>): Promise<void> {
-    const headers = await this.decompressor.decompress(frame.headerBlock);
+    const block = await this.decompressor.decompressRaw(frame.headerBlock);
+    const headers = decodeHeaderBlock(block);
     const peerParity = this.opts.role === 'server' ? 1 : 0;
     if (frame.streamId === 0 || frame.streamId % 2 !== peerParity || frame.streamId <= this.lastPeerStreamId) {
       await this.sendReset(frame.streamId, RstStatus.PROTOCOL_ERROR);
@@ -513,6 +532,7 @@ export class SpdySession extends EventEmitter {
       return;
     }
     const stream = new SpdyStream(frame.streamId, headers, this);
+    stream.headerBytes = block.length;
     this.streams.set(frame.streamId, stream);
     if (frame.unidirectional) stream.localFin = true;
     // Reply before anything else is written on the stream: spdystream drops DATA that

@@ -2,7 +2,7 @@ import net from 'node:net';
 import { once } from 'node:events';
 import { expect } from 'chai';
 import { encodeFrame, FrameParser, RstStatus, type SpdyFrame } from '../../../../../provider/kubelet/spdy/frames.js';
-import { HeaderCompressor } from '../../../../../provider/kubelet/spdy/header-codec.js';
+import { encodeHeaderBlock, HeaderCompressor, MAX_HEADER_BLOCK_BYTES } from '../../../../../provider/kubelet/spdy/header-codec.js';
 import { flood } from '../flood-client.js';
 import { INPUT_HIGH_WATER_BYTES, SpdySession, type SpdyStream } from '../../../../../provider/kubelet/spdy/spdy-session.js';
 
@@ -114,6 +114,41 @@ describe('SPDY session', () => {
     expect(frames).to.deep.equal([{ type: 'goaway', lastGoodStreamId: 0, status: 1 }]);
     expect(pair.errors).to.have.length(1);
     expect(pair.session.isClosed).to.equal(true);
+    await pair.close();
+  });
+
+  it("bounds a stream's headers across HEADERS frames as one block: past it, GOAWAY PROTOCOL_ERROR", async () => {
+    const pair = await sessionPair();
+    const frames = collect(pair.client);
+    const c = new HeaderCompressor();
+    const syn = await c.compress({ streamtype: ['data'], port: ['80'], requestid: ['0'] });
+    pair.client.write(encodeFrame({ type: 'syn_stream', streamId: 1, associatedStreamId: 0, priority: 0, slot: 0, fin: false, unidirectional: false, headerBlock: syn }));
+    // Two blocks each under the bound, together over it (and far under 100 names).
+    const value = 'a'.repeat(MAX_HEADER_BLOCK_BYTES / 2);
+    for (const name of ['x0', 'x1']) {
+      pair.client.write(encodeFrame({ type: 'headers', streamId: 1, fin: false, headerBlock: await c.compressRaw(encodeHeaderBlock({ [name]: [value] })) }));
+    }
+    pair.client.write(encodeFrame({ type: 'ping', id: 7 }));
+    await until(() => frames.some((f) => f.type === 'goaway' || f.type === 'ping'));
+    expect(frames.map((f) => f.type)).to.deep.equal(['syn_reply', 'goaway']);
+    expect(frames[1]).to.deep.include({ status: RstStatus.PROTOCOL_ERROR });
+    expect(pair.errors.map((e) => e.message)).to.deep.equal([`stream 1 has more than ${MAX_HEADER_BLOCK_BYTES} bytes of headers`]);
+    c.close();
+    await pair.close();
+  });
+
+  it('answers a SYN_REPLY sent to the server with GOAWAY PROTOCOL_ERROR', async () => {
+    const pair = await sessionPair();
+    const frames = collect(pair.client);
+    const c = new HeaderCompressor();
+    const syn = await c.compress({ streamtype: ['data'] });
+    pair.client.write(encodeFrame({ type: 'syn_stream', streamId: 1, associatedStreamId: 0, priority: 0, slot: 0, fin: false, unidirectional: false, headerBlock: syn }));
+    pair.client.write(encodeFrame({ type: 'syn_reply', streamId: 1, fin: false, headerBlock: await c.compress({ x: ['y'] }) }));
+    pair.client.write(encodeFrame({ type: 'ping', id: 7 }));
+    await until(() => frames.some((f) => f.type === 'goaway' || f.type === 'ping'));
+    expect(frames.map((f) => f.type)).to.deep.equal(['syn_reply', 'goaway']);
+    expect(pair.errors).to.have.length(1);
+    c.close();
     await pair.close();
   });
 
