@@ -300,7 +300,8 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
       if (code >= 500) logger.warn('kubelet logs request failed', { route: 'containerLogs', ...errorFields(err) });
       if (!res.headersSent && !res.destroyed) {
         res.writeHead(code, { 'Content-Type': 'text/plain' });
-        res.end(err instanceof Error ? err.message : String(err));
+        // The details of an internal failure (a TokenReview's answer, a target's) are for the log.
+        res.end(code >= 500 ? 'internal error' : (err as Error).message);
       } else {
         res.destroy();
       }
@@ -453,7 +454,7 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     } catch (err) {
       const code = err instanceof HttpError ? err.code : 500;
       if (code >= 500) logger.warn('kubelet upgrade request failed', { route, ...errorFields(err) });
-      writeUpgradeError(socket, code, err instanceof Error ? err.message : String(err));
+      writeUpgradeError(socket, code, code >= 500 ? 'internal error' : (err as Error).message);
       observe(route, code, started);
     }
   };

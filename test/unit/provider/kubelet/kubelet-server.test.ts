@@ -50,6 +50,8 @@ async function rawExchange(port: number, request: string): Promise<string> {
 const resolver: PodResolver = {
   async resolve(namespace, pod) {
     if (pod === 'missing') return null;
+    // As a failed TokenReview reads: the apiserver's answer and headers.
+    if (pod === 'broken') throw new Error('HTTP-Code: 429 Headers: {"audit-id":"a1"} Body: system:serviceaccount:admiralty:admiralty');
     return { nodeName: 'admiralty-cluster-c1', target: { kubeConfig: new KubeConfig(), namespace: `t-${namespace}`, pod: `${pod}-delegate` } };
   },
 };
@@ -285,6 +287,14 @@ describe('kubelet server', () => {
     it('answers 403, not 404, for an unknown pod when the caller may not use nodes/proxy (no existence leak)', async () => {
       auth.allow = false;
       expect((await get(port, '/containerLogs/ns/missing/c', { headers: { Authorization: 'Bearer good' } })).status).to.equal(403);
+    });
+
+    it('answers an internal failure with 500 "internal error", its details left to the log', async () => {
+      expect(await get(port, '/containerLogs/ns/broken/c', { headers: { Authorization: 'Bearer good' } })).to.deep.equal({ status: 500, body: 'internal error' });
+      const res = await spdy('/exec/ns/broken/c?command=sh&output=1', ['v4.channel.k8s.io']);
+      if (res.upgraded) throw new Error('upgraded');
+      expect(res.statusCode).to.equal(500);
+      expect(JSON.parse(res.body)).to.include({ reason: 'InternalError', message: 'internal error' });
     });
   });
 
