@@ -437,6 +437,8 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
           target: resolved.target,
           backend: backends.portForward,
           streamCreationTimeoutMs: opts.streamCreationTimeoutMs,
+          // Two streams per connection: pairs waiting for their second stream count too.
+          maxConnections: MAX_PORT_FORWARD_STREAMS / 2,
           onError: (err) => logger.debug('port-forward connection failed', { route, ...errorFields(err) }),
         });
       } else {

@@ -1,6 +1,7 @@
-import { PassThrough, Duplex } from 'node:stream';
+import { PassThrough, Duplex, finished } from 'node:stream';
 import { PortForward, type KubeConfig } from '@kubernetes/client-node';
 import { sanitizeRemoteText } from '../core/redact.js';
+import { RstStatus } from './spdy/frames.js';
 import { headerValue } from './spdy/header-codec.js';
 import type { SpdySession, SpdyStream } from './spdy/spdy-session.js';
 
@@ -29,6 +30,11 @@ export interface PortForwardOptions {
   backend: PortForwardBackend;
   /** How long the second stream of a pair may lag the first (kubelet: stream creation timeout). */
   streamCreationTimeoutMs?: number;
+  /**
+   * Forwarded connections at once, each counted from its first stream until its pair timed
+   * out or its data stream is done; a stream that would start one more is refused.
+   */
+  maxConnections: number;
   onError?: (err: Error) => void;
 }
 
@@ -42,13 +48,18 @@ interface Pair {
  * Serves `portforward.k8s.io` on an accepted SPDY session (101 already written). The client
  * opens, per forwarded connection, an `error` stream and a `data` stream carrying the same
  * `port` and `requestid` headers; each complete pair is bridged to the backend. Failures are
- * written as text on the pair's error stream. Resolves when the session closes.
+ * written as text on the pair's error stream. A second stream of a type a request already has
+ * is reset (PROTOCOL_ERROR), and so is a stream past `maxConnections` (REFUSED_STREAM): the
+ * session's own stream limit does not see streams the client opened already closed
+ * (FIN|UNIDIRECTIONAL), which would otherwise wait here for their pair. Resolves when the
+ * session closes.
  */
 export function servePortForward(opts: PortForwardOptions): Promise<void> {
   const { session } = opts;
   const pairs = new Map<string, Pair>();
   const ac = new AbortController();
   const timeoutMs = opts.streamCreationTimeoutMs ?? 30_000;
+  let connections = 0;
 
   const fail = (pair: Pair, message: string) => {
     if (pair.error && !pair.error.writableEnded) pair.error.end(message);
@@ -65,13 +76,23 @@ export function servePortForward(opts: PortForwardOptions): Promise<void> {
     }
     let pair = pairs.get(requestId);
     if (!pair) {
+      if (connections >= opts.maxConnections) {
+        stream.reset(RstStatus.REFUSED_STREAM);
+        return;
+      }
+      connections++;
       pair = {
         timer: setTimeout(() => {
           pairs.delete(requestId);
+          connections--;
           fail(pair!, `timed out waiting for the data and error streams of request ${requestId}`);
         }, timeoutMs),
       };
       pairs.set(requestId, pair);
+    }
+    if (pair[type]) {
+      stream.reset(RstStatus.PROTOCOL_ERROR);
+      return;
     }
     if (type === 'data') pair.data = stream;
     else {
@@ -83,6 +104,8 @@ export function servePortForward(opts: PortForwardOptions): Promise<void> {
     clearTimeout(pair.timer);
     pairs.delete(requestId);
     const complete = pair;
+    // The connection counts until its data stream is done, whichever way it ends.
+    finished(complete.data!, () => connections--);
     const port = Number(portText);
     if (!/^\d+$/.test(portText) || port < 1 || port > 65535) {
       fail(complete, `invalid port "${portText}"`);
