@@ -124,6 +124,9 @@ export function servePortForward(opts: PortForwardOptions): Promise<void> {
     upstream.on('error', (err: Error) => {
       if (!errorStream.writableEnded) errorStream.end(err.message);
       data.unpipe(upstream);
+      // The client may send more before it reads the error: drop it, or its unread DATA fills
+      // the stream's buffer and pauses the whole session (every other forward, PINGs).
+      data.resume();
       data.end();
     });
     data.on('reset', () => upstream.destroy());

@@ -132,6 +132,31 @@ describe('port-forward', () => {
     for await (const chunk of second.data) echoed += chunk;
     expect(echoed).to.equal('pong');
   });
+
+  it('keeps the session going when a forwarded connection fails while the client still sends on it', async () => {
+    session = await forwarding({ maxConnections: 4 });
+    const client = session.client();
+    const open = async (port: number, requestId: string) => {
+      const error = await client.openStream({ streamtype: ['error'], port: [String(port)], requestid: [requestId] });
+      const data = await client.openStream({ streamtype: ['data'], port: [String(port)], requestid: [requestId] });
+      return { error, data };
+    };
+    const good = await open(80, 'a');
+    const bad = await open(81, 'b');
+    let badError = '';
+    bad.error.on('data', (c: Buffer) => (badError += c));
+    bad.data.resume();
+    bad.data.write('hello');
+    await until(() => badError.includes('reset'));
+    // The client has not read the error yet and goes on, as client-go copies until EOF: more
+    // than a stream's buffer.
+    bad.data.write(Buffer.alloc(64 * 1024));
+    let echoed = '';
+    good.data.on('data', (c: Buffer) => (echoed += c));
+    good.data.write('through 80');
+    await until(() => echoed === 'through 80');
+    expect(await client.ping()).to.be.a('number');
+  });
 });
 
 describe('target port-forward backend', () => {
