@@ -6,6 +6,7 @@ import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '
 import type { EventRecorder } from '../provider/core/events.js';
 import { json, text, type Answer, type Route, type RouteCall } from '../provider/core/http-router.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
+import { parseUntrustedJson } from '../provider/core/untrusted-json.js';
 import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
 import { fitsTarget, schedulingPod } from './fit.js';
 import { PlacementMemory } from './placement-memory.js';
@@ -34,6 +35,15 @@ export const BIND_PATH = `${EXTENDER_PATH_PREFIX}/bind`;
 export const CHOSEN_TTL_MS = 30_000;
 /** Pods remembered at most for {@link CHOSEN_TTL_MS} and for warnings. */
 const MAX_REMEMBERED_PODS = 10_000;
+
+/**
+ * Most structural JSON tokens (`[`, `{`, `,`: see `UntrustedJsonLimits`) in an extender call.
+ * Only the proxy scheduler reaches the parse (its client certificate is checked before the
+ * body is read), so this is a backstop, sized for the 64 MiB body limit: Nodes with 20 labels
+ * and 50 images have one token per 24 bytes, about 2.8 M in 64 MiB; 8 Mi leave room for
+ * denser ones, and hold what 64 MiB could make `JSON.parse` build (43 M `[],`) to a fifth.
+ */
+export const EXTENDER_MAX_JSON_TOKENS = 8 * 2 ** 20;
 
 /** Upstream `MaxExtenderPriority` (k8s.io/kube-scheduler/extender/v1): extender scores are 0..10. */
 export const MAX_EXTENDER_PRIORITY = MAX_SCORE;
@@ -158,7 +168,9 @@ export class MalformedExtenderArgsError extends Error {
  * * `POST /scheduler/bind` (with a `binder`): `ExtenderBindingArgs` in, `ExtenderBindingResult`
  *   out, answered once the target has placed the delegate or refused it (see `Binder`).
  *
- * A body that is not JSON or not of the expected shape gets HTTP 400 with the reason as text
+ * A body that is not JSON, is JSON past the limits of `parseUntrustedJson` (nested deeper than
+ * `DEFAULT_MAX_JSON_DEPTH`, more than {@link EXTENDER_MAX_JSON_TOKENS} tokens) or is not of the
+ * expected shape gets HTTP 400 with the reason as text
  * (kube-scheduler then fails the call and tries the pod again later). Records
  * `admiralty_scheduler_extender_request_duration_seconds{verb,result}` (result: ok, refused,
  * bad_request, error) and logs malformed requests and internal errors once, here.
@@ -440,13 +452,13 @@ function delegateSpecOf(pod: V1Pod): V1Pod {
   }
 }
 
-/** The body as a JSON object, else MalformedExtenderArgsError naming `what` it should be. */
+/** The body as a JSON object within the limits of `parseUntrustedJson`, else MalformedExtenderArgsError naming `what` it should be. */
 function parseJsonObject(text: string, what: string): Record<string, any> {
   let body: unknown;
   try {
-    body = JSON.parse(text);
+    body = parseUntrustedJson(text, { maxTokens: EXTENDER_MAX_JSON_TOKENS });
   } catch (err) {
-    throw new MalformedExtenderArgsError(`request body is not JSON: ${(err as Error).message}`);
+    throw new MalformedExtenderArgsError(`request body ${(err as Error).message}`);
   }
   if (!isObject(body)) throw new MalformedExtenderArgsError(`${what} must be a JSON object`);
   return body;

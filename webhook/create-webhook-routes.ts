@@ -2,6 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { Histogram, Registry } from 'prom-client';
 import { json, text, type Route } from '../provider/core/http-router.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
+import { parseUntrustedJson } from '../provider/core/untrusted-json.js';
 import { mutatePod } from './mutate-pod.js';
 import { rememberingConstraintsParser } from './parse-proxy-scheduling-constraints.js';
 import { reviewAdmission } from './review-admission.js';
@@ -14,7 +15,11 @@ export interface WebhookRoutesOptions {
   proxySchedulerName?: string;
   /** The mutation; default `mutatePod` with its defaults. Tests and the benchmark may swap it. */
   mutate?: (pod: V1Pod, namespace?: string) => { pod: V1Pod; mutated: boolean };
-  /** Largest accepted body in bytes; default 8 MiB (an AdmissionReview carries the pod, up to etcd's limit). */
+  /**
+   * Largest accepted body in bytes; default 8 MiB. An AdmissionReview carries the pod, up to
+   * etcd's 1.5 MiB of protobuf, and its JSON may be several times larger: Go's encoder writes
+   * `<`, `>` and `&` as 6-byte `\u003c` escapes.
+   */
   maxBodyBytes?: number;
 }
 
@@ -22,9 +27,22 @@ export interface WebhookRoutesOptions {
 export const MUTATE_PATH = '/mutate';
 
 /**
+ * Most structural JSON tokens (`[`, `{`, `,`: see `UntrustedJsonLimits`) in an AdmissionReview.
+ * The webhook is called on pod CREATE only (no `oldObject`), and a pod larger than etcd takes
+ * (1.5 MiB by default, stored as protobuf) is refused there anyway. Protobuf spends at least 2
+ * bytes on each item of a list, member of a map or empty object, which JSON writes with at
+ * most one `,` and one `{`, and `managedFields` is stored as JSON: so a pod etcd can store has
+ * at most about 1.5 M tokens, and 2 Mi leave room for the review around it. At this bound,
+ * the worst `JSON.parse` can be made to build (1 M empty objects) took about 100 MiB of RSS and
+ * a quarter of a second; unbounded, an 8 MiB body of nested arrays took 460 MiB and 2 s.
+ */
+export const MUTATE_MAX_JSON_TOKENS = 2 * 2 ** 20;
+
+/**
  * The webhook's routes, for `createRouter`: `POST /mutate` (AdmissionReview in, AdmissionReview
  * out, see `reviewAdmission`) and `GET /healthz`. No listening here: the provider serves them
- * with `createWebhookServer`. Records `admiralty_webhook_request_duration_seconds{result}`
+ * with `createWebhookServer`. A review is refused (HTTP 400) before `JSON.parse` when it nests
+ * deeper than `DEFAULT_MAX_JSON_DEPTH` or has more than {@link MUTATE_MAX_JSON_TOKENS} tokens. Records `admiralty_webhook_request_duration_seconds{result}`
  * (result: allowed, denied or error) and logs denials and errors once, here.
  */
 export function createWebhookRoutes(opts: WebhookRoutesOptions): Route[] {
@@ -49,11 +67,11 @@ export function createWebhookRoutes(opts: WebhookRoutesOptions): Route[] {
       const end = duration.startTimer();
       let body: unknown;
       try {
-        body = JSON.parse(raw.toString('utf8'));
+        body = parseUntrustedJson(raw.toString('utf8'), { maxTokens: MUTATE_MAX_JSON_TOKENS });
       } catch (err) {
         end({ result: 'error' });
         logger.warn('webhook: malformed AdmissionReview', errorFields(err));
-        return text(400, `request body is not JSON: ${(err as Error).message}`);
+        return text(400, `request body ${(err as Error).message}`);
       }
       const outcome = reviewAdmission(body, mutate);
       end({ result: outcome.result });

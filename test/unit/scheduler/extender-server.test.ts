@@ -11,7 +11,7 @@ import { virtualNodeName } from '../../../provider/model/names.js';
 import type { TargetPlacement } from '../../../provider/model/target.js';
 import type { TargetRef } from '../../../provider/model/types.js';
 import { createRouter, text } from '../../../provider/core/http-router.js';
-import { createExtenderRoutes, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
+import { createExtenderRoutes, EXTENDER_MAX_JSON_TOKENS, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
 import type { PlacementPolicy } from '../../../scheduler/score.js';
 import { node, nodesOf, pod, runningOn } from './fixtures.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
@@ -354,6 +354,12 @@ describe('scheduler: createExtenderRoutes', () => {
     { name: 'NodeNames not strings', body: { Pod: pod('p'), NodeNames: [1] }, reason: /NodeNames/ },
     { name: 'Nodes.items not an array', body: { Pod: pod('p'), Nodes: { items: {} } }, reason: /items must be an array/ },
     { name: 'a Node without a name', body: { Pod: pod('p'), Nodes: { items: [{ metadata: {} }] } }, reason: /items\[0\]/ },
+    { name: 'a field nested 101 deep', body: `{"Pod":{"spec":{}},"NodeNames":[],"x":${'['.repeat(101)}${']'.repeat(101)}}`, reason: /^request body is nested deeper than 100 levels$/ },
+    {
+      name: `more than ${EXTENDER_MAX_JSON_TOKENS} JSON tokens`,
+      body: `{"Pod":{"spec":{}},"NodeNames":[${'[],'.repeat(EXTENDER_MAX_JSON_TOKENS / 2)}[]]}`,
+      reason: /^request body has more than 8388608 arrays, objects and items/,
+    },
   ];
   for (const c of malformed) {
     it(`answers HTTP 400 to ${c.name}`, async () => {

@@ -6,7 +6,7 @@ import { Registry } from 'prom-client';
 import { ELECT_ANNOTATION, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
 import { createRouter } from '../../../provider/core/http-router.js';
-import { createWebhookRoutes } from '../../../webhook/create-webhook-routes.js';
+import { createWebhookRoutes, MUTATE_MAX_JSON_TOKENS } from '../../../webhook/create-webhook-routes.js';
 import { mutatePod } from '../../../webhook/mutate-pod.js';
 import type { JsonPatchOp } from '../../../webhook/create-json-patch.js';
 
@@ -180,6 +180,9 @@ describe('webhook: createWebhookRoutes', () => {
     ['a review without request', { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }, /no request/],
     ['a request without uid', review({ uid: undefined }), /no uid/],
     ['a CREATE without object', review({ object: undefined }), /no object/],
+    // Refused before JSON.parse builds them: unbounded, 8 MiB of `[` then `]` took 460 MiB.
+    ['a review with a field nested 101 deep', JSON.stringify(review()).replace('"uid":', `"x":${'['.repeat(101)}${']'.repeat(101)},"uid":`), /^request body is nested deeper than 100 levels$/],
+    [`more than ${MUTATE_MAX_JSON_TOKENS} JSON tokens`, `[${'[],'.repeat(MUTATE_MAX_JSON_TOKENS / 2)}[]]`, /^request body has more than 2097152 arrays, objects and items/],
   ];
   for (const [what, body, reason] of malformed) {
     it(`answers HTTP 400 to ${what}`, async () => {
