@@ -141,7 +141,9 @@ function check(value: unknown, schema: Schema, path: string): unknown {
       out[key] = check(member, schema.map, memberPath);
       continue;
     }
-    const memberSchema = schema.object[key];
+    // Own keys only: `toString`, `constructor` or `__proto__` are no fields, whatever the
+    // schema object inherits.
+    const memberSchema = Object.hasOwn(schema.object, key) ? schema.object[key] : undefined;
     if (!memberSchema) fail(memberPath, `is not a supported field (expected one of: ${Object.keys(schema.object).join(', ')})`);
     if (member === null) continue;
     out[key] = check(member, memberSchema, memberPath);

@@ -234,6 +234,13 @@ describe('webhook: mutatePod', () => {
     ['a missing required field', 'topologySpreadConstraints: [{maxSkew: 1, topologyKey: z}]', /topologySpreadConstraints\[0\]\.whenUnsatisfiable is required/],
     ['a duplicate key', 'nodeSelector: {a: b}\nnodeSelector: {c: d}', /not valid YAML/],
     ['a scalar', 'just text', /must be a mapping/],
+    // Keys every object inherits are no fields (once found on the schema: an empty value was
+    // accepted, any other a TypeError, answered as an internal error).
+    ['toString, which objects inherit', 'toString: {}', /toString is not a supported field/],
+    ['constructor, which objects inherit', 'constructor: {x: 1}', /constructor is not a supported field/],
+    ['__proto__', '__proto__: {a: 1}', /__proto__ is not a supported field/],
+    ['an inherited key nested', 'affinity: {hasOwnProperty: {}}', /affinity\.hasOwnProperty is not a supported field/],
+    ['an inherited key in a list item', 'tolerations: [{valueOf: {}}]', /tolerations\[0\]\.valueOf is not a supported field/],
   ];
   for (const [what, text, message] of malformed) {
     it(`refuses a constraints annotation with ${what}`, () => {
