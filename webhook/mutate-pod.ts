@@ -80,7 +80,8 @@ export interface MutatePodOptions {
  * Refused (ValidationError, so the pod is not created): an elected pod with `spec.nodeName`
  * already set (it would skip the scheduler and land on any virtual node, another namespace's
  * included), and a pod that brings its own `SOURCE_POD_MANIFEST_ANNOTATION` without being one
- * of our proxies (see {@link isProxyOnReinvocation}).
+ * of our proxies (see {@link isProxyOnReinvocation}), and a constraints annotation its parser
+ * refuses or fails on.
  *
  * Idempotent: mutating a proxy again yields `mutated: false` (webhook reinvocation).
  * Called by the webhook's /mutate route on pod CREATE.
@@ -97,7 +98,7 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
     throw new ValidationError(`the ${SOURCE_POD_MANIFEST_ANNOTATION} annotation is written by admiralty only: remove it from the pod`);
   }
   const constraintsText = annotations[PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION];
-  const constraints = constraintsText === undefined ? {} : (opts.parseConstraints ?? parseProxySchedulingConstraints)(constraintsText);
+  const constraints = constraintsText === undefined ? {} : readConstraints(constraintsText, opts.parseConstraints ?? parseProxySchedulingConstraints);
 
   // A copy of what is changed below (metadata, its annotations and finalizers, the spec's top
   // level); the rest (containers, volumes, ...) is the input's, which nothing here changes.
@@ -142,6 +143,24 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   // as JSON, one with itself inside, on every admission). On reinvocation, compare.
   const mutated = first || !jsonEqual(JSON.parse(JSON.stringify(out)), JSON.parse(JSON.stringify(pod)));
   return mutated ? { pod: out, mutated } : { pod, mutated };
+}
+
+/**
+ * The constraints of the annotation's `text`. Whatever makes the parser fail is in the user's
+ * text, so a failure other than ValidationError (a bug the text found) is a refusal too: a 400
+ * to the user whose message says what to fix and carries no internals, rather than an internal
+ * error (500); the failure is kept as its `cause`, for the log.
+ */
+function readConstraints(text: string, parse: (text: string) => ProxySchedulingConstraints): ProxySchedulingConstraints {
+  try {
+    return parse(text);
+  } catch (err) {
+    if (err instanceof ValidationError) throw err;
+    throw new ValidationError(
+      `annotation ${PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION} could not be read: keep to nodeSelector, tolerations, affinity and topologySpreadConstraints, as in a PodSpec`,
+      { cause: err },
+    );
+  }
 }
 
 /**

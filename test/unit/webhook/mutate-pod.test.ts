@@ -255,6 +255,22 @@ describe('webhook: mutatePod', () => {
       expect((caught as Error).message).to.include(CONSTRAINTS).and.match(message);
     });
   }
+
+  it('refuses, without its internals, a constraints annotation its parser fails on', () => {
+    const bug = new TypeError("Cannot read properties of undefined (reading 'x')");
+    const parseConstraints = () => {
+      throw bug;
+    };
+    let caught: unknown;
+    try {
+      mutatePod(sourcePod({ [ELECT_ANNOTATION]: '', [CONSTRAINTS]: 'nodeSelector: {a: b}' }), { parseConstraints });
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).to.be.instanceOf(ValidationError);
+    expect((caught as Error).message).to.equal(`annotation ${CONSTRAINTS} could not be read: keep to nodeSelector, tolerations, affinity and topologySpreadConstraints, as in a PodSpec`);
+    expect((caught as Error).cause, 'kept for the log').to.equal(bug);
+  });
 });
 
 describe('mutatePod target scope', () => {
