@@ -11,6 +11,9 @@ export type AdmissionOutcome =
   | { httpStatus: 200; result: AdmissionResult; review: Record<string, unknown>; error?: unknown }
   | { httpStatus: 400; result: 'error'; reason: string };
 
+/** The message of a review refused for an internal error: the details are in the provider's log only. */
+export const INTERNAL_ERROR_MESSAGE = 'admiralty webhook failed to mutate the pod: internal error (details in the admiralty provider log)';
+
 const REVIEW_API_VERSIONS = new Set(['admission.k8s.io/v1', 'admission.k8s.io/v1beta1']);
 
 /**
@@ -22,7 +25,9 @@ const REVIEW_API_VERSIONS = new Set(['admission.k8s.io/v1', 'admission.k8s.io/v1
  * * Anything other than CREATE of a Pod (UPDATE, subresources, other kinds): allowed, no patch.
  * * An object that does not have a Pod's types, or `mutate` throws `ValidationError`:
  *   allowed=false, status code 400 and the error's message.
- * * `mutate` throws anything else: allowed=false, status code 500; never an HTTP failure.
+ * * `mutate` throws anything else: allowed=false, status code 500 and {@link INTERNAL_ERROR_MESSAGE},
+ *   never the error's own text (it reaches whoever created the pod); the error is returned as
+ *   `error`, for the caller's log. Never an HTTP failure.
  * * Otherwise allowed, with a base64 JSON patch when the pod changed.
  *
  * The response echoes the request's `apiVersion` and `uid`, as the apiserver requires.
@@ -61,8 +66,7 @@ export function reviewAdmission(body: unknown, mutate: (pod: V1Pod, namespace?: 
     if (err instanceof ValidationError) {
       return answer({ allowed: false, status: { status: 'Failure', code: 400, reason: 'BadRequest', message: err.message } }, 'denied', err);
     }
-    const message = `admiralty webhook failed to mutate the pod: ${err instanceof Error ? err.message : String(err)}`;
-    return answer({ allowed: false, status: { status: 'Failure', code: 500, reason: 'InternalError', message } }, 'error', err);
+    return answer({ allowed: false, status: { status: 'Failure', code: 500, reason: 'InternalError', message: INTERNAL_ERROR_MESSAGE } }, 'error', err);
   }
 }
 
