@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import type { Socket } from 'node:net';
+import { TLSSocket } from 'node:tls';
 import { errorFields, type Logger } from './logger.js';
 
 /** A request of either protocol: the router only uses what HTTP/1.1 and HTTP/2 share. */
@@ -40,7 +41,11 @@ export interface Route {
   path: string;
   /** Largest body accepted, in bytes; a larger one gets 413 without being buffered. Default {@link DEFAULT_MAX_BODY_BYTES}. */
   maxBodyBytes?: number;
-  /** Answers the call. A throw or a rejection is answered 500 and logged. */
+  /**
+   * Answers the call. A throw or a rejection is answered 500 and logged. The body counts against
+   * the {@link BodyBudgetLimits} until this returns: a route reads it at once (parses it) and
+   * keeps nothing of it while its answer is pending.
+   */
   handle(call: RouteCall): Answer | Promise<Answer>;
 }
 
@@ -69,12 +74,29 @@ export type Router = (req: AnyRequest, res: AnyResponse) => void;
 /** Which limit refused a body: the route's own, or a budget of bodies held at once. */
 export type BodyRefusal = 'too_large' | 'connection_budget' | 'server_budget';
 
-/** Bytes of request bodies the router holds at once, from their first byte until their answer is sent. */
+/**
+ * Bytes of request bodies the router holds at once, from their first byte until the route has
+ * taken them (its `handle` returned), not until their answer is sent: a client that never reads
+ * its answers (an HTTP/2 client that advertises a zero window) would otherwise keep the budget.
+ */
 export interface BodyBudgetLimits {
-  /** All calls together. */
+  /**
+   * All calls together, less what each connection holds within its reserve. A connection whose
+   * client certificate the TLS server verified (the proxy scheduler's: its CA issues no other
+   * client certificate) takes none of it, only its own `perConnectionBytes`, so the clients
+   * that hold the total cannot starve the extender.
+   */
   totalBytes: number;
   /** The calls of one connection: over HTTP/2, all of its streams. */
   perConnectionBytes: number;
+  /**
+   * What each connection may hold before it takes from `totalBytes`; default 0. Anyone may send
+   * to /mutate and stall its body, and the apiserver presents no certificate to be told apart
+   * by: with a reserve, a small review on a connection with nothing else in flight is never
+   * refused because other connections hold the total. Costs at most this much per connection
+   * the server accepts, on top of `totalBytes`.
+   */
+  reservedPerConnectionBytes?: number;
 }
 
 /**
@@ -84,12 +106,23 @@ export interface BodyBudgetLimits {
  * limit (the apiserver's admission calls are tens of kB each, so 250 of them at once fit), or
  * one of the routes' largest if that is more; in all, 64 MiB (an eighth of the Deployment's
  * memory limit), or two of the largest. With the extender's routes (64 MiB each, for a
- * scheduler that sends whole Nodes) that is 64 MiB per connection and 128 MiB in all.
+ * scheduler that sends whole Nodes) that is 64 MiB per connection and 128 MiB in all. Each
+ * connection has {@link RESERVED_BODY_BYTES_PER_CONNECTION} of its own besides.
  */
 export function defaultBodyBudget(routes: readonly Route[]): BodyBudgetLimits {
   const largest = Math.max(0, ...routes.filter((r) => r.method !== 'GET').map((r) => r.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES));
-  return { perConnectionBytes: Math.max(2 * DEFAULT_MAX_BODY_BYTES, largest), totalBytes: Math.max(64 * 2 ** 20, 2 * largest) };
+  return {
+    perConnectionBytes: Math.max(2 * DEFAULT_MAX_BODY_BYTES, largest),
+    totalBytes: Math.max(64 * 2 ** 20, 2 * largest),
+    reservedPerConnectionBytes: RESERVED_BODY_BYTES_PER_CONNECTION,
+  };
 }
+
+/**
+ * The default {@link BodyBudgetLimits.reservedPerConnectionBytes}: one or two of the apiserver's
+ * AdmissionReviews (tens of kB). Over the webhook server's 1024 connections, 64 MiB at most.
+ */
+export const RESERVED_BODY_BYTES_PER_CONNECTION = 64 * 2 ** 10;
 
 /** Body limit of a route that sets none: an AdmissionReview carries a pod, which etcd bounds at about 1.5 MB. */
 export const DEFAULT_MAX_BODY_BYTES = 8 * 2 ** 20;
@@ -107,7 +140,7 @@ const EMPTY = Buffer.alloc(0);
  * past the route's limit; the rest of the body is not kept), 415 (a `Content-Encoding` other
  * than identity: neither caller compresses), 500 (a route that threw, logged here), 503 with
  * `Retry-After` (the bodies held at once, on the call's connection or in all, are at their
- * budget: see {@link BodyBudgetLimits}).
+ * budget: see {@link BodyBudgetLimits}; default {@link defaultBodyBudget}).
  */
 export function createRouter(opts: RouterOptions): Router {
   const { logger } = opts;
@@ -169,8 +202,10 @@ export function createRouter(opts: RouterOptions): Router {
 
 /** Counts the body bytes held, in all and per connection (see {@link BodyBudgetLimits}). */
 class BodyBudget {
+  /** Bytes counted against `totalBytes`. */
   private held = 0;
-  private readonly byConnection = new Map<Socket, number>();
+  /** Bytes each connection holds, and whether it was verified when it started holding them. */
+  private readonly byConnection = new Map<Socket, { bytes: number; verified: boolean }>();
 
   constructor(private readonly limits: BodyBudgetLimits) {}
 
@@ -180,21 +215,33 @@ class BodyBudget {
   }
 
   private take(connection: Socket, bytes: number): BodyRefusal | undefined {
-    const mine = this.byConnection.get(connection) ?? 0;
-    if (mine + bytes > this.limits.perConnectionBytes) return 'connection_budget';
-    if (this.held + bytes > this.limits.totalBytes) return 'server_budget';
-    this.byConnection.set(connection, mine + bytes);
-    this.held += bytes;
+    const mine = this.byConnection.get(connection) ?? { bytes: 0, verified: hasVerifiedClientCertificate(connection) };
+    if (mine.bytes + bytes > this.limits.perConnectionBytes) return 'connection_budget';
+    const held = this.held + this.shared(mine.verified, mine.bytes + bytes) - this.shared(mine.verified, mine.bytes);
+    if (held > this.limits.totalBytes) return 'server_budget';
+    this.byConnection.set(connection, { bytes: mine.bytes + bytes, verified: mine.verified });
+    this.held = held;
     return undefined;
   }
 
   private give(connection: Socket, bytes: number): void {
-    if (bytes === 0) return;
-    const left = (this.byConnection.get(connection) ?? 0) - bytes;
-    if (left > 0) this.byConnection.set(connection, left);
+    const mine = this.byConnection.get(connection);
+    if (!mine || bytes === 0) return;
+    const left = mine.bytes - bytes;
+    this.held -= this.shared(mine.verified, mine.bytes) - this.shared(mine.verified, left);
+    if (left > 0) this.byConnection.set(connection, { bytes: left, verified: mine.verified });
     else this.byConnection.delete(connection);
-    this.held -= bytes;
   }
+
+  /** What of a connection's `bytes` counts against `totalBytes`. */
+  private shared(verified: boolean, bytes: number): number {
+    return verified ? 0 : Math.max(0, bytes - (this.limits.reservedPerConnectionBytes ?? 0));
+  }
+}
+
+/** Whether the TLS server verified the connection's client certificate against its CAs. */
+function hasVerifiedClientCertificate(connection: Socket): boolean {
+  return connection instanceof TLSSocket && connection.authorized;
 }
 
 interface BodyAccount {
@@ -218,7 +265,7 @@ export function isHttp2(req: AnyRequest): req is Http2ServerRequest {
 
 /**
  * Reads the body whole, up to `limit` bytes, taking each chunk from `account` as it arrives and
- * giving them all back once the answer is sent (or the call is gone). Past the limit (declared
+ * giving them all back once `done` has handed the body to the route (or the call is gone). Past the limit (declared
  * or streamed), or past what the budget has room for, `done` gets the refusal at once and the
  * chunks read so far are dropped and given back; what still arrives is discarded. A request
  * that is aborted calls nothing: there is nobody to answer.
@@ -253,7 +300,15 @@ function readBody(
     chunks.push(chunk);
   });
   req.on('end', () => {
-    if (!over) done(undefined, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size));
+    if (over) return;
+    const body = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+    chunks = [];
+    try {
+      done(undefined, body);
+    } finally {
+      account.give(size);
+      size = 0;
+    }
   });
   // An aborted request: no answer; the listener only keeps an error from being thrown.
   req.on('error', () => undefined);

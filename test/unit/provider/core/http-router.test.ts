@@ -2,9 +2,10 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
-import type { ClientHttp2Session } from 'node:http2';
+import https from 'node:https';
+import type { ClientHttp2Session, SecureClientSessionOptions } from 'node:http2';
 import { expect } from 'chai';
-import { createRouter, defaultBodyBudget, json, text, type Route, type RouteCall } from '../../../../provider/core/http-router.js';
+import { createRouter, defaultBodyBudget, json, text, type BodyBudgetLimits, type Route, type RouteCall } from '../../../../provider/core/http-router.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { createWebhookServer, type WebhookServer } from '../../../../webhook/create-webhook-server.js';
 import { h2Connect, h2Request } from '../../../support/h2.js';
@@ -138,16 +139,17 @@ describe('createRouter', () => {
 });
 
 describe('createRouter body budget', () => {
-  it('defaults to two bodies of the default limit per connection and 64 MiB in all, more for a route that takes more', () => {
+  it('defaults to two bodies of the default limit per connection and 64 MiB in all, more for a route that takes more, and 64 KiB of each connection\'s own', () => {
     const MiB = 2 ** 20;
     const mutate: Route = { method: 'POST', path: '/mutate', handle: () => text(200, '') };
     const healthz: Route = { method: 'GET', path: '/healthz', maxBodyBytes: 1000 * MiB, handle: () => text(200, '') };
-    expect(defaultBodyBudget([mutate, healthz])).to.deep.equal({ perConnectionBytes: 16 * MiB, totalBytes: 64 * MiB });
+    expect(defaultBodyBudget([mutate, healthz])).to.deep.equal({ perConnectionBytes: 16 * MiB, totalBytes: 64 * MiB, reservedPerConnectionBytes: 64 * 2 ** 10 });
     const filter: Route = { method: 'POST', path: '/filter', maxBodyBytes: 64 * MiB, handle: () => text(200, '') };
-    expect(defaultBodyBudget([mutate, filter])).to.deep.equal({ perConnectionBytes: 64 * MiB, totalBytes: 128 * MiB });
+    expect(defaultBodyBudget([mutate, filter])).to.deep.equal({ perConnectionBytes: 64 * MiB, totalBytes: 128 * MiB, reservedPerConnectionBytes: 64 * 2 ** 10 });
   });
 
-  // Bodies of 60 bytes: one connection holds one (100), the server two (150).
+  // Bodies of 60 bytes: one connection holds one (100), the server two (150), past each
+  // connection's reserve of 10 when a test gives one.
   const body = 'x'.repeat(60);
   let gate: { promise: Promise<void>; open: () => void };
   const newGate = () => {
@@ -156,102 +158,141 @@ describe('createRouter body budget', () => {
     gate = { promise, open };
   };
   const refused: string[] = [];
-  const router = createRouter({
-    routes: [{ method: 'POST', path: '/hold', maxBodyBytes: 64, handle: async () => (await gate.promise, text(200, 'held')) }],
-    bodyBudget: { totalBytes: 150, perConnectionBytes: 100 },
-    onBodyRefused: (reason) => refused.push(reason),
-    logger: silentLogger(),
-  });
-  let h2: WebhookServer;
-  let port: number;
+  const routes: Route[] = [
+    { method: 'POST', path: '/take', maxBodyBytes: 64, handle: () => text(200, 'taken') },
+    { method: 'POST', path: '/hold', maxBodyBytes: 64, handle: async () => (await gate.promise, text(200, 'held')) },
+  ];
+  const servers: WebhookServer[] = [];
   const sessions: ClientHttp2Session[] = [];
-  const connect = async () => {
-    const s = await h2Connect(port, { ca: fixtures.ca.certPem });
-    sessions.push(s);
-    return s;
+  /** A webhook server (HTTP/2 and HTTP/1.1) on the router, asking clients for a certificate of the fixtures' CA. */
+  const serve = async (bodyBudget: BodyBudgetLimits) => {
+    const router = createRouter({ routes, bodyBudget, onBodyRefused: (reason) => refused.push(reason), logger: silentLogger() });
+    const server = createWebhookServer({ pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem }, handler: router, clientCaPems: [fixtures.ca.certPem] });
+    servers.push(server);
+    await new Promise<void>((r) => server.server.listen(0, '127.0.0.1', r));
+    const port = (server.server.address() as AddressInfo).port;
+    return {
+      port,
+      connect: async (options: SecureClientSessionOptions = {}) => {
+        const s = await h2Connect(port, { ca: fixtures.ca.certPem, ...options });
+        sessions.push(s);
+        return s;
+      },
+    };
   };
-  before(async () => {
-    h2 = createWebhookServer({ pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem }, handler: router });
-    await new Promise<void>((r) => h2.server.listen(0, '127.0.0.1', r));
-    port = (h2.server.address() as AddressInfo).port;
-  });
   after(async () => {
     for (const s of sessions) s.destroy();
-    await h2.close();
+    for (const server of servers) await server.close();
   });
   beforeEach(() => {
     refused.length = 0;
     newGate();
   });
-  /** Gives the calls sent so far time to reach the server, whose route then holds them at the gate. */
+  /** Gives the calls sent so far time to reach the server. */
   const settle = () => new Promise((r) => setTimeout(r, 100));
+  /** A call to /take whose body stays in progress: `bytes` of the 64 it declares, until `finish`. */
+  const holdBody = (session: ClientHttp2Session, bytes: number) => {
+    const stream = session.request({ ':method': 'POST', ':path': '/take', 'content-length': '64' });
+    stream.on('error', () => undefined);
+    stream.write('x'.repeat(bytes));
+    const answer = new Promise<number>((resolve) => stream.on('response', (h) => resolve(Number(h[':status']))));
+    return { answer, finish: () => (stream.end('x'.repeat(64 - bytes)), answer) };
+  };
 
-  it('refuses a body past its connection\'s budget, then one past the server\'s, and takes calls again once answered', async () => {
+  it('refuses a body past its connection\'s budget, then one past the server\'s, and takes calls again once bodies are taken', async () => {
+    const { connect } = await serve({ totalBytes: 150, perConnectionBytes: 100 });
     const a = await connect();
     const b = await connect();
     const c = await connect();
-    const first = h2Request(a, '/hold', body);
+    const first = holdBody(a, 60);
     await settle();
-    const sameConnection = await h2Request(a, '/hold', body);
+    const sameConnection = await h2Request(a, '/take', body);
     expect(sameConnection.status).to.equal(503);
     expect(sameConnection.body).to.match(/this connection/);
     expect(sameConnection.headers['retry-after']).to.equal('1');
-    const second = h2Request(b, '/hold', body);
+    const second = holdBody(b, 60);
     await settle();
-    const third = await h2Request(c, '/hold', body);
+    const third = await h2Request(c, '/take', body);
     expect(third.status).to.equal(503);
     expect(third.body).to.match(/the server/);
     expect(refused).to.deep.equal(['connection_budget', 'server_budget']);
-    gate.open();
-    expect((await first).status).to.equal(200);
-    expect((await second).status).to.equal(200);
+    expect(await first.finish()).to.equal(200);
+    expect(await second.finish()).to.equal(200);
     expect(a.closed, 'a refused stream leaves its connection up').to.equal(false);
     // Given back: the same connections may hold bodies again.
-    newGate();
-    const again = [h2Request(a, '/hold', body), h2Request(c, '/hold', body)];
-    await settle();
+    expect((await Promise.all([h2Request(a, '/take', body), h2Request(c, '/take', body)])).map((r) => r.status)).to.deep.equal([200, 200]);
+  });
+
+  it('gives a body back once its route has taken it, without waiting for the answer to be sent', async () => {
+    // A client that never reads its answers (an HTTP/2 zero window) kept them all otherwise.
+    const { connect } = await serve({ totalBytes: 150, perConnectionBytes: 100 });
+    const pending = [];
+    for (let i = 0; i < 4; i++) {
+      pending.push(h2Request(await connect(), '/hold', body));
+      await settle();
+    }
     gate.open();
-    expect((await Promise.all(again)).map((r) => r.status)).to.deep.equal([200, 200]);
+    expect((await Promise.all(pending)).map((r) => r.status)).to.deep.equal([200, 200, 200, 200]);
+    expect(refused).to.deep.equal([]);
   });
 
   it('gives back the bytes of calls that were cut off before their body ended', async () => {
-    // Three connections each send 50 of 60 declared bytes, then go: 150 bytes, the whole
+    const { connect } = await serve({ totalBytes: 150, perConnectionBytes: 100 });
+    // Three connections each send 50 of 64 declared bytes, then go: 150 bytes, the whole
     // budget, if they were kept.
     for (let i = 0; i < 3; i++) {
       const s = await connect();
-      const stream = s.request({ ':method': 'POST', ':path': '/hold', 'content-length': '60' });
-      stream.on('error', () => undefined);
-      stream.write('x'.repeat(50));
+      holdBody(s, 50);
       await settle();
       s.destroy();
     }
     await settle();
-    const d = await connect();
-    const e = await connect();
-    const held = [h2Request(d, '/hold', body), h2Request(e, '/hold', body)];
+    const held = [holdBody(await connect(), 60), holdBody(await connect(), 60)];
     await settle();
-    gate.open();
-    expect((await Promise.all(held)).map((r) => r.status)).to.deep.equal([200, 200]);
+    expect(await Promise.all(held.map((h) => h.finish()))).to.deep.equal([200, 200]);
     expect(refused).to.deep.equal([]);
   });
 
+  it('lets each connection hold its reserve whatever the others hold', async () => {
+    // As 16 connections that each stall an 8 MiB /mutate body left the apiserver's review no room.
+    const { connect } = await serve({ totalBytes: 150, perConnectionBytes: 100, reservedPerConnectionBytes: 10 });
+    // Each holds 60, 50 of them past its reserve: the total of 150 is held.
+    const holders = [holdBody(await connect(), 60), holdBody(await connect(), 60), holdBody(await connect(), 60)];
+    await settle();
+    const c = await connect();
+    expect((await h2Request(c, '/take', 'x'.repeat(10))).status, 'within its reserve').to.equal(200);
+    expect((await h2Request(c, '/take', 'x'.repeat(11))).status, 'past it: the total is held').to.equal(503);
+    expect(refused).to.deep.equal(['server_budget']);
+    await Promise.all(holders.map((h) => h.finish()));
+  });
+
+  it('takes nothing from the total for a connection with a verified client certificate', async () => {
+    const { connect } = await serve({ totalBytes: 150, perConnectionBytes: 100 });
+    const holders = [holdBody(await connect(), 60), holdBody(await connect(), 60)];
+    await settle();
+    const client = fixtures.client('admiralty-proxy-scheduler', []);
+    const verified = await connect({ cert: client.certPem, key: client.keyPem });
+    const unverified = await connect();
+    expect((await h2Request(verified, '/take', body)).status).to.equal(200);
+    expect((await h2Request(unverified, '/take', body)).status).to.equal(503);
+    await Promise.all(holders.map((h) => h.finish()));
+  });
+
   it('counts HTTP/1.1 calls in the same budget', async () => {
-    const plain = http.createServer(router);
-    await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
-    try {
-      const plainPort = (plain.address() as AddressInfo).port;
-      const held = [call(plainPort, 'POST', '/hold', body), call(plainPort, 'POST', '/hold', body)];
-      await settle();
-      const overHttp1 = await call(plainPort, 'POST', '/hold', body);
-      expect(overHttp1.status).to.equal(503);
-      expect(overHttp1.headers.connection).to.equal('close');
-      expect((await h2Request(await connect(), '/hold', body)).status, 'the HTTP/2 server shares the router').to.equal(503);
-      gate.open();
-      expect((await Promise.all(held)).map((r) => r.status)).to.deep.equal([200, 200]);
-      expect(refused).to.deep.equal(['server_budget', 'server_budget']);
-    } finally {
-      plain.closeAllConnections();
-      await new Promise((r) => plain.close(r));
-    }
+    const { port, connect } = await serve({ totalBytes: 150, perConnectionBytes: 100 });
+    const holders = [holdBody(await connect(), 60), holdBody(await connect(), 60)];
+    await settle();
+    const overHttp1 = await new Promise<{ status: number; connection?: string }>((resolve, reject) => {
+      const req = https.request({ host: '127.0.0.1', port, method: 'POST', path: '/take', ca: fixtures.ca.certPem, agent: false }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(overHttp1.status).to.equal(503);
+    expect(overHttp1.connection).to.equal('close');
+    await Promise.all(holders.map((h) => h.finish()));
+    expect(refused).to.deep.equal(['server_budget']);
   });
 });
