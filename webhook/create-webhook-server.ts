@@ -11,7 +11,7 @@ export interface WebhookServerOptions {
   handler: Router;
   /** Defaults {@link WEBHOOK_CONNECTION_LIMITS}. */
   limits?: Partial<ConnectionLimits>;
-  /** Time to receive a whole request once its headers are in; default {@link WEBHOOK_REQUEST_TIMEOUT_MS}. */
+  /** Time to receive a whole request and send its whole answer, once its headers are in; default {@link WEBHOOK_REQUEST_TIMEOUT_MS}. */
   requestTimeoutMs?: number;
   /** How often Node looks for HTTP/1.1 connections past `headersTimeout` (its default is 30 s); tests shorten it. */
   connectionsCheckingIntervalMs?: number;
@@ -63,9 +63,12 @@ export interface WebhookServer {
 export const WEBHOOK_CONNECTION_LIMITS: ConnectionLimits = { ...DEFAULT_CONNECTION_LIMITS, maxConnections: 1024 };
 
 /**
- * Time to receive a whole AdmissionReview once its headers are in. The apiserver gives a
- * webhook at most 30 s (`timeoutSeconds`), so a request still arriving after that is not the
- * apiserver's.
+ * Time to receive a whole call and send its whole answer, once its headers are in. The
+ * apiserver gives a webhook at most 30 s (`timeoutSeconds`) and our proxy scheduler gives the
+ * extender 30 s (`httpTimeout`), so a call still arriving, or an answer still unread, after that
+ * is no longer awaited by either. An answer's end counts too: an HTTP/2 client that advertises
+ * a zero window never lets an answer out, and its stream, with the answer it holds, would stay
+ * open for as long as the client likes.
  */
 export const WEBHOOK_REQUEST_TIMEOUT_MS = 30_000;
 
@@ -98,7 +101,8 @@ export const WEBHOOK_GOAWAY_GRACE_MS = 1_000;
  *
  * Limits: the kubelet API's connection cap and handshake, first-request and keep-alive
  * timeouts (for an HTTP/2 connection: closed when it has had no open stream for as long), a
- * per-request deadline, and at most `maxConcurrentStreams` streams per connection. With
+ * per-request deadline (from its headers until its answer is sent), and at most
+ * `maxConcurrentStreams` streams per connection. With
  * `failurePolicy: Fail`, a client that ties up the webhook stops elected pods from being
  * admitted. The caller listens; `close` ends.
  */
@@ -130,8 +134,8 @@ export function createWebhookServer(opts: WebhookServerOptions): WebhookServer {
     }, opts.requestTimeoutMs ?? WEBHOOK_REQUEST_TIMEOUT_MS);
     timer.unref();
     const done = () => clearTimeout(timer);
-    req.once('end', done);
-    req.once('close', done);
+    // Not the request's 'end' or 'close': both come once the body is read, before the answer.
+    res.once('finish', done);
     res.once('close', done);
     opts.handler(req, res);
   });

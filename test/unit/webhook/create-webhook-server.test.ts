@@ -170,7 +170,8 @@ describe('webhook: createWebhookServer', () => {
           });
         },
         limits: { maxConnections: 8, handshakeTimeoutMs: 300, firstRequestTimeoutMs: 600, keepAliveTimeoutMs: 600 },
-        requestTimeoutMs: 400,
+        // Longer than the slow calls below are held: the deadline counts until the answer is sent.
+        requestTimeoutMs: 1_500,
         maxConcurrentStreams: 5,
         onClose: (reason) => closed.push(reason),
         onConnection: (protocol) => protocols.push(protocol),
@@ -247,6 +248,19 @@ describe('webhook: createWebhookServer', () => {
       expect(code).to.equal(http2.constants.NGHTTP2_CANCEL);
       expect(closed).to.deep.equal(['request_timeout']);
       expect((await h2Request(session, '/mutate', '{}')).status).to.equal(200);
+    });
+
+    it('cancels, and reports, a stream whose answer the client does not let out in time (a zero window)', async () => {
+      // The stream, and the answer it holds, stayed open for as long as the client liked.
+      const session = await h2Connect(h2Port, { ca: fixtures.ca.certPem, settings: { initialWindowSize: 0 } });
+      sessions.push(session);
+      const stream = session.request({ ':method': 'POST', ':path': '/mutate' });
+      stream.on('error', () => undefined);
+      stream.end('{}');
+      await once(stream, 'response');
+      const [code] = await Promise.race([once(stream, 'close').then(() => [stream.rstCode]), new Promise<[string]>((r) => setTimeout(() => r(['still open']), 5_000))]);
+      expect(code).to.equal(http2.constants.NGHTTP2_CANCEL);
+      expect(closed).to.deep.equal(['request_timeout']);
     });
 
     it('drains with a GOAWAY: the call in progress is answered, the next goes on a new connection', async () => {
