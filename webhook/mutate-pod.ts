@@ -80,8 +80,9 @@ export interface MutatePodOptions {
  * Refused (ValidationError, so the pod is not created): an elected pod with `spec.nodeName`
  * already set (it would skip the scheduler and land on any virtual node, another namespace's
  * included), and a pod that brings its own `SOURCE_POD_MANIFEST_ANNOTATION` without being one
- * of our proxies (see {@link isProxyOnReinvocation}), and a constraints annotation its parser
- * refuses or fails on.
+ * of our proxies (see {@link isProxyOnReinvocation}) or whose manifest is not of our shape
+ * (see {@link isSavedManifestShape}), and a constraints annotation its parser refuses or fails
+ * on.
  *
  * Idempotent: mutating a proxy again yields `mutated: false` (webhook reinvocation).
  * Called by the webhook's /mutate route on pod CREATE.
@@ -94,7 +95,8 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   if (pod.spec?.nodeName) {
     throw new ValidationError(`an elected pod is placed by the scheduler: remove spec.nodeName (${JSON.stringify(pod.spec.nodeName)}) or the ${ELECT_ANNOTATION} annotation`);
   }
-  if (annotations[SOURCE_POD_MANIFEST_ANNOTATION] !== undefined && !isProxyOnReinvocation(pod)) {
+  const manifest = annotations[SOURCE_POD_MANIFEST_ANNOTATION];
+  if (manifest !== undefined && (!isProxyOnReinvocation(pod) || !isSavedManifestShape(manifest))) {
     throw new ValidationError(`the ${SOURCE_POD_MANIFEST_ANNOTATION} annotation is written by admiralty only: remove it from the pod`);
   }
   const constraintsText = annotations[PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION];
@@ -242,4 +244,21 @@ function isProxyOnReinvocation(pod: V1Pod): boolean {
     pod.metadata?.labels?.[HAS_FINALIZER_LABEL] === 'true' &&
     pod.spec?.nodeSelector?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === VIRTUAL_KUBELET_PROVIDER_VALUE
   );
+}
+
+/**
+ * Whether a manifest on a pod being created has the shape ours has: a JSON object with a spec
+ * object (`savedSourcePodManifest`). YAML is read only from proxies Admiralty made before a
+ * migration, never taken at creation: a pod that copies our marks could otherwise hand every
+ * later reader of its manifest (the extender's filter, on each try) YAML to parse.
+ */
+function isSavedManifestShape(text: string): boolean {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return false;
+  }
+  const spec = (parsed as { spec?: unknown } | null)?.spec;
+  return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) && typeof spec === 'object' && spec !== null && !Array.isArray(spec);
 }

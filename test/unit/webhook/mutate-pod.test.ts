@@ -133,6 +133,24 @@ describe('webhook: mutatePod', () => {
         /written by admiralty only/,
       ],
       [
+        'a pod with every proxy mark whose manifest is YAML, or not an object with a spec (ours is JSON)',
+        () => {
+          const p = mutatePod(sourcePod()).pod;
+          p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = `${'- '.repeat(20)}x`;
+          return p;
+        },
+        /written by admiralty only/,
+      ],
+      [
+        'a pod with every proxy mark whose manifest is JSON without a spec object',
+        () => {
+          const p = mutatePod(sourcePod()).pod;
+          p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify({ spec: [] });
+          return p;
+        },
+        /written by admiralty only/,
+      ],
+      [
         'an elected pod with spec.nodeName set (it would skip the scheduler)',
         () => {
           const p = sourcePod();
