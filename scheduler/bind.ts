@@ -9,12 +9,13 @@ import { identityAnswer } from '../provider/core/unread-answer.js';
 import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../provider/model/autoscaler.js';
 import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/model/delegate-pod.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
-import { ONE_POD, podRequests } from '../provider/model/resources.js';
+import { ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
 import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
 import { refusalOf } from '../provider/reconcilers/target-refusal.js';
+import { schedulingPod } from './fit.js';
 import type { PlacementMemory } from './placement-memory.js';
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 
@@ -98,7 +99,9 @@ class Refused extends Error {}
  * holds up the placement of other pods. In order:
  *
  * 1. the proxy is read and checked (same UID, not bound elsewhere, its tenancy allows the target);
- * 2. the ConfigMaps and Secrets it uses are copied, and its delegate is created in the target
+ * 2. the pod's room in the target is reserved (`PlacementMemory.reserve`) until the bind ends,
+ *    so the filter does not offer it to the pods kube-scheduler places meanwhile; then the
+ *    ConfigMaps and Secrets it uses are copied, and its delegate is created in the target
  *    (the name is deterministic, so the delegation reconciler adopts it once the proxy is bound);
  *    when the target's apiserver refuses one of these writes, the proxy's `Delegated=False`
  *    condition says why in the words of fallback mode (see `refusalOf`: `SourceNotAuthorized`
@@ -215,6 +218,7 @@ export class Binder {
     const health = this.o.registry.health(target.key);
     if (health && !health.ready) throw new Error(`target ${target.displayName} is not ready: ${health.reason}`);
     if (this.o.mayCreateDelegates && !this.o.mayCreateDelegates(target.key)) throw new Error(`target ${target.displayName} is being fenced: delegates left there by failed-over proxies go first`);
+    let reserved: { namespace: string; name: string } | undefined;
     try {
       const verdict = checkTenancy(proxy, this.o.namespaces.get(namespace), target.ref);
       if (!verdict.allowed) throw new Refused(`${target.displayName} may not run this pod: ${verdict.message}`);
@@ -223,6 +227,10 @@ export class Binder {
       const delegateName = delegateNameOf(proxy, { sourceClusterName: this.o.sourceClusterName });
       this.forgetBound();
       this.placements.set(args.PodUID, { proxy, targetKey: target.key });
+      // kube-scheduler filters the next pods while this bind waits for the target's scheduler:
+      // they must not be offered the room this pod is taking.
+      reserved = { namespace, name: delegateName };
+      this.o.memory.reserve(target.key, proxy, delegateRequests(proxy), this.o.clock.now(), reserved);
       const delegate = await this.createDelegate(proxy, delegateName, target);
       const placed = await this.waitPlaced(target, delegate);
       await this.bindProxy(proxy, node, target, placed);
@@ -231,12 +239,13 @@ export class Binder {
       if (placed.spec?.nodeName) {
         const requests = podRequests(placed.spec, { includeOverhead: true });
         requests.set('pods', ONE_POD);
-        this.o.memory.assume(target.key, placed.spec.nodeName, requests, this.o.clock.now(), { namespace: placed.metadata?.namespace ?? namespace, name: placed.metadata?.name ?? '' });
-      }
+        this.o.memory.assume(target.key, placed.spec.nodeName, requests, this.o.clock.now(), { namespace: placed.metadata?.namespace ?? namespace, name: placed.metadata?.name ?? delegateName });
+      } else this.o.memory.release(target.key, reserved);
       this.o.memory.forget(args.PodUID);
       this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: placed.spec?.nodeName ?? '(waiting for a scale-up)' });
     } catch (err) {
       this.placements.delete(args.PodUID);
+      if (reserved) this.o.memory.release(target.key, reserved);
       const refused = err instanceof Refused;
       const message = refused ? err.message : `${target.displayName}: ${(err as Error).message}`;
       // No Source for us in the namespace: nothing to back off from, the probe says when there is one.
@@ -410,4 +419,17 @@ export class Binder {
 
 function waitKey(targetKey: string, namespace: string, name: string): string {
   return `${targetKey}/${namespace}/${name}`;
+}
+
+/** What the delegate of `proxy` asks for, pod slot included: its scheduling view's requests (the proxy's own, when that view cannot be read). */
+function delegateRequests(proxy: V1Pod): ResourceAmounts {
+  let spec = proxy.spec;
+  try {
+    spec = schedulingPod(proxy).spec;
+  } catch {
+    // Such a pod is refused when its delegate is built.
+  }
+  const requests = podRequests(spec, { includeOverhead: true });
+  requests.set('pods', ONE_POD);
+  return requests;
 }

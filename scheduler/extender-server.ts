@@ -1,6 +1,7 @@
 import type { V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
 import { Histogram, Registry } from 'prom-client';
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
+import type { TargetClient } from '../provider/clusters/target-client.js';
 import { realClock, type Clock } from '../provider/core/clock.js';
 import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../provider/core/keys.js';
 import type { EventRecorder } from '../provider/core/events.js';
@@ -8,7 +9,7 @@ import { json, text, type Answer, type Route, type RouteCall } from '../provider
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import { parseUntrustedJson } from '../provider/core/untrusted-json.js';
 import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
-import { fitsTarget, schedulingPod } from './fit.js';
+import { fitsTarget, likelyNode, schedulingPod } from './fit.js';
 import { PlacementMemory } from './placement-memory.js';
 import { placementGroup, placementPolicyOf } from './placement-policy.js';
 import { controllerOf } from '../provider/model/outage.js';
@@ -180,7 +181,15 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
   const clock = opts.clock ?? realClock;
   const memory = opts.memory ?? new PlacementMemory();
   const delegate = opts.delegate;
-  const assumedOn = (key: string, state: TargetState) => memory.assumedOn(key, state, delegate && ((namespace, name) => delegate(key, namespace, name)));
+  // A bind in flight takes room on the node the target's scheduler most likely chooses, as the
+  // filter judges nodes (see `PlacementMemory.reserve`).
+  const assumedOn = (target: TargetClient, state: TargetState) =>
+    memory.assumedOn(
+      target.key,
+      state,
+      delegate && ((namespace, name) => delegate(target.key, namespace, name)),
+      (pod, assumed) => likelyNode(pod, state.nodes, { targetName: target.displayName, targetLabels: targetIdentityLabels(target.ref), assumed }),
+    );
   const policyOf = typeof opts.policy === 'function' ? opts.policy : () => opts.policy as PlacementPolicy;
   const isVirtualNodeName = opts.isVirtualNodeName ?? ((name: string) => registry.byNodeName(name) !== undefined || /^admiralty-(namespace|cluster)-/.test(name));
   const duration = new Histogram({
@@ -256,7 +265,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       const fit = fitsTarget(pod, state.nodes, {
         targetName: target.displayName,
         targetLabels: targetIdentityLabels(target.ref),
-        assumed: assumedOn(target.key, state),
+        assumed: assumedOn(target, state),
         burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
       });
       if (fit.fits) kept.add(c.name);
@@ -318,7 +327,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         logger.error('scheduler extender: reading target state failed', { cluster: target?.displayName, ...errorFields(err) });
       }
       if (target && state) {
-        scored.push({ host: c.name, key: target.key, nodes: state.nodes, assumed: assumedOn(target.key, state), placement: opts.targetPlacement?.(target.key) });
+        scored.push({ host: c.name, key: target.key, nodes: state.nodes, assumed: assumedOn(target, state), placement: opts.targetPlacement?.(target.key) });
       }
       return { Host: c.name, Score: 0 };
     });

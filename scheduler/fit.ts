@@ -220,3 +220,38 @@ export function waitingRequests(delegates: readonly V1Pod[], placing: readonly V
   }
   return total;
 }
+
+/**
+ * The real node of a target that the target's scheduler most likely gives the delegate of
+ * `pod`: among the nodes that fit as {@link fitsTarget} judges (burst capacity aside: a pod that
+ * no current node fits gets none, it waits for a scale-up), the one with the most free room
+ * (free less `opts.assumed`) of the pod's largest request, the resource whose request is the
+ * largest share of the most any fitting node has free (a pod asking nothing: cpu). kube-scheduler's
+ * default scoring spreads pods to the least allocated nodes, so this is a guess, and is taken as
+ * one: the extender counts a bind in flight there until the target's cache shows the node the
+ * target's scheduler really chose (see `PlacementMemory.reserve`). Ties go to the first node in
+ * the summary's order. Pure.
+ */
+export function likelyNode(pod: V1Pod, targetNodes: readonly FitNode[], opts: FitOptions): string | undefined {
+  const { fittingNodes } = fitsTarget(pod, targetNodes, { ...opts, burst: undefined });
+  if (fittingNodes.length <= 1) return fittingNodes[0];
+  const fitting = targetNodes.filter((n) => fittingNodes.includes(n.name));
+  const free = (node: FitNode, resource: string) => (node.free.get(resource) ?? 0n) - (opts.assumed?.get(node.name)?.get(resource) ?? 0n);
+  // fitsTarget read the pod's scheduling view without failing.
+  const requests = podRequests(schedulingPod(pod).spec);
+  let largest = 'cpu';
+  let share: [bigint, bigint] = [0n, 1n];
+  for (const [name, amount] of requests) {
+    if (amount <= 0n) continue;
+    let most = 0n;
+    for (const node of fitting) if (free(node, name) > most) most = free(node, name);
+    // amount / most > share[0] / share[1], without division.
+    if (most > 0n && amount * share[1] > share[0] * most) {
+      largest = name;
+      share = [amount, most];
+    }
+  }
+  let best = fitting[0];
+  for (const node of fitting) if (free(node, largest) > free(best, largest)) best = node;
+  return best.name;
+}

@@ -19,14 +19,21 @@ export interface Avoidance {
 }
 
 interface Assumption {
-  node: string;
+  /** The real node; none for a bind in flight that no node was guessed for (yet), or whose delegate its target could not place. */
+  node?: string;
   requests: ResourceAmounts;
+  /** When the delegate was placed; for a bind in flight, when the bind began. */
   atMs: number;
   /** The delegate placed, to tell when a summary counts it. */
   delegate?: { namespace: string; name: string };
   /** The delegate's namespace/name, made once. */
   delegateKey?: string;
+  /** While the bind that made it is in flight ({@link PlacementMemory.reserve}): the pod being bound, to guess its node from. */
+  binding?: V1Pod;
 }
+
+/** Guesses the real node a target's scheduler will give the delegate of `pod`, given what is assumed on each node already; none when no node fits. */
+export type NodeGuess = (pod: V1Pod, assumed: ReadonlyMap<string, ResourceAmounts>) => string | undefined;
 
 /** The sum of the assumptions on one node. */
 interface NodeSum {
@@ -99,7 +106,13 @@ interface Walk {
  *   delegate (its `podsResourceVersion` has reached the delegate's version, see
  *   `summaryCounts`), when the delegate is finished, or, for a summary that cannot say, once a
  *   summary read `summaryLagMs` after the placement arrives; it moves to the node the target's
- *   scheduler chose, when that differs.
+ *   scheduler chose, when that differs. A bind takes its room from the moment it begins
+ *   ({@link PlacementMemory.reserve}), not once it succeeded: kube-scheduler binds in the
+ *   background and filters the next pods meanwhile, and the target's scheduler may take up to
+ *   the placement timeout to decide. Until the target's scheduler chooses, the room is taken on
+ *   the node it most likely chooses (guessed by the caller of `assumedOn`, see {@link NodeGuess});
+ *   a refused bind gives it back at once ({@link PlacementMemory.release}), a successful one
+ *   keeps it as the delegate's assumption ({@link PlacementMemory.assume}).
  *
  * * avoidances: a target that a pod was re-placed out of (its delegate stuck there) is kept off
  *   the pods of that pod's controller until a time, so the replacement goes elsewhere.
@@ -119,6 +132,8 @@ export class PlacementMemory {
   private readonly avoidances = new Map<string, Map<string, Avoidance>>();
   /** The last walk per target, when delegate changes are told (see `toldOfDelegateChanges`). */
   private readonly walks = new Map<string, Walk>();
+  /** Per target, the assumptions of binds in flight whose node is to be guessed at the next `assumedOn`. */
+  private readonly toGuess = new Map<string, Set<Assumption>>();
   private readonly toldOfDelegateChanges: boolean;
   private readonly refusalTtlMs: number;
   private readonly maxRefusalTtlMs: number;
@@ -197,10 +212,23 @@ export class PlacementMemory {
   /**
    * Remembers a delegate placed on `node` of `targetKey`, asking for `requests` (pod slot
    * included); `delegate` names it, so the assumption ends as soon as a summary counts it.
+   * Called by the binder once the target's scheduler placed the delegate: the reservation of
+   * that bind ({@link reserve}), if still held, becomes this assumption, so the delegate is
+   * counted once.
    */
   assume(targetKey: string, node: string, requests: ResourceAmounts, nowMs: number, delegate?: { namespace: string; name: string }): void {
     const list = this.assumptions.get(targetKey) ?? [];
     const a: Assumption = { node, requests, atMs: nowMs, ...(delegate ? { delegate, delegateKey: `${delegate.namespace}/${delegate.name}` } : {}) };
+    const i = this.reservationOf(list, a.delegateKey);
+    if (i >= 0) {
+      this.add(targetKey, list[i], -1n);
+      this.toGuess.get(targetKey)?.delete(list[i]);
+      list[i] = a;
+      this.add(targetKey, a, 1n);
+      // The last walk's verdict on it was a bind's (kept whatever the summary said): look again.
+      this.walks.get(targetKey)?.changed.add(a.delegateKey!);
+      return;
+    }
     list.push(a);
     this.assumptions.set(targetKey, list);
     this.add(targetKey, a, 1n);
@@ -208,23 +236,87 @@ export class PlacementMemory {
   }
 
   /**
+   * Remembers that a bind of `pod` to `targetKey` began, its delegate named `delegate` and
+   * asking for `requests` (pod slot included): until the bind ends, the room is taken on the
+   * node the next `assumedOn` guesses, then on the node the target's cache shows the delegate
+   * on. A delegate that its target's scheduler reported Unschedulable holds no node (in a target
+   * with burst capacity it waits for a scale-up, and counts against that capacity instead).
+   * Called by the binder before it writes anything; it then calls {@link assume} or
+   * {@link release}. Not ended by any summary while the delegate has no node, nor by time but
+   * `maxAssumptionMs`.
+   */
+  reserve(targetKey: string, pod: V1Pod, requests: ResourceAmounts, nowMs: number, delegate: { namespace: string; name: string }): void {
+    const list = this.assumptions.get(targetKey) ?? [];
+    const a: Assumption = { requests, atMs: nowMs, delegate, delegateKey: `${delegate.namespace}/${delegate.name}`, binding: pod };
+    list.push(a);
+    this.assumptions.set(targetKey, list);
+    let pending = this.toGuess.get(targetKey);
+    if (!pending) this.toGuess.set(targetKey, (pending = new Set()));
+    pending.add(a);
+    this.walks.get(targetKey)?.delegates.add(a.delegateKey!);
+  }
+
+  /**
+   * Gives back at once the room of a bind of `delegate` to `targetKey` that ended without a
+   * delegate on a node (refused, or waiting for a scale-up). Idempotent; a reservation already
+   * ended by `maxAssumptionMs` or by a summary is not there any more.
+   */
+  release(targetKey: string, delegate: { namespace: string; name: string }): void {
+    const list = this.assumptions.get(targetKey);
+    const i = list ? this.reservationOf(list, `${delegate.namespace}/${delegate.name}`) : -1;
+    if (i < 0) return;
+    const [a] = list!.splice(i, 1);
+    this.add(targetKey, a, -1n);
+    this.toGuess.get(targetKey)?.delete(a);
+    if (list!.length === 0) {
+      this.forgetTarget(targetKey);
+      return;
+    }
+    // The last walk's verdicts go by position in the list: those after this one move up by one.
+    const walk = this.walks.get(targetKey);
+    if (walk && i < walk.walked) walk.walked--;
+  }
+
+  /**
    * Requests assumed on each node of a target beyond its summary `read`, by the node each
    * delegate is on; assumptions that summary covers are dropped. `delegateOf` finds the
    * delegates in the target's cache; without it, or when the summary cannot say, time decides
-   * (see the class).
+   * (see the class). `guess` places the binds in flight that no node was guessed for yet (once
+   * each, in the order they began); without it they take no room until their delegate is on a
+   * node.
    */
-  assumedOn(targetKey: string, read: SummaryRead, delegateOf?: DelegateLookup): Map<string, ResourceAmounts> {
-    const out = new Map<string, ResourceAmounts>();
+  assumedOn(targetKey: string, read: SummaryRead, delegateOf?: DelegateLookup, guess?: NodeGuess): Map<string, ResourceAmounts> {
+    this.walk(targetKey, read, delegateOf);
+    const pending = this.toGuess.get(targetKey);
+    if (pending && guess) {
+      for (const a of pending) {
+        // Each guess sees the binds guessed before it.
+        const node = guess(a.binding!, this.sumsOf(targetKey));
+        if (node !== undefined) {
+          a.node = node;
+          this.add(targetKey, a, 1n);
+        }
+      }
+      this.toGuess.delete(targetKey);
+    }
+    return this.sumsOf(targetKey);
+  }
+
+  /** Drops and moves a target's assumptions as of `read` (see `assumedOn`). */
+  private walk(targetKey: string, read: SummaryRead, delegateOf?: DelegateLookup): void {
     const list = this.assumptions.get(targetKey);
-    if (!list) return out;
+    if (!list) return;
     // Under the summary of the last walk, an assumption looked at then, whose delegate has not
     // changed since, gets the same verdict: kept, on the node it was moved to.
     const last = this.walks.get(targetKey);
     const sameSummary = !!delegateOf && !!last && last.readAtMs === read.readAtMs && last.podsResourceVersion === read.podsResourceVersion;
-    if (sameSummary && last!.walked === list.length && last!.changed.size === 0) return this.sumsOf(targetKey);
+    if (sameSummary && last!.walked === list.length && last!.changed.size === 0) return;
     const settled = (a: Assumption, i: number) => sameSummary && i < last!.walked && (last!.changed.size === 0 || a.delegateKey === undefined || !last!.changed.has(a.delegateKey));
     const kept: Assumption[] = [];
-    const drop = (a: Assumption) => this.add(targetKey, a, -1n);
+    const drop = (a: Assumption) => {
+      this.add(targetKey, a, -1n);
+      this.toGuess.get(targetKey)?.delete(a);
+    };
     for (let i = 0; i < list.length; i++) {
       const a = list[i];
       if (settled(a, i)) {
@@ -237,8 +329,9 @@ export class PlacementMemory {
       }
       const delegate = a.delegate && delegateOf?.(a.delegate.namespace, a.delegate.name);
       if (read.podsResourceVersion === undefined) {
-        // A summary that cannot say which pods it counts: time decides.
-        if (read.readAtMs - a.atMs >= this.summaryLagMs) {
+        // A summary that cannot say which pods it counts: time decides, from the placement (a
+        // bind in flight has placed nothing yet).
+        if (!a.binding && read.readAtMs - a.atMs >= this.summaryLagMs) {
           drop(a);
           continue;
         }
@@ -250,8 +343,13 @@ export class PlacementMemory {
           continue;
         }
       }
-      const node = delegate?.spec?.nodeName;
-      if (node && node !== a.node) {
+      const placedOn = delegate?.spec?.nodeName;
+      // A bind whose delegate its target's scheduler could not place holds no node: it is
+      // refused, or waits for a scale-up and counts against burst capacity (`waitingRequests`).
+      const unplaced = !placedOn && !!a.binding && !!delegate && isUnschedulable(delegate);
+      if (unplaced) this.toGuess.get(targetKey)?.delete(a);
+      const node = placedOn || (unplaced ? undefined : a.node);
+      if (node !== a.node) {
         drop(a);
         const moved = { ...a, node };
         this.add(targetKey, moved, 1n);
@@ -259,10 +357,8 @@ export class PlacementMemory {
       } else kept.push(a);
     }
     if (kept.length === 0) {
-      this.assumptions.delete(targetKey);
-      this.sums.delete(targetKey);
-      this.walks.delete(targetKey);
-      return out;
+      this.forgetTarget(targetKey);
+      return;
     }
     if (kept.length !== list.length || kept.some((a, i) => a !== list[i])) this.assumptions.set(targetKey, kept);
     if (this.toldOfDelegateChanges && delegateOf) {
@@ -277,7 +373,20 @@ export class PlacementMemory {
       // A walk without lookups may have dropped some: the last walk's positions no longer hold.
       this.walks.delete(targetKey);
     }
-    return this.sumsOf(targetKey);
+  }
+
+  /** The index in `list` of the reservation of the delegate `delegateKey` names, or -1. */
+  private reservationOf(list: readonly Assumption[], delegateKey: string | undefined): number {
+    // A scan: once per bind, against a list of the binds of the last seconds.
+    return delegateKey === undefined ? -1 : list.findIndex((a) => a.binding && a.delegateKey === delegateKey);
+  }
+
+  /** Forgets a target without assumptions left. */
+  private forgetTarget(targetKey: string): void {
+    this.assumptions.delete(targetKey);
+    this.sums.delete(targetKey);
+    this.walks.delete(targetKey);
+    this.toGuess.delete(targetKey);
   }
 
   /** The sums of a target's assumptions by node, as copies: the caller may change what it gets. */
@@ -289,13 +398,15 @@ export class PlacementMemory {
 
   /** Adds (`sign` 1n) or takes away (-1n) an assumption's requests from its node's sum. */
   private add(targetKey: string, a: Assumption, sign: 1n | -1n): void {
+    if (a.node === undefined) return;
     let byNode = this.sums.get(targetKey);
     if (!byNode) this.sums.set(targetKey, (byNode = new Map()));
-    let sum = byNode.get(a.node);
-    if (!sum) byNode.set(a.node, (sum = { count: 0, requests: new Map() }));
+    const node = a.node;
+    let sum = byNode.get(node);
+    if (!sum) byNode.set(node, (sum = { count: 0, requests: new Map() }));
     sum.count += sign === 1n ? 1 : -1;
     if (sum.count === 0) {
-      byNode.delete(a.node);
+      byNode.delete(node);
       return;
     }
     for (const [name, amount] of a.requests) {
@@ -305,4 +416,9 @@ export class PlacementMemory {
       else sum.requests.set(name, next);
     }
   }
+}
+
+/** Whether the target's scheduler reported the pod Unschedulable (`PodScheduled=False`). */
+function isUnschedulable(pod: V1Pod): boolean {
+  return pod.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable') ?? false;
 }

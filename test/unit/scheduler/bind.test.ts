@@ -122,6 +122,44 @@ describe('scheduler: Binder', () => {
     expect(targetCore.deleteNamespacedPod.called).to.equal(false);
   });
 
+  describe('the room of a bind in flight', () => {
+    const read = { readAtMs: 0, podsResourceVersion: '1' };
+    const lookup = (namespace: string, name: string) => cache.get(name, namespace);
+    /** What the filter would count on each node, had it guessed c2-node-2 for a bind in flight. */
+    const assumed = () => memory.assumedOn(KEY, read, lookup, () => 'c2-node-2');
+    const cpuOn = (sums: Map<string, Map<string, bigint>>) => new Map([...sums].map(([node, r]) => [node, r.get('cpu')]));
+
+    it('is taken from when the bind begins, then counted once, on the node the target chose', async () => {
+      let during: Map<string, bigint | undefined> | undefined;
+      decide = (d) => {
+        during = cpuOn(assumed());
+        return { ...d, spec: { ...d.spec!, nodeName: 'c2-node-1' } };
+      };
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      expect(during).to.deep.equal(new Map([['c2-node-2', 1_000_000_000n]]));
+      expect(cpuOn(assumed())).to.deep.equal(new Map([['c2-node-1', 1_000_000_000n]]));
+    });
+
+    it('is given back as soon as the target refuses', async () => {
+      let during: Map<string, bigint | undefined> | undefined;
+      decide = (d) => {
+        during = cpuOn(assumed());
+        return { ...d, metadata: { ...d.metadata, deletionTimestamp: new Date() } };
+      };
+      expect((await binder.bind(args)).Error).to.equal('c2: the delegate is being deleted before it was placed');
+      expect(during).to.deep.equal(new Map([['c2-node-2', 1_000_000_000n]]));
+      // The delegate is still in the cache, on no node: the room is back all the same.
+      expect(assumed().size).to.equal(0);
+    });
+
+    it('is given back when the proxy cannot be bound', async () => {
+      source.createNamespacedPodBinding.rejects(apiError(409, 'Conflict'));
+      source.readNamespacedPod.onSecondCall().rejects(apiError(404, 'NotFound'));
+      expect((await binder.bind(args)).Error).to.not.equal('');
+      expect(assumed().size).to.equal(0);
+    });
+  });
+
   it('reports the proxy as being placed on its target from before its copies until the proxies cache shows the bind', async () => {
     const seen: string[][] = [];
     targetCore.createNamespacedPod.callsFake(async ({ body }) => {
@@ -193,7 +231,8 @@ describe('scheduler: Binder', () => {
       expect(await binder.bind(args)).to.deep.equal({ Error: '' });
       expect(source.createNamespacedPodBinding.calledOnce).to.equal(true);
       expect(targetCore.deleteNamespacedPod.called).to.equal(false);
-      expect(memory.assumedOn(KEY, { readAtMs: Date.now() }).size).to.equal(0);
+      // Its reservation gone: it holds no node, and counts against burst capacity instead.
+      expect(memory.assumedOn(KEY, { readAtMs: Date.now() }, undefined, () => 'c2-node-1').size).to.equal(0);
     });
 
     it("refuses with cluster-autoscaler's reason when it said NotTriggerScaleUp, and deletes the delegate", async () => {

@@ -1,21 +1,23 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig, type V1Namespace, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1Namespace, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { Registry } from 'prom-client';
+import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
-import { createTargetClient } from '../../../provider/clusters/target-client.js';
-import { PLACEMENT_POLICY_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
+import { createTargetClient, type TargetClient } from '../../../provider/clusters/target-client.js';
+import { realClock } from '../../../provider/core/clock.js';
+import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PLACEMENT_POLICY_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
 import { virtualNodeName } from '../../../provider/model/names.js';
 import type { TargetPlacement } from '../../../provider/model/target.js';
 import type { TargetRef } from '../../../provider/model/types.js';
 import { createRouter, text } from '../../../provider/core/http-router.js';
-import { createExtenderRoutes, EXTENDER_MAX_JSON_TOKENS, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
+import { createExtenderRoutes, EXTENDER_MAX_JSON_TOKENS, FILTER_PATH, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
 import type { PlacementPolicy } from '../../../scheduler/score.js';
 import { node, nodesOf, pod, runningOn } from './fixtures.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
-import type { ExtenderBindingArgs } from '../../../scheduler/bind.js';
+import { Binder, type ExtenderBindingArgs } from '../../../scheduler/bind.js';
 
 interface Reply {
   status: number;
@@ -394,5 +396,104 @@ describe('scheduler: createExtenderRoutes', () => {
     expect(counts['bind/ok']).to.equal(1);
     expect(counts['bind/refused']).to.equal(1);
     expect(counts['bind/bad_request']).to.equal(4);
+  });
+});
+
+/**
+ * kube-scheduler binds in the background and filters the next pod meanwhile: pod B's filter
+ * comes while pod A's bind waits for the target's scheduler (the real binder, the target's
+ * scheduler played on its delegate cache).
+ */
+describe('scheduler: createExtenderRoutes, while a bind is in flight', () => {
+  const C2 = ref('c2');
+  const KEY = 'ClusterTarget/c2';
+
+  function proxy(name: string, cpu = '3', onNode?: string): V1Pod {
+    const manifest = { metadata: { name, namespace: 'default' }, spec: onNode ? { nodeSelector: { 'kubernetes.io/hostname': onNode } } : {} };
+    return {
+      metadata: { name, namespace: 'default', uid: `uid-${name}`, labels: { [HAS_FINALIZER_LABEL]: 'true' }, annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
+      spec: { schedulerName: 'admiralty-proxy', containers: [{ name: 'c', image: 'x', resources: { requests: { cpu } } }] },
+    };
+  }
+
+  /** Target c2 of these nodes; A and B ask 3 cpu each. */
+  function setup(nodes: V1Node[]) {
+    const source = sinon.createStubInstance(CoreV1Api);
+    const targetCore = sinon.createStubInstance(CoreV1Api);
+    const delegates = new Map<string, V1Pod>();
+    const cache = { get: (n: string, ns?: string) => delegates.get(`${ns}/${n}`), list: () => [...delegates.values()], hasSynced: () => true };
+    const target = { key: KEY, ref: C2, displayName: 'c2', kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'fp', self: false } as unknown as TargetClient;
+    const registry = new ClusterRegistry();
+    registry.set(target, V(C2));
+    registry.setHealth(KEY, { ready: true, reason: 'TargetReady', message: '', sinceMs: 0 });
+    const namespace: V1Namespace = { metadata: { name: 'default', labels: { [NAMESPACE_ENABLED_LABEL]: 'enabled' } } };
+    source.readNamespacedPod.callsFake(async ({ name }) => proxy(name));
+    source.createNamespacedPodBinding.resolves({} as never);
+    // The target's scheduler decides when the test says.
+    targetCore.createNamespacedPod.callsFake(async ({ body }) => {
+      const created = { ...body, metadata: { ...body.metadata, uid: `d-${body.metadata!.name}`, resourceVersion: '10' } };
+      delegates.set(`default/${created.metadata.name}`, created);
+      return created;
+    });
+    targetCore.deleteNamespacedPod.resolves({} as never);
+    const memory = new PlacementMemory({ toldOfDelegateChanges: true });
+    const binder = new Binder({
+      sourceCore: source,
+      registry,
+      proxies: { get: () => undefined, list: () => [] },
+      namespaces: { get: () => namespace, list: () => [namespace] },
+      delegates: () => cache,
+      memory,
+      schedulerName: 'admiralty-proxy',
+      sourceClusterName: 'c1',
+      clock: realClock,
+      logger: silentLogger(),
+      placeTimeoutMs: 2000,
+      pollMs: 5,
+    });
+    const state = { nodes: nodesOf(nodes), readAtMs: 0, podsResourceVersion: '5' };
+    const routes = createExtenderRoutes({ registry, targetState: () => state, policy: { kind: 'spread' }, delegate: (_key, ns, name) => cache.get(name, ns), logger: silentLogger(), memory, binder });
+    const filter = routes.find((r) => r.path === FILTER_PATH)!;
+    const call = (p: V1Pod) => (filter.handle({ path: FILTER_PATH, connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: p, NodeNames: [V(C2)] })) }) as { json: ExtenderFilterResult }).json;
+    /** Starts A's bind; resolves, with the bind's result to come, once its delegate waits for the target's scheduler. */
+    const bindA = async () => {
+      const bound = binder.bind({ PodName: 'a', PodNamespace: 'default', PodUID: 'uid-a', Node: V(C2) });
+      while (delegates.size === 0) await new Promise((r) => setTimeout(r, 2));
+      // Wrapped: an async function's result would wait for the bind.
+      return { bound };
+    };
+    /** The target's scheduler decides on A's delegate. */
+    const decideA = (change: (d: V1Pod) => V1Pod) => {
+      for (const [k, d] of delegates) delegates.set(k, { ...change(d), metadata: { ...change(d).metadata, resourceVersion: '11' } });
+    };
+    return { call, bindA, decideA };
+  }
+
+  it('keeps the next pod off the last room a bind in flight takes, and offers it again as soon as that bind is refused', async () => {
+    // n1 has 4 cpu free, n2 2: only one of A and B fits.
+    const t = setup([node('n1'), node('n2', { allocatable: { cpu: '2', memory: '8Gi', pods: '110' } })]);
+    expect(t.call(proxy('a')).NodeNames).to.deep.equal([V(C2)]);
+    const { bound: a } = await t.bindA();
+    const b = t.call(proxy('b'));
+    expect(b.NodeNames).to.deep.equal([]);
+    expect(b.FailedNodes[V(C2)]).to.equal('no node in c2 fits: 2 Insufficient cpu (largest free 2)');
+    t.decideA((d) => ({ ...d, metadata: { ...d.metadata, deletionTimestamp: new Date() } }));
+    expect((await a).Error).to.equal('c2: the delegate is being deleted before it was placed');
+    expect(t.call(proxy('b')).NodeNames).to.deep.equal([V(C2)]);
+  });
+
+  it('offers the room left beside a bind in flight, and counts that bind once, on the node its target chose', async () => {
+    // n1 and n2 have 4 cpu free each: A and B both fit.
+    const t = setup([node('n1'), node('n2')]);
+    const { bound: a } = await t.bindA();
+    expect(t.call(proxy('b')).NodeNames).to.deep.equal([V(C2)]);
+    // A was guessed on n1 (the first of two alike); its target puts it on n2.
+    expect(t.call(proxy('c', '2', 'n1')).NodeNames).to.deep.equal([]);
+    t.decideA((d) => ({ ...d, spec: { ...d.spec!, nodeName: 'n2' } }));
+    expect((await a).Error).to.equal('');
+    // Counted once (B still fits), and on n2 now.
+    expect(t.call(proxy('b')).NodeNames).to.deep.equal([V(C2)]);
+    expect(t.call(proxy('c', '2', 'n1')).NodeNames).to.deep.equal([V(C2)]);
+    expect(t.call(proxy('c', '2', 'n2')).FailedNodes[V(C2)]).to.equal("no node in c2 fits: 1 Insufficient cpu (largest free 1), 1 node(s) didn't match Pod's node affinity/selector");
   });
 });

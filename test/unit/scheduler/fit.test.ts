@@ -14,7 +14,7 @@ import {
 import { buildDelegatePod } from '../../../provider/model/delegate-pod.js';
 import { matchesNodeSelectorAndAffinity } from '../../../scheduler/node-match.js';
 import { mutatePod } from '../../../webhook/mutate-pod.js';
-import { fitsTarget, waitingRequests, type FitOptions } from '../../../scheduler/fit.js';
+import { fitsTarget, likelyNode, waitingRequests, type FitOptions } from '../../../scheduler/fit.js';
 import { podRequests } from '../../../provider/model/resources.js';
 import { targetIdentityLabels } from '../../../provider/model/virtual-node.js';
 import { container, node, nodesOf, pod, runningOn } from './fixtures.js';
@@ -322,6 +322,32 @@ describe('scheduler: fitsTarget with burst capacity', () => {
 
   it('without burst capacity, a target with no nodes still does not fit', () => {
     expect(fitsTarget(pod('p'), [], opts)).to.deep.include({ fits: false, unresolvable: true, reason: 'no node in c2 fits: c2 has no nodes' });
+  });
+});
+
+describe('scheduler: likelyNode', () => {
+  const nodes = nodesOf([
+    node('n1', { allocatable: { cpu: '4', memory: '8Gi', pods: '110' }, labels: { zone: 'a' } }),
+    node('n2', { allocatable: { cpu: '8', memory: '2Gi', pods: '110' }, labels: { zone: 'b' } }),
+    node('n3', { allocatable: { cpu: '16', memory: '16Gi', pods: '110' }, labels: { zone: 'c' }, ready: false }),
+  ]);
+  const GiB = 2n ** 30n;
+
+  it("gives the fitting node with the most free room of the pod's largest request", () => {
+    // 4Gi is half the most memory free, 1 cpu an eighth of the most cpu free: memory decides.
+    expect(likelyNode(pod('p', { cpu: '1', memory: '4Gi' }), nodes, opts)).to.equal('n1');
+    expect(likelyNode(pod('p', { cpu: '2', memory: '100Mi' }), nodes, opts)).to.equal('n2');
+    // Asking nothing: cpu.
+    expect(likelyNode(pod('p'), nodes, opts)).to.equal('n2');
+  });
+
+  it('judges as the filter does: what is assumed, node constraints; none when no node fits, burst capacity or not', () => {
+    expect(likelyNode(pod('p', { cpu: '2' }), nodes, { ...opts, assumed: new Map([['n2', new Map([['cpu', 7_000_000_000n]])]]) })).to.equal('n1');
+    expect(likelyNode(pod('p', { cpu: '2' }), nodes, { ...opts, assumed: new Map([['n2', new Map([['cpu', 5_000_000_000n]])]]) })).to.equal('n1');
+    expect(likelyNode(pod('p', { cpu: '2' }, { nodeSelector: { zone: 'a' } }), nodes, opts)).to.equal('n1');
+    const burst = { capacity: new Map([['cpu', 100_000_000_000n]]) };
+    expect(likelyNode(pod('p', { cpu: '10' }), nodes, { ...opts, burst })).to.equal(undefined);
+    expect(likelyNode(pod('p', { memory: `${9n * GiB}` }), nodes, opts)).to.equal(undefined);
   });
 });
 

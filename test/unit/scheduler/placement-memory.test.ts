@@ -166,6 +166,109 @@ describe('scheduler: PlacementMemory', () => {
     }
   });
 
+  describe('a bind in flight (reserve)', () => {
+    const cpu = (n: bigint) => new Map([['cpu', n]]);
+    const bound = (name: string): V1Pod => ({ metadata: { namespace: 'ns', name }, spec: { containers: [] } });
+    const d = (name: string) => ({ namespace: 'ns', name });
+    const delegate = (name: string, rv: string, nodeName?: string, conditions?: { type: string; status: string; reason: string }[]): V1Pod => ({
+      metadata: { namespace: 'ns', name, resourceVersion: rv },
+      spec: { nodeName, containers: [] },
+      status: { phase: 'Pending', conditions },
+    });
+    const cache = (...pods: V1Pod[]) => (namespace: string, name: string) => pods.find((p) => p.metadata!.namespace === namespace && p.metadata!.name === name);
+    const read = { readAtMs: 1000, podsResourceVersion: '50' };
+
+    it('takes room from when the bind begins, on the node guessed once, each guess seeing those before it', () => {
+      const m = new PlacementMemory({ toldOfDelegateChanges: true });
+      m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
+      m.reserve('t', bound('b'), cpu(2n), 0, d('b'));
+      const asked: string[] = [];
+      const guess = (pod: V1Pod, assumed: ReadonlyMap<string, Map<string, bigint>>) => {
+        asked.push(`${pod.metadata!.name} seeing ${[...assumed.keys()].join(',')}`);
+        return assumed.has('n1') ? 'n2' : 'n1';
+      };
+      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(new Map([['n1', cpu(3n)], ['n2', cpu(2n)]]));
+      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(new Map([['n1', cpu(3n)], ['n2', cpu(2n)]]));
+      expect(asked).to.deep.equal(['a seeing ', 'b seeing n1']);
+      // No node fits (a pod for burst capacity, counted there): it takes no node's room.
+      m.reserve('t', bound('c'), cpu(1n), 0, d('c'));
+      expect(m.assumedOn('t', read, cache(), () => undefined).get('n1')).to.deep.equal(cpu(3n));
+    });
+
+    it('is not ended by a summary while its delegate has no node, nor by time before maxAssumptionMs', () => {
+      const m = new PlacementMemory({ summaryLagMs: 1000, maxAssumptionMs: 60_000 });
+      m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
+      const pending = cache(delegate('a', '40'));
+      expect(m.assumedOn('t', { readAtMs: 5000, podsResourceVersion: '99' }, pending, () => 'n1').get('n1')).to.deep.equal(cpu(3n));
+      // A summary that cannot say which pods it counts: a placement's lag runs from the placement, not from the bind's start.
+      expect(m.assumedOn('t', { readAtMs: 30_000 }, pending).get('n1')).to.deep.equal(cpu(3n));
+      expect(m.assumedOn('t', { readAtMs: 60_000 }, pending).size).to.equal(0);
+    });
+
+    it('moves to the node the target scheduler chose, and to none while it reports the delegate Unschedulable', () => {
+      const m = new PlacementMemory({ toldOfDelegateChanges: true });
+      m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
+      expect(m.assumedOn('t', read, cache(delegate('a', '40')), () => 'n1')).to.deep.equal(new Map([['n1', cpu(3n)]]));
+      m.delegateChanged('t', 'ns', 'a');
+      const unschedulable = delegate('a', '41', undefined, [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }]);
+      expect(m.assumedOn('t', read, cache(unschedulable), () => 'n1').size).to.equal(0);
+      m.delegateChanged('t', 'ns', 'a');
+      expect(m.assumedOn('t', read, cache(delegate('a', '60', 'n2')), () => 'n1')).to.deep.equal(new Map([['n2', cpu(3n)]]));
+    });
+
+    it('never guesses a delegate already reported Unschedulable', () => {
+      const m = new PlacementMemory();
+      m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
+      const unschedulable = delegate('a', '41', undefined, [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }]);
+      expect(m.assumedOn('t', read, cache(unschedulable), () => 'n1').size).to.equal(0);
+    });
+
+    it('gives its room back at once when released, under the same summary, the others kept on their nodes', () => {
+      const m = new PlacementMemory({ toldOfDelegateChanges: true });
+      m.assume('t', 'n1', cpu(1n), 0, d('x'));
+      m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
+      m.assume('t', 'n2', cpu(5n), 0, d('y'));
+      const guess = () => 'n1';
+      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(new Map([['n1', cpu(4n)], ['n2', cpu(5n)]]));
+      m.release('t', d('a'));
+      m.release('t', d('a'));
+      // The last walk's positions still hold: one placed after the release is looked at (the
+      // summary counts z already), y, now second, when it changes.
+      m.assume('t', 'n4', cpu(7n), 0, d('z'));
+      const later = cache(delegate('y', '60', 'n3'), delegate('z', '40', 'n4'));
+      expect(m.assumedOn('t', read, later, guess)).to.deep.equal(new Map([['n1', cpu(1n)], ['n2', cpu(5n)]]));
+      m.delegateChanged('t', 'ns', 'y');
+      expect(m.assumedOn('t', read, later, guess)).to.deep.equal(new Map([['n1', cpu(1n)], ['n3', cpu(5n)]]));
+    });
+
+    it('becomes the assumption of its delegate once placed: counted once, on the node placed, then ended by the summary like any', () => {
+      const m = new PlacementMemory({ toldOfDelegateChanges: true, summaryLagMs: 1000 });
+      m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
+      expect(m.assumedOn('t', read, cache(), () => 'n1')).to.deep.equal(new Map([['n1', cpu(3n)]]));
+      // The delegate's requests as created (overhead included) replace the proxy's.
+      m.assume('t', 'n2', cpu(4n), 900, d('a'));
+      // Under the summary already walked, and no delegate change told: looked at again all the same.
+      const placed = cache(delegate('a', '51', 'n2'));
+      expect(m.assumedOn('t', read, placed, () => 'n1')).to.deep.equal(new Map([['n2', cpu(4n)]]));
+      expect(m.assumedOn('t', { readAtMs: 1000, podsResourceVersion: '51' }, placed).size).to.equal(0);
+      // release ends a reservation only: a placed delegate's assumption stays.
+      m.assume('t', 'n2', cpu(4n), 900, d('b'));
+      m.release('t', d('b'));
+      expect(m.assumedOn('t', { readAtMs: 1500 }).get('n2')).to.deep.equal(cpu(4n));
+    });
+
+    it('is looked at again after assume under the same summary: one the summary counts already ends', () => {
+      const m = new PlacementMemory({ toldOfDelegateChanges: true });
+      m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
+      const placed = cache(delegate('a', '40', 'n2'));
+      // The summary counts the delegate, but a bind in flight is kept whatever a summary says ...
+      expect(m.assumedOn('t', read, cache(delegate('a', '40')), () => 'n1').get('n1')).to.deep.equal(cpu(3n));
+      m.assume('t', 'n2', cpu(3n), 900, d('a'));
+      // ... until it is placed: then that summary ends it.
+      expect(m.assumedOn('t', read, placed).size).to.equal(0);
+    });
+  });
+
   it("avoids a target for a controller's pods until a time, then drops it; the oldest controllers go beyond the bound", () => {
     const m = new PlacementMemory({ maxPods: 2 });
     m.avoid('rs1', 't', 'stuck', 1000);
