@@ -79,12 +79,19 @@ export class ServerAddressPolicy {
     this.rules = [...ALWAYS_REFUSED, ...(opts.allowLoopback ? [] : [LOOPBACK]), { why: "it is one of the provider's own addresses", list: own }];
   }
 
-  /** Why an IP address may not be dialled, or undefined if it may. Names are not resolved here. */
+  /**
+   * Why an IP address may not be dialled, or undefined if it may. Names are not resolved here.
+   * An IPv6 address that carries an IPv4 one (IPv4-compatible, NAT64, 6to4) is judged by both:
+   * a translator on the way may well deliver it to the IPv4 address inside.
+   */
   refusal(address: string): string | undefined {
     const family = isIP(address);
     if (!family) return undefined;
     const type = family === 4 ? 'ipv4' : 'ipv6';
-    return this.rules.find((r) => r.list.check(address, type))?.why;
+    const why = this.rules.find((r) => r.list.check(address, type))?.why;
+    if (why || family === 4) return why;
+    const inner = embeddedIPv4(address);
+    return inner === undefined ? undefined : this.rules.find((r) => r.list.check(inner, 'ipv4'))?.why;
   }
 
   /**
@@ -103,4 +110,36 @@ export class ServerAddressPolicy {
       (callback as (e: null, a: string | LookupAddress[], f?: number) => void)(null, address, family);
     });
   };
+}
+
+/** The eight 16-bit groups of an IPv6 address that `isIP` accepted (a zone is dropped). */
+function ipv6Groups(address: string): number[] {
+  let text = address.replace(/%.*$/, '');
+  const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (dotted) {
+    const [a, b, c, d] = dotted.slice(1).map(Number);
+    text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split('::');
+  const part = (s: string | undefined) => (s ? s.split(':').map((g) => parseInt(g, 16)) : []);
+  const front = part(head);
+  const back = part(tail);
+  return tail === undefined ? front : [...front, ...new Array<number>(8 - front.length - back.length).fill(0), ...back];
+}
+
+/**
+ * The IPv4 address inside an IPv6 one, for the forms that route to it: IPv4-compatible
+ * (`::a.b.c.d`, deprecated but still parsed), NAT64 (`64:ff9b::/96` and the local-use
+ * `64:ff9b:1::/48`) and 6to4 (`2002:AABB:CCDD::/48`). IPv4-mapped addresses need no help:
+ * BlockList already judges them by their IPv4 rules.
+ */
+export function embeddedIPv4(address: string): string | undefined {
+  const g = ipv6Groups(address);
+  if (g.length !== 8) return undefined;
+  const quad = (hi: number, lo: number) => `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
+  const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
+  if (zeros(0, 6) && (g[6] !== 0 || g[7] > 1)) return quad(g[6], g[7]);
+  if (g[0] === 0x64 && g[1] === 0xff9b && (zeros(2, 6) || g[2] === 1)) return quad(g[6], g[7]);
+  if (g[0] === 0x2002) return quad(g[1], g[2]);
+  return undefined;
 }

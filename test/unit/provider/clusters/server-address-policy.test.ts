@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { createServer, type Server, type Socket } from 'node:net';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { ServerAddressPolicy, ServerAddressRefusedError } from '../../../../provider/clusters/server-address-policy.js';
+import { embeddedIPv4, ServerAddressPolicy, ServerAddressRefusedError } from '../../../../provider/clusters/server-address-policy.js';
 import { buildTargetKubeConfig } from '../../../../provider/clusters/target-kubeconfig.js';
 
 describe('ServerAddressPolicy', () => {
@@ -28,6 +28,16 @@ describe('ServerAddressPolicy', () => {
     ['172.20.0.1', undefined],
     ['100.64.0.1', undefined],
     ['2001:db8::1', undefined],
+    // IPv6 forms that carry an IPv4 address, judged by it too.
+    ['::7f00:1', 'loopback'],
+    ['::127.0.0.1', 'loopback'],
+    ['64:ff9b::127.0.0.1', 'loopback'],
+    ['64:ff9b:1::7f00:1', 'loopback'],
+    ['2002:7f00:1::', 'loopback'],
+    ['2002:a9fe:a9fe::1', 'link-local'],
+    ['::af4:7', 'own addresses'],
+    ['64:ff9b::a00:1', undefined],
+    ['2002:a00:1::1', undefined],
   ];
   for (const [address, why] of table) {
     it(`${why ? 'refuses' : 'allows'} ${address}${why ? ` (${why})` : ''}`, () => {
@@ -42,6 +52,19 @@ describe('ServerAddressPolicy', () => {
     expect(local.refusal('127.0.0.1')).to.equal(undefined);
     expect(local.refusal('::1')).to.equal(undefined);
     expect(local.refusal('169.254.169.254')).to.contain('link-local');
+  });
+
+  it('finds the IPv4 address inside IPv4-compatible, NAT64 and 6to4 addresses only', () => {
+    expect(embeddedIPv4('::7f00:1')).to.equal('127.0.0.1');
+    expect(embeddedIPv4('::1.2.3.4')).to.equal('1.2.3.4');
+    expect(embeddedIPv4('64:ff9b::a9fe:a9fe')).to.equal('169.254.169.254');
+    expect(embeddedIPv4('64:ff9b:1:0:0:0:a00:1')).to.equal('10.0.0.1');
+    expect(embeddedIPv4('2002:c0a8:10a:5::9%eth0')).to.equal('192.168.1.10');
+    expect(embeddedIPv4('::')).to.equal(undefined);
+    expect(embeddedIPv4('::1')).to.equal(undefined);
+    expect(embeddedIPv4('::ffff:127.0.0.1')).to.equal(undefined);
+    expect(embeddedIPv4('2001:db8::7f00:1')).to.equal(undefined);
+    expect(embeddedIPv4('fe80::1:7f00:1')).to.equal(undefined);
   });
 
   it('leaves names to the connect-time lookup', () => {
