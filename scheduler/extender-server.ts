@@ -362,8 +362,9 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       } catch (err) {
         end({ result: 'error' });
         logger.error(`scheduler extender: ${verb} failed`, { key: podKey(args.Pod), ...errorFields(err) });
-        // kube-scheduler reads `Error` of a filter result; a prioritize caller only sees the status.
-        return json(500, verb === 'filter' ? { FailedNodes: {}, Error: `internal error: ${(err as Error).message}` } : { Error: 'internal error' });
+        // kube-scheduler reads `Error` of a filter result into the pod's FailedScheduling event,
+        // which the pod's owner reads: the exception's text stays in the provider's log.
+        return json(500, verb === 'filter' ? { FailedNodes: {}, Error: 'internal error (see the provider log)' } : { Error: 'internal error' });
       }
       end({ result: 'ok' });
       return json(200, body);

@@ -89,7 +89,10 @@ describe('scheduler: createExtenderRoutes', () => {
         policy: () => policy,
         targetPlacement: (key) => placements[key],
         namespace: (name) => namespaces[name],
-        authorization: (key, namespace) => unauthorized.get(`${key}|${namespace}`),
+        authorization: (key, namespace) => {
+          if (namespace === 'explodes') throw new Error('reading /etc/secret-token: abc123');
+          return unauthorized.get(`${key}|${namespace}`);
+        },
         groupPlacements: () => groupPlacements,
         events: { record: (obj, type, reason, message) => events.push({ uid: obj.metadata.uid, type, reason, message }) },
         logger: silentLogger(),
@@ -372,6 +375,16 @@ describe('scheduler: createExtenderRoutes', () => {
       }
     });
   }
+
+  it("answers a filter that failed inside with a fixed error, never the exception's text", async () => {
+    const p = proxy('1');
+    p.metadata!.namespace = 'explodes';
+    const reply = await post(FILTER_PATH, { Pod: p, NodeNames: [V(ROOMY)] });
+    expect(reply.status).to.equal(500);
+    // kube-scheduler copies Error into the pod's FailedScheduling event, which users read.
+    expect(reply.json).to.deep.equal({ FailedNodes: {}, Error: 'internal error (see the provider log)' });
+    expect(reply.text).not.to.contain('abc123');
+  });
 
   it('is served alongside other routes (the webhook’s, on its server)', async () => {
     const text = await new Promise<string>((resolve, reject) => {
