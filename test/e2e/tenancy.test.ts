@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { parse } from 'yaml';
 import { SOURCE_USER } from '../sandbox/sandbox.js';
-import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, liveProxies, readyOf, running, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, kubectlStdin, liveProxies, readyOf, running, sandbox, uniqueName, waitFor } from './support.js';
 
 const ELECT = 'multicluster.admiralty.io/elect';
 const MANIFEST = 'multicluster.admiralty.io/sourcepod-manifest';
@@ -104,6 +104,42 @@ describe('tenancy', function () {
     expect(await refusal(kubectl('c1', 'label', 'pod', plain, '-n', nsB, `${LABEL}=true`))).to.match(/cannot be added or changed, only removed/);
     // Other annotations stay the user's.
     await kubectl('c1', 'annotate', 'pod', name, '-n', nsA, 'example.com/note=fine');
+  });
+});
+
+describe('tenancy: a Binding cannot write what makes a pod a proxy', function () {
+  this.timeout(120_000);
+  const ns = uniqueName('binding');
+  before(async () => {
+    await kubectl('c1', 'create', 'namespace', ns);
+  });
+  after(async () => {
+    await kubectl('c1', 'delete', 'pods', '--all', '-n', ns, '--grace-period=0', '--force').catch(() => undefined);
+    await kubectl('c1', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
+  });
+
+  it('refuses a Binding that carries the election, the manifest or our label, through either resource', async () => {
+    // Unelected, and left unscheduled (no scheduler has that name): a Binding is what gives it a node.
+    const name = 'unbound';
+    await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns }, spec: { schedulerName: 'nobody', containers: [{ name: 'app', image: 'nginx' }] } }));
+    const bind = (path: string, metadata: Record<string, unknown>) =>
+      kubectlStdin('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Binding', metadata: { name, ...metadata }, target: { apiVersion: 'v1', kind: 'Node', name: 'nowhere' } }), 'create', '--raw', path, '-f', '-');
+    for (const path of [`/api/v1/namespaces/${ns}/pods/${name}/binding`, `/api/v1/namespaces/${ns}/bindings`]) {
+      for (const metadata of [{ annotations: { [ELECT]: '' } }, { annotations: { [MANIFEST]: FORGED } }, { labels: { [LABEL]: 'true' } }]) {
+        const refused = await bind(path, metadata);
+        expect(refused.code, `${path} with ${JSON.stringify(metadata)}`).not.to.equal(0);
+        expect(refused.stderr).to.match(/a Binding cannot carry/);
+      }
+    }
+    const unbound = await getJson('c1', 'pod', name, '-n', ns);
+    expect(unbound.spec.nodeName).to.equal(undefined);
+    // Anything else still goes through, and reaches the pod: the door the policy shuts is real.
+    const bound = await bind(`/api/v1/namespaces/${ns}/pods/${name}/binding`, { annotations: { 'example.com/bound-by': 'test' } });
+    expect(bound.code, bound.stderr).to.equal(0);
+    const after = await getJson('c1', 'pod', name, '-n', ns);
+    expect(after.spec.nodeName).to.equal('nowhere');
+    expect(after.metadata.annotations).to.include({ 'example.com/bound-by': 'test' });
+    expect(after.metadata.annotations).not.to.have.any.keys(ELECT, MANIFEST);
   });
 });
 
