@@ -54,7 +54,9 @@ const MAX_RECHECK_MS = 60_000;
  *   precondition, those whose proxy is gone. So a delegate left behind by a failover never runs
  *   next to its replacement once the target is back. A pass also runs the first time a target is
  *   seen ready after start (a provider that restarted during an outage and missed it), without
- *   holding delegation back: outside an outage nothing can have failed over.
+ *   holding delegation back: outside an outage nothing can have failed over. A replica whose
+ *   registry saw the target unreachable before its first pass (a standby that took over) holds
+ *   it back until that pass has fenced.
  *
  * Once the target is back, the proxies that carried False get True.
  */
@@ -83,9 +85,15 @@ export class OutageReconciler {
   /**
    * Whether delegates may be created in this target now: false from when the target is seen
    * unreachable until a fence pass has run. Read by delegation and the extender's bind.
+   *
+   * An outage the registry saw before this replica's first pass counts too: the registry
+   * probes on every replica, but only the leader's passes fence, so a standby that takes over
+   * after an outage (in which the old leader may have failed proxies over) owes a fence it
+   * never recorded.
    */
   mayCreateDelegates(targetKey: string): boolean {
-    return !this.owed.has(targetKey);
+    if (this.owed.has(targetKey)) return false;
+    return this.fencedOnce.has(targetKey) || this.o.registry.health(targetKey)?.lastOutageMs === undefined;
   }
 
   async reconcile(key: string): Promise<Result> {

@@ -251,6 +251,17 @@ describe('OutageReconciler', () => {
       expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
     });
 
+    it('keeps the gate closed on a replica that takes over the lead after an outage it did not see as leader, until its first pass fences', async () => {
+      // The old leader failed over the proxies of c2 during its outage, then lost the lead; this
+      // replica probed c2 all along (the registry runs on every replica), and saw it unreachable.
+      const s = setup({ targetPods: [delegate('gone-d', 'gone', 'uid-gone')] });
+      s.registry.setHealth(KEY, { ready: true, reason: 'TargetReady', message: 'ok', sinceMs: s.clock.now(), lastOutageMs: s.clock.now() - 5_000 });
+      expect(s.reconciler.mayCreateDelegates(KEY), 'not fenced yet since the outage').to.equal(false);
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(s.targetCore.deleteNamespacedPod);
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
+    });
+
     it("deletes only this source's delegates whose proxy is gone or replaced, each with a UID precondition", async () => {
       const live = proxy('live');
       const replaced = proxy('replaced');
