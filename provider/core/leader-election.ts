@@ -65,7 +65,11 @@ export class LeaderElector {
 
   private schedule(): void {
     if (this.stopped) return;
-    this.timer = this.o.clock.setTimeout(() => void this.tick(), this.o.retryPeriodSeconds * 1000);
+    let delayMs = this.o.retryPeriodSeconds * 1000;
+    // A leader whose attempts fail fast is judged at its renew deadline, not at the first retry
+    // after it: the writers' stop budget (lease duration less renew deadline) starts there.
+    if (this.leading) delayMs = Math.min(delayMs, Math.max(0, this.lastRenewMs + this.o.renewDeadlineSeconds * 1000 - this.o.clock.now()));
+    this.timer = this.o.clock.setTimeout(() => void this.tick(), delayMs);
   }
 
   private async tick(): Promise<void> {
@@ -74,6 +78,11 @@ export class LeaderElector {
     const renewDeadlineMs = this.o.renewDeadlineSeconds * 1000;
     // A leader has until its renew deadline; a candidate, one renew deadline per attempt.
     const budgetMs = this.leading ? this.lastRenewMs + renewDeadlineMs - startedMs : renewDeadlineMs;
+    if (this.leading && budgetMs <= 0) {
+      this.lose('could not renew the lease in time');
+      this.schedule();
+      return;
+    }
     try {
       const ok = await this.withDeadline((signal) => this.tryAcquireOrRenew(signal), Math.max(0, budgetMs));
       if (this.stopped) return;

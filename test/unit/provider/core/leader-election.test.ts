@@ -192,6 +192,30 @@ describe('LeaderElector', () => {
     await a.release();
   });
 
+  it('steps down at its renew deadline when its renewals fail fast, not at the first retry after it', async () => {
+    const a = elector('a');
+    await a.run();
+    // The renewal at t=2 succeeds but answers only at t=3.5: the next attempts are at 5.5, 7.5, 9.5 and 11.5.
+    const replace = leases.api.replaceNamespacedLease;
+    leases.api.replaceNamespacedLease = (p: { body: V1Lease }) => {
+      leases.api.replaceNamespacedLease = replace;
+      return new Promise((res, rej) => clock.setTimeout(() => replace(p).then(res, rej), 1500));
+    };
+    // Fine steps: each answer is taken at its own time, not at the end of a second.
+    const step = async (seconds: number) => {
+      for (let i = 0; i < seconds * 10; i++) {
+        clock.advance(100);
+        await settle();
+      }
+    };
+    await step(4);
+    leases.failing = true;
+    await step(10);
+    // Confirmed by the attempt that started at t=2: the deadline is t=12, whatever the retry period.
+    expect(log).to.deep.equal(['a started', 'a stopped at 12s']);
+    await a.release();
+  });
+
   it('release stops trying and leaves a lease held by someone else untouched', async () => {
     leases.setHolder('b', clock.now());
     const a = elector('a');
