@@ -2,6 +2,11 @@
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
+  /**
+   * Milliseconds from an arbitrary origin, on a clock that is never stepped (NTP may step the
+   * wall clock of `now` either way): for measuring how long something took or has lasted.
+   */
+  monotonicMs(): number;
   setTimeout(fn: () => void, ms: number): ClockTimer;
   clearTimeout(timer: ClockTimer): void;
 }
@@ -11,13 +16,17 @@ export type ClockTimer = { readonly id: unknown };
 /** The real clock. */
 export const realClock: Clock = {
   now: () => Date.now(),
+  monotonicMs: () => performance.now(),
   setTimeout: (fn, ms) => ({ id: setTimeout(fn, ms) }),
   clearTimeout: (timer) => clearTimeout(timer.id as NodeJS.Timeout),
 };
 
-/** A manual clock for tests: time moves only with `advance`. */
+/** A manual clock for tests: time moves only with `advance`; the wall clock may also be stepped. */
 export class FakeClock implements Clock {
+  /** Monotonic time, which timers follow. */
   private current: number;
+  /** How far the wall clock has been stepped from monotonic time. */
+  private wallOffsetMs = 0;
   private timers: { at: number; fn: () => void; timer: ClockTimer; seq: number }[] = [];
   private seq = 0;
 
@@ -26,7 +35,16 @@ export class FakeClock implements Clock {
   }
 
   now(): number {
+    return this.current + this.wallOffsetMs;
+  }
+
+  monotonicMs(): number {
     return this.current;
+  }
+
+  /** Steps the wall clock (`now`) by `ms`, either way, as NTP may: timers and `monotonicMs` are not moved. */
+  stepWallClock(ms: number): void {
+    this.wallOffsetMs += ms;
   }
 
   setTimeout(fn: () => void, ms: number): ClockTimer {

@@ -44,10 +44,10 @@ export class LeaderElector {
   private leading = false;
   private stopped = false;
   private timer?: ClockTimer;
-  /** When the attempt that last confirmed our lease started (the lease says that time or later). */
+  /** When the attempt that last confirmed our lease started, on the monotonic clock (the lease says that time or later). */
   private lastRenewMs = 0;
   private attempt?: AbortController;
-  /** The lease record (holder and renew time) last seen, and when we first saw it. */
+  /** The lease record (holder and renew time) last seen, and when we first saw it (monotonic). */
   private observed?: { record: string; atMs: number };
   /** The lease as our last write returned it, while we lead: the next renewal writes it without reading first. */
   private held?: V1Lease;
@@ -68,13 +68,13 @@ export class LeaderElector {
     let delayMs = this.o.retryPeriodSeconds * 1000;
     // A leader whose attempts fail fast is judged at its renew deadline, not at the first retry
     // after it: the writers' stop budget (lease duration less renew deadline) starts there.
-    if (this.leading) delayMs = Math.min(delayMs, Math.max(0, this.lastRenewMs + this.o.renewDeadlineSeconds * 1000 - this.o.clock.now()));
+    if (this.leading) delayMs = Math.min(delayMs, Math.max(0, this.lastRenewMs + this.o.renewDeadlineSeconds * 1000 - this.o.clock.monotonicMs()));
     this.timer = this.o.clock.setTimeout(() => void this.tick(), delayMs);
   }
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
-    const startedMs = this.o.clock.now();
+    const startedMs = this.o.clock.monotonicMs();
     const renewDeadlineMs = this.o.renewDeadlineSeconds * 1000;
     // A leader has until its renew deadline; a candidate, one renew deadline per attempt.
     const budgetMs = this.leading ? this.lastRenewMs + renewDeadlineMs - startedMs : renewDeadlineMs;
@@ -97,7 +97,7 @@ export class LeaderElector {
     } catch (err) {
       if (this.stopped) return;
       this.o.logger.debug('leader election attempt failed', errorFields(err));
-      if (this.leading && this.o.clock.now() - this.lastRenewMs >= renewDeadlineMs) this.lose('could not renew the lease in time');
+      if (this.leading && this.o.clock.monotonicMs() - this.lastRenewMs >= renewDeadlineMs) this.lose('could not renew the lease in time');
     }
     this.schedule();
   }
@@ -166,10 +166,11 @@ export class LeaderElector {
     const spec = lease.spec ?? {};
     const holder = spec.holderIdentity ?? '';
     // Expiry is judged by when *we* saw the record change, never by the holder's timestamps:
-    // replicas' clocks may disagree (as client-go does).
+    // replicas' clocks may disagree (as client-go does). On the monotonic clock, as client-go's
+    // times compare: a step of this node's wall clock must not expire a live lease.
     const record = `${holder}|${spec.renewTime ? new Date(spec.renewTime).toISOString() : ''}`;
-    if (this.observed?.record !== record) this.observed = { record, atMs: this.o.clock.now() };
-    const expired = this.o.clock.now() - this.observed.atMs > (spec.leaseDurationSeconds ?? this.o.leaseDurationSeconds) * 1000;
+    if (this.observed?.record !== record) this.observed = { record, atMs: this.o.clock.monotonicMs() };
+    const expired = this.o.clock.monotonicMs() - this.observed.atMs > (spec.leaseDurationSeconds ?? this.o.leaseDurationSeconds) * 1000;
     if (holder && holder !== identity && !expired) return false;
     try {
       await this.write(renewed(lease, identity, this.o.leaseDurationSeconds, now), options);

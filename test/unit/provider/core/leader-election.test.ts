@@ -216,6 +216,41 @@ describe('LeaderElector', () => {
     await a.release();
   });
 
+  it('steps down at its renew deadline when the wall clock is stepped back while a renew call hangs', async () => {
+    const stopped: number[] = [];
+    const started = clock.monotonicMs();
+    const a = new LeaderElector({
+      coordination: { ...leases.api, replaceNamespacedLease: (_: unknown, o?: unknown) => leases.hang(o) } as unknown as CoordinationV1Api,
+      namespace: 'admiralty',
+      name: 'admiralty-provider',
+      identity: 'a',
+      leaseDurationSeconds: 15,
+      renewDeadlineSeconds: 10,
+      retryPeriodSeconds: 2,
+      clock,
+      logger: silentLogger(),
+      onStartedLeading: () => undefined,
+      onStoppedLeading: () => stopped.push((clock.monotonicMs() - started) / 1000),
+    });
+    await a.run(); // created at t=0; the renew at t=2 never answers
+    await advance(5);
+    clock.stepWallClock(-60_000); // NTP steps this node's clock back a minute
+    await advance(10);
+    expect(stopped, 'another replica may take over at t=15').to.deep.equal([10]);
+    await a.release();
+  });
+
+  it('leaves a live lease alone when the wall clock is stepped forward', async () => {
+    leases.setHolder('b', clock.now());
+    const a = elector('a');
+    await a.run(); // a sees b's record at t=0
+    await advance(1);
+    clock.stepWallClock(60_000);
+    await advance(1); // b renewed at t=0: its lease runs until t=15
+    expect(a.isLeader()).to.equal(false);
+    await a.release();
+  });
+
   it('release stops trying and leaves a lease held by someone else untouched', async () => {
     leases.setHolder('b', clock.now());
     const a = elector('a');
