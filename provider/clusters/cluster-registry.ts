@@ -9,6 +9,14 @@ export interface TargetHealth {
   message: string;
   /** When `ready` last changed, ms since the epoch. */
   sinceMs: number;
+  /**
+   * When the target's outage (see `isOutage`) began: the first probe since it was last ready
+   * that got no answer; undefined while it is ready or has not failed so. Not `sinceMs`, which
+   * a target not ready for another reason first (refused credentials, say) set earlier.
+   * failover-after counts from this. A probe answered with a refusal meanwhile (an apiserver
+   * that restarts may serve no custom resources for a moment) does not start it again.
+   */
+  outageSinceMs?: number;
   /** When the target was last seen unreachable (its API did not answer), if ever. */
   lastOutageMs?: number;
 }

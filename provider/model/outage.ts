@@ -65,7 +65,7 @@ export interface OutageInput {
   namespace: V1Namespace | undefined;
   /** The target's display name, for messages. */
   targetName: string;
-  /** When the target became unreachable, ms since the epoch (the registry's `sinceMs`). */
+  /** When the target became unreachable, ms since the epoch (the registry's `outageSinceMs`). */
   unreachableSinceMs: number;
   nowMs: number;
 }

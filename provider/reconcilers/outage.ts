@@ -114,7 +114,7 @@ export class OutageReconciler {
       const pass = this.writes.begin(key);
       try {
         await this.each(proxies, `proxies on ${target.displayName}`, async (proxy) => {
-          const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.sinceMs, nowMs: now });
+          const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.outageSinceMs ?? health.sinceMs, nowMs: now });
           if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
           await this.apply(proxy, decision, key, pass);
         });

@@ -209,14 +209,16 @@ export class TargetRegistryReconciler {
     return createTargetClient(ref, withRequestDeadline(kubeConfig, this.o.requestTimeoutMs ?? 30_000), fingerprint, false);
   }
 
-  /** Stores the health in the registry, keeping the transition time. */
+  /** Stores the health in the registry, keeping the transition time and the outage's start. */
   private recordHealth(key: string, probe: Probe): void {
     const now = this.o.clock.now();
     const prev = this.o.registry.health(key);
+    const outage = isOutage(probe.health);
     this.o.registry.setHealth(key, {
       ...probe.health,
       sinceMs: prev && prev.ready === probe.health.ready ? prev.sinceMs : now,
-      lastOutageMs: isOutage(probe.health) ? now : prev?.lastOutageMs,
+      outageSinceMs: probe.health.ready ? undefined : (prev?.outageSinceMs ?? (outage ? now : undefined)),
+      lastOutageMs: outage ? now : prev?.lastOutageMs,
     });
     this.o.onHealth?.(key, probe.health.ready);
   }

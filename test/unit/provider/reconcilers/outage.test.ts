@@ -177,6 +177,19 @@ describe('OutageReconciler', () => {
     expect(await s.counted('outageFailovers')).to.equal(0);
   });
 
+  it('counts failover-after from the start of the outage, not from when the target stopped being ready for another reason', async () => {
+    const p = proxy('web', { owner: true, annotations: { [AFTER]: '30m' } });
+    const s = setup({ proxies: [p] });
+    // Not ready since an hour ago (refused credentials, say), unreachable since now.
+    s.registry.setHealth(KEY, { ready: false, reason: 'TargetUnreachable', message: 'connection refused', sinceMs: T0 - 3_600_000, outageSinceMs: T0 });
+    s.clock.advance(10_000);
+    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 60_000 });
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+    const cond = conditionOf(s.source.patchNamespacedPodStatus.firstCall);
+    expect(cond.message).to.match(/^target apps\/c2 unreachable since 2026-01-01T10:00:00.000Z; failover at 2026-01-01T10:30:00.000Z/);
+    expect(cond.lastTransitionTime).to.equal('2026-01-01T10:00:00.000Z');
+  });
+
   it('looks again at a far deadline within a minute (a timer past 2^31 ms would fire at once)', async () => {
     const s = setup({ proxies: [proxy('web', { owner: true, annotations: { [AFTER]: '1000h' } })] });
     s.health(false);

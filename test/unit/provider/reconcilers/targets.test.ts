@@ -467,6 +467,38 @@ describe('TargetsReconciler.reconcile', () => {
     });
   });
 
+  it('times an outage from its first unreachable probe, not from an earlier refusal of another kind', async () => {
+    // Refused credentials for an hour (the delegates there keep running), then no answer: the
+    // outage, which failover-after counts from, begins at the first probe that got none.
+    let refuse = true;
+    const w = setup({
+      probe: async () =>
+        Promise.reject(refuse ? new ApiException(403, 'Forbidden', '{"kind":"Status","reason":"Forbidden","message":"no"}', {}) : Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:6443'), { code: 'ECONNREFUSED' })),
+    });
+    w.targets.put(selfTarget());
+    await w.reconciler.reconcile(KEY);
+    expect(w.registry.health(KEY)).to.deep.include({ ready: false, reason: 'TargetForbidden', sinceMs: T0 });
+    refuse = false;
+    w.clock.advance(3_600_000);
+    await w.reconciler.reconcile(KEY);
+    w.clock.advance(10_000);
+    await w.reconciler.reconcile(KEY);
+    // Ready has been False all along (the condition's transition time stays), the outage is new.
+    expect(w.registry.health(KEY)).to.deep.include({ ready: false, reason: 'TargetUnreachable', sinceMs: T0, outageSinceMs: T0 + 3_600_000 });
+    // A refusal meanwhile (an apiserver starting) does not start the outage again; Ready ends it.
+    refuse = true;
+    w.clock.advance(10_000);
+    await w.reconciler.reconcile(KEY);
+    refuse = false;
+    w.clock.advance(10_000);
+    await w.reconciler.reconcile(KEY);
+    expect(w.registry.health(KEY)).to.deep.include({ reason: 'TargetUnreachable', outageSinceMs: T0 + 3_600_000 });
+    w.probe.callsFake((async () => clone(SUMMARY)) as never);
+    w.clock.advance(10_000);
+    await w.reconciler.reconcile(KEY);
+    expect(w.registry.health(KEY)).to.deep.include({ ready: true, outageSinceMs: undefined });
+  });
+
   it('writes a ClusterTarget status through the cluster-scoped status subresource', async () => {
     const w = setup();
     w.clusterTargets.put({ metadata: { name: 'local', uid: 'ct-uid', generation: 3 }, spec: { self: true } });
