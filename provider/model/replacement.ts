@@ -1,6 +1,7 @@
 import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { REPLACEABLE_CONDITION } from '../core/keys.js';
 import { NOT_TRIGGER_SCALE_UP, SCALE_UP_PATIENCE_MS, type AutoscalerVerdict } from './autoscaler.js';
+import { summaryCounts } from './counted.js';
 import { controllerOf } from './outage.js';
 
 /**
@@ -30,8 +31,11 @@ export interface ReplacementInput {
   delegate: V1Pod;
   /** The target's display name, for messages. */
   targetName: string;
-  /** Names of the target's real nodes in its last ClusterSummary and when it was read; undefined if none was read. */
-  summary: { nodeNames: ReadonlySet<string>; readAtMs: number } | undefined;
+  /**
+   * Names of the target's real nodes in its last ClusterSummary, when it was read, and the pod
+   * version it accounts for (its `podsResourceVersion`); undefined if none was read.
+   */
+  summary: { nodeNames: ReadonlySet<string>; readAtMs: number; podsResourceVersion?: string } | undefined;
   /** The target's cluster-autoscaler's latest word on the delegate (see `autoscalerVerdict`), if any. */
   autoscaler?: AutoscalerVerdict;
   /** `--replace-unschedulable-after`; 0: an Unschedulable delegate is never re-placed. */
@@ -62,9 +66,10 @@ const seconds = (ms: number) => `${ms / 1000} s`;
  * cluster-autoscaler said `NotTriggerScaleUp` last (at once: no node is coming), or Unschedulable
  * for at least `unschedulableAfterMs` and no `TriggeredScaleUp` in the last
  * {@link SCALE_UP_PATIENCE_MS} (a node is coming: wait for it), or bound to a node that the
- * target's summary no longer lists (read at least {@link NODE_LOST_GRACE_MS} after the delegate
- * was scheduled). `since` is stable for one stuck spell (the condition's time, or the node's
- * name), so messages built from it are too.
+ * target's summary no longer lists (a summary that has seen the delegate bound, when it says
+ * which pod version it accounts for, and read at least {@link NODE_LOST_GRACE_MS} after the
+ * delegate was scheduled). `since` is stable for one stuck spell (the condition's time, or the
+ * node's name), so messages built from it are too.
  */
 function stuck(i: ReplacementInput): { reason: ReplacementReason; why: string } | { recheckAtMs: number } | undefined {
   const d = i.delegate;
@@ -86,6 +91,9 @@ function stuck(i: ReplacementInput): { reason: ReplacementReason; why: string } 
     return { reason: 'Unschedulable', why: `is Unschedulable in ${i.targetName} since ${iso(since)}, longer than --replace-unschedulable-after (${seconds(i.unschedulableAfterMs)})${noNode}${said}` };
   }
   if (node && i.summary && !i.summary.nodeNames.has(node)) {
+    // A summary computed before the delegate was bound may predate its node: one whose cluster
+    // stopped writing it (its provider down) is read afresh every probe and never catches up.
+    if (summaryCounts(i.summary, d) === false) return undefined;
     const scheduledAt = (scheduled?.status === 'True' ? timeOf(scheduled.lastTransitionTime) : undefined) ?? timeOf(d.metadata?.creationTimestamp) ?? -Infinity;
     if (i.summary.readAtMs - scheduledAt < NODE_LOST_GRACE_MS) return undefined;
     return { reason: 'NodeLost', why: `ran on node ${node}, which ${i.targetName} no longer has` };

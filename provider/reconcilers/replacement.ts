@@ -76,7 +76,11 @@ export class ReplacementReconciler {
     if (!target || !health?.ready || !cache) return;
     const nodeName = this.o.registry.nodeNameOf(key) ?? virtualNodeName(target.ref);
     const read = this.o.registry.summary(key);
-    const summary = read && { nodeNames: new Set((read.summary.nodePools ?? []).flatMap((p) => p.nodes.map((n) => n.name))), readAtMs: read.readAtMs };
+    const summary = read && {
+      nodeNames: new Set((read.summary.nodePools ?? []).flatMap((p) => p.nodes.map((n) => n.name))),
+      readAtMs: read.readAtMs,
+      podsResourceVersion: read.summary.podsResourceVersion,
+    };
     const now = this.o.clock.now();
     let recheckAtMs: number | undefined;
     const failures: unknown[] = [];

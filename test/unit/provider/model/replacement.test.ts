@@ -136,6 +136,17 @@ describe('decideReplacement', () => {
       expect(decideReplacement(input(proxy({ owner: true, phase: 'Running' }), bound('c2-node-9', T0 - NODE_LOST_GRACE_MS + 1)))).to.deep.equal({ recheckAtMs: undefined });
     });
 
+    it('trusts no summary that has not seen the delegate bound: its cluster stopped writing it before the node came', () => {
+      // The target's summary writer stopped at pod version 100; a node was added since, and the
+      // delegate (version 250) runs there. The summary lacks the node because it is stale.
+      const d = { ...bound('c2-node-9', T0 - 3_600_000), metadata: { ...bound('c2-node-9', T0 - 3_600_000).metadata, resourceVersion: '250' } };
+      const stale = { nodeNames: new Set(['c2-node-0', 'c2-node-1']), readAtMs: T0, podsResourceVersion: '100' };
+      expect(decideReplacement(input(proxy({ owner: true, phase: 'Running' }), d, { summary: stale }))).to.deep.equal({ recheckAtMs: undefined });
+      // One that has seen it bound there and lists no such node means the node is gone.
+      const fresh = { ...stale, podsResourceVersion: '300' };
+      expect(decideReplacement(input(proxy({ owner: true, phase: 'Running' }), d, { summary: fresh })).replace).to.include({ reason: 'NodeLost' });
+    });
+
     it('decides nothing without a summary, or while the node is listed', () => {
       const p = proxy({ owner: true, phase: 'Running' });
       expect(decideReplacement(input(p, bound('c2-node-9', T0 - 3_600_000), { summary: undefined }))).to.deep.equal({ recheckAtMs: undefined });

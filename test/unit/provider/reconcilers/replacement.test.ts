@@ -53,7 +53,7 @@ function delegate(parent: string, o: { unschedulableSinceMs?: number; node?: str
   };
 }
 
-function setup(o: { proxies: V1Pod[]; delegates: V1Pod[]; ready?: boolean; summaryNodes?: string[] }) {
+function setup(o: { proxies: V1Pod[]; delegates: V1Pod[]; ready?: boolean; summaryNodes?: string[]; podsResourceVersion?: string }) {
   const clock = new FakeClock(T0);
   const source = sinon.createStubInstance(CoreV1Api);
   const target = { key: KEY, ref: { kind: 'Target', namespace: NS, name: 'c2' }, displayName: `${NS}/c2`, kubeConfig: new KubeConfig(), core: {}, custom: {}, fingerprint: 'f', self: false } as unknown as TargetClient;
@@ -61,7 +61,7 @@ function setup(o: { proxies: V1Pod[]; delegates: V1Pod[]; ready?: boolean; summa
   registry.set(target, NODE);
   registry.setHealth(KEY, o.ready === false ? { ready: false, reason: 'TargetUnreachable', message: 'down', sinceMs: T0 } : { ready: true, reason: 'TargetReady', message: 'ok', sinceMs: T0 });
   const nodes = o.summaryNodes ?? ['c2-node-0', 'c2-node-1'];
-  registry.setSummary(KEY, { metadata: { name: 'singleton' }, nodePools: [{ labels: {}, nodes: nodes.map((name) => ({ name, allocatable: {}, free: {} })) }] }, T0);
+  registry.setSummary(KEY, { metadata: { name: 'singleton' }, nodePools: [{ labels: {}, nodes: nodes.map((name) => ({ name, allocatable: {}, free: {} })) }], podsResourceVersion: o.podsResourceVersion }, T0);
   const proxies = new MapCache<V1Pod>(...o.proxies);
   const delegates = new MapCache<V1Pod>(...o.delegates);
   const events: { name?: string; type: string; reason: string; message: string }[] = [];
@@ -115,6 +115,15 @@ describe('ReplacementReconciler', () => {
     expect(s.source.deleteNamespacedPod.calledOnce).to.equal(true);
     expect(s.events[0].message).to.match(/^delegate web-0-x1 ran on node c2-node-9, which apps\/c2 no longer has: /);
     expect((await s.metrics.replacements.get()).values[0].labels).to.deep.equal({ target: KEY, reason: 'NodeLost' });
+  });
+
+  it('keeps a pod on a node missing from a summary that has not seen its delegate bound (the target stopped writing it)', async () => {
+    const d = delegate('web-0', { node: 'c2-node-9' });
+    d.metadata!.resourceVersion = '250';
+    const s = setup({ proxies: [proxy('web-0', { owner: true })], delegates: [d], podsResourceVersion: '100' });
+    await s.reconciler.reconcile(KEY);
+    expect(s.source.deleteNamespacedPod.called).to.equal(false);
+    expect(s.events).to.deep.equal([]);
   });
 
   it('marks a bare pod once (condition and event), and deletes nothing', async () => {
