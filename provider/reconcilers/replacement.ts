@@ -1,6 +1,8 @@
 import type { CoreV1Api, CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
+import { isNotFound } from '../core/errors.js';
 import type { Metrics } from '../core/metrics.js';
 import { autoscalerVerdict } from '../model/autoscaler.js';
 import { isOurDelegate } from '../model/delegate-pod.js';
@@ -91,18 +93,27 @@ export class ReplacementReconciler {
         const parent = parentOf(delegate);
         const proxy = parent.name && parent.namespace ? this.o.proxies.get(parent.name, parent.namespace) : undefined;
         if (!proxy || proxy.metadata?.uid !== parent.uid || proxy.spec?.nodeName !== nodeName) continue;
-        const decision = decideReplacement({
-          proxy,
-          delegate,
-          targetName: target.displayName,
-          summary,
-          autoscaler: delegate.spec?.nodeName ? undefined : autoscalerVerdict(delegate, this.o.targetEvents?.(key)?.list(delegate.metadata?.namespace) ?? []),
-          unschedulableAfterMs: this.o.unschedulableAfterMs,
-          coolDownMs: this.o.coolDownMs ?? REPLACE_COOL_DOWN_MS,
-          nowMs: now,
-        });
+        const decide = (d: V1Pod) =>
+          decideReplacement({
+            proxy,
+            delegate: d,
+            targetName: target.displayName,
+            summary,
+            autoscaler: d.spec?.nodeName ? undefined : autoscalerVerdict(d, this.o.targetEvents?.(key)?.list(d.metadata?.namespace) ?? []),
+            unschedulableAfterMs: this.o.unschedulableAfterMs,
+            coolDownMs: this.o.coolDownMs ?? REPLACE_COOL_DOWN_MS,
+            nowMs: now,
+          });
+        let decision = decide(delegate);
         if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
         try {
+          // A re-placement kills the pod: the delegate is read first. The cache may lag the target
+          // (one just back from an outage, whose watch has not caught up), and a delegate its
+          // scheduler placed meanwhile must stay. One gone is delegation's to handle.
+          if (decision.replace) {
+            const live = await this.readDelegate(target, delegate);
+            decision = live ? decide(live) : {};
+          }
           await this.apply(proxy, decision, key, pass);
         } catch (err) {
           failures.push(err); // one bad proxy does not stall the others
@@ -113,6 +124,19 @@ export class ReplacementReconciler {
     }
     if (failures.length > 0) throw new Error(`${failures.length} re-placement(s) in ${target.displayName} failed`, { cause: failures[0] });
     return recheckAtMs === undefined ? undefined : { requeueAfterMs: Math.min(MAX_RECHECK_MS, Math.max(0, recheckAtMs - now)) };
+  }
+
+  /** The delegate as its target has it now; undefined when it is gone (or another pod has its name). */
+  private async readDelegate(target: TargetClient, cached: V1Pod): Promise<V1Pod | undefined> {
+    const name = cached.metadata!.name!;
+    const namespace = cached.metadata!.namespace!;
+    try {
+      const live = await target.core.readNamespacedPod({ name, namespace });
+      return live.metadata?.uid === cached.metadata?.uid ? live : undefined;
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw new Error(`reading delegate ${namespace}/${name} in ${target.displayName}`, { cause: err });
+    }
   }
 
   private async apply(proxy: V1Pod, decision: ReplacementDecision, targetKey: string, pass: ConditionWritesPass): Promise<void> {

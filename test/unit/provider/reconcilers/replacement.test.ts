@@ -56,14 +56,21 @@ function delegate(parent: string, o: { unschedulableSinceMs?: number; node?: str
 function setup(o: { proxies: V1Pod[]; delegates: V1Pod[]; ready?: boolean; summaryNodes?: string[]; podsResourceVersion?: string }) {
   const clock = new FakeClock(T0);
   const source = sinon.createStubInstance(CoreV1Api);
-  const target = { key: KEY, ref: { kind: 'Target', namespace: NS, name: 'c2' }, displayName: `${NS}/c2`, kubeConfig: new KubeConfig(), core: {}, custom: {}, fingerprint: 'f', self: false } as unknown as TargetClient;
+  const proxies = new MapCache<V1Pod>(...o.proxies);
+  const delegates = new MapCache<V1Pod>(...o.delegates);
+  // The target answers a read with what its cache shows, unless a test says otherwise.
+  const targetCore = sinon.createStubInstance(CoreV1Api);
+  targetCore.readNamespacedPod.callsFake(async ({ name, namespace }: { name: string; namespace: string }) => {
+    const d = delegates.get(name, namespace);
+    if (!d) throw apiError(404, 'NotFound');
+    return structuredClone(d);
+  });
+  const target = { key: KEY, ref: { kind: 'Target', namespace: NS, name: 'c2' }, displayName: `${NS}/c2`, kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'f', self: false } as unknown as TargetClient;
   const registry = new ClusterRegistry();
   registry.set(target, NODE);
   registry.setHealth(KEY, o.ready === false ? { ready: false, reason: 'TargetUnreachable', message: 'down', sinceMs: T0 } : { ready: true, reason: 'TargetReady', message: 'ok', sinceMs: T0 });
   const nodes = o.summaryNodes ?? ['c2-node-0', 'c2-node-1'];
   registry.setSummary(KEY, { metadata: { name: 'singleton' }, nodePools: [{ labels: {}, nodes: nodes.map((name) => ({ name, allocatable: {}, free: {} })) }], podsResourceVersion: o.podsResourceVersion }, T0);
-  const proxies = new MapCache<V1Pod>(...o.proxies);
-  const delegates = new MapCache<V1Pod>(...o.delegates);
   const events: { name?: string; type: string; reason: string; message: string }[] = [];
   const sink: EventSink = { record: (obj, type, reason, message) => events.push({ name: obj.metadata.name, type, reason, message }) };
   const avoided: [string, string, string, number][] = [];
@@ -83,7 +90,7 @@ function setup(o: { proxies: V1Pod[]; delegates: V1Pod[]; ready?: boolean; summa
     clock,
     metrics,
   });
-  return { reconciler, source, clock, events, avoided, metrics, proxies };
+  return { reconciler, source, targetCore, clock, events, avoided, metrics, proxies };
 }
 
 describe('ReplacementReconciler', () => {
@@ -124,6 +131,23 @@ describe('ReplacementReconciler', () => {
     await s.reconciler.reconcile(KEY);
     expect(s.source.deleteNamespacedPod.called).to.equal(false);
     expect(s.events).to.deep.equal([]);
+  });
+
+  it('reads the delegate before a re-placement: a cache that lags the target (just back from an outage) does not kill a pod placed meanwhile', async () => {
+    // The cache still shows the delegate as it was before the target went out of reach.
+    const stale = delegate('web-0', { unschedulableSinceMs: T0 - 10 * AFTER });
+    const s = setup({ proxies: [proxy('web-0', { owner: true })], delegates: [stale] });
+    // Its scheduler placed it meanwhile: the target says so.
+    s.targetCore.readNamespacedPod.resolves({ ...delegate('web-0', { node: 'c2-node-1' }), status: { phase: 'Running', conditions: [{ type: 'PodScheduled', status: 'True', lastTransitionTime: new Date(T0 - AFTER) }] } });
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledOnceWithMatch(s.targetCore.readNamespacedPod, { name: 'web-0-x1', namespace: NS });
+    expect(s.source.deleteNamespacedPod.called).to.equal(false);
+    expect(s.avoided).to.deep.equal([]);
+    expect(s.events).to.deep.equal([]);
+    // Gone from the target: delegation's to handle (it replaces or fails the proxy), not re-placement's.
+    s.targetCore.readNamespacedPod.rejects(apiError(404, 'NotFound'));
+    await s.reconciler.reconcile(KEY);
+    expect(s.source.deleteNamespacedPod.called).to.equal(false);
   });
 
   it('marks a bare pod once (condition and event), and deletes nothing', async () => {
