@@ -39,7 +39,10 @@ export class SummaryReconciler {
 
   async reconcile(): Promise<{ requeueAfterMs?: number }> {
     const resyncMs = this.o.resyncMs ?? 60_000;
-    const wait = this.lastWriteMs + (this.o.minWriteIntervalMs ?? 1000) - this.o.clock.now();
+    // Spaced on the monotonic clock: measured on the wall clock, a write before a step back
+    // would seem to lie in the future, and the summary would stay as it is for as long as the
+    // clock moved.
+    const wait = this.lastWriteMs + (this.o.minWriteIntervalMs ?? 1000) - this.o.clock.monotonicMs();
     if (wait > 0) return { requeueAfterMs: wait };
     const desired = buildClusterSummary(this.o.nodes.list(), this.o.pods.list(), this.o.podsResourceVersion?.() || undefined, this.requestsOf);
     const api = { group: API_GROUP, version: API_VERSION, plural: 'clustersummaries' };
@@ -53,7 +56,7 @@ export class SummaryReconciler {
       await this.o.custom.createClusterCustomObject({ ...api, body: { apiVersion: `${API_GROUP}/${API_VERSION}`, kind: 'ClusterSummary', ...desired } }).catch((err) => {
         if (!isAlreadyExists(err)) throw new Error('creating the ClusterSummary', { cause: err });
       });
-      this.lastWriteMs = this.o.clock.now();
+      this.lastWriteMs = this.o.clock.monotonicMs();
     } else if (!summaryEquals(existing, desired)) {
       const body = {
         ...existing,
@@ -65,7 +68,7 @@ export class SummaryReconciler {
         podsResourceVersion: desired.podsResourceVersion,
       };
       await this.o.custom.replaceClusterCustomObject({ ...api, name: CLUSTER_SUMMARY_NAME, body });
-      this.lastWriteMs = this.o.clock.now();
+      this.lastWriteMs = this.o.clock.monotonicMs();
     }
     return { requeueAfterMs: resyncMs };
   }

@@ -131,6 +131,20 @@ describe('SummaryReconciler.reconcile', () => {
     expect(state.stored!.nodePools![0].nodes[0].free).to.deep.equal({ cpu: '2500m', memory: '7Gi', pods: '109' });
   });
 
+  it('keeps writing after the wall clock is set back: the last write is not taken to be in the future', async () => {
+    const { api, state } = customApi(undefined);
+    const clock = new FakeClock(Date.parse('2026-01-01T11:00:00.000Z'));
+    let rv = '100';
+    const r = new SummaryReconciler({ custom: api as unknown as CustomObjectsApi, nodes: nodesCache([WORKER_1]), pods: { get: () => undefined, list: () => [] }, podsResourceVersion: () => rv, clock });
+    await r.reconcile();
+    // NTP steps the clock back an hour; a pod changes a second later.
+    clock.stepWallClock(-3_600_000);
+    clock.advance(1_000);
+    rv = '105';
+    const result = await r.reconcile();
+    expect(state.stored!.podsResourceVersion, `not written (asked to wait ${result.requeueAfterMs} ms)`).to.equal('105');
+  });
+
   it("records the pod version its cache reflects, and rewrites when only that moved (a source waits for it), at most once per second", async () => {
     const { api, state } = customApi(undefined);
     const clock = new FakeClock(0);
