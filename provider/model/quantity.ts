@@ -15,13 +15,29 @@ const DECIMAL_EXPONENT: Record<string, number> = { n: -9, u: -6, m: -3, '': 0, k
 const QUANTITY = /^([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)$/;
 
 /**
+ * The largest magnitude of a quantity, 2^63 - 1 units, in nano-units: the apiserver caps a larger
+ * one there. Past it nothing is computed, so an exponent of millions (which a target's server or
+ * a tenant's Target may write) costs nothing, where its bigint cost seconds of the event loop.
+ */
+const MAX_NANO = ((1n << 63n) - 1n) * NANO;
+const MAX_NANO_DIGITS = MAX_NANO.toString().length;
+
+/**
+ * The longest quantity text taken: the apiserver writes quantities canonically, in at most about
+ * 25 characters. Turning a string of digits into a bigint takes time quadratic in its length.
+ */
+const MAX_QUANTITY_LENGTH = 64;
+
+/**
  * Parses a quantity into nano-units (value x 10^9). Precision finer than a nano-unit is rounded
- * up, as the apiserver does.
+ * up, and a magnitude over 2^63 - 1 units is taken as that, as the apiserver does.
  *
- * @throws ValidationError for anything that is not a quantity.
+ * @throws ValidationError for anything that is not a quantity, or is longer than
+ *   {@link MAX_QUANTITY_LENGTH} characters.
  */
 export function parseQuantity(input: string | number): bigint {
   const text = typeof input === 'number' ? String(input) : input.trim();
+  if (text.length > MAX_QUANTITY_LENGTH) throw new ValidationError(`invalid quantity: longer than ${MAX_QUANTITY_LENGTH} characters`);
   const m = QUANTITY.exec(text);
   if (!m || (m[2] === '' && (m[3] === undefined || m[3] === ''))) {
     throw new ValidationError(`invalid quantity ${JSON.stringify(input)}`);
@@ -43,12 +59,19 @@ export function parseQuantity(input: string | number): bigint {
   const scale = exp10 - fraction.length + 9;
   const numerator = digits * (1n << BigInt(exp2));
   let nano: bigint;
-  if (scale >= 0) {
+  if (numerator === 0n) {
+    nano = 0n;
+  } else if (scale >= MAX_NANO_DIGITS) {
+    nano = MAX_NANO; // 10^scale alone has more digits than the cap
+  } else if (scale >= 0) {
     nano = numerator * 10n ** BigInt(scale);
+  } else if (-scale > numerator.toString().length) {
+    nano = 1n; // less than one nano-unit, rounded up
   } else {
     const divisor = 10n ** BigInt(-scale);
     nano = (numerator + divisor - 1n) / divisor;
   }
+  if (nano > MAX_NANO) nano = MAX_NANO;
   return sign === '-' ? -nano : nano;
 }
 

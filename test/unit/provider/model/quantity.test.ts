@@ -41,6 +41,27 @@ describe('quantity', () => {
     for (const bad of ['', 'abc', '1Q', '1 Gi', '1.2.3', 'Gi', '1e', '--1']) {
       it(`rejects ${JSON.stringify(bad)}`, () => expect(() => parseQuantity(bad)).to.throw(ValidationError));
     }
+
+    // A target's server writes its ClusterSummary, and a tenant a Target's burst capacity: an
+    // exponent of millions made a bigint of millions of digits, seconds of the event loop.
+    const MAX = ((1n << 63n) - 1n) * G;
+    const capped: [string, bigint][] = [
+      ['1e100000', MAX],
+      ['-1e100000', -MAX],
+      ['99999999999999999999Ei', MAX],
+      ['9223372036854775807', MAX],
+      ['9223372036854775806', MAX - G],
+      ['0e999999999', 0n],
+      ['1e-999999999', 1n],
+      ['1e999999999', MAX],
+    ];
+    for (const [input, want] of capped) {
+      it(`${input} -> ${want === MAX ? 'max' : want === -MAX ? '-max' : want} (at most 2^63-1 units, as the apiserver caps)`, () => expect(parseQuantity(input)).to.equal(want));
+    }
+    it('rejects a quantity longer than any the apiserver writes', () => {
+      expect(() => parseQuantity('1'.repeat(100_000))).to.throw(ValidationError);
+      expect(() => parseQuantity(`0.${'0'.repeat(100_000)}1`)).to.throw(ValidationError);
+    });
   });
 
   describe('formatQuantity', () => {
