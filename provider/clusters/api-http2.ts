@@ -1,4 +1,6 @@
+import type { Agent } from 'node:http';
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type OutgoingHttpHeaders } from 'node:http2';
+import https from 'node:https';
 import { isIP } from 'node:net';
 import tls from 'node:tls';
 import zlib from 'node:zlib';
@@ -69,18 +71,21 @@ interface SessionState {
  * (see `connectOptionsOf`): the connection is opened with exactly that agent's options (CA,
  * client certificate, server name, verification and, for a Target, the address policy's
  * guarded lookup). Every other call (a proxy, plain http, a body that is not text) goes through
- * client-node's own library, as does every call to a server that does not choose `h2`: the
- * first connection to it asks for `h2` or `http/1.1`, and an answer other than `h2` sends the
- * server's calls to HTTP/1.1 for good.
+ * client-node's own library. A server that does not choose `h2` gets its calls over HTTP/1.1,
+ * with the same agent and the same bounds as on HTTP/2 (not through client-node's library, which
+ * reads an answer of any length and follows redirects to any host): the first connection to it
+ * asks for `h2` or `http/1.1`, and an answer other than `h2` sends the server's calls to
+ * HTTP/1.1 for good.
  *
  * Kept from the HTTP/1.1 path: the call's deadline signal (`withRequestDeadline`) aborts its
  * stream, and the errors are node-fetch's (`FetchError` with the system error's code, or
  * `AbortError`), which `classifyApiError` counts as network failures. Added: an answer is
  * bounded ({@link ApiHttp2Options.maxAnswerBytes}), gzip is asked for and undone within that
- * bound, a stream the server refused (REFUSED_STREAM, as after a GOAWAY: the server did not
- * act on it) is sent once more, on a fresh session when the old one is closing, and a session
- * is taken for dead when a ping goes unanswered: a ping goes out when a call's deadline passes
- * and when the session has been silent for the idle timeout with streams open. The server's
+ * bound, a redirect is an answer like any other (never followed), a stream the server refused
+ * (REFUSED_STREAM, as after a GOAWAY: the server did not act on it) is sent once more, on a
+ * fresh session when the old one is closing, and a session is taken for dead when a ping goes
+ * unanswered: a ping goes out when a call's deadline passes and when the session has been
+ * silent for the idle timeout with streams open. The server's
  * limit of concurrent streams holds: streams beyond it wait in the session until one ends.
  */
 export class ApiHttp2Transport implements HttpLibrary {
@@ -120,7 +125,7 @@ export class ApiHttp2Transport implements HttpLibrary {
     for (let attempt = 0; ; attempt++) {
       // An open session is taken at once: waiting on the shared deadline signal costs a listener.
       const session = origin.http1 ? undefined : (usable(origin.session) ?? (await untilAborted(this.sessionFor(origin, url, connect), signal)));
-      if (!session) return this.http1.send(request).toPromise();
+      if (!session) return this.exchangeHttp1(request, url, body);
       try {
         return await this.exchange(session, request, url, body);
       } catch (err) {
@@ -258,14 +263,7 @@ export class ApiHttp2Transport implements HttpLibrary {
       let ended = false;
       stream.on('end', () => {
         ended = true;
-        const raw = Buffer.concat(chunks);
-        const encoding = answerHeaders['content-encoding'];
-        if (encoding === undefined || encoding === 'identity') return resolve(answer(status, answerHeaders, raw));
-        if (encoding !== 'gzip') return reject(new FetchError(`answer of ${url.pathname} has an encoding not asked for: ${encoding}`, 'invalid-encoding'));
-        zlib.gunzip(raw, { maxOutputLength: this.o.maxAnswerBytes }, (err, plain) => {
-          if (err) reject(new FetchError(`answer of ${url.pathname} does not decompress: ${err.message}`, 'invalid-encoding'));
-          else resolve(answer(status, answerHeaders, plain));
-        });
+        decoded(url, status, answerHeaders, Buffer.concat(chunks), this.o.maxAnswerBytes).then(resolve, reject);
       });
       const refused = () => stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM;
       stream.on('error', (err) => {
@@ -282,6 +280,56 @@ export class ApiHttp2Transport implements HttpLibrary {
       if (body !== undefined) stream.end(body);
     });
   }
+
+  /**
+   * One call over HTTP/1.1 on the request's own agent (pooled, with the address policy's
+   * lookup), bounded as {@link exchange} is: the answer read whole within the bound and
+   * decompressed, a redirect given back as it came.
+   */
+  private exchangeHttp1(request: RequestContext, url: URL, body: string | Buffer | undefined): Promise<ResponseContext> {
+    return new Promise((resolve, reject) => {
+      const signal = request.getSignal();
+      const headers: OutgoingHttpHeaders = { 'accept-encoding': 'gzip' };
+      for (const [name, value] of Object.entries(request.getHeaders())) headers[name.toLowerCase()] = value;
+      if (body !== undefined) headers['content-length'] = Buffer.byteLength(body);
+      const req = https.request(url, { method: request.getHttpMethod().toString(), headers, agent: request.getAgent() as Agent, signal });
+      req.on('error', (err) => reject(transportError(url, err, signal)));
+      req.on('response', (res) => {
+        const answerHeaders: Record<string, string> = {};
+        for (const [name, value] of Object.entries(res.headers)) if (value !== undefined) answerHeaders[name] = Array.isArray(value) ? value.join(', ') : value;
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > this.o.maxAnswerBytes) {
+            reject(new FetchError(`answer of ${url.pathname} larger than ${this.o.maxAnswerBytes} bytes`, 'max-size'));
+            req.destroy();
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on('end', () => decoded(url, res.statusCode ?? 0, answerHeaders, Buffer.concat(chunks), this.o.maxAnswerBytes).then(resolve, reject));
+        res.on('error', (err) => reject(transportError(url, err, signal)));
+        res.on('close', () => {
+          if (!res.complete) reject(transportError(url, new Error('the connection closed before the answer ended'), signal));
+        });
+      });
+      req.end(body);
+    });
+  }
+}
+
+/** An answer read whole: decompressed (gzip only, asked for) within `maxBytes`. */
+function decoded(url: URL, status: number, headers: Record<string, string>, raw: Buffer, maxBytes: number): Promise<ResponseContext> {
+  const encoding = headers['content-encoding'];
+  if (encoding === undefined || encoding === 'identity') return Promise.resolve(answer(status, headers, raw));
+  if (encoding !== 'gzip') return Promise.reject(new FetchError(`answer of ${url.pathname} has an encoding not asked for: ${encoding}`, 'invalid-encoding'));
+  return new Promise((resolve, reject) => {
+    zlib.gunzip(raw, { maxOutputLength: maxBytes }, (err, plain) => {
+      if (err) reject(new FetchError(`answer of ${url.pathname} does not decompress: ${err.message}`, 'invalid-encoding'));
+      else resolve(answer(status, headers, plain));
+    });
+  });
 }
 
 /** `session` when it can take a new stream. */

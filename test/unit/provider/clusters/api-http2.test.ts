@@ -172,6 +172,40 @@ describe('apiCallsOverHttp2', () => {
     expect(seen.connections).to.equal(connections);
   });
 
+  it('bounds an answer over HTTP/1.1 as over HTTP/2 (a server that does not choose h2 is no way around it)', async () => {
+    const big = JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items: [], pad: 'x'.repeat(10_000) });
+    let gzip = false;
+    const { port, seen } = await startServer(
+      (_req, res) => {
+        if (gzip) res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip' }).end(gzipSync(big));
+        else res.writeHead(200, { 'content-type': 'application/json' }).end(big);
+      },
+      { http1Only: true },
+    );
+    const api = coreApi(port, { maxAnswerBytes: 5000 });
+    const plain = await failure(api.listNamespace());
+    expect(plain.message).to.match(/larger than 5000 bytes/);
+    expect(classifyApiError(plain)).to.equal('Network');
+    gzip = true;
+    const compressed = await failure(api.listNamespace());
+    expect(compressed.message).to.match(/does not decompress/);
+    expect(classifyApiError(compressed)).to.equal('Network');
+    expect(seen.calls.map((c) => c.version)).to.deep.equal(['1.1', '1.1']);
+  });
+
+  it('follows no redirect, over HTTP/2 or HTTP/1.1: a target\'s server may not send our calls elsewhere', async () => {
+    const elsewhere = await startServer();
+    for (const http1Only of [false, true]) {
+      const { port } = await startServer(
+        (_req, res) => void res.writeHead(307, { location: `https://127.0.0.1:${elsewhere.port}/api/v1/namespaces` }).end(),
+        { http1Only },
+      );
+      const err = await failure(coreApi(port).listNamespace());
+      expect((err as { code?: number }).code).to.equal(307);
+    }
+    expect(elsewhere.seen.calls).to.deep.equal([]);
+  });
+
   it('keeps to the server\'s limit of concurrent streams', async () => {
     const { port, seen } = await startServer((req, res) => void setTimeout(() => answer(req, res, seen), 10), { settings: { maxConcurrentStreams: 3 } });
     const api = coreApi(port);
