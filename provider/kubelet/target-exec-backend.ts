@@ -14,6 +14,13 @@ const MAX_REFUSAL_BODY_BYTES = 16 * 1024;
 /** How long the body of a refused upgrade may take to arrive before we answer with what came. */
 const REFUSAL_BODY_TIMEOUT_MS = 10_000;
 
+/**
+ * The largest message taken from the target (ws's default is 100 MiB, held whole before it is
+ * handed on, per session): the apiserver sends output as it reads it, 32 KiB at a time. A
+ * bigger one closes the connection (1009), and the session ends without a Status.
+ */
+export const MAX_TARGET_MESSAGE_BYTES = 1024 * 1024;
+
 /** Unsent stdin towards the target above which we stop reading the caller's stdin. */
 export const STDIN_HIGH_WATER_BYTES = 1024 * 1024;
 /** ...and below which we read it again. */
@@ -57,7 +64,7 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
   const run = async (mode: 'exec' | 'attach', req: ExecRequest, io: ExecIO): Promise<ExecResult> => {
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('the target kubeconfig has no current cluster');
-    const wsOptions: WebSocket.ClientOptions = {};
+    const wsOptions: WebSocket.ClientOptions = { maxPayload: MAX_TARGET_MESSAGE_BYTES };
     await kubeConfig.applyToHTTPSOptions(wsOptions);
     if (io.signal.aborted) throw new Error('the caller went away');
     const ws = new WebSocket(targetExecUrl(cluster.server, mode, req), ['v5.channel.k8s.io', 'v4.channel.k8s.io'], wsOptions);

@@ -6,7 +6,7 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { PassThrough, Readable, Writable, type Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { createTargetExecBackend, STDIN_HIGH_WATER_BYTES } from '../../../../provider/kubelet/target-exec-backend.js';
+import { createTargetExecBackend, MAX_TARGET_MESSAGE_BYTES, STDIN_HIGH_WATER_BYTES } from '../../../../provider/kubelet/target-exec-backend.js';
 
 /** A kubeconfig whose cluster is the given loopback server (plain HTTP, as client-node allows with skipTLSVerify). */
 function kubeConfigFor(server: { address(): AddressInfo | string | null }): KubeConfig {
@@ -198,6 +198,23 @@ describe('target exec backend', () => {
       .exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal })
       .then(() => undefined, (e: Error) => e);
     expect(err?.message).to.match(/closed before the command reported its status/);
+  });
+
+  it('closes the connection of a target that sends a message over the bound, and passes none of it on', async () => {
+    // ws takes messages of up to 100 MiB by default, held whole before they are handed on: one
+    // per exec session, and a session per kubelet connection.
+    target = await fakeTarget((ws) => {
+      ws.send(Buffer.concat([Buffer.from([1]), Buffer.alloc(MAX_TARGET_MESSAGE_BYTES, 0x61)]));
+      ws.send(frame(3, JSON.stringify({ metadata: {}, status: 'Success' })));
+      ws.close();
+    });
+    let received = 0;
+    const stdout = new Writable({ write: (chunk: Buffer, _e, done) => ((received += chunk.length), done()) });
+    const err = await createTargetExecBackend(target.kubeConfig)
+      .exec(request, { stdout, signal: new AbortController().signal })
+      .then(() => undefined, (e: Error) => e);
+    expect(err?.message).to.match(/closed before the command reported its status/);
+    expect(received).to.equal(0);
   });
 
   it('forwards stdin and, in v5, the end of stdin as a close signal', async () => {
