@@ -1,9 +1,11 @@
-import { PassThrough, Duplex, finished } from 'node:stream';
-import { PortForward, type KubeConfig } from '@kubernetes/client-node';
+import { Duplex, finished } from 'node:stream';
+import type { KubeConfig } from '@kubernetes/client-node';
+import WebSocket from 'ws';
 import { sanitizeRemoteText } from '../core/redact.js';
 import { RstStatus } from './spdy/frames.js';
 import { headerValue } from './spdy/header-codec.js';
 import type { SpdySession, SpdyStream } from './spdy/spdy-session.js';
+import { MAX_TARGET_MESSAGE_BYTES } from './target-exec-backend.js';
 
 /** The only port-forward protocol (client-go errors on anything else). */
 export const PORT_FORWARD_PROTOCOL = 'portforward.k8s.io';
@@ -152,35 +154,84 @@ const MAX_ERROR_TEXT_BYTES = 16 * 1024;
  */
 const MAX_ERROR_MESSAGE_CHARS = 1024;
 
+/** What client-node's PortForward offers; an apiserver chooses `v4.channel.k8s.io`. */
+const CHANNEL_PROTOCOLS = ['v5.channel.k8s.io', 'v4.channel.k8s.io', 'v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io'];
+/** Channels of one forwarded port, and the v5 signal that ends ours. */
+const DATA_CHANNEL = 0;
+const ERROR_CHANNEL = 1;
+const CLOSE_SIGNAL = 255;
+
 /**
- * PortForwardBackend over the target's `pods/portforward` (client-node PortForward, one
- * WebSocket per connection, one port each). The target's error text for a connection becomes
- * the Duplex's error: its first 16 KiB, as one printable line of at most 1024 characters.
+ * PortForwardBackend over the target's `pods/portforward`: one WebSocket per connection, one
+ * port each, as client-node's PortForward opens it. Written on `ws` directly because that one
+ * reads the target as fast as it sends and queues what the caller sends however slowly the
+ * target reads: a target's server that talks without listening, or a caller that does not
+ * read, filled the provider's memory. Here each side is read only as fast as the other takes
+ * it, and a message from the target is at most {@link MAX_TARGET_MESSAGE_BYTES}. The target's
+ * error text for a connection becomes the Duplex's error: its first 16 KiB, as one printable
+ * line of at most 1024 characters.
  */
 export function createTargetPortForwardBackend(): PortForwardBackend {
   return {
     async portForward(target, port, signal) {
-      const toRemote = new PassThrough();
-      const fromRemote = new PassThrough();
-      const errors = new PassThrough();
-      const pf = new PortForward(target.kubeConfig, true);
-      const ws = await pf.portForward(target.namespace, target.pod, [port], fromRemote, errors, toRemote);
-      const socket = typeof ws === 'function' ? ws() : ws;
-      const duplex = Duplex.from({ readable: fromRemote, writable: toRemote });
-      // The target's server is whoever the Target names: its error text may never end.
+      const cluster = target.kubeConfig.getCurrentCluster();
+      if (!cluster) throw new Error('the target kubeconfig has no current cluster');
+      const url = new URL(`${cluster.server.replace(/\/+$/, '')}/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/portforward`);
+      url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+      url.searchParams.set('ports', String(port));
+      const options: WebSocket.ClientOptions = { maxPayload: MAX_TARGET_MESSAGE_BYTES };
+      await target.kubeConfig.applyToHTTPSOptions(options);
+      const ws = new WebSocket(url, CHANNEL_PROTOCOLS, options);
+      // The first message of each channel starts with the port (2 bytes).
+      const prefixed = new Set([DATA_CHANNEL, ERROR_CHANNEL]);
       const errorChunks: Buffer[] = [];
       let errorBytes = 0;
-      errors.on('data', (c: Buffer) => {
-        if (errorBytes < MAX_ERROR_TEXT_BYTES) errorChunks.push(c.subarray(0, MAX_ERROR_TEXT_BYTES - errorBytes));
-        errorBytes += c.length;
+      const duplex = new Duplex({
+        read: () => ws.resume(),
+        // Done once the socket took it: the caller's next write waits for the target.
+        write: (chunk: Buffer, _encoding, done) => ws.send(Buffer.concat([Buffer.from([DATA_CHANNEL]), chunk]), done),
+        final: (done) => {
+          // v5 can say "no more data"; before it, only a close can.
+          if (ws.protocol === 'v5.channel.k8s.io') ws.send(Buffer.from([CLOSE_SIGNAL, DATA_CHANNEL]), done);
+          else {
+            ws.close();
+            done();
+          }
+        },
+        destroy: (err, done) => {
+          ws.terminate();
+          done(err);
+        },
       });
-      socket?.on('close', () => {
+      ws.on('message', (data: Buffer, isBinary: boolean) => {
+        if (!isBinary || data.length === 0) return;
+        const channel = data[0];
+        let payload = data.subarray(1);
+        if (prefixed.delete(channel)) payload = payload.subarray(2);
+        if (channel === DATA_CHANNEL && payload.length > 0 && !duplex.push(payload)) ws.pause();
+        else if (channel === ERROR_CHANNEL && errorBytes < MAX_ERROR_TEXT_BYTES) {
+          // The target's server is whoever the Target names: its error text may never end.
+          errorChunks.push(payload.subarray(0, MAX_ERROR_TEXT_BYTES - errorBytes));
+          errorBytes += payload.length;
+        }
+      });
+      await new Promise<void>((resolve, reject) => {
+        ws.once('open', () => resolve());
+        ws.once('unexpected-response', (_req, res) => {
+          res.destroy();
+          reject(new Error(`the target refused port-forward: HTTP ${res.statusCode}`));
+        });
+        ws.once('error', reject);
+        ws.once('close', () => reject(new Error('the connection to the target closed before port-forward started')));
+      });
+      ws.on('error', () => undefined); // a later error surfaces as the close
+      ws.on('close', () => {
         const errorText = sanitizeRemoteText(Buffer.concat(errorChunks).toString('utf8'), MAX_ERROR_MESSAGE_CHARS);
         if (errorText) duplex.destroy(new Error(errorText));
-        else fromRemote.end();
+        else duplex.push(null);
       });
-      signal.addEventListener('abort', () => socket?.close(), { once: true });
-      duplex.on('close', () => socket?.close());
+      signal.addEventListener('abort', () => ws.close(), { once: true });
+      duplex.on('close', () => ws.close());
       return duplex;
     },
   };

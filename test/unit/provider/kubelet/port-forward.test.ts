@@ -174,20 +174,70 @@ describe('target port-forward backend', () => {
     await once(wss, 'listening');
     wss.on('connection', (ws) => {
       ws.send(Buffer.from([1, 80, 0]));
-      ws.send(Buffer.concat([Buffer.from([1]), Buffer.from(`refused\n\u001b[2J${'x'.repeat(1 << 20)}`)]));
+      ws.send(Buffer.concat([Buffer.from([1]), Buffer.from('refused\n\u001b[2J')]));
+      for (let i = 0; i < 16; i++) ws.send(Buffer.concat([Buffer.from([1]), Buffer.from('x'.repeat(64 * 1024))]));
       ws.close();
     });
-    const kubeConfig = new KubeConfig();
-    kubeConfig.loadFromOptions({
-      clusters: [{ name: 't', server: `http://127.0.0.1:${(wss.address() as AddressInfo).port}`, skipTLSVerify: true }],
-      users: [{ name: 'u', token: 'x' }],
-      contexts: [{ name: 't', cluster: 't', user: 'u' }],
-      currentContext: 't',
-    });
-    const upstream = await createTargetPortForwardBackend().portForward({ kubeConfig, namespace: 'ns', pod: 'p' }, 80, new AbortController().signal);
+    const upstream = await createTargetPortForwardBackend().portForward({ kubeConfig: kubeConfigOf(wss), namespace: 'ns', pod: 'p' }, 80, new AbortController().signal);
     upstream.resume();
     const [err] = (await once(upstream, 'error')) as [Error];
     expect(err.message).to.match(/^refused \[2Jx+…$/);
     expect(err.message).to.have.length(1024);
   });
+
+  it('stops reading the target while the caller does not read, and the caller while the target does not', async function () {
+    this.timeout(15_000);
+    // The target's apiserver sends as fast as it can (capped at 64 MiB, so that a regression
+    // fails instead of eating the machine) and reads nothing.
+    wss = new WebSocketServer({ host: '127.0.0.1', port: 0, handleProtocols: () => 'v4.channel.k8s.io' });
+    await once(wss, 'listening');
+    let sent = 0;
+    wss.on('connection', (ws) => {
+      (ws as unknown as { _socket: { pause(): void } })._socket.pause();
+      ws.send(Buffer.from([0, 80, 0]));
+      const more = () => {
+        while (sent < 64 << 20 && ws.readyState === ws.OPEN && ws.bufferedAmount < 1 << 20) {
+          ws.send(Buffer.concat([Buffer.from([0]), Buffer.alloc(64 * 1024, 0x61)]));
+          sent += 64 * 1024;
+        }
+        if (sent < 64 << 20 && ws.readyState === ws.OPEN) setTimeout(more, 5);
+      };
+      more();
+    });
+    const ac = new AbortController();
+    const upstream = await createTargetPortForwardBackend().portForward({ kubeConfig: kubeConfigOf(wss), namespace: 'ns', pod: 'p' }, 80, ac.signal);
+    // A caller that sends as fast as it may and never reads.
+    let written = 0;
+    const write = () => {
+      while (written < 64 << 20) {
+        written += 64 * 1024;
+        if (!upstream.write(Buffer.alloc(64 * 1024, 0x62))) return;
+      }
+    };
+    upstream.on('drain', write);
+    write();
+    await new Promise((r) => setTimeout(r, 2_000));
+    const [sentThen, writtenThen] = [sent, written];
+    await new Promise((r) => setTimeout(r, 1_000));
+    console.log(`      in 3 s: ${(sent / 2 ** 20).toFixed(1)} MiB from the target, ${(written / 2 ** 20).toFixed(1)} MiB from the caller`);
+    // The kernel's socket buffers take a few MiB; beyond that, nothing more may be taken.
+    expect(sent).to.equal(sentThen);
+    expect(written).to.equal(writtenThen);
+    expect(sent).to.be.below(32 << 20);
+    expect(written).to.be.below(32 << 20);
+    ac.abort();
+    upstream.destroy();
+  });
 });
+
+/** A kubeconfig whose cluster is the given loopback server (plain HTTP, as client-node allows with skipTLSVerify). */
+function kubeConfigOf(server: WebSocketServer): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.loadFromOptions({
+    clusters: [{ name: 't', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'x' }],
+    contexts: [{ name: 't', cluster: 't', user: 'u' }],
+    currentContext: 't',
+  });
+  return kubeConfig;
+}
