@@ -249,12 +249,17 @@ function advance(counters: Map<string, Counter>, key: string, nanoCores: number,
   return next;
 }
 
-/** Start times of the delegate's running containers (the proxy's status mirrors them). */
+/**
+ * Start times of the delegate's running containers (the proxy's status mirrors them). The
+ * delegates cache holds what the target's server wrote: a time that does not parse is left out
+ * (unknown), or its NaN would stay in the node's counter for good and fail `/stats/summary`.
+ */
 function containerStarts(delegate: V1Pod): Map<string, number> {
   const out = new Map<string, number>();
   for (const s of delegate.status?.containerStatuses ?? []) {
     const at = s.state?.running?.startedAt;
-    if (at) out.set(s.name, new Date(at).getTime());
+    const ms = at ? new Date(at).getTime() : NaN;
+    if (Number.isFinite(ms)) out.set(s.name, ms);
   }
   return out;
 }

@@ -6,7 +6,7 @@ import { silentLogger } from '../../../../provider/core/logger.js';
 import { ResourceUsage, type PodMetricsRead } from '../../../../provider/kubelet/resource-usage.js';
 import { PARENT_CLUSTER_NAME_LABEL, PARENT_UID_LABEL } from '../../../../provider/core/keys.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
-import type { PodSample } from '../../../../provider/model/resource-metrics.js';
+import { buildStatsSummary, type PodSample } from '../../../../provider/model/resource-metrics.js';
 
 const NODE = 'admiralty-namespace-default-c2';
 const T0 = Date.UTC(2026, 10, 23, 10);
@@ -146,5 +146,24 @@ describe('ResourceUsage', () => {
     s.clock.advance(5_000);
     expect((await s.usage.nodeUsage(NODE))!.pods.length).to.equal(1);
     expect(s.told.map(([available]) => available)).to.deep.equal([false, true]);
+  });
+
+  it("takes a delegate's start time that is no time as unknown: no NaN in the node's counter, and /stats/summary answers", async () => {
+    const s = setup();
+    // The delegates cache holds what the target's server wrote, unchecked.
+    const odd = proxy('web-b', 'ub', T0 - 10_000);
+    odd.status!.containerStatuses![0].state!.running!.startedAt = 'yesterday' as unknown as Date;
+    s.proxies.push(odd);
+    s.setMetrics(new Map([
+      [s.delegate('web-a', 'ua'), sample(T0, 100_000_000)],
+      [s.delegate('web-b', 'ub'), sample(T0, 300_000_000)],
+    ]));
+    const first = (await s.usage.nodeUsage(NODE))!;
+    // Unknown start: as if it had run at its rate over the sample's window.
+    expect(first.pods[1].containers[0]).to.deep.include({ startTimeMs: undefined, cpuCoreSeconds: 0.3 * 15 });
+    expect(first.cpuCoreSeconds).to.be.closeTo(0.1 * 60 + 0.3 * 15, 1e-9);
+    expect(() => buildStatsSummary(first)).not.to.throw();
+    s.clock.advance(10_000);
+    expect((await s.usage.nodeUsage(NODE))!.cpuCoreSeconds).to.be.closeTo(0.1 * 60 + 0.3 * 15 + 0.4 * 10, 1e-9);
   });
 });
