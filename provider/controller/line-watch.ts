@@ -1,6 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { ByteAccumulator } from '../core/byte-accumulator.js';
 import type { WatchStarter } from './informer.js';
 
 /**
@@ -115,10 +116,13 @@ export class LineWatch implements WatchStarter {
   }
 }
 
-/** Cuts a byte stream at its newlines, handing on each non-empty line; holds at most `maxLineBytes` of an unfinished one. */
+/**
+ * Cuts a byte stream at its newlines, handing on each non-empty line; holds at most
+ * `maxLineBytes` of an unfinished one, in memory close to that however small the chunks it came
+ * in (see {@link ByteAccumulator}).
+ */
 export class LineSplitter {
-  private pending: Buffer[] = [];
-  private pendingBytes = 0;
+  private readonly pending = new ByteAccumulator();
 
   constructor(
     private readonly maxLineBytes: number,
@@ -131,15 +135,16 @@ export class LineSplitter {
     for (let nl = chunk.indexOf(10); nl !== -1; nl = chunk.indexOf(10, start)) {
       const piece = chunk.subarray(start, nl);
       start = nl + 1;
-      if (this.pendingBytes + piece.length > this.maxLineBytes) return false;
-      const line = this.pending.length === 0 ? piece : Buffer.concat([...this.pending, piece]);
-      this.pending = [];
-      this.pendingBytes = 0;
+      if (this.pending.length + piece.length > this.maxLineBytes) return false;
+      let line = piece;
+      if (this.pending.length > 0) {
+        this.pending.push(piece);
+        line = this.pending.take();
+      }
       if (line.length > 0) this.onLine(line);
     }
     if (start < chunk.length) {
-      this.pendingBytes += chunk.length - start;
-      if (this.pendingBytes > this.maxLineBytes) return false;
+      if (this.pending.length + chunk.length - start > this.maxLineBytes) return false;
       this.pending.push(chunk.subarray(start));
     }
     return true;

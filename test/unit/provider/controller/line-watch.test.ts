@@ -1,5 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { KubeConfig } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { createCA } from '../../../../certs/create-ca.js';
@@ -8,6 +10,20 @@ import { createServingCert } from '../../../../certs/create-serving-cert.js';
 import { reuseConnections } from '../../../../provider/clusters/connection-reuse.js';
 import { LineSplitter, LineWatch, WatchStatusError } from '../../../../provider/controller/line-watch.js';
 import { startMutualTlsServer, type MutualTlsServer } from '../../../support/mutual-tls.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** Heap (bytes) still held after a full collection by what `make` returns. */
+function heldBy(make: () => unknown): number {
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const kept = make();
+  gc();
+  const bytes = process.memoryUsage().heapUsed - before;
+  expect(kept).to.not.equal(undefined); // keeps `kept` alive through the reading
+  return bytes;
+}
 
 describe('LineSplitter', () => {
   const split = (chunks: Buffer[], max = 1024) => {
@@ -27,6 +43,25 @@ describe('LineSplitter', () => {
     const bytes = Buffer.from('{"name":"café"}\n');
     const at = bytes.indexOf(0xc3) + 1; // inside the two bytes of é
     expect(split([bytes.subarray(0, at), bytes.subarray(at)]).lines).to.deep.equal(['{"name":"café"}']);
+  });
+
+  it('holds an unfinished line sent a byte at a time in memory close to its length', () => {
+    // A server that sends one byte per TLS record has each handed on as a Buffer of its own,
+    // which costs about a hundred bytes of heap: the bound counts bytes, not what holds them.
+    const lines: Buffer[] = [];
+    const held = heldBy(() => {
+      const s = new LineSplitter(2 * 2 ** 20, (l) => lines.push(l));
+      let taken = true;
+      for (let i = 0; i < 2 ** 20; i++) taken &&= s.push(Buffer.from('x'));
+      expect(taken).to.equal(true);
+      return s;
+    });
+    expect(held).to.be.below(8 * 2 ** 20);
+    const s = new LineSplitter(2 ** 20, (l) => lines.push(l));
+    for (const c of ['{"a":', '1', '}\n{"b"', ':2}', '\n']) s.push(Buffer.from(c));
+    s.push(Buffer.alloc(8 * 1024, 0x20));
+    s.push(Buffer.from('{"c":3}\n'));
+    expect(lines.map((l) => l.toString().trim())).to.deep.equal(['{"a":1}', '{"b":2}', '{"c":3}']);
   });
 
   it('refuses a line over the bound, finished or not, and takes the lines before it', () => {
