@@ -16,6 +16,7 @@ import {
   type KubeConfig,
   type RequestContext,
 } from '@kubernetes/client-node';
+import { ByteAccumulator } from '../core/byte-accumulator.js';
 import { USER_AGENT } from '../core/version.js';
 import { connectOptionsOf } from './connection-reuse.js';
 
@@ -243,8 +244,8 @@ export class ApiHttp2Transport implements HttpLibrary {
       // The first of resolve and reject wins; what comes after (the close after an error) is ignored.
       let status = 0;
       const answerHeaders: Record<string, string> = {};
-      const chunks: Buffer[] = [];
-      let size = 0;
+      // Held close to its length however small the frames it comes in.
+      const chunks = new ByteAccumulator();
       stream.on('response', (h) => {
         status = Number(h[':status']);
         for (const [name, value] of Object.entries(h)) {
@@ -252,8 +253,7 @@ export class ApiHttp2Transport implements HttpLibrary {
         }
       });
       stream.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > this.o.maxAnswerBytes) {
+        if (chunks.length + chunk.length > this.o.maxAnswerBytes) {
           reject(new FetchError(`answer of ${url.pathname} larger than ${this.o.maxAnswerBytes} bytes`, 'max-size'));
           stream.close(http2.constants.NGHTTP2_CANCEL);
           return;
@@ -263,7 +263,7 @@ export class ApiHttp2Transport implements HttpLibrary {
       let ended = false;
       stream.on('end', () => {
         ended = true;
-        decoded(url, status, answerHeaders, Buffer.concat(chunks), this.o.maxAnswerBytes).then(resolve, reject);
+        decoded(url, status, answerHeaders, chunks.take(), this.o.maxAnswerBytes).then(resolve, reject);
       });
       const refused = () => stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM;
       stream.on('error', (err) => {
@@ -297,18 +297,16 @@ export class ApiHttp2Transport implements HttpLibrary {
       req.on('response', (res) => {
         const answerHeaders: Record<string, string> = {};
         for (const [name, value] of Object.entries(res.headers)) if (value !== undefined) answerHeaders[name] = Array.isArray(value) ? value.join(', ') : value;
-        const chunks: Buffer[] = [];
-        let size = 0;
+        const chunks = new ByteAccumulator();
         res.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > this.o.maxAnswerBytes) {
+          if (chunks.length + chunk.length > this.o.maxAnswerBytes) {
             reject(new FetchError(`answer of ${url.pathname} larger than ${this.o.maxAnswerBytes} bytes`, 'max-size'));
             req.destroy();
             return;
           }
           chunks.push(chunk);
         });
-        res.on('end', () => decoded(url, res.statusCode ?? 0, answerHeaders, Buffer.concat(chunks), this.o.maxAnswerBytes).then(resolve, reject));
+        res.on('end', () => decoded(url, res.statusCode ?? 0, answerHeaders, chunks.take(), this.o.maxAnswerBytes).then(resolve, reject));
         res.on('error', (err) => reject(transportError(url, err, signal)));
         res.on('close', () => {
           if (!res.complete) reject(transportError(url, new Error('the connection closed before the answer ended'), signal));
