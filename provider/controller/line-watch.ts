@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ByteAccumulator } from '../core/byte-accumulator.js';
+import { parseUntrustedJson } from '../core/untrusted-json.js';
 import type { WatchStarter } from './informer.js';
 
 /**
@@ -11,12 +12,29 @@ import type { WatchStarter } from './informer.js';
  */
 export const DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024;
 
+/**
+ * The most structural JSON tokens (`[`, `{`, `,`) in one watch event, as for the webhook's
+ * AdmissionReview: an object etcd can store has at most about 1.5 M (protobuf spends at least 2
+ * bytes on each item, member or empty object). A 16 MiB event of `[],` is 5.6 M empty arrays,
+ * about 230 MiB of heap and a second of `JSON.parse`; 16 MiB of nested arrays, 480 MiB of RSS.
+ */
+export const DEFAULT_MAX_EVENT_TOKENS = 2 * 2 ** 20;
+
+/**
+ * Events up to this length are parsed without the scan: what `JSON.parse` builds from 1 MiB is
+ * tens of MiB at worst, and the scan costs a third of the parse of a pod's event, on every
+ * event of every watch.
+ */
+const UNCHECKED_EVENT_BYTES = 2 ** 20;
+
 /** How much of a refused watch's answer (a Status) is read, for its message. */
 const MAX_ERROR_BODY_BYTES = 64 * 1024;
 
 export interface LineWatchOptions {
   /** See {@link DEFAULT_MAX_EVENT_BYTES}. */
   maxEventBytes?: number;
+  /** See {@link DEFAULT_MAX_EVENT_TOKENS}. */
+  maxEventTokens?: number;
 }
 
 /** A watch that ended in an HTTP status other than 200: its code, and the Status it came with. */
@@ -40,7 +58,9 @@ export class WatchStatusError extends Error {
  * ({@link LineWatchOptions.maxEventBytes}): past it the watch ends with an error (the informer
  * starts again, with backoff), where readline would buffer a line of any length.
  *
- * As with `Watch`: a line that is not JSON, or whose handler throws, is skipped; `done` is
+ * As with `Watch`: a line that is not JSON, or whose handler throws, is skipped, and so is a
+ * line of over 1 MiB that nests deeper or holds more tokens than an object of Kubernetes can
+ * (see `parseUntrustedJson`, {@link LineWatchOptions.maxEventTokens}), before it is parsed; `done` is
  * called once, with nothing when the server ends the watch, with the error otherwise
  * ({@link WatchStatusError} for an HTTP status other than 200, which carries it as `statusCode`).
  * `abort()` ends the request.
@@ -60,6 +80,7 @@ export class LineWatch implements WatchStarter {
     const options: https.RequestOptions = {};
     await this.kc.applyToHTTPSOptions(options);
     const maxEventBytes = this.o.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES;
+    const maxTokens = this.o.maxEventTokens ?? DEFAULT_MAX_EVENT_TOKENS;
 
     let finished = false;
     /** Ends the watch once; a watch that did not end cleanly has its connection closed. */
@@ -93,7 +114,8 @@ export class LineWatch implements WatchStarter {
       const lines = new LineSplitter(maxEventBytes, (line) => {
         let event: { type?: unknown; object?: unknown };
         try {
-          event = JSON.parse(line.toString('utf8'));
+          const text = line.toString('utf8');
+          event = (line.length > UNCHECKED_EVENT_BYTES ? parseUntrustedJson(text, { maxTokens }) : JSON.parse(text)) as typeof event;
         } catch {
           return;
         }

@@ -115,10 +115,10 @@ describe('LineWatch', () => {
     for (const end = Date.now() + 2000; !cond(); await new Promise((r) => setTimeout(r, 2))) if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
   };
   /** Starts a watch and records what it hands on. */
-  const start = async (maxEventBytes?: number) => {
+  const start = async (maxEventBytes?: number, maxEventTokens?: number) => {
     const events: [string, unknown][] = [];
     const ended: unknown[] = [];
-    const handle = await new LineWatch(kubeConfig(), { maxEventBytes }).watch(
+    const handle = await new LineWatch(kubeConfig(), { maxEventBytes, maxEventTokens }).watch(
       '/api/v1/pods',
       { resourceVersion: '7', labelSelector: 'a=b', fieldSelector: undefined, allowWatchBookmarks: true },
       (type, obj) => events.push([type, obj]),
@@ -164,6 +164,19 @@ describe('LineWatch', () => {
     expect(events).to.have.length(1);
     expect(String(ended[0])).to.match(/over 100 bytes/);
     await until('the connection closed', () => w.closed);
+  });
+
+  it('skips a long event that nests deeper or holds more tokens than an object can, before it is parsed', async () => {
+    // What JSON.parse builds grows with the tokens, not the bytes: 16 MiB of nested arrays,
+    // within the bound on an event's bytes, took 480 MiB of RSS.
+    const { events, w } = await start(undefined, 1000);
+    const added = (object: unknown) => JSON.stringify({ type: 'ADDED', object }) + '\n';
+    const depth = 2 ** 19 + 1;
+    w.res.write(`{"type":"ADDED","object":{"metadata":{"name":"deep"},"x":${'['.repeat(depth)}${']'.repeat(depth)}}}\n`);
+    w.res.write(added({ metadata: { name: 'wide' }, x: Array.from({ length: 2 ** 19 }, () => []) }));
+    w.res.write(added({ metadata: { name: 'p' } }));
+    await until('an event', () => events.length > 0);
+    expect(events.map(([type, o]) => [type, (o as { metadata: { name: string } }).metadata.name])).to.deep.equal([['ADDED', 'p']]);
   });
 
   it('ends once, with an AbortError, when aborted, and closes the connection', async () => {
