@@ -7,9 +7,11 @@ const BLOCK_BYTES = 64 * 1024;
  * Bytes that arrive in pieces and are wanted whole, held in memory close to their length
  * whatever the size of the pieces. A peer that sends one byte per TLS record or per HTTP/2 DATA
  * frame gets each byte handed on as a Buffer of its own, which costs a hundred bytes and more
- * of heap: a bound counted in bytes would hold a hundred times its size in such pieces. Here a
- * piece of less than {@link SMALL_PIECE_BYTES} is copied into a block, and the block is held as
- * one piece when it is full or a larger piece follows; a larger piece is held as it came.
+ * of heap: a bound counted in bytes would hold a hundred times its size in such pieces. Here the
+ * first piece is held as it came (an answer in one frame, the common case, costs no block and
+ * no copy); after it, a piece of less than {@link SMALL_PIECE_BYTES} is copied into a block, and
+ * the block is held as one piece when it is full or a larger piece follows; a larger piece is
+ * held as it came.
  */
 export class ByteAccumulator {
   private readonly pieces: Buffer[] = [];
@@ -25,7 +27,7 @@ export class ByteAccumulator {
   push(piece: Buffer): void {
     if (piece.length === 0) return;
     this.total += piece.length;
-    if (piece.length >= SMALL_PIECE_BYTES) {
+    if (piece.length >= SMALL_PIECE_BYTES || this.total === piece.length) {
       this.seal();
       this.pieces.push(piece);
       return;

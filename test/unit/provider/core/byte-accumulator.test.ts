@@ -14,4 +14,11 @@ describe('ByteAccumulator', () => {
     acc.push(Buffer.from('again'));
     expect(acc.take().toString()).to.equal('again');
   });
+
+  it('hands back a lone piece as it came, with no copy', () => {
+    const acc = new ByteAccumulator();
+    const piece = Buffer.from('{"kind":"Status"}');
+    acc.push(piece);
+    expect(acc.take()).to.equal(piece);
+  });
 });
