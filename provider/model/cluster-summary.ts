@@ -163,3 +163,41 @@ export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary |
 function ordinal(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
+
+/**
+ * Why an object a target's server answered for its ClusterSummary is not one, or undefined if it
+ * has a summary's shape. The server is whoever the Target names and may answer anything; what
+ * reads a summary (the extender's filter, the virtual node, re-placement) takes its types as
+ * given. Quantities are not parsed here (those who read them refuse bad ones); only the types
+ * of the fields read are checked. Pure.
+ */
+export function clusterSummaryProblem(obj: unknown): string | undefined {
+  const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  const isStringMap = (v: unknown) => isObject(v) && Object.values(v).every((x) => typeof x === 'string');
+  const optional = (v: unknown, ok: (v: unknown) => boolean) => v === undefined || ok(v);
+  if (!isObject(obj)) return 'it is not an object';
+  for (const f of ['capacity', 'allocatable', 'free'] as const) {
+    if (!optional(obj[f], isStringMap)) return `${f} must map resource names to quantity strings`;
+  }
+  if (!optional(obj.podsResourceVersion, (v) => typeof v === 'string')) return 'podsResourceVersion must be a string';
+  if (obj.nodePools === undefined) return undefined;
+  if (!Array.isArray(obj.nodePools)) return 'nodePools must be a list';
+  for (const [i, pool] of obj.nodePools.entries()) {
+    const at = `nodePools[${i}]`;
+    if (!isObject(pool)) return `${at} must be an object`;
+    if (!isStringMap(pool.labels)) return `${at}.labels must map label keys to strings`;
+    const taintOk = (t: unknown) => isObject(t) && typeof t.key === 'string' && typeof t.effect === 'string' && optional(t.value, (v) => typeof v === 'string');
+    if (!optional(pool.taints, (v) => Array.isArray(v) && v.every(taintOk))) return `${at}.taints must be a list of taints with a key and an effect`;
+    if (!Array.isArray(pool.nodes)) return `${at}.nodes must be a list`;
+    for (const [j, node] of pool.nodes.entries()) {
+      const nat = `${at}.nodes[${j}]`;
+      if (!isObject(node) || typeof node.name !== 'string') return `${nat} must be an object with a name`;
+      if (!optional(node.hostname, (v) => typeof v === 'string')) return `${nat}.hostname must be a string`;
+      if (!isStringMap(node.allocatable) || !isStringMap(node.free)) return `${nat}.allocatable and .free must map resource names to quantity strings`;
+      for (const f of ['unschedulable', 'notReady'] as const) {
+        if (!optional(node[f], (v) => typeof v === 'boolean')) return `${nat}.${f} must be true or false`;
+      }
+    }
+  }
+  return undefined;
+}

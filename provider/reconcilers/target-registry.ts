@@ -7,6 +7,7 @@ import { createTargetClient, kubeConfigFromSecret, parseTargetKey, targetKey, ty
 import type { Clock } from '../core/clock.js';
 import { classifyApiError, isNotFound, statusMessage } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
+import { clusterSummaryProblem } from '../model/cluster-summary.js';
 import { virtualNodeName } from '../model/names.js';
 import { clusterTargetRights, targetForbidden } from '../model/refusal.js';
 import { isOutage } from '../model/outage.js';
@@ -134,6 +135,10 @@ export class TargetRegistryReconciler {
       )) as ClusterSummary;
       const namespace = ref.kind === 'Target' ? ref.namespace : undefined;
       const server = client.kubeConfig.getCurrentCluster()?.server;
+      const problem = clusterSummaryProblem(summary);
+      if (problem) {
+        return { client, health: { ready: false, reason: 'ClusterSummaryInvalid', message: `the target at ${server} answered a ClusterSummary "${CLUSTER_SUMMARY_NAME}" that is not one: ${problem}` } };
+      }
       if (namespace && !client.self) {
         // The summary is readable cluster-wide; delegates need rights in this namespace, which a
         // Source in that namespace of the target grants. Say so rather than fail on every pod.

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { perObject } from '../../../../provider/core/per-object.js';
-import { buildClusterSummary, isVirtualNode, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
+import { buildClusterSummary, clusterSummaryProblem, isVirtualNode, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
 import { podRequestsWithOverhead } from '../../../../provider/model/resources.js';
 
 function node(labels: Record<string, string>, capacity?: Record<string, string>, allocatable?: Record<string, string>): V1Node {
@@ -151,6 +151,36 @@ describe('buildClusterSummary: node pools and what is free', () => {
     expect(summaryEquals(summary, buildClusterSummary(nodes, pods.slice(1)))).to.equal(false);
     expect(summaryEquals(summary, buildClusterSummary(nodes, pods))).to.equal(true);
   });
+});
+
+describe("clusterSummaryProblem (a target's server may answer anything)", () => {
+  const node = { name: 'n1', allocatable: { cpu: '4' }, free: { cpu: '2' } };
+  const pool = { labels: { zone: 'a' }, taints: [{ key: 'gpu', effect: 'NoSchedule' }], nodes: [node] };
+  const good = { metadata: { name: 'singleton' }, allocatable: { cpu: '4' }, nodePools: [pool], podsResourceVersion: '12' };
+
+  it('takes what buildClusterSummary writes, and a summary without pools', () => {
+    const built = buildClusterSummary([{ metadata: { name: 'w', labels: { zone: 'a' } }, spec: { taints: [{ key: 'k', effect: 'NoExecute' }] }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } }]);
+    expect(clusterSummaryProblem(JSON.parse(JSON.stringify(built)))).to.equal(undefined);
+    expect(clusterSummaryProblem(good)).to.equal(undefined);
+    expect(clusterSummaryProblem({ metadata: {} })).to.equal(undefined);
+  });
+
+  const bad: [string, unknown, string][] = [
+    ['not an object', [good], 'it is not an object'],
+    ['pools not a list', { ...good, nodePools: { a: pool } }, 'nodePools must be a list'],
+    ['a pool that is null', { ...good, nodePools: [null] }, 'nodePools[0] must be an object'],
+    ['labels with a number', { ...good, nodePools: [{ ...pool, labels: { zone: 1 } }] }, 'nodePools[0].labels must map label keys to strings'],
+    ['a taint without an effect', { ...good, nodePools: [{ ...pool, taints: [{ key: 'k' }] }] }, 'nodePools[0].taints must be a list of taints with a key and an effect'],
+    ['nodes not a list', { ...good, nodePools: [{ ...pool, nodes: 'n1' }] }, 'nodePools[0].nodes must be a list'],
+    ['a node without a name', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, name: 7 }] }] }, 'nodePools[0].nodes[0] must be an object with a name'],
+    ['free missing', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, free: undefined }] }] }, 'nodePools[0].nodes[0].allocatable and .free must map resource names to quantity strings'],
+    ['notReady a string', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, notReady: 'yes' }] }] }, 'nodePools[0].nodes[0].notReady must be true or false'],
+    ['free of the cluster a list', { ...good, free: ['cpu'] }, 'free must map resource names to quantity strings'],
+    ['podsResourceVersion a number', { ...good, podsResourceVersion: 12 }, 'podsResourceVersion must be a string'],
+  ];
+  for (const [why, obj, problem] of bad) {
+    it(`says why of ${why}`, () => expect(clusterSummaryProblem(obj)).to.equal(problem));
+  }
 });
 
 describe('summaryPodFields', () => {

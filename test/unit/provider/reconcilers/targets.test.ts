@@ -561,6 +561,22 @@ describe('TargetsReconciler.reconcile', () => {
         probed: true,
       },
       {
+        why: 'probe answers a ClusterSummary whose node pools are not a list',
+        target: selfTarget(),
+        probe: async () => ({ metadata: { name: 'singleton' }, nodePools: 'all of them' }),
+        reason: 'ClusterSummaryInvalid',
+        message: /^the target at https:\/\/source.example:6443 answered a ClusterSummary "singleton" that is not one: nodePools must be a list$/,
+        probed: true,
+      },
+      {
+        why: 'probe answers a ClusterSummary with a node of the wrong shape',
+        target: selfTarget(),
+        probe: async () => ({ metadata: { name: 'singleton' }, nodePools: [{ labels: {}, nodes: [{ name: 'n1', allocatable: { cpu: 4 }, free: {} }] }] }),
+        reason: 'ClusterSummaryInvalid',
+        message: /nodePools\[0\]\.nodes\[0\]\.allocatable and \.free must map resource names to quantity strings$/,
+        probed: true,
+      },
+      {
         why: "kubeconfig that reads the provider's own service-account token",
         target: { metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } },
         secret: rawKubeconfigSecret('https://remote.example:6443', 'token-file: /var/run/secrets/kubernetes.io/serviceaccount/token'),
