@@ -17,7 +17,13 @@ export interface TargetHealth {
    * that restarts may serve no custom resources for a moment) does not start it again.
    */
   outageSinceMs?: number;
-  /** When the target was last seen unreachable (its API did not answer), if ever. */
+  /**
+   * `outageSinceMs` on the clock's monotonic reading (`Clock.monotonicMs`): what failover-after
+   * is measured on, so that a step of the wall clock during an outage (NTP, a resumed VM) moves
+   * no failover.
+   */
+  outageSinceMonoMs?: number;
+  /** When the target was last seen unreachable (its API did not answer), if ever, on the monotonic clock. */
   lastOutageMs?: number;
 }
 

@@ -26,11 +26,12 @@ export const STANDBY_FENCE_GRACE_MS = 30_000;
 /**
  * Whether a replica that does not lead (and so does not fence) may create a delegate in a target
  * whose health it probes itself: not during an outage, nor within `graceMs` of the last time
- * the target was seen unreachable (`lastOutageMs`). Pure.
+ * the target was seen unreachable (`lastOutageMs`). `monoNowMs` is on the same monotonic clock as
+ * `lastOutageMs`. Pure.
  */
-export function standbyMayCreateDelegates(health: { ready: boolean; reason: string; lastOutageMs?: number } | undefined, nowMs: number, graceMs = STANDBY_FENCE_GRACE_MS): boolean {
+export function standbyMayCreateDelegates(health: { ready: boolean; reason: string; lastOutageMs?: number } | undefined, monoNowMs: number, graceMs = STANDBY_FENCE_GRACE_MS): boolean {
   if (isOutage(health)) return false;
-  return health?.lastOutageMs === undefined || nowMs - health.lastOutageMs >= graceMs;
+  return health?.lastOutageMs === undefined || monoNowMs - health.lastOutageMs >= graceMs;
 }
 
 /** A proxy's failover policy: from its own annotation, else its namespace's. */
@@ -65,8 +66,13 @@ export interface OutageInput {
   namespace: V1Namespace | undefined;
   /** The target's display name, for messages. */
   targetName: string;
-  /** When the target became unreachable, ms since the epoch (the registry's `outageSinceMs`). */
+  /** When the target became unreachable, ms since the epoch (the registry's `outageSinceMs`), for messages. */
   unreachableSinceMs: number;
+  /**
+   * How long the target has been unreachable, measured on the monotonic clock: what the
+   * failover deadline is judged by, so a step of the wall clock moves no failover.
+   */
+  unreachableForMs: number;
   nowMs: number;
 }
 
@@ -116,9 +122,11 @@ export function decideOutage(i: OutageInput): OutageDecision {
   if (policy.kind === 'invalid') {
     return withCondition(`${since}; the pod stays bound to it: ${FAILOVER_AFTER_ANNOTATION} on ${where} is invalid: ${policy.error}`, 'InvalidFailoverAfter');
   }
-  const deadlineMs = i.unreachableSinceMs + policy.afterMs;
-  if (i.nowMs < deadlineMs) {
-    return withCondition(`${since}; failover at ${iso(deadlineMs)} (${FAILOVER_AFTER_ANNOTATION}: ${policy.text} on ${where})`, TARGET_UNREACHABLE_REASON, deadlineMs);
+  if (i.unreachableForMs < policy.afterMs) {
+    // The message names the deadline on the wall clock from the outage's start, so it stays the
+    // same from pass to pass; the recheck is timed by what is left on the monotonic clock.
+    const recheckAtMs = i.nowMs + Math.ceil(policy.afterMs - i.unreachableForMs);
+    return withCondition(`${since}; failover at ${iso(i.unreachableSinceMs + policy.afterMs)} (${FAILOVER_AFTER_ANNOTATION}: ${policy.text} on ${where})`, TARGET_UNREACHABLE_REASON, recheckAtMs);
   }
   const owner = controllerOf(proxy);
   if (!owner) {

@@ -1,5 +1,5 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
-import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { ClusterRegistry, TargetHealth } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
@@ -114,7 +114,7 @@ export class OutageReconciler {
       const pass = this.writes.begin(key);
       try {
         await this.each(proxies, `proxies on ${target.displayName}`, async (proxy) => {
-          const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.outageSinceMs ?? health.sinceMs, nowMs: now });
+          const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.outageSinceMs ?? health.sinceMs, unreachableForMs: unreachableFor(health, now, this.o.clock.monotonicMs()), nowMs: now });
           if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
           await this.apply(proxy, decision, key, pass);
         });
@@ -242,4 +242,10 @@ export class OutageReconciler {
     }
   }
 
+}
+
+/** How long the target has been unreachable: on the monotonic clock, or the wall clock for a health that has no monotonic start. */
+function unreachableFor(health: TargetHealth, nowMs: number, monoNowMs: number): number {
+  if (health.outageSinceMonoMs !== undefined) return monoNowMs - health.outageSinceMonoMs;
+  return nowMs - (health.outageSinceMs ?? health.sinceMs);
 }

@@ -217,13 +217,16 @@ export class TargetRegistryReconciler {
   /** Stores the health in the registry, keeping the transition time and the outage's start. */
   private recordHealth(key: string, probe: Probe): void {
     const now = this.o.clock.now();
+    const mono = this.o.clock.monotonicMs();
     const prev = this.o.registry.health(key);
     const outage = isOutage(probe.health);
+    const starts = !probe.health.ready && prev?.outageSinceMs === undefined && outage;
     this.o.registry.setHealth(key, {
       ...probe.health,
       sinceMs: prev && prev.ready === probe.health.ready ? prev.sinceMs : now,
-      outageSinceMs: probe.health.ready ? undefined : (prev?.outageSinceMs ?? (outage ? now : undefined)),
-      lastOutageMs: outage ? now : prev?.lastOutageMs,
+      outageSinceMs: probe.health.ready ? undefined : starts ? now : prev?.outageSinceMs,
+      outageSinceMonoMs: probe.health.ready ? undefined : starts ? mono : prev?.outageSinceMonoMs,
+      lastOutageMs: outage ? mono : prev?.lastOutageMs,
     });
     this.o.onHealth?.(key, probe.health.ready);
   }

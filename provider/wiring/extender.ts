@@ -56,7 +56,7 @@ export function wireExtender(
         // The leader fences a target that comes back before it creates delegates there; a
         // standby cannot know when that is done, so it keeps off a target recently unreachable.
         mayCreateDelegates: (key) =>
-          w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.now()),
+          w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.monotonicMs()),
       })
     : undefined;
   // A bind waiting for the target's scheduler goes on as soon as the delegate is placed; the

@@ -63,7 +63,20 @@ describe('failoverPolicy', () => {
 
 describe('decideOutage', () => {
   const since = T0;
-  const at = (nowMs: number, p: V1Pod, n?: V1Namespace) => decideOutage({ proxy: p, namespace: n, targetName: 'c2', unreachableSinceMs: since, nowMs });
+  const at = (nowMs: number, p: V1Pod, n?: V1Namespace) => decideOutage({ proxy: p, namespace: n, targetName: 'c2', unreachableSinceMs: since, unreachableForMs: nowMs - since, nowMs });
+
+  it('judges the deadline by how long the target has been unreachable, not by the wall clock', () => {
+    const p = pod({ owner: true, annotations: { [AFTER]: '20s' } });
+    // The wall clock was stepped an hour forward 5 s into the outage.
+    const early = decideOutage({ proxy: p, namespace: undefined, targetName: 'c2', unreachableSinceMs: since, unreachableForMs: 5_000, nowMs: since + 3_605_000 });
+    expect(early.failover).to.equal(false);
+    expect(early.recheckAtMs).to.equal(since + 3_605_000 + 15_000);
+    // The message keeps the deadline it said from the start (one write per transition).
+    expect(early.condition!.message).to.match(/failover at 2026-01-01T10:00:20.000Z/);
+    // Stepped an hour back: the deadline still comes 20 s into the outage.
+    const due = decideOutage({ proxy: p, namespace: undefined, targetName: 'c2', unreachableSinceMs: since, unreachableForMs: 20_000, nowMs: since - 3_580_000 });
+    expect(due.failover).to.equal(true);
+  });
 
   const cases: { name: string; pod: V1Pod; ns?: V1Namespace; nowMs: number; failover: boolean; condition: boolean; reason?: string; message?: RegExp; recheckAtMs?: number }[] = [
     { name: 'no policy: marked, stays', pod: pod({ owner: true }), nowMs: since + 3_600_000, failover: false, condition: true, reason: 'TargetUnreachable', message: /^target c2 unreachable since 2026-01-01T10:00:00.000Z; the pod stays bound to it/ },

@@ -190,6 +190,20 @@ describe('OutageReconciler', () => {
     expect(cond.lastTransitionTime).to.equal('2026-01-01T10:00:00.000Z');
   });
 
+  it('moves no failover when the wall clock is stepped during the outage: failover-after is measured on the monotonic clock', async () => {
+    const p = proxy('web', { owner: true, annotations: { [AFTER]: '20s' } });
+    const s = setup({ proxies: [p] });
+    s.registry.setHealth(KEY, { ready: false, reason: 'TargetUnreachable', message: 'connection refused', sinceMs: T0, outageSinceMs: T0, outageSinceMonoMs: s.clock.monotonicMs() });
+    s.clock.advance(5_000);
+    s.clock.stepWallClock(3_600_000); // NTP, or a resumed VM
+    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 15_000 });
+    sinon.assert.notCalled(s.source.deleteNamespacedPod);
+    s.afterPatch(p, 0);
+    s.clock.advance(15_000);
+    await s.reconciler.reconcile(KEY);
+    sinon.assert.calledOnce(s.source.deleteNamespacedPod);
+  });
+
   it('looks again at a far deadline within a minute (a timer past 2^31 ms would fire at once)', async () => {
     const s = setup({ proxies: [proxy('web', { owner: true, annotations: { [AFTER]: '1000h' } })] });
     s.health(false);

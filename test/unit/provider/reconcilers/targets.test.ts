@@ -484,7 +484,7 @@ describe('TargetsReconciler.reconcile', () => {
     w.clock.advance(10_000);
     await w.reconciler.reconcile(KEY);
     // Ready has been False all along (the condition's transition time stays), the outage is new.
-    expect(w.registry.health(KEY)).to.deep.include({ ready: false, reason: 'TargetUnreachable', sinceMs: T0, outageSinceMs: T0 + 3_600_000 });
+    expect(w.registry.health(KEY)).to.deep.include({ ready: false, reason: 'TargetUnreachable', sinceMs: T0, outageSinceMs: T0 + 3_600_000, outageSinceMonoMs: w.clock.monotonicMs() - 10_000 });
     // A refusal meanwhile (an apiserver starting) does not start the outage again; Ready ends it.
     refuse = true;
     w.clock.advance(10_000);
@@ -492,11 +492,11 @@ describe('TargetsReconciler.reconcile', () => {
     refuse = false;
     w.clock.advance(10_000);
     await w.reconciler.reconcile(KEY);
-    expect(w.registry.health(KEY)).to.deep.include({ reason: 'TargetUnreachable', outageSinceMs: T0 + 3_600_000 });
+    expect(w.registry.health(KEY)).to.deep.include({ reason: 'TargetUnreachable', outageSinceMs: T0 + 3_600_000, outageSinceMonoMs: w.clock.monotonicMs() - 30_000 });
     w.probe.callsFake((async () => clone(SUMMARY)) as never);
     w.clock.advance(10_000);
     await w.reconciler.reconcile(KEY);
-    expect(w.registry.health(KEY)).to.deep.include({ ready: true, outageSinceMs: undefined });
+    expect(w.registry.health(KEY)).to.deep.include({ ready: true, outageSinceMs: undefined, outageSinceMonoMs: undefined });
   });
 
   it('writes a ClusterTarget status through the cluster-scoped status subresource', async () => {
