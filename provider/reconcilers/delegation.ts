@@ -392,7 +392,8 @@ export class DelegationReconciler {
    * Target: a terminating proxy is released, so no finalizer outlives its target.
    */
   private async withoutTarget(proxy: V1Pod, nodeName: string, terminating: boolean): Promise<Result> {
-    const now = this.o.clock.now();
+    // On the monotonic clock: a step back of the wall clock must not stretch the recheck period.
+    const now = this.o.clock.monotonicMs();
     let nodeExists = (this.nodeSeenAt.get(nodeName) ?? -Infinity) > now - WITHOUT_TARGET_RECHECK_MS;
     if (!nodeExists) {
       try {

@@ -216,7 +216,7 @@ export class TargetsReconciler {
         const created = await this.o.sourceCore.createNode({ body: desired });
         // Status is ignored on create: write it through the status subresource.
         await this.patchNodeStatus(nodeName, buildVirtualNodeStatusPatch(created, desired, { heartbeat: true }));
-        this.lastStatusWriteMs.set(key, this.o.clock.now());
+        this.lastStatusWriteMs.set(key, this.o.clock.monotonicMs());
         this.o.events.record({ kind: 'Node', apiVersion: 'v1', metadata: { name: nodeName, uid: created.metadata?.uid } }, 'Normal', 'VirtualNodeCreated', `virtual node for ${ref.kind} ${ref.kind === 'Target' ? `${ref.namespace}/` : ''}${ref.name}`);
         return created;
       } catch (err) {
@@ -231,11 +231,12 @@ export class TargetsReconciler {
     if (metadataPatch) {
       await this.o.sourceCore.patchNode({ name: nodeName, body: metadataPatch }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
     }
-    const heartbeat = this.o.clock.now() - (this.lastStatusWriteMs.get(key) ?? 0) >= this.nodeStatusIntervalMs;
+    // On the monotonic clock: after a step back of the wall clock, the heartbeat stays on time.
+    const heartbeat = this.o.clock.monotonicMs() - (this.lastStatusWriteMs.get(key) ?? -Infinity) >= this.nodeStatusIntervalMs;
     const statusPatch = buildVirtualNodeStatusPatch(existing, desired, { heartbeat });
     if (statusPatch) {
       await this.patchNodeStatus(nodeName, statusPatch);
-      this.lastStatusWriteMs.set(key, this.o.clock.now());
+      this.lastStatusWriteMs.set(key, this.o.clock.monotonicMs());
     }
     return existing;
   }

@@ -423,6 +423,17 @@ describe('DelegationReconciler', () => {
       // Released: its finalizer removed, since its delegate went with the target.
       sinon.assert.calledOnce(source.patchNamespacedPod);
     });
+
+    it('reads such a node again after the recheck period even when the wall clock was set back meanwhile', async () => {
+      const p = proxy({ nodeName: 'admiralty-cluster-unknown' });
+      const { reconciler, source, clock } = setup({ proxies: [p] });
+      source.readNode.resolves({ metadata: { name: 'admiralty-cluster-unknown' } });
+      await reconciler.reconcile(`${NS}/${p.metadata!.name}`);
+      clock.stepWallClock(-3_600_000);
+      clock.advance(5000);
+      await reconciler.reconcile(`${NS}/${p.metadata!.name}`);
+      sinon.assert.calledTwice(source.readNode);
+    });
   });
 
   describe('feedback', () => {

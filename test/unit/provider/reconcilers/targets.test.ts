@@ -339,6 +339,17 @@ describe('TargetsReconciler.reconcile', () => {
       expect(w.health).to.deep.equal([[KEY, true]]);
     });
 
+    it('writes the node status heartbeat on time after the wall clock is set back', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.patchNodeStatus.callCount).to.equal(1);
+      w.clock.stepWallClock(-3_600_000);
+      w.clock.advance(60_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.src.core.patchNodeStatus.callCount).to.equal(2);
+    });
+
     it('then renews the Lease every round and writes the node status only when the interval has passed', async () => {
       const w = setup();
       const target = selfTarget();
