@@ -53,7 +53,10 @@ export interface ManagerOptions {
   elector?: (callbacks: { onStartedLeading(): void; onStoppedLeading(): void }) => Elector;
   /** Budget to stop the leader's runnables when leadership is lost. */
   stepDownDeadlineMs: number;
-  /** Called once the leader's runnables stopped after a loss of leadership (main exits). */
+  /**
+   * Called once the leader's runnables stopped after a loss of leadership (main exits); during a
+   * shutdown, only when they did not stop within `stepDownDeadlineMs` of the loss.
+   */
   onLostLeadership?: () => void;
 }
 
@@ -75,6 +78,8 @@ export class Manager {
   private elector?: Elector;
   /** Leader runnables start one after the other; a loss waits for a start in progress. */
   private leaderTransition: Promise<void> = Promise.resolve();
+  /** The shutdown's stop of the writers, once begun: whether they all stopped within its deadline. */
+  private writersStopped?: Promise<boolean>;
 
   constructor(private readonly o: ManagerOptions) {}
 
@@ -127,7 +132,8 @@ export class Manager {
     const drained = new Promise<void>((res) => setTimeout(res, drainMs));
     const deadline = Date.now() + deadlineMs;
     await this.leaderTransition;
-    await this.stopLeaders(Math.max(0, deadline - Date.now()));
+    this.writersStopped = this.stopLeaders(Math.max(0, deadline - Date.now()));
+    await this.writersStopped;
     // After the writers stopped: the next leader must not overlap with them.
     await this.elector?.release();
     await drained;
@@ -150,19 +156,26 @@ export class Manager {
 
   private stoppedLeading(): void {
     this.leading = false;
+    const stepDownAt = Date.now() + this.o.stepDownDeadlineMs;
     this.leaderTransition = this.leaderTransition
       .then(() => this.stopLeaders(this.o.stepDownDeadlineMs))
-      .then(() => {
-        this.o.logger.warn('leadership lost: writers stopped');
-        if (!this.stopping) this.o.onLostLeadership?.();
+      .then(async (inTime) => {
+        // A loss during a shutdown: the shutdown stops the writers already, on its own longer
+        // deadline. Past the step-down deadline another replica may lead, so a writer still at
+        // work then (a call that hangs) must not outlive this process, shutdown or not.
+        if (this.stopping && this.writersStopped) inTime = inTime && (await within(this.writersStopped, stepDownAt - Date.now()));
+        this.o.logger.warn(inTime ? 'leadership lost: writers stopped' : 'leadership lost: the writers did not stop within the step-down deadline');
+        if (!this.stopping || !inTime) this.o.onLostLeadership?.();
       });
   }
 
-  private async stopLeaders(deadlineMs: number): Promise<void> {
+  /** Stops the leader's runnables within `deadlineMs`; resolves with whether every one stopped in time. */
+  private async stopLeaders(deadlineMs: number): Promise<boolean> {
     const deadline = Date.now() + deadlineMs;
     const leaders = this.runnables.filter((r) => r.needLeaderElection && this.running.has(r)).reverse();
     // All at once: each stops taking work at its first step, so no writer waits for another.
-    await Promise.all(leaders.map((r) => this.stopOne(r, Math.max(0, deadline - Date.now()))));
+    const stopped = await Promise.all(leaders.map((r) => this.stopOne(r, Math.max(0, deadline - Date.now()))));
+    return stopped.every(Boolean);
   }
 
   private async startOne(r: Runnable): Promise<void> {
@@ -179,11 +192,12 @@ export class Manager {
     this.running.add(r);
   }
 
-  private async stopOne(r: Runnable, deadlineMs: number): Promise<void> {
+  /** Stops one runnable within `deadlineMs`; resolves with whether it stopped in time (a failure to stop counts as stopped). */
+  private async stopOne(r: Runnable, deadlineMs: number): Promise<boolean> {
     this.running.delete(r);
+    let inTime = true;
     try {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.resolve(r.stop(deadlineMs)), new Promise<void>((res) => (timer = setTimeout(res, deadlineMs)))]).finally(() => clearTimeout(timer));
+      inTime = await within(Promise.resolve(r.stop(deadlineMs)), deadlineMs);
     } catch (err) {
       this.o.logger.warn('stopping a runnable failed', { runnable: r.name, ...errorFields(err) });
     }
@@ -195,6 +209,7 @@ export class Manager {
         c.stop();
       }
     }
+    return inTime;
   }
 }
 
@@ -205,4 +220,14 @@ export class Manager {
  */
 export function leaderController(c: Controller, caches: readonly Cache[]): Runnable {
   return { name: c.name, needLeaderElection: true, caches, start: () => c.start(), stop: (ms) => c.stop(ms) };
+}
+
+/** Whether `p` settles within `ms` (its rejection is thrown); the timer is cleared either way. */
+async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p.then(() => true), new Promise<boolean>((res) => (timer = setTimeout(() => res(false), Math.max(0, ms))))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -166,6 +166,28 @@ describe('Manager', () => {
     expect(w.m.readiness().ready).to.equal(false);
   });
 
+  it('a loss during a shutdown ends the process when a writer has not stopped by the step-down deadline, and not when it has', async () => {
+    for (const hangs of [true, false]) {
+      const e = fakeElector(log);
+      let lost = 0;
+      const m = new Manager({ logger: silentLogger(), elector: e.build, stepDownDeadlineMs: 50, onLostLeadership: () => lost++ });
+      let stopped!: () => void;
+      // A writer whose stop waits for a call to the apiserver that hangs (or not).
+      m.add({ name: 'writer', needLeaderElection: true, start: async () => undefined, stop: () => (hangs ? new Promise<void>((r) => (stopped = r)) : undefined) });
+      await m.start();
+      e.callbacks!.onStartedLeading();
+      await settle();
+      const shutdown = m.stop(10_000);
+      await settle();
+      // The lease's renewal fails meanwhile: another replica may lead 50 ms from now.
+      e.callbacks!.onStoppedLeading();
+      await new Promise((r) => setTimeout(r, 120));
+      expect(lost, hangs ? 'the writer still at work: exit' : 'the writers stopped in time: a shutdown, not a loss').to.equal(hangs ? 1 : 0);
+      if (hangs) stopped();
+      await shutdown;
+    }
+  });
+
   it('stop with a drain: not Ready and draining at once, the lease handed back before the drain ends, the servers stopped after it', async () => {
     const clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
     try {
