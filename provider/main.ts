@@ -120,7 +120,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     kc,
     core,
     custom,
-    clusters: new ClusterRegistry(),
+    clusters: new ClusterRegistry({ cacheBudgetBytes: config.targetCacheBudgetMib * 2 ** 20 }),
     events: new EventRecorder({ core, component: EVENT_COMPONENT, clock, logger }),
     logger,
     clock,
@@ -128,7 +128,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     registry,
     manager,
     newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, cached) =>
-      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, strings, share: cached?.share && { table: subtrees, parts: cached.share }, logger, clock, metrics }),
+      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, strings, share: cached?.share && { table: subtrees, parts: cached.share }, budget: cached?.budget, logger, clock, metrics }),
     newController: (name, reconciler, shards) => new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics }),
   };
   await wire(w, coordination);
@@ -158,8 +158,8 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
 
   /** An informer over one of our CRDs, all namespaces. */
   const crdInformer = <T extends KubernetesObject>(plural: string) =>
-    w.newInformer<T>(plural, config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/${plural}`, () =>
-      custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural }) as Promise<KubernetesListObject<T>>,
+    w.newInformer<T>(plural, config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/${plural}`, (page) =>
+      custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, ...page }) as Promise<KubernetesListObject<T>>,
     );
 
   // Summary and sources run in every cluster (target side).
@@ -182,7 +182,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // proxies and delegates (constraints, volume sources, conditions) are one shared copy (see
   // sharePodParts).
   const proxies = enabled('delegation')
-    ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', () => core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }), `${HAS_FINALIZER_LABEL}=true`, undefined, {
+    ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', (page) => core.listPodForAllNamespaces(page), `${HAS_FINALIZER_LABEL}=true`, undefined, {
         transform: proxyFields,
         share: sharePodParts,
       })

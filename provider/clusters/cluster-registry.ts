@@ -1,4 +1,5 @@
 import { EventEmitter } from 'node:events';
+import { CacheBudget } from '../controller/cache-budget.js';
 import type { ClusterSummary } from '../model/types.js';
 import type { TargetClient } from './target-client.js';
 
@@ -40,6 +41,12 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
   /** Virtual node name -> target key. */
   private readonly nodes = new Map<string, string>();
   private readonly summaries = new Map<string, { summary: ClusterSummary; readAtMs: number }>();
+  private readonly budgets = new Map<string, CacheBudget>();
+
+  /** `cacheBudgetBytes`: what each target's informers may hold together (see {@link cacheBudget}); unbounded without. */
+  constructor(private readonly o: { cacheBudgetBytes?: number } = {}) {
+    super();
+  }
 
   /** Adds or replaces a target's clients. Emits `removed` for the old one, then `added`. Idempotent for the same fingerprint. */
   set(client: TargetClient, virtualNodeName: string): void {
@@ -56,6 +63,7 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
     this.deleteClient(key);
     this.healths.delete(key);
     this.summaries.delete(key);
+    this.budgets.delete(key);
     for (const [node, k] of this.nodes) if (k === key) this.nodes.delete(node);
   }
 
@@ -99,6 +107,22 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
   /** Records the target's ClusterSummary as just read (the scheduler extender judges from it). */
   setSummary(key: string, summary: ClusterSummary, readAtMs: number): void {
     this.summaries.set(key, { summary, readAtMs });
+  }
+
+  /**
+   * The budget of what the target's informers may hold together (see `CacheBudget`), one per
+   * target for as long as it exists: the informers of its successive clients share it (each
+   * counts itself out when it stops).
+   */
+  cacheBudget(key: string): CacheBudget {
+    let budget = this.budgets.get(key);
+    if (!budget) this.budgets.set(key, (budget = new CacheBudget(this.o.cacheBudgetBytes ?? Infinity)));
+    return budget;
+  }
+
+  /** Why the target's informers refuse to hold what its server has, while they do (see `CacheBudget.refusal`). */
+  cacheBudgetRefusal(key: string): string | undefined {
+    return this.budgets.get(key)?.refusal();
   }
 
   /** The target's last ClusterSummary and when it was read, if any. */

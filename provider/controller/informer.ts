@@ -1,5 +1,6 @@
 import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { Clock, ClockTimer } from '../core/clock.js';
+import { CacheBudgetExceededError, estimateHeapBytes, type CacheBudget } from './cache-budget.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import type { Metrics } from '../core/metrics.js';
 import { LineWatch } from './line-watch.js';
@@ -17,8 +18,21 @@ export interface InformerOptions<T extends KubernetesObject> {
   kubeConfig: KubeConfig;
   /** Collection path, e.g. `/api/v1/pods`. */
   path: string;
-  /** Lists the collection with the selectors the watch will use. */
-  list: (selectors: { labelSelector?: string; fieldSelector?: string }) => Promise<KubernetesListObject<T>>;
+  /**
+   * Lists one page of the collection with the selectors the watch will use: at most `limit`
+   * objects, from where `_continue` (the last page's `metadata.continue`) says, as client-node's
+   * list calls take them.
+   */
+  list: (query: ListQuery) => Promise<KubernetesListObject<T>>;
+  /** Objects asked for per page of a list (default {@link DEFAULT_PAGE_SIZE}). */
+  pageSize?: number;
+  /**
+   * What this informer's cache may hold together with the others sharing the budget (a
+   * target's). Without one, the cache holds whatever the server names (the source cluster's
+   * informers: our own cluster). With one, an object or a list that would pass it is refused
+   * (see {@link Informer}).
+   */
+  budget?: CacheBudget;
   labelSelector?: string;
   /**
    * The server-side field selector; a function for one that changes while the informer runs,
@@ -79,7 +93,18 @@ export interface WatchStarter {
   ): Promise<{ abort(): void }>;
 }
 
+/** One page of a list: the selectors, and where the page starts (see {@link InformerOptions.list}). */
+export interface ListQuery {
+  labelSelector?: string;
+  fieldSelector?: string;
+  limit: number;
+  _continue?: string;
+}
+
 type Handler<T> = (obj: T) => void;
+
+/** As client-go's pager: an answer stays small however many objects there are. */
+export const DEFAULT_PAGE_SIZE = 500;
 
 /** The server ends each watch after 5 to 10 minutes (as client-go does), so none lives forever. */
 const WATCH_TIMEOUT_MIN_S = 300;
@@ -101,6 +126,14 @@ const WATCH_TIMEOUT_MIN_S = 300;
  * short watch that brought a newer version: the watch after the backoff goes on from it (an
  * apiserver closes the watch of a watcher that falls behind, and a list of the whole collection
  * would add to the load that made it fall behind).
+ *
+ * A list comes in pages ({@link InformerOptions.pageSize} objects each, as client-go's pager
+ * asks), each page kept as the cache would keep it before the next is asked for: a list holds
+ * about what the cache will, and no answer need be bigger than a page. With a budget (a
+ * target's informers share one), each object cached counts its estimated size; an object a watch
+ * sends that would pass the budget is not taken, and a list that would is not finished, with
+ * the refusal noted in the budget: both are failures (the informer lists again after its
+ * backoff, and the refusal stands until a list fits). The cache keeps what it had meanwhile.
  *
  * Objects are cached without `metadata.managedFields`, then through the `transform` if any, and
  * only those that `keep` (if any) accepts. An informer of a namespaced path
@@ -134,6 +167,9 @@ export class Informer<T extends KubernetesObject> {
   private listedAtMs = -Infinity;
   /** The field selector of the last list, which its watches go on with. */
   private fieldSelectorInUse?: string;
+  /** With a budget: the estimated size of each cached object, by key, and their sum. */
+  private readonly sizes?: Map<string, number>;
+  private held = 0;
 
   /** The namespace of a namespaced path, the only one whose objects are taken. */
   private readonly scope?: string;
@@ -141,6 +177,7 @@ export class Informer<T extends KubernetesObject> {
   constructor(private readonly o: InformerOptions<T>) {
     this.watcher = o.watch ?? new LineWatch(o.kubeConfig);
     this.scope = NAMESPACED_PATH.exec(o.path)?.[1];
+    if (o.budget) this.sizes = new Map();
   }
 
   get name(): string {
@@ -177,11 +214,21 @@ export class Informer<T extends KubernetesObject> {
     return typeof f === 'function' ? f() : f;
   }
 
+  /**
+   * Stops listing and watching. The cache stays as it was, but what it holds no longer counts
+   * in the budget (the informer is being let go; one started again counts its cache afresh).
+   */
   stop(): void {
     this.running = false;
     this.generation++;
     this.clearTimers();
     this.abortRequest();
+    if (this.o.budget) {
+      this.o.budget.add(-this.held);
+      this.o.budget.clear(this.o.name);
+      this.sizes!.clear();
+      this.held = 0;
+    }
   }
 
   get(name: string, namespace?: string): T | undefined {
@@ -230,10 +277,11 @@ export class Informer<T extends KubernetesObject> {
       if (relist || !this.resourceVersion) {
         const fieldSelector = this.fieldSelectorNow();
         this.fieldSelectorInUse = fieldSelector;
-        const list = await this.o.list({ labelSelector: this.o.labelSelector, fieldSelector });
-        if (!current()) return;
-        this.replace(list.items ?? []);
-        this.resourceVersion = list.metadata?.resourceVersion ?? '';
+        const list = await this.listPages(fieldSelector, current);
+        if (!list) return;
+        this.replace(list.items);
+        this.o.budget?.clear(this.o.name);
+        this.resourceVersion = list.resourceVersion;
         this.synced = true;
         this.listedAtMs = this.o.clock.now();
       }
@@ -327,18 +375,88 @@ export class Informer<T extends KubernetesObject> {
     else void this.attempt(true);
   }
 
+  /**
+   * Lists the collection page by page, keeping of each page what the cache would keep (so that
+   * a list holds what the cache will, not the pages it came in). An answer over the transport's
+   * bound (a FetchError of type `max-size`: objects bigger than a page's share) is asked again
+   * for a quarter of the objects, down to one; the pages grow back to the page size after it.
+   * With a budget, the list fails once what it keeps, with what the other informers of the
+   * budget hold, would pass it. Undefined when the attempt was superseded meanwhile.
+   */
+  private async listPages(fieldSelector: string | undefined, current: () => boolean): Promise<{ items: Kept<T>[]; resourceVersion: string } | undefined> {
+    const pageSize = this.o.pageSize ?? DEFAULT_PAGE_SIZE;
+    const items: Kept<T>[] = [];
+    let bytes = 0;
+    let limit = pageSize;
+    let from: string | undefined;
+    for (;;) {
+      let page: KubernetesListObject<T>;
+      try {
+        page = await this.o.list({ labelSelector: this.o.labelSelector, fieldSelector, limit, _continue: from });
+      } catch (err) {
+        if ((err as { type?: unknown })?.type === 'max-size' && limit > 1) {
+          limit = Math.max(1, Math.floor(limit / 4));
+          continue;
+        }
+        throw err;
+      }
+      if (!current()) return undefined;
+      const objects = page.items ?? [];
+      for (const raw of objects) {
+        const obj = this.prepare(raw);
+        if (obj === undefined) continue;
+        const size = this.sizes ? estimateHeapBytes(obj) : 0;
+        items.push({ obj, size });
+        bytes += size;
+      }
+      if (this.o.budget && !this.o.budget.fits(bytes, this.held)) {
+        this.overBudget(`listing ${this.o.path} (${items.length} objects kept so far)`);
+      }
+      // Typed lists carry it as `_continue`, custom objects' lists (plain JSON) as `continue`.
+      const meta = page.metadata as { _continue?: string; continue?: string; resourceVersion?: string } | undefined;
+      const next = meta?._continue || meta?.continue;
+      if (!next) return { items, resourceVersion: meta?.resourceVersion ?? '' };
+      // A page that goes on must bring something, or a server could keep the list going forever.
+      if (objects.length === 0) throw new Error(`the server answered a page of ${this.o.path} with no objects and a continue token`);
+      from = next;
+      limit = Math.min(pageSize, limit * 2);
+    }
+  }
+
+  /**
+   * Refuses what would pass the budget: noted in the budget (the target's status says it) and
+   * thrown, a failure like any other (the informer starts again after its backoff, with a list).
+   */
+  private overBudget(what: string): never {
+    const budget = this.o.budget!;
+    const message = `the target's objects would pass the provider's cache budget of ${Math.round(budget.limitBytes / 2 ** 20)} MiB (--target-cache-budget-mib), ${what}; informer ${this.o.name} stopped taking them`;
+    budget.refuse(this.o.name, message);
+    throw new CacheBudgetExceededError(message);
+  }
+
   /** Replaces the cache with a fresh list: adds, updates (new resourceVersion) and deletes. */
-  private replace(items: T[]): void {
+  private replace(items: Kept<T>[]): void {
     const seen = new Set<string>();
-    for (const item of items) {
-      seen.add(keyOf(item.metadata?.namespace, item.metadata?.name ?? ''));
-      this.upsert(item, false);
+    for (const { obj, size } of items) {
+      const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
+      seen.add(key);
+      const old = this.cache.get(key);
+      this.store(key, obj, size);
+      if (!old) this.emit('add', obj);
+      else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.emit('update', obj);
     }
     for (const [key, old] of [...this.cache]) {
       if (seen.has(key)) continue;
       this.evict(key);
       this.emit('delete', old);
     }
+  }
+
+  /** What the cache would keep of `raw` (see {@link keep}), or undefined: out of scope or refused by `keep`. */
+  private prepare(raw: T): T | undefined {
+    if (this.outOfScope(raw)) return undefined;
+    const obj = this.keep(raw);
+    return this.o.keep && !this.o.keep(obj) ? undefined : obj;
   }
 
   /**
@@ -359,31 +477,48 @@ export class Informer<T extends KubernetesObject> {
     return this.scope !== undefined && obj.metadata?.namespace !== this.scope;
   }
 
-  private upsert(raw: T, track = true): void {
+  /** An object a watch sent (added or modified). */
+  private upsert(raw: T): void {
     if (this.outOfScope(raw)) {
-      if (track) this.remember(raw);
+      this.remember(raw);
       return;
     }
     const obj = this.keep(raw);
     const key = keyOf(obj.metadata?.namespace, obj.metadata?.name ?? '');
     const old = this.cache.get(key);
-    if (track) this.remember(obj);
     if (this.o.keep && !this.o.keep(obj)) {
+      this.remember(obj);
       if (old) {
         this.evict(key);
         this.emit('delete', old);
       }
       return;
     }
-    this.store(key, obj);
+    const size = this.sizes ? estimateHeapBytes(obj) : 0;
+    if (this.o.budget && !this.o.budget.fits(size, this.sizes!.get(key) ?? 0)) {
+      try {
+        this.overBudget(`at ${obj.metadata?.namespace ? `${obj.metadata.namespace}/` : ''}${obj.metadata?.name ?? ''}`);
+      } catch (err) {
+        // Not taken, and its version not remembered: the list after the backoff says what is there.
+        this.fail(err);
+        return;
+      }
+    }
+    this.remember(obj);
+    this.store(key, obj, size);
     if (!old) this.emit('add', obj);
     else if (old.metadata?.resourceVersion !== obj.metadata?.resourceVersion) this.emit('update', obj);
   }
 
-  /** Caches `obj` under `key`, in place of what was there, and in the indexes. */
-  private store(key: string, obj: T): void {
+  /** Caches `obj` under `key`, in place of what was there, and in the indexes; `size` counts in the budget. */
+  private store(key: string, obj: T, size: number): void {
     const previous = this.cache.get(key);
     this.evict(key);
+    if (this.sizes) {
+      this.sizes.set(key, size);
+      this.held += size;
+      this.o.budget!.add(size);
+    }
     if (this.o.share) this.o.share.parts(obj, this.o.share.table, previous);
     this.o.strings?.internValues(obj);
     this.cache.set(key, obj);
@@ -404,6 +539,12 @@ export class Informer<T extends KubernetesObject> {
     const old = this.cache.get(key);
     if (!old) return;
     this.cache.delete(key);
+    const size = this.sizes?.get(key);
+    if (size !== undefined) {
+      this.sizes!.delete(key);
+      this.held -= size;
+      this.o.budget!.add(-size);
+    }
     for (const [index, values] of Object.entries(this.o.indexers ?? {})) {
       const byValue = this.indexes.get(index);
       for (const v of values(old)) {
@@ -483,6 +624,12 @@ export class Informer<T extends KubernetesObject> {
     if (this.idleTimer) this.o.clock.clearTimeout(this.idleTimer);
     this.restartTimer = this.idleTimer = undefined;
   }
+}
+
+/** An object as the cache would keep it, with its estimated size (0 without a budget). */
+interface Kept<T> {
+  obj: T;
+  size: number;
 }
 
 function keyOf(namespace: string | undefined, name: string): string {

@@ -41,6 +41,8 @@ export interface ProviderConfig {
   workers: number;
   /** Delegation workers that keys of one target may hold at once. */
   workersPerTarget: number;
+  /** What one target's informers may hold together, in MiB of estimated heap (see `CacheBudget`). */
+  targetCacheBudgetMib: number;
   logLevel: string;
   logFormat: 'json' | 'text';
   nodeStatusIntervalSeconds: number;
@@ -99,6 +101,14 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
     flag: 'workers-per-target',
     kind: 'int',
     help: 'delegation workers the proxies of one target may hold at once, so that a target whose calls hang cannot stall the others (default: --workers minus 1, at least 1)',
+  },
+  // A target's server can name any number of objects with our labels: this bounds what they
+  // cost us. 1000 delegates of one source, with their events, counted about 8 MiB of it.
+  targetCacheBudgetMib: {
+    flag: 'target-cache-budget-mib',
+    kind: 'int',
+    default: '128',
+    help: "estimated heap one target's caches (delegates, copies, their events) may hold; a target past it is not Ready (CacheBudgetExceeded)",
   },
   logLevel: { flag: 'log-level', kind: 'enum', default: 'info', values: ['error', 'warn', 'info', 'debug'], help: 'log level' },
   logFormat: { flag: 'log-format', kind: 'enum', default: 'json', values: ['json', 'text'], help: 'log format' },
@@ -222,6 +232,7 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   if (enabled.includes('extender') && !enabled.includes('webhook')) errors.push('--enable: the extender is served on the webhook server: enable webhook too, or leave extender out');
   if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName}" is not a valid scheduler name`);
   if (out.workersPerTarget === 0) errors.push('--workers-per-target: must be at least 1');
+  if (out.targetCacheBudgetMib === 0) errors.push("--target-cache-budget-mib: must be at least 1 (a target's delegates must fit)");
   // The leader must step down (renew deadline) before another replica may take the lease
   // (lease duration), and must get at least one retry in before stepping down.
   const lease = out.leaseDurationSeconds as number, renew = out.renewDeadlineSeconds as number, retry = out.retryPeriodSeconds as number;

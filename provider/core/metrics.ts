@@ -21,6 +21,12 @@ export function createMetrics(registry: Registry) {
     workqueueAdds: new Counter({ name: 'admiralty_workqueue_adds_total', help: 'Keys added to a controller queue.', labelNames: ['controller'], registers }),
     workqueueRetries: new Counter({ name: 'admiralty_workqueue_retries_total', help: 'Keys requeued with backoff after a failure.', labelNames: ['controller'], registers }),
     delegates: new Gauge({ name: 'admiralty_delegates', help: 'Delegate pods by target and phase.', labelNames: ['target', 'phase'], registers }),
+    targetCacheBytes: new Gauge({
+      name: 'admiralty_target_cache_bytes',
+      help: "What a target's caches hold, in estimated bytes of heap (see --target-cache-budget-mib).",
+      labelNames: ['target'],
+      registers,
+    }),
     targetReady: new Gauge({ name: 'admiralty_target_ready', help: '1 when a target is reachable and usable, else 0.', labelNames: ['target'], registers }),
     outageFailovers: new Counter({ name: 'admiralty_outage_failovers_total', help: 'Proxies deleted so that their controller recreates them elsewhere, their target being unreachable longer than their failover-after.', labelNames: ['target'], registers }),
     replacements: new Counter({ name: 'admiralty_replacements_total', help: 'Proxies deleted so that their controller recreates them on another target, their delegate stuck in this one (reason Unschedulable, NotTriggerScaleUp or NodeLost).', labelNames: ['target', 'reason'], registers }),

@@ -93,7 +93,12 @@ export class TargetRegistryReconciler {
       this.refusals.delete(key);
       return;
     }
-    const probe = await this.probe(ref, obj, virtualNodeName(ref));
+    let probe = await this.probe(ref, obj, virtualNodeName(ref));
+    // Reachable, but holding more than the provider keeps of one target: what its caches show is
+    // stale (see CacheBudget), so no more pods go there until a list fits again. Not an outage:
+    // nothing fails over.
+    const overBudget = probe.health.ready ? this.o.registry.cacheBudgetRefusal(key) : undefined;
+    if (overBudget) probe = { ...probe, health: { ready: false, reason: 'CacheBudgetExceeded', message: overBudget } };
     this.recordHealth(key, probe);
     this.o.onProbed?.(key);
     return { requeueAfterMs: this.leaseIntervalMs };

@@ -1,6 +1,6 @@
-import type { KubernetesListObject, KubernetesObject, CoreV1Event, V1ConfigMap, V1Namespace, V1Pod, V1Secret, V1Service } from '@kubernetes/client-node';
+import type { KubernetesObject, CoreV1Event, V1ConfigMap, V1Namespace, V1Pod, V1Secret, V1Service } from '@kubernetes/client-node';
 import type { TargetClient } from '../clusters/target-client.js';
-import type { Informer } from '../controller/informer.js';
+import type { Informer, InformerOptions } from '../controller/informer.js';
 import { leaderController, type Runnable } from '../controller/manager.js';
 import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
@@ -56,11 +56,11 @@ export async function wireDelegation(
   const podEvents = targetEventsSelector(config.delegateEvents);
   // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
   // reference by name (least privilege: no list/watch of every Secret in the cluster).
-  const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', () => core.listServiceForAllNamespaces());
+  const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', (page) => core.listServiceForAllNamespaces(page));
   // Opted-in namespaces only: the tenancy check needs no more, and a namespace whose label goes
   // away leaves the cache (a watch with a selector reports it as deleted).
   const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
-  const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', () => core.listNamespace({ labelSelector: enabledSelector }), enabledSelector);
+  const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', (page) => core.listNamespace(page), enabledSelector);
 
   const delegateListeners: Array<(targetKey: string, delegate: V1Pod) => void> = [];
   type TargetCaches = { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> };
@@ -182,29 +182,32 @@ export async function wireDelegation(
     // A Target's Source grants rights in the Target's namespace only; a ClusterTarget's, everywhere.
     const ns = t.ref.kind === 'Target' ? t.ref.namespace : undefined;
     const path = (resource: string) => (ns ? `/api/v1/namespaces/${ns}/${resource}` : `/api/v1/${resource}`);
-    const informer = <T extends KubernetesObject>(name: string, resource: string, fn: () => Promise<KubernetesListObject<T>>, cached?: CachedObjects<T>) =>
-      w.newInformer<T>(name, t.displayName, t.kubeConfig, path(resource), fn, ours, undefined, cached);
+    // What the target's server can make its informers hold is bounded by one budget for all
+    // of them (see CacheBudget); its refusal makes the target not Ready.
+    const budget = clusters.cacheBudget(t.key);
+    const informer = <T extends KubernetesObject>(name: string, resource: string, fn: InformerOptions<T>['list'], cached?: CachedObjects<T>) =>
+      w.newInformer<T>(name, t.displayName, t.kubeConfig, path(resource), fn, ours, undefined, { ...cached, budget });
     const entry = {
       delegates: informer<V1Pod>(
         'delegates',
         'pods',
-        () => (ns ? t.core.listNamespacedPod({ namespace: ns, labelSelector: ours }) : t.core.listPodForAllNamespaces({ labelSelector: ours })),
+        (page) => (ns ? t.core.listNamespacedPod({ namespace: ns, ...page }) : t.core.listPodForAllNamespaces(page)),
         { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy(config.clusterName) }, share: sharePodParts },
       ),
-      configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', () =>
-        ns ? t.core.listNamespacedConfigMap({ namespace: ns, labelSelector: ours }) : t.core.listConfigMapForAllNamespaces({ labelSelector: ours }),
+      configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', (page) =>
+        ns ? t.core.listNamespacedConfigMap({ namespace: ns, ...page }) : t.core.listConfigMapForAllNamespaces(page),
       ),
-      secrets: informer<V1Secret>('secret-copies', 'secrets', () => (ns ? t.core.listNamespacedSecret({ namespace: ns, labelSelector: ours }) : t.core.listSecretForAllNamespaces({ labelSelector: ours }))),
-      services: informer<V1Service>('service-copies', 'services', () =>
-        ns ? t.core.listNamespacedService({ namespace: ns, labelSelector: ours }) : t.core.listServiceForAllNamespaces({ labelSelector: ours }),
+      secrets: informer<V1Secret>('secret-copies', 'secrets', (page) => (ns ? t.core.listNamespacedSecret({ namespace: ns, ...page }) : t.core.listSecretForAllNamespaces(page))),
+      services: informer<V1Service>('service-copies', 'services', (page) =>
+        ns ? t.core.listNamespacedService({ namespace: ns, ...page }) : t.core.listServiceForAllNamespaces(page),
       ),
       // Events carry no labels of ours: take the pod events the selector lets through, keep
       // those about our delegates (all of them until the proxies are known, which tell ours), so
       // the cache grows with our delegates' events, not with the target's; of those, what is
       // copied and what cluster-autoscaler says about a pending delegate (the bind and
       // re-placement read it).
-      events: w.newInformer<CoreV1Event>('delegate-events', t.displayName, t.kubeConfig, path('events'), () =>
-        ns ? t.core.listNamespacedEvent({ namespace: ns, fieldSelector: podEvents }) : t.core.listEventForAllNamespaces({ fieldSelector: podEvents }),
+      events: w.newInformer<CoreV1Event>('delegate-events', t.displayName, t.kubeConfig, path('events'), (page) =>
+        ns ? t.core.listNamespacedEvent({ namespace: ns, ...page }) : t.core.listEventForAllNamespaces(page),
         undefined,
         podEvents,
         {
@@ -212,6 +215,7 @@ export async function wireDelegation(
             (copiesEvent(config.delegateEvents, ev) || isAutoscalerVerdict(ev)) &&
             (!proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace))),
           indexers: { [DelegateEventsReconciler.BY_POD_INDEX]: DelegateEventsReconciler.eventsByPod },
+          budget,
         },
       ),
     };
@@ -254,10 +258,12 @@ export async function wireDelegation(
   clusters.on('added', addTarget);
   clusters.on('removed', removeTarget);
 
-  // Delegates by target and phase, from the caches, every 15 s.
+  // Delegates by target and phase, and what each target's caches hold, every 15 s.
   const timer = setInterval(() => {
     metrics.delegates.reset();
+    metrics.targetCacheBytes.reset();
     for (const [key, entry] of perTarget) {
+      metrics.targetCacheBytes.set({ target: clusters.get(key)?.displayName ?? key }, clusters.cacheBudget(key).usedBytes);
       const counts = new Map<string, number>();
       for (const p of entry.delegates.list()) counts.set(p.status?.phase ?? 'Unknown', (counts.get(p.status?.phase ?? 'Unknown') ?? 0) + 1);
       for (const [phase, n] of counts) metrics.delegates.set({ target: clusters.get(key)?.displayName ?? key, phase }, n);

@@ -41,7 +41,7 @@ export function assignedPodsSelector(virtualNodes: ReadonlySet<string>): string 
  */
 export function wireSummary(w: Wiring): void {
   const { config, kc, core, custom, manager } = w;
-  const nodes = w.newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode());
+  const nodes = w.newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', (page) => core.listNode(page));
   const virtualNodes = new Set<string>();
   const onVirtualNode = (p: V1Pod) => {
     const node = nodes.get(p.spec?.nodeName ?? '');
@@ -52,7 +52,7 @@ export function wireSummary(w: Wiring): void {
     config.clusterName,
     kc,
     '/api/v1/pods',
-    ({ fieldSelector }) => core.listPodForAllNamespaces({ fieldSelector }),
+    (page) => core.listPodForAllNamespaces(page),
     undefined,
     () => assignedPodsSelector(virtualNodes),
     { transform: summaryPodFields, keep: (p) => !onVirtualNode(p) },

@@ -41,7 +41,7 @@ export function wireTargets(
   const { config, kc, core, custom, manager } = w;
   const targets = crdInformer<Target & KubernetesObject>('targets');
   const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
-  const virtualNodes = w.newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', () => core.listNode({ labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}` }), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
+  const virtualNodes = w.newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', (page) => core.listNode(page), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
   const selfBindings = new SelfTargetBindings({
     rbac: kc.makeApiClient(RbacAuthorizationV1Api),
     authentication: kc.makeApiClient(AuthenticationV1Api),

@@ -1,6 +1,7 @@
 import type { CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
+import type { CacheBudget } from '../controller/cache-budget.js';
 import type { Controller } from '../controller/controller.js';
 import type { Informer, InformerOptions } from '../controller/informer.js';
 import type { Manager } from '../controller/manager.js';
@@ -19,6 +20,8 @@ export interface CachedObjects<T> {
   indexers?: Record<string, (obj: T) => string[]>;
   /** Which parts of each cached object to share with the others (see `InformerOptions.share`; for pods, `sharePodParts`). */
   share?: (obj: T, table: SubtreeTable) => void;
+  /** What the cache may hold with the others sharing the budget (a target's; see `InformerOptions.budget`). */
+  budget?: CacheBudget;
 }
 
 /** What every part of the wiring shares. */

@@ -675,6 +675,23 @@ describe('TargetsReconciler.reconcile', () => {
       expect(cond.message).to.match(/create a Source/);
     });
 
+    it('says CacheBudgetExceeded while an informer of a reachable target refuses what its server has, and TargetReady once a list fits', async () => {
+      const w = setup();
+      w.targets.put(selfTarget());
+      w.registry.cacheBudget(KEY).refuse('delegates', 'the target holds too much');
+      await w.reconciler.reconcile(KEY);
+      const cond = w.src.custom.patchNamespacedCustomObjectStatus.lastCall.args[0].body.status.conditions[0];
+      expect(cond).to.deep.include({ status: 'False', reason: 'CacheBudgetExceeded', message: 'the target holds too much' });
+      expect(readyOf(w.src.nodes.get(NODE))).to.deep.include({ status: 'False', reason: 'CacheBudgetExceeded' });
+      // Not an outage: nothing fails over for it.
+      expect(w.registry.health(KEY)?.outageSinceMs).to.equal(undefined);
+
+      w.registry.cacheBudget(KEY).clear('delegates');
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
+    });
+
     it("says on a ClusterTarget without a ClusterSource where a Source lets its pods go, and turns TargetReady once a ClusterSource does", async () => {
       const rights = new Map([['', false], ['web', true], ['batch', false]]);
       const reviews = sinon.stub(AuthorizationV1Api.prototype, 'createSelfSubjectAccessReview').callsFake((async ({ body }: { body: { spec: { resourceAttributes: { namespace?: string } } } }) => ({
