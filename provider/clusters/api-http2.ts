@@ -17,6 +17,7 @@ import {
   type RequestContext,
 } from '@kubernetes/client-node';
 import { ByteAccumulator } from '../core/byte-accumulator.js';
+import { checkUntrustedJson, UntrustedJsonError } from '../core/untrusted-json.js';
 import { USER_AGENT } from '../core/version.js';
 import { connectOptionsOf } from './connection-reuse.js';
 
@@ -31,9 +32,19 @@ export interface ApiHttp2Options {
   pingTimeoutMs?: number;
   /** The largest answer taken, in bytes once decompressed (default 256 MiB): a bigger one fails the call. */
   maxAnswerBytes?: number;
+  /**
+   * The most structural JSON tokens (`[`, `{`, `,`) in a JSON answer over 1 MiB once
+   * decompressed, with at most 100 levels of nesting (see `checkUntrustedJson`): an answer past
+   * either fails the call before client-node parses it, with a `FetchError` of type `max-size`
+   * as for too many bytes. For a server that is not trusted, whose few MiB of `[],` would cost
+   * hundreds of MiB of heap to parse. Default none: no scan.
+   */
+  maxAnswerTokens?: number;
 }
 
-const DEFAULTS: Required<ApiHttp2Options> = {
+type Settings = Required<Omit<ApiHttp2Options, 'maxAnswerTokens'>> & Pick<ApiHttp2Options, 'maxAnswerTokens'>;
+
+const DEFAULTS: Settings = {
   userAgent: USER_AGENT,
   idleSessionTimeoutMs: 30_000,
   connectTimeoutMs: 10_000,
@@ -81,7 +92,8 @@ interface SessionState {
  * Kept from the HTTP/1.1 path: the call's deadline signal (`withRequestDeadline`) aborts its
  * stream, and the errors are node-fetch's (`FetchError` with the system error's code, or
  * `AbortError`), which `classifyApiError` counts as network failures. Added: an answer is
- * bounded ({@link ApiHttp2Options.maxAnswerBytes}), gzip is asked for and undone within that
+ * bounded ({@link ApiHttp2Options.maxAnswerBytes}, and in structure by
+ * {@link ApiHttp2Options.maxAnswerTokens}), gzip is asked for and undone within the byte
  * bound, a redirect is an answer like any other (never followed), a stream the server refused
  * (REFUSED_STREAM, as after a GOAWAY: the server did not act on it) is sent once more, on a
  * fresh session when the old one is closing, and a session is taken for dead when a ping goes
@@ -90,7 +102,7 @@ interface SessionState {
  * limit of concurrent streams holds: streams beyond it wait in the session until one ends.
  */
 export class ApiHttp2Transport implements HttpLibrary {
-  private readonly o: Required<ApiHttp2Options>;
+  private readonly o: Settings;
   private readonly http1 = new IsomorphicFetchHttpLibrary();
   /** Per agent (one set of credentials), per origin. */
   private readonly origins = new WeakMap<object, Map<string, Origin>>();
@@ -263,7 +275,7 @@ export class ApiHttp2Transport implements HttpLibrary {
       let ended = false;
       stream.on('end', () => {
         ended = true;
-        decoded(url, status, answerHeaders, chunks.take(), this.o.maxAnswerBytes).then(resolve, reject);
+        decoded(url, status, answerHeaders, chunks.take(), this.o).then(resolve, reject);
       });
       const refused = () => stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM;
       stream.on('error', (err) => {
@@ -306,7 +318,7 @@ export class ApiHttp2Transport implements HttpLibrary {
           }
           chunks.push(chunk);
         });
-        res.on('end', () => decoded(url, res.statusCode ?? 0, answerHeaders, chunks.take(), this.o.maxAnswerBytes).then(resolve, reject));
+        res.on('end', () => decoded(url, res.statusCode ?? 0, answerHeaders, chunks.take(), this.o).then(resolve, reject));
         res.on('error', (err) => reject(transportError(url, err, signal)));
         res.on('close', () => {
           if (!res.complete) reject(transportError(url, new Error('the connection closed before the answer ended'), signal));
@@ -317,17 +329,55 @@ export class ApiHttp2Transport implements HttpLibrary {
   }
 }
 
-/** An answer read whole: decompressed (gzip only, asked for) within `maxBytes`. */
-function decoded(url: URL, status: number, headers: Record<string, string>, raw: Buffer, maxBytes: number): Promise<ResponseContext> {
+/**
+ * JSON answers up to this length are not scanned: what `JSON.parse` builds from 1 MiB is tens of
+ * MiB at worst, and most answers (a read, a write, a page of a few objects) are far shorter.
+ */
+const UNCHECKED_ANSWER_BYTES = 2 ** 20;
+
+/**
+ * An answer read whole: decompressed (gzip only, asked for) within `maxAnswerBytes`, and a JSON
+ * one over {@link UNCHECKED_ANSWER_BYTES} scanned against `maxAnswerTokens` when it is set.
+ */
+async function decoded(url: URL, status: number, headers: Record<string, string>, raw: Buffer, o: Settings): Promise<ResponseContext> {
   const encoding = headers['content-encoding'];
-  if (encoding === undefined || encoding === 'identity') return Promise.resolve(answer(status, headers, raw));
-  if (encoding !== 'gzip') return Promise.reject(new FetchError(`answer of ${url.pathname} has an encoding not asked for: ${encoding}`, 'invalid-encoding'));
+  let plain = raw;
+  if (encoding === 'gzip') plain = await gunzipped(url, raw, o.maxAnswerBytes);
+  else if (encoding !== undefined && encoding !== 'identity') throw new FetchError(`answer of ${url.pathname} has an encoding not asked for: ${encoding}`, 'invalid-encoding');
+  if (o.maxAnswerTokens === undefined || plain.length <= UNCHECKED_ANSWER_BYTES || !parsedAsJson(headers['content-type'])) return answer(status, headers, plain);
+  // Decoded once: client-node is handed this same text.
+  const text = plain.toString('utf8');
+  try {
+    checkUntrustedJson(text, { maxTokens: o.maxAnswerTokens });
+  } catch (err) {
+    // 'max-size', as for too many bytes: a caller that reads a list in pages asks for a smaller one.
+    if (err instanceof UntrustedJsonError) throw new FetchError(`answer of ${url.pathname} ${err.message}`, 'max-size');
+    throw err;
+  }
+  return answer(status, headers, plain, text);
+}
+
+function gunzipped(url: URL, raw: Buffer, maxBytes: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     zlib.gunzip(raw, { maxOutputLength: maxBytes }, (err, plain) => {
       if (err) reject(new FetchError(`answer of ${url.pathname} does not decompress: ${err.message}`, 'invalid-encoding'));
-      else resolve(answer(status, headers, plain));
+      else resolve(plain);
     });
   });
+}
+
+/**
+ * Whether client-node may run `JSON.parse` on an answer of this Content-Type: its generated
+ * clients do for a media type `application/<subtype>` with `json` among the `+`-separated parts
+ * of the subtype, after dropping parameters, spaces and case (`ObjectSerializer.parse`). Read
+ * the same way here, so a server cannot spell its way past the scan. An answer with no
+ * Content-Type is scanned too: a kube-apiserver always sends one, and a reader that takes the
+ * absence for JSON (OpenAPI's default) would parse it.
+ */
+function parsedAsJson(contentType: string | undefined): boolean {
+  if (contentType === undefined) return true;
+  const [type, subtype = ''] = contentType.split(';')[0].trim().toLowerCase().split('/');
+  return type === 'application' && subtype.split('+').includes('json');
 }
 
 /** `session` when it can take a new stream. */
@@ -342,8 +392,9 @@ class Refused extends Error {
   }
 }
 
-function answer(status: number, headers: Record<string, string>, bytes: Buffer): ResponseContext {
-  return new ResponseContext(status, headers, { text: async () => bytes.toString('utf8'), binary: async () => bytes });
+/** `text`: the bytes already decoded, when they were. */
+function answer(status: number, headers: Record<string, string>, bytes: Buffer, text?: string): ResponseContext {
+  return new ResponseContext(status, headers, { text: async () => text ?? bytes.toString('utf8'), binary: async () => bytes });
 }
 
 /** The error node-fetch would have given for the same failure. */

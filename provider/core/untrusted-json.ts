@@ -1,8 +1,9 @@
 /**
- * Limits of {@link parseUntrustedJson}. A body limit counts bytes, but what `JSON.parse` builds
- * depends on the structure: 8 MiB of `[` then `]` are 4 M nested arrays, and parsing them took
- * the provider from 88 to about 550 MiB of RSS (over the Deployment's 512Mi limit) and held the
- * event loop for about 2 s; 8 MiB of `[],` are nearly 3 M arrays.
+ * Limits of {@link parseUntrustedJson} and {@link checkUntrustedJson}. A body limit counts
+ * bytes, but what `JSON.parse` builds depends on the structure: 8 MiB of `[` then `]` are 4 M
+ * nested arrays, and parsing them took the provider from 88 to about 550 MiB of RSS (over the
+ * Deployment's 512Mi limit) and held the event loop for about 2 s; 8 MiB of `[],` are nearly
+ * 3 M arrays.
  */
 export interface UntrustedJsonLimits {
   /** Deepest nesting of arrays and objects; default {@link DEFAULT_MAX_JSON_DEPTH}. */
@@ -38,7 +39,7 @@ export class UntrustedJsonError extends Error {
  * @throws UntrustedJsonError past a limit or when the text is not JSON.
  */
 export function parseUntrustedJson(text: string, limits: UntrustedJsonLimits): unknown {
-  checkStructure(text, limits.maxDepth ?? DEFAULT_MAX_JSON_DEPTH, limits.maxTokens);
+  checkUntrustedJson(text, limits);
   try {
     return JSON.parse(text);
   } catch (err) {
@@ -55,13 +56,22 @@ const OPEN_BRACE = 0x7b;
 const CLOSE_BRACE = 0x7d;
 
 /**
+ * The scan of {@link parseUntrustedJson} alone, for text that someone else parses (client-node
+ * parses the answers of API calls): refuses it when it nests deeper than `maxDepth` or has more
+ * than `maxTokens` structural tokens, and says nothing of whether it is JSON. Pure; linear in the
+ * text's length.
+ *
  * Counts depth and tokens the way `JSON.parse` reads the text: a string runs from `"` to the
  * next `"` not escaped by `\`, and is skipped with `indexOf` (a scan a character at a time
  * cost about 5 ms per MiB, as much as parsing a body of long strings). On text that is not JSON
  * the count may go wrong past the first error, but `JSON.parse` stops at that error and builds
  * nothing after it.
+ *
+ * @throws UntrustedJsonError past a limit.
  */
-function checkStructure(text: string, maxDepth: number, maxTokens: number): void {
+export function checkUntrustedJson(text: string, limits: UntrustedJsonLimits): void {
+  const maxDepth = limits.maxDepth ?? DEFAULT_MAX_JSON_DEPTH;
+  const maxTokens = limits.maxTokens;
   let depth = 0;
   let tokens = 0;
   for (let i = 0; i < text.length; i++) {

@@ -86,13 +86,13 @@ describe('apiCallsOverHttp2', () => {
     return apiCallsOverHttp2(kc, new ApiHttp2Transport(opts)).makeApiClient(CoreV1Api);
   }
 
-  async function failure(call: Promise<unknown>): Promise<Error> {
+  async function failure(call: Promise<unknown>, what = 'the call'): Promise<Error> {
     try {
       await call;
     } catch (err) {
       return err as Error;
     }
-    throw new Error('the call succeeded');
+    throw new Error(`${what} succeeded`);
   }
 
   it('sends concurrent calls over one HTTP/2 connection, with their credentials', async () => {
@@ -164,6 +164,70 @@ describe('apiCallsOverHttp2', () => {
     const compressed = await failure(api.listNamespace());
     expect(compressed.message).to.match(/does not decompress/);
     expect(classifyApiError(compressed)).to.equal('Network');
+  });
+
+  describe('the structure of a JSON answer (maxAnswerTokens)', () => {
+    const list = (pad: string) => `{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[],"pad":${pad}}`;
+    /** 1.5 MiB of empty arrays: about a million tokens, 20 MiB of heap once parsed. */
+    const flat = list(`[${'[],'.repeat(2 ** 19)}[]]`);
+    /** Nested 200 deep, and over 1 MiB (answers up to 1 MiB are not scanned). */
+    const deep = list(`[${'['.repeat(200)}${']'.repeat(200)},"${'x'.repeat(2 ** 20)}"]`);
+    type Reply = { body: string | Buffer; headers: Record<string, string> };
+    const json = (body: string | Buffer, headers: Record<string, string> = {}): Reply => ({ body, headers: { 'content-type': 'application/json', ...headers } });
+
+    async function serve(http1Only: boolean): Promise<{ port: number; reply: (r: Reply) => void }> {
+      let current = json(NAMESPACES);
+      const { port } = await startServer((_req, res) => void res.writeHead(200, current.headers).end(current.body), { http1Only });
+      return { port, reply: (r) => (current = r) };
+    }
+
+    for (const http1Only of [false, true]) {
+      const protocol = http1Only ? 'HTTP/1.1' : 'HTTP/2';
+
+      it(`refuses too many tokens or too deep a nesting as too large, quoting none of it, over ${protocol}`, async () => {
+        const { port, reply } = await serve(http1Only);
+        const api = coreApi(port, { maxAnswerTokens: 100_000 });
+        const refusals: [string, Reply, RegExp][] = [
+          ['too many tokens', json(flat), /^answer of \/api\/v1\/namespaces has more than 100000 arrays, objects and items/],
+          ['too deep', json(deep), /^answer of \/api\/v1\/namespaces is nested deeper than 100 levels$/],
+          ['gzip', json(gzipSync(flat), { 'content-encoding': 'gzip' }), /has more than 100000 arrays/],
+          // client-node reads the media type without parameters, spaces or case, and parses any +json.
+          ['a JSON type spelled otherwise', json(flat, { 'content-type': 'Application/Merge-Patch+JSON ; charset=utf-8' }), /has more than 100000 arrays/],
+          ['no content type', { body: flat, headers: {} }, /has more than 100000 arrays/],
+        ];
+        for (const [what, r, message] of refusals) {
+          reply(r);
+          const err = await failure(api.listNamespace(), what);
+          expect(err.message, what).to.match(message);
+          expect(err.message, what).to.not.contain('[]');
+          expect(err.name, what).to.equal('FetchError');
+          expect((err as { type?: string }).type, what).to.equal('max-size');
+          expect(classifyApiError(err), what).to.equal('Network');
+        }
+        // The session or connection serves the next call.
+        reply(json(NAMESPACES));
+        expect((await api.listNamespace()).items).to.have.length(1);
+      });
+
+      it(`takes the same answers with no maxAnswerTokens, and big answers of few tokens with it, over ${protocol}`, async () => {
+        const { port, reply } = await serve(http1Only);
+        const unchecked = coreApi(port);
+        for (const body of [flat, deep]) {
+          reply(json(body));
+          expect((await unchecked.listNamespace()).kind).to.equal('NamespaceList');
+        }
+        const checked = coreApi(port, { maxAnswerTokens: 10_000 });
+        // 3 MiB of 300 namespaces with a 10 kB annotation each: a few thousand tokens.
+        const items = Array.from({ length: 300 }, (_, i) => ({ metadata: { name: `ns-${i}`, annotations: { note: `${i}`.padEnd(10_000, 'x') } } }));
+        reply(json(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items })));
+        const got = await checked.listNamespace();
+        expect(got.items).to.have.length(300);
+        expect(got.items[299].metadata?.annotations?.note).to.have.length(10_000);
+        // Text is not JSON: client-node hands it on as it is, so it is not scanned.
+        reply({ body: flat, headers: { 'content-type': 'text/plain' } });
+        expect(await checked.readNamespacedPodLog({ name: 'p', namespace: 'n' })).to.have.length(flat.length);
+      });
+    }
   });
 
   it('goes on over HTTP/1.1 with a server that does not choose h2', async () => {

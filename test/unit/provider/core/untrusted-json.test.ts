@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { DEFAULT_MAX_JSON_DEPTH, parseUntrustedJson, UntrustedJsonError, type UntrustedJsonLimits } from '../../../../provider/core/untrusted-json.js';
+import { checkUntrustedJson, DEFAULT_MAX_JSON_DEPTH, parseUntrustedJson, UntrustedJsonError, type UntrustedJsonLimits } from '../../../../provider/core/untrusted-json.js';
 
 function refusal(text: string, limits: UntrustedJsonLimits): string {
   try {
@@ -57,5 +57,14 @@ describe('parseUntrustedJson', () => {
     const half = 4 * 2 ** 20;
     expect(refusal(nested(half), { maxTokens: 2 * 2 ** 20 })).to.equal(`is nested deeper than ${DEFAULT_MAX_JSON_DEPTH} levels`);
     expect(refusal(`[${'[],'.repeat(half * (2 / 3))}[]]`, { maxTokens: 2 * 2 ** 20 })).to.match(/^has more than 2097152 /);
+  });
+});
+
+describe('checkUntrustedJson', () => {
+  it('refuses past the same limits as parseUntrustedJson, and leaves whether it is JSON to the parser', () => {
+    expect(() => checkUntrustedJson(nested(DEFAULT_MAX_JSON_DEPTH + 1), { maxTokens: 1000 })).to.throw(UntrustedJsonError, `is nested deeper than ${DEFAULT_MAX_JSON_DEPTH} levels`);
+    expect(() => checkUntrustedJson('[[],[],[]]', { maxTokens: 5 })).to.throw(UntrustedJsonError, /^has more than 5 /);
+    expect(checkUntrustedJson('[{"a": 1}, [2, 3]]', { maxTokens: 5 })).to.equal(undefined);
+    expect(checkUntrustedJson('{"a": ', { maxTokens: 5 })).to.equal(undefined);
   });
 });
