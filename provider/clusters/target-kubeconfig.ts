@@ -1,5 +1,5 @@
 import { KubeConfig } from '@kubernetes/client-node';
-import { apiCallsOverHttp2 } from './api-http2.js';
+import { apiCallsOverHttp2, ApiHttp2Transport } from './api-http2.js';
 import { reuseConnections } from './connection-reuse.js';
 import { parseUntrustedYaml, UntrustedYamlError } from '../core/untrusted-yaml.js';
 import type { ServerAddressPolicy } from './server-address-policy.js';
@@ -40,6 +40,23 @@ export class KubeconfigError extends Error {
 const MAX_KUBECONFIG_BYTES = 64 * 1024;
 /** Largest token; service-account JWTs are about 1 KiB, OIDC ID tokens a few. */
 const MAX_TOKEN_BYTES = 16 * 1024;
+
+/**
+ * The largest answer taken from a Target's apiserver, in bytes once decompressed, where the
+ * transport's default (kept for the source) is 256 MiB, half the provider's 512Mi memory limit.
+ * etcd keeps no object over 1.5 MiB by default, so a read is far below it; a list is read in
+ * pages (`limit`, `continue`), and a page that fails as too large (a `FetchError` of type
+ * `max-size`) is asked for again smaller.
+ */
+export const TARGET_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The most structural JSON tokens (`[`, `{`, `,`) in one answer from a Target's apiserver, as for
+ * a watch event (`DEFAULT_MAX_EVENT_TOKENS`): 16 MiB of `[],` are 5.6 M empty arrays, about
+ * 230 MiB of heap once client-node parses them, where an object etcd can store has at most about
+ * 1.5 M. Past it the call fails as too large (`max-size`), so a pager shrinks its page on it too.
+ */
+export const TARGET_MAX_ANSWER_TOKENS = 2 * 2 ** 20;
 
 // Fields we know and accept, per kind of entry. Anything else is refused by name, with a
 // specific hint for the fields that read the provider's files, run commands or add hops.
@@ -165,8 +182,9 @@ export function buildTargetKubeConfig(t: TargetKubeconfig, policy: ServerAddress
   // https.Agent is what client-node would have built. A unit test fails if client-node stops
   // calling this method, rather than the guard silently going away.
   reuseConnections(kc, { lookup: policy.lookup });
-  // API calls over one HTTP/2 connection, opened with those agents' options (lookup included).
-  apiCallsOverHttp2(kc);
+  // API calls over one HTTP/2 connection, opened with those agents' options (lookup included),
+  // each answer bounded in bytes and in structure: the server is the Secret writer's choice.
+  apiCallsOverHttp2(kc, new ApiHttp2Transport({ maxAnswerBytes: TARGET_MAX_ANSWER_BYTES, maxAnswerTokens: TARGET_MAX_ANSWER_TOKENS }));
   return kc;
 }
 

@@ -1,12 +1,16 @@
 import { expect } from 'chai';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http2 from 'node:http2';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { join } from 'node:path';
-import type { V1Secret } from '@kubernetes/client-node';
+import { CoreV1Api, type V1Secret } from '@kubernetes/client-node';
+import { createCA } from '../../../../certs/create-ca.js';
+import { createServingCert } from '../../../../certs/create-serving-cert.js';
 import { ServerAddressPolicy } from '../../../../provider/clusters/server-address-policy.js';
 import { kubeConfigFromSecret } from '../../../../provider/clusters/target-client.js';
-import { KubeconfigError, parseTargetKubeconfig } from '../../../../provider/clusters/target-kubeconfig.js';
+import { KubeconfigError, parseTargetKubeconfig, TARGET_MAX_ANSWER_BYTES, TARGET_MAX_ANSWER_TOKENS } from '../../../../provider/clusters/target-kubeconfig.js';
 import { buildKubeconfigSecret } from '../../../../provider/tools/export-kubeconfig.js';
 
 const POLICY = new ServerAddressPolicy({ allowLoopback: false, ownAddresses: ['10.1.2.3'] });
@@ -281,5 +285,62 @@ describe('Target kubeconfigs: the hostile-input table', () => {
     }
     console.log(`      slowest refusal ${slowestMs.toFixed(1)} ms; a mapping of 3000 keys ${half.toFixed(1)} ms, of 6000 keys ${full.toFixed(1)} ms`);
     expect(full / half, 'time for 6000 keys over time for 3000').to.be.below(3);
+  });
+});
+
+describe("Target kubeconfigs: the bounds on the target apiserver's answers", () => {
+  const ca = createCA({ commonName: 'test-ca' });
+  const serving = createServingCert({ ca, commonName: 'localhost', dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] });
+  let server: http2.Http2SecureServer;
+  let body = '';
+  const sockets = new Set<Socket>();
+  before(async () => {
+    server = http2.createSecureServer({ cert: serving.certPem, key: serving.keyPem }, (_req, res) => void res.writeHead(200, { 'content-type': 'application/json' }).end(body));
+    server.on('secureConnection', (s: Socket) => {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  });
+  after(async () => {
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => server.close(r));
+  });
+
+  /** listNamespace on a Target KubeConfig built from a Secret, as the registry builds it. */
+  function listNamespace() {
+    const text = kubeconfig('token: t', `server: https://127.0.0.1:${(server.address() as AddressInfo).port}, certificate-authority-data: ${Buffer.from(ca.certPem).toString('base64')}`);
+    const { kubeConfig } = kubeConfigFromSecret(secretOf(text), REF, new ServerAddressPolicy({ allowLoopback: true, ownAddresses: [] }));
+    return kubeConfig.makeApiClient(CoreV1Api).listNamespace();
+  }
+
+  const list = (pad: string) => `{"kind":"NamespaceList","apiVersion":"v1","metadata":{},"items":[],"pad":${pad}}`;
+
+  async function refusal(): Promise<Error & { type?: string }> {
+    try {
+      await listNamespace();
+    } catch (err) {
+      return err as Error;
+    }
+    expect.fail('the answer was taken');
+  }
+
+  it('fails an answer over 16 MiB as too large, and takes one under it', async () => {
+    expect(TARGET_MAX_ANSWER_BYTES).to.equal(16 * 2 ** 20);
+    body = list(`"${'x'.repeat(17 * 2 ** 20)}"`);
+    const err = await refusal();
+    expect(err.message).to.match(/^answer of \/api\/v1\/namespaces larger than 16777216 bytes$/);
+    expect(err.type).to.equal('max-size');
+    body = list(`"${'x'.repeat(15 * 2 ** 20)}"`);
+    expect((await listNamespace()).kind).to.equal('NamespaceList');
+  });
+
+  it('fails an answer of more than 2 Mi JSON tokens as too large, well under 16 MiB', async () => {
+    expect(TARGET_MAX_ANSWER_TOKENS).to.equal(2 * 2 ** 20);
+    // 4 MiB of `[],`: 2.8 M arrays, about 60 MiB of heap once parsed.
+    body = list(`[${'[],'.repeat(1_400_000)}[]]`);
+    const err = await refusal();
+    expect(err.message).to.match(/^answer of \/api\/v1\/namespaces has more than 2097152 arrays, objects and items/);
+    expect(err.type).to.equal('max-size');
   });
 });
