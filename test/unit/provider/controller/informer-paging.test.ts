@@ -44,33 +44,44 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
 }
 
+/** Informers over one {@link pagedApi}, each test's own, stopped after it. */
+function fixture(defaults: Partial<InformerOptions<V1Pod>>) {
+  const f = {
+    clock: new FakeClock(1_000_000),
+    api: pagedApi(),
+    informers: [] as Informer<V1Pod>[],
+    make(o: Partial<InformerOptions<V1Pod>> = {}) {
+      const informer = new Informer<V1Pod>({
+        name: 'delegates',
+        cluster: 'c2',
+        kubeConfig: new KubeConfig(),
+        path: '/api/v1/pods',
+        list: f.api.list,
+        logger: silentLogger(),
+        clock: f.clock,
+        watch: f.api.watch,
+        ...defaults,
+        ...o,
+      });
+      f.informers.push(informer);
+      return informer;
+    },
+  };
+  return f;
+}
+
 describe('Informer lists in pages', () => {
+  let f: ReturnType<typeof fixture>;
   let clock: FakeClock;
   let api: ReturnType<typeof pagedApi>;
-  const informers: Informer<V1Pod>[] = [];
-  const make = (o: Partial<InformerOptions<V1Pod>> = {}) => {
-    const informer = new Informer<V1Pod>({
-      name: 'delegates',
-      cluster: 'c2',
-      kubeConfig: new KubeConfig(),
-      path: '/api/v1/pods',
-      list: api.list,
-      labelSelector: 'a=b',
-      logger: silentLogger(),
-      clock,
-      watch: api.watch,
-      ...o,
-    });
-    informers.push(informer);
-    return informer;
-  };
+  const make = (o: Partial<InformerOptions<V1Pod>> = {}) => f.make(o);
 
   beforeEach(() => {
-    clock = new FakeClock(1_000_000);
-    api = pagedApi();
+    f = fixture({ labelSelector: 'a=b' });
+    ({ clock, api } = f);
   });
   afterEach(() => {
-    for (const i of informers.splice(0)) i.stop();
+    for (const i of f.informers) i.stop();
   });
 
   it('asks for pages of the page size, each from the token of the one before, and watches from the list', async () => {
@@ -153,34 +164,18 @@ describe('Informer lists in pages', () => {
 });
 
 describe('Informer within a cache budget', () => {
+  let f: ReturnType<typeof fixture>;
   let clock: FakeClock;
   let api: ReturnType<typeof pagedApi>;
-  const informers: Informer<V1Pod>[] = [];
-  const make = (budget: CacheBudget, o: Partial<InformerOptions<V1Pod>> = {}) => {
-    const informer = new Informer<V1Pod>({
-      name: 'delegates',
-      cluster: 'c2',
-      kubeConfig: new KubeConfig(),
-      path: '/api/v1/pods',
-      list: api.list,
-      logger: silentLogger(),
-      clock,
-      watch: api.watch,
-      pageSize: 10,
-      budget,
-      ...o,
-    });
-    informers.push(informer);
-    return informer;
-  };
+  const make = (budget: CacheBudget, o: Partial<InformerOptions<V1Pod>> = {}) => f.make({ budget, ...o });
   const sizeOf = (p: V1Pod) => estimateHeapBytes(p);
 
   beforeEach(() => {
-    clock = new FakeClock(1_000_000);
-    api = pagedApi();
+    f = fixture({ pageSize: 10 });
+    ({ clock, api } = f);
   });
   afterEach(() => {
-    for (const i of informers.splice(0)) i.stop();
+    for (const i of f.informers) i.stop();
   });
 
   it('counts what its cache holds, and what it lets go', async () => {
