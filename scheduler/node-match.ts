@@ -1,10 +1,20 @@
 import type { V1NodeSelectorRequirement, V1NodeSelectorTerm, V1PodSpec, V1Taint, V1Toleration } from '@kubernetes/client-node';
-import { matchesLabelRequirement } from '../provider/model/target-keys.js';
+import { HOSTNAME_LABEL } from '../provider/core/keys.js';
+import { matchesLabelValue } from '../provider/model/target-keys.js';
 
 /** What node selection looks at: a node's name (`matchFields`) and labels. */
 export interface NodeIdentity {
   name: string;
+  /** Its labels; the same object for the nodes of one pool of a summary, which differ in `hostname` only. */
   labels: Readonly<Record<string, string>>;
+  /** Its `kubernetes.io/hostname` label, when that is not in `labels`: it wins over theirs. */
+  hostname?: string;
+}
+
+/** The value of the node's label `key`, or undefined. */
+function labelOf(node: NodeIdentity, key: string): string | undefined {
+  if (key === HOSTNAME_LABEL && node.hostname !== undefined) return node.hostname;
+  return Object.prototype.hasOwnProperty.call(node.labels, key) ? node.labels[key] : undefined;
 }
 
 /**
@@ -19,9 +29,8 @@ export interface NodeIdentity {
  * Pure.
  */
 export function matchesNodeSelectorAndAffinity(spec: V1PodSpec, node: NodeIdentity): boolean {
-  const labels = node.labels;
   for (const [key, value] of Object.entries(spec.nodeSelector ?? {})) {
-    if (labels[key] !== value) return false;
+    if (labelOf(node, key) !== value) return false;
   }
   const required = spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
   if (!required) return true;
@@ -32,7 +41,7 @@ function matchesTerm(term: V1NodeSelectorTerm, node: NodeIdentity): boolean {
   const expressions = term.matchExpressions ?? [];
   const fields = term.matchFields ?? [];
   if (expressions.length === 0 && fields.length === 0) return false;
-  return expressions.every((r) => matchesLabelRequirement(r, node.labels)) && fields.every((r) => matchesFieldRequirement(r, node));
+  return expressions.every((r) => matchesLabelValue(r, labelOf(node, r.key))) && fields.every((r) => matchesFieldRequirement(r, node));
 }
 
 function matchesFieldRequirement(r: V1NodeSelectorRequirement, node: NodeIdentity): boolean {

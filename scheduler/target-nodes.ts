@@ -1,5 +1,4 @@
 import type { V1Taint } from '@kubernetes/client-node';
-import { HOSTNAME_LABEL } from '../provider/core/keys.js';
 import { parseList, type ResourceAmounts } from '../provider/model/resources.js';
 import type { ClusterSummary } from '../provider/model/types.js';
 
@@ -9,8 +8,13 @@ import type { ClusterSummary } from '../provider/model/types.js';
  */
 export interface FitNode {
   name: string;
-  /** The pool's labels, plus `kubernetes.io/hostname` (the summary keeps it out of pool keys). */
+  /**
+   * The pool's labels: one object for all its nodes, not a copy each (a pool of 10 000 nodes
+   * with 2000 labels would be 20 M of them: about a GiB).
+   */
   labels: Readonly<Record<string, string>>;
+  /** Its `kubernetes.io/hostname` (the summary keeps it out of pool keys), which wins over the pool's. */
+  hostname: string;
   /** NoSchedule and NoExecute taints. */
   taints: readonly V1Taint[];
   unschedulable: boolean;
@@ -38,7 +42,8 @@ export function nodesOfSummary(summary: ClusterSummary): readonly FitNode[] {
     for (const n of pool.nodes ?? []) {
       out.push({
         name: n.name,
-        labels: { ...pool.labels, [HOSTNAME_LABEL]: n.hostname ?? n.name },
+        labels: pool.labels,
+        hostname: n.hostname ?? n.name,
         taints,
         unschedulable: n.unschedulable === true,
         notReady: n.notReady === true,

@@ -165,20 +165,43 @@ function ordinal(a: string, b: string): number {
 }
 
 /**
+ * The most nodes a ClusterSummary may describe. Kubernetes supports clusters of up to 5000
+ * nodes; the extender's filter looks at every node of a target for each pod.
+ */
+export const MAX_SUMMARY_NODES = 20_000;
+
+/**
+ * The most labels, taints and resource amounts a ClusterSummary may hold in all. What the
+ * provider keeps of a target's summary (the summary, and the extender's parsed nodes) grows with
+ * them, and a few hundred kB of them would otherwise cost hundreds of MiB: a cluster of 15 000
+ * nodes, 30 labels a pool and 12 amounts a node has about 200 000.
+ */
+export const MAX_SUMMARY_ENTRIES = 500_000;
+
+/**
  * Why an object a target's server answered for its ClusterSummary is not one, or undefined if it
  * has a summary's shape. The server is whoever the Target names and may answer anything; what
  * reads a summary (the extender's filter, the virtual node, re-placement) takes its types as
- * given. Quantities are not parsed here (those who read them refuse bad ones); only the types
- * of the fields read are checked. Pure.
+ * given, and its size from {@link MAX_SUMMARY_NODES} and {@link MAX_SUMMARY_ENTRIES}.
+ * Quantities are not parsed here (those who read them refuse bad ones); only the types of the
+ * fields read are checked. Pure.
  */
 export function clusterSummaryProblem(obj: unknown): string | undefined {
   const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+  let nodes = 0;
+  let entries = 0;
+  const tooMany = () => `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints and resource amounts (a cluster of 15 000 nodes has about 200 000)`;
+  /** Counts the members or items of `v`; the count so far. */
+  const count = (v: unknown) => (entries += isObject(v) ? Object.keys(v).length : Array.isArray(v) ? v.length : 0);
   const isStringMap = (v: unknown) => isObject(v) && Object.values(v).every((x) => typeof x === 'string');
   const optional = (v: unknown, ok: (v: unknown) => boolean) => v === undefined || ok(v);
   if (!isObject(obj)) return 'it is not an object';
   for (const f of ['capacity', 'allocatable', 'free'] as const) {
     if (!optional(obj[f], isStringMap)) return `${f} must map resource names to quantity strings`;
+    count(obj[f]);
   }
+  count((obj.metadata as Record<string, unknown> | undefined)?.labels);
+  if (entries > MAX_SUMMARY_ENTRIES) return tooMany();
   if (!optional(obj.podsResourceVersion, (v) => typeof v === 'string')) return 'podsResourceVersion must be a string';
   if (obj.nodePools === undefined) return undefined;
   if (!Array.isArray(obj.nodePools)) return 'nodePools must be a list';
@@ -189,11 +212,16 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
     const taintOk = (t: unknown) => isObject(t) && typeof t.key === 'string' && typeof t.effect === 'string' && optional(t.value, (v) => typeof v === 'string');
     if (!optional(pool.taints, (v) => Array.isArray(v) && v.every(taintOk))) return `${at}.taints must be a list of taints with a key and an effect`;
     if (!Array.isArray(pool.nodes)) return `${at}.nodes must be a list`;
+    if ((nodes += pool.nodes.length) > MAX_SUMMARY_NODES) return `it describes over ${MAX_SUMMARY_NODES} nodes`;
+    count(pool.labels);
+    if (count(pool.taints) > MAX_SUMMARY_ENTRIES) return tooMany();
     for (const [j, node] of pool.nodes.entries()) {
       const nat = `${at}.nodes[${j}]`;
       if (!isObject(node) || typeof node.name !== 'string') return `${nat} must be an object with a name`;
       if (!optional(node.hostname, (v) => typeof v === 'string')) return `${nat}.hostname must be a string`;
       if (!isStringMap(node.allocatable) || !isStringMap(node.free)) return `${nat}.allocatable and .free must map resource names to quantity strings`;
+      count(node.allocatable);
+      if (count(node.free) > MAX_SUMMARY_ENTRIES) return tooMany();
       for (const f of ['unschedulable', 'notReady'] as const) {
         if (!optional(node[f], (v) => typeof v === 'boolean')) return `${nat}.${f} must be true or false`;
       }

@@ -21,8 +21,12 @@ export const VIRTUAL_NODE_ONLY_LABEL_KEYS: ReadonlySet<string> = new Set([
  * operator never matches. Pure.
  */
 export function matchesLabelRequirement(r: V1NodeSelectorRequirement, labels: Readonly<Record<string, string>>): boolean {
-  const has = Object.prototype.hasOwnProperty.call(labels, r.key);
-  const value = labels[r.key];
+  return matchesLabelValue(r, Object.prototype.hasOwnProperty.call(labels, r.key) ? labels[r.key] : undefined);
+}
+
+/** {@link matchesLabelRequirement} for the value of its key's label, undefined when there is none. Pure. */
+export function matchesLabelValue(r: V1NodeSelectorRequirement, value: string | undefined): boolean {
+  const has = value !== undefined;
   const values = r.values ?? [];
   switch (r.operator) {
     case 'In':

@@ -1,7 +1,10 @@
 import { expect } from 'chai';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { perObject } from '../../../../provider/core/per-object.js';
-import { buildClusterSummary, clusterSummaryProblem, isVirtualNode, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
+import { buildClusterSummary, clusterSummaryProblem, isVirtualNode, MAX_SUMMARY_ENTRIES, MAX_SUMMARY_NODES, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
+import type { ClusterSummary } from '../../../../provider/model/types.js';
+import { matchesNodeSelectorAndAffinity } from '../../../../scheduler/node-match.js';
+import { nodesOfSummary } from '../../../../scheduler/target-nodes.js';
 import { podRequestsWithOverhead } from '../../../../provider/model/resources.js';
 
 function node(labels: Record<string, string>, capacity?: Record<string, string>, allocatable?: Record<string, string>): V1Node {
@@ -181,6 +184,47 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
   for (const [why, obj, problem] of bad) {
     it(`says why of ${why}`, () => expect(clusterSummaryProblem(obj)).to.equal(problem));
   }
+
+  const manyLabels = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`l${i}`, 'v']));
+  const nodes = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `n${i}`, allocatable: {}, free: {} }));
+  it('refuses more nodes than a cluster has (the filter walks them all for each pod)', () => {
+    expect(clusterSummaryProblem({ ...good, nodePools: [{ ...pool, nodes: nodes(MAX_SUMMARY_NODES) }] })).to.equal(undefined);
+    expect(clusterSummaryProblem({ ...good, nodePools: [{ ...pool, nodes: nodes(MAX_SUMMARY_NODES) }, pool] })).to.equal(`it describes over ${MAX_SUMMARY_NODES} nodes`);
+  });
+
+  it('refuses more labels, taints and amounts than a cluster of 20 000 nodes has, in pools, nodes or at the top', () => {
+    const tooMany = `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints and resource amounts (a cluster of 15 000 nodes has about 200 000)`;
+    // 251 pools of 2000 labels, a node each.
+    expect(clusterSummaryProblem({ ...good, nodePools: Array.from({ length: 251 }, () => ({ labels: manyLabels, nodes: [node] })) })).to.equal(tooMany);
+    expect(clusterSummaryProblem({ ...good, nodePools: Array.from({ length: 240 }, () => ({ labels: manyLabels, nodes: [node] })) })).to.equal(undefined);
+    const amounts = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`example.com/r${i}`, '1']));
+    const fatNodes = Array.from({ length: MAX_SUMMARY_NODES }, (_, i) => ({ name: `n${i}`, allocatable: amounts, free: amounts }));
+    expect(clusterSummaryProblem({ ...good, nodePools: [{ labels: {}, nodes: fatNodes }] })).to.equal(tooMany);
+    expect(clusterSummaryProblem({ ...good, metadata: { name: 'singleton', labels: Object.fromEntries(Array.from({ length: MAX_SUMMARY_ENTRIES + 1 }, (_, i) => [`l${i}`, 'v'])) } })).to.equal(tooMany);
+  });
+});
+
+describe("the extender's nodes of a summary", () => {
+  it("share their pool's labels rather than copy them: a few hundred kB of summary once took a GiB", () => {
+    const labels = Object.fromEntries(Array.from({ length: 2000 }, (_, i) => [`l${i}`, 'v']));
+    const summary = { metadata: { name: 'singleton' }, nodePools: [{ labels, nodes: Array.from({ length: 10_000 }, (_, i) => ({ name: `n${i}`, allocatable: {}, free: {} })) }] };
+    const nodes = nodesOfSummary(summary as ClusterSummary);
+    expect(nodes).to.have.length(10_000);
+    expect(nodes.every((n) => n.labels === nodes[0].labels)).to.equal(true);
+    expect(nodes[7].hostname).to.equal('n7');
+  });
+
+  it("match a pod's hostname selector by their own name, and the pool's labels by the pool's", () => {
+    const summary = buildClusterSummary(
+      ['w1', 'w2'].map((name) => ({ metadata: { name, labels: { zone: 'a', 'kubernetes.io/hostname': name } }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } })),
+    );
+    const nodes = nodesOfSummary(summary);
+    const spec = (nodeSelector: Record<string, string>) => ({ containers: [], nodeSelector });
+    expect(nodes.filter((n) => matchesNodeSelectorAndAffinity(spec({ 'kubernetes.io/hostname': 'w2', zone: 'a' }), n)).map((n) => n.name)).to.deep.equal(['w2']);
+    const hostIn = { containers: [], affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['w1'] }, { key: 'zone', operator: 'Exists' }] }] } } } };
+    expect(nodes.filter((n) => matchesNodeSelectorAndAffinity(hostIn, n)).map((n) => n.name)).to.deep.equal(['w1']);
+    expect(nodes.filter((n) => matchesNodeSelectorAndAffinity(spec({ zone: 'b' }), n))).to.have.length(0);
+  });
 });
 
 describe('summaryPodFields', () => {
