@@ -27,6 +27,20 @@ describe('parseConfig: workers', () => {
   });
 });
 
+describe('parseConfig: --target-cache-budget-mib', () => {
+  it('gives each target 128 MiB by default, and takes a whole number of MiB', () => {
+    expect(configOf().targetCacheBudgetMib).to.equal(128);
+    expect(configOf('--target-cache-budget-mib=1').targetCacheBudgetMib).to.equal(1);
+  });
+
+  it('refuses a budget no delegate fits in, or one that is not a whole number, saying why', () => {
+    const zero = parse('--target-cache-budget-mib=0');
+    expect(!zero.ok && zero.errors).to.deep.equal(["--target-cache-budget-mib: must be at least 1 (a target's delegates must fit)"]);
+    const half = parse('--target-cache-budget-mib=0.5');
+    expect(!half.ok && half.errors[0]).to.match(/--target-cache-budget-mib.*"0\.5" is not a whole number/);
+  });
+});
+
 describe('parseConfig: leader election timings', () => {
   const parse = (...flags: string[]) => parseConfig(['--cluster-name=c1', ...flags], {});
   const cases: Array<{ flags: string[]; ok: boolean; error?: RegExp }> = [
