@@ -4,6 +4,7 @@ import { CacheBudgetExceededError, estimateHeapBytes, type CacheBudget } from '.
 import { errorFields, type Logger } from '../core/logger.js';
 import type { Metrics } from '../core/metrics.js';
 import { LineWatch } from './line-watch.js';
+import { forEachPage } from './pager.js';
 import type { StringTable } from './string-table.js';
 import type { SubtreeTable } from './subtree-table.js';
 
@@ -24,7 +25,7 @@ export interface InformerOptions<T extends KubernetesObject> {
    * list calls take them.
    */
   list: (query: ListQuery) => Promise<KubernetesListObject<T>>;
-  /** Objects asked for per page of a list (default {@link DEFAULT_PAGE_SIZE}). */
+  /** Objects asked for per page of a list (default 500, `DEFAULT_PAGE_SIZE` of the pager). */
   pageSize?: number;
   /**
    * What this informer's cache may hold together with the others sharing the budget (a
@@ -102,9 +103,6 @@ export interface ListQuery {
 }
 
 type Handler<T> = (obj: T) => void;
-
-/** As client-go's pager: an answer stays small however many objects there are. */
-export const DEFAULT_PAGE_SIZE = 500;
 
 /** The server ends each watch after 5 to 10 minutes (as client-go does), so none lives forever. */
 const WATCH_TIMEOUT_MIN_S = 300;
@@ -376,51 +374,29 @@ export class Informer<T extends KubernetesObject> {
   }
 
   /**
-   * Lists the collection page by page, keeping of each page what the cache would keep (so that
-   * a list holds what the cache will, not the pages it came in). An answer over the transport's
-   * bound (a FetchError of type `max-size`: objects bigger than a page's share) is asked again
-   * for a quarter of the objects, down to one; the pages grow back to the page size after it.
-   * With a budget, the list fails once what it keeps, with what the other informers of the
-   * budget hold, would pass it. Undefined when the attempt was superseded meanwhile.
+   * Lists the collection page by page (see `forEachPage`), keeping of each page what the cache
+   * would keep (so that a list holds what the cache will, not the pages it came in). With a
+   * budget, the list fails once what it keeps, with what the other informers of the budget hold,
+   * would pass it. Undefined when the attempt was superseded meanwhile.
    */
   private async listPages(fieldSelector: string | undefined, current: () => boolean): Promise<{ items: Kept<T>[]; resourceVersion: string } | undefined> {
-    const pageSize = this.o.pageSize ?? DEFAULT_PAGE_SIZE;
     const items: Kept<T>[] = [];
     let bytes = 0;
-    let limit = pageSize;
-    let from: string | undefined;
-    for (;;) {
-      let page: KubernetesListObject<T>;
-      try {
-        page = await this.o.list({ labelSelector: this.o.labelSelector, fieldSelector, limit, _continue: from });
-      } catch (err) {
-        if ((err as { type?: unknown })?.type === 'max-size' && limit > 1) {
-          limit = Math.max(1, Math.floor(limit / 4));
-          continue;
+    const resourceVersion = await forEachPage(
+      (limit, from) => this.o.list({ labelSelector: this.o.labelSelector, fieldSelector, limit, _continue: from }),
+      (objects) => {
+        for (const raw of objects) {
+          const obj = this.prepare(raw);
+          if (obj === undefined) continue;
+          const size = this.sizes ? estimateHeapBytes(obj) : 0;
+          items.push({ obj, size });
+          bytes += size;
         }
-        throw err;
-      }
-      if (!current()) return undefined;
-      const objects = page.items ?? [];
-      for (const raw of objects) {
-        const obj = this.prepare(raw);
-        if (obj === undefined) continue;
-        const size = this.sizes ? estimateHeapBytes(obj) : 0;
-        items.push({ obj, size });
-        bytes += size;
-      }
-      if (this.o.budget && !this.o.budget.fits(bytes, this.held)) {
-        this.overBudget(`listing ${this.o.path} (${items.length} objects kept so far)`);
-      }
-      // Typed lists carry it as `_continue`, custom objects' lists (plain JSON) as `continue`.
-      const meta = page.metadata as { _continue?: string; continue?: string; resourceVersion?: string } | undefined;
-      const next = meta?._continue || meta?.continue;
-      if (!next) return { items, resourceVersion: meta?.resourceVersion ?? '' };
-      // A page that goes on must bring something, or a server could keep the list going forever.
-      if (objects.length === 0) throw new Error(`the server answered a page of ${this.o.path} with no objects and a continue token`);
-      from = next;
-      limit = Math.min(pageSize, limit * 2);
-    }
+        if (this.o.budget && !this.o.budget.fits(bytes, this.held)) this.overBudget(`listing ${this.o.path} (${items.length} objects kept so far)`);
+      },
+      { what: this.o.path, pageSize: this.o.pageSize, current },
+    );
+    return resourceVersion === undefined ? undefined : { items, resourceVersion };
   }
 
   /**

@@ -4,7 +4,8 @@ import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
 import { classifyApiError, isNotFound } from '../core/errors.js';
-import { API_GROUP, API_VERSION, PARENT_CLUSTER_NAME_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
+import { forEachPage } from '../controller/pager.js';
+import { API_GROUP, API_VERSION, HAS_FINALIZER_LABEL, PARENT_CLUSTER_NAME_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
 import { virtualNodeName } from '../model/names.js';
 import { decideOutage, decideRecovered, fenceVerdict, isOutage, parentOf, type OutageDecision } from '../model/outage.js';
@@ -190,58 +191,117 @@ export class OutageReconciler {
 
   /**
    * Deletes this source's delegates in the target whose proxy is gone (or is another pod now).
-   * Lists the target directly: its informer cache may still hold what it saw before the outage.
-   * Each proxy is confirmed gone with a read of the source before its delegate is deleted.
+   * Lists the target directly, a page at a time (its informer cache may still hold what it saw
+   * before the outage; a page's delegates are dealt with before the next is asked for). Each
+   * proxy is confirmed gone with the source itself before its delegate is deleted (see
+   * {@link LiveProxies}). Of a Target's namespace, only delegates and parents there are looked at,
+   * whatever its server answers.
    */
   private async fence(target: TargetClient): Promise<void> {
     const labelSelector = `${PARENT_CLUSTER_NAME_LABEL}=${this.o.sourceClusterName}`;
     const ns = target.ref.kind === 'Target' ? target.ref.namespace : undefined;
-    let delegates: V1Pod[];
-    try {
-      delegates = (ns ? await target.core.listNamespacedPod({ namespace: ns, labelSelector }) : await target.core.listPodForAllNamespaces({ labelSelector })).items;
-    } catch (err) {
-      throw new Error(`listing delegates in ${target.displayName} to fence it`, { cause: err });
-    }
+    const live = new LiveProxies(this.o.sourceCore, this.o.proxies, ns);
     const deleted: string[] = [];
-    await this.each(delegates, `delegates in ${target.displayName}`, async (d) => {
-      // First without reading the source: another source's pods, or ones deleting, are left alone.
-      if (fenceVerdict(d, this.o.sourceClusterName, undefined) !== 'delete') return;
-      const verdict = fenceVerdict(d, this.o.sourceClusterName, await this.liveProxyUid(d));
-      if (verdict !== 'delete') return;
-      try {
-        await target.core.deleteNamespacedPod({ name: d.metadata!.name!, namespace: d.metadata!.namespace!, body: { preconditions: { uid: d.metadata!.uid } } });
-        deleted.push(`${d.metadata!.namespace}/${d.metadata!.name}`);
-        this.o.metrics?.fencedDelegates.inc({ target: target.key });
-      } catch (err) {
-        if (isNotFound(err) || classifyApiError(err) === 'Conflict') return;
-        throw new Error(`deleting orphaned delegate ${d.metadata!.namespace}/${d.metadata!.name} in ${target.displayName}`, { cause: err });
-      }
-    });
-    if (deleted.length > 0) {
-      const ref = target.ref;
-      this.o.events.record(
-        { kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined } },
-        'Normal',
-        'DelegatesFenced',
-        `deleted ${deleted.length} delegate(s) in ${target.displayName} whose proxy is gone (failed over or deleted while it was unreachable): ${deleted.slice(0, 20).join(', ')}${deleted.length > 20 ? ', …' : ''}`,
-      );
-    }
-  }
-
-  /** UID of the pod now at the delegate's parent name in the source (cache first, then a read), if any. */
-  private async liveProxyUid(delegate: V1Pod): Promise<string | undefined> {
-    const parent = parentOf(delegate);
-    if (!parent.name || !parent.namespace) return undefined;
-    const cached = this.o.proxies.get(parent.name, parent.namespace);
-    if (cached?.metadata?.uid === parent.uid) return parent.uid;
+    const fencePage = (delegates: V1Pod[]) =>
+      this.each(delegates, `delegates in ${target.displayName}`, async (d) => {
+        // First without reading the source: another source's pods, or ones deleting, are left alone.
+        if (fenceVerdict(d, this.o.sourceClusterName, undefined) !== 'delete') return;
+        const parent = parentOf(d);
+        if (ns !== undefined && (d.metadata?.namespace !== ns || parent.namespace !== ns)) return;
+        const verdict = fenceVerdict(d, this.o.sourceClusterName, await live.uidOf(parent.name!, parent.namespace!, parent.uid));
+        if (verdict !== 'delete') return;
+        try {
+          await target.core.deleteNamespacedPod({ name: d.metadata!.name!, namespace: d.metadata!.namespace!, body: { preconditions: { uid: d.metadata!.uid } } });
+          deleted.push(`${d.metadata!.namespace}/${d.metadata!.name}`);
+          this.o.metrics?.fencedDelegates.inc({ target: target.key });
+        } catch (err) {
+          if (isNotFound(err) || classifyApiError(err) === 'Conflict') return;
+          throw new Error(`deleting orphaned delegate ${d.metadata!.namespace}/${d.metadata!.name} in ${target.displayName}`, { cause: err });
+        }
+      });
+    const list = (limit: number, _continue: string | undefined) =>
+      ns ? target.core.listNamespacedPod({ namespace: ns, labelSelector, limit, _continue }) : target.core.listPodForAllNamespaces({ labelSelector, limit, _continue });
     try {
-      return (await this.o.sourceCore.readNamespacedPod({ name: parent.name, namespace: parent.namespace })).metadata?.uid;
-    } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw new Error(`reading proxy ${parent.namespace}/${parent.name}`, { cause: err });
+      await forEachPage(
+        async (limit, from) => {
+          try {
+            return await list(limit, from);
+          } catch (err) {
+            throw Object.assign(new Error(`listing delegates in ${target.displayName} to fence it`, { cause: err }), { type: (err as { type?: unknown })?.type });
+          }
+        },
+        fencePage,
+        { what: `delegates in ${target.displayName}` },
+      );
+    } finally {
+      if (deleted.length > 0) {
+        const ref = target.ref;
+        this.o.events.record(
+          { kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined } },
+          'Normal',
+          'DelegatesFenced',
+          `deleted ${deleted.length} delegate(s) in ${target.displayName} whose proxy is gone (failed over or deleted while it was unreachable): ${deleted.slice(0, 20).join(', ')}${deleted.length > 20 ? ', …' : ''}`,
+        );
+      }
     }
   }
+}
 
+/** Parents read one by one in a fence pass; past these, one list of the source's proxies answers for the rest. */
+const FENCE_SINGLE_READS = 20;
+
+/**
+ * The pods now at delegates' parent names in the source, for one fence pass: the proxies cache
+ * when it shows the parent with the UID the delegate names, else the source itself. The first
+ * {@link FENCE_SINGLE_READS} are single reads; after them, one list of the source's proxies (in
+ * the Target's namespace, or all) answers for the pass. So a pass costs the source a bounded
+ * number of calls however many orphans (or fakes: the target's server says which delegates
+ * there are) it meets.
+ */
+class LiveProxies {
+  private reads = 0;
+  private listed?: Promise<Map<string, string | undefined>>;
+
+  constructor(
+    private readonly sourceCore: CoreV1Api,
+    private readonly proxies: ObjectCache<V1Pod>,
+    private readonly namespace: string | undefined,
+  ) {}
+
+  /** UID of the pod now at `namespace/name` in the source, undefined if there is none. */
+  async uidOf(name: string, namespace: string, expectedUid: string | undefined): Promise<string | undefined> {
+    const cached = this.proxies.get(name, namespace);
+    if (cached?.metadata?.uid === expectedUid && expectedUid !== undefined) return expectedUid;
+    if (this.reads < FENCE_SINGLE_READS) {
+      this.reads++;
+      try {
+        return (await this.sourceCore.readNamespacedPod({ name, namespace })).metadata?.uid;
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw new Error(`reading proxy ${namespace}/${name}`, { cause: err });
+      }
+    }
+    this.listed ??= this.list();
+    return (await this.listed).get(`${namespace}/${name}`);
+  }
+
+  private async list(): Promise<Map<string, string | undefined>> {
+    const uids = new Map<string, string | undefined>();
+    const labelSelector = `${HAS_FINALIZER_LABEL}=true`;
+    const ns = this.namespace;
+    try {
+      await forEachPage(
+        (limit, _continue) => (ns ? this.sourceCore.listNamespacedPod({ namespace: ns, labelSelector, limit, _continue }) : this.sourceCore.listPodForAllNamespaces({ labelSelector, limit, _continue })),
+        (pods) => {
+          for (const p of pods) uids.set(`${p.metadata?.namespace}/${p.metadata?.name}`, p.metadata?.uid);
+        },
+        { what: 'proxies' },
+      );
+    } catch (err) {
+      throw new Error(`listing proxies${ns ? ` in ${ns}` : ''} to fence`, { cause: err });
+    }
+    return uids;
+  }
 }
 
 /** How long the target has been unreachable: on the monotonic clock, or the wall clock for a health that has no monotonic start. */

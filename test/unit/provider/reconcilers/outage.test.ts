@@ -259,7 +259,7 @@ describe('OutageReconciler', () => {
       s.health(true);
       await s.reconciler.reconcile(KEY);
       sinon.assert.calledOnce(s.targetCore.listNamespacedPod);
-      expect(s.targetCore.listNamespacedPod.firstCall.args[0]).to.deep.equal({ namespace: NS, labelSelector: 'multicluster.admiralty.io/parent-cluster-name=c1' });
+      expect(s.targetCore.listNamespacedPod.firstCall.args[0]).to.deep.equal({ namespace: NS, labelSelector: 'multicluster.admiralty.io/parent-cluster-name=c1', limit: 500, _continue: undefined });
       expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
       // Fenced once: later probes of a healthy target list nothing.
       await s.reconciler.reconcile(KEY);
@@ -319,6 +319,66 @@ describe('OutageReconciler', () => {
       expect(s.events.map((e) => `${e.kind}:${e.reason}`)).to.deep.equal(['Target:DelegatesFenced']);
       expect(await s.counted('fencedDelegates')).to.equal(2);
       expect(s.events[0].message).to.include(`${NS}/gone-d`).and.include(`${NS}/replaced-d`);
+    });
+
+    it('lists the target a page at a time, each page fenced before the next is asked for, and a page too large again smaller', async () => {
+      const pods = Array.from({ length: 1200 }, (_, i) => delegate(`d${i}`, `p${i}`, `uid-p${i}`));
+      const s = setup();
+      const asked: [number, string | undefined][] = [];
+      s.targetCore.listNamespacedPod.callsFake((async ({ limit, _continue }: { limit: number; _continue?: string }) => {
+        asked.push([limit, _continue]);
+        // The target's transport refuses an answer of over 200 pods (as it does past 16 MiB).
+        if (limit > 200) throw Object.assign(new Error('answer of /api/v1/namespaces/apps/pods larger than 16777216 bytes'), { type: 'max-size' });
+        const start = Number(_continue ?? 0);
+        const next = start + limit < pods.length ? String(start + limit) : undefined;
+        return { items: pods.slice(start, start + limit), metadata: { _continue: next } };
+      }) as never);
+      let deletedBeforeSecondPage = -1;
+      s.targetCore.deleteNamespacedPod.callsFake((async () => {
+        if (asked.filter(([, c]) => c !== undefined).length === 0) deletedBeforeSecondPage++;
+        return {};
+      }) as never);
+      s.source.listNamespacedPod.resolves({ items: [] });
+      s.health(true);
+      await s.reconciler.reconcile(KEY);
+      expect(asked.slice(0, 3)).to.deep.equal([
+        [500, undefined],
+        [125, undefined],
+        [250, '125'],
+      ]);
+      sinon.assert.callCount(s.targetCore.deleteNamespacedPod, 1200);
+      expect(deletedBeforeSecondPage + 1, "the first page's delegates, before the second page").to.equal(125);
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
+    });
+
+    it("reads at most 20 parents one by one in a pass, then answers for the rest with one list of the source's proxies", async () => {
+      const alive = Array.from({ length: 30 }, (_, i) => proxy(`p${i}`));
+      const s = setup({ targetPods: Array.from({ length: 60 }, (_, i) => delegate(`d${i}`, `p${i}`, `uid-p${i}`)) });
+      s.source.readNamespacedPod.callsFake((async ({ name }: { name: string }) => {
+        const p = alive.find((a) => a.metadata?.name === name);
+        if (p) return p;
+        throw apiError(404, 'NotFound');
+      }) as never);
+      s.source.listNamespacedPod.resolves({ items: alive });
+      s.health(true);
+      await s.reconciler.reconcile(KEY);
+      sinon.assert.callCount(s.source.readNamespacedPod, 20);
+      sinon.assert.calledOnce(s.source.listNamespacedPod);
+      expect(s.source.listNamespacedPod.firstCall.args[0]).to.deep.include({ namespace: NS, labelSelector: 'multicluster.admiralty.io/has-finalizer=true' });
+      // The 30 whose proxy lives stay; the other 30 go.
+      expect(s.targetCore.deleteNamespacedPod.getCalls().map((c) => c.args[0].name)).to.deep.equal(Array.from({ length: 30 }, (_, i) => `d${30 + i}`));
+    });
+
+    it("leaves alone what a Target's server says is a delegate of another namespace, or whose parent is of another namespace", async () => {
+      const elsewhere = delegate('elsewhere-d', 'gone', 'uid-gone');
+      elsewhere.metadata!.namespace = 'other';
+      const parentElsewhere = delegate('parent-elsewhere-d', 'gone', 'uid-gone');
+      parentElsewhere.metadata!.annotations!['multicluster.admiralty.io/parent-namespace'] = 'kube-system';
+      const s = setup({ targetPods: [elsewhere, parentElsewhere, delegate('gone-d', 'gone', 'uid-gone')] });
+      s.health(true);
+      await s.reconciler.reconcile(KEY);
+      expect(s.targetCore.deleteNamespacedPod.getCalls().map((c) => c.args[0].name)).to.deep.equal(['gone-d']);
+      expect(s.source.readNamespacedPod.getCalls().map((c) => c.args[0].namespace)).to.deep.equal([NS]);
     });
 
     it('keeps the gate closed when a delete fails, and accepts a delegate gone meanwhile (404) or replaced (409)', async () => {
