@@ -7,6 +7,7 @@ import {
   failoverPolicy,
   fenceVerdict,
   isOutage,
+  OUTAGE_NOTICE_MS,
   STANDBY_FENCE_GRACE_MS,
   standbyMayCreateDelegates,
 } from '../../../../provider/model/outage.js';
@@ -66,21 +67,25 @@ describe('decideOutage', () => {
   const at = (nowMs: number, p: V1Pod, n?: V1Namespace) => decideOutage({ proxy: p, namespace: n, targetName: 'c2', unreachableSinceMs: since, unreachableForMs: nowMs - since, nowMs });
 
   it('judges the deadline by how long the target has been unreachable, not by the wall clock', () => {
-    const p = pod({ owner: true, annotations: { [AFTER]: '20s' } });
-    // The wall clock was stepped an hour forward 5 s into the outage.
-    const early = decideOutage({ proxy: p, namespace: undefined, targetName: 'c2', unreachableSinceMs: since, unreachableForMs: 5_000, nowMs: since + 3_605_000 });
+    const p = pod({ owner: true, annotations: { [AFTER]: '1m' } });
+    // The wall clock was stepped an hour forward 25 s into the outage.
+    const early = decideOutage({ proxy: p, namespace: undefined, targetName: 'c2', unreachableSinceMs: since, unreachableForMs: 25_000, nowMs: since + 3_625_000 });
     expect(early.failover).to.equal(false);
-    expect(early.recheckAtMs).to.equal(since + 3_605_000 + 15_000);
+    expect(early.recheckAtMs).to.equal(since + 3_625_000 + 35_000);
     // The message keeps the deadline it said from the start (one write per transition).
-    expect(early.condition!.message).to.match(/failover at 2026-01-01T10:00:20.000Z/);
-    // Stepped an hour back: the deadline still comes 20 s into the outage.
-    const due = decideOutage({ proxy: p, namespace: undefined, targetName: 'c2', unreachableSinceMs: since, unreachableForMs: 20_000, nowMs: since - 3_580_000 });
+    expect(early.condition!.message).to.match(/failover at 2026-01-01T10:01:00.000Z/);
+    // Stepped an hour back: the deadline still comes a minute into the outage.
+    const due = decideOutage({ proxy: p, namespace: undefined, targetName: 'c2', unreachableSinceMs: since, unreachableForMs: 60_000, nowMs: since - 3_540_000 });
     expect(due.failover).to.equal(true);
   });
 
   const cases: { name: string; pod: V1Pod; ns?: V1Namespace; nowMs: number; failover: boolean; condition: boolean; reason?: string; message?: RegExp; recheckAtMs?: number }[] = [
     { name: 'no policy: marked, stays', pod: pod({ owner: true }), nowMs: since + 3_600_000, failover: false, condition: true, reason: 'TargetUnreachable', message: /^target c2 unreachable since 2026-01-01T10:00:00.000Z; the pod stays bound to it/ },
-    { name: 'before the deadline: marked, with when', pod: pod({ owner: true, annotations: { [AFTER]: '20s' } }), nowMs: since + 19_999, failover: false, condition: true, reason: 'TargetUnreachable', message: /failover at 2026-01-01T10:00:20.000Z/, recheckAtMs: since + 20_000 },
+    { name: 'before the deadline: marked, with when', pod: pod({ owner: true, annotations: { [AFTER]: '1m' } }), nowMs: since + 59_999, failover: false, condition: true, reason: 'TargetUnreachable', message: /failover at 2026-01-01T10:01:00.000Z/, recheckAtMs: since + 60_000 },
+    { name: 'within the notice, no policy: nothing yet, a look at its end', pod: pod({ owner: true }), nowMs: since + 5_000, failover: false, condition: false, recheckAtMs: since + OUTAGE_NOTICE_MS },
+    { name: 'within the notice, failover due later: nothing yet', pod: pod({ owner: true, annotations: { [AFTER]: '1m' } }), nowMs: since + 19_999, failover: false, condition: false, recheckAtMs: since + OUTAGE_NOTICE_MS },
+    { name: 'within the notice, a shorter failover-after: a look at its deadline', pod: pod({ owner: true, annotations: { [AFTER]: '8s' } }), nowMs: since + 5_000, failover: false, condition: false, recheckAtMs: since + 8_000 },
+    { name: 'within the notice, failover due: fails over', pod: pod({ owner: true, annotations: { [AFTER]: '8s' } }), nowMs: since + 8_000, failover: true, condition: false, reason: 'FailingOver' },
     { name: 'at the deadline, controlled: fails over', pod: pod({ owner: true, annotations: { [AFTER]: '20s' } }), nowMs: since + 20_000, failover: true, condition: false, reason: 'FailingOver', message: /ReplicaSet web-abc recreates it/ },
     { name: 'namespace policy, controlled: fails over', pod: pod({ owner: true }), ns: ns({ [AFTER]: '1m' }), nowMs: since + 60_000, failover: true, condition: false, reason: 'FailingOver' },
     { name: 'past the deadline, bare: cannot move', pod: pod({ annotations: { [AFTER]: '20s' } }), nowMs: since + 25_000, failover: false, condition: true, reason: 'CannotFailOver', message: /no controller/ },
@@ -106,10 +111,10 @@ describe('decideOutage', () => {
   }
 
   it('is stable over an outage: the same condition at any time before the deadline (one write per transition)', () => {
-    const p = pod({ owner: true, annotations: { [AFTER]: '20s' } });
-    const first = at(since + 1_000, p).condition!;
-    const marked = pod({ owner: true, annotations: { [AFTER]: '20s' }, conditions: [first] });
-    for (const t of [since + 2_000, since + 10_000, since + 19_000]) expect(conditionDiffers(marked, at(t, marked).condition!), `at +${t - since} ms`).to.equal(false);
+    const p = pod({ owner: true, annotations: { [AFTER]: '1m' } });
+    const first = at(since + OUTAGE_NOTICE_MS, p).condition!;
+    const marked = pod({ owner: true, annotations: { [AFTER]: '1m' }, conditions: [first] });
+    for (const t of [since + 21_000, since + 40_000, since + 59_000]) expect(conditionDiffers(marked, at(t, marked).condition!), `at +${t - since} ms`).to.equal(false);
   });
 });
 

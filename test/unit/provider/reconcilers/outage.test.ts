@@ -9,6 +9,7 @@ import { Registry } from 'prom-client';
 import { createMetrics } from '../../../../provider/core/metrics.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
 import { OutageReconciler } from '../../../../provider/reconcilers/outage.js';
+import { OUTAGE_NOTICE_MS } from '../../../../provider/model/outage.js';
 import { MapCache } from './map-cache.js';
 
 const CLUSTER = 'c1';
@@ -96,7 +97,12 @@ describe('OutageReconciler', () => {
     const elsewhere = proxy('x', { nodeName: 'admiralty-namespace-apps-c1' });
     const s = setup({ proxies: [a, b, elsewhere] });
     s.health(false);
+    // Within the notice (one failed probe, say): nothing per proxy, a look at its end.
     s.clock.advance(10_000);
+    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: OUTAGE_NOTICE_MS - 10_000 });
+    sinon.assert.notCalled(s.source.patchNamespacedPodStatus);
+    expect(s.reconciler.mayCreateDelegates(KEY), 'the gate closes at once all the same').to.equal(false);
+    s.clock.advance(OUTAGE_NOTICE_MS - 10_000);
     await s.reconciler.reconcile(KEY);
     sinon.assert.calledTwice(s.source.patchNamespacedPodStatus);
     const names = s.source.patchNamespacedPodStatus.getCalls().map((c) => c.args[0].name);
@@ -121,7 +127,7 @@ describe('OutageReconciler', () => {
   it('writes a condition once when the next pass starts before the cache shows it, and again if a newer proxy lost it', async () => {
     const a = { ...proxy('a'), metadata: { ...proxy('a').metadata, resourceVersion: '10' } };
     const s = setup({ proxies: [a] });
-    s.health(false);
+    s.health(false, s.clock.now() - OUTAGE_NOTICE_MS);
     await s.reconciler.reconcile(KEY);
     // Queued again by a probe before the watch brought the write back: the cache still has version 10.
     await s.reconciler.reconcile(KEY);
@@ -135,15 +141,15 @@ describe('OutageReconciler', () => {
   });
 
   it('fails over a controlled proxy once failover-after has elapsed: deleted with a UID precondition, its finalizer released', async () => {
-    const p = proxy('web', { owner: true, annotations: { [AFTER]: '20s' } });
+    const p = proxy('web', { owner: true, annotations: { [AFTER]: '1m' } });
     const s = setup({ proxies: [p] });
     s.health(false);
-    s.clock.advance(5_000);
-    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 15_000 });
-    expect(conditionOf(s.source.patchNamespacedPodStatus.firstCall).message).to.match(/failover at 2026-01-01T10:00:20.000Z/);
+    s.clock.advance(25_000);
+    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 35_000 });
+    expect(conditionOf(s.source.patchNamespacedPodStatus.firstCall).message).to.match(/failover at 2026-01-01T10:01:00.000Z/);
     sinon.assert.notCalled(s.source.deleteNamespacedPod);
     s.afterPatch(p, 0);
-    s.clock.advance(15_000);
+    s.clock.advance(35_000);
     await s.reconciler.reconcile(KEY);
     sinon.assert.calledOnce(s.source.deleteNamespacedPod);
     expect(s.source.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: 'web', namespace: NS, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: 'uid-web' } } });
@@ -182,7 +188,7 @@ describe('OutageReconciler', () => {
     const s = setup({ proxies: [p] });
     // Not ready since an hour ago (refused credentials, say), unreachable since now.
     s.registry.setHealth(KEY, { ready: false, reason: 'TargetUnreachable', message: 'connection refused', sinceMs: T0 - 3_600_000, outageSinceMs: T0 });
-    s.clock.advance(10_000);
+    s.clock.advance(OUTAGE_NOTICE_MS);
     expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 60_000 });
     sinon.assert.notCalled(s.source.deleteNamespacedPod);
     const cond = conditionOf(s.source.patchNamespacedPodStatus.firstCall);
@@ -191,37 +197,38 @@ describe('OutageReconciler', () => {
   });
 
   it('moves no failover when the wall clock is stepped during the outage: failover-after is measured on the monotonic clock', async () => {
-    const p = proxy('web', { owner: true, annotations: { [AFTER]: '20s' } });
+    const p = proxy('web', { owner: true, annotations: { [AFTER]: '1m' } });
     const s = setup({ proxies: [p] });
     s.registry.setHealth(KEY, { ready: false, reason: 'TargetUnreachable', message: 'connection refused', sinceMs: T0, outageSinceMs: T0, outageSinceMonoMs: s.clock.monotonicMs() });
-    s.clock.advance(5_000);
+    s.clock.advance(25_000);
     s.clock.stepWallClock(3_600_000); // NTP, or a resumed VM
-    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 15_000 });
+    expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 35_000 });
     sinon.assert.notCalled(s.source.deleteNamespacedPod);
     s.afterPatch(p, 0);
-    s.clock.advance(15_000);
+    s.clock.advance(35_000);
     await s.reconciler.reconcile(KEY);
     sinon.assert.calledOnce(s.source.deleteNamespacedPod);
   });
 
   it('looks again at a far deadline within a minute (a timer past 2^31 ms would fire at once)', async () => {
     const s = setup({ proxies: [proxy('web', { owner: true, annotations: { [AFTER]: '1000h' } })] });
-    s.health(false);
+    s.health(false, s.clock.now() - OUTAGE_NOTICE_MS);
     expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: 60_000 });
     sinon.assert.notCalled(s.source.deleteNamespacedPod);
   });
 
   it('leaves a bare proxy in place past its failover-after, and says it cannot be moved', async () => {
-    const p = proxy('bare', { annotations: { [AFTER]: '20s' } });
+    const p = proxy('bare', { annotations: { [AFTER]: '30s' } });
     const s = setup({ proxies: [p] });
     s.health(false);
+    s.clock.advance(OUTAGE_NOTICE_MS);
     await s.reconciler.reconcile(KEY);
     s.afterPatch(p, 0);
-    s.clock.advance(20_000);
+    s.clock.advance(10_000);
     await s.reconciler.reconcile(KEY);
     sinon.assert.notCalled(s.source.deleteNamespacedPod);
     sinon.assert.calledTwice(s.source.patchNamespacedPodStatus);
-    expect(conditionOf(s.source.patchNamespacedPodStatus.secondCall).message).to.match(/cannot fail over after 20s: the pod has no controller/);
+    expect(conditionOf(s.source.patchNamespacedPodStatus.secondCall).message).to.match(/cannot fail over after 30s: the pod has no controller/);
     expect(s.events.map((e) => e.reason)).to.deep.equal(['TargetUnreachable', 'CannotFailOver']);
   });
 
