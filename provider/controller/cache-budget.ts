@@ -84,8 +84,7 @@ export function estimateHeapBytes(value: unknown): number {
       bytes += OBJECT_BYTES;
     } else if (Array.isArray(v)) {
       bytes += ARRAY_BYTES + ITEM_BYTES * v.length;
-      for (const item of v) if (item !== null && typeof item === 'object') stack.push(item);
-      else if (typeof item === 'string' || typeof item === 'number') stack.push(item);
+      for (const item of v) if (item !== null && (typeof item === 'object' || typeof item === 'string' || typeof item === 'number')) stack.push(item);
     } else if (v !== null && typeof v === 'object') {
       bytes += OBJECT_BYTES;
       for (const key in v) {
