@@ -61,13 +61,13 @@ describe('Lists in pages, and the cache budget of a target', function () {
       // of this namespace's makes at least two in c2.
       await authorizeSource(ns);
       const custom = providerLikeKubeConfig().makeApiClient(CustomObjectsApi);
-      const sources = (await getJson('c2', 'sources', '-A')).items.map((s: any) => `${s.metadata.namespace}/${s.metadata.name}`);
-      expect(sources.length, 'Sources in c2').to.be.at.least(2);
       const listed = await listedInPages<KubernetesObject>('/apis/multicluster.admiralty.io/v1alpha1/sources', 1, (q) =>
         custom.listClusterCustomObject({ group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'sources', ...q }) as Promise<KubernetesListObject<KubernetesObject>>,
       );
-      expect(listed.names.sort()).to.deep.equal(sources.sort());
-      expect(listed.pages).to.have.length(sources.length);
+      // Other tests' namespaces (and their Sources) come and go meanwhile: these two stay.
+      expect(listed.names).to.include.members(['default/c1', `${ns}/c1`]);
+      expect(listed.pages.length, 'one Source a page').to.be.at.least(listed.names.length);
+      expect(listed.pages[1]._continue).to.be.a('string').and.not.equal('');
     } finally {
       await kubectl('c2', 'delete', 'namespace', ns, '--wait=false');
     }
