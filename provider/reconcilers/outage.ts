@@ -200,10 +200,12 @@ export class OutageReconciler {
   private async fence(target: TargetClient): Promise<void> {
     const labelSelector = `${PARENT_CLUSTER_NAME_LABEL}=${this.o.sourceClusterName}`;
     const ns = target.ref.kind === 'Target' ? target.ref.namespace : undefined;
-    const live = new LiveProxies(this.o.sourceCore, this.o.proxies, ns);
     const deleted: string[] = [];
-    const fencePage = (delegates: V1Pod[]) =>
-      this.each(delegates, `delegates in ${target.displayName}`, async (d) => {
+    const fencePage = (delegates: V1Pod[]) => {
+      // One per page: a list of the proxies taken after the page was, shows the proxy of every
+      // delegate on it (a proxy is made before its delegate) that has not gone since.
+      const live = new LiveProxies(this.o.sourceCore, this.o.proxies, ns);
+      return this.each(delegates, `delegates in ${target.displayName}`, async (d) => {
         // First without reading the source: another source's pods, or ones deleting, are left alone.
         if (fenceVerdict(d, this.o.sourceClusterName, undefined) !== 'delete') return;
         const parent = parentOf(d);
@@ -219,6 +221,7 @@ export class OutageReconciler {
           throw new Error(`deleting orphaned delegate ${d.metadata!.namespace}/${d.metadata!.name} in ${target.displayName}`, { cause: err });
         }
       });
+    };
     const list = (limit: number, _continue: string | undefined) =>
       ns ? target.core.listNamespacedPod({ namespace: ns, labelSelector, limit, _continue }) : target.core.listPodForAllNamespaces({ labelSelector, limit, _continue });
     try {
@@ -247,16 +250,16 @@ export class OutageReconciler {
   }
 }
 
-/** Parents read one by one in a fence pass; past these, one list of the source's proxies answers for the rest. */
+/** Parents read one by one for a page of a fence pass; past these, one list of the source's proxies answers for the rest. */
 const FENCE_SINGLE_READS = 20;
 
 /**
- * The pods now at delegates' parent names in the source, for one fence pass: the proxies cache
- * when it shows the parent with the UID the delegate names, else the source itself. The first
- * {@link FENCE_SINGLE_READS} are single reads; after them, one list of the source's proxies (in
- * the Target's namespace, or all) answers for the pass. So a pass costs the source a bounded
- * number of calls however many orphans (or fakes: the target's server says which delegates
- * there are) it meets.
+ * The pods now at delegates' parent names in the source, for one page of a fence pass: the
+ * proxies cache when it shows the parent with the UID the delegate names, else the source
+ * itself. The first {@link FENCE_SINGLE_READS} are single reads; after them, one list of the
+ * source's proxies (in the Target's namespace, or all) answers for the page. So a page costs
+ * the source a bounded number of calls however many orphans (or fakes: the target's server says
+ * which delegates there are) it holds.
  */
 class LiveProxies {
   private reads = 0;

@@ -355,10 +355,14 @@ describe('OutageReconciler', () => {
       ]);
       sinon.assert.callCount(s.targetCore.deleteNamespacedPod, 1200);
       expect(deletedBeforeSecondPage + 1, "the first page's delegates, before the second page").to.equal(125);
+      // Each page's parents, past the first 20 read one by one, from one list of the proxies taken after that page.
+      const pages = asked.filter(([limit]) => limit <= 200).length;
+      sinon.assert.callCount(s.source.readNamespacedPod, 20 * pages);
+      sinon.assert.callCount(s.source.listNamespacedPod, pages);
       expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
     });
 
-    it("reads at most 20 parents one by one in a pass, then answers for the rest with one list of the source's proxies", async () => {
+    it("reads at most 20 parents of a page one by one, then answers for the rest with one list of the source's proxies", async () => {
       const alive = Array.from({ length: 30 }, (_, i) => proxy(`p${i}`));
       const s = setup({ targetPods: Array.from({ length: 60 }, (_, i) => delegate(`d${i}`, `p${i}`, `uid-p${i}`)) });
       s.source.readNamespacedPod.callsFake((async ({ name }: { name: string }) => {
