@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { CoreV1Api, CustomObjectsApi, NetworkingV1Api, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, NetworkingV1Api, PatchStrategy, RbacAuthorizationV1Api, setHeaderOptions, type KubeConfig, type KubernetesListObject } from '@kubernetes/client-node';
+import { forEachPage } from '../controller/pager.js';
 import { classifyApiError, statusMessage, ValidationError } from '../core/errors.js';
 import { API_GROUP, API_VERSION, FIELD_MANAGER, HAS_FINALIZER_LABEL, KEY_PREFIX } from '../core/keys.js';
 import { type CliIo, writeLine } from './cli-io.js';
@@ -184,25 +185,25 @@ const jsonPatch = () => setHeaderOptions('Content-Type', PatchStrategy.JsonPatch
 
 type ListPage = { items: { metadata?: ObjectMeta }[]; metadata?: { _continue?: string; continue?: string } };
 
-/** Lists every page (500 objects at a time). */
-async function listAll(page: (cont: string | undefined) => Promise<ListPage>): Promise<ObjectMeta[]> {
+/** The metadata of every object, listed page by page (see `forEachPage`: `limit` objects a page). */
+async function listAll(page: (limit: number, cont: string | undefined) => Promise<ListPage>): Promise<ObjectMeta[]> {
   const out: ObjectMeta[] = [];
-  let cont: string | undefined;
-  do {
-    const res = await page(cont);
-    for (const item of res.items ?? []) if (item.metadata) out.push(item.metadata);
-    cont = res.metadata?._continue ?? res.metadata?.continue;
-  } while (cont);
+  await forEachPage(
+    (limit, cont) => page(limit, cont) as Promise<KubernetesListObject<{ metadata?: ObjectMeta }>>,
+    (items) => {
+      for (const item of items) if (item.metadata) out.push(item.metadata);
+    },
+    { what: 'objects to clean up' },
+  );
   return out;
 }
 
 /** Pods, services, configmaps and secrets, over the core API. */
 export function coreResources(kc: KubeConfig, namespace?: string): FinalizerResource[] {
   const core = kc.makeApiClient(CoreV1Api);
-  const limit = 500;
   const common = (kind: string, list: (p: { labelSelector?: string; _continue?: string; limit: number }) => Promise<ListPage>, read: (p: { name: string; namespace: string }) => Promise<{ metadata?: ObjectMeta }>, patch: (p: { name: string; namespace: string; body: object[]; dryRun?: string; fieldManager: string }) => Promise<unknown>): FinalizerResource => ({
     kind,
-    list: (labelSelector) => listAll((cont) => list({ labelSelector, _continue: cont, limit })),
+    list: (labelSelector) => listAll((limit, cont) => list({ labelSelector, _continue: cont, limit })),
     get: async (ns, name) => (await read({ name, namespace: ns! })).metadata ?? {},
     patch: async (ns, name, body, dryRun) => {
       await patch({ name, namespace: ns!, body, dryRun: dryRun ? 'All' : undefined, fieldManager: FIELD_MANAGER });
@@ -246,8 +247,8 @@ export function ingressResources(kc: KubeConfig, namespace?: string): FinalizerR
     {
       kind: 'ingress',
       list: (labelSelector) =>
-        listAll((cont) => {
-          const p = { labelSelector, _continue: cont, limit: 500 };
+        listAll((limit, cont) => {
+          const p = { labelSelector, _continue: cont, limit };
           return namespace ? networking.listNamespacedIngress({ ...p, namespace }) : networking.listIngressForAllNamespaces(p);
         }),
       get: async (ns, name) => (await networking.readNamespacedIngress({ name, namespace: ns! })).metadata ?? {},
@@ -265,11 +266,10 @@ export function ingressResources(kc: KubeConfig, namespace?: string): FinalizerR
  */
 export function bindingResources(kc: KubeConfig, namespace?: string): FinalizerResource[] {
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-  const limit = 500;
   const roleBindings: FinalizerResource = {
     kind: 'rolebinding',
     list: (labelSelector) =>
-      listAll((cont) => (namespace ? rbac.listNamespacedRoleBinding({ namespace, labelSelector, _continue: cont, limit }) : rbac.listRoleBindingForAllNamespaces({ labelSelector, _continue: cont, limit }))),
+      listAll((limit, cont) => (namespace ? rbac.listNamespacedRoleBinding({ namespace, labelSelector, _continue: cont, limit }) : rbac.listRoleBindingForAllNamespaces({ labelSelector, _continue: cont, limit }))),
     get: async (ns, name) => (await rbac.readNamespacedRoleBinding({ name, namespace: ns! })).metadata ?? {},
     patch: async (ns, name, body, dryRun) => {
       await rbac.patchNamespacedRoleBinding({ name, namespace: ns!, body, dryRun: dryRun ? 'All' : undefined, fieldManager: FIELD_MANAGER }, jsonPatch());
@@ -277,7 +277,7 @@ export function bindingResources(kc: KubeConfig, namespace?: string): FinalizerR
   };
   const clusterRoleBindings: FinalizerResource = {
     kind: 'clusterrolebinding',
-    list: (labelSelector) => listAll((cont) => rbac.listClusterRoleBinding({ labelSelector, _continue: cont, limit })),
+    list: (labelSelector) => listAll((limit, cont) => rbac.listClusterRoleBinding({ labelSelector, _continue: cont, limit })),
     get: async (_ns, name) => (await rbac.readClusterRoleBinding({ name })).metadata ?? {},
     patch: async (_ns, name, body, dryRun) => {
       await rbac.patchClusterRoleBinding({ name, body, dryRun: dryRun ? 'All' : undefined, fieldManager: FIELD_MANAGER }, jsonPatch());
@@ -293,8 +293,8 @@ export function targetResources(kc: KubeConfig, namespace?: string): FinalizerRe
   const targets: FinalizerResource = {
     kind: 'target',
     list: (labelSelector) =>
-      listAll((cont) => {
-        const p = { ...base, plural: 'targets', labelSelector, _continue: cont, limit: 500 };
+      listAll((limit, cont) => {
+        const p = { ...base, plural: 'targets', labelSelector, _continue: cont, limit };
         return namespace ? custom.listNamespacedCustomObject({ ...p, namespace }) : custom.listClusterCustomObject(p);
       }),
     get: async (ns, name) => ((await custom.getNamespacedCustomObject({ ...base, plural: 'targets', namespace: ns!, name })) as { metadata?: ObjectMeta }).metadata ?? {},
@@ -304,7 +304,7 @@ export function targetResources(kc: KubeConfig, namespace?: string): FinalizerRe
   };
   const clusterTargets: FinalizerResource = {
     kind: 'clustertarget',
-    list: (labelSelector) => listAll((cont) => custom.listClusterCustomObject({ ...base, plural: 'clustertargets', labelSelector, _continue: cont, limit: 500 })),
+    list: (labelSelector) => listAll((limit, cont) => custom.listClusterCustomObject({ ...base, plural: 'clustertargets', labelSelector, _continue: cont, limit })),
     get: async (_ns, name) => ((await custom.getClusterCustomObject({ ...base, plural: 'clustertargets', name })) as { metadata?: ObjectMeta }).metadata ?? {},
     patch: async (_ns, name, body, dryRun) => {
       await custom.patchClusterCustomObject({ ...base, plural: 'clustertargets', name, body, dryRun: dryRun ? 'All' : undefined, fieldManager: FIELD_MANAGER }, jsonPatch());
