@@ -129,7 +129,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     manager,
     newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, cached) =>
       new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, strings, share: cached?.share && { table: subtrees, parts: cached.share }, budget: cached?.budget, logger, clock, metrics }),
-    newController: (name, reconciler, shards) => new Controller({ name, reconciler, workers: config.workers, shards, clock, logger, metrics }),
+    newController: (name, reconciler, opts) => new Controller({ name, reconciler, workers: config.workers, shards: opts?.shards, maxBackoffMs: opts?.maxBackoffMs, clock, logger, metrics }),
   };
   await wire(w, coordination);
   await manager.start();

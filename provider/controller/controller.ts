@@ -23,6 +23,8 @@ export interface ControllerOptions {
   workers?: number;
   /** Caps how many keys of one group (e.g. one target) the workers process at once. */
   shards?: WorkQueueShards;
+  /** The longest wait before a failed key is tried again (default 5 min). */
+  maxBackoffMs?: number;
   clock: Clock;
   logger: Logger;
   metrics?: Metrics;
@@ -46,6 +48,7 @@ export class Controller {
     const labels = { controller: o.name };
     this.queue = new WorkQueue(o.clock, {
       shards: o.shards,
+      maxDelayMs: o.maxBackoffMs,
       hooks: {
         onAdd: () => o.metrics?.workqueueAdds.inc(labels),
         onRetry: () => o.metrics?.workqueueRetries.inc(labels),

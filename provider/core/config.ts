@@ -47,6 +47,8 @@ export interface ProviderConfig {
   logFormat: 'json' | 'text';
   nodeStatusIntervalSeconds: number;
   nodeLeaseIntervalSeconds: number;
+  /** This cluster's ClusterSummary is rewritten at least this often, and says so to its readers. */
+  summaryRenewIntervalSeconds: number;
   enable: string[];
   shutdownTimeoutSeconds: number;
   /** Seconds a terminating replica keeps serving, not Ready, before it closes its servers. */
@@ -114,6 +116,12 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   logFormat: { flag: 'log-format', kind: 'enum', default: 'json', values: ['json', 'text'], help: 'log format' },
   nodeStatusIntervalSeconds: { flag: 'node-status-interval-seconds', kind: 'int', default: '60', help: 'virtual node status is written at least this often' },
   nodeLeaseIntervalSeconds: { flag: 'node-lease-interval-seconds', kind: 'int', default: '10', help: 'node Lease renewal and target probe period' },
+  summaryRenewIntervalSeconds: {
+    flag: 'summary-renew-interval-seconds',
+    kind: 'int',
+    default: '30',
+    help: "this cluster's ClusterSummary is rewritten at least this often (1 to 3600), and says so: a source that sees it unchanged for three of these marks its Target not Ready (ClusterSummaryStale)",
+  },
   enable: { flag: 'enable', kind: 'list', default: COMPONENTS.join(','), values: COMPONENTS, help: 'components to run' },
   proxySchedulerName: {
     flag: 'proxy-scheduler-name',
@@ -232,6 +240,8 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   if (enabled.includes('extender') && !enabled.includes('webhook')) errors.push('--enable: the extender is served on the webhook server: enable webhook too, or leave extender out');
   if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName}" is not a valid scheduler name`);
   if (out.workersPerTarget === 0) errors.push('--workers-per-target: must be at least 1');
+  const summaryRenew = out.summaryRenewIntervalSeconds as number | undefined;
+  if (summaryRenew !== undefined && (summaryRenew < 1 || summaryRenew > 3600)) errors.push(`--summary-renew-interval-seconds: ${summaryRenew} is not from 1 to 3600 (the summary's readers accept no other)`);
   if (out.targetCacheBudgetMib === 0) errors.push("--target-cache-budget-mib: must be at least 1 (a target's delegates must fit)");
   // The leader must step down (renew deadline) before another replica may take the lease
   // (lease duration), and must get at least one retry in before stepping down.

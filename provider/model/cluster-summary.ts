@@ -151,8 +151,45 @@ export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary |
     resourceListEquals(a.allocatable, b.allocatable) &&
     resourceListEquals(a.free, b.free) &&
     JSON.stringify(a.nodePools ?? []) === JSON.stringify(b.nodePools ?? []) &&
-    a.podsResourceVersion === b.podsResourceVersion
+    a.podsResourceVersion === b.podsResourceVersion &&
+    a.renewIntervalSeconds === b.renewIntervalSeconds
   );
+}
+
+/** The longest renew interval a summary may declare ({@link ClusterSummary.renewIntervalSeconds}). */
+export const MAX_RENEW_INTERVAL_SECONDS = 3600;
+
+/** Which version of a summary its reader last saw, and since when (monotonic ms). */
+export interface SummarySighting {
+  version: string;
+  sinceMs: number;
+}
+
+/**
+ * What a reader remembers after reading `summary` at `nowMs`: `prev` while the version is the
+ * same, else the new version, seen from now. A summary is told apart by its resourceVersion,
+ * which every write moves (its `renewTime` when a server gives none). Pure.
+ */
+export function sightSummary(prev: SummarySighting | undefined, summary: ClusterSummary, nowMs: number): SummarySighting {
+  const version = summary.metadata?.resourceVersion ?? summary.renewTime ?? '';
+  return prev?.version === version ? prev : { version, sinceMs: nowMs };
+}
+
+/**
+ * Why `summary` is stale, or undefined: its writer promises a rewrite every
+ * `renewIntervalSeconds` at the longest, and this reader has seen the same version for more
+ * than three of them plus one of its own probe periods (a probe that comes just before a
+ * renewal sees it a period late). Judged on the reader's monotonic clock against when it first
+ * saw that version, never against the writer's `renewTime`: the two clusters' clocks need not
+ * agree. A summary that promises nothing is never stale. Pure.
+ */
+export function summaryStaleness(sighting: SummarySighting, summary: ClusterSummary, nowMs: number, probeIntervalMs: number): string | undefined {
+  const interval = summary.renewIntervalSeconds;
+  if (interval === undefined) return undefined;
+  const unchangedMs = nowMs - sighting.sinceMs;
+  if (unchangedMs <= 3 * interval * 1000 + probeIntervalMs) return undefined;
+  const renewed = summary.renewTime ? ` (last written at ${summary.renewTime}, by its clock)` : '';
+  return `its ClusterSummary has not changed for ${Math.round(unchangedMs / 1000)} s, though its writer rewrites it every ${interval} s at the longest${renewed}: the provider there (its summary component) is down or cannot write, so what is free on its nodes is not known, and no new pod goes there until the summary is written again`;
 }
 
 /**
@@ -203,6 +240,9 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
   count((obj.metadata as Record<string, unknown> | undefined)?.labels);
   if (entries > MAX_SUMMARY_ENTRIES) return tooMany();
   if (!optional(obj.podsResourceVersion, (v) => typeof v === 'string')) return 'podsResourceVersion must be a string';
+  const interval = (v: unknown) => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= MAX_RENEW_INTERVAL_SECONDS;
+  if (!optional(obj.renewIntervalSeconds, interval)) return `renewIntervalSeconds must be a whole number of seconds from 1 to ${MAX_RENEW_INTERVAL_SECONDS}`;
+  if (!optional(obj.renewTime, (v) => typeof v === 'string')) return 'renewTime must be a string';
   if (obj.nodePools === undefined) return undefined;
   if (!Array.isArray(obj.nodePools)) return 'nodePools must be a list';
   for (const [i, pool] of obj.nodePools.entries()) {

@@ -115,6 +115,14 @@ export interface ClusterSummary {
    * which of them the summary already counts (comparable resource versions, Kubernetes 1.35).
    */
   podsResourceVersion?: string;
+  /**
+   * How often, at the longest, its writer rewrites it even when nothing changed (whole seconds,
+   * 1 to 3600): a reader that sees the same version for three of these knows its writer stopped.
+   * A summary without it (an earlier version's, Admiralty's) is never judged stale.
+   */
+  renewIntervalSeconds?: number;
+  /** When its writer last wrote it, by the writer's clock (RFC 3339): for people; readers go by version. */
+  renewTime?: string;
 }
 
 /** Nodes that carry the same labels (but `kubernetes.io/hostname`) and the same hard taints. */

@@ -3,7 +3,7 @@ import type { Clock } from '../core/clock.js';
 import { isAlreadyExists, isNotFound } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
 import { perObject } from '../core/per-object.js';
-import { buildClusterSummary, summaryEquals } from '../model/cluster-summary.js';
+import { buildClusterSummary, sightSummary, summaryEquals, type SummarySighting } from '../model/cluster-summary.js';
 import { podRequestsWithOverhead } from '../model/resources.js';
 import type { ClusterSummary } from '../model/types.js';
 import type { ObjectCache } from './object-cache.js';
@@ -16,8 +16,12 @@ export interface SummaryReconcilerOptions {
   /** The resourceVersion `pods` reflects ({@link ClusterSummary.podsResourceVersion}); read with the pods, in the same turn. */
   podsResourceVersion?: () => string;
   clock: Clock;
-  /** Rewritten at least this often even without a change (default 60 s). */
-  resyncMs?: number;
+  /**
+   * Rewritten at least this often even without a change (default 30 s), and declared in the
+   * summary ({@link ClusterSummary.renewIntervalSeconds}), so that its readers can tell a quiet
+   * cluster from a stopped writer. Whole seconds.
+   */
+  renewIntervalMs?: number;
   /** Writes at most once per this period, so a burst of pods is one write, not hundreds (default 1 s). */
   minWriteIntervalMs?: number;
 }
@@ -27,24 +31,35 @@ export interface SummaryReconcilerOptions {
  * real nodes, the node labels with a single value, and the node pools with what is free on each
  * node), which sources read to build the virtual node of this cluster and to judge whether one
  * of its nodes can take a pod. Runs in every cluster; one key, `singleton`, woken by any node or
- * pod change and every minute.
+ * pod change and when a renewal is due.
+ *
+ * Renewal: a summary whose version has stayed the same for `renewIntervalMs`, as this replica
+ * has seen it, is written again with a new `renewTime`, so that it changes at least that often
+ * (readers judge staleness the same way, by version; see `summaryStaleness`). A replica that
+ * starts, or becomes leader, starts counting from its first read: it does not write a summary
+ * that is still fresh.
  */
 export class SummaryReconciler {
   static readonly KEY = CLUSTER_SUMMARY_NAME;
   private lastWriteMs = -Infinity;
+  /** The version of the summary last read, and since when (monotonic) this replica has seen it. */
+  private sighting: SummarySighting | undefined;
   /** Each cached pod's requests, computed once per version of it, not on every write. */
   private readonly requestsOf = perObject(podRequestsWithOverhead);
 
   constructor(private readonly o: SummaryReconcilerOptions) {}
 
   async reconcile(): Promise<{ requeueAfterMs?: number }> {
-    const resyncMs = this.o.resyncMs ?? 60_000;
+    const renewMs = this.o.renewIntervalMs ?? 30_000;
     // Spaced on the monotonic clock: measured on the wall clock, a write before a step back
     // would seem to lie in the future, and the summary would stay as it is for as long as the
     // clock moved.
     const wait = this.lastWriteMs + (this.o.minWriteIntervalMs ?? 1000) - this.o.clock.monotonicMs();
     if (wait > 0) return { requeueAfterMs: wait };
-    const desired = buildClusterSummary(this.o.nodes.list(), this.o.pods.list(), this.o.podsResourceVersion?.() || undefined, this.requestsOf);
+    const desired: ClusterSummary = {
+      ...buildClusterSummary(this.o.nodes.list(), this.o.pods.list(), this.o.podsResourceVersion?.() || undefined, this.requestsOf),
+      renewIntervalSeconds: Math.round(renewMs / 1000),
+    };
     const api = { group: API_GROUP, version: API_VERSION, plural: 'clustersummaries' };
     let existing: ClusterSummary | undefined;
     try {
@@ -52,24 +67,36 @@ export class SummaryReconciler {
     } catch (err) {
       if (!isNotFound(err)) throw new Error('reading the ClusterSummary', { cause: err });
     }
+    const now = this.o.clock.monotonicMs();
+    const renewTime = new Date(this.o.clock.now()).toISOString();
     if (!existing) {
-      await this.o.custom.createClusterCustomObject({ ...api, body: { apiVersion: `${API_GROUP}/${API_VERSION}`, kind: 'ClusterSummary', ...desired } }).catch((err) => {
+      const created = await this.o.custom.createClusterCustomObject({ ...api, body: { apiVersion: `${API_GROUP}/${API_VERSION}`, kind: 'ClusterSummary', ...desired, renewTime } }).catch((err) => {
         if (!isAlreadyExists(err)) throw new Error('creating the ClusterSummary', { cause: err });
       });
-      this.lastWriteMs = this.o.clock.monotonicMs();
-    } else if (!summaryEquals(existing, desired)) {
-      const body = {
-        ...existing,
-        metadata: { ...existing.metadata, labels: desired.metadata.labels },
-        capacity: desired.capacity,
-        allocatable: desired.allocatable,
-        free: desired.free,
-        nodePools: desired.nodePools,
-        podsResourceVersion: desired.podsResourceVersion,
-      };
-      await this.o.custom.replaceClusterCustomObject({ ...api, name: CLUSTER_SUMMARY_NAME, body });
-      this.lastWriteMs = this.o.clock.monotonicMs();
+      this.wrote(created as ClusterSummary | undefined, now);
+      return { requeueAfterMs: renewMs };
     }
-    return { requeueAfterMs: resyncMs };
+    this.sighting = sightSummary(this.sighting, existing, now);
+    const dueInMs = this.sighting.sinceMs + renewMs - now;
+    if (summaryEquals(existing, desired) && existing.renewTime && dueInMs > 0) return { requeueAfterMs: dueInMs };
+    const body = {
+      ...existing,
+      metadata: { ...existing.metadata, labels: desired.metadata.labels },
+      capacity: desired.capacity,
+      allocatable: desired.allocatable,
+      free: desired.free,
+      nodePools: desired.nodePools,
+      podsResourceVersion: desired.podsResourceVersion,
+      renewIntervalSeconds: desired.renewIntervalSeconds,
+      renewTime,
+    };
+    this.wrote((await this.o.custom.replaceClusterCustomObject({ ...api, name: CLUSTER_SUMMARY_NAME, body })) as ClusterSummary, now);
+    return { requeueAfterMs: renewMs };
+  }
+
+  /** Counts the next renewal from this write, of the version the apiserver answered (if it did). */
+  private wrote(written: ClusterSummary | undefined, nowMs: number): void {
+    this.lastWriteMs = nowMs;
+    this.sighting = written?.metadata?.resourceVersion ? { version: written.metadata.resourceVersion, sinceMs: nowMs } : undefined;
   }
 }

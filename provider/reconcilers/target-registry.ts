@@ -7,7 +7,7 @@ import { createTargetClient, kubeConfigFromSecret, parseTargetKey, targetKey, ty
 import type { Clock } from '../core/clock.js';
 import { classifyApiError, isNotFound, statusMessage } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
-import { clusterSummaryProblem } from '../model/cluster-summary.js';
+import { clusterSummaryProblem, sightSummary, summaryStaleness, type SummarySighting } from '../model/cluster-summary.js';
 import { virtualNodeName } from '../model/names.js';
 import { clusterTargetRights, targetForbidden } from '../model/refusal.js';
 import { isOutage } from '../model/outage.js';
@@ -78,6 +78,8 @@ export class TargetRegistryReconciler {
   private readonly probeTimeoutMs: number;
   /** The last refusal of each Target's kubeconfig text, so that the same text is not parsed again. */
   private readonly refusals = new Map<string, KubeconfigError>();
+  /** Which version of each target's ClusterSummary this replica last read, and since when. */
+  private readonly sightings = new Map<string, SummarySighting>();
 
   constructor(private readonly o: TargetRegistryReconcilerOptions) {
     this.leaseIntervalMs = o.leaseIntervalMs ?? 10_000;
@@ -91,6 +93,7 @@ export class TargetRegistryReconciler {
       this.o.registry.delete(key);
       this.o.authorization?.forget(key);
       this.refusals.delete(key);
+      this.sightings.delete(key);
       return;
     }
     let probe = await this.probe(ref, obj, virtualNodeName(ref));
@@ -144,6 +147,13 @@ export class TargetRegistryReconciler {
       if (problem) {
         return { client, health: { ready: false, reason: 'ClusterSummaryInvalid', message: `the target at ${server} answered a ClusterSummary "${CLUSTER_SUMMARY_NAME}" that is not one: ${problem}` } };
       }
+      // A summary that has stopped changing says nothing of what is free there now: the
+      // placements made since would count against it forever, and its nodes' room would never
+      // come back. Not an outage: the target still answers, and nothing fails over.
+      const sighting = sightSummary(this.sightings.get(targetKey(ref)), summary, this.o.clock.monotonicMs());
+      this.sightings.set(targetKey(ref), sighting);
+      const stale = summaryStaleness(sighting, summary, this.o.clock.monotonicMs(), this.leaseIntervalMs);
+      if (stale) return { client, health: { ready: false, reason: 'ClusterSummaryStale', message: `the target at ${server}: ${stale}` } };
       if (namespace && !client.self) {
         // The summary is readable cluster-wide; delegates need rights in this namespace, which a
         // Source in that namespace of the target grants. Say so rather than fail on every pod.
@@ -170,6 +180,9 @@ export class TargetRegistryReconciler {
       if (client.self) this.o.authorization?.forget(targetKey(ref));
       return { client, summary, health: { ready: true, reason: 'TargetReady', message: `target reachable at ${server}` } };
     } catch (err) {
+      // Unread, the summary may have changed: its staleness is counted again from the next read,
+      // so that a target back from a long outage has three renew intervals to move it again.
+      this.sightings.delete(targetKey(ref));
       const kind = classifyApiError(err);
       const server = client.kubeConfig.getCurrentCluster()?.server;
       const reasons: Record<string, string> = {

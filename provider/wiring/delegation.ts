@@ -154,11 +154,13 @@ export async function wireDelegation(
   // A proxy's key is grouped by its virtual node (one per target): a target whose calls hang
   // holds at most --workers-per-target workers, and the others keep flowing.
   const delegationController = w.newController('delegation', delegation, {
-    of: (key) => {
-      const [namespace, name] = key.split('/');
-      return proxies.get(name, namespace)?.spec?.nodeName || undefined;
+    shards: {
+      of: (key) => {
+        const [namespace, name] = key.split('/');
+        return proxies.get(name, namespace)?.spec?.nodeName || undefined;
+      },
+      maxInFlight: config.workersPerTarget,
     },
-    maxInFlight: config.workersPerTarget,
   });
   const eventsController = w.newController('delegate-events', delegateEvents);
   const followController = w.newController('follow', follow);

@@ -69,7 +69,11 @@ export function wireSummary(w: Wiring): void {
   nodes.on('add', (n) => follow(n, true));
   nodes.on('update', (n) => follow(n, true));
   nodes.on('delete', (n) => follow(n, false));
-  const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock }));
+  const renewIntervalMs = config.summaryRenewIntervalSeconds * 1000;
+  // A failed write is tried again within the renew interval, not after minutes of backoff: after
+  // its apiserver was down, a quiet cluster's summary must move again before sources take it
+  // for stale (three intervals).
+  const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock, renewIntervalMs }), { maxBackoffMs: renewIntervalMs });
   c.watch(nodes, () => [SummaryReconciler.KEY]);
   c.watch(pods, () => [SummaryReconciler.KEY]);
   c.enqueue(SummaryReconciler.KEY);

@@ -38,5 +38,5 @@ export interface Wiring {
   registry: Registry;
   manager: Manager;
   newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: InformerOptions<T>['list'], labelSelector?: string, fieldSelector?: InformerOptions<T>['fieldSelector'], cached?: CachedObjects<T>) => Informer<T>;
-  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, shards?: WorkQueueShards) => Controller;
+  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, opts?: { shards?: WorkQueueShards; maxBackoffMs?: number }) => Controller;
 }

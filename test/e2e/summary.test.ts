@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { PROVIDER_USER } from '../sandbox/sandbox.js';
-import { apply, getJson, kubectl, sandbox, settleTeardowns, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, readyOf, sandbox, settleTeardowns, uniqueName, waitFor } from './support.js';
 
 const milliCpu = (q: string | undefined): number => (q === undefined ? NaN : q.endsWith('m') ? Number(q.slice(0, -1)) : Number(q) * 1000);
 
@@ -68,5 +68,52 @@ describe('ClusterSummary', function () {
     const summary = await getJson('c1', 'clustersummary', 'singleton');
     const realNodes = (await getJson('c1', 'nodes')).items.filter((n: any) => !virtualNodes.includes(n.metadata.name)).map((n: any) => n.metadata.name).sort();
     expect(summary.nodePools.flatMap((p: any) => p.nodes).map((n: any) => n.name).sort()).to.deep.equal(realNodes);
+  });
+
+  it("is renewed by c2's provider every renew interval; once it stops, c1 takes Target c2 out of placement (ClusterSummaryStale), and back once it writes again", async function () {
+    this.timeout(300_000);
+    const ns = uniqueName('stale');
+    const { c2Node } = await connectNamespace(ns);
+    const target = () => getJson('c1', 'target', 'c2', '-n', ns);
+    const readyCondition = async () => (await target()).status?.conditions?.find((c: any) => c.type === 'Ready');
+    // The provider as shipped, renewing every 3 s, so that three renewals are missed in 9 s.
+    await sandbox.stop('c2', 'provider');
+    await sandbox.start('c2', 'provider', { extraArgs: ['--summary-renew-interval-seconds=3'] });
+    try {
+      // A renew interval other than the stored one is written at once, then renewed.
+      let first: any;
+      await waitFor("c2's summary declaring a renewal every 3 s", 60_000, async () => (first = await getJson('c2', 'clustersummary', 'singleton')).renewIntervalSeconds === 3);
+      expect(Date.parse(first.renewTime)).to.be.a('number').and.not.NaN;
+      await waitFor("c2's summary renewed", 20_000, async () => {
+        const now = await getJson('c2', 'clustersummary', 'singleton');
+        return now.metadata.resourceVersion !== first.metadata.resourceVersion && Date.parse(now.renewTime) > Date.parse(first.renewTime);
+      });
+      await waitFor(`Target ${ns}/c2 Ready`, 60_000, async () => (await readyCondition())?.status === 'True');
+
+      // The writer stops: c2 still answers, but its summary no longer moves.
+      await sandbox.stop('c2', 'provider');
+      const stoppedAt = Date.now();
+      let condition: any;
+      // 3 x 3 s + one probe period (10 s) unchanged, seen by a probe (every 10 s).
+      await waitFor(`Target ${ns}/c2 not Ready for a stale summary`, 60_000, async () => (condition = await readyCondition())?.reason === 'ClusterSummaryStale');
+      const tookS = (Date.now() - stoppedAt) / 1000;
+      console.log(`      stale summary noticed ${tookS.toFixed(1)} s after the writer stopped`);
+      expect(tookS, 'not before three renewals and a probe period were missed').to.be.at.least(9);
+      expect(condition.status).to.equal('False');
+      expect(condition.message).to.match(/^the target at https:\/\/\S+: its ClusterSummary has not changed for \d+ s, though its writer rewrites it every 3 s at the longest \(last written at .*, by its clock\): the provider there \(its summary component\) is down or cannot write/);
+      const node = await getJson('c1', 'node', c2Node);
+      expect(node.status.conditions.find((c: any) => c.type === 'Ready')).to.deep.include({ status: 'False', reason: 'ClusterSummaryStale' });
+      // Its own cluster's Target keeps its summary, written by c1's provider.
+      expect(readyOf(await getJson('c1', 'target', 'c1', '-n', ns))).to.equal('True');
+    } finally {
+      // The provider as shipped: its renew interval differs from the stored one, so it writes at once.
+      await sandbox.start('c2', 'provider');
+    }
+    try {
+      await waitFor(`Target ${ns}/c2 Ready again`, 60_000, async () => (await readyCondition())?.status === 'True');
+      expect((await getJson('c2', 'clustersummary', 'singleton')).renewIntervalSeconds).to.equal(30);
+    } finally {
+      await disconnectNamespace(ns);
+    }
   });
 });

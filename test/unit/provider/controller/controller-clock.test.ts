@@ -62,6 +62,24 @@ describe('Controller driven by a fake clock', () => {
     [500, 1000, 2000].forEach((base, i) => expect(waits[i], `retry ${i + 1}`).to.be.within(base, base * 1.1 + 10));
   });
 
+  it('caps the backoff at maxBackoffMs (the summary retries within its renew interval)', async () => {
+    const reconcile = async (k: string) => {
+      calls.push(k);
+      throw new Error('down');
+    };
+    controller = new Controller({ name: 'test', reconciler: { reconcile }, workers: 1, clock, logger: silentLogger(), maxBackoffMs: 1500 });
+    controller.start();
+    controller.enqueue('k');
+    await settle();
+    const waits: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const before = calls.length;
+      waits.push(await advanceUntil(() => calls.length > before, 10, 10_000));
+    }
+    // 500, 1000, then 1500 each time, where it would go on doubling.
+    [500, 1000, 1500, 1500, 1500].forEach((base, i) => expect(waits[i], `retry ${i + 1}`).to.be.within(base, base * 1.1 + 10));
+  });
+
   it('starts the backoff again from 500 ms once the key succeeds', async () => {
     let failing = 3;
     make(async (k) => {

@@ -41,6 +41,21 @@ describe('parseConfig: --target-cache-budget-mib', () => {
   });
 });
 
+describe('parseConfig: --summary-renew-interval-seconds', () => {
+  it('renews the summary every 30 s by default, and takes 1 to 3600', () => {
+    expect(configOf().summaryRenewIntervalSeconds).to.equal(30);
+    expect(configOf('--summary-renew-interval-seconds=1').summaryRenewIntervalSeconds).to.equal(1);
+    expect(configOf('--summary-renew-interval-seconds=3600').summaryRenewIntervalSeconds).to.equal(3600);
+  });
+
+  it("refuses what the summary's readers would refuse, saying why", () => {
+    for (const bad of ['0', '3601']) {
+      const r = parse(`--summary-renew-interval-seconds=${bad}`);
+      expect(!r.ok && r.errors).to.deep.equal([`--summary-renew-interval-seconds: ${bad} is not from 1 to 3600 (the summary's readers accept no other)`]);
+    }
+  });
+});
+
 describe('parseConfig: leader election timings', () => {
   const parse = (...flags: string[]) => parseConfig(['--cluster-name=c1', ...flags], {});
   const cases: Array<{ flags: string[]; ok: boolean; error?: RegExp }> = [

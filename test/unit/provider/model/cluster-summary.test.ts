@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { perObject } from '../../../../provider/core/per-object.js';
-import { buildClusterSummary, clusterSummaryProblem, isVirtualNode, MAX_SUMMARY_ENTRIES, MAX_SUMMARY_NODES, summaryEquals, summaryPodFields } from '../../../../provider/model/cluster-summary.js';
+import { buildClusterSummary, clusterSummaryProblem, isVirtualNode, MAX_SUMMARY_ENTRIES, MAX_SUMMARY_NODES, sightSummary, summaryEquals, summaryPodFields, summaryStaleness } from '../../../../provider/model/cluster-summary.js';
 import type { ClusterSummary } from '../../../../provider/model/types.js';
 import { matchesNodeSelectorAndAffinity } from '../../../../scheduler/node-match.js';
 import { nodesOfSummary } from '../../../../scheduler/target-nodes.js';
@@ -61,6 +61,8 @@ describe('summaryEquals', () => {
     ['capacity differs', { ...base, capacity: { cpu: '5', memory: '1Gi' } }, false],
     ['labels differ', { ...base, metadata: { ...base.metadata, labels: { a: '2' } } }, false],
     ['the pod version it accounts for differs (all else equal)', { ...base, podsResourceVersion: '7' }, false],
+    ['the renew interval it declares differs', { ...base, renewIntervalSeconds: 30 }, false],
+    ['only when it was written differs', { ...base, renewTime: '2026-11-29T10:00:00.000Z' }, true],
     ['undefined', undefined, false],
   ];
   for (const [why, other, want] of cases) {
@@ -180,6 +182,11 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     ['notReady a string', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, notReady: 'yes' }] }] }, 'nodePools[0].nodes[0].notReady must be true or false'],
     ['free of the cluster a list', { ...good, free: ['cpu'] }, 'free must map resource names to quantity strings'],
     ['podsResourceVersion a number', { ...good, podsResourceVersion: 12 }, 'podsResourceVersion must be a string'],
+    ['a renew interval of zero', { ...good, renewIntervalSeconds: 0 }, 'renewIntervalSeconds must be a whole number of seconds from 1 to 3600'],
+    ['a renew interval over an hour', { ...good, renewIntervalSeconds: 3601 }, 'renewIntervalSeconds must be a whole number of seconds from 1 to 3600'],
+    ['a renew interval in a string', { ...good, renewIntervalSeconds: '30' }, 'renewIntervalSeconds must be a whole number of seconds from 1 to 3600'],
+    ['a fractional renew interval', { ...good, renewIntervalSeconds: 0.5 }, 'renewIntervalSeconds must be a whole number of seconds from 1 to 3600'],
+    ['renewTime a number', { ...good, renewTime: 1 }, 'renewTime must be a string'],
   ];
   for (const [why, obj, problem] of bad) {
     it(`says why of ${why}`, () => expect(clusterSummaryProblem(obj)).to.equal(problem));
@@ -267,5 +274,30 @@ describe('isVirtualNode (pods the summary informer does not keep)', () => {
     expect(buildClusterSummary(nodes, onReal)).to.deep.equal(buildClusterSummary(nodes, pods));
     // ...while the pods of a real node do count: the check above is not vacuous.
     expect(buildClusterSummary(nodes, onReal.slice(1))).to.not.deep.equal(buildClusterSummary(nodes, onReal));
+  });
+});
+
+describe('sightSummary and summaryStaleness (a reader tells a stopped writer from a quiet cluster)', () => {
+  const summary = (resourceVersion: string | undefined, renewIntervalSeconds?: number) => ({ metadata: { name: 'singleton', ...(resourceVersion ? { resourceVersion } : {}) }, ...(renewIntervalSeconds ? { renewIntervalSeconds } : {}) });
+
+  it('keeps the first sighting of a version, and starts again at a new one', () => {
+    const first = sightSummary(undefined, summary('5', 30), 1_000);
+    expect(first).to.deep.equal({ version: '5', sinceMs: 1_000 });
+    expect(sightSummary(first, summary('5', 30), 50_000)).to.equal(first);
+    expect(sightSummary(first, summary('6', 30), 50_000)).to.deep.equal({ version: '6', sinceMs: 50_000 });
+    // A server that gives no resourceVersion: the renewTime tells versions apart.
+    expect(sightSummary(undefined, { ...summary(undefined, 30), renewTime: 't1' }, 0)).to.deep.equal({ version: 't1', sinceMs: 0 });
+  });
+
+  it('is stale only past three renew intervals and one probe period, on the reader\'s clock', () => {
+    const s = summary('5', 30);
+    const seen = sightSummary(undefined, s, 0);
+    expect(summaryStaleness(seen, s, 100_000, 10_000)).to.equal(undefined);
+    expect(summaryStaleness(seen, s, 100_001, 10_000)).to.match(/^its ClusterSummary has not changed for 100 s, though its writer rewrites it every 30 s at the longest: /);
+  });
+
+  it('never calls a summary stale that promises no renewal', () => {
+    const s = summary('5');
+    expect(summaryStaleness(sightSummary(undefined, s, 0), s, 1e12, 10_000)).to.equal(undefined);
   });
 });

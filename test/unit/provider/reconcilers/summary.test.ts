@@ -41,14 +41,14 @@ function customApi(stored: ClusterSummary | undefined) {
   return { api, state };
 }
 
-function reconciler(custom: ReturnType<typeof customApi>['api'], nodes: V1Node[], resyncMs?: number, pods: V1Pod[] = [], clock = new FakeClock(0)): SummaryReconciler {
-  return new SummaryReconciler({ custom: custom as unknown as CustomObjectsApi, nodes: nodesCache(nodes), pods: { get: () => undefined, list: () => pods }, clock, resyncMs });
+function reconciler(custom: ReturnType<typeof customApi>['api'], nodes: V1Node[], renewIntervalMs?: number, pods: V1Pod[] = [], clock = new FakeClock(0)): SummaryReconciler {
+  return new SummaryReconciler({ custom: custom as unknown as CustomObjectsApi, nodes: nodesCache(nodes), pods: { get: () => undefined, list: () => pods }, clock, renewIntervalMs });
 }
 
 describe('SummaryReconciler.reconcile', () => {
   it('creates the singleton when it is missing, summing the real nodes only', async () => {
     const { api } = customApi(undefined);
-    expect(await reconciler(api, [WORKER_1, WORKER_2, VIRTUAL]).reconcile()).to.deep.equal({ requeueAfterMs: 60_000 });
+    expect(await reconciler(api, [WORKER_1, WORKER_2, VIRTUAL]).reconcile()).to.deep.equal({ requeueAfterMs: 30_000 });
     expect(api.getClusterCustomObject.firstCall.args[0]).to.deep.equal({ ...API, name: 'singleton' });
     expect(api.createClusterCustomObject.callCount).to.equal(1);
     expect(api.replaceClusterCustomObject.called).to.equal(false);
@@ -66,9 +66,60 @@ describe('SummaryReconciler.reconcile', () => {
           { labels: { 'kubernetes.io/os': 'linux', zone: 'a' }, nodes: [{ name: 'worker-1', allocatable: { cpu: '3500m', memory: '7Gi', pods: '110' }, free: { cpu: '3500m', memory: '7Gi', pods: '110' }, notReady: true }] },
           { labels: { 'kubernetes.io/os': 'linux', zone: 'b' }, nodes: [{ name: 'worker-2', allocatable: { cpu: '2', memory: '4Gi', pods: '110' }, free: { cpu: '2', memory: '4Gi', pods: '110' }, notReady: true }] },
         ],
+        renewIntervalSeconds: 30,
+        renewTime: '1970-01-01T00:00:00.000Z',
       },
     });
   });
+
+  it('renews a summary that has not changed for its renew interval, with a new renewTime, and not before', async () => {
+    const { api, state } = customApi(undefined);
+    const clock = new FakeClock(Date.parse('2026-11-29T10:00:00.000Z'));
+    const r = reconciler(api, [WORKER_1], 20_000, [], clock);
+    expect(await r.reconcile()).to.deep.equal({ requeueAfterMs: 20_000 });
+    clock.advance(12_000);
+    expect(await r.reconcile(), 'due 20 s after the write').to.deep.equal({ requeueAfterMs: 8_000 });
+    expect(api.replaceClusterCustomObject.called).to.equal(false);
+    clock.advance(8_000);
+    await r.reconcile();
+    expect(api.replaceClusterCustomObject.callCount).to.equal(1);
+    expect(state.stored!.renewTime).to.equal('2026-11-29T10:00:20.000Z');
+    expect(state.stored!.renewIntervalSeconds).to.equal(20);
+    expect(state.stored!.metadata.resourceVersion, 'a new version, which is what readers go by').to.equal('2');
+    clock.advance(19_000);
+    expect(await r.reconcile(), 'counted from the renewal').to.deep.equal({ requeueAfterMs: 1_000 });
+    expect(api.replaceClusterCustomObject.callCount).to.equal(1);
+  });
+
+  it('counts from its first read when it starts (or leads) over a summary another replica wrote: no write at start', async () => {
+    const { api } = customApi(undefined);
+    await reconciler(api, [WORKER_1]).reconcile();
+    const clock = new FakeClock(5_000);
+    const successor = reconciler(api, [WORKER_1], undefined, [], clock);
+    expect(await successor.reconcile()).to.deep.equal({ requeueAfterMs: 30_000 });
+    clock.advance(29_000);
+    await successor.reconcile();
+    expect(api.replaceClusterCustomObject.called).to.equal(false);
+    clock.advance(1_000);
+    await successor.reconcile();
+    expect(api.replaceClusterCustomObject.callCount).to.equal(1);
+  });
+
+  const undeclared: [string, Partial<ClusterSummary>][] = [
+    ['an earlier version wrote it (no renewTime)', { renewIntervalSeconds: 30, renewTime: undefined }],
+    ['it declares another renew interval (the flag changed)', { renewIntervalSeconds: 60 }],
+  ];
+  for (const [why, fields] of undeclared) {
+    it(`writes at once when ${why}`, async () => {
+      const { api, state } = customApi(undefined);
+      await reconciler(api, [WORKER_1]).reconcile();
+      state.stored = { ...state.stored!, ...fields };
+      await reconciler(api, [WORKER_1]).reconcile();
+      expect(api.replaceClusterCustomObject.callCount).to.equal(1);
+      expect(state.stored.renewIntervalSeconds).to.equal(30);
+      expect(state.stored.renewTime).to.be.a('string');
+    });
+  }
 
   it('writes nothing when the singleton already says the same', async () => {
     const { api, state } = customApi(undefined);
@@ -86,6 +137,8 @@ describe('SummaryReconciler.reconcile', () => {
       metadata: { name: 'singleton', resourceVersion: '7', labels: { 'kubernetes.io/os': 'linux' } },
       capacity: { cpu: '6000m', memory: '12884901888', pods: '220' },
       allocatable: { cpu: '5.5', memory: '11264Mi', pods: '220' },
+      renewIntervalSeconds: 30,
+      renewTime: '1970-01-01T00:00:00.000Z',
     });
     await reconciler(api, [WORKER_1, WORKER_2]).reconcile();
     expect(api.createClusterCustomObject.called).to.equal(false);

@@ -692,6 +692,76 @@ describe('TargetsReconciler.reconcile', () => {
       expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
     });
 
+    it('says ClusterSummaryStale once the summary has kept one version for three of its renew intervals and a probe period, and TargetReady at its next version', async () => {
+      let summary: ClusterSummary = { ...clone(SUMMARY), metadata: { ...SUMMARY.metadata, resourceVersion: '41' }, renewIntervalSeconds: 20, renewTime: '2024-05-01T09:59:59.000Z' };
+      const w = setup({ probe: async () => clone(summary) });
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
+      // 3 x 20 s + 10 s: a probe just before a renewal sees it one period late.
+      w.clock.advance(70_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.health(KEY), 'at the bound, still fresh').to.deep.include({ ready: true });
+      w.clock.advance(1_000);
+      await w.reconciler.reconcile(KEY);
+      const cond = w.src.custom.patchNamespacedCustomObjectStatus.lastCall.args[0].body.status.conditions[0];
+      expect(cond).to.deep.include({ status: 'False', reason: 'ClusterSummaryStale' });
+      expect(cond.message).to.equal(
+        'the target at https://source.example:6443: its ClusterSummary has not changed for 71 s, though its writer rewrites it every 20 s at the longest (last written at 2024-05-01T09:59:59.000Z, by its clock): the provider there (its summary component) is down or cannot write, so what is free on its nodes is not known, and no new pod goes there until the summary is written again',
+      );
+      expect(readyOf(w.src.nodes.get(NODE))).to.deep.include({ status: 'False', reason: 'ClusterSummaryStale' });
+      expect(w.events.filter((e) => e.type === 'Warning').map((e) => e.reason)).to.deep.equal(['ClusterSummaryStale']);
+      // Not an outage: nothing fails over for it.
+      expect(w.registry.health(KEY)?.outageSinceMs).to.equal(undefined);
+
+      summary = { ...summary, metadata: { ...summary.metadata, resourceVersion: '97' } };
+      w.clock.advance(10_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
+    });
+
+    it('counts staleness again from the first read after an outage: the writer there was down too, and gets three renew intervals to write', async () => {
+      const summary = { ...clone(SUMMARY), metadata: { ...SUMMARY.metadata, resourceVersion: '41' }, renewIntervalSeconds: 20 };
+      let down = false;
+      const w = setup({ probe: async () => (down ? Promise.reject(Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:6443'), { code: 'ECONNREFUSED' })) : clone(summary)) });
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY);
+      down = true;
+      w.clock.advance(60_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.health(KEY)).to.deep.include({ ready: false, reason: 'TargetUnreachable' });
+      w.clock.advance(300_000);
+      down = false;
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.health(KEY), 'the same version as before the outage, read again').to.deep.include({ ready: true, reason: 'TargetReady' });
+      w.clock.advance(71_000);
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.health(KEY)).to.deep.include({ ready: false, reason: 'ClusterSummaryStale' });
+    });
+
+    it('never calls a summary stale that promises no renewal (an earlier version, Admiralty), however long it stays the same', async () => {
+      const w = setup({ probe: async () => ({ ...clone(SUMMARY), metadata: { ...SUMMARY.metadata, resourceVersion: '41' } }) });
+      w.targets.put(selfTarget());
+      for (let i = 0; i < 3; i++) {
+        await w.reconciler.reconcile(KEY);
+        w.clock.advance(3_600_000);
+      }
+      expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
+    });
+
+    it("forgets what it saw of a deleted Target's summary: a Target made again under its name starts afresh", async () => {
+      const summary = { ...clone(SUMMARY), metadata: { ...SUMMARY.metadata, resourceVersion: '41' }, renewIntervalSeconds: 20 };
+      const w = setup({ probe: async () => clone(summary) });
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY);
+      w.targets.remove(selfTarget());
+      await w.reader.reconcile(KEY);
+      w.clock.advance(600_000);
+      w.targets.put(selfTarget());
+      await w.reconciler.reconcile(KEY);
+      expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
+    });
+
     it("says on a ClusterTarget without a ClusterSource where a Source lets its pods go, and turns TargetReady once a ClusterSource does", async () => {
       const rights = new Map([['', false], ['web', true], ['batch', false]]);
       const reviews = sinon.stub(AuthorizationV1Api.prototype, 'createSelfSubjectAccessReview').callsFake((async ({ body }: { body: { spec: { resourceAttributes: { namespace?: string } } } }) => ({
