@@ -29,6 +29,7 @@ const NON_DEFAULT = [
   'podSecurityContext.runAsUser=1001',
   'securityContext.runAsUser=1001',
   'debug=true',
+  'extraArgs={--target-cache-budget-mib=256,--summary-renew-interval-seconds=60,--log-level=warn}',
   'webhook.failurePolicy=Ignore',
   'proxyScheduler.enabled=false',
 ];
@@ -122,9 +123,12 @@ describe('Helm chart (charts/admiralty)', function () {
     expect(provider(n).resources.requests.cpu).to.equal('250m');
     expect(find(d, 'Deployment', 'admiralty').spec.template.spec.affinity.podAntiAffinity).to.be.an('object');
     expect(find(n, 'Deployment', 'admiralty').spec.template.spec).to.not.have.key('affinity');
-    // debug
+    // debug (and extraArgs after it: the last of a flag given twice wins)
     expect(cfg(d).logLevel).to.equal('info');
-    expect(cfg(n).logLevel).to.equal('debug');
+    expect(cfg(await objects('clusterName=c1', 'debug=true')).logLevel).to.equal('debug');
+    // extraArgs
+    expect(cfg(d)).to.include({ targetCacheBudgetMib: 128, summaryRenewIntervalSeconds: 30 });
+    expect(cfg(n)).to.include({ targetCacheBudgetMib: 256, summaryRenewIntervalSeconds: 60, logLevel: 'warn' });
     // webhook.failurePolicy
     expect(find(d, 'MutatingWebhookConfiguration', 'admiralty').webhooks[0].failurePolicy).to.equal('Fail');
     expect(find(n, 'MutatingWebhookConfiguration', 'admiralty').webhooks[0].failurePolicy).to.equal('Ignore');
@@ -167,6 +171,8 @@ describe('Helm chart (charts/admiralty)', function () {
     expect(await refusal('--set', 'clusterName=c1', '--set', 'webhook.failurePolicy=Sometimes')).to.contain('failurePolicy');
     expect(await refusal('--set', 'clusterName=c1', '--set', 'proxyScheduler.enbled=false')).to.contain('enbled');
     expect(await refusal('--set', 'clusterName=Not_A_Name')).to.contain('clusterName');
+    // Flags only: a value that is not one would be a command-line argument the provider refuses.
+    expect(await refusal('--set', 'clusterName=c1', '--set', 'extraArgs={target-cache-budget-mib=256}')).to.contain('extraArgs');
   });
 
   it("lets the post-delete hook's ServiceAccount strip finalizers everywhere, as `admiralty cleanup` does", async () => {
