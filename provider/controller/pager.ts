@@ -11,6 +11,9 @@ export const DEFAULT_PAGE_SIZE = 500;
  * `pageSize` after it. A page with no objects that says there is more ends the listing with an
  * error: a server could otherwise keep it going forever.
  *
+ * With `maxItems`, a listing whose pages hold more objects in all ends with an error before the
+ * page that passes it is handed on: for a server that may offer pages without end.
+ *
  * Resolves with the list's resourceVersion (of its last page), or undefined when `current` said
  * the listing no longer matters (it is asked after each answer). Throws what `list` or `onPage`
  * throws.
@@ -18,11 +21,12 @@ export const DEFAULT_PAGE_SIZE = 500;
 export async function forEachPage<T extends KubernetesObject>(
   list: (limit: number, from: string | undefined) => Promise<KubernetesListObject<T>>,
   onPage: (items: T[]) => void | Promise<void>,
-  o: { what: string; pageSize?: number; current?: () => boolean },
+  o: { what: string; pageSize?: number; current?: () => boolean; maxItems?: number },
 ): Promise<string | undefined> {
   const pageSize = o.pageSize ?? DEFAULT_PAGE_SIZE;
   let limit = pageSize;
   let from: string | undefined;
+  let seen = 0;
   for (;;) {
     let page: KubernetesListObject<T>;
     try {
@@ -36,6 +40,8 @@ export async function forEachPage<T extends KubernetesObject>(
     }
     if (o.current && !o.current()) return undefined;
     const items = page.items ?? [];
+    seen += items.length;
+    if (o.maxItems !== undefined && seen > o.maxItems) throw new TooManyItemsError(`the server offered more than ${o.maxItems} ${o.what}`);
     await onPage(items);
     // Typed lists carry it as `_continue`, custom objects' lists (plain JSON) as `continue`.
     const meta = page.metadata as { _continue?: string; continue?: string; resourceVersion?: string } | undefined;
@@ -45,4 +51,9 @@ export async function forEachPage<T extends KubernetesObject>(
     from = next;
     limit = Math.min(pageSize, limit * 2);
   }
+}
+
+/** A listing that went past its `maxItems` (see {@link forEachPage}). */
+export class TooManyItemsError extends Error {
+  override readonly name = 'TooManyItemsError';
 }

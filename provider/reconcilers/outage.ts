@@ -4,7 +4,7 @@ import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import type { Metrics } from '../core/metrics.js';
 import { classifyApiError, isNotFound } from '../core/errors.js';
-import { forEachPage } from '../controller/pager.js';
+import { forEachPage, TooManyItemsError } from '../controller/pager.js';
 import { API_GROUP, API_VERSION, HAS_FINALIZER_LABEL, PARENT_CLUSTER_NAME_LABEL, TARGET_REACHABLE_CONDITION } from '../core/keys.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
 import { virtualNodeName } from '../model/names.js';
@@ -37,6 +37,18 @@ type Result = { requeueAfterMs?: number } | void;
 const MAX_RECHECK_MS = 60_000;
 
 /**
+ * A fence pass stops past this many delegates: more pods than a Kubernetes cluster is built to
+ * hold (150 000), so the target's server is not describing one. Each page costs this cluster up
+ * to {@link FENCE_SINGLE_READS} reads and one list of the proxies, so the bound is on this
+ * cluster's work too.
+ */
+export const MAX_FENCE_DELEGATES = 150_000;
+/** A fence pass stops past this long, however few delegates: a server may answer its pages slowly. */
+export const FENCE_PASS_DEADLINE_MS = 10 * 60_000;
+/** After a pass stopped at a bound, the next one waits this long (probes wake the key every 10 s). */
+export const FENCE_HOLD_OFF_MS = 5 * 60_000;
+
+/**
  * What happens to proxies while their target is unreachable, and after. Key: the target's key
  * (`Target/<ns>/<name>` or `ClusterTarget/<name>`), woken by each probe of the target and by
  * changes of proxies that concern an outage.
@@ -57,7 +69,10 @@ const MAX_RECHECK_MS = 60_000;
  *   seen ready after start (a provider that restarted during an outage and missed it), without
  *   holding delegation back: outside an outage nothing can have failed over. A replica whose
  *   registry saw the target unreachable before its first pass (a standby that took over) holds
- *   it back until that pass has fenced.
+ *   it back until that pass has fenced. A pass is bounded ({@link MAX_FENCE_DELEGATES},
+ *   {@link FENCE_PASS_DEADLINE_MS}): one that passes a bound stops, says so on the Target
+ *   (Warning `FenceStopped`), leaves the gate as it was, and the next waits
+ *   {@link FENCE_HOLD_OFF_MS}.
  *
  * Once the target is back, the proxies that carried False get True.
  */
@@ -68,6 +83,8 @@ export class OutageReconciler {
   private readonly fencedOnce = new Set<string>();
   /** Conditions written that the proxies cache may not show yet (no second write, no repeated event). */
   private readonly writes = new ConditionWrites();
+  /** Targets whose last fence pass stopped at a bound: no pass before this (monotonic ms). */
+  private readonly fenceHeldOff = new Map<string, number>();
 
   constructor(private readonly o: OutageReconcilerOptions) {}
 
@@ -104,6 +121,7 @@ export class OutageReconciler {
       // Gone, or not loaded: fence again when it (re)appears (an owed fence stays owed).
       this.fencedOnce.delete(key);
       this.writes.forget(key);
+      this.fenceHeldOff.delete(key);
       return;
     }
     const nodeName = this.o.registry.nodeNameOf(key) ?? virtualNodeName(target.ref);
@@ -126,6 +144,8 @@ export class OutageReconciler {
     }
     if (!health.ready) return; // a configuration problem, not an outage: the Target's status says it
     if (this.owed.has(key) || !this.fencedOnce.has(key)) {
+      const heldOffMs = (this.fenceHeldOff.get(key) ?? -Infinity) - this.o.clock.monotonicMs();
+      if (heldOffMs > 0) return { requeueAfterMs: heldOffMs };
       await this.fence(target);
       this.owed.delete(key);
       this.fencedOnce.add(key);
@@ -138,13 +158,17 @@ export class OutageReconciler {
     }
   }
 
-  /** Runs `fn` on every item, then throws the first failure (one bad proxy does not stall the others). */
+  /**
+   * Runs `fn` on every item, then throws the first failure (one bad proxy does not stall the
+   * others); a fence pass past its deadline stops at once.
+   */
   private async each<T>(items: T[], what: string, fn: (item: T) => Promise<void>): Promise<void> {
     const failures: unknown[] = [];
     for (const item of items) {
       try {
         await fn(item);
       } catch (err) {
+        if (err instanceof FenceStoppedError) throw err;
         failures.push(err);
       }
     }
@@ -195,17 +219,21 @@ export class OutageReconciler {
    * before the outage; a page's delegates are dealt with before the next is asked for). Each
    * proxy is confirmed gone with the source itself before its delegate is deleted (see
    * {@link LiveProxies}). Of a Target's namespace, only delegates and parents there are looked at,
-   * whatever its server answers.
+   * whatever its server answers. Past {@link MAX_FENCE_DELEGATES} or
+   * {@link FENCE_PASS_DEADLINE_MS}, the pass stops (see the class).
    */
   private async fence(target: TargetClient): Promise<void> {
     const labelSelector = `${PARENT_CLUSTER_NAME_LABEL}=${this.o.sourceClusterName}`;
     const ns = target.ref.kind === 'Target' ? target.ref.namespace : undefined;
     const deleted: string[] = [];
+    const deadline = this.o.clock.monotonicMs() + FENCE_PASS_DEADLINE_MS;
     const fencePage = (delegates: V1Pod[]) => {
       // One per page: a list of the proxies taken after the page was, shows the proxy of every
       // delegate on it (a proxy is made before its delegate) that has not gone since.
       const live = new LiveProxies(this.o.sourceCore, this.o.proxies, ns);
       return this.each(delegates, `delegates in ${target.displayName}`, async (d) => {
+        // A server that answers each delete slowly keeps a page going no longer either.
+        if (this.o.clock.monotonicMs() > deadline) throw new FenceStoppedError(`the pass did not end within ${FENCE_PASS_DEADLINE_MS / 60_000} min`);
         // First without reading the source: another source's pods, or ones deleting, are left alone.
         if (fenceVerdict(d, this.o.sourceClusterName, undefined) !== 'delete') return;
         const parent = parentOf(d);
@@ -227,6 +255,7 @@ export class OutageReconciler {
     try {
       await forEachPage(
         async (limit, from) => {
+          if (this.o.clock.monotonicMs() > deadline) throw new FenceStoppedError(`the pass did not end within ${FENCE_PASS_DEADLINE_MS / 60_000} min`);
           try {
             return await list(limit, from);
           } catch (err) {
@@ -234,13 +263,19 @@ export class OutageReconciler {
           }
         },
         fencePage,
-        { what: `delegates in ${target.displayName}` },
+        { what: `delegates of this source in ${target.displayName}`, maxItems: MAX_FENCE_DELEGATES },
       );
+    } catch (err) {
+      if (!(err instanceof FenceStoppedError || err instanceof TooManyItemsError)) throw err;
+      // Not a failure to retry at once: the target's server keeps offering what no cluster holds.
+      this.fenceHeldOff.set(target.key, this.o.clock.monotonicMs() + FENCE_HOLD_OFF_MS);
+      const message = `fencing ${target.displayName} stopped: ${err.message} (at most ${MAX_FENCE_DELEGATES} delegates, more pods than a cluster holds, and ${FENCE_PASS_DEADLINE_MS / 60_000} min); ${this.owed.has(target.key) ? 'no new delegate goes there until a pass ends' : 'delegation there goes on'}, and the next pass starts in ${FENCE_HOLD_OFF_MS / 60_000} min`;
+      this.targetEvent(target, 'Warning', 'FenceStopped', message);
+      throw new Error(message, { cause: err });
     } finally {
       if (deleted.length > 0) {
-        const ref = target.ref;
-        this.o.events.record(
-          { kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined } },
+        this.targetEvent(
+          target,
           'Normal',
           'DelegatesFenced',
           `deleted ${deleted.length} delegate(s) in ${target.displayName} whose proxy is gone (failed over or deleted while it was unreachable): ${deleted.slice(0, 20).join(', ')}${deleted.length > 20 ? ', …' : ''}`,
@@ -248,6 +283,16 @@ export class OutageReconciler {
       }
     }
   }
+
+  private targetEvent(target: TargetClient, type: 'Normal' | 'Warning', reason: string, message: string): void {
+    const ref = target.ref;
+    this.o.events.record({ kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined } }, type, reason, message);
+  }
+}
+
+/** A fence pass past its deadline (see {@link FENCE_PASS_DEADLINE_MS}). */
+class FenceStoppedError extends Error {
+  override readonly name = 'FenceStoppedError';
 }
 
 /** Parents read one by one for a page of a fence pass; past these, one list of the source's proxies answers for the rest. */

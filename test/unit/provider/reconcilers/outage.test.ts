@@ -8,7 +8,7 @@ import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
 import { Registry } from 'prom-client';
 import { createMetrics } from '../../../../provider/core/metrics.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
-import { OutageReconciler } from '../../../../provider/reconcilers/outage.js';
+import { FENCE_HOLD_OFF_MS, FENCE_PASS_DEADLINE_MS, MAX_FENCE_DELEGATES, OutageReconciler } from '../../../../provider/reconcilers/outage.js';
 import { OUTAGE_NOTICE_MS } from '../../../../provider/model/outage.js';
 import { MapCache } from './map-cache.js';
 
@@ -390,6 +390,64 @@ describe('OutageReconciler', () => {
       await s.reconciler.reconcile(KEY);
       expect(s.targetCore.deleteNamespacedPod.getCalls().map((c) => c.args[0].name)).to.deep.equal(['gone-d']);
       expect(s.source.readNamespacedPod.getCalls().map((c) => c.args[0].namespace)).to.deep.equal([NS]);
+    });
+
+    it(`stops a pass past ${MAX_FENCE_DELEGATES} delegates (pages without end), says so on the Target, keeps the gate closed, and waits before the next`, async () => {
+      // Delegates of live, cached proxies: each costs the source nothing, so the bound is all that ends the pass.
+      const live = proxy('live');
+      const page = Array.from({ length: 500 }, (_, i) => delegate(`d${i}`, 'live', 'uid-live'));
+      const s = setup({ proxies: [live] });
+      let pages = 0;
+      s.targetCore.listNamespacedPod.callsFake((async () => {
+        pages++;
+        return { items: page, metadata: { _continue: `more-${pages}` } };
+      }) as never);
+      s.health(false);
+      await s.reconciler.reconcile(KEY);
+      s.health(true);
+      const error = await s.reconciler.reconcile(KEY).then(() => undefined, (err: Error) => err);
+      expect(pages).to.equal(MAX_FENCE_DELEGATES / 500 + 1);
+      const said = `fencing ${NS}/c2 stopped: the server offered more than ${MAX_FENCE_DELEGATES} delegates of this source in ${NS}/c2 (at most ${MAX_FENCE_DELEGATES} delegates, more pods than a cluster holds, and 10 min); no new delegate goes there until a pass ends, and the next pass starts in 5 min`;
+      expect(error?.message).to.equal(said);
+      expect(s.events.map((e) => `${e.kind}:${e.type}:${e.reason}`)).to.deep.equal(['Target:Warning:FenceStopped']);
+      expect(s.events[0].message).to.equal(said);
+      sinon.assert.notCalled(s.targetCore.deleteNamespacedPod);
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(false);
+      // Probes wake the key every 10 s: no pass until the hold-off is over.
+      s.clock.advance(10_000);
+      expect(await s.reconciler.reconcile(KEY)).to.deep.equal({ requeueAfterMs: FENCE_HOLD_OFF_MS - 10_000 });
+      expect(pages).to.equal(MAX_FENCE_DELEGATES / 500 + 1);
+      // Then a pass that ends opens the gate.
+      s.clock.advance(FENCE_HOLD_OFF_MS - 10_000);
+      s.targetCore.listNamespacedPod.resolves({ items: [] });
+      await s.reconciler.reconcile(KEY);
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
+    });
+
+    it('stops a pass whose server answers so slowly that it passes its deadline, in the middle of a page too', async () => {
+      const s = setup();
+      // Two orphans a page, each page answered a minute later.
+      let pages = 0;
+      s.targetCore.listNamespacedPod.callsFake((async () => {
+        pages++;
+        s.clock.advance(60_000);
+        return { items: [delegate(`d${pages}`, `gone${pages}`, `uid-gone${pages}`), delegate(`e${pages}`, `gone${pages}`, `uid-gone${pages}`)], metadata: { _continue: String(pages) } };
+      }) as never);
+      // The delete of the first of each page takes 30 s (its deadline).
+      s.targetCore.deleteNamespacedPod.callsFake((async ({ name }: { name: string }) => {
+        if (name.startsWith('d')) s.clock.advance(30_000);
+        return {};
+      }) as never);
+      s.health(true);
+      const error = await s.reconciler.reconcile(KEY).then(() => undefined, (err: Error) => err);
+      expect(error?.message).to.match(/^fencing apps\/c2 stopped: the pass did not end within 10 min \(.*\); delegation there goes on, and the next pass starts in 5 min$/);
+      // 1.5 min a page: six end at 9 min; the seventh's first delete ends past the deadline, and its second is not made.
+      expect(pages).to.equal(7);
+      expect(s.targetCore.deleteNamespacedPod.callCount).to.equal(13);
+      expect(FENCE_PASS_DEADLINE_MS).to.equal(600_000);
+      expect(s.events.map((e) => e.reason)).to.deep.equal(['FenceStopped', 'DelegatesFenced']);
+      // The first pass after start holds nothing back, stopped or not.
+      expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(true);
     });
 
     it('keeps the gate closed when a delete fails, and accepts a delegate gone meanwhile (404) or replaced (409)', async () => {
