@@ -2,6 +2,7 @@ import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/core/keys.js';
 import { delegateSourceView, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { formatQuantity } from '../provider/model/quantity.js';
+import { podHostPorts } from '../provider/model/host-ports.js';
 import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { resolveTargetKeys } from '../provider/model/target-keys.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint } from './node-match.js';
@@ -12,6 +13,7 @@ export const REASON_NOT_READY = 'node(s) were not ready';
 export const REASON_UNSCHEDULABLE = 'node(s) were unschedulable';
 export const REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector";
 export const REASON_TOO_MANY_PODS = 'Too many pods';
+export const REASON_PORTS = "node(s) didn't have free ports for the requested pod ports";
 
 const UNSCHEDULABLE_TAINT = { key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' };
 
@@ -48,8 +50,8 @@ export interface FitResult {
   /** Names of the real nodes that fit. */
   fittingNodes: string[];
   /**
-   * True when no rejection was about resources: evicting pods (preemption) could not help, so the
-   * extender reports the virtual node under `FailedAndUnresolvableNodes`.
+   * True when no rejection was about resources or host ports: evicting pods (preemption) could
+   * not help, so the extender reports the virtual node under `FailedAndUnresolvableNodes`.
    */
   unresolvable: boolean;
   /** True when no current node fits but the target's burst capacity can hold the pod (a scale-up is expected). */
@@ -75,8 +77,9 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  * nodeSelector and required node affinity against its own labels (those on the target's own
  * keys, such as `multicluster.admiralty.io/target-name`, against `opts.targetLabels` first: a
  * pod they exclude fits no node; see {@link matchesNodeSelectorAndAffinity}), tolerates its NoSchedule/NoExecute
- * taints, and has free room (free minus `assumed`) for every resource the pod requests (see
- * {@link podRequests}) plus one pod slot. Checks run in that order and a node is counted under
+ * taints, has none of the host ports the pod asks for in use (see `UsedHostPorts`), and has free
+ * room (free minus `assumed`) for every resource the pod requests (see {@link podRequests}) plus
+ * one pod slot. Checks run in that order and a node is counted under
  * its first failure, except resources, where every insufficient one is counted (as
  * kube-scheduler does); the reason then names the largest free amount of each such resource.
  *
@@ -87,7 +90,8 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  * fits, and the binder then refuses the target.
  *
  * Judged on the delegate's spec ({@link schedulingPod}). Ignores pod (anti-)affinity, topology
- * spread, host ports, volumes and DRA claims: the target's scheduler has the last word, at bind.
+ * spread, volumes and DRA claims, and the host ports of binds in flight (`assumed` counts their
+ * resources only): the target's scheduler has the last word, at bind.
  *
  * Pure; called by the scheduler extender once per virtual node and pod.
  */
@@ -103,6 +107,7 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
   if (!spec) return { fits: false, reason: `no node in ${target} fits: the pod's nodeSelector or node affinity on target labels excludes ${target}`, fittingNodes: [], unresolvable: true };
   const requests = podRequests(spec);
   requests.set('pods', ONE_POD);
+  const hostPorts = podHostPorts(spec);
   const burst = (why: string, unresolvable: boolean): FitResult => {
     const room = opts.burst && burstRoom(requests, opts.burst.capacity, opts.burst.waiting?.());
     if (room === undefined) return { fits: false, reason: `no node in ${target} fits: ${why}`, fittingNodes: [], unresolvable };
@@ -115,7 +120,8 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
   const fail = (reason: string) => failures.set(reason, (failures.get(reason) ?? 0) + 1);
   /** Largest free amount seen, per resource that was short somewhere. */
   const largestFree = new Map<string, bigint>();
-  let resourceFailures = 0;
+  /** Rejections that evicting pods could resolve (resources, host ports). */
+  let resolvableFailures = 0;
   const fittingNodes: string[] = [];
 
   for (const node of targetNodes) {
@@ -136,6 +142,11 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
       fail(`node(s) had untolerated taint {${taint.key}: ${taint.value ?? ''}}`);
       continue;
     }
+    if (hostPorts.length > 0 && node.usedPorts && !node.usedPorts.fits(hostPorts)) {
+      resolvableFailures++;
+      fail(REASON_PORTS);
+      continue;
+    }
     const assumed = opts.assumed?.get(node.name);
     const short: string[] = [];
     for (const [name, amount] of requests) {
@@ -144,7 +155,7 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
       if (free < amount) short.push(name);
     }
     if (short.length > 0) {
-      resourceFailures++;
+      resolvableFailures++;
       for (const r of short.sort()) {
         fail(r === 'pods' ? REASON_TOO_MANY_PODS : `Insufficient ${r}`);
       }
@@ -168,7 +179,7 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
       return `${count} ${reason}${most === undefined ? '' : ` (largest free ${formatQuantity(most, resource!)})`}`;
     })
     .join(', ');
-  return burst(summary, resourceFailures === 0);
+  return burst(summary, resolvableFailures === 0);
 }
 
 /**

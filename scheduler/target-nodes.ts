@@ -1,4 +1,5 @@
 import type { V1Taint } from '@kubernetes/client-node';
+import { UsedHostPorts } from '../provider/model/host-ports.js';
 import { parseList, type ResourceAmounts } from '../provider/model/resources.js';
 import type { ClusterSummary } from '../provider/model/types.js';
 
@@ -22,6 +23,8 @@ export interface FitNode {
   allocatable: ResourceAmounts;
   /** Allocatable minus the requests of the pods bound to it when the summary was written. */
   free: ResourceAmounts;
+  /** The host ports its pods held when the summary was written; absent when none. */
+  usedPorts?: UsedHostPorts;
 }
 
 const parsed = new WeakMap<ClusterSummary, readonly FitNode[]>();
@@ -49,6 +52,7 @@ export function nodesOfSummary(summary: ClusterSummary): readonly FitNode[] {
         notReady: n.notReady === true,
         allocatable: parseList(n.allocatable),
         free: parseList(n.free),
+        ...(n.hostPorts?.length ? { usedPorts: new UsedHostPorts(n.hostPorts) } : {}),
       });
     }
   }

@@ -2,6 +2,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, HOSTNAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../core/keys.js';
 import { stringMapEquals } from './maps.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
+import { hostPortsByNode } from './host-ports.js';
 import { allocatableOf, podRequestFields, requestedByNode, type ResourceAmounts } from './resources.js';
 import type { ClusterSummary, NodePool } from './types.js';
 
@@ -18,8 +19,9 @@ import type { ClusterSummary, NodePool } from './types.js';
  * * nodePools: the nodes grouped by their labels (but `kubernetes.io/hostname`, which would make
  *   every node a pool of its own) and hard taints, each node with its allocatable and what is
  *   free on it: allocatable minus the requests of the non-terminal `pods` bound to it (of every
- *   namespace, as kube-scheduler counts them). This is what a source needs to know whether one
- *   real node can take a pod, without reading the target's nodes and pods itself;
+ *   namespace, as kube-scheduler counts them), and the host ports those pods hold there
+ *   ({@link hostPortsByNode}). This is what a source needs to know whether one real node can take
+ *   a pod, without reading the target's nodes and pods itself;
  * * free: the sum of `free` over the nodes that take new pods (Ready and not cordoned);
  * * podsResourceVersion: `podsResourceVersion` when given, the version of the pod cache `pods`
  *   come from (see {@link ClusterSummary.podsResourceVersion}).
@@ -44,6 +46,7 @@ export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = []
     if (v !== null && v !== undefined) labels[k] = v;
   }
   const requested = requestedByNode(pods, requestsOf);
+  const hostPorts = hostPortsByNode(pods);
   const pools = new Map<string, NodePool>();
   const freeTotal: ResourceAmounts = new Map();
   for (const node of [...real].sort((a, b) => ordinal(a.metadata?.name ?? '', b.metadata?.name ?? ''))) {
@@ -70,6 +73,7 @@ export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = []
       free: formatList(free),
       ...(unschedulable ? { unschedulable } : {}),
       ...(notReady ? { notReady } : {}),
+      ...(hostPorts.has(name) ? { hostPorts: hostPorts.get(name) } : {}),
     });
     if (!unschedulable && !notReady) for (const [r, amount] of free) freeTotal.set(r, (freeTotal.get(r) ?? 0n) + amount);
   }
@@ -208,8 +212,8 @@ function ordinal(a: string, b: string): number {
 export const MAX_SUMMARY_NODES = 20_000;
 
 /**
- * The most labels, taints and resource amounts a ClusterSummary may hold in all. What the
- * provider keeps of a target's summary (the summary, and the extender's parsed nodes) grows with
+ * The most labels, taints, resource amounts and host ports a ClusterSummary may hold in all. What
+ * the provider keeps of a target's summary (the summary, and the extender's parsed nodes) grows with
  * them, and a few hundred kB of them would otherwise cost hundreds of MiB: a cluster of 15 000
  * nodes, 30 labels a pool and 12 amounts a node has about 200 000.
  */
@@ -227,7 +231,7 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
   const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
   let nodes = 0;
   let entries = 0;
-  const tooMany = () => `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints and resource amounts (a cluster of 15 000 nodes has about 200 000)`;
+  const tooMany = () => `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts and host ports (a cluster of 15 000 nodes has about 200 000)`;
   /** Counts the members or items of `v`; the count so far. */
   const count = (v: unknown) => (entries += isObject(v) ? Object.keys(v).length : Array.isArray(v) ? v.length : 0);
   const isStringMap = (v: unknown) => isObject(v) && Object.values(v).every((x) => typeof x === 'string');
@@ -265,6 +269,10 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
       for (const f of ['unschedulable', 'notReady'] as const) {
         if (!optional(node[f], (v) => typeof v === 'boolean')) return `${nat}.${f} must be true or false`;
       }
+      const hostPortOk = (p: unknown) =>
+        isObject(p) && Number.isInteger(p.port) && (p.port as number) >= 1 && (p.port as number) <= 65535 && typeof p.protocol === 'string' && optional(p.hostIP, (v) => typeof v === 'string');
+      if (!optional(node.hostPorts, (v) => Array.isArray(v) && v.every(hostPortOk))) return `${nat}.hostPorts must be a list of ports (1 to 65535) with a protocol`;
+      if (count(node.hostPorts) > MAX_SUMMARY_ENTRIES) return tooMany();
     }
   }
   return undefined;

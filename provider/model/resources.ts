@@ -17,16 +17,21 @@ export interface PodRequestsOptions {
 
 /**
  * The part of a pod spec that {@link podRequests} reads (containers' and init containers' names,
- * resources and restart policies, the overhead, pod-level resources) and `nodeName`: what the
- * caches of pods keep of a spec when they need a pod's requests and node but not the rest. Shares
- * the objects it keeps with `spec`. Pure.
+ * resources and restart policies, the overhead, pod-level resources), the container ports that
+ * hold a host port (see `podHostPorts`; most pods have none) and `nodeName`: what the caches of
+ * pods keep of a spec when they need a pod's requests and node but not the rest. Shares the
+ * objects it keeps with `spec`. Pure.
  */
 export function podRequestFields(spec: V1PodSpec | undefined): V1PodSpec {
-  const resources = (c: V1Container): V1Container => ({
-    name: c.name,
-    ...(c.resources ? { resources: c.resources } : {}),
-    ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}),
-  });
+  const resources = (c: V1Container): V1Container => {
+    const hostPorts = c.ports?.filter((p) => (p.hostPort ?? 0) > 0);
+    return {
+      name: c.name,
+      ...(c.resources ? { resources: c.resources } : {}),
+      ...(c.restartPolicy ? { restartPolicy: c.restartPolicy } : {}),
+      ...(hostPorts?.length ? { ports: hostPorts } : {}),
+    };
+  };
   return {
     ...(spec?.nodeName !== undefined ? { nodeName: spec.nodeName } : {}),
     containers: (spec?.containers ?? []).map(resources),

@@ -1,4 +1,5 @@
 import type { V1ObjectMeta } from '@kubernetes/client-node';
+import type { HostPort } from './host-ports.js';
 
 /**
  * TypeScript shapes of our custom resources (group multicluster.admiralty.io, v1alpha1).
@@ -145,6 +146,8 @@ export interface SummaryNode {
   unschedulable?: boolean;
   /** Its Ready condition is not True. */
   notReady?: boolean;
+  /** The host ports its non-terminal pods hold (see `hostPortsByNode`); left out when none. */
+  hostPorts?: HostPort[];
 }
 
 /** Identity of a Target or ClusterTarget; `namespace` is empty for a ClusterTarget. */

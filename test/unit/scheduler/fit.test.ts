@@ -284,6 +284,49 @@ describe('scheduler: fitsTarget', () => {
   });
 });
 
+describe('scheduler: fitsTarget and host ports (judged per real node, as NodePorts does)', () => {
+  type Port = { hostPort: number; protocol?: string; hostIP?: string };
+  const withPorts = (name: string, ports: Port[], nodeName?: string): V1Pod => {
+    const p = pod(name, { cpu: '100m' }, nodeName ? { nodeName } : {});
+    p.spec!.containers[0].ports = ports.map((x) => ({ containerPort: 8080, ...x }));
+    if (nodeName) p.status = { phase: 'Running' };
+    return p;
+  };
+  const nodes = [node('n1'), node('n2')];
+
+  const cases: { name: string; wants: Port[]; held: [string, Port[]][]; fitting: string[] }[] = [
+    { name: 'a port held on one node leaves the other', wants: [{ hostPort: 80 }], held: [['n1', [{ hostPort: 80 }]]], fitting: ['n2'] },
+    { name: 'another protocol does not conflict', wants: [{ hostPort: 80, protocol: 'UDP' }], held: [['n1', [{ hostPort: 80 }]]], fitting: ['n1', 'n2'] },
+    { name: 'every address against one address conflicts', wants: [{ hostPort: 80 }], held: [['n1', [{ hostPort: 80, hostIP: '10.0.0.1' }]]], fitting: ['n2'] },
+    { name: 'one address against every address conflicts', wants: [{ hostPort: 80, hostIP: '10.0.0.2' }], held: [['n1', [{ hostPort: 80, hostIP: '0.0.0.0' }]]], fitting: ['n2'] },
+    { name: 'two different addresses do not conflict', wants: [{ hostPort: 80, hostIP: '10.0.0.2' }], held: [['n1', [{ hostPort: 80, hostIP: '10.0.0.1' }]]], fitting: ['n1', 'n2'] },
+    { name: 'another port does not conflict', wants: [{ hostPort: 81 }], held: [['n1', [{ hostPort: 80 }]]], fitting: ['n1', 'n2'] },
+  ];
+  for (const c of cases) {
+    it(c.name, () => {
+      const r = fit(withPorts('p', c.wants), nodes, c.held.map(([n, ports], i) => withPorts(`h${i}`, ports, n)), opts);
+      expect(r.fittingNodes).to.deep.equal(c.fitting);
+    });
+  }
+
+  it("says why when every node holds the port, resolvably (evicting a pod could free it)", () => {
+    const held = [withPorts('a', [{ hostPort: 18080 }], 'n1'), withPorts('b', [{ hostPort: 18080 }], 'n2')];
+    const r = fit(withPorts('p', [{ hostPort: 18080 }]), nodes, held, opts);
+    expect(r).to.include({ fits: false, reason: "no node in c2 fits: 2 node(s) didn't have free ports for the requested pod ports", unresolvable: false });
+  });
+
+  it('counts the ports of sidecars, not of init containers that end, nor of finished pods', () => {
+    const sidecar = pod('s', {}, { nodeName: 'n1', initContainers: [container({}, { name: 'side', restartPolicy: 'Always', ports: [{ containerPort: 1, hostPort: 80 }] })] });
+    const init = pod('i', {}, { nodeName: 'n2', initContainers: [container({}, { name: 'init', ports: [{ containerPort: 1, hostPort: 80 }] })] });
+    const done = withPorts('d', [{ hostPort: 80 }], 'n2');
+    done.status = { phase: 'Succeeded' };
+    expect(fit(withPorts('p', [{ hostPort: 80 }]), nodes, [sidecar, init, done], opts).fittingNodes).to.deep.equal(['n2']);
+    // And a pod's own sidecar asks for its port as its containers do.
+    const wantsBySidecar = pod('w', {}, { initContainers: [container({}, { name: 'side', restartPolicy: 'Always', ports: [{ containerPort: 1, hostPort: 80 }] })] });
+    expect(fit(wantsBySidecar, nodes, [sidecar], opts).fittingNodes).to.deep.equal(['n2']);
+  });
+});
+
 describe('scheduler: fitsTarget with burst capacity', () => {
   const n = (g: string) => BigInt(g) * 1_000_000_000n;
   const full = node('n1', { allocatable: { cpu: '4', memory: '8Gi', pods: '110' } });

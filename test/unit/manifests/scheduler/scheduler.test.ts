@@ -18,8 +18,9 @@ const rbac = docs('rbac', 'roles.yaml');
 describe('manifests/scheduler', () => {
   it('ships one profile, admiralty-proxy, leader-elected on Lease admiralty/admiralty-proxy-scheduler', () => {
     expect(config).to.include({ apiVersion: 'kubescheduler.config.k8s.io/v1', kind: 'KubeSchedulerConfiguration' });
-    // Its own scoring off: the extender's placement policy alone ranks virtual nodes.
-    expect(config.profiles).to.deep.equal([{ schedulerName: 'admiralty-proxy', plugins: { score: { disabled: [{ name: '*' }] } } }]);
+    // Its own scoring off: the extender's placement policy alone ranks virtual nodes. NodePorts
+    // off: the extender judges host ports per real node (a virtual node stands for several).
+    expect(config.profiles).to.deep.equal([{ schedulerName: 'admiralty-proxy', plugins: { score: { disabled: [{ name: '*' }] }, multiPoint: { disabled: [{ name: 'NodePorts' }] } } }]);
     expect(config.leaderElection).to.deep.include({ leaderElect: true, resourceLock: 'leases', resourceNamespace: 'admiralty', resourceName: 'admiralty-proxy-scheduler' });
     expect(config.clientConnection?.kubeconfig, 'in-cluster credentials').to.equal(undefined);
   });

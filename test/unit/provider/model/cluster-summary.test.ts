@@ -187,6 +187,9 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     ['a renew interval in a string', { ...good, renewIntervalSeconds: '30' }, 'renewIntervalSeconds must be a whole number of seconds from 1 to 3600'],
     ['a fractional renew interval', { ...good, renewIntervalSeconds: 0.5 }, 'renewIntervalSeconds must be a whole number of seconds from 1 to 3600'],
     ['renewTime a number', { ...good, renewTime: 1 }, 'renewTime must be a string'],
+    ['host ports not a list', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: { port: 80 } }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
+    ['a host port past 65535', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 70000, protocol: 'TCP' }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
+    ['a host port without a protocol', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 80 }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
   ];
   for (const [why, obj, problem] of bad) {
     it(`says why of ${why}`, () => expect(clusterSummaryProblem(obj)).to.equal(problem));
@@ -200,7 +203,7 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
   });
 
   it('refuses more labels, taints and amounts than a cluster of 20 000 nodes has, in pools, nodes or at the top', () => {
-    const tooMany = `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints and resource amounts (a cluster of 15 000 nodes has about 200 000)`;
+    const tooMany = `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts and host ports (a cluster of 15 000 nodes has about 200 000)`;
     // 251 pools of 2000 labels, a node each.
     expect(clusterSummaryProblem({ ...good, nodePools: Array.from({ length: 251 }, () => ({ labels: manyLabels, nodes: [node] })) })).to.equal(tooMany);
     expect(clusterSummaryProblem({ ...good, nodePools: Array.from({ length: 240 }, () => ({ labels: manyLabels, nodes: [node] })) })).to.equal(undefined);
@@ -241,19 +244,61 @@ describe('summaryPodFields', () => {
       nodeName: 'a1',
       overhead: { cpu: '100m' },
       initContainers: [{ name: 'side', image: 'i', restartPolicy: 'Always', resources: { requests: { cpu: '250m' } } }, { name: 'init', image: 'i', resources: { requests: { cpu: '2' } } }],
-      containers: [{ name: 'c', image: 'i', env: [{ name: 'A', value: 'b' }], resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { memory: '2Gi' } } }],
+      containers: [
+        {
+          name: 'c',
+          image: 'i',
+          env: [{ name: 'A', value: 'b' }],
+          resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { memory: '2Gi' } },
+          ports: [{ containerPort: 80, hostPort: 8080 }, { containerPort: 9090, name: 'metrics' }],
+        },
+      ],
       volumes: [{ name: 'v', emptyDir: {} }],
     },
     status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] },
   };
   it('keeps what the summary reads, so the summary is the same from slim pods', () => {
     const node: V1Node = { metadata: { name: 'a1' }, status: { allocatable: { cpu: '8', memory: '8Gi', pods: '10' }, conditions: [{ type: 'Ready', status: 'True' }] } };
-    expect(buildClusterSummary([node], [summaryPodFields(full)])).to.deep.equal(buildClusterSummary([node], [full]));
+    const summary = buildClusterSummary([node], [full]);
+    expect(summary.nodePools![0].nodes[0].hostPorts).to.deep.equal([{ port: 8080, protocol: 'TCP' }]);
+    expect(buildClusterSummary([node], [summaryPodFields(full)])).to.deep.equal(summary);
+  });
+  it('keeps of the ports only those that hold a host port', () => {
+    expect(summaryPodFields(full).spec!.containers[0].ports).to.deep.equal([{ containerPort: 80, hostPort: 8080 }]);
+    expect(summaryPodFields({ ...full, spec: { ...full.spec!, containers: [{ name: 'c', ports: [{ containerPort: 80 }] }] } }).spec!.containers[0]).to.not.have.property('ports');
   });
   it('keeps the name, namespace and resourceVersion the informer needs, and drops the rest', () => {
     const slim = summaryPodFields(full);
     expect(slim.metadata).to.deep.equal({ name: 'p', namespace: 'team', resourceVersion: '42' });
     expect(JSON.stringify(slim).length).to.be.below(JSON.stringify(full).length / 10);
+  });
+});
+
+describe('buildClusterSummary: host ports', () => {
+  const ready = (name: string): V1Node => ({ metadata: { name }, status: { allocatable: { cpu: '8', pods: '10' }, conditions: [{ type: 'Ready', status: 'True' }] } });
+  const holding = (name: string, nodeName: string, ports: { hostPort: number; protocol?: string; hostIP?: string }[], phase = 'Running'): V1Pod => ({
+    metadata: { name, namespace: 'ns' },
+    spec: { nodeName, containers: [{ name: 'c', ports: ports.map((p) => ({ containerPort: 1, ...p })) }] },
+    status: { phase },
+  });
+
+  it('writes, per node, the host ports its running pods hold: sorted, once each, 0.0.0.0 and TCP as the defaults they are', () => {
+    const pods = [
+      holding('a', 'n1', [{ hostPort: 443 }, { hostPort: 80, protocol: 'UDP' }]),
+      holding('b', 'n1', [{ hostPort: 80, hostIP: '0.0.0.0' }, { hostPort: 80, hostIP: '10.0.0.1' }]),
+      holding('c', 'n1', [{ hostPort: 443, protocol: 'TCP' }]),
+      holding('done', 'n2', [{ hostPort: 22 }], 'Failed'),
+    ];
+    const summary = buildClusterSummary([ready('n1'), ready('n2')], pods);
+    expect(clusterSummaryProblem(JSON.parse(JSON.stringify(summary))), 'what it writes, its readers take').to.equal(undefined);
+    const nodes = summary.nodePools![0].nodes;
+    expect(nodes[0].hostPorts).to.deep.equal([
+      { port: 80, protocol: 'TCP' },
+      { port: 80, protocol: 'TCP', hostIP: '10.0.0.1' },
+      { port: 80, protocol: 'UDP' },
+      { port: 443, protocol: 'TCP' },
+    ]);
+    expect(nodes[1], 'a finished pod holds nothing').to.not.have.property('hostPorts');
   });
 });
 
