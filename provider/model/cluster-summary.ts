@@ -163,10 +163,17 @@ export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary |
 /** The longest renew interval a summary may declare ({@link ClusterSummary.renewIntervalSeconds}). */
 export const MAX_RENEW_INTERVAL_SECONDS = 3600;
 
-/** Which version of a summary its reader last saw, and since when (monotonic ms). */
+/** Which version of a summary its reader last saw, since when (monotonic ms), and whether its writer renews it. */
 export interface SummarySighting {
   version: string;
   sinceMs: number;
+  renewTime?: string;
+  /**
+   * False once a new version came with the `renewTime` of the one before: its writer does not
+   * renew (an earlier version of the provider, after a rollback, keeps the fields it finds), so
+   * its silence says nothing.
+   */
+  renews: boolean;
 }
 
 /**
@@ -176,7 +183,9 @@ export interface SummarySighting {
  */
 export function sightSummary(prev: SummarySighting | undefined, summary: ClusterSummary, nowMs: number): SummarySighting {
   const version = summary.metadata?.resourceVersion ?? summary.renewTime ?? '';
-  return prev?.version === version ? prev : { version, sinceMs: nowMs };
+  if (prev?.version === version) return prev;
+  const renews = summary.renewTime !== undefined && (prev === undefined || summary.renewTime !== prev.renewTime);
+  return { version, sinceMs: nowMs, ...(summary.renewTime !== undefined ? { renewTime: summary.renewTime } : {}), renews };
 }
 
 /**
@@ -185,11 +194,12 @@ export function sightSummary(prev: SummarySighting | undefined, summary: Cluster
  * than three of them plus one of its own probe periods (a probe that comes just before a
  * renewal sees it a period late). Judged on the reader's monotonic clock against when it first
  * saw that version, never against the writer's `renewTime`: the two clusters' clocks need not
- * agree. A summary that promises nothing is never stale. Pure.
+ * agree. A summary that promises nothing is never stale, nor one whose writer was seen not to
+ * renew ({@link SummarySighting.renews}). Pure.
  */
 export function summaryStaleness(sighting: SummarySighting, summary: ClusterSummary, nowMs: number, probeIntervalMs: number): string | undefined {
   const interval = summary.renewIntervalSeconds;
-  if (interval === undefined) return undefined;
+  if (interval === undefined || !sighting.renews) return undefined;
   const unchangedMs = nowMs - sighting.sinceMs;
   if (unchangedMs <= 3 * interval * 1000 + probeIntervalMs) return undefined;
   const renewed = summary.renewTime ? ` (last written at ${summary.renewTime}, by its clock)` : '';

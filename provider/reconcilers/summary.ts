@@ -97,6 +97,6 @@ export class SummaryReconciler {
   /** Counts the next renewal from this write, of the version the apiserver answered (if it did). */
   private wrote(written: ClusterSummary | undefined, nowMs: number): void {
     this.lastWriteMs = nowMs;
-    this.sighting = written?.metadata?.resourceVersion ? { version: written.metadata.resourceVersion, sinceMs: nowMs } : undefined;
+    this.sighting = written?.metadata?.resourceVersion ? { version: written.metadata.resourceVersion, sinceMs: nowMs, renews: true } : undefined;
   }
 }

@@ -326,23 +326,36 @@ describe('sightSummary and summaryStaleness (a reader tells a stopped writer fro
   const summary = (resourceVersion: string | undefined, renewIntervalSeconds?: number) => ({ metadata: { name: 'singleton', ...(resourceVersion ? { resourceVersion } : {}) }, ...(renewIntervalSeconds ? { renewIntervalSeconds } : {}) });
 
   it('keeps the first sighting of a version, and starts again at a new one', () => {
-    const first = sightSummary(undefined, summary('5', 30), 1_000);
-    expect(first).to.deep.equal({ version: '5', sinceMs: 1_000 });
-    expect(sightSummary(first, summary('5', 30), 50_000)).to.equal(first);
-    expect(sightSummary(first, summary('6', 30), 50_000)).to.deep.equal({ version: '6', sinceMs: 50_000 });
+    const first = sightSummary(undefined, { ...summary('5', 30), renewTime: 't1' }, 1_000);
+    expect(first).to.deep.equal({ version: '5', sinceMs: 1_000, renewTime: 't1', renews: true });
+    expect(sightSummary(first, { ...summary('5', 30), renewTime: 't1' }, 50_000)).to.equal(first);
+    expect(sightSummary(first, { ...summary('6', 30), renewTime: 't2' }, 50_000)).to.deep.equal({ version: '6', sinceMs: 50_000, renewTime: 't2', renews: true });
     // A server that gives no resourceVersion: the renewTime tells versions apart.
-    expect(sightSummary(undefined, { ...summary(undefined, 30), renewTime: 't1' }, 0)).to.deep.equal({ version: 't1', sinceMs: 0 });
+    expect(sightSummary(undefined, { ...summary(undefined, 30), renewTime: 't1' }, 0)).to.deep.include({ version: 't1', sinceMs: 0 });
   });
 
   it('is stale only past three renew intervals and one probe period, on the reader\'s clock', () => {
-    const s = summary('5', 30);
+    const s = { ...summary('5', 30), renewTime: 't1' };
     const seen = sightSummary(undefined, s, 0);
     expect(summaryStaleness(seen, s, 100_000, 10_000)).to.equal(undefined);
-    expect(summaryStaleness(seen, s, 100_001, 10_000)).to.match(/^its ClusterSummary has not changed for 100 s, though its writer rewrites it every 30 s at the longest: /);
+    expect(summaryStaleness(seen, s, 100_001, 10_000)).to.match(/^its ClusterSummary has not changed for 100 s, though its writer rewrites it every 30 s at the longest \(last written at t1, by its clock\): /);
   });
 
   it('never calls a summary stale that promises no renewal', () => {
     const s = summary('5');
     expect(summaryStaleness(sightSummary(undefined, s, 0), s, 1e12, 10_000)).to.equal(undefined);
+  });
+
+  it('nor one rewritten without a new renewTime: its writer keeps the fields it finds and does not renew (a rollback)', () => {
+    const renewed = sightSummary(undefined, { ...summary('5', 30), renewTime: 't1' }, 0);
+    const kept = { ...summary('6', 30), renewTime: 't1' };
+    const rewritten = sightSummary(renewed, kept, 50_000);
+    expect(rewritten.renews).to.equal(false);
+    expect(summaryStaleness(rewritten, kept, 1e9, 10_000)).to.equal(undefined);
+    // A writer that renews again (the upgrade back) is judged again.
+    const again = { ...summary('7', 30), renewTime: 't2' };
+    const back = sightSummary(rewritten, again, 60_000);
+    expect(back.renews).to.equal(true);
+    expect(summaryStaleness(back, again, 60_000 + 100_001, 10_000)).to.be.a('string');
   });
 });

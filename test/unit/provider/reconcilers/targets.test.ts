@@ -721,7 +721,7 @@ describe('TargetsReconciler.reconcile', () => {
     });
 
     it('counts staleness again from the first read after an outage: the writer there was down too, and gets three renew intervals to write', async () => {
-      const summary = { ...clone(SUMMARY), metadata: { ...SUMMARY.metadata, resourceVersion: '41' }, renewIntervalSeconds: 20 };
+      const summary = { ...clone(SUMMARY), metadata: { ...SUMMARY.metadata, resourceVersion: '41' }, renewIntervalSeconds: 20, renewTime: '2024-05-01T09:59:59.000Z' };
       let down = false;
       const w = setup({ probe: async () => (down ? Promise.reject(Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:6443'), { code: 'ECONNREFUSED' })) : clone(summary)) });
       w.targets.put(selfTarget());
@@ -750,7 +750,7 @@ describe('TargetsReconciler.reconcile', () => {
     });
 
     it("forgets what it saw of a deleted Target's summary: a Target made again under its name starts afresh", async () => {
-      const summary = { ...clone(SUMMARY), metadata: { ...SUMMARY.metadata, resourceVersion: '41' }, renewIntervalSeconds: 20 };
+      const summary = { ...clone(SUMMARY), metadata: { ...SUMMARY.metadata, resourceVersion: '41' }, renewIntervalSeconds: 20, renewTime: '2024-05-01T09:59:59.000Z' };
       const w = setup({ probe: async () => clone(summary) });
       w.targets.put(selfTarget());
       await w.reconciler.reconcile(KEY);
