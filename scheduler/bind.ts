@@ -8,6 +8,7 @@ import { sanitizeRemoteText } from '../provider/core/redact.js';
 import { identityAnswer } from '../provider/core/unread-answer.js';
 import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../provider/model/autoscaler.js';
 import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/model/delegate-pod.js';
+import { podHostPorts } from '../provider/model/host-ports.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
 import { ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
@@ -230,7 +231,8 @@ export class Binder {
       // kube-scheduler filters the next pods while this bind waits for the target's scheduler:
       // they must not be offered the room this pod is taking.
       reserved = { namespace, name: delegateName };
-      this.o.memory.reserve(target.key, proxy, delegateRequests(proxy), this.o.clock.now(), reserved);
+      // The delegate's containers, and so its ports, are the proxy's.
+      this.o.memory.reserve(target.key, proxy, delegateRequests(proxy), this.o.clock.now(), reserved, podHostPorts(proxy.spec));
       const delegate = await this.createDelegate(proxy, delegateName, target);
       const placed = await this.waitPlaced(target, delegate);
       await this.bindProxy(proxy, node, target, placed);
@@ -239,7 +241,8 @@ export class Binder {
       if (placed.spec?.nodeName) {
         const requests = podRequests(placed.spec, { includeOverhead: true });
         requests.set('pods', ONE_POD);
-        this.o.memory.assume(target.key, placed.spec.nodeName, requests, this.o.clock.now(), { namespace: placed.metadata?.namespace ?? namespace, name: placed.metadata?.name ?? delegateName });
+        const delegateKey = { namespace: placed.metadata?.namespace ?? namespace, name: placed.metadata?.name ?? delegateName };
+        this.o.memory.assume(target.key, placed.spec.nodeName, requests, this.o.clock.now(), delegateKey, podHostPorts(placed.spec));
       } else this.o.memory.release(target.key, reserved);
       this.o.memory.forget(args.PodUID);
       this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: placed.spec?.nodeName ?? '(waiting for a scale-up)' });

@@ -188,7 +188,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       target.key,
       state,
       delegate && ((namespace, name) => delegate(target.key, namespace, name)),
-      (pod, assumed) => likelyNode(pod, state.nodes, { targetName: target.displayName, targetLabels: targetIdentityLabels(target.ref), assumed }),
+      (pod, assumed, assumedPorts) => likelyNode(pod, state.nodes, { targetName: target.displayName, targetLabels: targetIdentityLabels(target.ref), assumed, assumedPorts }),
     );
   const policyOf = typeof opts.policy === 'function' ? opts.policy : () => opts.policy as PlacementPolicy;
   const isVirtualNodeName = opts.isVirtualNodeName ?? ((name: string) => registry.byNodeName(name) !== undefined || /^admiralty-(namespace|cluster)-/.test(name));
@@ -266,6 +266,8 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         targetName: target.displayName,
         targetLabels: targetIdentityLabels(target.ref),
         assumed: assumedOn(target, state),
+        // As of that walk: the host ports of the same binds in flight and placements.
+        assumedPorts: memory.assumedPortsOn(target.key),
         burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
       });
       if (fit.fits) kept.add(c.name);

@@ -2,7 +2,7 @@ import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/core/keys.js';
 import { delegateSourceView, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { formatQuantity } from '../provider/model/quantity.js';
-import { podHostPorts } from '../provider/model/host-ports.js';
+import { podHostPorts, UsedHostPorts, type HostPort } from '../provider/model/host-ports.js';
 import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { resolveTargetKeys } from '../provider/model/target-keys.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint } from './node-match.js';
@@ -30,6 +30,8 @@ export interface FitOptions {
    * source placed after the summary was written), by node name.
    */
   assumed?: ReadonlyMap<string, ResourceAmounts>;
+  /** Host ports promised on a node that its summary does not show yet (binds in flight and delegates just placed), by node name. */
+  assumedPorts?: ReadonlyMap<string, readonly HostPort[]>;
   /**
    * The target's `spec.placement.burstCapacity` (a resource absent is not limited) and what this
    * source's delegates already waiting there without a node ask for (pod slots included): when
@@ -77,9 +79,9 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  * nodeSelector and required node affinity against its own labels (those on the target's own
  * keys, such as `multicluster.admiralty.io/target-name`, against `opts.targetLabels` first: a
  * pod they exclude fits no node; see {@link matchesNodeSelectorAndAffinity}), tolerates its NoSchedule/NoExecute
- * taints, has none of the host ports the pod asks for in use (see `UsedHostPorts`), and has free
- * room (free minus `assumed`) for every resource the pod requests (see {@link podRequests}) plus
- * one pod slot. Checks run in that order and a node is counted under
+ * taints, has none of the host ports the pod asks for in use (see `UsedHostPorts`; those of
+ * `assumedPorts` too), and has free room (free minus `assumed`) for every resource the pod
+ * requests (see {@link podRequests}) plus one pod slot. Checks run in that order and a node is counted under
  * its first failure, except resources, where every insufficient one is counted (as
  * kube-scheduler does); the reason then names the largest free amount of each such resource.
  *
@@ -90,8 +92,7 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  * fits, and the binder then refuses the target.
  *
  * Judged on the delegate's spec ({@link schedulingPod}). Ignores pod (anti-)affinity, topology
- * spread, volumes and DRA claims, and the host ports of binds in flight (`assumed` counts their
- * resources only): the target's scheduler has the last word, at bind.
+ * spread, volumes and DRA claims: the target's scheduler has the last word, at bind.
  *
  * Pure; called by the scheduler extender once per virtual node and pod.
  */
@@ -142,7 +143,8 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
       fail(`node(s) had untolerated taint {${taint.key}: ${taint.value ?? ''}}`);
       continue;
     }
-    if (hostPorts.length > 0 && node.usedPorts && !node.usedPorts.fits(hostPorts)) {
+    const promised = hostPorts.length > 0 ? opts.assumedPorts?.get(node.name) : undefined;
+    if (hostPorts.length > 0 && ((node.usedPorts && !node.usedPorts.fits(hostPorts)) || (promised && !new UsedHostPorts(promised).fits(hostPorts)))) {
       resolvableFailures++;
       fail(REASON_PORTS);
       continue;

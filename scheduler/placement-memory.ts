@@ -1,5 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { summaryCounts } from '../provider/model/counted.js';
+import type { HostPort } from '../provider/model/host-ports.js';
 import { isTerminal, type ResourceAmounts } from '../provider/model/resources.js';
 
 /** What a target's scheduler said when it would not place a delegate. */
@@ -22,6 +23,8 @@ interface Assumption {
   /** The real node; none for a bind in flight that no node was guessed for (yet), or whose delegate its target could not place. */
   node?: string;
   requests: ResourceAmounts;
+  /** The host ports the delegate holds on its node (see `podHostPorts`); most have none. */
+  hostPorts?: readonly HostPort[];
   /** When the delegate was placed; for a bind in flight, when the bind began. */
   atMs: number;
   /** The delegate placed, to tell when a summary counts it. */
@@ -32,14 +35,19 @@ interface Assumption {
   binding?: V1Pod;
 }
 
-/** Guesses the real node a target's scheduler will give the delegate of `pod`, given what is assumed on each node already; none when no node fits. */
-export type NodeGuess = (pod: V1Pod, assumed: ReadonlyMap<string, ResourceAmounts>) => string | undefined;
+/**
+ * Guesses the real node a target's scheduler will give the delegate of `pod`, given what is
+ * assumed on each node already (requests, and host ports); none when no node fits.
+ */
+export type NodeGuess = (pod: V1Pod, assumed: ReadonlyMap<string, ResourceAmounts>, assumedPorts: ReadonlyMap<string, readonly HostPort[]>) => string | undefined;
 
 /** The sum of the assumptions on one node. */
 interface NodeSum {
   /** Assumptions summed. */
   count: number;
   requests: Map<string, bigint>;
+  /** The host ports they hold, each with how many of them hold it. */
+  ports: Map<string, { port: HostPort; count: number }>;
 }
 
 /** A target's summary as the extender has it: when it was read, and the pod version it accounts for. */
@@ -216,9 +224,15 @@ export class PlacementMemory {
    * that bind ({@link reserve}), if still held, becomes this assumption, so the delegate is
    * counted once.
    */
-  assume(targetKey: string, node: string, requests: ResourceAmounts, nowMs: number, delegate?: { namespace: string; name: string }): void {
+  assume(targetKey: string, node: string, requests: ResourceAmounts, nowMs: number, delegate?: { namespace: string; name: string }, hostPorts: readonly HostPort[] = []): void {
     const list = this.assumptions.get(targetKey) ?? [];
-    const a: Assumption = { node, requests, atMs: nowMs, ...(delegate ? { delegate, delegateKey: `${delegate.namespace}/${delegate.name}` } : {}) };
+    const a: Assumption = {
+      node,
+      requests,
+      ...(hostPorts.length ? { hostPorts } : {}),
+      atMs: nowMs,
+      ...(delegate ? { delegate, delegateKey: `${delegate.namespace}/${delegate.name}` } : {}),
+    };
     const i = this.reservationOf(list, a.delegateKey);
     if (i >= 0) {
       this.add(targetKey, list[i], -1n);
@@ -237,7 +251,8 @@ export class PlacementMemory {
 
   /**
    * Remembers that a bind of `pod` to `targetKey` began, its delegate named `delegate` and
-   * asking for `requests` (pod slot included): until the bind ends, the room is taken on the
+   * asking for `requests` (pod slot included) and `hostPorts`: until the bind ends, the room (and
+   * the ports) is taken on the
    * node the next `assumedOn` guesses, then on the node the target's cache shows the delegate
    * on. A delegate that its target's scheduler reported Unschedulable holds no node (in a target
    * with burst capacity it waits for a scale-up, and counts against that capacity instead).
@@ -245,9 +260,9 @@ export class PlacementMemory {
    * {@link release}. Not ended by any summary while the delegate has no node, nor by time but
    * `maxAssumptionMs`.
    */
-  reserve(targetKey: string, pod: V1Pod, requests: ResourceAmounts, nowMs: number, delegate: { namespace: string; name: string }): void {
+  reserve(targetKey: string, pod: V1Pod, requests: ResourceAmounts, nowMs: number, delegate: { namespace: string; name: string }, hostPorts: readonly HostPort[] = []): void {
     const list = this.assumptions.get(targetKey) ?? [];
-    const a: Assumption = { requests, atMs: nowMs, delegate, delegateKey: `${delegate.namespace}/${delegate.name}`, binding: pod };
+    const a: Assumption = { requests, ...(hostPorts.length ? { hostPorts } : {}), atMs: nowMs, delegate, delegateKey: `${delegate.namespace}/${delegate.name}`, binding: pod };
     list.push(a);
     this.assumptions.set(targetKey, list);
     let pending = this.toGuess.get(targetKey);
@@ -291,7 +306,7 @@ export class PlacementMemory {
     if (pending && guess) {
       for (const a of pending) {
         // Each guess sees the binds guessed before it.
-        const node = guess(a.binding!, this.sumsOf(targetKey));
+        const node = guess(a.binding!, this.sumsOf(targetKey), this.assumedPortsOn(targetKey));
         if (node !== undefined) {
           a.node = node;
           this.add(targetKey, a, 1n);
@@ -300,6 +315,18 @@ export class PlacementMemory {
       this.toGuess.delete(targetKey);
     }
     return this.sumsOf(targetKey);
+  }
+
+  /**
+   * The host ports that the assumptions of a target hold, by node (nodes without any left out),
+   * as of the last `assumedOn`.
+   */
+  assumedPortsOn(targetKey: string): Map<string, HostPort[]> {
+    const out = new Map<string, HostPort[]>();
+    for (const [node, sum] of this.sums.get(targetKey) ?? []) {
+      if (sum.ports.size > 0) out.set(node, [...sum.ports.values()].map((p) => p.port));
+    }
+    return out;
   }
 
   /** Drops and moves a target's assumptions as of `read` (see `assumedOn`). */
@@ -403,7 +430,7 @@ export class PlacementMemory {
     if (!byNode) this.sums.set(targetKey, (byNode = new Map()));
     const node = a.node;
     let sum = byNode.get(node);
-    if (!sum) byNode.set(node, (sum = { count: 0, requests: new Map() }));
+    if (!sum) byNode.set(node, (sum = { count: 0, requests: new Map(), ports: new Map() }));
     sum.count += sign === 1n ? 1 : -1;
     if (sum.count === 0) {
       byNode.delete(node);
@@ -414,6 +441,13 @@ export class PlacementMemory {
       // What the assumptions left no longer appears, as if summed from them.
       if (next === 0n && sign === -1n) sum.requests.delete(name);
       else sum.requests.set(name, next);
+    }
+    for (const port of a.hostPorts ?? []) {
+      const key = `${port.hostIP ?? ''}|${port.protocol}|${port.port}`;
+      const held = sum.ports.get(key);
+      const count = (held?.count ?? 0) + (sign === 1n ? 1 : -1);
+      if (count <= 0) sum.ports.delete(key);
+      else sum.ports.set(key, { port, count });
     }
   }
 }

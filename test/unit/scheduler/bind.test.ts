@@ -140,6 +140,22 @@ describe('scheduler: Binder', () => {
       expect(cpuOn(assumed())).to.deep.equal(new Map([['c2-node-1', 1_000_000_000n]]));
     });
 
+    it("holds the delegate's host ports with its room: on the guessed node during the bind, then on the node the target chose", async () => {
+      const withPort = proxy();
+      withPort.spec!.containers[0].ports = [{ containerPort: 8080, hostPort: 18080 }];
+      source.readNamespacedPod.resolves(withPort);
+      let during: Map<string, unknown> | undefined;
+      decide = (d) => {
+        assumed();
+        during = memory.assumedPortsOn(KEY);
+        return { ...d, spec: { ...d.spec!, nodeName: 'c2-node-1' } };
+      };
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      expect(during).to.deep.equal(new Map([['c2-node-2', [{ port: 18080, protocol: 'TCP' }]]]));
+      assumed();
+      expect(memory.assumedPortsOn(KEY)).to.deep.equal(new Map([['c2-node-1', [{ port: 18080, protocol: 'TCP' }]]]));
+    });
+
     it('is given back as soon as the target refuses', async () => {
       let during: Map<string, bigint | undefined> | undefined;
       decide = (d) => {

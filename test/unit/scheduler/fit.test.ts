@@ -309,6 +309,14 @@ describe('scheduler: fitsTarget and host ports (judged per real node, as NodePor
     });
   }
 
+  it('counts the host ports promised on a node that its summary does not show yet (binds in flight)', () => {
+    const promised = new Map([['n1', [{ port: 80, protocol: 'TCP' }]]]);
+    expect(fit(withPorts('p', [{ hostPort: 80 }]), nodes, [], { ...opts, assumedPorts: promised }).fittingNodes).to.deep.equal(['n2']);
+    expect(fit(withPorts('p', [{ hostPort: 81 }]), nodes, [], { ...opts, assumedPorts: promised }).fittingNodes).to.deep.equal(['n1', 'n2']);
+    // A pod without host ports is not held back by them.
+    expect(fit(pod('p', { cpu: '100m' }), nodes, [], { ...opts, assumedPorts: promised }).fittingNodes).to.deep.equal(['n1', 'n2']);
+  });
+
   it("says why when every node holds the port, resolvably (evicting a pod could free it)", () => {
     const held = [withPorts('a', [{ hostPort: 18080 }], 'n1'), withPorts('b', [{ hostPort: 18080 }], 'n2')];
     const r = fit(withPorts('p', [{ hostPort: 18080 }]), nodes, held, opts);

@@ -257,6 +257,30 @@ describe('scheduler: PlacementMemory', () => {
       expect(m.assumedOn('t', { readAtMs: 1500 }).get('n2')).to.deep.equal(cpu(4n));
     });
 
+    it('holds the host ports of binds in flight and of delegates just placed on their node, each guess seeing those before it, until they end', () => {
+      const m = new PlacementMemory({ toldOfDelegateChanges: true });
+      const port80 = [{ port: 80, protocol: 'TCP' }];
+      m.reserve('t', bound('a'), cpu(1n), 0, d('a'), port80);
+      m.reserve('t', bound('b'), cpu(1n), 0, d('b'), port80);
+      const seen: string[] = [];
+      const guess = (pod: V1Pod, _assumed: unknown, ports: ReadonlyMap<string, readonly { port: number }[]>) => {
+        seen.push(`${pod.metadata!.name}: ${[...ports].map(([n, ps]) => `${n}=${ps.map((p) => p.port)}`).join(' ')}`);
+        return ports.has('n1') ? 'n2' : 'n1';
+      };
+      m.assumedOn('t', read, cache(), guess);
+      expect(seen).to.deep.equal(['a: ', 'b: n1=80']);
+      expect(m.assumedPortsOn('t')).to.deep.equal(new Map([['n1', port80], ['n2', port80]]));
+      // Placed elsewhere than guessed: the ports move with it.
+      m.assume('t', 'n3', cpu(1n), 900, d('a'), port80);
+      m.assumedOn('t', read, cache(delegate('a', '51', 'n3')));
+      expect(m.assumedPortsOn('t')).to.deep.equal(new Map([['n3', port80], ['n2', port80]]));
+      // Refused: given back at once. Counted by the summary: gone.
+      m.release('t', d('b'));
+      expect(m.assumedPortsOn('t')).to.deep.equal(new Map([['n3', port80]]));
+      m.assumedOn('t', { readAtMs: 1000, podsResourceVersion: '51' }, cache(delegate('a', '51', 'n3')));
+      expect(m.assumedPortsOn('t').size).to.equal(0);
+    });
+
     it('is looked at again after assume under the same summary: one the summary counts already ends', () => {
       const m = new PlacementMemory({ toldOfDelegateChanges: true });
       m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
