@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { summaryCounts } from '../provider/model/counted.js';
-import type { HostPort } from '../provider/model/host-ports.js';
+import { hostPortKey, type HostPort } from '../provider/model/host-ports.js';
 import { isTerminal, type ResourceAmounts } from '../provider/model/resources.js';
 
 /** What a target's scheduler said when it would not place a delegate. */
@@ -443,7 +443,7 @@ export class PlacementMemory {
       else sum.requests.set(name, next);
     }
     for (const port of a.hostPorts ?? []) {
-      const key = `${port.hostIP ?? ''}|${port.protocol}|${port.port}`;
+      const key = hostPortKey(port);
       const held = sum.ports.get(key);
       const count = (held?.count ?? 0) + (sign === 1n ? 1 : -1);
       if (count <= 0) sum.ports.delete(key);

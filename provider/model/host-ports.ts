@@ -47,7 +47,7 @@ export function hostPortsByNode(pods: readonly V1Pod[]): Map<string, HostPort[]>
     if (ports.length === 0) continue;
     let held = byNode.get(nodeName);
     if (!held) byNode.set(nodeName, (held = new Map()));
-    for (const p of ports) held.set(keyOf(p), p);
+    for (const p of ports) held.set(hostPortKey(p), p);
   }
   const out = new Map<string, HostPort[]>();
   for (const [node, held] of byNode) out.set(node, [...held.values()].sort(compare));
@@ -87,7 +87,8 @@ export class UsedHostPorts {
   }
 }
 
-function keyOf(p: HostPort): string {
+/** One key per host port (address, protocol, port), to count or set them apart. */
+export function hostPortKey(p: HostPort): string {
   return `${p.hostIP ?? EVERY_ADDRESS}|${p.protocol}|${p.port}`;
 }
 

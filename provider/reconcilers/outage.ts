@@ -227,13 +227,16 @@ export class OutageReconciler {
     const ns = target.ref.kind === 'Target' ? target.ref.namespace : undefined;
     const deleted: string[] = [];
     const deadline = this.o.clock.monotonicMs() + FENCE_PASS_DEADLINE_MS;
+    const checkDeadline = () => {
+      if (this.o.clock.monotonicMs() > deadline) throw new FenceStoppedError(`the pass did not end within ${FENCE_PASS_DEADLINE_MS / 60_000} min`);
+    };
     const fencePage = (delegates: V1Pod[]) => {
       // One per page: a list of the proxies taken after the page was, shows the proxy of every
       // delegate on it (a proxy is made before its delegate) that has not gone since.
       const live = new LiveProxies(this.o.sourceCore, this.o.proxies, ns);
       return this.each(delegates, `delegates in ${target.displayName}`, async (d) => {
         // A server that answers each delete slowly keeps a page going no longer either.
-        if (this.o.clock.monotonicMs() > deadline) throw new FenceStoppedError(`the pass did not end within ${FENCE_PASS_DEADLINE_MS / 60_000} min`);
+        checkDeadline();
         // First without reading the source: another source's pods, or ones deleting, are left alone.
         if (fenceVerdict(d, this.o.sourceClusterName, undefined) !== 'delete') return;
         const parent = parentOf(d);
@@ -255,7 +258,7 @@ export class OutageReconciler {
     try {
       await forEachPage(
         async (limit, from) => {
-          if (this.o.clock.monotonicMs() > deadline) throw new FenceStoppedError(`the pass did not end within ${FENCE_PASS_DEADLINE_MS / 60_000} min`);
+          checkDeadline();
           try {
             return await list(limit, from);
           } catch (err) {
