@@ -16,6 +16,7 @@ import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
 import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
 import { refusalOf } from '../provider/reconcilers/target-refusal.js';
+import { nominatedFor, unschedulableVerdict } from './delegate-verdict.js';
 import { schedulingPod } from './fit.js';
 import type { PlacementMemory } from './placement-memory.js';
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
@@ -107,7 +108,8 @@ class Refused extends Error {}
  *    when the target's apiserver refuses one of these writes, the proxy's `Delegated=False`
  *    condition says why in the words of fallback mode (see `refusalOf`: `SourceNotAuthorized`
  *    names the Source the target lacks), and so does the error;
- * 3. we wait until the target's scheduler sets the delegate's `nodeName`; if it reports the
+ * 3. we wait until the target's scheduler sets the delegate's `nodeName`, or nominates the node
+ *    it waits to bind the delegate to ({@link nominatedFor}: volumes being bound); if it reports the
  *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, the
  *    delegate is deleted, the target is remembered as refusing this pod (the extender's filter
  *    then keeps the pod off it for a while; a refusal by the target's authorizer keeps the pod's
@@ -237,15 +239,18 @@ export class Binder {
       const placed = await this.waitPlaced(target, delegate);
       await this.bindProxy(proxy, node, target, placed);
       this.placements.set(args.PodUID, { proxy, targetKey: target.key, boundAtMs: this.o.clock.now() });
-      // A delegate waiting for a scale-up holds no node yet: it counts against burst capacity while it waits.
-      if (placed.spec?.nodeName) {
+      // A delegate waiting for a scale-up holds no node yet: it counts against burst capacity
+      // while it waits. One whose node was nominated holds that node's room already.
+      const placedOn = placed.spec?.nodeName ?? nominatedFor(placed);
+      if (placedOn) {
         const requests = podRequests(placed.spec, { includeOverhead: true });
         requests.set('pods', ONE_POD);
         const delegateKey = { namespace: placed.metadata?.namespace ?? namespace, name: placed.metadata?.name ?? delegateName };
-        this.o.memory.assume(target.key, placed.spec.nodeName, requests, this.o.clock.now(), delegateKey, podHostPorts(placed.spec));
+        this.o.memory.assume(target.key, placedOn, requests, this.o.clock.now(), delegateKey, podHostPorts(placed.spec));
       } else this.o.memory.release(target.key, reserved);
       this.o.memory.forget(args.PodUID);
-      this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: placed.spec?.nodeName ?? '(waiting for a scale-up)' });
+      const where = placed.spec?.nodeName ?? (placedOn ? `${placedOn} (nominated, not bound yet)` : '(waiting for a scale-up)');
+      this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: where });
     } catch (err) {
       this.placements.delete(args.PodUID);
       if (reserved) this.o.memory.release(target.key, reserved);
@@ -303,7 +308,8 @@ export class Binder {
   }
 
   /**
-   * Waits for the target's scheduler to decide. Resolves with the placed delegate, or in a target
+   * Waits for the target's scheduler to decide. Resolves with the placed delegate (bound to a
+   * node, or with its node nominated: {@link nominatedFor}), or in a target
    * with burst capacity with the Unschedulable delegate once cluster-autoscaler said
    * `TriggeredScaleUp` for it; rejects with {@link Refused} (and deletes the delegate) when it is
    * Unschedulable (with burst capacity: the autoscaler said `NotTriggerScaleUp`), gone, or
@@ -337,8 +343,10 @@ export class Binder {
         break;
       }
       if (current?.spec?.nodeName) return current;
-      const scheduled = current?.status?.conditions?.find((c) => c.type === 'PodScheduled');
-      if (scheduled?.status === 'False' && scheduled.reason === 'Unschedulable') {
+      // Committed to a node, not yet bound to it: see `nominatedFor`.
+      if (current && nominatedFor(current)) return current;
+      const scheduled = current && unschedulableVerdict(current);
+      if (scheduled) {
         const unschedulable = `${target.displayName}: ${sanitizeRemoteText(scheduled.message ?? 'the delegate is unschedulable')}`;
         if (!this.o.bursts?.(target.key)) {
           reason = unschedulable;

@@ -2,6 +2,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { summaryCounts } from '../provider/model/counted.js';
 import { hostPortKey, type HostPort } from '../provider/model/host-ports.js';
 import { isTerminal, type ResourceAmounts } from '../provider/model/resources.js';
+import { unschedulableVerdict } from './delegate-verdict.js';
 
 /** What a target's scheduler said when it would not place a delegate. */
 export interface Refusal {
@@ -373,7 +374,7 @@ export class PlacementMemory {
       const placedOn = delegate?.spec?.nodeName;
       // A bind whose delegate its target's scheduler could not place holds no node: it is
       // refused, or waits for a scale-up and counts against burst capacity (`waitingRequests`).
-      const unplaced = !placedOn && !!a.binding && !!delegate && isUnschedulable(delegate);
+      const unplaced = !placedOn && !!a.binding && !!delegate && unschedulableVerdict(delegate) !== undefined;
       if (unplaced) this.toGuess.get(targetKey)?.delete(a);
       const node = placedOn || (unplaced ? undefined : a.node);
       if (node !== a.node) {
@@ -452,7 +453,3 @@ export class PlacementMemory {
   }
 }
 
-/** Whether the target's scheduler reported the pod Unschedulable (`PodScheduled=False`). */
-function isUnschedulable(pod: V1Pod): boolean {
-  return pod.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable') ?? false;
-}

@@ -267,6 +267,68 @@ describe('scheduler: Binder', () => {
     });
   });
 
+  describe('a delegate whose node the target nominated but has not bound yet (its volumes being bound)', () => {
+    const nominated = (d: V1Pod): V1Pod => ({ ...d, status: { phase: 'Pending', nominatedNodeName: 'c2-node-2' } });
+
+    it('binds the proxy at once, and holds the room and host ports on the nominated node', async () => {
+      const withPort = proxy();
+      withPort.spec!.containers[0].ports = [{ containerPort: 8080, hostPort: 18080 }];
+      source.readNamespacedPod.resolves(withPort);
+      decide = nominated;
+      const started = Date.now();
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      expect(Date.now() - started, 'well before the placement timeout').to.be.below(250);
+      expect(source.createNamespacedPodBinding.calledOnce).to.equal(true);
+      expect(targetCore.deleteNamespacedPod.called).to.equal(false);
+      const assumed = memory.assumedOn(KEY, { readAtMs: Date.now(), podsResourceVersion: '1' }, (namespace, name) => cache.get(name, namespace));
+      expect(assumed.get('c2-node-2')!.get('cpu')).to.equal(1_000_000_000n);
+      expect(memory.assumedPortsOn(KEY)).to.deep.equal(new Map([['c2-node-2', [{ port: 18080, protocol: 'TCP' }]]]));
+    });
+
+    it('refuses one nominated by preemption (Unschedulable): that room is no promise', async () => {
+      decide = (d) => ({ ...d, status: { phase: 'Pending', nominatedNodeName: 'c2-node-2', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 1 No preemption victims found.' }] } });
+      const r = await binder.bind(args);
+      expect(r.Error).to.match(/^c2: 0\/2 nodes are available: 2 Insufficient cpu/);
+      expect(source.createNamespacedPodBinding.called).to.equal(false);
+      expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
+    });
+  });
+
+  describe('a delegate with a generic ephemeral volume', () => {
+    const awaiting = (d: V1Pod, name = 'web-x-data'): V1Pod => ({ ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: `0/2 nodes are available: waiting for ephemeral volume controller to create the persistentvolumeclaim "${name}".` }] } });
+    beforeEach(() => {
+      const withEphemeral = proxy();
+      withEphemeral.spec!.volumes = [{ name: 'data', ephemeral: { volumeClaimTemplate: { spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } } } }];
+      source.readNamespacedPod.resolves(withEphemeral);
+    });
+
+    it("waits through the target's wait for the volume's claim, and binds once the target placed it", async () => {
+      decide = (d) => {
+        // The target's ephemeral-volume controller makes the claim a moment later; its scheduler then places the pod.
+        setTimeout(() => cache.pods.set(`${d.metadata!.namespace}/${d.metadata!.name}`, { ...d, spec: { ...d.spec!, nodeName: 'c2-node-1' } }), 30);
+        return awaiting(d);
+      };
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      expect(targetCore.deleteNamespacedPod.called).to.equal(false);
+    });
+
+    it('refuses when the claim never comes, once the placement timeout is out', async () => {
+      decide = (d) => awaiting(d);
+      expect((await binder.bind(args)).Error).to.equal('c2: its scheduler did not place the delegate within 0.3 s');
+      expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
+    });
+
+    it("refuses at once on the target's next verdict", async () => {
+      decide = (d) => {
+        setTimeout(() => cache.pods.set(`${d.metadata!.namespace}/${d.metadata!.name}`, { ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 node(s) did not find available persistent volumes to bind.' }] } }), 30);
+        return awaiting(d);
+      };
+      const started = Date.now();
+      expect((await binder.bind(args)).Error).to.equal('c2: 0/2 nodes are available: 2 node(s) did not find available persistent volumes to bind.');
+      expect(Date.now() - started).to.be.below(250);
+    });
+  });
+
   it('refuses when the target does not decide in time', async () => {
     decide = () => undefined;
     const r = await binder.bind(args);

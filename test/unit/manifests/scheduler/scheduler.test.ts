@@ -20,7 +20,9 @@ describe('manifests/scheduler', () => {
     expect(config).to.include({ apiVersion: 'kubescheduler.config.k8s.io/v1', kind: 'KubeSchedulerConfiguration' });
     // Its own scoring off: the extender's placement policy alone ranks virtual nodes. NodePorts
     // off: the extender judges host ports per real node (a virtual node stands for several).
-    expect(config.profiles).to.deep.equal([{ schedulerName: 'admiralty-proxy', plugins: { score: { disabled: [{ name: '*' }] }, multiPoint: { disabled: [{ name: 'NodePorts' }] } } }]);
+    // The volume plugins off: a proxy's claims are its target's, bound by the target's scheduler.
+    const off = ['NodePorts', 'VolumeBinding', 'VolumeRestrictions', 'VolumeZone', 'NodeVolumeLimits'].map((name) => ({ name }));
+    expect(config.profiles).to.deep.equal([{ schedulerName: 'admiralty-proxy', plugins: { score: { disabled: [{ name: '*' }] }, multiPoint: { disabled: off } } }]);
     expect(config.leaderElection).to.deep.include({ leaderElect: true, resourceLock: 'leases', resourceNamespace: 'admiralty', resourceName: 'admiralty-proxy-scheduler' });
     expect(config.clientConnection?.kubeconfig, 'in-cluster credentials').to.equal(undefined);
   });
@@ -88,11 +90,16 @@ describe('manifests/scheduler', () => {
     for (const b of bindings) expect(b.subjects, `${b.kind} ${b.metadata.name}`).to.deep.equal([SA]);
     const refs = bindings.map((b) => `${b.kind} ${b.metadata.namespace ?? ''}/${b.roleRef.kind} ${b.roleRef.name}`).sort();
     expect(refs).to.deep.equal([
+      'ClusterRoleBinding /ClusterRole admiralty-proxy-scheduler-storage-classes',
       'ClusterRoleBinding /ClusterRole system:kube-scheduler',
-      'ClusterRoleBinding /ClusterRole system:volume-scheduler',
       'RoleBinding admiralty/Role admiralty-proxy-scheduler',
       'RoleBinding kube-system/Role extension-apiserver-authentication-reader',
     ]);
+  });
+
+  it('lets it read StorageClasses, and write no volume or claim', () => {
+    const role = rbac.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'admiralty-proxy-scheduler-storage-classes');
+    expect(role.rules).to.deep.equal([{ apiGroups: ['storage.k8s.io'], resources: ['storageclasses'], verbs: ['get', 'list', 'watch'] }]);
   });
 
   it('lets it renew its own Lease only (create cannot be restricted by name)', () => {

@@ -1,0 +1,41 @@
+import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
+
+/**
+ * The start of kube-scheduler's message (VolumeBinding's PreFilter) for a pod whose generic
+ * ephemeral volume has no claim yet. Each cluster's ephemeral-volume controller makes that claim
+ * only once the pod exists, so a delegate's first verdict is often this one, and the target's
+ * scheduler tries the pod again as soon as the claim is there (upstream calls the situation
+ * "normal directly after creating a pod").
+ */
+export const AWAITING_EPHEMERAL_CLAIM = 'waiting for ephemeral volume controller to create the persistentvolumeclaim';
+
+/**
+ * The delegate's `PodScheduled=False` condition with reason `Unschedulable`, when it is the
+ * target's verdict on the pod, or undefined. Not a verdict: the wait for an ephemeral volume's
+ * claim ({@link AWAITING_EPHEMERAL_CLAIM}) of a delegate that has such a volume; the target's
+ * scheduler decides again once the claim exists, and that decision counts.
+ */
+export function unschedulableVerdict(delegate: V1Pod): V1PodCondition | undefined {
+  const c = delegate.status?.conditions?.find((x) => x.type === 'PodScheduled');
+  if (c?.status !== 'False' || c.reason !== 'Unschedulable') return undefined;
+  if (c.message?.includes(AWAITING_EPHEMERAL_CLAIM) && delegate.spec?.volumes?.some((v) => v.ephemeral)) return undefined;
+  return c;
+}
+
+/**
+ * The node a target's scheduler chose for a delegate that it has not bound yet, or undefined.
+ * Since Kubernetes 1.35 (`NominatedNodeNameForExpectation`, on by default) a scheduler writes the
+ * node it chose into `status.nominatedNodeName` before it waits on its PreBind plugins or on
+ * Permit: a PersistentVolumeClaim being provisioned and bound on that node (which takes cloud
+ * disks tens of seconds, past the placement timeout), a gang waiting for its members. The target
+ * has taken the pod, as it has once `nodeName` is set; a delegate left to wait there is what the
+ * same pod created in the target directly would be. A nomination that comes with an
+ * Unschedulable condition is another thing: room that preemption is freeing for the pod, no
+ * promise; that one is not taken as a placement.
+ */
+export function nominatedFor(delegate: V1Pod): string | undefined {
+  const node = delegate.status?.nominatedNodeName;
+  if (!node || delegate.spec?.nodeName) return undefined;
+  const unschedulable = delegate.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable');
+  return unschedulable ? undefined : node;
+}

@@ -1,0 +1,48 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { nominatedFor, unschedulableVerdict } from '../../../scheduler/delegate-verdict.js';
+
+const unschedulable = (message: string) => ({ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message });
+const AWAITING = '0/2 nodes are available: waiting for ephemeral volume controller to create the persistentvolumeclaim "web-x-data".';
+
+function delegate(opts: { message?: string; ephemeral?: boolean; nominated?: string; nodeName?: string } = {}): V1Pod {
+  return {
+    metadata: { name: 'web-x', namespace: 'default' },
+    spec: {
+      containers: [{ name: 'c', image: 'busybox' }],
+      ...(opts.nodeName ? { nodeName: opts.nodeName } : {}),
+      ...(opts.ephemeral ? { volumes: [{ name: 'data', ephemeral: { volumeClaimTemplate: { spec: {} } } }] } : {}),
+    },
+    status: { phase: 'Pending', ...(opts.nominated ? { nominatedNodeName: opts.nominated } : {}), ...(opts.message ? { conditions: [unschedulable(opts.message)] } : {}) },
+  };
+}
+
+describe('scheduler: delegate verdicts', () => {
+  describe('unschedulableVerdict', () => {
+    it("is the target's Unschedulable condition", () => {
+      expect(unschedulableVerdict(delegate({ message: '0/2 nodes are available: 2 Insufficient cpu.' }))?.message).to.equal('0/2 nodes are available: 2 Insufficient cpu.');
+      expect(unschedulableVerdict(delegate())).to.equal(undefined);
+      const scheduled = delegate();
+      scheduled.status!.conditions = [{ type: 'PodScheduled', status: 'True' }];
+      expect(unschedulableVerdict(scheduled)).to.equal(undefined);
+      const erred = delegate();
+      erred.status!.conditions = [{ type: 'PodScheduled', status: 'False', reason: 'SchedulerError', message: 'running PreBind plugin "VolumeBinding": timed out' }];
+      expect(unschedulableVerdict(erred)).to.equal(undefined);
+    });
+
+    it('is none while a delegate with an ephemeral volume waits for its claim, and the wait of one without is a verdict', () => {
+      expect(unschedulableVerdict(delegate({ message: AWAITING, ephemeral: true }))).to.equal(undefined);
+      expect(unschedulableVerdict(delegate({ message: AWAITING }))?.message).to.equal(AWAITING);
+    });
+  });
+
+  describe('nominatedFor', () => {
+    it('is the nominated node of a delegate not bound yet, and not Unschedulable', () => {
+      expect(nominatedFor(delegate({ nominated: 'n1' }))).to.equal('n1');
+      expect(nominatedFor(delegate())).to.equal(undefined);
+      expect(nominatedFor(delegate({ nominated: 'n1', nodeName: 'n1' }))).to.equal(undefined);
+      // Preemption nominates with an Unschedulable condition: no promise.
+      expect(nominatedFor(delegate({ nominated: 'n1', message: '0/2 nodes are available: 2 Insufficient cpu. preemption: ...' }))).to.equal(undefined);
+    });
+  });
+});
