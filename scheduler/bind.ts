@@ -16,7 +16,7 @@ import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
 import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
 import { refusalOf } from '../provider/reconcilers/target-refusal.js';
-import { nominatedFor, unschedulableVerdict } from './delegate-verdict.js';
+import { asksClaimTemplates, claimCreationFailure, nominatedFor, unschedulableVerdict } from './delegate-verdict.js';
 import { schedulingPod } from './fit.js';
 import type { PlacementMemory } from './placement-memory.js';
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
@@ -43,7 +43,10 @@ export interface BinderOptions {
   namespaces: ObjectCache<V1Namespace>;
   /** Per-target cache of our delegates, when its informer runs (else the binder reads the target). */
   delegates: (targetKey: string) => (ObjectCache<V1Pod> & { hasSynced(): boolean }) | undefined;
-  /** Per-target cache of pod events, where cluster-autoscaler's word on a delegate shows. */
+  /**
+   * Per-target cache of pod events, where cluster-autoscaler's word on a delegate shows, and the
+   * target's resource-claim controller's (see `claimCreationFailure`).
+   */
   targetEvents?: (targetKey: string) => ObjectCache<CoreV1Event> | undefined;
   /**
    * Whether a target has `spec.placement.burstCapacity`: there, an Unschedulable delegate waits
@@ -110,7 +113,8 @@ class Refused extends Error {}
  *    names the Source the target lacks), and so does the error;
  * 3. we wait until the target's scheduler sets the delegate's `nodeName`, or nominates the node
  *    it waits to bind the delegate to ({@link nominatedFor}: volumes being bound); if it reports the
- *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, the
+ *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, or
+ *    the target cannot make the delegate's ResourceClaims ({@link claimCreationFailure}), the
  *    delegate is deleted, the target is remembered as refusing this pod (the extender's filter
  *    then keeps the pod off it for a while; a refusal by the target's authorizer keeps the pod's
  *    namespace off it until its next probe instead, see `authorization`) and an error goes back, so kube-scheduler tries again
@@ -236,7 +240,7 @@ export class Binder {
       // The delegate's containers, and so its ports, are the proxy's.
       this.o.memory.reserve(target.key, proxy, delegateRequests(proxy), this.o.clock.now(), reserved, podHostPorts(proxy.spec));
       const delegate = await this.createDelegate(proxy, delegateName, target);
-      const placed = await this.waitPlaced(target, delegate);
+      const placed = await this.waitPlaced(target, delegate, asksClaimTemplates(proxy));
       await this.bindProxy(proxy, node, target, placed);
       this.placements.set(args.PodUID, { proxy, targetKey: target.key, boundAtMs: this.o.clock.now() });
       // A delegate waiting for a scale-up holds no node yet: it counts against burst capacity
@@ -313,9 +317,10 @@ export class Binder {
    * with burst capacity with the Unschedulable delegate once cluster-autoscaler said
    * `TriggeredScaleUp` for it; rejects with {@link Refused} (and deletes the delegate) when it is
    * Unschedulable (with burst capacity: the autoscaler said `NotTriggerScaleUp`), gone, or
-   * undecided in time.
+   * undecided in time, or (`claimTemplates`: the delegate asks for ResourceClaims from
+   * templates) when the target cannot make its claims.
    */
-  private async waitPlaced(target: TargetClient, created: V1Pod): Promise<V1Pod> {
+  private async waitPlaced(target: TargetClient, created: V1Pod, claimTemplates: boolean): Promise<V1Pod> {
     const name = created.metadata!.name!;
     const namespace = created.metadata!.namespace!;
     const uid = created.metadata!.uid;
@@ -362,6 +367,11 @@ export class Binder {
           reason = `${unschedulable}; its cluster-autoscaler said nothing within ${this.placeTimeoutMs / 1000} s`;
           break;
         }
+      }
+      const claimFailure = claimTemplates && current && claimCreationFailure(current, this.o.targetEvents?.(target.key));
+      if (claimFailure) {
+        reason = `${target.displayName}: ${sanitizeRemoteText(claimFailure)}`;
+        break;
       }
       if (current?.metadata?.deletionTimestamp || current?.status?.phase === 'Failed') {
         reason = `${target.displayName}: the delegate ${current.metadata?.deletionTimestamp ? 'is being deleted' : 'failed'} before it was placed`;

@@ -1,4 +1,4 @@
-import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 
 /**
  * The start of kube-scheduler's message (VolumeBinding's PreFilter) for a pod whose generic
@@ -38,4 +38,28 @@ export function nominatedFor(delegate: V1Pod): string | undefined {
   if (!node || delegate.spec?.nodeName) return undefined;
   const unschedulable = delegate.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable');
   return unschedulable ? undefined : node;
+}
+
+/** Reason of the Warning event that a cluster's resource-claim controller puts on a pod whose ResourceClaim it cannot make from its template. */
+export const FAILED_RESOURCE_CLAIM_CREATION = 'FailedResourceClaimCreation';
+
+/** Whether a pod asks for ResourceClaims made from templates (which its cluster's resource-claim controller makes once the pod exists). */
+export function asksClaimTemplates(pod: V1Pod): boolean {
+  return pod.spec?.resourceClaims?.some((c) => c.resourceClaimTemplateName) ?? false;
+}
+
+/**
+ * Why the target cannot make the ResourceClaims of a delegate that asks for them from templates
+ * (see {@link asksClaimTemplates}: ask it of the proxy, whose spec the delegate has; the
+ * delegates cache keeps no `resourceClaims`): a {@link FAILED_RESOURCE_CLAIM_CREATION} Warning on
+ * this very delegate (its UID), e.g. `PodResourceClaim gpu: resource claim template "gpu": ...
+ * not found`; undefined when there is none. Such a delegate gets no word from the target's
+ * scheduler at all: its DynamicResources plugin keeps a pod out of the queue until its claims
+ * exist, so only this event tells the wait will not end.
+ */
+export function claimCreationFailure(delegate: V1Pod, events: { list(namespace?: string): CoreV1Event[] } | undefined): string | undefined {
+  const uid = delegate.metadata?.uid;
+  if (!events || !uid) return undefined;
+  const ev = events.list(delegate.metadata?.namespace).find((e) => e.reason === FAILED_RESOURCE_CLAIM_CREATION && e.type === 'Warning' && e.involvedObject?.uid === uid);
+  return ev ? (ev.message ?? FAILED_RESOURCE_CLAIM_CREATION) : undefined;
 }

@@ -43,9 +43,10 @@ function localVolume(name: string, storageClassName: string, node: string, extra
 }
 
 /**
- * A proxy's PersistentVolumeClaims are its target's: the proxy scheduler leaves them alone (its
- * volume plugins are off) and the target's scheduler binds them when it places the delegate.
- * c2's StorageClasses, volumes and claims are made here, as an operator (or a provisioner) would.
+ * A proxy's PersistentVolumeClaims and ResourceClaims are its target's: the proxy scheduler leaves
+ * them alone (its volume and DRA plugins are off) and the target's scheduler binds and allocates
+ * them when it places the delegate. c2's StorageClasses, volumes, device classes and devices are
+ * made here, as an operator (or a provisioner, or a device driver) would.
  */
 describe('volumes', function () {
   this.timeout(180_000);
@@ -111,6 +112,41 @@ describe('volumes', function () {
     const c1Claim = await getJson('c1', 'pvc', 'scratch-data', '-n', ns);
     expect(c1Claim.status.phase).to.equal('Pending');
     expect(c1Claim.metadata.annotations?.['volume.kubernetes.io/selected-node']).to.equal(undefined);
+  });
+
+  it("runs a pod that asks for a device (DRA) from a claim template only c2 has, on the node with the device; kept to c1, it gets c1's words", async () => {
+    const driver = `gpu-${ns}.e2e.admiralty.io`;
+    const node = [...(await freeCpu('c2')).keys()].sort()[1];
+    // The test plays the device driver: the class, and two devices published on one node.
+    await apply('c2', JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: { name: driver }, spec: { selectors: [{ cel: { expression: `device.driver == "${driver}"` } }] } }));
+    await apply('c2', JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceSlice', metadata: { name: `${ns}-gpu` }, spec: { driver, nodeName: node, pool: { name: node, generation: 1, resourceSliceCount: 1 }, devices: [{ name: 'gpu-0' }, { name: 'gpu-1' }] } }));
+    made.push(`deviceclass/${driver}`, `resourceslice/${ns}-gpu`);
+    await apply('c2', JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaimTemplate', metadata: { name: 'gpu', namespace: ns }, spec: { spec: { devices: { requests: [{ name: 'gpu', exactly: { deviceClassName: driver } }] } } } }));
+    const gpuPod = (name: string, only?: string) => {
+      const pod = JSON.parse(podWithClaim(name, ns, 'unused', only));
+      delete pod.spec.volumes;
+      pod.spec.containers[0] = { name: 'c', image: 'busybox', resources: { requests: { cpu: '100m' }, claims: [{ name: 'gpu' }] } };
+      pod.spec.resourceClaims = [{ name: 'gpu', resourceClaimTemplateName: 'gpu' }];
+      return JSON.stringify(pod);
+    };
+    await apply('c1', gpuPod('gpu'));
+    await apply('c1', gpuPod('gpu-in-c1', 'c1'));
+    await waitFor('the pod Running', 90_000, async () => (await getJson('c1', 'pod', 'gpu', '-n', ns)).status.phase === 'Running');
+    expect((await getJson('c1', 'pod', 'gpu', '-n', ns)).spec.nodeName).to.equal(nodes.c2Node);
+    const [delegate] = (await getJson('c2', 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items;
+    expect(delegate.spec.nodeName, "on the device's node").to.equal(node);
+    const [claimed] = (await getJson('c2', 'resourceclaims', '-n', ns)).items;
+    expect(claimed.status.allocation.devices.results.map((r: any) => r.driver)).to.deep.equal([driver]);
+    expect(claimed.status.reservedFor.map((r: any) => r.uid)).to.deep.equal([delegate.metadata.uid]);
+    // c1 has no such template: its claim controller says so on the delegate, and the bind says it
+    // at once (the delegate never reaches c1's scheduler's queue, so no other word would come).
+    let events = '';
+    await waitFor("the pod kept to c1 refused with c1's words", 60_000, async () => {
+      events = await eventsOf('gpu-in-c1');
+      return /FailedScheduling: [\w-]+\/c1: PodResourceClaim gpu: resource claim template "gpu"/.test(events);
+    });
+    expect(events).to.not.match(/did not place the delegate/);
+    expect((await getJson('c1', 'pod', 'gpu-in-c1', '-n', ns)).spec.nodeName).to.equal(undefined);
   });
 
   it('keeps a pod whose claim no target has unbound, and its events name the claim, per target', async () => {

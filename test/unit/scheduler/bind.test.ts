@@ -329,6 +329,24 @@ describe('scheduler: Binder', () => {
     });
   });
 
+  it("refuses at once when the target cannot make the delegate's ResourceClaim, with the target's words", async () => {
+    const withClaim = proxy();
+    withClaim.spec!.resourceClaims = [{ name: 'gpu', resourceClaimTemplateName: 'gpu' }];
+    source.readNamespacedPod.resolves(withClaim);
+    const events: CoreV1Event[] = [];
+    binder = new Binder({ ...options, targetEvents: () => ({ get: () => undefined, list: () => events }) });
+    // No word from the target's scheduler (the pod waits out of its queue); its claim controller says why.
+    decide = (d) => {
+      setTimeout(() => events.push({ metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' }, reason: 'FailedResourceClaimCreation', type: 'Warning', message: 'PodResourceClaim gpu: resource claim template "gpu": not found' }), 20);
+      // The delegates cache keeps no resourceClaims: the proxy says the delegate asks for them.
+      return { ...d, spec: { ...d.spec!, resourceClaims: undefined } };
+    };
+    const started = Date.now();
+    expect((await binder.bind(args)).Error).to.equal('c2: PodResourceClaim gpu: resource claim template "gpu": not found');
+    expect(Date.now() - started).to.be.below(250);
+    expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
+  });
+
   it('refuses when the target does not decide in time', async () => {
     decide = () => undefined;
     const r = await binder.bind(args);

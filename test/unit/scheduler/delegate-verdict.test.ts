@@ -1,6 +1,6 @@
-import type { V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { nominatedFor, unschedulableVerdict } from '../../../scheduler/delegate-verdict.js';
+import { asksClaimTemplates, claimCreationFailure, nominatedFor, unschedulableVerdict } from '../../../scheduler/delegate-verdict.js';
 
 const unschedulable = (message: string) => ({ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message });
 const AWAITING = '0/2 nodes are available: waiting for ephemeral volume controller to create the persistentvolumeclaim "web-x-data".';
@@ -43,6 +43,35 @@ describe('scheduler: delegate verdicts', () => {
       expect(nominatedFor(delegate({ nominated: 'n1', nodeName: 'n1' }))).to.equal(undefined);
       // Preemption nominates with an Unschedulable condition: no promise.
       expect(nominatedFor(delegate({ nominated: 'n1', message: '0/2 nodes are available: 2 Insufficient cpu. preemption: ...' }))).to.equal(undefined);
+    });
+  });
+
+  describe('claimCreationFailure', () => {
+    const withTemplate = (): V1Pod => ({ ...delegate(), metadata: { name: 'web-x', namespace: 'default', uid: 'd-uid' }, spec: { containers: [{ name: 'c', image: 'busybox' }], resourceClaims: [{ name: 'gpu', resourceClaimTemplateName: 'gpu' }] } });
+    const event = (uid: string, reason = 'FailedResourceClaimCreation', type = 'Warning'): CoreV1Event => ({
+      metadata: { name: `web-x.${uid}`, namespace: 'default' },
+      involvedObject: { kind: 'Pod', name: 'web-x', namespace: 'default', uid },
+      reason,
+      type,
+      message: 'PodResourceClaim gpu: resource claim template "gpu": resourceclaimtemplate.resource.k8s.io "gpu" not found',
+    });
+    const cache = (events: CoreV1Event[]) => ({ list: (namespace?: string) => events.filter((e) => e.metadata?.namespace === namespace) });
+
+    it("is the resource-claim controller's Warning on this very delegate", () => {
+      expect(claimCreationFailure(withTemplate(), cache([event('d-uid')]))).to.match(/^PodResourceClaim gpu: resource claim template "gpu"/);
+    });
+
+    it('is none for another pod of that name, another reason, or no cache', () => {
+      expect(claimCreationFailure(withTemplate(), cache([event('old-uid'), event('d-uid', 'FailedScheduling'), event('d-uid', 'FailedResourceClaimCreation', 'Normal')]))).to.equal(undefined);
+      expect(claimCreationFailure(withTemplate(), undefined)).to.equal(undefined);
+    });
+
+    it('is asked of pods with claim templates only', () => {
+      expect(asksClaimTemplates(withTemplate())).to.equal(true);
+      const named = withTemplate();
+      named.spec!.resourceClaims = [{ name: 'gpu', resourceClaimName: 'shared-gpu' }];
+      expect(asksClaimTemplates(named)).to.equal(false);
+      expect(asksClaimTemplates(delegate())).to.equal(false);
     });
   });
 });
