@@ -140,6 +140,40 @@ describe('exact placement', function () {
     }
   });
 
+  it('never preempts proxies for a higher-priority pod that no node of the target could run', async () => {
+    // c2's two nodes have 32 cpu each: four low-priority pods of 14 cpu fill them to 4 cpu free
+    // each; the high-priority pod asks for 40. By what c2's virtual node offers in all (64 cpu),
+    // evicting three of them would make room; on a real node, nothing can.
+    const low = `${ns}-low`;
+    const high = `${ns}-high`;
+    for (const cluster of ['c1', 'c2']) {
+      await apply(cluster, `apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${low}}\nvalue: 100\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${high}}\nvalue: 1000\n`);
+    }
+    try {
+      const withPriority = (name: string, cpu: string, priorityClassName: string) => {
+        const pod = JSON.parse(electedPod(name, ns, cpu, { annotations: ONLY_C2 }));
+        pod.spec.priorityClassName = priorityClassName;
+        return JSON.stringify(pod);
+      };
+      const lows = ['low-0', 'low-1', 'low-2', 'low-3'];
+      for (const n of lows) await apply('c1', withPriority(n, '14', low));
+      await waitFor('the four low-priority pods Running', 90_000, async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => p.status.phase === 'Running').length === 4);
+      const uids = async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => lows.includes(p.metadata.name)).map((p: any) => `${p.metadata.name}/${p.metadata.uid}/${p.metadata.deletionTimestamp ?? ''}`).sort();
+      const before = await uids();
+      await apply('c1', withPriority('high', '40', high));
+      // Several scheduling cycles (before preemption was turned off, the first one deleted three).
+      await waitFor("the high-priority pod's FailedScheduling", 60_000, async () => (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.name=high,reason=FailedScheduling')).items.length > 0);
+      await sleep(20_000);
+      expect(await uids(), 'the same four pods, none being deleted').to.deep.equal(before);
+      const preempted = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'reason=Preempted')).items;
+      expect(preempted.map((e: any) => e.message)).to.deep.equal([]);
+      expect((await getJson('c1', 'pod', 'high', '-n', ns)).spec.nodeName).to.equal(undefined);
+    } finally {
+      await kubectl('c1', 'delete', 'pods', '-n', ns, '--all', '--wait=false');
+      for (const cluster of ['c1', 'c2']) await kubectl(cluster, 'delete', 'priorityclass', low, high, '--ignore-not-found');
+    }
+  });
+
   it('never leaves a delegate Pending for lack of room in two concurrent bursts, while another target has room', async () => {
     // 4 cpu free on every node of both clusters (16 in all), then two bursts of 7 pods of 1 cpu.
     await squeeze('c1', ns, 4_000);
