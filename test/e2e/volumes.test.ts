@@ -67,15 +67,24 @@ describe('volumes', function () {
     if (made.length) await kubectl('c2', 'delete', ...made, '--ignore-not-found', '--wait=false');
   });
 
+  /**
+   * In c2, a StorageClass of local volumes (bound on first use, provisioned by nobody) and one
+   * such volume, `pv`, on c2's node number `index` (by name). Both are deleted after the test.
+   */
+  const localVolumeOnC2 = async (index: number, pv: string): Promise<{ sc: string; node: string }> => {
+    const sc = `${ns}-local`;
+    const node = [...(await freeCpu('c2')).keys()].sort()[index];
+    await apply('c2', `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ${sc}}\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n`);
+    await apply('c2', localVolume(pv, sc, node));
+    made.push(`storageclass/${sc}`, `pv/${pv}`);
+    return { sc, node };
+  };
+
   /** Events of one pod in c1, their messages joined. */
   const eventsOf = async (pod: string) => (await getJson('c1', 'events', '-n', ns, '--field-selector', `involvedObject.name=${pod}`)).items.map((e: any) => `${e.reason}: ${e.message}`).join('\n');
 
   it("runs a pod whose claim only c2 has, on the node of c2 that the claim's local volume is on", async () => {
-    const sc = `${ns}-local`;
-    const node = [...(await freeCpu('c2')).keys()].sort()[1];
-    await apply('c2', `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ${sc}}\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n`);
-    await apply('c2', localVolume(`${ns}-data`, sc, node));
-    made.push(`storageclass/${sc}`, `pv/${ns}-data`);
+    const { sc, node } = await localVolumeOnC2(1, `${ns}-data`);
     await apply('c2', claim('data', ns, sc));
     // Not pinned: c1 has no such claim (it is the source, and a target too), c2 has.
     await apply('c1', podWithClaim('db', ns, 'data'));
@@ -93,11 +102,7 @@ describe('volumes', function () {
   });
 
   it("runs a pod with a generic ephemeral volume on the claim c2 makes for its delegate; the source's claim for the proxy binds nothing", async () => {
-    const sc = `${ns}-local`;
-    const node = [...(await freeCpu('c2')).keys()].sort()[0];
-    await apply('c2', `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ${sc}}\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n`);
-    await apply('c2', localVolume(`${ns}-scratch`, sc, node));
-    made.push(`storageclass/${sc}`, `pv/${ns}-scratch`);
+    const { sc, node } = await localVolumeOnC2(0, `${ns}-scratch`);
     const pod = JSON.parse(podWithClaim('scratch', ns, 'unused', 'c2'));
     pod.spec.volumes = [{ name: 'data', ephemeral: { volumeClaimTemplate: { spec: { accessModes: ['ReadWriteOnce'], storageClassName: sc, resources: { requests: { storage: '1Gi' } } } } } }];
     await apply('c1', JSON.stringify(pod));
