@@ -14,8 +14,9 @@ import { PlacementMemory } from './placement-memory.js';
 import { placementGroup, placementPolicyOf } from './placement-policy.js';
 import { controllerOf } from '../provider/model/outage.js';
 import type { TargetPlacement } from '../provider/model/target.js';
-import type { ResourceAmounts } from '../provider/model/resources.js';
+import { ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
+import { victimsOnOneNode, type PreemptionCandidate } from './preempt.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -27,6 +28,8 @@ export const FILTER_PATH = `${EXTENDER_PATH_PREFIX}/filter`;
 export const PRIORITIZE_PATH = `${EXTENDER_PATH_PREFIX}/prioritize`;
 /** `bindVerb: bind`. */
 export const BIND_PATH = `${EXTENDER_PATH_PREFIX}/bind`;
+/** `preemptVerb: preempt`. */
+export const PREEMPT_PATH = `${EXTENDER_PATH_PREFIX}/preempt`;
 
 /**
  * How long the target prioritize ranked first counts as a pod's placement for weights: above
@@ -82,6 +85,12 @@ export interface ExtenderRoutesOptions {
   waitingRequests?: (targetKey: string) => ResourceAmounts;
   /** A delegate in a target's cache, to tell which placements the target's summary counts already. */
   delegate?: (targetKey: string, namespace: string, name: string) => V1Pod | undefined;
+  /**
+   * The proxies bound to a virtual node, and a proxy's delegate in a target's cache: what
+   * `preempt` weighs. Without both, `preempt` lets kube-scheduler preempt nothing.
+   */
+  proxiesOn?: (nodeName: string) => readonly V1Pod[];
+  delegateOf?: (targetKey: string, proxy: V1Pod) => V1Pod | undefined;
   /** A source namespace (for its placement-policy annotation), if known. */
   namespace?: (name: string) => V1Namespace | undefined;
   /**
@@ -130,6 +139,24 @@ export interface ExtenderFilterResult {
   FailedNodes: Record<string, string>;
   FailedAndUnresolvableNodes?: Record<string, string>;
   Error: string;
+}
+
+/** `MetaVictims`: the pods (by UID) to preempt on one node. */
+export interface MetaVictims {
+  Pods: { UID: string }[];
+  NumPDBViolations: number;
+}
+
+/** `ExtenderPreemptionArgs`: kube-scheduler's victims on each candidate node (UIDs only with `nodeCacheCapable`, else whole pods). */
+export interface ExtenderPreemptionArgs {
+  Pod: V1Pod;
+  NodeNameToVictims?: Record<string, { Pods: V1Pod[]; NumPDBViolations?: number }> | null;
+  NodeNameToMetaVictims?: Record<string, MetaVictims> | null;
+}
+
+/** `ExtenderPreemptionResult`: the nodes kept as candidates, each with the victims to preempt there. */
+export interface ExtenderPreemptionResult {
+  NodeNameToMetaVictims: Record<string, MetaVictims>;
 }
 
 /** One entry of `HostPriorityList`. */
@@ -346,13 +373,57 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     return hosts.map((h) => (byHost.has(h.Host) ? { Host: h.Host, Score: byHost.get(h.Host)! } : h));
   };
 
+  /**
+   * kube-scheduler's `preempt`: for each candidate virtual node, the proxies whose delegates free
+   * one real node for the pod ({@link victimsOnOneNode}); a virtual node where none would is left
+   * out (kube-scheduler then preempts nothing there). Other nodes keep kube-scheduler's victims.
+   */
+  const preempt = (args: ExtenderPreemptionArgs): ExtenderPreemptionResult => {
+    const out: Record<string, MetaVictims> = {};
+    const proposed: Record<string, MetaVictims> = { ...args.NodeNameToMetaVictims };
+    for (const [node, v] of Object.entries(args.NodeNameToVictims ?? {})) {
+      proposed[node] = { Pods: v.Pods.map((p) => ({ UID: p.metadata?.uid ?? '' })), NumPDBViolations: v.NumPDBViolations ?? 0 };
+    }
+    const pod = delegateSpecOf(args.Pod);
+    const namespace = args.Pod.metadata?.namespace ?? '';
+    for (const [nodeName, victims] of Object.entries(proposed)) {
+      if (!isVirtualNodeName(nodeName)) {
+        out[nodeName] = victims;
+        continue;
+      }
+      const target = registry.byNodeName(nodeName);
+      const state = target && opts.targetState(target.key);
+      if (!target || !state || !opts.proxiesOn || !opts.delegateOf) continue;
+      const health = registry.health(target.key);
+      if ((health && !health.ready) || opts.authorization?.(target.key, namespace) || memory.refusal(args.Pod.metadata?.uid, target.key, clock.now())) continue;
+      const candidates: PreemptionCandidate[] = [];
+      for (const proxy of opts.proxiesOn(nodeName)) {
+        const delegate = opts.delegateOf(target.key, proxy);
+        const node = delegate?.spec?.nodeName;
+        if (!node || !proxy.metadata?.uid) continue;
+        const requests = podRequests(delegate.spec, { includeOverhead: true });
+        requests.set('pods', ONE_POD);
+        candidates.push({ proxy, node, requests });
+      }
+      const fitOptions = { targetName: target.displayName, targetLabels: targetIdentityLabels(target.ref), assumed: assumedOn(target, state), assumedPorts: memory.assumedPortsOn(target.key) };
+      const chosen = victimsOnOneNode(pod, state.nodes, candidates, fitOptions);
+      if (!chosen) {
+        logger.info('scheduler extender: no preemption on a virtual node: no real node of its target would have room', { pod: podKey(args.Pod), node: nodeName, proposed: victims.Pods.length });
+        continue;
+      }
+      out[nodeName] = { Pods: chosen.victims.map((v) => ({ UID: v.metadata!.uid! })), NumPDBViolations: 0 };
+      logger.info('scheduler extender: preemption on a virtual node', { pod: podKey(args.Pod), node: nodeName, cluster: target.displayName, realNode: chosen.node, victims: chosen.victims.map(podKey) });
+    }
+    return { NodeNameToMetaVictims: out };
+  };
+
   const handle =
-    (verb: 'filter' | 'prioritize', answer: (args: ExtenderArgs) => unknown) =>
+    <A extends { Pod: V1Pod }>(verb: 'filter' | 'prioritize' | 'preempt', parse: (text: string) => A, answer: (args: A) => unknown) =>
     ({ body: raw }: RouteCall): Answer => {
       const end = duration.startTimer({ verb });
-      let args: ExtenderArgs;
+      let args: A;
       try {
-        args = parseExtenderArgs(raw.toString('utf8'));
+        args = parse(raw.toString('utf8'));
       } catch (err) {
         end({ result: 'bad_request' });
         logger.warn(`scheduler extender: malformed ${verb} request`, errorFields(err));
@@ -374,8 +445,9 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
 
   const maxBodyBytes = opts.maxBodyBytes ?? 64 * 2 ** 20;
   const routes: Route[] = [
-    { method: 'POST', path: FILTER_PATH, maxBodyBytes, handle: handle('filter', filter) },
-    { method: 'POST', path: PRIORITIZE_PATH, maxBodyBytes, handle: handle('prioritize', prioritize) },
+    { method: 'POST', path: FILTER_PATH, maxBodyBytes, handle: handle('filter', parseExtenderArgs, filter) },
+    { method: 'POST', path: PRIORITIZE_PATH, maxBodyBytes, handle: handle('prioritize', parseExtenderArgs, prioritize) },
+    { method: 'POST', path: PREEMPT_PATH, maxBodyBytes, handle: handle('preempt', parsePreemptionArgs, preempt) },
   ];
   const binder = opts.binder;
   if (binder) {
@@ -435,6 +507,32 @@ export function parseExtenderArgs(text: string): ExtenderArgs {
     }
   }
   return body as unknown as ExtenderArgs;
+}
+
+/**
+ * Parses and checks an `ExtenderPreemptionArgs` body: `Pod` must be an object with a `spec`, and
+ * `NodeNameToMetaVictims` (victims as `{UID}`) or `NodeNameToVictims` (victims as Pods with a UID)
+ * an object of such victims by node name.
+ *
+ * @throws MalformedExtenderArgsError with a reason fit for the caller.
+ */
+export function parsePreemptionArgs(text: string): ExtenderPreemptionArgs {
+  const body = parseJsonObject(text, 'ExtenderPreemptionArgs');
+  if (!isObject(body.Pod) || !isObject(body.Pod.spec)) throw new MalformedExtenderArgsError('ExtenderPreemptionArgs.Pod must be a Pod with a spec');
+  const meta = body.NodeNameToMetaVictims;
+  const whole = body.NodeNameToVictims;
+  if (!isObject(meta) && !isObject(whole)) throw new MalformedExtenderArgsError('ExtenderPreemptionArgs must carry NodeNameToMetaVictims or NodeNameToVictims');
+  for (const [field, map] of [['NodeNameToMetaVictims', meta], ['NodeNameToVictims', whole]] as const) {
+    if (map === undefined || map === null) continue;
+    if (!isObject(map)) throw new MalformedExtenderArgsError(`ExtenderPreemptionArgs.${field} must be an object`);
+    for (const [node, victims] of Object.entries(map)) {
+      const uids = isObject(victims) && Array.isArray(victims.Pods) ? victims.Pods.map((p: unknown) => (field === 'NodeNameToMetaVictims' ? (p as any)?.UID : (p as any)?.metadata?.uid)) : undefined;
+      if (node === '' || !uids || uids.some((u: unknown) => typeof u !== 'string' || u === '')) {
+        throw new MalformedExtenderArgsError(`ExtenderPreemptionArgs.${field}[${JSON.stringify(node)}] must list its Pods with UIDs`);
+      }
+    }
+  }
+  return body as unknown as ExtenderPreemptionArgs;
 }
 
 /**

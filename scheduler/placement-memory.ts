@@ -169,6 +169,32 @@ export class PlacementMemory {
     if (walk?.delegates.has(key)) walk.changed.add(key);
   }
 
+  /**
+   * A delegate left `targetKey`'s cache: deleted there. The assumption of that placement ends at
+   * once, for the delegate holds nothing there any more, and a summary that did not count it yet
+   * never would: the assumption would have waited `maxAssumptionMs` (a minute in which the room
+   * of a pod preempted, or deleted, just after its placement looked taken). A bind in flight
+   * keeps its reservation: the bind's own end gives it back.
+   */
+  delegateGone(targetKey: string, namespace: string, name: string): void {
+    const list = this.assumptions.get(targetKey);
+    const key = `${namespace}/${name}`;
+    const i = list ? list.findIndex((a) => a.delegateKey === key && !a.binding) : -1;
+    if (i < 0) return;
+    const [a] = list!.splice(i, 1);
+    this.add(targetKey, a, -1n);
+    this.toGuess.get(targetKey)?.delete(a);
+    if (list!.length === 0) {
+      this.forgetTarget(targetKey);
+      return;
+    }
+    const walk = this.walks.get(targetKey);
+    if (walk) {
+      if (i < walk.walked) walk.walked--;
+      if (!list!.some((x) => x.delegateKey === key)) walk.delegates.delete(key);
+    }
+  }
+
   /** Remembers that `targetKey` refused the pod with this UID. */
   refuse(podUid: string, targetKey: string, reason: string, nowMs: number): void {
     let byTarget = this.refusals.get(podUid);

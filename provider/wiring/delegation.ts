@@ -17,7 +17,7 @@ export interface DelegationWiring {
   /** Pod events in a target (the binder reads cluster-autoscaler's word on a delegate there). */
   targetEvents: (key: string) => Informer<CoreV1Event> | undefined;
   /** Calls `listener` with the target's key for every delegate any target's informer adds, updates or deletes. */
-  onDelegateChange(listener: (targetKey: string, delegate: V1Pod) => void): void;
+  onDelegateChange(listener: (targetKey: string, delegate: V1Pod, verb: 'add' | 'update' | 'delete') => void): void;
   follow: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
   runnables: Runnable[];
   outage: { mayCreateDelegates(targetKey: string): boolean };
@@ -62,7 +62,7 @@ export async function wireDelegation(
   const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
   const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', (page) => core.listNamespace(page), enabledSelector);
 
-  const delegateListeners: Array<(targetKey: string, delegate: V1Pod) => void> = [];
+  const delegateListeners: Array<(targetKey: string, delegate: V1Pod, verb: 'add' | 'update' | 'delete') => void> = [];
   type TargetCaches = { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> };
   const perTarget = new Map<string, TargetCaches>();
   /** What undoes each target's watches by the controllers, for when the target goes. */
@@ -235,7 +235,7 @@ export async function wireDelegation(
     ]);
     for (const verb of ['add', 'update', 'delete'] as const) {
       entry.delegates.on(verb, (p) => {
-        for (const listener of delegateListeners) listener(t.key, p);
+        for (const listener of delegateListeners) listener(t.key, p, verb);
       });
     }
     // Events can arrive before their delegate is cached: look at them again when it is.

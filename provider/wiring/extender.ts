@@ -9,6 +9,7 @@ import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { waitingRequests } from '../../scheduler/fit.js';
 import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
+import { delegateNameOf } from '../model/delegate-pod.js';
 import { groupPlacements } from '../../scheduler/placement-policy.js';
 import type { DelegationWiring } from './delegation.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
@@ -63,9 +64,12 @@ export function wireExtender(
   // memory (made with toldOfDelegateChanges when delegation runs) looks again only at the
   // assumptions whose delegate changed. No assumption exists before the binder's first bind.
   if (binder) {
-    delegation!.onDelegateChange((targetKey, delegate) => {
+    delegation!.onDelegateChange((targetKey, delegate, verb) => {
       binder.delegateChanged(targetKey, delegate);
-      memory.delegateChanged(targetKey, delegate.metadata?.namespace ?? '', delegate.metadata?.name ?? '');
+      const namespace = delegate.metadata?.namespace ?? '';
+      const name = delegate.metadata?.name ?? '';
+      memory.delegateChanged(targetKey, namespace, name);
+      if (verb === 'delete') memory.delegateGone(targetKey, namespace, name);
     });
   }
   routes.push(
@@ -79,6 +83,10 @@ export function wireExtender(
       targetPlacement,
       delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
       waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], w.config.clusterName),
+      // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only
+      // when no virtual node has room for a pod of higher priority): a scan of the proxies will do.
+      proxiesOn: proxies && ((node) => proxies.list().filter((p) => p.spec?.nodeName === node)),
+      delegateOf: delegation && ((key, proxy) => delegation.delegates(key)?.get(delegateNameOf(proxy, { sourceClusterName: w.config.clusterName }), proxy.metadata?.namespace)),
       namespace: delegation && ((name) => delegation.namespaces.get(name)),
       authorization: authorization && ((key, namespace) => authorization.refuses(key, namespace)),
       groupPlacements:

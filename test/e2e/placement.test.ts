@@ -140,38 +140,69 @@ describe('exact placement', function () {
     }
   });
 
-  it('never preempts proxies for a higher-priority pod that no node of the target could run', async () => {
-    // c2's two nodes have 32 cpu each: four low-priority pods of 14 cpu fill them to 4 cpu free
-    // each; the high-priority pod asks for 40. By what c2's virtual node offers in all (64 cpu),
-    // evicting three of them would make room; on a real node, nothing can.
-    const low = `${ns}-low`;
-    const high = `${ns}-high`;
-    for (const cluster of ['c1', 'c2']) {
-      await apply(cluster, `apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${low}}\nvalue: 100\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${high}}\nvalue: 1000\n`);
-    }
-    try {
-      const withPriority = (name: string, cpu: string, priorityClassName: string) => {
-        const pod = JSON.parse(electedPod(name, ns, cpu, { annotations: ONLY_C2 }));
-        pod.spec.priorityClassName = priorityClassName;
-        return JSON.stringify(pod);
-      };
-      const lows = ['low-0', 'low-1', 'low-2', 'low-3'];
+  describe('with priority', () => {
+    // c2's two nodes have 32 cpu each: four low-priority pods of 14 cpu, held to c2, fill them to
+    // 4 cpu free each. A higher-priority pod that c2's virtual node cannot take as a whole makes
+    // the proxy scheduler preempt, and the extender says which proxies.
+    const lows = ['low-0', 'low-1', 'low-2', 'low-3'];
+    let low: string;
+    let high: string;
+    const withPriority = (name: string, cpu: string, priorityClassName: string) => {
+      const pod = JSON.parse(electedPod(name, ns, cpu, { annotations: ONLY_C2 }));
+      pod.spec.priorityClassName = priorityClassName;
+      // A victim's delegate holds its room for its grace period (the proxy's): short, to keep the test short.
+      pod.spec.terminationGracePeriodSeconds = 1;
+      return JSON.stringify(pod);
+    };
+    /** The low-priority pods: name, UID and whether they are being deleted. */
+    const lowPods = async (): Promise<string[]> =>
+      (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => lows.includes(p.metadata.name)).map((p: any) => `${p.metadata.name}/${p.metadata.uid}/${p.metadata.deletionTimestamp ?? ''}`).sort();
+
+    beforeEach(async () => {
+      low = `${ns}-low`;
+      high = `${ns}-high`;
+      for (const cluster of ['c1', 'c2']) {
+        await apply(cluster, `apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${low}}\nvalue: 100\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${high}}\nvalue: 1000\n`);
+      }
       for (const n of lows) await apply('c1', withPriority(n, '14', low));
       await waitFor('the four low-priority pods Running', 90_000, async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => p.status.phase === 'Running').length === 4);
-      const uids = async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => lows.includes(p.metadata.name)).map((p: any) => `${p.metadata.name}/${p.metadata.uid}/${p.metadata.deletionTimestamp ?? ''}`).sort();
-      const before = await uids();
+    });
+
+    afterEach(async () => {
+      await kubectl('c1', 'delete', 'pods', '-n', ns, '--all', '--wait=false');
+      for (const cluster of ['c1', 'c2']) await kubectl(cluster, 'delete', 'priorityclass', low, high, '--ignore-not-found');
+    });
+
+    it('preempts nothing for a pod that no node of the target could run', async () => {
+      // 40 cpu: by what c2's virtual node offers in all (64 cpu), evicting three would make room;
+      // on a real node, nothing can. Before the extender judged preemption, kube-scheduler
+      // deleted three of them in the first 30 s, then their replacements.
+      const before = await lowPods();
       await apply('c1', withPriority('high', '40', high));
-      // Several scheduling cycles (before preemption was turned off, the first one deleted three).
       await waitFor("the high-priority pod's FailedScheduling", 60_000, async () => (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.name=high,reason=FailedScheduling')).items.length > 0);
       await sleep(20_000);
-      expect(await uids(), 'the same four pods, none being deleted').to.deep.equal(before);
+      expect(await lowPods(), 'the same four pods, none being deleted').to.deep.equal(before);
       const preempted = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'reason=Preempted')).items;
       expect(preempted.map((e: any) => e.message)).to.deep.equal([]);
       expect((await getJson('c1', 'pod', 'high', '-n', ns)).spec.nodeName).to.equal(undefined);
-    } finally {
-      await kubectl('c1', 'delete', 'pods', '-n', ns, '--all', '--wait=false');
-      for (const cluster of ['c1', 'c2']) await kubectl(cluster, 'delete', 'priorityclass', low, high, '--ignore-not-found');
-    }
+    });
+
+    it('preempts the two proxies of one c2 node that make room there, and runs the pod on that node', async () => {
+      // 24 cpu: by the virtual node's sum, one victim of each node would do (8 + 28), but then no
+      // node has 24; both of one node must go (4 + 28).
+      const delegateNode = new Map<string, string>();
+      for (const d of await delegatesIn('c2', ns)) delegateNode.set(d.metadata.annotations['multicluster.admiralty.io/parent-name'], d.spec.nodeName);
+      await apply('c1', withPriority('high', '24', high));
+      await waitFor('the high-priority pod Running', 120_000, async () => (await getJson('c1', 'pod', 'high', '-n', ns)).status.phase === 'Running');
+      const preempted = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'reason=Preempted')).items.map((e: any) => e.involvedObject.name).sort();
+      expect(preempted).to.have.length(2);
+      expect(new Set(preempted.map((n: string) => delegateNode.get(n))).size, `${preempted} were on one node`).to.equal(1);
+      const [delegate] = (await delegatesIn('c2', ns)).filter((d: any) => d.metadata.annotations['multicluster.admiralty.io/parent-name'] === 'high');
+      expect(delegate.spec.nodeName).to.equal(delegateNode.get(preempted[0]));
+      // The other two stay (bare pods: the two preempted are gone for good).
+      await waitFor('the preempted pods gone', 60_000, async () => (await lowPods()).length === 2);
+      expect((await lowPods()).map((p: string) => p.split('/')[0])).to.deep.equal(lows.filter((n) => !preempted.includes(n)));
+    });
   });
 
   it('never leaves a delegate Pending for lack of room in two concurrent bursts, while another target has room', async () => {

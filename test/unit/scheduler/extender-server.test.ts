@@ -13,7 +13,7 @@ import { virtualNodeName } from '../../../provider/model/names.js';
 import type { TargetPlacement } from '../../../provider/model/target.js';
 import type { TargetRef } from '../../../provider/model/types.js';
 import { createRouter, text } from '../../../provider/core/http-router.js';
-import { createExtenderRoutes, EXTENDER_MAX_JSON_TOKENS, FILTER_PATH, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
+import { createExtenderRoutes, EXTENDER_MAX_JSON_TOKENS, FILTER_PATH, PREEMPT_PATH, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
 import type { PlacementPolicy } from '../../../scheduler/score.js';
 import { node, nodesOf, pod, runningOn } from './fixtures.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
@@ -63,6 +63,10 @@ describe('scheduler: createExtenderRoutes', () => {
   const bindCalls: ExtenderBindingArgs[] = [];
   /** What the authorization cache says, by `<target key>|<namespace>`. */
   const unauthorized = new Map<string, string>();
+  /** The one proxy on busy's virtual node (priority 100), and its delegate, which holds 3.5 of b1's 4 cpu. */
+  const busyDelegate = runningOn('b1', { cpu: '3500m' });
+  const lowProxy = pod('low', { cpu: '3500m' }, { priority: 100, nodeName: V(BUSY) });
+  lowProxy.metadata!.uid = 'low-uid';
 
   before(async () => {
     const registry = new ClusterRegistry();
@@ -73,7 +77,7 @@ describe('scheduler: createExtenderRoutes', () => {
     }
     const states: Record<string, TargetState> = {
       'ClusterTarget/roomy': { nodes: nodesOf([node('r1'), node('r2')], [runningOn('r1', { cpu: '1' })]), readAtMs: 0 },
-      'ClusterTarget/busy': { nodes: nodesOf([node('b1')], [runningOn('b1', { cpu: '3500m' })]), readAtMs: 0 },
+      'ClusterTarget/busy': { nodes: nodesOf([node('b1')], [busyDelegate]), readAtMs: 0 },
       'ClusterTarget/down': { nodes: nodesOf([node('d1')]), readAtMs: 0 },
     };
     metrics = new Registry();
@@ -94,6 +98,8 @@ describe('scheduler: createExtenderRoutes', () => {
           return unauthorized.get(`${key}|${namespace}`);
         },
         groupPlacements: () => groupPlacements,
+        proxiesOn: (name) => (name === V(BUSY) ? [lowProxy] : []),
+        delegateOf: (key, p) => (key === 'ClusterTarget/busy' && p === lowProxy ? busyDelegate : undefined),
         events: { record: (obj, type, reason, message) => events.push({ uid: obj.metadata.uid, type, reason, message }) },
         logger: silentLogger(),
         metricsRegistry: metrics,
@@ -375,6 +381,46 @@ describe('scheduler: createExtenderRoutes', () => {
       }
     });
   }
+
+  it('preempts on a virtual node only the proxies whose delegates free a real node for the pod; other nodes keep their victims', async () => {
+    const high = proxy('2');
+    high.spec!.priority = 1000;
+    const r = await post(PREEMPT_PATH, {
+      Pod: high,
+      NodeNameToMetaVictims: {
+        [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 1 },
+        // No proxy of lower priority there: nothing kube-scheduler proposes is taken.
+        [V(ROOMY)]: { Pods: [{ UID: 'someone' }], NumPDBViolations: 0 },
+        [REAL]: { Pods: [{ UID: 'real-victim' }], NumPDBViolations: 0 },
+      },
+    });
+    expect(r.status, r.text).to.equal(200);
+    expect(r.json).to.deep.equal({
+      NodeNameToMetaVictims: {
+        [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 },
+        [REAL]: { Pods: [{ UID: 'real-victim' }], NumPDBViolations: 0 },
+      },
+    });
+    // Bigger than b1: nothing.
+    const huge = proxy('5');
+    huge.spec!.priority = 1000;
+    expect((await post(PREEMPT_PATH, { Pod: huge, NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 } } })).json).to.deep.equal({ NodeNameToMetaVictims: {} });
+    // Whole pods (an extender config without nodeCacheCapable) are read by their UIDs.
+    expect((await post(PREEMPT_PATH, { Pod: high, NodeNameToVictims: { [V(BUSY)]: { Pods: [lowProxy], NumPDBViolations: 0 } } })).json).to.deep.equal({ NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 } } });
+  });
+
+  it('refuses a malformed preempt call with a reason', async () => {
+    for (const [body, reason] of [
+      [{ NodeNameToMetaVictims: {} }, /Pod must be a Pod with a spec/],
+      [{ Pod: proxy('1') }, /must carry NodeNameToMetaVictims or NodeNameToVictims/],
+      [{ Pod: proxy('1'), NodeNameToMetaVictims: { n: { Pods: [{}] } } }, /NodeNameToMetaVictims\["n"\] must list its Pods with UIDs/],
+      [{ Pod: proxy('1'), NodeNameToVictims: { n: { Pods: 'x' } } }, /NodeNameToVictims\["n"\] must list its Pods with UIDs/],
+    ] as const) {
+      const r = await post(PREEMPT_PATH, body);
+      expect(r.status, JSON.stringify(body)).to.equal(400);
+      expect(r.text).to.match(reason);
+    }
+  });
 
   it("answers a filter that failed inside with a fixed error, never the exception's text", async () => {
     const p = proxy('1');

@@ -74,6 +74,28 @@ describe('scheduler: PlacementMemory', () => {
       expect(m.assumedOn('t', { readAtMs: 10_000, podsResourceVersion: '500' }, moved)).to.deep.equal(new Map([['n2', cpu(10n)]]));
     });
 
+    it('ends the assumption of a delegate its target deleted at once, under the same summary or the next; a bind in flight keeps its reservation', () => {
+      for (const told of [true, false]) {
+        const m = new PlacementMemory({ toldOfDelegateChanges: told });
+        m.assume('t', 'n1', cpu(10n), 0, { namespace: 'ns', name: 'd1' });
+        m.assume('t', 'n1', cpu(5n), 0, { namespace: 'ns', name: 'd2' });
+        m.reserve('t', { metadata: { name: 'p3' } }, cpu(1n), 0, { namespace: 'ns', name: 'd3' });
+        const read = { readAtMs: 1000, podsResourceVersion: '500' };
+        const both = cache(delegate('d1', '600', 'n1'), delegate('d2', '601', 'n1'), delegate('d3', '602', 'n1'));
+        expect(m.assumedOn('t', read, both), `told: ${told}`).to.deep.equal(new Map([['n1', cpu(16n)]]));
+        // d1 preempted a second after it was placed: the summary never counted it.
+        m.delegateChanged('t', 'ns', 'd1');
+        m.delegateGone('t', 'ns', 'd1');
+        m.delegateGone('t', 'ns', 'd3');
+        const after = cache(delegate('d2', '601', 'n1'), delegate('d3', '602', 'n1'));
+        expect(m.assumedOn('t', read, after), `told: ${told}`).to.deep.equal(new Map([['n1', cpu(6n)]]));
+        expect(m.assumedOn('t', { ...read, readAtMs: 2000 }, after), `told: ${told}`).to.deep.equal(new Map([['n1', cpu(6n)]]));
+        m.delegateGone('t', 'ns', 'd2');
+        m.delegateGone('t', 'ns', 'unknown');
+        expect(m.assumedOn('t', read, cache(delegate('d3', '602', 'n1'))), `told: ${told}`).to.deep.equal(new Map([['n1', cpu(1n)]]));
+      }
+    });
+
     it('keeps an assumption the summary cannot confirm (delegate gone, versions that do not compare) at most maxAssumptionMs', () => {
       const m = new PlacementMemory({ maxAssumptionMs: 60_000 });
       m.assume('t', 'n1', cpu(10n), 0, { namespace: 'ns', name: 'd1' });

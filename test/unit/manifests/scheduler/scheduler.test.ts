@@ -21,14 +21,13 @@ describe('manifests/scheduler', () => {
     // Its own scoring off: the extender's placement policy alone ranks virtual nodes. NodePorts
     // off: the extender judges host ports per real node (a virtual node stands for several).
     // The volume and DRA plugins off: a proxy's claims are its target's, bound by the target's scheduler.
-    // Preemption off: it would pick victims by what a whole virtual node offers.
-    const off = ['DefaultPreemption', 'NodePorts', 'VolumeBinding', 'VolumeRestrictions', 'VolumeZone', 'NodeVolumeLimits', 'DynamicResources'].map((name) => ({ name }));
+    const off = ['NodePorts', 'VolumeBinding', 'VolumeRestrictions', 'VolumeZone', 'NodeVolumeLimits', 'DynamicResources'].map((name) => ({ name }));
     expect(config.profiles).to.deep.equal([{ schedulerName: 'admiralty-proxy', plugins: { score: { disabled: [{ name: '*' }] }, multiPoint: { disabled: off } } }]);
     expect(config.leaderElection).to.deep.include({ leaderElect: true, resourceLock: 'leases', resourceNamespace: 'admiralty', resourceName: 'admiralty-proxy-scheduler' });
     expect(config.clientConnection?.kubeconfig, 'in-cluster credentials').to.equal(undefined);
   });
 
-  it("calls the provider's extender for filter, prioritize and bind, over verified TLS, and never schedules without it", () => {
+  it("calls the provider's extender for filter, prioritize, bind and preempt, over verified TLS, and never schedules without it", () => {
     expect(config.extenders).to.have.length(1);
     const [e] = config.extenders;
     expect(e).to.deep.include({
@@ -36,6 +35,7 @@ describe('manifests/scheduler', () => {
       filterVerb: 'filter',
       prioritizeVerb: 'prioritize',
       bindVerb: 'bind',
+      preemptVerb: 'preempt',
       weight: 1,
       enableHTTPS: true,
       httpTimeout: '30s',
