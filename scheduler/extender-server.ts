@@ -193,6 +193,10 @@ export class MalformedExtenderArgsError extends Error {
  *   replica); other nodes, and virtual nodes whose target is unknown, get 0. The target ranked
  *   first alone is remembered for the pod for {@link CHOSEN_TTL_MS}, so that weights count the
  *   pods kube-scheduler is about to bind there before their bind arrives.
+ * * `POST /scheduler/preempt`: `ExtenderPreemptionArgs` in, `ExtenderPreemptionResult` out: on each
+ *   candidate virtual node, the proxies whose delegates free one real node for the pod
+ *   (`victimsOnOneNode`, with `proxiesOn` and `delegateOf`), or the node left out; other nodes
+ *   keep kube-scheduler's victims.
  * * `POST /scheduler/bind` (with a `binder`): `ExtenderBindingArgs` in, `ExtenderBindingResult`
  *   out, answered once the target has placed the delegate or refused it (see `Binder`).
  *
@@ -221,7 +225,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
   const isVirtualNodeName = opts.isVirtualNodeName ?? ((name: string) => registry.byNodeName(name) !== undefined || /^admiralty-(namespace|cluster)-/.test(name));
   const duration = new Histogram({
     name: 'admiralty_scheduler_extender_request_duration_seconds',
-    help: 'Time to answer one scheduler extender call, by verb (filter, prioritize, bind) and result (ok, refused, bad_request, error).',
+    help: 'Time to answer one scheduler extender call, by verb (filter, prioritize, bind, preempt) and result (ok, refused, bad_request, error).',
     labelNames: ['verb', 'result'] as const,
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 5, 10, 20],
     registers: [opts.metricsRegistry ?? new Registry()],
