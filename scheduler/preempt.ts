@@ -36,26 +36,37 @@ const priorityOf = (pod: V1Pod): number => pod.spec?.priority ?? 0;
  */
 export function victimsOnOneNode(pod: V1Pod, nodes: readonly FitNode[], candidates: readonly PreemptionCandidate[], opts: FitOptions): NodeVictims | undefined {
   const priority = priorityOf(pod);
-  const lower = candidates.filter((c) => priorityOf(c.proxy) < priority && !c.proxy.metadata?.deletionTimestamp);
+  const byNode = new Map<string, PreemptionCandidate[]>();
+  for (const c of candidates) {
+    if (priorityOf(c.proxy) >= priority || c.proxy.metadata?.deletionTimestamp) continue;
+    const list = byNode.get(c.node);
+    if (list) list.push(c);
+    else byNode.set(c.node, [c]);
+  }
   let best: { node: string; victims: PreemptionCandidate[]; top: number } | undefined;
   for (const node of nodes) {
-    const here = lower.filter((c) => c.node === node.name);
-    if (here.length === 0) continue;
-    const fitsWith = (victims: readonly PreemptionCandidate[]) => {
-      const free = new Map(node.free);
-      for (const v of victims) for (const [r, amount] of v.requests) free.set(r, (free.get(r) ?? 0n) + amount);
-      return fitsTarget(pod, [{ ...node, free }], { ...opts, burst: undefined }).fits;
+    const here = byNode.get(node.name);
+    if (!here) continue;
+    // The node's free room with every victim's room added; a reprieve takes its room back out.
+    // One fit test per candidate: a target could claim every delegate sits on one node.
+    const free = new Map(node.free);
+    const shift = (c: PreemptionCandidate, sign: bigint) => {
+      for (const [r, amount] of c.requests) free.set(r, (free.get(r) ?? 0n) + sign * amount);
     };
-    if (!fitsWith(here)) continue;
-    let victims = here;
+    const fits = () => fitsTarget(pod, [{ ...node, free }], { ...opts, burst: undefined }).fits;
+    for (const c of here) shift(c, 1n);
+    if (!fits()) continue;
+    const reprieved = new Set<PreemptionCandidate>();
     const reprieveOrder = [...here].sort((a, b) => priorityOf(b.proxy) - priorityOf(a.proxy) || name(a).localeCompare(name(b)));
     for (const c of reprieveOrder) {
-      const without = victims.filter((v) => v !== c);
-      if (fitsWith(without)) victims = without;
+      shift(c, -1n);
+      if (fits()) reprieved.add(c);
+      else shift(c, 1n);
     }
+    const victims = here.filter((c) => !reprieved.has(c));
     // Room there already (kube-scheduler judged the whole node from an older view): nothing to preempt.
     if (victims.length === 0) continue;
-    const top = Math.max(...victims.map((v) => priorityOf(v.proxy)));
+    const top = victims.reduce((max, v) => Math.max(max, priorityOf(v.proxy)), -Infinity);
     if (!best || victims.length < best.victims.length || (victims.length === best.victims.length && top < best.top)) best = { node: node.name, victims, top };
   }
   return best && { node: best.node, victims: best.victims.map((v) => v.proxy) };
