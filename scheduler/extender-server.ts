@@ -49,6 +49,14 @@ const MAX_REMEMBERED_PODS = 10_000;
  */
 export const EXTENDER_MAX_JSON_TOKENS = 8 * 2 ** 20;
 
+/**
+ * How long after its victims' grace period a pod that preempted is not let preempt again (see
+ * `preempt`): above the time from a victim's delegate gone to a summary of its target that no
+ * longer counts it, read by this source (a second for the target to write, a probe period, 10 s,
+ * to read it), with room for a loaded machine.
+ */
+export const PREEMPTION_SETTLE_MS = 30_000;
+
 /** Upstream `MaxExtenderPriority` (k8s.io/kube-scheduler/extender/v1): extender scores are 0..10. */
 export const MAX_EXTENDER_PRIORITY = MAX_SCORE;
 
@@ -321,6 +329,8 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
 
   /** Pod UID -> the target prioritize ranked first alone, until its bind shows in `groupPlacements`. */
   const chosen = new Map<string, { group: string; targetKey: string; atMs: number }>();
+  /** Pod UID -> until when a preemption it made is settling (see `preempt`); oldest forgotten first. */
+  const preempted = new Map<string, number>();
   /** Pods already warned about an unusable policy annotation (bounded; oldest forgotten first). */
   const warned = new Set<string>();
 
@@ -390,11 +400,21 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     }
     const pod = delegateSpecOf(args.Pod);
     const namespace = args.Pod.metadata?.namespace ?? '';
+    const uid = args.Pod.metadata?.uid ?? '';
+    // kube-scheduler lets a nominated pod preempt again once its victims are gone, but the
+    // target's summary still counts their delegates for a while: the same room would be freed
+    // again, from other proxies. The room freed for this pod comes first.
+    const settling = preempted.get(uid);
+    if (settling !== undefined && settling > clock.now()) {
+      logger.info('scheduler extender: no preemption: the last one for this pod is still settling', { pod: podKey(args.Pod), untilMs: settling });
+    }
+    let graceMs = 0;
     for (const [nodeName, victims] of Object.entries(proposed)) {
       if (!isVirtualNodeName(nodeName)) {
         out[nodeName] = victims;
         continue;
       }
+      if (settling !== undefined && settling > clock.now()) continue;
       const target = registry.byNodeName(nodeName);
       const state = target && opts.targetState(target.key);
       if (!target || !state || !opts.proxiesOn || !opts.delegateOf) continue;
@@ -416,7 +436,13 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         continue;
       }
       out[nodeName] = { Pods: chosen.victims.map((v) => ({ UID: v.metadata!.uid! })), NumPDBViolations: 0 };
+      for (const v of chosen.victims) graceMs = Math.max(graceMs, (v.spec?.terminationGracePeriodSeconds ?? 30) * 1000);
       logger.info('scheduler extender: preemption on a virtual node', { pod: podKey(args.Pod), node: nodeName, cluster: target.displayName, realNode: chosen.node, victims: chosen.victims.map(podKey) });
+    }
+    if (uid && Object.keys(out).some(isVirtualNodeName)) {
+      preempted.delete(uid);
+      preempted.set(uid, clock.now() + graceMs + PREEMPTION_SETTLE_MS);
+      while (preempted.size > MAX_REMEMBERED_PODS) preempted.delete(preempted.keys().next().value!);
     }
     return { NodeNameToMetaVictims: out };
   };

@@ -409,6 +409,16 @@ describe('scheduler: createExtenderRoutes', () => {
     expect((await post(PREEMPT_PATH, { Pod: high, NodeNameToVictims: { [V(BUSY)]: { Pods: [lowProxy], NumPDBViolations: 0 } } })).json).to.deep.equal({ NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 } } });
   });
 
+  it("lets a pod preempt again only once the room its victims freed has had time to show in the target's summary", async () => {
+    const high = proxy('2');
+    high.spec!.priority = 1000;
+    high.metadata!.uid = 'preemptor-uid';
+    const call = { Pod: high, NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 }, [REAL]: { Pods: [{ UID: 'real-victim' }], NumPDBViolations: 0 } } };
+    expect(((await post(PREEMPT_PATH, call)).json as any).NodeNameToMetaVictims[V(BUSY)]).to.deep.equal({ Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 });
+    // Its victims gone, the summary still counting them: kube-scheduler asks again.
+    expect((await post(PREEMPT_PATH, call)).json).to.deep.equal({ NodeNameToMetaVictims: { [REAL]: { Pods: [{ UID: 'real-victim' }], NumPDBViolations: 0 } } });
+  });
+
   it('refuses a malformed preempt call with a reason', async () => {
     for (const [body, reason] of [
       [{ NodeNameToMetaVictims: {} }, /Pod must be a Pod with a spec/],
