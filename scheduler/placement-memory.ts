@@ -180,19 +180,9 @@ export class PlacementMemory {
     const list = this.assumptions.get(targetKey);
     const key = `${namespace}/${name}`;
     const i = list ? list.findIndex((a) => a.delegateKey === key && !a.binding) : -1;
-    if (i < 0) return;
-    const [a] = list!.splice(i, 1);
-    this.add(targetKey, a, -1n);
-    this.toGuess.get(targetKey)?.delete(a);
-    if (list!.length === 0) {
-      this.forgetTarget(targetKey);
-      return;
-    }
+    if (i < 0 || !this.removeAt(targetKey, list!, i)) return;
     const walk = this.walks.get(targetKey);
-    if (walk) {
-      if (i < walk.walked) walk.walked--;
-      if (!list!.some((x) => x.delegateKey === key)) walk.delegates.delete(key);
-    }
+    if (walk && !list!.some((x) => x.delegateKey === key)) walk.delegates.delete(key);
   }
 
   /** Remembers that `targetKey` refused the pod with this UID. */
@@ -306,17 +296,22 @@ export class PlacementMemory {
   release(targetKey: string, delegate: { namespace: string; name: string }): void {
     const list = this.assumptions.get(targetKey);
     const i = list ? this.reservationOf(list, `${delegate.namespace}/${delegate.name}`) : -1;
-    if (i < 0) return;
-    const [a] = list!.splice(i, 1);
+    if (i >= 0) this.removeAt(targetKey, list!, i);
+  }
+
+  /** Takes assumption `i` out of a target's list and its sums; false when that left the list empty (the target is forgotten). */
+  private removeAt(targetKey: string, list: Assumption[], i: number): boolean {
+    const [a] = list.splice(i, 1);
     this.add(targetKey, a, -1n);
     this.toGuess.get(targetKey)?.delete(a);
-    if (list!.length === 0) {
+    if (list.length === 0) {
       this.forgetTarget(targetKey);
-      return;
+      return false;
     }
     // The last walk's verdicts go by position in the list: those after this one move up by one.
     const walk = this.walks.get(targetKey);
     if (walk && i < walk.walked) walk.walked--;
+    return true;
   }
 
   /**
