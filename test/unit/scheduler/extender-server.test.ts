@@ -405,6 +405,13 @@ describe('scheduler: createExtenderRoutes', () => {
     const huge = proxy('5');
     huge.spec!.priority = 1000;
     expect((await post(PREEMPT_PATH, { Pod: huge, NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 } } })).json).to.deep.equal({ NodeNameToMetaVictims: {} });
+    // A finished proxy holds nothing, and kube-scheduler does not list it on the node.
+    lowProxy.status = { phase: 'Succeeded' };
+    try {
+      expect((await post(PREEMPT_PATH, { Pod: high, NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 } } })).json).to.deep.equal({ NodeNameToMetaVictims: {} });
+    } finally {
+      delete lowProxy.status;
+    }
     // Whole pods (an extender config without nodeCacheCapable) are read by their UIDs.
     expect((await post(PREEMPT_PATH, { Pod: high, NodeNameToVictims: { [V(BUSY)]: { Pods: [lowProxy], NumPDBViolations: 0 } } })).json).to.deep.equal({ NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 } } });
   });
