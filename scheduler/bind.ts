@@ -10,7 +10,7 @@ import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../
 import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { podHostPorts } from '../provider/model/host-ports.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
-import { ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
+import { heldOnNode, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
@@ -247,10 +247,8 @@ export class Binder {
       // while it waits. One whose node was nominated holds that node's room already.
       const placedOn = placed.spec?.nodeName ?? nominatedFor(placed);
       if (placedOn) {
-        const requests = podRequests(placed.spec, { includeOverhead: true });
-        requests.set('pods', ONE_POD);
         const delegateKey = { namespace: placed.metadata?.namespace ?? namespace, name: placed.metadata?.name ?? delegateName };
-        this.o.memory.assume(target.key, placedOn, requests, this.o.clock.now(), delegateKey, podHostPorts(placed.spec));
+        this.o.memory.assume(target.key, placedOn, heldOnNode(placed), this.o.clock.now(), delegateKey, podHostPorts(placed.spec));
       } else this.o.memory.release(target.key, reserved);
       this.o.memory.forget(args.PodUID);
       const where = placed.spec?.nodeName ?? (placedOn ? `${placedOn} (nominated, not bound yet)` : '(waiting for a scale-up)');

@@ -16,10 +16,15 @@ export const AWAITING_EPHEMERAL_CLAIM = 'waiting for ephemeral volume controller
  * scheduler decides again once the claim exists, and that decision counts.
  */
 export function unschedulableVerdict(delegate: V1Pod): V1PodCondition | undefined {
-  const c = delegate.status?.conditions?.find((x) => x.type === 'PodScheduled');
-  if (c?.status !== 'False' || c.reason !== 'Unschedulable') return undefined;
-  if (c.message?.includes(AWAITING_EPHEMERAL_CLAIM) && delegate.spec?.volumes?.some((v) => v.ephemeral)) return undefined;
+  const c = unschedulableCondition(delegate);
+  if (c?.message?.includes(AWAITING_EPHEMERAL_CLAIM) && delegate.spec?.volumes?.some((v) => v.ephemeral)) return undefined;
   return c;
+}
+
+/** The delegate's `PodScheduled=False` condition with reason `Unschedulable`, whatever it says. */
+function unschedulableCondition(delegate: V1Pod): V1PodCondition | undefined {
+  const c = delegate.status?.conditions?.find((x) => x.type === 'PodScheduled');
+  return c?.status === 'False' && c.reason === 'Unschedulable' ? c : undefined;
 }
 
 /**
@@ -36,8 +41,7 @@ export function unschedulableVerdict(delegate: V1Pod): V1PodCondition | undefine
 export function nominatedFor(delegate: V1Pod): string | undefined {
   const node = delegate.status?.nominatedNodeName;
   if (!node || delegate.spec?.nodeName) return undefined;
-  const unschedulable = delegate.status?.conditions?.some((c) => c.type === 'PodScheduled' && c.status === 'False' && c.reason === 'Unschedulable');
-  return unschedulable ? undefined : node;
+  return unschedulableCondition(delegate) ? undefined : node;
 }
 
 /** Reason of the Warning event that a cluster's resource-claim controller puts on a pod whose ResourceClaim it cannot make from its template. */

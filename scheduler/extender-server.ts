@@ -14,7 +14,7 @@ import { PlacementMemory } from './placement-memory.js';
 import { placementGroup, placementPolicyOf } from './placement-policy.js';
 import { controllerOf } from '../provider/model/outage.js';
 import type { TargetPlacement } from '../provider/model/target.js';
-import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
+import { heldOnNode, isTerminal, type ResourceAmounts } from '../provider/model/resources.js';
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 import { victimsOnOneNode, type PreemptionCandidate } from './preempt.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
@@ -426,9 +426,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         const node = delegate?.spec?.nodeName;
         // A finished pod holds no room, and kube-scheduler would not know it as a victim.
         if (!node || !proxy.metadata?.uid || isTerminal(proxy) || isTerminal(delegate)) continue;
-        const requests = podRequests(delegate.spec, { includeOverhead: true });
-        requests.set('pods', ONE_POD);
-        candidates.push({ proxy, node, requests });
+        candidates.push({ proxy, node, requests: heldOnNode(delegate) });
       }
       const fitOptions = { targetName: target.displayName, targetLabels: targetIdentityLabels(target.ref), assumed: assumedOn(target, state), assumedPorts: memory.assumedPortsOn(target.key) };
       const chosen = victimsOnOneNode(pod, state.nodes, candidates, fitOptions);

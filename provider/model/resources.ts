@@ -81,6 +81,13 @@ export function podRequestsWithOverhead(pod: V1Pod): ResourceAmounts {
   return podRequests(pod.spec, { includeOverhead: true });
 }
 
+/** What a pod bound to a node holds there, as the summary counts it: {@link podRequestsWithOverhead} plus its pod slot. Pure. */
+export function heldOnNode(pod: V1Pod): ResourceAmounts {
+  const held = podRequestsWithOverhead(pod);
+  held.set('pods', ONE_POD);
+  return held;
+}
+
 /**
  * Requests of the non-terminal pods bound to each node (pods of every namespace), plus their
  * count under the `pods` resource. Pods in phase Succeeded or Failed hold nothing; pods being

@@ -1,6 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { podRequests, ONE_POD } from '../../../provider/model/resources.js';
+import { heldOnNode } from '../../../provider/model/resources.js';
 import { victimsOnOneNode, type PreemptionCandidate } from '../../../scheduler/preempt.js';
 import { node, nodesOf, pod, runningOn } from './fixtures.js';
 
@@ -11,9 +11,7 @@ function victim(name: string, on: string, cpu: string, priority: number): { cand
   const proxy = pod(name, { cpu }, { priority });
   proxy.metadata!.uid = `uid-${name}`;
   const delegate = runningOn(on, { cpu });
-  const requests = podRequests(delegate.spec);
-  requests.set('pods', ONE_POD);
-  return { candidate: { proxy, node: on, requests }, delegate };
+  return { candidate: { proxy, node: on, requests: heldOnNode(delegate) }, delegate };
 }
 
 /** Two 32-cpu nodes, each running two of these victims. */
