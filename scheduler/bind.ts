@@ -11,6 +11,7 @@ import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/mod
 import { podHostPorts } from '../provider/model/host-ports.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
 import { heldOnNode, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
+import type { RuntimeClasses } from './runtime-class.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
@@ -53,6 +54,11 @@ export interface BinderOptions {
    * for the target's cluster-autoscaler instead of being refused at once (see {@link Binder}).
    */
   bursts?: (targetKey: string) => boolean;
+  /**
+   * A target's RuntimeClasses, when its summary publishes them: a bind in flight takes the
+   * overhead the target's class sets, not the source's.
+   */
+  runtimeClasses?: (targetKey: string) => RuntimeClasses | undefined;
   /** Copies the ConfigMaps and Secrets the delegate uses into its target first; the delegate names the copies so. */
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
   memory: PlacementMemory;
@@ -238,7 +244,7 @@ export class Binder {
       // they must not be offered the room this pod is taking.
       reserved = { namespace, name: delegateName };
       // The delegate's containers, and so its ports, are the proxy's.
-      this.o.memory.reserve(target.key, proxy, delegateRequests(proxy), this.o.clock.now(), reserved, podHostPorts(proxy.spec));
+      this.o.memory.reserve(target.key, proxy, delegateRequests(proxy, this.o.runtimeClasses?.(target.key)), this.o.clock.now(), reserved, podHostPorts(proxy.spec));
       const delegate = await this.createDelegate(proxy, delegateName, target);
       const placed = await this.waitPlaced(target, delegate, asksClaimTemplates(proxy));
       await this.bindProxy(proxy, node, target, placed);
@@ -440,15 +446,21 @@ function waitKey(targetKey: string, namespace: string, name: string): string {
   return `${targetKey}/${namespace}/${name}`;
 }
 
-/** What the delegate of `proxy` asks for, pod slot included: its scheduling view's requests (the proxy's own, when that view cannot be read). */
-function delegateRequests(proxy: V1Pod): ResourceAmounts {
+/**
+ * What the delegate of `proxy` asks for, pod slot included: its scheduling view's requests (the
+ * proxy's own, when that view cannot be read), plus the overhead of its RuntimeClass in the
+ * target when `classes` are known (the proxy's, the source's, otherwise).
+ */
+function delegateRequests(proxy: V1Pod, classes: RuntimeClasses | undefined): ResourceAmounts {
   let spec = proxy.spec;
   try {
     spec = schedulingPod(proxy).spec;
   } catch {
     // Such a pod is refused when its delegate is built.
   }
-  const requests = podRequests(spec, { includeOverhead: true });
+  const overhead = classes && spec?.runtimeClassName ? classes.get(spec.runtimeClassName)?.overhead : undefined;
+  const requests = podRequests(spec, { includeOverhead: !classes });
+  for (const [name, amount] of overhead ?? []) requests.set(name, (requests.get(name) ?? 0n) + amount);
   requests.set('pods', ONE_POD);
   return requests;
 }

@@ -10,6 +10,7 @@ import { errorFields, type Logger } from '../provider/core/logger.js';
 import { parseUntrustedJson } from '../provider/core/untrusted-json.js';
 import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
 import { fitsTarget, likelyNode, schedulingPod } from './fit.js';
+import type { RuntimeClasses } from './runtime-class.js';
 import { PlacementMemory } from './placement-memory.js';
 import { placementGroup, placementPolicyOf } from './placement-policy.js';
 import { controllerOf } from '../provider/model/outage.js';
@@ -70,6 +71,8 @@ export interface TargetState {
   readAtMs: number;
   /** The pod version that summary accounts for (`ClusterSummary.podsResourceVersion`), when it says. */
   podsResourceVersion?: string;
+  /** The target's RuntimeClasses, when its summary publishes them (`runtimeClassesOfSummary`). */
+  runtimeClasses?: RuntimeClasses;
 }
 
 /** Returns the cached state of a target by target key, or undefined while none was read. */
@@ -220,6 +223,12 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
   const clock = opts.clock ?? realClock;
   const memory = opts.memory ?? new PlacementMemory();
   const delegate = opts.delegate;
+  /** What every fit test against a target's nodes is given: who it is and its runtime classes. */
+  const judgedAs = (target: TargetClient, state: TargetState) => ({
+    targetName: target.displayName,
+    targetLabels: targetIdentityLabels(target.ref),
+    runtimeClasses: state.runtimeClasses,
+  });
   // A bind in flight takes room on the node the target's scheduler most likely chooses, as the
   // filter judges nodes (see `PlacementMemory.reserve`).
   const assumedOn = (target: TargetClient, state: TargetState) =>
@@ -227,7 +236,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       target.key,
       state,
       delegate && ((namespace, name) => delegate(target.key, namespace, name)),
-      (pod, assumed, assumedPorts) => likelyNode(pod, state.nodes, { targetName: target.displayName, targetLabels: targetIdentityLabels(target.ref), assumed, assumedPorts }),
+      (pod, assumed, assumedPorts) => likelyNode(pod, state.nodes, { ...judgedAs(target, state), assumed, assumedPorts }),
     );
   const policyOf = typeof opts.policy === 'function' ? opts.policy : () => opts.policy as PlacementPolicy;
   const isVirtualNodeName = opts.isVirtualNodeName ?? ((name: string) => registry.byNodeName(name) !== undefined || /^admiralty-(namespace|cluster)-/.test(name));
@@ -302,8 +311,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       }
       const capacity = opts.targetPlacement?.(target.key)?.burstCapacity;
       const fit = fitsTarget(pod, state.nodes, {
-        targetName: target.displayName,
-        targetLabels: targetIdentityLabels(target.ref),
+        ...judgedAs(target, state),
         assumed: assumedOn(target, state),
         // As of that walk: the host ports of the same binds in flight and placements.
         assumedPorts: memory.assumedPortsOn(target.key),
@@ -428,7 +436,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         if (!node || !proxy.metadata?.uid || isTerminal(proxy) || isTerminal(delegate)) continue;
         candidates.push({ proxy, node, requests: heldOnNode(delegate) });
       }
-      const fitOptions = { targetName: target.displayName, targetLabels: targetIdentityLabels(target.ref), assumed: assumedOn(target, state), assumedPorts: memory.assumedPortsOn(target.key) };
+      const fitOptions = { ...judgedAs(target, state), assumed: assumedOn(target, state), assumedPorts: memory.assumedPortsOn(target.key) };
       const chosen = victimsOnOneNode(pod, state.nodes, candidates, fitOptions);
       if (!chosen) {
         logger.info('scheduler extender: no preemption on a virtual node: no real node of its target would have room', { pod: podKey(args.Pod), node: nodeName, proposed: victims.Pods.length });

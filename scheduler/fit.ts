@@ -6,6 +6,7 @@ import { podHostPorts, UsedHostPorts, type HostPort } from '../provider/model/ho
 import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { resolveTargetKeys } from '../provider/model/target-keys.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint } from './node-match.js';
+import { asTargetAdmits, type RuntimeClasses } from './runtime-class.js';
 import type { FitNode } from './target-nodes.js';
 
 /** Reasons, worded like kube-scheduler's own, so FailedScheduling events read familiar. */
@@ -38,6 +39,11 @@ export interface FitOptions {
    * no current node fits, the pod still fits if its requests fit in the difference.
    */
   burst?: { capacity: ReadonlyMap<string, bigint>; waiting?: () => ReadonlyMap<string, bigint> };
+  /**
+   * The target's RuntimeClasses, from its summary (`runtimeClassesOfSummary`); undefined when
+   * the summary does not publish them, and a pod's runtime class is then not judged.
+   */
+  runtimeClasses?: RuntimeClasses;
 }
 
 export interface FitResult {
@@ -81,7 +87,12 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  * pod they exclude fits no node; see {@link matchesNodeSelectorAndAffinity}), tolerates its NoSchedule/NoExecute
  * taints, has none of the host ports the pod asks for in use (see `UsedHostPorts`; those of
  * `assumedPorts` too), and has free room (free minus `assumed`) for every resource the pod
- * requests (see {@link podRequests}) plus one pod slot. Checks run in that order and a node is counted under
+ * requests (see {@link podRequests}) plus one pod slot. A pod that names a RuntimeClass is judged
+ * as the target's RuntimeClass admission will make its delegate, when the summary publishes the
+ * target's classes (`opts.runtimeClasses`, see `asTargetAdmits`): it fits no node of a target
+ * without that class or whose class selects nodes the pod's nodeSelector excludes; else the
+ * class's node selector and tolerations count with the pod's, and its overhead with the requests.
+ * Checks run in that order and a node is counted under
  * its first failure, except resources, where every insufficient one is counted (as
  * kube-scheduler does); the reason then names the largest free amount of each such resource.
  *
@@ -104,9 +115,13 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
   } catch (err) {
     return { fits: false, reason: (err as Error).message, fittingNodes: [], unresolvable: true };
   }
-  const spec = resolveTargetKeys(delegate.spec ?? ({ containers: [] } as V1PodSpec), opts.targetLabels);
-  if (!spec) return { fits: false, reason: `no node in ${target} fits: the pod's nodeSelector or node affinity on target labels excludes ${target}`, fittingNodes: [], unresolvable: true };
+  const resolved = resolveTargetKeys(delegate.spec ?? ({ containers: [] } as V1PodSpec), opts.targetLabels);
+  if (!resolved) return { fits: false, reason: `no node in ${target} fits: the pod's nodeSelector or node affinity on target labels excludes ${target}`, fittingNodes: [], unresolvable: true };
+  const admitted = asTargetAdmits(resolved, opts.runtimeClasses, target);
+  if (admitted.refusal !== undefined) return { fits: false, reason: `no node in ${target} fits: ${admitted.refusal}`, fittingNodes: [], unresolvable: true };
+  const spec = admitted.spec;
   const requests = podRequests(spec);
+  for (const [name, amount] of admitted.overhead ?? []) requests.set(name, (requests.get(name) ?? 0n) + amount);
   requests.set('pods', ONE_POD);
   const hostPorts = podHostPorts(spec);
   const burst = (why: string, unresolvable: boolean): FitResult => {

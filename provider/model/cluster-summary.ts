@@ -1,10 +1,10 @@
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1RuntimeClass } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, HOSTNAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../core/keys.js';
 import { stringMapEquals } from './maps.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
 import { hostPortsByNode } from './host-ports.js';
 import { allocatableOf, podRequestFields, requestedByNode, type ResourceAmounts } from './resources.js';
-import type { ClusterSummary, NodePool } from './types.js';
+import type { ClusterSummary, NodePool, SummaryRuntimeClass } from './types.js';
 
 /**
  * The ClusterSummary `singleton` a cluster writes about itself, over its real nodes (every node
@@ -24,13 +24,21 @@ import type { ClusterSummary, NodePool } from './types.js';
  *   a pod, without reading the target's nodes and pods itself;
  * * free: the sum of `free` over the nodes that take new pods (Ready and not cordoned);
  * * podsResourceVersion: `podsResourceVersion` when given, the version of the pod cache `pods`
- *   come from (see {@link ClusterSummary.podsResourceVersion}).
+ *   come from (see {@link ClusterSummary.podsResourceVersion});
+ * * runtimeClasses: when `runtimeClasses` is given, what each does to a pod
+ *   ({@link summaryRuntimeClasses}).
  *
  * `requestsOf` gives a pod's requests (see `requestedByNode`; the reconciler remembers them per
  * cached pod). Pure and deterministic (independent of node and pod order); called by the summary
  * reconciler.
  */
-export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = [], podsResourceVersion?: string, requestsOf?: (pod: V1Pod) => ResourceAmounts): ClusterSummary {
+export function buildClusterSummary(
+  nodes: V1Node[],
+  pods: readonly V1Pod[] = [],
+  podsResourceVersion?: string,
+  requestsOf?: (pod: V1Pod) => ResourceAmounts,
+  runtimeClasses?: readonly V1RuntimeClass[],
+): ClusterSummary {
   const real = nodes.filter((n) => !isVirtualNode(n));
   const labelValues = new Map<string, string | null>(); // null: conflicting values
   for (const node of real) {
@@ -86,6 +94,53 @@ export function buildClusterSummary(nodes: V1Node[], pods: readonly V1Pod[] = []
     free: formatList(freeTotal),
     nodePools: [...pools.entries()].sort(([a], [b]) => ordinal(a, b)).map(([, p]) => p),
     ...(podsResourceVersion ? { podsResourceVersion } : {}),
+    ...(runtimeClasses ? { runtimeClasses: summaryRuntimeClasses(runtimeClasses) } : {}),
+  };
+}
+
+/**
+ * What each RuntimeClass does to a pod that names it, as the cluster's RuntimeClass admission
+ * plugin applies it: its fixed overhead, and its scheduling's node selector and tolerations
+ * (empty ones left out), sorted by name. Pure.
+ */
+export function summaryRuntimeClasses(classes: readonly V1RuntimeClass[]): SummaryRuntimeClass[] {
+  const out: SummaryRuntimeClass[] = [];
+  for (const rc of classes) {
+    const name = rc.metadata?.name;
+    if (!name) continue;
+    const overhead = rc.overhead?.podFixed;
+    const nodeSelector = rc.scheduling?.nodeSelector;
+    const tolerations = rc.scheduling?.tolerations;
+    out.push({
+      name,
+      ...(overhead && Object.keys(overhead).length ? { overhead: sortedMap(overhead, () => true) } : {}),
+      ...(nodeSelector && Object.keys(nodeSelector).length ? { nodeSelector: sortedMap(nodeSelector, () => true) } : {}),
+      ...(tolerations?.length
+        ? {
+            tolerations: tolerations.map((t) => ({
+              ...(t.key ? { key: t.key } : {}),
+              ...(t.operator ? { operator: t.operator } : {}),
+              ...(t.value ? { value: t.value } : {}),
+              ...(t.effect ? { effect: t.effect } : {}),
+              ...(t.tolerationSeconds !== undefined && t.tolerationSeconds !== null ? { tolerationSeconds: t.tolerationSeconds } : {}),
+            })),
+          }
+        : {}),
+    });
+  }
+  return out.sort((a, b) => ordinal(a.name, b.name));
+}
+
+/**
+ * The fields of a RuntimeClass that {@link summaryRuntimeClasses} reads, for the summary's
+ * RuntimeClass informer (its name, overhead and scheduling; the resourceVersion the informer needs).
+ */
+export function summaryRuntimeClassFields(rc: V1RuntimeClass): V1RuntimeClass {
+  return {
+    metadata: { name: rc.metadata?.name, resourceVersion: rc.metadata?.resourceVersion },
+    handler: rc.handler,
+    ...(rc.overhead ? { overhead: rc.overhead } : {}),
+    ...(rc.scheduling ? { scheduling: rc.scheduling } : {}),
   };
 }
 
@@ -142,7 +197,8 @@ function sumResources(lists: (Record<string, string> | undefined)[]): Record<str
 
 /**
  * Whether two summaries say the same (labels, capacity/allocatable/free by value, so `1Gi`
- * equals `1073741824`, the node pools, and the pod version they account for); the summary
+ * equals `1073741824`, the node pools, the pod version they account for, the renew interval and
+ * the runtime classes, as written or both absent); the summary
  * reconciler skips the write when true. Pools are compared as written: the builder writes them
  * canonically and in a stable order. A newer `podsResourceVersion` alone is a change: a source
  * waits for it to know that the summary counts a delegate it just placed.
@@ -156,7 +212,8 @@ export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary |
     resourceListEquals(a.free, b.free) &&
     JSON.stringify(a.nodePools ?? []) === JSON.stringify(b.nodePools ?? []) &&
     a.podsResourceVersion === b.podsResourceVersion &&
-    a.renewIntervalSeconds === b.renewIntervalSeconds
+    a.renewIntervalSeconds === b.renewIntervalSeconds &&
+    JSON.stringify(a.runtimeClasses) === JSON.stringify(b.runtimeClasses)
   );
 }
 
@@ -222,7 +279,7 @@ function ordinal(a: string, b: string): number {
 export const MAX_SUMMARY_NODES = 20_000;
 
 /**
- * The most labels, taints, resource amounts and host ports a ClusterSummary may hold in all. What
+ * The most labels, taints, resource amounts, host ports and runtime classes a ClusterSummary may hold in all. What
  * the provider keeps of a target's summary (the summary, and the extender's parsed nodes) grows with
  * them, and a few hundred kB of them would otherwise cost hundreds of MiB: a cluster of 15 000
  * nodes, 30 labels a pool and 12 amounts a node has about 200 000.
@@ -241,7 +298,7 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
   const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
   let nodes = 0;
   let entries = 0;
-  const tooMany = () => `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts and host ports (a cluster of 15 000 nodes has about 200 000)`;
+  const tooMany = () => `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts, host ports and runtime classes (a cluster of 15 000 nodes has about 200 000)`;
   /** Counts the members or items of `v`; the count so far. */
   const count = (v: unknown) => (entries += isObject(v) ? Object.keys(v).length : Array.isArray(v) ? v.length : 0);
   const isStringMap = (v: unknown) => isObject(v) && Object.values(v).every((x) => typeof x === 'string');
@@ -257,6 +314,22 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
   const interval = (v: unknown) => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= MAX_RENEW_INTERVAL_SECONDS;
   if (!optional(obj.renewIntervalSeconds, interval)) return `renewIntervalSeconds must be a whole number of seconds from 1 to ${MAX_RENEW_INTERVAL_SECONDS}`;
   if (!optional(obj.renewTime, (v) => typeof v === 'string')) return 'renewTime must be a string';
+  if (obj.runtimeClasses !== undefined) {
+    if (!Array.isArray(obj.runtimeClasses)) return 'runtimeClasses must be a list';
+    const str = (v: unknown) => v === undefined || typeof v === 'string';
+    const tolerationOk = (t: unknown) =>
+      isObject(t) && str(t.key) && str(t.operator) && str(t.value) && str(t.effect) && optional(t.tolerationSeconds, Number.isInteger);
+    for (const [i, rc] of obj.runtimeClasses.entries()) {
+      const at = `runtimeClasses[${i}]`;
+      if (!isObject(rc) || typeof rc.name !== 'string') return `${at} must be an object with a name`;
+      if (!optional(rc.overhead, isStringMap) || !optional(rc.nodeSelector, isStringMap)) return `${at}.overhead and .nodeSelector must map names to strings`;
+      if (!optional(rc.tolerations, (v) => Array.isArray(v) && v.every(tolerationOk))) return `${at}.tolerations must be a list of tolerations`;
+      entries++;
+      count(rc.overhead);
+      count(rc.nodeSelector);
+      if (count(rc.tolerations) > MAX_SUMMARY_ENTRIES) return tooMany();
+    }
+  }
   if (obj.nodePools === undefined) return undefined;
   if (!Array.isArray(obj.nodePools)) return 'nodePools must be a list';
   for (const [i, pool] of obj.nodePools.entries()) {

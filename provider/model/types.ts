@@ -124,6 +124,23 @@ export interface ClusterSummary {
   renewIntervalSeconds?: number;
   /** When its writer last wrote it, by the writer's clock (RFC 3339): for people; readers go by version. */
   renewTime?: string;
+  /**
+   * The cluster's RuntimeClasses, by name, with what its RuntimeClass admission adds to a pod
+   * that names one (overhead, node selector, tolerations). Absent when its writer could not read
+   * them (an earlier version, or no permission): a reader then does not judge runtime classes.
+   */
+  runtimeClasses?: SummaryRuntimeClass[];
+}
+
+/** What a RuntimeClass does to the pods that name it, in the cluster that has it. */
+export interface SummaryRuntimeClass {
+  name: string;
+  /** `overhead.podFixed`: added to the pod's requests (`spec.overhead`). */
+  overhead?: Record<string, string>;
+  /** `scheduling.nodeSelector`: merged into the pod's; a key the pod sets to another value is a conflict. */
+  nodeSelector?: Record<string, string>;
+  /** `scheduling.tolerations`: added to the pod's. */
+  tolerations?: Array<{ key?: string; operator?: string; value?: string; effect?: string; tolerationSeconds?: number }>;
 }
 
 /** Nodes that carry the same labels (but `kubernetes.io/hostname`) and the same hard taints. */

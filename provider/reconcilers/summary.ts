@@ -1,4 +1,4 @@
-import { CustomObjectsApi, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { CustomObjectsApi, type V1Node, type V1Pod, type V1RuntimeClass } from '@kubernetes/client-node';
 import type { Clock } from '../core/clock.js';
 import { isAlreadyExists, isNotFound } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
@@ -13,6 +13,12 @@ export interface SummaryReconcilerOptions {
   nodes: ObjectCache<V1Node>;
   /** Pods bound to nodes, of every namespace (what is free on each node is computed from them). */
   pods: ObjectCache<V1Pod>;
+  /**
+   * The cluster's RuntimeClasses, published in the summary once this cache has listed them; a
+   * cache that cannot list them (no permission) leaves them out, and readers then do not judge
+   * runtime classes. The summary never waits for it.
+   */
+  runtimeClasses?: { list(): V1RuntimeClass[]; hasSynced(): boolean };
   /** The resourceVersion `pods` reflects ({@link ClusterSummary.podsResourceVersion}); read with the pods, in the same turn. */
   podsResourceVersion?: () => string;
   clock: Clock;
@@ -28,8 +34,8 @@ export interface SummaryReconcilerOptions {
 
 /**
  * Writes this cluster's singleton ClusterSummary (sums of capacity and allocatable over its
- * real nodes, the node labels with a single value, and the node pools with what is free on each
- * node), which sources read to build the virtual node of this cluster and to judge whether one
+ * real nodes, the node labels with a single value, the node pools with what is free on each
+ * node, and its RuntimeClasses), which sources read to build the virtual node of this cluster and to judge whether one
  * of its nodes can take a pod. Runs in every cluster; one key, `singleton`, woken by any node or
  * pod change and when a renewal is due.
  *
@@ -57,7 +63,13 @@ export class SummaryReconciler {
     const wait = this.lastWriteMs + (this.o.minWriteIntervalMs ?? 1000) - this.o.clock.monotonicMs();
     if (wait > 0) return { requeueAfterMs: wait };
     const desired: ClusterSummary = {
-      ...buildClusterSummary(this.o.nodes.list(), this.o.pods.list(), this.o.podsResourceVersion?.() || undefined, this.requestsOf),
+      ...buildClusterSummary(
+        this.o.nodes.list(),
+        this.o.pods.list(),
+        this.o.podsResourceVersion?.() || undefined,
+        this.requestsOf,
+        this.o.runtimeClasses?.hasSynced() ? this.o.runtimeClasses.list() : undefined,
+      ),
       renewIntervalSeconds: Math.round(renewMs / 1000),
     };
     const api = { group: API_GROUP, version: API_VERSION, plural: 'clustersummaries' };
@@ -88,6 +100,8 @@ export class SummaryReconciler {
       nodePools: desired.nodePools,
       podsResourceVersion: desired.podsResourceVersion,
       renewIntervalSeconds: desired.renewIntervalSeconds,
+      // Undefined drops a list this writer cannot read any more.
+      runtimeClasses: desired.runtimeClasses,
       renewTime,
     };
     this.wrote((await this.o.custom.replaceClusterCustomObject({ ...api, name: CLUSTER_SUMMARY_NAME, body })) as ClusterSummary, now);

@@ -6,6 +6,7 @@ import { Binder } from '../../scheduler/bind.js';
 import { createExtenderRoutes } from '../../scheduler/extender-server.js';
 import type { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
+import { runtimeClassesOfSummary } from '../../scheduler/runtime-class.js';
 import { waitingRequests } from '../../scheduler/fit.js';
 import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
@@ -47,6 +48,10 @@ export function wireExtender(
         follow: delegation.follow,
         targetEvents: delegation.targetEvents,
         bursts: (key) => targetPlacement(key)?.burstCapacity !== undefined,
+        runtimeClasses: (key) => {
+          const read = w.clusters.summary(key);
+          return read && runtimeClassesOfSummary(read.summary);
+        },
         memory,
         authorization,
         schedulerName: w.config.proxySchedulerName,
@@ -77,7 +82,14 @@ export function wireExtender(
       registry: w.clusters,
       targetState: (key) => {
         const read = w.clusters.summary(key);
-        return read && { nodes: nodesOfSummary(read.summary), readAtMs: read.readAtMs, podsResourceVersion: read.summary.podsResourceVersion };
+        return (
+          read && {
+            nodes: nodesOfSummary(read.summary),
+            readAtMs: read.readAtMs,
+            podsResourceVersion: read.summary.podsResourceVersion,
+            runtimeClasses: runtimeClassesOfSummary(read.summary),
+          }
+        );
       },
       policy: { kind: 'spread' },
       targetPlacement,

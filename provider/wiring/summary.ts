@@ -1,6 +1,6 @@
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { NodeV1Api, type V1Node, type V1Pod, type V1RuntimeClass } from '@kubernetes/client-node';
 import { leaderController } from '../controller/manager.js';
-import { isVirtualNode, summaryPodFields } from '../model/cluster-summary.js';
+import { isVirtualNode, summaryPodFields, summaryRuntimeClassFields } from '../model/cluster-summary.js';
 import { SummaryReconciler } from '../reconcilers/summary.js';
 import type { Wiring } from './wiring.js';
 
@@ -38,6 +38,10 @@ export function assignedPodsSelector(virtualNodes: ReadonlySet<string>): string 
  * again with the new selector. The informer's own check stays, for the pods of a node not cached
  * yet and past {@link MAX_SERVER_EXCLUDED_NODES}. A pod can only be left out by being bound to
  * a virtual node, as before: no field a pod's writer sets elsewhere hides it from the summary.
+ *
+ * The RuntimeClasses are published as soon as their informer has listed them; the controller
+ * does not wait for it, so a provider without the right to list them (a role from an earlier
+ * version) still writes its summary, without them.
  */
 export function wireSummary(w: Wiring): void {
   const { config, kc, core, custom, manager } = w;
@@ -66,6 +70,17 @@ export function wireSummary(w: Wiring): void {
     else virtualNodes.delete(name);
     pods.reselect();
   };
+  const node = kc.makeApiClient(NodeV1Api);
+  const runtimeClasses = w.newInformer<V1RuntimeClass>(
+    'runtime-classes',
+    config.clusterName,
+    kc,
+    '/apis/node.k8s.io/v1/runtimeclasses',
+    (page) => node.listRuntimeClass(page),
+    undefined,
+    undefined,
+    { transform: summaryRuntimeClassFields },
+  );
   nodes.on('add', (n) => follow(n, true));
   nodes.on('update', (n) => follow(n, true));
   nodes.on('delete', (n) => follow(n, false));
@@ -73,9 +88,10 @@ export function wireSummary(w: Wiring): void {
   // A failed write is tried again within the renew interval, not after minutes of backoff: after
   // its apiserver was down, a quiet cluster's summary must move again before sources take it
   // for stale (three intervals).
-  const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock, renewIntervalMs }), { maxBackoffMs: renewIntervalMs });
+  const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, runtimeClasses, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock, renewIntervalMs }), { maxBackoffMs: renewIntervalMs });
   c.watch(nodes, () => [SummaryReconciler.KEY]);
   c.watch(pods, () => [SummaryReconciler.KEY]);
+  c.watch(runtimeClasses, () => [SummaryReconciler.KEY], { waitForSync: false });
   c.enqueue(SummaryReconciler.KEY);
-  manager.add(leaderController(c, [nodes, pods]));
+  manager.add(leaderController(c, [nodes, pods, runtimeClasses]));
 }

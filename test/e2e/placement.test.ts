@@ -140,6 +140,51 @@ describe('exact placement', function () {
     }
   });
 
+  it('judges a pod of a RuntimeClass as its target will admit it: the nodes the class selects, its overhead, a class the target lacks', async () => {
+    // The source's admission wants the class too (and sets the source's overhead on the proxy);
+    // c2's class runs on its last node only, with 2 cpu of overhead. A second class only c1 has.
+    const rc = `${ns}-rc`;
+    const onlyC1 = `${ns}-c1`;
+    const c2Nodes = [...(await freeCpu('c2')).keys()].sort();
+    const runtimeNode = c2Nodes[c2Nodes.length - 1];
+    const runtimeClass = (name: string, extra: string) => `apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: ${name}}\nhandler: runsc\n${extra}`;
+    await apply('c1', `${runtimeClass(rc, 'overhead: {podFixed: {cpu: 250m}}\n')}---\n${runtimeClass(onlyC1, '')}`);
+    await apply('c2', runtimeClass(rc, `overhead: {podFixed: {cpu: "2"}}\nscheduling: {nodeSelector: {kubernetes.io/hostname: ${runtimeNode}}}\n`));
+    try {
+      await waitFor("c2's summary to publish its class", 30_000, async () => ((await getJson('c2', 'clustersummary', 'singleton')).runtimeClasses ?? []).some((c: any) => c.name === rc));
+      // 3 cpu free on every c2 node: the pod's 2 fit any of them, its 2 + 2 of overhead none, and
+      // only one is the class's. c1 reads summaries on its probe period.
+      await squeeze('c2', ns, 3000);
+      await followedFree('c2', nodes.c2Node);
+      const ofClass = (name: string, runtimeClassName: string) => {
+        const pod = JSON.parse(electedPod(name, ns, '2', { annotations: ONLY_C2 }));
+        pod.spec.runtimeClassName = runtimeClassName;
+        return JSON.stringify(pod);
+      };
+      await apply('c1', ofClass('sandboxed', rc));
+      await apply('c1', ofClass('elsewhere', onlyC1));
+      const messages = async (pod: string) =>
+        (await getJson('c1', 'events', '-n', ns, '--field-selector', `involvedObject.name=${pod},reason=FailedScheduling`)).items.map((e: any) => e.message).join('\n');
+      await waitFor('both FailedScheduling events', 60_000, async () => (await messages('sandboxed')).includes('c2 fits') && (await messages('elsewhere')).includes('c2 fits'));
+      expect(await messages('sandboxed')).to.match(/no node in [\w-]+\/c2 fits: 1 Insufficient cpu \(largest free 3\), 1 node\(s\) didn't match Pod's node affinity\/selector/);
+      expect(await messages('elsewhere')).to.match(new RegExp(`no node in [\\w-]+/c2 fits: [\\w-]+/c2 has no RuntimeClass ${onlyC1}`));
+      // Judged before any delegate was made: c2's own words (its scheduler's, its admission's) never came.
+      await sleep(12_000);
+      expect(await delegatesIn('c2', ns)).to.deep.equal([]);
+      expect(`${await messages('sandboxed')}\n${await messages('elsewhere')}`).not.to.match(/nodes are available|refused to create/);
+      // Room on the class's node: the pod runs there, with c2's overhead.
+      await kubectl('c2', 'delete', 'pod', '-n', ns, `hog-${runtimeNode}`, '--grace-period=0', '--force');
+      await waitFor('the pod of the class Running', 90_000, async () => (await getJson('c1', 'pod', 'sandboxed', '-n', ns)).status.phase === 'Running');
+      const [delegate] = await delegatesIn('c2', ns);
+      expect(delegate.spec.nodeName).to.equal(runtimeNode);
+      expect(delegate.spec.overhead).to.deep.equal({ cpu: '2' });
+      expect((await getJson('c1', 'pod', 'sandboxed', '-n', ns)).spec.overhead).to.deep.equal({ cpu: '250m' });
+    } finally {
+      await kubectl('c1', 'delete', 'runtimeclass', rc, onlyC1, '--ignore-not-found');
+      await kubectl('c2', 'delete', 'runtimeclass', rc, '--ignore-not-found');
+    }
+  });
+
   describe('with priority', () => {
     // c2's two nodes have 32 cpu each: four low-priority pods of 14 cpu, held to c2, fill them to
     // 4 cpu free each. A higher-priority pod that c2's virtual node cannot take as a whole makes

@@ -156,6 +156,25 @@ describe('scheduler: Binder', () => {
       expect(memory.assumedPortsOn(KEY)).to.deep.equal(new Map([['c2-node-1', [{ port: 18080, protocol: 'TCP' }]]]));
     });
 
+    it("takes the overhead of the pod's RuntimeClass in the target, once the target's summary publishes its classes", async () => {
+      const sandboxed = proxy();
+      sandboxed.spec!.runtimeClassName = 'gvisor';
+      // Set by the source's class: says nothing of the target's.
+      sandboxed.spec!.overhead = { cpu: '250m' };
+      source.readNamespacedPod.resolves(sandboxed);
+      const during: (bigint | undefined)[] = [];
+      decide = (d) => {
+        during.push(assumed().get('c2-node-2')?.get('cpu'));
+        return { ...d, spec: { ...d.spec!, nodeName: 'c2-node-1' } };
+      };
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      // The same pod again, to a binder that knows c2's classes.
+      cache.pods.clear();
+      binder = new Binder({ ...options, memory: (memory = new PlacementMemory()), runtimeClasses: () => new Map([['gvisor', { overhead: new Map([['cpu', 2_000_000_000n]]), tolerations: [] }]]) });
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      expect(during).to.deep.equal([1_250_000_000n, 3_000_000_000n]);
+    });
+
     it('is given back as soon as the target refuses', async () => {
       let during: Map<string, bigint | undefined> | undefined;
       decide = (d) => {

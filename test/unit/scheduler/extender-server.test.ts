@@ -76,7 +76,12 @@ describe('scheduler: createExtenderRoutes', () => {
       registry.setHealth(client.key, { ready: r !== DOWN, reason: r === DOWN ? 'Unreachable' : 'Ready', message: r === DOWN ? 'connect ECONNREFUSED' : '', sinceMs: 0 });
     }
     const states: Record<string, TargetState> = {
-      'ClusterTarget/roomy': { nodes: nodesOf([node('r1'), node('r2')], [runningOn('r1', { cpu: '1' })]), readAtMs: 0 },
+      // Its summary publishes its RuntimeClasses: it has one, kata.
+      'ClusterTarget/roomy': {
+        nodes: nodesOf([node('r1'), node('r2')], [runningOn('r1', { cpu: '1' })]),
+        readAtMs: 0,
+        runtimeClasses: new Map([['kata', { overhead: new Map(), tolerations: [] }]]),
+      },
       'ClusterTarget/busy': { nodes: nodesOf([node('b1')], [busyDelegate]), readAtMs: 0 },
       'ClusterTarget/down': { nodes: nodesOf([node('d1')]), readAtMs: 0 },
     };
@@ -166,6 +171,17 @@ describe('scheduler: createExtenderRoutes', () => {
       [V(DOWN)]: 'target down is not ready: Unreachable: connect ECONNREFUSED',
       [GONE]: `virtual node ${GONE} has no known target`,
     });
+  });
+
+  it("judges a pod's RuntimeClass by the classes a target's summary publishes, and nothing of it where they are unknown", async () => {
+    const p = proxy('100m');
+    const manifest = JSON.parse(p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]);
+    manifest.spec.runtimeClassName = 'gvisor';
+    p.spec!.runtimeClassName = 'gvisor';
+    p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(manifest);
+    const result = (await post('/scheduler/filter', { Pod: p, NodeNames: [V(ROOMY), V(BUSY)] })).json as ExtenderFilterResult;
+    expect(result.NodeNames).to.deep.equal([V(BUSY)]);
+    expect(result.FailedAndUnresolvableNodes).to.deep.equal({ [V(ROOMY)]: 'no node in roomy fits: roomy has no RuntimeClass gvisor' });
   });
 
   it('filters Nodes: answers with the kept Node objects, judging virtual nodes by label', async () => {

@@ -18,7 +18,9 @@ import { fitsTarget, likelyNode, waitingRequests, type FitOptions } from '../../
 import { podRequests } from '../../../provider/model/resources.js';
 import { targetIdentityLabels } from '../../../provider/model/virtual-node.js';
 import { container, node, nodesOf, pod, runningOn } from './fixtures.js';
-import type { V1Node } from '@kubernetes/client-node';
+import type { V1Node, V1RuntimeClass } from '@kubernetes/client-node';
+import { buildClusterSummary } from '../../../provider/model/cluster-summary.js';
+import { runtimeClassesOfSummary } from '../../../scheduler/runtime-class.js';
 
 /** ClusterTarget c2: the labels its virtual node has and no real node does. */
 const C2_LABELS = targetIdentityLabels({ kind: 'ClusterTarget', namespace: '', name: 'c2' });
@@ -373,6 +375,61 @@ describe('scheduler: fitsTarget with burst capacity', () => {
 
   it('without burst capacity, a target with no nodes still does not fit', () => {
     expect(fitsTarget(pod('p'), [], opts)).to.deep.include({ fits: false, unresolvable: true, reason: 'no node in c2 fits: c2 has no nodes' });
+  });
+});
+
+describe('scheduler: fitsTarget with the target\'s RuntimeClasses', () => {
+  const taint = { key: 'sandbox', value: 'gvisor', effect: 'NoSchedule' };
+  const nodes = [node('plain'), node('sandboxed', { labels: { runtime: 'gvisor' }, taints: [taint] })];
+  /** c2's classes as its summary publishes them. */
+  const classes = (...rcs: V1RuntimeClass[]) => runtimeClassesOfSummary(buildClusterSummary(nodes, [], undefined, undefined, rcs));
+  const gvisor: V1RuntimeClass = {
+    metadata: { name: 'gvisor' },
+    handler: 'runsc',
+    overhead: { podFixed: { cpu: '1' } },
+    scheduling: { nodeSelector: { runtime: 'gvisor' }, tolerations: [{ key: 'sandbox', operator: 'Exists', effect: 'NoSchedule' }] },
+  };
+  const ofClass = (requests: Record<string, string>, spec: Partial<V1PodSpec> = {}) => pod('p', requests, { runtimeClassName: 'gvisor', ...spec });
+
+  it("fits only the nodes the class selects, tolerating the class's taints", () => {
+    const r = fit(ofClass({ cpu: '1' }), nodes, [], { ...opts, runtimeClasses: classes(gvisor) });
+    expect(r).to.deep.include({ fits: true, fittingNodes: ['sandboxed'] });
+  });
+
+  it("adds the class's overhead in the target to the requests, not the source's", () => {
+    // 4 cpu a node: 3 + 1 of overhead fit; 3.5 + 1 do not, whatever the proxy's own overhead says.
+    expect(fit(ofClass({ cpu: '3' }, { overhead: { cpu: '10' } }), nodes, [], { ...opts, runtimeClasses: classes(gvisor) }).fits).to.equal(true);
+    const r = fit(ofClass({ cpu: '3500m' }), nodes, [], { ...opts, runtimeClasses: classes(gvisor) });
+    expect(r).to.include({ fits: false, unresolvable: false, reason: "no node in c2 fits: 1 Insufficient cpu (largest free 4), 1 node(s) didn't match Pod's node affinity/selector" });
+  });
+
+  it('fits no node of a target without the class, and says so', () => {
+    const r = fit(ofClass({ cpu: '1' }), nodes, [], { ...opts, runtimeClasses: classes() });
+    expect(r).to.include({ fits: false, unresolvable: true, reason: 'no node in c2 fits: c2 has no RuntimeClass gvisor' });
+  });
+
+  it("fits no node when the pod's nodeSelector sets a key of the class's to another value (the target's admission would refuse it)", () => {
+    const r = fit(ofClass({}, { nodeSelector: { runtime: 'kata' } }), nodes, [], { ...opts, runtimeClasses: classes(gvisor) });
+    expect(r).to.include({
+      fits: false,
+      unresolvable: true,
+      reason: "no node in c2 fits: the RuntimeClass gvisor of c2 selects nodes with runtime=gvisor, and the pod's nodeSelector has runtime=kata",
+    });
+    expect(fit(ofClass({}, { nodeSelector: { runtime: 'gvisor' } }), nodes, [], { ...opts, runtimeClasses: classes(gvisor) }).fits).to.equal(true);
+  });
+
+  it('judges a class without scheduling or overhead by the pod alone', () => {
+    const r = fit(ofClass({ cpu: '4' }), nodes, [], { ...opts, runtimeClasses: classes({ metadata: { name: 'gvisor' }, handler: 'runsc' }) });
+    expect(r).to.deep.include({ fits: true, fittingNodes: ['plain'] });
+  });
+
+  it("judges nothing of the class when the target's summary publishes no classes (an earlier writer)", () => {
+    expect(runtimeClassesOfSummary(buildClusterSummary(nodes))).to.equal(undefined);
+    expect(fit(ofClass({ cpu: '4' }), nodes, [], opts)).to.deep.include({ fits: true, fittingNodes: ['plain'] });
+  });
+
+  it('leaves pods without a class alone', () => {
+    expect(fit(pod('p', { cpu: '4' }), nodes, [], { ...opts, runtimeClasses: classes() })).to.deep.include({ fits: true, fittingNodes: ['plain'] });
   });
 });
 

@@ -1,10 +1,23 @@
 import { expect } from 'chai';
-import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1RuntimeClass } from '@kubernetes/client-node';
 import { perObject } from '../../../../provider/core/per-object.js';
-import { buildClusterSummary, clusterSummaryProblem, isVirtualNode, MAX_SUMMARY_ENTRIES, MAX_SUMMARY_NODES, sightSummary, summaryEquals, summaryPodFields, summaryStaleness } from '../../../../provider/model/cluster-summary.js';
+import {
+  buildClusterSummary,
+  clusterSummaryProblem,
+  isVirtualNode,
+  MAX_SUMMARY_ENTRIES,
+  MAX_SUMMARY_NODES,
+  sightSummary,
+  summaryEquals,
+  summaryPodFields,
+  summaryRuntimeClasses,
+  summaryRuntimeClassFields,
+  summaryStaleness,
+} from '../../../../provider/model/cluster-summary.js';
 import type { ClusterSummary } from '../../../../provider/model/types.js';
 import { matchesNodeSelectorAndAffinity } from '../../../../scheduler/node-match.js';
 import { nodesOfSummary } from '../../../../scheduler/target-nodes.js';
+import { runtimeClassesOfSummary } from '../../../../scheduler/runtime-class.js';
 import { podRequestsWithOverhead } from '../../../../provider/model/resources.js';
 
 function node(labels: Record<string, string>, capacity?: Record<string, string>, allocatable?: Record<string, string>): V1Node {
@@ -62,6 +75,7 @@ describe('summaryEquals', () => {
     ['labels differ', { ...base, metadata: { ...base.metadata, labels: { a: '2' } } }, false],
     ['the pod version it accounts for differs (all else equal)', { ...base, podsResourceVersion: '7' }, false],
     ['the renew interval it declares differs', { ...base, renewIntervalSeconds: 30 }, false],
+    ['it publishes runtime classes, where the other publishes none', { ...base, runtimeClasses: [] }, false],
     ['only when it was written differs', { ...base, renewTime: '2026-11-29T10:00:00.000Z' }, true],
     ['undefined', undefined, false],
   ];
@@ -187,6 +201,11 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     ['a renew interval in a string', { ...good, renewIntervalSeconds: '30' }, 'renewIntervalSeconds must be a whole number of seconds from 1 to 3600'],
     ['a fractional renew interval', { ...good, renewIntervalSeconds: 0.5 }, 'renewIntervalSeconds must be a whole number of seconds from 1 to 3600'],
     ['renewTime a number', { ...good, renewTime: 1 }, 'renewTime must be a string'],
+    ['runtime classes not a list', { ...good, runtimeClasses: { gvisor: {} } }, 'runtimeClasses must be a list'],
+    ['a runtime class without a name', { ...good, runtimeClasses: [{ overhead: { cpu: '1' } }] }, 'runtimeClasses[0] must be an object with a name'],
+    ['an overhead of numbers', { ...good, runtimeClasses: [{ name: 'g', overhead: { cpu: 1 } }] }, 'runtimeClasses[0].overhead and .nodeSelector must map names to strings'],
+    ['a class toleration with a numeric key', { ...good, runtimeClasses: [{ name: 'g', tolerations: [{ key: 1 }] }] }, 'runtimeClasses[0].tolerations must be a list of tolerations'],
+    ['a class toleration of fractional seconds', { ...good, runtimeClasses: [{ name: 'g', tolerations: [{ tolerationSeconds: 0.5 }] }] }, 'runtimeClasses[0].tolerations must be a list of tolerations'],
     ['host ports not a list', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: { port: 80 } }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
     ['a host port past 65535', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 70000, protocol: 'TCP' }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
     ['a host port without a protocol', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 80 }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
@@ -203,7 +222,7 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
   });
 
   it('refuses more labels, taints and amounts than a cluster of 20 000 nodes has, in pools, nodes or at the top', () => {
-    const tooMany = `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts and host ports (a cluster of 15 000 nodes has about 200 000)`;
+    const tooMany = `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts, host ports and runtime classes (a cluster of 15 000 nodes has about 200 000)`;
     // 251 pools of 2000 labels, a node each.
     expect(clusterSummaryProblem({ ...good, nodePools: Array.from({ length: 251 }, () => ({ labels: manyLabels, nodes: [node] })) })).to.equal(tooMany);
     expect(clusterSummaryProblem({ ...good, nodePools: Array.from({ length: 240 }, () => ({ labels: manyLabels, nodes: [node] })) })).to.equal(undefined);
@@ -211,6 +230,53 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     const fatNodes = Array.from({ length: MAX_SUMMARY_NODES }, (_, i) => ({ name: `n${i}`, allocatable: amounts, free: amounts }));
     expect(clusterSummaryProblem({ ...good, nodePools: [{ labels: {}, nodes: fatNodes }] })).to.equal(tooMany);
     expect(clusterSummaryProblem({ ...good, metadata: { name: 'singleton', labels: Object.fromEntries(Array.from({ length: MAX_SUMMARY_ENTRIES + 1 }, (_, i) => [`l${i}`, 'v'])) } })).to.equal(tooMany);
+    const classes = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `rc${i}` }));
+    expect(clusterSummaryProblem({ metadata: {}, runtimeClasses: classes(MAX_SUMMARY_ENTRIES) })).to.equal(undefined);
+    expect(clusterSummaryProblem({ metadata: {}, runtimeClasses: classes(MAX_SUMMARY_ENTRIES + 1) })).to.equal(tooMany);
+  });
+});
+
+describe('buildClusterSummary: runtime classes', () => {
+  const gvisor: V1RuntimeClass = {
+    metadata: { name: 'gvisor', resourceVersion: '9', managedFields: [{ manager: 'kubectl' }], labels: { team: 'a' } },
+    handler: 'runsc',
+    overhead: { podFixed: { memory: '120Mi', cpu: '250m' } },
+    scheduling: { nodeSelector: { runtime: 'gvisor' }, tolerations: [{ key: 'sandbox', operator: 'Exists', effect: 'NoSchedule', tolerationSeconds: undefined }] },
+  };
+  const kata: V1RuntimeClass = { metadata: { name: 'kata' }, handler: 'kata', overhead: { podFixed: {} }, scheduling: { nodeSelector: {}, tolerations: [] } };
+
+  it('publishes, by name, what each class adds to a pod: its overhead, node selector and tolerations, empty ones left out', () => {
+    expect(buildClusterSummary([], [], undefined, undefined, [kata, gvisor]).runtimeClasses).to.deep.equal([
+      { name: 'gvisor', overhead: { cpu: '250m', memory: '120Mi' }, nodeSelector: { runtime: 'gvisor' }, tolerations: [{ key: 'sandbox', operator: 'Exists', effect: 'NoSchedule' }] },
+      { name: 'kata' },
+    ]);
+  });
+
+  it('publishes an empty list for a cluster without classes, and nothing when they were not read', () => {
+    expect(buildClusterSummary([], [], undefined, undefined, []).runtimeClasses).to.deep.equal([]);
+    expect(buildClusterSummary([], [])).to.not.have.property('runtimeClasses');
+  });
+
+  it('is the same from the fields its informer keeps, which drop the rest', () => {
+    const slim = summaryRuntimeClassFields(gvisor);
+    expect(slim.metadata).to.deep.equal({ name: 'gvisor', resourceVersion: '9' });
+    expect(summaryRuntimeClasses([slim])).to.deep.equal(summaryRuntimeClasses([gvisor]));
+  });
+
+  it('writes what a reader takes, and the reader parses its quantities', () => {
+    const summary = JSON.parse(JSON.stringify(buildClusterSummary([], [], undefined, undefined, [gvisor, kata])));
+    expect(clusterSummaryProblem(summary)).to.equal(undefined);
+    const read = runtimeClassesOfSummary(summary)!;
+    expect(read.get('gvisor')!.overhead.get('cpu')).to.equal(250_000_000n);
+    expect(read.get('kata')).to.deep.equal({ overhead: new Map(), tolerations: [] });
+    expect(runtimeClassesOfSummary(summary), 'parsed once per summary object').to.equal(read);
+  });
+
+  it('makes summaryEquals see a class that changed', () => {
+    const before = buildClusterSummary([], [], undefined, undefined, [gvisor]);
+    const after = buildClusterSummary([], [], undefined, undefined, [{ ...gvisor, overhead: { podFixed: { cpu: '500m' } } }]);
+    expect(summaryEquals(before, after)).to.equal(false);
+    expect(summaryEquals(before, buildClusterSummary([], [], undefined, undefined, [gvisor]))).to.equal(true);
   });
 });
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CustomObjectsApi, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi, type V1Node, type V1Pod, type V1RuntimeClass } from '@kubernetes/client-node';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
 import { SummaryReconciler } from '../../../../provider/reconcilers/summary.js';
@@ -214,6 +214,39 @@ describe('SummaryReconciler.reconcile', () => {
     expect(api.replaceClusterCustomObject.callCount).to.equal(1);
     expect(state.stored!.podsResourceVersion).to.equal('105');
     expect(state.stored!.nodePools![0].nodes[0].free, 'nothing else changed').to.deep.equal({ cpu: '3500m', memory: '7Gi', pods: '110' });
+  });
+
+  it('publishes the RuntimeClasses once their cache has listed them, rewrites when one changes, and drops them when they cannot be read', async () => {
+    const { api, state } = customApi(undefined);
+    const clock = new FakeClock(0);
+    const classes = { synced: false, list: [] as V1RuntimeClass[] };
+    const r = new SummaryReconciler({
+      custom: api as unknown as CustomObjectsApi,
+      nodes: nodesCache([WORKER_1]),
+      pods: { get: () => undefined, list: () => [] },
+      runtimeClasses: { hasSynced: () => classes.synced, list: () => classes.list },
+      clock,
+    });
+    // Not listed yet (or not allowed to): the summary is written all the same, without them.
+    await r.reconcile();
+    expect(state.stored).to.not.have.property('runtimeClasses');
+    classes.synced = true;
+    classes.list = [{ metadata: { name: 'gvisor' }, handler: 'runsc', overhead: { podFixed: { cpu: '250m' } } }];
+    clock.advance(1000);
+    await r.reconcile();
+    expect(state.stored!.runtimeClasses).to.deep.equal([{ name: 'gvisor', overhead: { cpu: '250m' } }]);
+    clock.advance(1000);
+    await r.reconcile();
+    expect(api.replaceClusterCustomObject.callCount, 'nothing moved').to.equal(1);
+    classes.list = [];
+    clock.advance(1000);
+    await r.reconcile();
+    expect(state.stored!.runtimeClasses).to.deep.equal([]);
+    classes.synced = false;
+    clock.advance(1000);
+    await r.reconcile();
+    expect(api.replaceClusterCustomObject.callCount).to.equal(3);
+    expect(JSON.parse(JSON.stringify(state.stored)), 'a list it can no longer read is not left behind').to.not.have.property('runtimeClasses');
   });
 
   it('ignores virtual nodes entirely: adding one writes nothing', async () => {
