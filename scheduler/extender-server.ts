@@ -1,4 +1,4 @@
-import type { V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1Namespace, V1Node, V1Pod, V1PodDisruptionBudget } from '@kubernetes/client-node';
 import { Histogram, Registry } from 'prom-client';
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../provider/clusters/target-client.js';
@@ -102,6 +102,8 @@ export interface ExtenderRoutesOptions {
    */
   proxiesOn?: (nodeName: string) => readonly V1Pod[];
   delegateOf?: (targetKey: string, proxy: V1Pod) => V1Pod | undefined;
+  /** The source's PodDisruptionBudgets: `preempt` spares the proxies they protect first, and counts those it cannot. */
+  disruptionBudgets?: () => readonly V1PodDisruptionBudget[];
   /** A source namespace (for its placement-policy annotation), if known. */
   namespace?: (name: string) => V1Namespace | undefined;
   /**
@@ -437,14 +439,21 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         candidates.push({ proxy, node, requests: heldOnNode(delegate) });
       }
       const fitOptions = { ...judgedAs(target, state), assumed: assumedOn(target, state), assumedPorts: memory.assumedPortsOn(target.key) };
-      const chosen = victimsOnOneNode(pod, state.nodes, candidates, fitOptions);
+      const chosen = victimsOnOneNode(pod, state.nodes, candidates, fitOptions, opts.disruptionBudgets?.() ?? []);
       if (!chosen) {
         logger.info('scheduler extender: no preemption on a virtual node: no real node of its target would have room', { pod: podKey(args.Pod), node: nodeName, proposed: victims.Pods.length });
         continue;
       }
-      out[nodeName] = { Pods: chosen.victims.map((v) => ({ UID: v.metadata!.uid! })), NumPDBViolations: 0 };
+      out[nodeName] = { Pods: chosen.victims.map((v) => ({ UID: v.metadata!.uid! })), NumPDBViolations: chosen.violations };
       for (const v of chosen.victims) graceMs = Math.max(graceMs, (v.spec?.terminationGracePeriodSeconds ?? 30) * 1000);
-      logger.info('scheduler extender: preemption on a virtual node', { pod: podKey(args.Pod), node: nodeName, cluster: target.displayName, realNode: chosen.node, victims: chosen.victims.map(podKey) });
+      logger.info('scheduler extender: preemption on a virtual node', {
+        pod: podKey(args.Pod),
+        node: nodeName,
+        cluster: target.displayName,
+        realNode: chosen.node,
+        victims: chosen.victims.map(podKey),
+        budgetViolations: chosen.violations,
+      });
     }
     if (uid && Object.keys(out).some(isVirtualNodeName)) {
       preempted.delete(uid);

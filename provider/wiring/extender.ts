@@ -1,4 +1,5 @@
-import type { V1Pod } from '@kubernetes/client-node';
+import { PolicyV1Api, type V1Pod, type V1PodDisruptionBudget } from '@kubernetes/client-node';
+import { budgetFields } from '../../scheduler/preempt.js';
 import type { Route } from '../core/http-router.js';
 import type { Informer } from '../controller/informer.js';
 import { standbyMayCreateDelegates } from '../model/outage.js';
@@ -77,6 +78,21 @@ export function wireExtender(
       if (verb === 'delete') memory.delegateGone(targetKey, namespace, name);
     });
   }
+  // Preemption spares the proxies a PodDisruptionBudget protects, as kube-scheduler does. Budgets
+  // are few and small; only what upstream's check reads is kept.
+  const policy = w.kc.makeApiClient(PolicyV1Api);
+  const budgets = delegation
+    ? w.newInformer<V1PodDisruptionBudget>(
+        'disruption-budgets',
+        w.config.clusterName,
+        w.kc,
+        '/apis/policy/v1/poddisruptionbudgets',
+        (page) => policy.listPodDisruptionBudgetForAllNamespaces(page),
+        undefined,
+        undefined,
+        { transform: budgetFields },
+      )
+    : undefined;
   routes.push(
     ...createExtenderRoutes({
       registry: w.clusters,
@@ -98,6 +114,7 @@ export function wireExtender(
       // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only
       // when no virtual node has room for a pod of higher priority): a scan of the proxies will do.
       proxiesOn: proxies && ((node) => proxies.list().filter((p) => p.spec?.nodeName === node)),
+      disruptionBudgets: budgets && (() => budgets.list()),
       delegateOf: delegation && ((key, proxy) => delegation.delegates(key)?.get(delegateNameOf(proxy, { sourceClusterName: w.config.clusterName }), proxy.metadata?.namespace)),
       namespace: delegation && ((name) => delegation.namespaces.get(name)),
       authorization: authorization && ((key, namespace) => authorization.refuses(key, namespace)),
@@ -122,7 +139,7 @@ export function wireExtender(
       metricsRegistry: w.registry,
     }),
   );
-  // The binder reads proxies and namespaces: kept warm on every replica.
-  w.manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces] : [], start: () => undefined, stop: () => undefined });
+  // The binder reads proxies and namespaces, preemption the budgets: kept warm on every replica.
+  w.manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces, budgets!] : [], start: () => undefined, stop: () => undefined });
   return binder;
 }

@@ -248,6 +248,29 @@ describe('exact placement', function () {
       await waitFor('the preempted pods gone', 60_000, async () => (await lowPods()).length === 2);
       expect((await lowPods()).map((p: string) => p.split('/')[0])).to.deep.equal(lows.filter((n) => !preempted.includes(n)));
     });
+
+    it("spares the proxies a PodDisruptionBudget protects: the other node's two go", async () => {
+      // The two proxies whose delegates are on the first c2 node by name, the one an even choice
+      // would take (the test above), are guarded by a budget that allows no disruption.
+      const delegateNode = new Map<string, string>();
+      for (const d of await delegatesIn('c2', ns)) delegateNode.set(d.metadata.annotations['multicluster.admiralty.io/parent-name'], d.spec.nodeName);
+      const first = [...new Set(delegateNode.values())].sort()[0];
+      const guarded = lows.filter((n) => delegateNode.get(n) === first);
+      expect(guarded).to.have.length(2);
+      for (const n of guarded) await kubectl('c1', 'label', 'pod', n, '-n', ns, 'guard=yes');
+      await apply('c1', `apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: guard, namespace: ${ns}}\nspec: {minAvailable: 2, selector: {matchLabels: {guard: 'yes'}}}\n`);
+      await waitFor("the source's disruption controller to count both guarded proxies healthy", 60_000, async () => {
+        const pdb = await getJson('c1', 'pdb', 'guard', '-n', ns);
+        return pdb.status?.currentHealthy === 2 && pdb.status?.disruptionsAllowed === 0 && pdb.status?.observedGeneration === pdb.metadata.generation;
+      });
+      await apply('c1', withPriority('high', '24', high));
+      await waitFor('the high-priority pod Running', 120_000, async () => (await getJson('c1', 'pod', 'high', '-n', ns)).status.phase === 'Running');
+      const preempted = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'reason=Preempted')).items.map((e: any) => e.involvedObject.name).sort();
+      expect(preempted).to.deep.equal(lows.filter((n) => !guarded.includes(n)));
+      const [delegate] = (await delegatesIn('c2', ns)).filter((d: any) => d.metadata.annotations['multicluster.admiralty.io/parent-name'] === 'high');
+      expect(delegate.spec.nodeName).to.not.equal(first);
+      expect((await lowPods()).filter((p) => !p.endsWith('/')), 'no guarded proxy being deleted').to.deep.equal([]);
+    });
   });
 
   it('never leaves a delegate Pending for lack of room in two concurrent bursts, while another target has room', async () => {
