@@ -79,8 +79,8 @@ export interface TargetState {
 export type TargetStateSource = (targetKey: string) => TargetState | undefined;
 
 export interface ExtenderRoutesOptions {
-  /** Maps virtual node names to targets (`byNodeName`) and reports target health (`health`). */
-  registry: Pick<ClusterRegistry, 'byNodeName' | 'health'>;
+  /** Maps virtual node names to targets (`byNodeName`) and back (`nodeNameOf`), lists them (`list`) and reports their health (`health`). */
+  registry: Pick<ClusterRegistry, 'byNodeName' | 'health' | 'list' | 'nodeNameOf'>;
   targetState: TargetStateSource;
   /**
    * The default placement policy, for pods whose annotation and namespace name none (or an
@@ -262,14 +262,65 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
   const isVirtual = (c: { name: string; node?: V1Node }): boolean =>
     c.node ? c.node.metadata?.labels?.[VIRTUAL_KUBELET_PROVIDER_LABEL] === VIRTUAL_KUBELET_PROVIDER_VALUE : isVirtualNodeName(c.name);
 
+  /**
+   * The filter's verdict on one target for a pod: kept, or rejected with a reason (unresolvable
+   * when evicting pods could not help). `pod` is the delegate's view ({@link delegateSpecOf}).
+   */
+  const judge = (proxy: V1Pod, pod: V1Pod, target: TargetClient): { kept: true } | { kept: false; reason: string; unresolvable: boolean } => {
+    const namespace = proxy.metadata?.namespace ?? '';
+    const reject = (reason: string, unresolvable = false) => ({ kept: false as const, reason, unresolvable });
+    const health = registry.health(target.key);
+    if (health && !health.ready) return reject(`target ${target.displayName} is not ready: ${health.reason}${health.message ? `: ${health.message}` : ''}`, true);
+    const unauthorized = opts.authorization?.(target.key, namespace);
+    if (unauthorized) return reject(unauthorized, true);
+    let state: TargetState | undefined;
+    try {
+      state = opts.targetState(target.key);
+    } catch (err) {
+      logger.error('scheduler extender: reading target state failed', { cluster: target.displayName, ...errorFields(err) });
+      return reject(`state of target ${target.displayName} is unavailable`);
+    }
+    if (!state) return reject(`no ClusterSummary of target ${target.displayName} was read yet`);
+    const refusal = memory.refusal(proxy.metadata?.uid, target.key, clock.now());
+    if (refusal) return reject(`refused ${Math.round((clock.now() - refusal.atMs) / 1000)} s ago: ${refusal.reason}`);
+    const owner = controllerOf(proxy);
+    const avoided = owner && memory.avoidance(owner.uid, target.key, clock.now());
+    if (avoided) return reject(`avoided for the pods of ${owner.kind} ${owner.name} until ${new Date(avoided.untilMs).toISOString()}, after a re-placement: ${avoided.reason}`);
+    const capacity = opts.targetPlacement?.(target.key)?.burstCapacity;
+    const fit = fitsTarget(pod, state.nodes, {
+      ...judgedAs(target, state),
+      assumed: assumedOn(target, state),
+      // As of that walk: the host ports of the same binds in flight and placements.
+      assumedPorts: memory.assumedPortsOn(target.key),
+      burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
+    });
+    return fit.fits ? { kept: true } : reject(fit.reason, fit.unresolvable);
+  };
+
+  /**
+   * Why each target the pod's namespace may use, whose virtual node kube-scheduler did not offer
+   * (its own plugins rejected it: most often the room the whole node advertises), cannot take
+   * the pod, in the filter's words; `offered` are the names it did offer.
+   */
+  const leftOut = (proxy: V1Pod, pod: V1Pod, offered: ReadonlySet<string>): string[] => {
+    const namespace = proxy.metadata?.namespace ?? '';
+    const out: string[] = [];
+    for (const target of registry.list()) {
+      const node = registry.nodeNameOf(target.key);
+      if (!node || offered.has(node) || (target.ref.kind === 'Target' && target.ref.namespace !== namespace)) continue;
+      const verdict = judge(proxy, pod, target);
+      out.push(`${node} (not offered by the proxy scheduler): ${verdict.kept ? 'its own checks of the virtual node (room in all, taints, readiness) rejected it' : verdict.reason}`);
+    }
+    return out;
+  };
+
   const filter = (args: ExtenderArgs): ExtenderFilterResult => {
     const pod = delegateSpecOf(args.Pod);
     const failed: Record<string, string> = {};
     const unresolvable: Record<string, string> = {};
     const kept = new Set<string>();
-    const owner = controllerOf(args.Pod);
-    const namespace = args.Pod.metadata?.namespace ?? '';
-    for (const c of candidates(args)) {
+    const offered = candidates(args);
+    for (const c of offered) {
       if (!isVirtual(c)) {
         kept.add(c.name);
         continue;
@@ -279,49 +330,10 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         unresolvable[c.name] = `virtual node ${c.name} has no known target`;
         continue;
       }
-      const health = registry.health(target.key);
-      if (health && !health.ready) {
-        unresolvable[c.name] = `target ${target.displayName} is not ready: ${health.reason}${health.message ? `: ${health.message}` : ''}`;
-        continue;
-      }
-      const unauthorized = opts.authorization?.(target.key, namespace);
-      if (unauthorized) {
-        unresolvable[c.name] = unauthorized;
-        continue;
-      }
-      let state: TargetState | undefined;
-      try {
-        state = opts.targetState(target.key);
-      } catch (err) {
-        logger.error('scheduler extender: reading target state failed', { cluster: target.displayName, ...errorFields(err) });
-        failed[c.name] = `state of target ${target.displayName} is unavailable`;
-        continue;
-      }
-      if (!state) {
-        failed[c.name] = `no ClusterSummary of target ${target.displayName} was read yet`;
-        continue;
-      }
-      const refusal = memory.refusal(args.Pod.metadata?.uid, target.key, clock.now());
-      if (refusal) {
-        failed[c.name] = `refused ${Math.round((clock.now() - refusal.atMs) / 1000)} s ago: ${refusal.reason}`;
-        continue;
-      }
-      const avoided = owner && memory.avoidance(owner.uid, target.key, clock.now());
-      if (avoided) {
-        failed[c.name] = `avoided for the pods of ${owner.kind} ${owner.name} until ${new Date(avoided.untilMs).toISOString()}, after a re-placement: ${avoided.reason}`;
-        continue;
-      }
-      const capacity = opts.targetPlacement?.(target.key)?.burstCapacity;
-      const fit = fitsTarget(pod, state.nodes, {
-        ...judgedAs(target, state),
-        assumed: assumedOn(target, state),
-        // As of that walk: the host ports of the same binds in flight and placements.
-        assumedPorts: memory.assumedPortsOn(target.key),
-        burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
-      });
-      if (fit.fits) kept.add(c.name);
-      else if (fit.unresolvable) unresolvable[c.name] = fit.reason;
-      else failed[c.name] = fit.reason;
+      const verdict = judge(args.Pod, pod, target);
+      if (verdict.kept) kept.add(c.name);
+      else if (verdict.unresolvable) unresolvable[c.name] = verdict.reason;
+      else failed[c.name] = verdict.reason;
     }
     const result: ExtenderFilterResult = { FailedNodes: failed, FailedAndUnresolvableNodes: unresolvable, Error: '' };
     if (kept.size === 0 && Object.keys(failed).length + Object.keys(unresolvable).length > 0) {
@@ -329,7 +341,10 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       // pod that its plugins and we rejected until a node event its plugins care about (labels,
       // taints) or a 5-minute flush, but what changed our verdict (a target's summary, a refusal
       // that lapsed) is no node event; after an error it retries within its backoff (10 s at most).
+      // The error is all the pod's condition and event then say: the targets kube-scheduler left
+      // out are named too.
       const reasons = Object.entries({ ...failed, ...unresolvable }).map(([node, why]) => `${node}: ${why}`);
+      reasons.push(...leftOut(args.Pod, pod, new Set(offered.map((c) => c.name))));
       result.Error = `no target can run this pod now (retried with backoff): ${reasons.join('; ')}`;
     }
     if (args.NodeNames) result.NodeNames = args.NodeNames.filter((n) => kept.has(n));

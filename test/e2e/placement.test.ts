@@ -65,6 +65,16 @@ describe('exact placement', function () {
     });
     expect(message, message).to.match(/no node in [\w-]+\/c2 fits: 2 Insufficient cpu \(largest free 12\)/);
     expect((await getJson('c1', 'pod', 'only-c2', '-n', ns)).spec.nodeName).to.equal(undefined);
+    // More than c2 has free in all, pinned by the pod's own nodeSelector (which the extender
+    // judges): kube-scheduler's resource check leaves c2's virtual node out and offers only c1's,
+    // which the extender rejects; its error, all the pod's condition says, still names c2 and why.
+    await apply('c1', electedPod('too-big', ns, '30', { nodeSelector: { 'multicluster.admiralty.io/target-name': 'c2' } }));
+    let condition = '';
+    await waitFor("too-big's PodScheduled condition", 60_000, async () => {
+      condition = (await getJson('c1', 'pod', 'too-big', '-n', ns)).status.conditions?.find((c: any) => c.type === 'PodScheduled')?.message ?? '';
+      return condition.includes('c2');
+    });
+    expect(condition, condition).to.match(new RegExp(`${nodes.c2Node} \\(not offered by the proxy scheduler\\): no node in [\\w-]+/c2 fits: 2 Insufficient cpu \\(largest free 12\\)`));
     // Free to go anywhere, it runs in c1, where one node has room.
     await apply('c1', electedPod('anywhere', ns, '16'));
     await waitFor('the pod Running', 60_000, async () => (await getJson('c1', 'pod', 'anywhere', '-n', ns)).status.phase === 'Running');

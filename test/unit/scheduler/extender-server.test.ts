@@ -208,10 +208,19 @@ describe('scheduler: createExtenderRoutes', () => {
       [V(ROOMY)]: 'no node in roomy fits: 2 Insufficient cpu (largest free 4)',
       [V(BUSY)]: 'no node in busy fits: 1 Insufficient cpu (largest free 500m)',
     });
-    // An error, so that kube-scheduler retries with backoff (see filter).
+    // An error, so that kube-scheduler retries with backoff (see filter). It is all the pod's
+    // condition says, so the targets kube-scheduler did not offer are named too, with why.
     expect(result.Error).to.equal(
-      `no target can run this pod now (retried with backoff): ${V(ROOMY)}: no node in roomy fits: 2 Insufficient cpu (largest free 4); ${V(BUSY)}: no node in busy fits: 1 Insufficient cpu (largest free 500m)`,
+      `no target can run this pod now (retried with backoff): ${V(ROOMY)}: no node in roomy fits: 2 Insufficient cpu (largest free 4); ${V(BUSY)}: no node in busy fits: 1 Insufficient cpu (largest free 500m); ` +
+        `${V(DOWN)} (not offered by the proxy scheduler): target down is not ready: Unreachable: connect ECONNREFUSED; ${V(COLD)} (not offered by the proxy scheduler): no ClusterSummary of target cold was read yet`,
     );
+  });
+
+  it('says of a target kube-scheduler did not offer, though it would fit, that its own checks rejected it', async () => {
+    const result = (await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(BUSY)] })).json as ExtenderFilterResult;
+    expect(result.Error).to.include(`${V(ROOMY)} (not offered by the proxy scheduler): its own checks of the virtual node (room in all, taints, readiness) rejected it`);
+    // Nothing more when something is kept: kube-scheduler's own diagnosis names the rest.
+    expect(((await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(ROOMY)] })).json as ExtenderFilterResult).Error).to.equal('');
   });
 
   it('prioritizes by rank under the default policy; real nodes and targets without state get 0', async () => {
