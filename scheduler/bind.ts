@@ -11,7 +11,7 @@ import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/mod
 import { podHostPorts } from '../provider/model/host-ports.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
 import { heldOnNode, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
-import type { RuntimeClasses } from './runtime-class.js';
+import type { RuntimeClasses } from './target-classes.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';

@@ -10,7 +10,7 @@ import { errorFields, type Logger } from '../provider/core/logger.js';
 import { parseUntrustedJson } from '../provider/core/untrusted-json.js';
 import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
 import { fitsTarget, likelyNode, schedulingPod } from './fit.js';
-import type { RuntimeClasses } from './runtime-class.js';
+import type { RuntimeClasses } from './target-classes.js';
 import { PlacementMemory } from './placement-memory.js';
 import { placementGroup, placementPolicyOf } from './placement-policy.js';
 import { controllerOf } from '../provider/model/outage.js';
@@ -73,6 +73,8 @@ export interface TargetState {
   podsResourceVersion?: string;
   /** The target's RuntimeClasses, when its summary publishes them (`runtimeClassesOfSummary`). */
   runtimeClasses?: RuntimeClasses;
+  /** The names of its PriorityClasses, when its summary publishes them (`priorityClassesOfSummary`). */
+  priorityClasses?: ReadonlySet<string>;
 }
 
 /** Returns the cached state of a target by target key, or undefined while none was read. */
@@ -225,11 +227,12 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
   const clock = opts.clock ?? realClock;
   const memory = opts.memory ?? new PlacementMemory();
   const delegate = opts.delegate;
-  /** What every fit test against a target's nodes is given: who it is and its runtime classes. */
+  /** What every fit test against a target's nodes is given: who it is, its runtime and priority classes. */
   const judgedAs = (target: TargetClient, state: TargetState) => ({
     targetName: target.displayName,
     targetLabels: targetIdentityLabels(target.ref),
     runtimeClasses: state.runtimeClasses,
+    priorityClasses: state.priorityClasses,
   });
   // A bind in flight takes room on the node the target's scheduler most likely chooses, as the
   // filter judges nodes (see `PlacementMemory.reserve`).

@@ -6,7 +6,7 @@ import { podHostPorts, UsedHostPorts, type HostPort } from '../provider/model/ho
 import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { resolveTargetKeys } from '../provider/model/target-keys.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint } from './node-match.js';
-import { asTargetAdmits, type RuntimeClasses } from './runtime-class.js';
+import { asTargetAdmits, priorityClassRefusal, type RuntimeClasses } from './target-classes.js';
 import type { FitNode } from './target-nodes.js';
 
 /** Reasons, worded like kube-scheduler's own, so FailedScheduling events read familiar. */
@@ -44,6 +44,8 @@ export interface FitOptions {
    * the summary does not publish them, and a pod's runtime class is then not judged.
    */
   runtimeClasses?: RuntimeClasses;
+  /** The names of the target's PriorityClasses, from its summary; undefined when unknown. */
+  priorityClasses?: ReadonlySet<string>;
 }
 
 export interface FitResult {
@@ -117,8 +119,12 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
   }
   const resolved = resolveTargetKeys(delegate.spec ?? ({ containers: [] } as V1PodSpec), opts.targetLabels);
   if (!resolved) return { fits: false, reason: `no node in ${target} fits: the pod's nodeSelector or node affinity on target labels excludes ${target}`, fittingNodes: [], unresolvable: true };
+  // What the target's admission would refuse, no node can help.
+  const refused = (why: string): FitResult => ({ fits: false, reason: `no node in ${target} fits: ${why}`, fittingNodes: [], unresolvable: true });
+  const noPriorityClass = priorityClassRefusal(resolved, opts.priorityClasses, target);
+  if (noPriorityClass) return refused(noPriorityClass);
   const admitted = asTargetAdmits(resolved, opts.runtimeClasses, target);
-  if (admitted.refusal !== undefined) return { fits: false, reason: `no node in ${target} fits: ${admitted.refusal}`, fittingNodes: [], unresolvable: true };
+  if (admitted.refusal !== undefined) return refused(admitted.refusal);
   const spec = admitted.spec;
   const requests = podRequests(spec);
   for (const [name, amount] of admitted.overhead ?? []) requests.set(name, (requests.get(name) ?? 0n) + amount);

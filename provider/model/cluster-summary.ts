@@ -1,4 +1,4 @@
-import type { V1Node, V1Pod, V1RuntimeClass } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1PriorityClass, V1RuntimeClass } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, HOSTNAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../core/keys.js';
 import { stringMapEquals } from './maps.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
@@ -25,8 +25,9 @@ import type { ClusterSummary, NodePool, SummaryRuntimeClass } from './types.js';
  * * free: the sum of `free` over the nodes that take new pods (Ready and not cordoned);
  * * podsResourceVersion: `podsResourceVersion` when given, the version of the pod cache `pods`
  *   come from (see {@link ClusterSummary.podsResourceVersion});
- * * runtimeClasses: when `runtimeClasses` is given, what each does to a pod
- *   ({@link summaryRuntimeClasses}).
+ * * runtimeClasses: when `classes.runtime` is given, what each does to a pod
+ *   ({@link summaryRuntimeClasses});
+ * * priorityClasses: when `classes.priority` is given, their names, sorted.
  *
  * `requestsOf` gives a pod's requests (see `requestedByNode`; the reconciler remembers them per
  * cached pod). Pure and deterministic (independent of node and pod order); called by the summary
@@ -37,7 +38,7 @@ export function buildClusterSummary(
   pods: readonly V1Pod[] = [],
   podsResourceVersion?: string,
   requestsOf?: (pod: V1Pod) => ResourceAmounts,
-  runtimeClasses?: readonly V1RuntimeClass[],
+  classes: { runtime?: readonly V1RuntimeClass[]; priority?: readonly V1PriorityClass[] } = {},
 ): ClusterSummary {
   const real = nodes.filter((n) => !isVirtualNode(n));
   const labelValues = new Map<string, string | null>(); // null: conflicting values
@@ -94,7 +95,8 @@ export function buildClusterSummary(
     free: formatList(freeTotal),
     nodePools: [...pools.entries()].sort(([a], [b]) => ordinal(a, b)).map(([, p]) => p),
     ...(podsResourceVersion ? { podsResourceVersion } : {}),
-    ...(runtimeClasses ? { runtimeClasses: summaryRuntimeClasses(runtimeClasses) } : {}),
+    ...(classes.runtime ? { runtimeClasses: summaryRuntimeClasses(classes.runtime) } : {}),
+    ...(classes.priority ? { priorityClasses: classes.priority.map((c) => c.metadata?.name ?? '').filter((n) => n !== '').sort(ordinal) } : {}),
   };
 }
 
@@ -129,6 +131,11 @@ export function summaryRuntimeClasses(classes: readonly V1RuntimeClass[]): Summa
     });
   }
   return out.sort((a, b) => ordinal(a.name, b.name));
+}
+
+/** The fields of a PriorityClass the summary reads (its name; its value, which the type requires), and the resourceVersion its informer needs. */
+export function summaryPriorityClassFields(pc: V1PriorityClass): V1PriorityClass {
+  return { metadata: { name: pc.metadata?.name, resourceVersion: pc.metadata?.resourceVersion }, value: pc.value };
 }
 
 /**
@@ -198,7 +205,7 @@ function sumResources(lists: (Record<string, string> | undefined)[]): Record<str
 /**
  * Whether two summaries say the same (labels, capacity/allocatable/free by value, so `1Gi`
  * equals `1073741824`, the node pools, the pod version they account for, the renew interval and
- * the runtime classes, as written or both absent); the summary
+ * the runtime and priority classes, as written or both absent); the summary
  * reconciler skips the write when true. Pools are compared as written: the builder writes them
  * canonically and in a stable order. A newer `podsResourceVersion` alone is a change: a source
  * waits for it to know that the summary counts a delegate it just placed.
@@ -213,7 +220,8 @@ export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary |
     JSON.stringify(a.nodePools ?? []) === JSON.stringify(b.nodePools ?? []) &&
     a.podsResourceVersion === b.podsResourceVersion &&
     a.renewIntervalSeconds === b.renewIntervalSeconds &&
-    JSON.stringify(a.runtimeClasses) === JSON.stringify(b.runtimeClasses)
+    JSON.stringify(a.runtimeClasses) === JSON.stringify(b.runtimeClasses) &&
+    JSON.stringify(a.priorityClasses) === JSON.stringify(b.priorityClasses)
   );
 }
 
@@ -279,7 +287,7 @@ function ordinal(a: string, b: string): number {
 export const MAX_SUMMARY_NODES = 20_000;
 
 /**
- * The most labels, taints, resource amounts, host ports and runtime classes a ClusterSummary may hold in all. What
+ * The most labels, taints, resource amounts, host ports, runtime and priority classes a ClusterSummary may hold in all. What
  * the provider keeps of a target's summary (the summary, and the extender's parsed nodes) grows with
  * them, and a few hundred kB of them would otherwise cost hundreds of MiB: a cluster of 15 000
  * nodes, 30 labels a pool and 12 amounts a node has about 200 000.
@@ -298,7 +306,7 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
   const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
   let nodes = 0;
   let entries = 0;
-  const tooMany = () => `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts, host ports and runtime classes (a cluster of 15 000 nodes has about 200 000)`;
+  const tooMany = () => `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts, host ports, runtime and priority classes (a cluster of 15 000 nodes has about 200 000)`;
   /** Counts the members or items of `v`; the count so far. */
   const count = (v: unknown) => (entries += isObject(v) ? Object.keys(v).length : Array.isArray(v) ? v.length : 0);
   const isStringMap = (v: unknown) => isObject(v) && Object.values(v).every((x) => typeof x === 'string');
@@ -330,6 +338,8 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
       if (count(rc.tolerations) > MAX_SUMMARY_ENTRIES) return tooMany();
     }
   }
+  if (!optional(obj.priorityClasses, (v) => Array.isArray(v) && v.every((n) => typeof n === 'string'))) return 'priorityClasses must be a list of names';
+  if (count(obj.priorityClasses) > MAX_SUMMARY_ENTRIES) return tooMany();
   if (obj.nodePools === undefined) return undefined;
   if (!Array.isArray(obj.nodePools)) return 'nodePools must be a list';
   for (const [i, pool] of obj.nodePools.entries()) {

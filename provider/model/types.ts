@@ -130,6 +130,11 @@ export interface ClusterSummary {
    * them (an earlier version, or no permission): a reader then does not judge runtime classes.
    */
   runtimeClasses?: SummaryRuntimeClass[];
+  /**
+   * The names of the cluster's PriorityClasses, sorted: its Priority admission refuses a pod that
+   * names another. Absent when its writer could not read them: a reader then does not judge them.
+   */
+  priorityClasses?: string[];
 }
 
 /** What a RuntimeClass does to the pods that name it, in the cluster that has it. */

@@ -1,4 +1,4 @@
-import { CustomObjectsApi, type V1Node, type V1Pod, type V1RuntimeClass } from '@kubernetes/client-node';
+import { CustomObjectsApi, type V1Node, type V1Pod, type V1PriorityClass, type V1RuntimeClass } from '@kubernetes/client-node';
 import type { Clock } from '../core/clock.js';
 import { isAlreadyExists, isNotFound } from '../core/errors.js';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME } from '../core/keys.js';
@@ -19,6 +19,8 @@ export interface SummaryReconcilerOptions {
    * runtime classes. The summary never waits for it.
    */
   runtimeClasses?: { list(): V1RuntimeClass[]; hasSynced(): boolean };
+  /** The cluster's PriorityClasses, published as {@link runtimeClasses} are. */
+  priorityClasses?: { list(): V1PriorityClass[]; hasSynced(): boolean };
   /** The resourceVersion `pods` reflects ({@link ClusterSummary.podsResourceVersion}); read with the pods, in the same turn. */
   podsResourceVersion?: () => string;
   clock: Clock;
@@ -35,7 +37,7 @@ export interface SummaryReconcilerOptions {
 /**
  * Writes this cluster's singleton ClusterSummary (sums of capacity and allocatable over its
  * real nodes, the node labels with a single value, the node pools with what is free on each
- * node, and its RuntimeClasses), which sources read to build the virtual node of this cluster and to judge whether one
+ * node, and its RuntimeClasses and PriorityClasses), which sources read to build the virtual node of this cluster and to judge whether one
  * of its nodes can take a pod. Runs in every cluster; one key, `singleton`, woken by any node or
  * pod change and when a renewal is due.
  *
@@ -68,7 +70,10 @@ export class SummaryReconciler {
         this.o.pods.list(),
         this.o.podsResourceVersion?.() || undefined,
         this.requestsOf,
-        this.o.runtimeClasses?.hasSynced() ? this.o.runtimeClasses.list() : undefined,
+        {
+          runtime: this.o.runtimeClasses?.hasSynced() ? this.o.runtimeClasses.list() : undefined,
+          priority: this.o.priorityClasses?.hasSynced() ? this.o.priorityClasses.list() : undefined,
+        },
       ),
       renewIntervalSeconds: Math.round(renewMs / 1000),
     };
@@ -102,6 +107,7 @@ export class SummaryReconciler {
       renewIntervalSeconds: desired.renewIntervalSeconds,
       // Undefined drops a list this writer cannot read any more.
       runtimeClasses: desired.runtimeClasses,
+      priorityClasses: desired.priorityClasses,
       renewTime,
     };
     this.wrote((await this.o.custom.replaceClusterCustomObject({ ...api, name: CLUSTER_SUMMARY_NAME, body })) as ClusterSummary, now);

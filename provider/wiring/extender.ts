@@ -7,7 +7,7 @@ import { Binder } from '../../scheduler/bind.js';
 import { createExtenderRoutes } from '../../scheduler/extender-server.js';
 import type { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
-import { runtimeClassesOfSummary } from '../../scheduler/runtime-class.js';
+import { priorityClassesOfSummary, runtimeClassesOfSummary } from '../../scheduler/target-classes.js';
 import { waitingRequests } from '../../scheduler/fit.js';
 import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
@@ -104,6 +104,7 @@ export function wireExtender(
             readAtMs: read.readAtMs,
             podsResourceVersion: read.summary.podsResourceVersion,
             runtimeClasses: runtimeClassesOfSummary(read.summary),
+            priorityClasses: priorityClassesOfSummary(read.summary),
           }
         );
       },

@@ -1,6 +1,6 @@
-import { NodeV1Api, type V1Node, type V1Pod, type V1RuntimeClass } from '@kubernetes/client-node';
+import { NodeV1Api, SchedulingV1Api, type V1Node, type V1Pod, type V1PriorityClass, type V1RuntimeClass } from '@kubernetes/client-node';
 import { leaderController } from '../controller/manager.js';
-import { isVirtualNode, summaryPodFields, summaryRuntimeClassFields } from '../model/cluster-summary.js';
+import { isVirtualNode, summaryPodFields, summaryPriorityClassFields, summaryRuntimeClassFields } from '../model/cluster-summary.js';
 import { SummaryReconciler } from '../reconcilers/summary.js';
 import type { Wiring } from './wiring.js';
 
@@ -39,9 +39,9 @@ export function assignedPodsSelector(virtualNodes: ReadonlySet<string>): string 
  * yet and past {@link MAX_SERVER_EXCLUDED_NODES}. A pod can only be left out by being bound to
  * a virtual node, as before: no field a pod's writer sets elsewhere hides it from the summary.
  *
- * The RuntimeClasses are published as soon as their informer has listed them; the controller
- * does not wait for it, so a provider without the right to list them (a role from an earlier
- * version) still writes its summary, without them.
+ * The RuntimeClasses and PriorityClasses are published as soon as their informers have listed
+ * them; the controller does not wait for those, so a provider without the right to list them (a
+ * role from an earlier version) still writes its summary, without them.
  */
 export function wireSummary(w: Wiring): void {
   const { config, kc, core, custom, manager } = w;
@@ -81,6 +81,17 @@ export function wireSummary(w: Wiring): void {
     undefined,
     { transform: summaryRuntimeClassFields },
   );
+  const scheduling = kc.makeApiClient(SchedulingV1Api);
+  const priorityClasses = w.newInformer<V1PriorityClass>(
+    'priority-classes',
+    config.clusterName,
+    kc,
+    '/apis/scheduling.k8s.io/v1/priorityclasses',
+    (page) => scheduling.listPriorityClass(page),
+    undefined,
+    undefined,
+    { transform: summaryPriorityClassFields },
+  );
   nodes.on('add', (n) => follow(n, true));
   nodes.on('update', (n) => follow(n, true));
   nodes.on('delete', (n) => follow(n, false));
@@ -88,10 +99,11 @@ export function wireSummary(w: Wiring): void {
   // A failed write is tried again within the renew interval, not after minutes of backoff: after
   // its apiserver was down, a quiet cluster's summary must move again before sources take it
   // for stale (three intervals).
-  const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, runtimeClasses, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock, renewIntervalMs }), { maxBackoffMs: renewIntervalMs });
+  const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, runtimeClasses, priorityClasses, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock, renewIntervalMs }), { maxBackoffMs: renewIntervalMs });
   c.watch(nodes, () => [SummaryReconciler.KEY]);
   c.watch(pods, () => [SummaryReconciler.KEY]);
   c.watch(runtimeClasses, () => [SummaryReconciler.KEY], { waitForSync: false });
+  c.watch(priorityClasses, () => [SummaryReconciler.KEY], { waitForSync: false });
   c.enqueue(SummaryReconciler.KEY);
-  manager.add(leaderController(c, [nodes, pods, runtimeClasses]));
+  manager.add(leaderController(c, [nodes, pods, runtimeClasses, priorityClasses]));
 }

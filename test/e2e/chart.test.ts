@@ -101,7 +101,7 @@ describe('Helm chart (charts/admiralty)', function () {
     expect(cfg(d).enable).to.include('sources');
     expect(targetRules(d)).to.include.members(['sources', 'clustersources', 'serviceaccounts', 'rolebindings', 'clusterrolebindings', 'clusterroles']);
     expect(cfg(n).enable).to.not.include('sources');
-    expect(targetRules(n)).to.deep.equal(['nodes', 'pods', 'runtimeclasses', 'clustersummaries']);
+    expect(targetRules(n)).to.deep.equal(['nodes', 'pods', 'runtimeclasses', 'priorityclasses', 'clustersummaries']);
     // image.*: the provider and the post-delete cleanup run the same image
     expect(provider(d).image).to.equal(`ghcr.io/example/admiralty-ts:${JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')).version}`);
     const job = (objs: Obj[]) => find(objs, 'Job', 'admiralty-cleanup').spec.template.spec.containers[0];

@@ -195,6 +195,37 @@ describe('exact placement', function () {
     }
   });
 
+  it('keeps a pod off a target without its PriorityClass before any delegate is made there, and runs it where the class is', async () => {
+    const urgent = `${ns}-urgent`;
+    await apply('c1', `apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${urgent}}\nvalue: 1000\n`);
+    try {
+      await waitFor("c1's summary to publish the class", 30_000, async () => ((await getJson('c1', 'clustersummary', 'singleton')).priorityClasses ?? []).includes(urgent));
+      // c1 reads summaries on its probe period.
+      await sleep(12_000);
+      const ofClass = (name: string, nodeSelector?: Record<string, string>) => {
+        const p = JSON.parse(electedPod(name, ns, '100m', { nodeSelector }));
+        p.spec.priorityClassName = urgent;
+        return JSON.stringify(p);
+      };
+      await apply('c1', ofClass('anywhere'));
+      await apply('c1', ofClass('only-c2', { 'multicluster.admiralty.io/target-name': 'c2' }));
+      await waitFor('the free pod Running', 60_000, async () => (await getJson('c1', 'pod', 'anywhere', '-n', ns)).status.phase === 'Running');
+      expect((await getJson('c1', 'pod', 'anywhere', '-n', ns)).spec.nodeName).to.equal(nodes.c1Node);
+      let message = '';
+      await waitFor("only-c2's PodScheduled condition", 60_000, async () => {
+        message = (await getJson('c1', 'pod', 'only-c2', '-n', ns)).status.conditions?.find((c: any) => c.type === 'PodScheduled')?.message ?? '';
+        return message.includes('c2');
+      });
+      expect(message).to.match(new RegExp(`no node in [\\w-]+/c2 fits: [\\w-]+/c2 has no PriorityClass ${urgent}`));
+      // c2's admission was never asked.
+      const events = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'reason=FailedScheduling')).items.map((e: any) => e.message).join('\n');
+      expect(events).not.to.match(/refused to create/);
+      expect(await delegatesIn('c2', ns)).to.deep.equal([]);
+    } finally {
+      await kubectl('c1', 'delete', 'priorityclass', urgent, '--ignore-not-found');
+    }
+  });
+
   describe('with priority', () => {
     // c2's two nodes have 32 cpu each: four low-priority pods of 14 cpu, held to c2, fill them to
     // 4 cpu free each. A higher-priority pod that c2's virtual node cannot take as a whole makes

@@ -20,7 +20,7 @@ import { targetIdentityLabels } from '../../../provider/model/virtual-node.js';
 import { container, node, nodesOf, pod, runningOn } from './fixtures.js';
 import type { V1Node, V1RuntimeClass } from '@kubernetes/client-node';
 import { buildClusterSummary } from '../../../provider/model/cluster-summary.js';
-import { runtimeClassesOfSummary } from '../../../scheduler/runtime-class.js';
+import { runtimeClassesOfSummary } from '../../../scheduler/target-classes.js';
 
 /** ClusterTarget c2: the labels its virtual node has and no real node does. */
 const C2_LABELS = targetIdentityLabels({ kind: 'ClusterTarget', namespace: '', name: 'c2' });
@@ -382,7 +382,7 @@ describe('scheduler: fitsTarget with the target\'s RuntimeClasses', () => {
   const taint = { key: 'sandbox', value: 'gvisor', effect: 'NoSchedule' };
   const nodes = [node('plain'), node('sandboxed', { labels: { runtime: 'gvisor' }, taints: [taint] })];
   /** c2's classes as its summary publishes them. */
-  const classes = (...rcs: V1RuntimeClass[]) => runtimeClassesOfSummary(buildClusterSummary(nodes, [], undefined, undefined, rcs));
+  const classes = (...rcs: V1RuntimeClass[]) => runtimeClassesOfSummary(buildClusterSummary(nodes, [], undefined, undefined, { runtime: rcs }));
   const gvisor: V1RuntimeClass = {
     metadata: { name: 'gvisor' },
     handler: 'runsc',
@@ -426,6 +426,13 @@ describe('scheduler: fitsTarget with the target\'s RuntimeClasses', () => {
   it("judges nothing of the class when the target's summary publishes no classes (an earlier writer)", () => {
     expect(runtimeClassesOfSummary(buildClusterSummary(nodes))).to.equal(undefined);
     expect(fit(ofClass({ cpu: '4' }), nodes, [], opts)).to.deep.include({ fits: true, fittingNodes: ['plain'] });
+  });
+
+  it('fits no node of a target without the pod\'s PriorityClass, and judges nothing of it where the names are unknown', () => {
+    const urgent = pod('p', { cpu: '1' }, { priorityClassName: 'urgent' });
+    expect(fit(urgent, nodes, [], { ...opts, priorityClasses: new Set(['low']) })).to.include({ fits: false, unresolvable: true, reason: 'no node in c2 fits: c2 has no PriorityClass urgent' });
+    expect(fit(urgent, nodes, [], { ...opts, priorityClasses: new Set(['urgent']) }).fits).to.equal(true);
+    expect(fit(urgent, nodes, [], opts).fits).to.equal(true);
   });
 
   it('leaves pods without a class alone', () => {

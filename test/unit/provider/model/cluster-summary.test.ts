@@ -10,6 +10,7 @@ import {
   sightSummary,
   summaryEquals,
   summaryPodFields,
+  summaryPriorityClassFields,
   summaryRuntimeClasses,
   summaryRuntimeClassFields,
   summaryStaleness,
@@ -17,7 +18,7 @@ import {
 import type { ClusterSummary } from '../../../../provider/model/types.js';
 import { matchesNodeSelectorAndAffinity } from '../../../../scheduler/node-match.js';
 import { nodesOfSummary } from '../../../../scheduler/target-nodes.js';
-import { runtimeClassesOfSummary } from '../../../../scheduler/runtime-class.js';
+import { priorityClassesOfSummary, runtimeClassesOfSummary } from '../../../../scheduler/target-classes.js';
 import { podRequestsWithOverhead } from '../../../../provider/model/resources.js';
 
 function node(labels: Record<string, string>, capacity?: Record<string, string>, allocatable?: Record<string, string>): V1Node {
@@ -205,6 +206,7 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     ['a runtime class without a name', { ...good, runtimeClasses: [{ overhead: { cpu: '1' } }] }, 'runtimeClasses[0] must be an object with a name'],
     ['an overhead of numbers', { ...good, runtimeClasses: [{ name: 'g', overhead: { cpu: 1 } }] }, 'runtimeClasses[0].overhead and .nodeSelector must map names to strings'],
     ['a class toleration with a numeric key', { ...good, runtimeClasses: [{ name: 'g', tolerations: [{ key: 1 }] }] }, 'runtimeClasses[0].tolerations must be a list of tolerations'],
+    ['priority classes that are not names', { ...good, priorityClasses: [{ name: 'high' }] }, 'priorityClasses must be a list of names'],
     ['a class toleration of fractional seconds', { ...good, runtimeClasses: [{ name: 'g', tolerations: [{ tolerationSeconds: 0.5 }] }] }, 'runtimeClasses[0].tolerations must be a list of tolerations'],
     ['host ports not a list', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: { port: 80 } }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
     ['a host port past 65535', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 70000, protocol: 'TCP' }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
@@ -222,7 +224,7 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
   });
 
   it('refuses more labels, taints and amounts than a cluster of 20 000 nodes has, in pools, nodes or at the top', () => {
-    const tooMany = `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts, host ports and runtime classes (a cluster of 15 000 nodes has about 200 000)`;
+    const tooMany = `it holds over ${MAX_SUMMARY_ENTRIES} labels, taints, resource amounts, host ports, runtime and priority classes (a cluster of 15 000 nodes has about 200 000)`;
     // 251 pools of 2000 labels, a node each.
     expect(clusterSummaryProblem({ ...good, nodePools: Array.from({ length: 251 }, () => ({ labels: manyLabels, nodes: [node] })) })).to.equal(tooMany);
     expect(clusterSummaryProblem({ ...good, nodePools: Array.from({ length: 240 }, () => ({ labels: manyLabels, nodes: [node] })) })).to.equal(undefined);
@@ -246,14 +248,14 @@ describe('buildClusterSummary: runtime classes', () => {
   const kata: V1RuntimeClass = { metadata: { name: 'kata' }, handler: 'kata', overhead: { podFixed: {} }, scheduling: { nodeSelector: {}, tolerations: [] } };
 
   it('publishes, by name, what each class adds to a pod: its overhead, node selector and tolerations, empty ones left out', () => {
-    expect(buildClusterSummary([], [], undefined, undefined, [kata, gvisor]).runtimeClasses).to.deep.equal([
+    expect(buildClusterSummary([], [], undefined, undefined, { runtime: [kata, gvisor] }).runtimeClasses).to.deep.equal([
       { name: 'gvisor', overhead: { cpu: '250m', memory: '120Mi' }, nodeSelector: { runtime: 'gvisor' }, tolerations: [{ key: 'sandbox', operator: 'Exists', effect: 'NoSchedule' }] },
       { name: 'kata' },
     ]);
   });
 
   it('publishes an empty list for a cluster without classes, and nothing when they were not read', () => {
-    expect(buildClusterSummary([], [], undefined, undefined, []).runtimeClasses).to.deep.equal([]);
+    expect(buildClusterSummary([], [], undefined, undefined, { runtime: [] }).runtimeClasses).to.deep.equal([]);
     expect(buildClusterSummary([], [])).to.not.have.property('runtimeClasses');
   });
 
@@ -264,7 +266,7 @@ describe('buildClusterSummary: runtime classes', () => {
   });
 
   it('writes what a reader takes, and the reader parses its quantities', () => {
-    const summary = JSON.parse(JSON.stringify(buildClusterSummary([], [], undefined, undefined, [gvisor, kata])));
+    const summary = JSON.parse(JSON.stringify(buildClusterSummary([], [], undefined, undefined, { runtime: [gvisor, kata] })));
     expect(clusterSummaryProblem(summary)).to.equal(undefined);
     const read = runtimeClassesOfSummary(summary)!;
     expect(read.get('gvisor')!.overhead.get('cpu')).to.equal(250_000_000n);
@@ -272,11 +274,21 @@ describe('buildClusterSummary: runtime classes', () => {
     expect(runtimeClassesOfSummary(summary), 'parsed once per summary object').to.equal(read);
   });
 
+  it('publishes the names of the PriorityClasses, sorted, from what their informer keeps', () => {
+    const pcs = [{ metadata: { name: 'system-node-critical' }, value: 2000001000 }, { metadata: { name: 'high', labels: { a: 'b' } }, value: 1000, description: 'x' }];
+    const summary = buildClusterSummary([], [], undefined, undefined, { priority: pcs.map(summaryPriorityClassFields) });
+    expect(summary.priorityClasses).to.deep.equal(['high', 'system-node-critical']);
+    expect(buildClusterSummary([], [])).to.not.have.property('priorityClasses');
+    expect(clusterSummaryProblem(JSON.parse(JSON.stringify(summary)))).to.equal(undefined);
+    expect([...priorityClassesOfSummary(summary)!]).to.deep.equal(['high', 'system-node-critical']);
+    expect(summaryEquals(summary, buildClusterSummary([], [], undefined, undefined, { priority: [] }))).to.equal(false);
+  });
+
   it('makes summaryEquals see a class that changed', () => {
-    const before = buildClusterSummary([], [], undefined, undefined, [gvisor]);
-    const after = buildClusterSummary([], [], undefined, undefined, [{ ...gvisor, overhead: { podFixed: { cpu: '500m' } } }]);
+    const before = buildClusterSummary([], [], undefined, undefined, { runtime: [gvisor] });
+    const after = buildClusterSummary([], [], undefined, undefined, { runtime: [{ ...gvisor, overhead: { podFixed: { cpu: '500m' } } }] });
     expect(summaryEquals(before, after)).to.equal(false);
-    expect(summaryEquals(before, buildClusterSummary([], [], undefined, undefined, [gvisor]))).to.equal(true);
+    expect(summaryEquals(before, buildClusterSummary([], [], undefined, undefined, { runtime: [gvisor] }))).to.equal(true);
   });
 });
 

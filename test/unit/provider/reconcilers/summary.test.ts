@@ -249,6 +249,25 @@ describe('SummaryReconciler.reconcile', () => {
     expect(JSON.parse(JSON.stringify(state.stored)), 'a list it can no longer read is not left behind').to.not.have.property('runtimeClasses');
   });
 
+  it('publishes the names of the PriorityClasses once their cache has listed them', async () => {
+    const { api, state } = customApi(undefined);
+    const clock = new FakeClock(0);
+    let synced = false;
+    const r = new SummaryReconciler({
+      custom: api as unknown as CustomObjectsApi,
+      nodes: nodesCache([WORKER_1]),
+      pods: { get: () => undefined, list: () => [] },
+      priorityClasses: { hasSynced: () => synced, list: () => [{ metadata: { name: 'urgent' }, value: 1000 }] },
+      clock,
+    });
+    await r.reconcile();
+    expect(state.stored).to.not.have.property('priorityClasses');
+    synced = true;
+    clock.advance(1000);
+    await r.reconcile();
+    expect(state.stored!.priorityClasses).to.deep.equal(['urgent']);
+  });
+
   it('ignores virtual nodes entirely: adding one writes nothing', async () => {
     const { api } = customApi(undefined);
     await reconciler(api, [WORKER_1]).reconcile();

@@ -2,6 +2,9 @@ import type { V1PodSpec, V1Toleration } from '@kubernetes/client-node';
 import { parseList, type ResourceAmounts } from '../provider/model/resources.js';
 import type { ClusterSummary } from '../provider/model/types.js';
 
+// What a target's admission makes of a delegate by the classes it names (RuntimeClass,
+// PriorityClass), judged from what the target's ClusterSummary publishes of them.
+
 /** What one RuntimeClass of a target does to a pod that names it, with quantities parsed. */
 export interface FitRuntimeClass {
   /** `overhead.podFixed`, which the target's admission sets as the pod's `spec.overhead`. */
@@ -32,6 +35,30 @@ export function runtimeClassesOfSummary(summary: ClusterSummary): RuntimeClasses
   }
   parsed.set(summary, out);
   return out;
+}
+
+const parsedPriority = new WeakMap<ClusterSummary, ReadonlySet<string>>();
+
+/**
+ * The names of the PriorityClasses a ClusterSummary publishes, once per summary object;
+ * undefined when it publishes none (its writer is an earlier version, or may not list them).
+ * Pure apart from the cache.
+ */
+export function priorityClassesOfSummary(summary: ClusterSummary): ReadonlySet<string> | undefined {
+  if (!summary.priorityClasses) return undefined;
+  let names = parsedPriority.get(summary);
+  if (!names) parsedPriority.set(summary, (names = new Set(summary.priorityClasses)));
+  return names;
+}
+
+/**
+ * Why a target's Priority admission would refuse the delegate `spec`: it names a PriorityClass
+ * the target does not have (`names`, undefined when unknown: nothing is judged). Pure.
+ */
+export function priorityClassRefusal(spec: V1PodSpec, names: ReadonlySet<string> | undefined, target: string): string | undefined {
+  const name = spec.priorityClassName;
+  if (!name || !names || names.has(name)) return undefined;
+  return `${target} has no PriorityClass ${name}`;
 }
 
 /** The delegate's spec as a target's RuntimeClass admission makes it, and the overhead it sets. */
