@@ -312,7 +312,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       const node = registry.nodeNameOf(target.key);
       if (!node || offered.has(node) || (target.ref.kind === 'Target' && target.ref.namespace !== namespace)) continue;
       const verdict = judge(proxy, pod, target);
-      out.push(`${node} (not offered by the proxy scheduler): ${verdict.kept ? 'its own checks of the virtual node (room in all, taints, readiness) rejected it' : verdict.reason}`);
+      out.push(`${node} (not offered by the proxy scheduler): ${verdict.kept ? "its own checks of the virtual node (its room in all, taints, readiness, the proxy's constraints) rejected it" : verdict.reason}`);
     }
     return out;
   };

@@ -287,10 +287,11 @@ function ordinal(a: string, b: string): number {
 export const MAX_SUMMARY_NODES = 20_000;
 
 /**
- * The most labels, taints, resource amounts, host ports, runtime and priority classes a ClusterSummary may hold in all. What
- * the provider keeps of a target's summary (the summary, and the extender's parsed nodes) grows with
- * them, and a few hundred kB of them would otherwise cost hundreds of MiB: a cluster of 15 000
- * nodes, 30 labels a pool and 12 amounts a node has about 200 000.
+ * The most labels, taints, resource amounts, host ports, runtime and priority classes a
+ * ClusterSummary may hold in all. What the provider keeps of a target's summary (the summary,
+ * and the extender's parsed nodes) grows with them, and a few hundred kB of them would otherwise
+ * cost hundreds of MiB: a cluster of 15 000 nodes, 30 labels a pool and 12 amounts a node has
+ * about 200 000.
  */
 export const MAX_SUMMARY_ENTRIES = 500_000;
 

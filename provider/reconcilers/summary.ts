@@ -37,8 +37,8 @@ export interface SummaryReconcilerOptions {
 /**
  * Writes this cluster's singleton ClusterSummary (sums of capacity and allocatable over its
  * real nodes, the node labels with a single value, the node pools with what is free on each
- * node, and its RuntimeClasses and PriorityClasses), which sources read to build the virtual node of this cluster and to judge whether one
- * of its nodes can take a pod. Runs in every cluster; one key, `singleton`, woken by any node or
+ * node, and its RuntimeClasses and PriorityClasses), which sources read to build the virtual
+ * node of this cluster and to judge whether one of its nodes can take a pod. Runs in every cluster; one key, `singleton`, woken by any node or
  * pod change and when a renewal is due.
  *
  * Renewal: a summary whose version has stayed the same for `renewIntervalMs`, as this replica

@@ -218,7 +218,7 @@ describe('scheduler: createExtenderRoutes', () => {
 
   it('says of a target kube-scheduler did not offer, though it would fit, that its own checks rejected it', async () => {
     const result = (await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(BUSY)] })).json as ExtenderFilterResult;
-    expect(result.Error).to.include(`${V(ROOMY)} (not offered by the proxy scheduler): its own checks of the virtual node (room in all, taints, readiness) rejected it`);
+    expect(result.Error).to.include(`${V(ROOMY)} (not offered by the proxy scheduler): its own checks of the virtual node (its room in all, taints, readiness, the proxy's constraints) rejected it`);
     // Nothing more when something is kept: kube-scheduler's own diagnosis names the rest.
     expect(((await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(ROOMY)] })).json as ExtenderFilterResult).Error).to.equal('');
   });
