@@ -106,7 +106,8 @@ export function budgetViolators(pods: readonly V1Pod[], budgets: readonly V1PodD
     if (Object.keys(labels).length === 0) continue;
     budgets.forEach((b, i) => {
       if (b.metadata?.namespace !== pod.metadata?.namespace || !selects(b.spec?.selector, labels)) return;
-      if (b.status?.disruptedPods?.[pod.metadata?.name ?? ''] !== undefined) return;
+      const disrupted = b.status?.disruptedPods;
+      if (disrupted && Object.prototype.hasOwnProperty.call(disrupted, pod.metadata?.name ?? '')) return;
       if (--allowed[i] < 0) out.add(pod);
     });
   }

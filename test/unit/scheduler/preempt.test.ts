@@ -128,6 +128,8 @@ describe('scheduler: budgetViolators (upstream filterPodsWithPDBViolation)', () 
 
   it('does not count a pod the budget lists as disrupted already', () => {
     expect(names(budgetViolators([a, b, c], [budget('web', 1, { disruptedPods: { a: new Date() } })]))).to.deep.equal(['c']);
+    // A pod's name is looked up as a key of that map only, not of what every object inherits.
+    expect(names(budgetViolators([labelled('constructor', 'web')], [budget('web', 0, { disruptedPods: {} })]))).to.deep.equal(['constructor']);
   });
 
   it('ignores budgets of other namespaces and other labels, pods without labels, and selectors that are empty, absent or invalid', () => {
