@@ -80,8 +80,8 @@ export function wireExtender(
   }
   // Preemption spares the proxies a PodDisruptionBudget protects, as kube-scheduler does. Budgets
   // are few and small; only what upstream's check reads is kept.
-  const policy = w.kc.makeApiClient(PolicyV1Api);
-  const budgets = delegation
+  const policy = delegation && w.kc.makeApiClient(PolicyV1Api);
+  const budgets = policy
     ? w.newInformer<V1PodDisruptionBudget>(
         'disruption-budgets',
         w.config.clusterName,

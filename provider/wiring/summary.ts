@@ -1,4 +1,5 @@
-import { NodeV1Api, SchedulingV1Api, type V1Node, type V1Pod, type V1PriorityClass, type V1RuntimeClass } from '@kubernetes/client-node';
+import { NodeV1Api, SchedulingV1Api, type KubernetesObject, type V1Node, type V1Pod, type V1PriorityClass, type V1RuntimeClass } from '@kubernetes/client-node';
+import type { InformerOptions } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
 import { isVirtualNode, summaryPodFields, summaryPriorityClassFields, summaryRuntimeClassFields } from '../model/cluster-summary.js';
 import { SummaryReconciler } from '../reconcilers/summary.js';
@@ -70,28 +71,13 @@ export function wireSummary(w: Wiring): void {
     else virtualNodes.delete(name);
     pods.reselect();
   };
-  const node = kc.makeApiClient(NodeV1Api);
-  const runtimeClasses = w.newInformer<V1RuntimeClass>(
-    'runtime-classes',
-    config.clusterName,
-    kc,
-    '/apis/node.k8s.io/v1/runtimeclasses',
-    (page) => node.listRuntimeClass(page),
-    undefined,
-    undefined,
-    { transform: summaryRuntimeClassFields },
-  );
-  const scheduling = kc.makeApiClient(SchedulingV1Api);
-  const priorityClasses = w.newInformer<V1PriorityClass>(
-    'priority-classes',
-    config.clusterName,
-    kc,
-    '/apis/scheduling.k8s.io/v1/priorityclasses',
-    (page) => scheduling.listPriorityClass(page),
-    undefined,
-    undefined,
-    { transform: summaryPriorityClassFields },
-  );
+  /** A cluster-scoped informer over a class of objects whose fields `transform` keeps. */
+  const classes = <T extends KubernetesObject>(name: string, path: string, list: InformerOptions<T>['list'], transform: (obj: T) => T) =>
+    w.newInformer<T>(name, config.clusterName, kc, path, list, undefined, undefined, { transform });
+  const nodeApi = kc.makeApiClient(NodeV1Api);
+  const schedulingApi = kc.makeApiClient(SchedulingV1Api);
+  const runtimeClasses = classes<V1RuntimeClass>('runtime-classes', '/apis/node.k8s.io/v1/runtimeclasses', (page) => nodeApi.listRuntimeClass(page), summaryRuntimeClassFields);
+  const priorityClasses = classes<V1PriorityClass>('priority-classes', '/apis/scheduling.k8s.io/v1/priorityclasses', (page) => schedulingApi.listPriorityClass(page), summaryPriorityClassFields);
   nodes.on('add', (n) => follow(n, true));
   nodes.on('update', (n) => follow(n, true));
   nodes.on('delete', (n) => follow(n, false));
