@@ -10,7 +10,7 @@ import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../
 import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { podHostPorts } from '../provider/model/host-ports.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
-import { heldOnNode, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
+import { addInto, heldOnNode, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import type { RuntimeClasses } from './target-classes.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
@@ -460,7 +460,7 @@ function delegateRequests(proxy: V1Pod, classes: RuntimeClasses | undefined): Re
   }
   const overhead = classes && spec?.runtimeClassName ? classes.get(spec.runtimeClassName)?.overhead : undefined;
   const requests = podRequests(spec, { includeOverhead: !classes });
-  for (const [name, amount] of overhead ?? []) requests.set(name, (requests.get(name) ?? 0n) + amount);
+  if (overhead) addInto(requests, overhead);
   requests.set('pods', ONE_POD);
   return requests;
 }

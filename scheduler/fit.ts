@@ -3,7 +3,7 @@ import { PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/co
 import { delegateSourceView, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { formatQuantity } from '../provider/model/quantity.js';
 import { podHostPorts, UsedHostPorts, type HostPort } from '../provider/model/host-ports.js';
-import { isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
+import { addInto, isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import { resolveTargetKeys } from '../provider/model/target-keys.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint } from './node-match.js';
 import { asTargetAdmits, priorityClassRefusal, type RuntimeClasses } from './target-classes.js';
@@ -127,7 +127,7 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
   if (admitted.refusal !== undefined) return refused(admitted.refusal);
   const spec = admitted.spec;
   const requests = podRequests(spec);
-  for (const [name, amount] of admitted.overhead ?? []) requests.set(name, (requests.get(name) ?? 0n) + amount);
+  if (admitted.overhead) addInto(requests, admitted.overhead);
   requests.set('pods', ONE_POD);
   const hostPorts = podHostPorts(spec);
   const burst = (why: string, unresolvable: boolean): FitResult => {

@@ -140,7 +140,8 @@ export function parseList(list: Record<string, string> | undefined | null): Reso
   return out;
 }
 
-function addInto(into: ResourceAmounts, add: ResourceAmounts): void {
+/** Adds each amount of `add` into `into`, by resource. */
+export function addInto(into: ResourceAmounts, add: ResourceAmounts): void {
   for (const [name, amount] of add) into.set(name, (into.get(name) ?? 0n) + amount);
 }
 
