@@ -78,7 +78,8 @@ export function asTargetAdmits(spec: V1PodSpec, classes: RuntimeClasses | undefi
   const rc = classes.get(name);
   if (!rc) return { refusal: `${target} has no RuntimeClass ${name}` };
   for (const [key, value] of Object.entries(rc.nodeSelector ?? {})) {
-    const own = spec.nodeSelector?.[key];
+    // The pod's own entry only: a label key may be any name, `constructor` too.
+    const own = spec.nodeSelector && Object.prototype.hasOwnProperty.call(spec.nodeSelector, key) ? spec.nodeSelector[key] : undefined;
     if (own !== undefined && own !== value) {
       return { refusal: `the RuntimeClass ${name} of ${target} selects nodes with ${key}=${value}, and the pod's nodeSelector has ${key}=${own}` };
     }

@@ -416,6 +416,9 @@ describe('scheduler: fitsTarget with the target\'s RuntimeClasses', () => {
       reason: "no node in c2 fits: the RuntimeClass gvisor of c2 selects nodes with runtime=gvisor, and the pod's nodeSelector has runtime=kata",
     });
     expect(fit(ofClass({}, { nodeSelector: { runtime: 'gvisor' } }), nodes, [], { ...opts, runtimeClasses: classes(gvisor) }).fits).to.equal(true);
+    // A key of the class's that the pod does not set is no conflict, whatever its name.
+    const odd = { ...gvisor, scheduling: { nodeSelector: { constructor: 'x' } } };
+    expect(fit(ofClass({}, { nodeSelector: {} }), nodes, [], { ...opts, runtimeClasses: classes(odd) }).reason).to.not.match(/selects nodes with/);
   });
 
   it('judges a class without scheduling or overhead by the pod alone', () => {
