@@ -18,7 +18,7 @@ export interface WebhookServerOptions {
   /** Streams one HTTP/2 connection may have open at once; default {@link WEBHOOK_MAX_CONCURRENT_STREAMS}. */
   maxConcurrentStreams?: number;
   /** Told about every connection the server refuses or closes on its own, and why. */
-  onClose?: (reason: ClosedConnectionReason | 'request_timeout') => void;
+  onClose?: (reason: ClosedConnectionReason | 'request_timeout', address?: string) => void;
   /** Told about every connection whose TLS handshake completed, with the protocol it chose (`h2`, `http/1.1`). */
   onConnection?: (protocol: string) => void;
   /**
@@ -59,8 +59,12 @@ export interface WebhookServer {
  * with a cap of 256; on loopback, Go's transport sending 400 concurrent calls lost 74 to a cap
  * of 256. An idle TLS connection costs tens of KiB, so 1024 of them stay well under the
  * Deployment's memory limit.
+ *
+ * Per address, 640: still more than one apiserver's in-flight limits, so an apiserver on
+ * HTTP/1.1 is not cut by it, while one address holding idle connections leaves 384 to the
+ * others, where an apiserver on HTTP/2 needs a few.
  */
-export const WEBHOOK_CONNECTION_LIMITS: ConnectionLimits = { ...DEFAULT_CONNECTION_LIMITS, maxConnections: 1024 };
+export const WEBHOOK_CONNECTION_LIMITS: ConnectionLimits = { ...DEFAULT_CONNECTION_LIMITS, maxConnections: 1024, maxConnectionsPerAddress: 640 };
 
 /**
  * Time to receive a whole call and send its whole answer, once its headers are in. The
@@ -99,7 +103,7 @@ export const WEBHOOK_GOAWAY_GRACE_MS = 1_000;
  * per host unless told otherwise, and kube-scheduler's extender client is not, so concurrent
  * binds each paid for a new TLS connection (an RSA handshake on both sides).
  *
- * Limits: the kubelet API's connection cap and handshake, first-request and keep-alive
+ * Limits: the kubelet API's connection cap, per-address cap and handshake, first-request and keep-alive
  * timeouts (for an HTTP/2 connection: closed when it has had no open stream for as long), a
  * per-request deadline (from its headers until its answer is sent), and at most
  * `maxConcurrentStreams` streams per connection. With

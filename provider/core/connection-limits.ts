@@ -13,6 +13,15 @@ import type { TLSSocket } from 'node:tls';
 export interface ConnectionLimits {
   /** Open TCP connections; further ones are closed on accept. */
   maxConnections: number;
+  /**
+   * Open TCP connections from one client address (see {@link clientAddress}) that have not
+   * presented a client certificate the server verified; further ones are closed on accept. Below
+   * `maxConnections`, so that one address cannot take every slot: the apiserver, whose own
+   * address may be any, keeps the rest. A connection whose client certificate verifies (the
+   * apiserver's kubelet client certificate on the kubelet API, the proxy scheduler's on the
+   * webhook) stops counting once its handshake ends: it counts only for its handshake.
+   */
+  maxConnectionsPerAddress: number;
   /** Time to finish the TLS handshake (tls.Server `handshakeTimeout`; Node's default is 120 s). */
   handshakeTimeoutMs: number;
   /**
@@ -32,6 +41,10 @@ export interface ConnectionLimits {
  */
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = {
   maxConnections: 256,
+  // A quarter: one address holding idle connections leaves three quarters to the others. The
+  // apiserver's own logs/exec sessions carry its kubelet client certificate, so they are not
+  // bound by this, only their handshakes are.
+  maxConnectionsPerAddress: 64,
   handshakeTimeoutMs: 10_000,
   // Not shorter than keep-alive: under a burst, Go's http.Transport dials a connection for each
   // waiting request, and a request that gets a freed connection first leaves its new one idle
@@ -51,18 +64,37 @@ export function tlsLimitOptions(limits: ConnectionLimits): { handshakeTimeout: n
   return { handshakeTimeout: limits.handshakeTimeoutMs };
 }
 
-/** Why a server closed a connection on its own: refused by the cap, or no first request in time. */
-export type ClosedConnectionReason = 'connection_limit' | 'first_request_timeout';
+/**
+ * Why a server closed a connection on its own: refused by the cap, refused by the cap of its
+ * client's address, or no first request in time.
+ */
+export type ClosedConnectionReason = 'connection_limit' | 'connection_limit_per_address' | 'first_request_timeout';
+
+/**
+ * The address a connection's peer is counted under: `remoteAddress` with an IPv4-mapped IPv6
+ * address (`::ffff:127.0.0.2`, as a dual-stack listener reports IPv4 clients) turned into its
+ * IPv4 form, so one client is one key whichever way it came. Pure; `unknown` when Node has no
+ * address (a socket already closed).
+ */
+export function clientAddress(remoteAddress: string | undefined): string {
+  if (!remoteAddress) return 'unknown';
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(remoteAddress);
+  return mapped ? mapped[1] : remoteAddress.toLowerCase();
+}
 
 /**
  * Applies `limits` to a created (not yet listening) HTTPS server, or HTTP/2 server with
- * `allowHTTP1`: connection cap, header and keep-alive timeouts, and a deadline for the first
+ * `allowHTTP1`: connection cap, per-address cap, header and keep-alive timeouts, and a deadline for the first
  * request of every connection (the connection is destroyed if no complete request or upgrade
  * arrived in time). Call once. `handlesUpgrades`: the caller has its own `upgrade` listener
  * (the deadline then also ends at an upgrade request; without one, Node answers upgrades
  * itself and so must we not listen). `onClose` is told about every connection the server
  * refuses or closes on its own (not the keep-alive close, which only comes after the client's
- * own idle timeout).
+ * own idle timeout), with the client's address for a refusal by the per-address cap (for logs
+ * only: a metric label must stay bounded).
+ *
+ * The per-address cap counts a connection from its accept (before its handshake, so an idle
+ * TCP connection counts) until it closes or its client certificate verified.
  *
  * Node's `headersTimeout` (and `requestTimeout`) count from the connection's start until its
  * first request begins, and its periodic check closes an unused connection with a 408 once they
@@ -76,7 +108,7 @@ export type ClosedConnectionReason = 'connection_limit' | 'first_request_timeout
 export function applyConnectionLimits(
   server: https.Server | Http2SecureServer,
   limits: ConnectionLimits,
-  opts: { handlesUpgrades?: boolean; onClose?: (reason: ClosedConnectionReason) => void } = {},
+  opts: { handlesUpgrades?: boolean; onClose?: (reason: ClosedConnectionReason, address?: string) => void } = {},
 ): void {
   const http1 = server as https.Server;
   server.maxConnections = limits.maxConnections;
@@ -84,6 +116,37 @@ export function applyConnectionLimits(
   http1.keepAliveTimeout = limits.keepAliveTimeoutMs;
   const onClose = opts.onClose;
   if (onClose) server.on('drop', () => onClose('connection_limit'));
+  const perAddress = new Map<string, number>();
+  // By the connection's 4-tuple: the TLS socket of 'secureConnection' is not the raw one of
+  // 'connection', but it reports the same ends.
+  const releases = new Map<string, () => void>();
+  const tuple = (s: Socket) => `${s.localAddress}:${s.localPort}>${s.remoteAddress}:${s.remotePort}`;
+  // Runs after the TLS server's own listener; destroying here ends the TLS socket it made too.
+  server.on('connection', (socket: Socket) => {
+    const address = clientAddress(socket.remoteAddress);
+    const held = perAddress.get(address) ?? 0;
+    if (held >= limits.maxConnectionsPerAddress) {
+      onClose?.('connection_limit_per_address', address);
+      socket.destroy();
+      return;
+    }
+    perAddress.set(address, held + 1);
+    const key = tuple(socket);
+    let counted = true;
+    const release = () => {
+      if (!counted) return;
+      counted = false;
+      releases.delete(key);
+      const left = (perAddress.get(address) ?? 1) - 1;
+      if (left > 0) perAddress.set(address, left);
+      else perAddress.delete(address);
+    };
+    releases.set(key, release);
+    socket.once('close', release);
+  });
+  server.on('secureConnection', (socket: TLSSocket) => {
+    if (socket.authorized) releases.get(tuple(socket))?.();
+  });
   const deadlines = new WeakMap<Socket, NodeJS.Timeout>();
   server.on('secureConnection', (socket: TLSSocket) => {
     // HTTP/2: the session's streams say when it is used (below).

@@ -34,7 +34,7 @@ export function createMetrics(registry: Registry) {
     certificateExpiry: new Gauge({ name: 'admiralty_certificate_expiry_timestamp_seconds', help: 'When a serving certificate expires (Unix time).', labelNames: ['certificate'], registers }),
     webhookConnectionsClosed: new Counter({
       name: 'admiralty_webhook_connections_closed_total',
-      help: 'Connections the webhook server refused or closed on its own, by reason (connection_limit, first_request_timeout, request_timeout).',
+      help: 'Connections the webhook server refused or closed on its own, by reason (connection_limit, connection_limit_per_address, first_request_timeout, request_timeout).',
       labelNames: ['reason'],
       registers,
     }),

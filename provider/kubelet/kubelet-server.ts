@@ -57,7 +57,7 @@ export interface KubeletServerOptions {
   backends?: KubeletBackends;
   /** Time the client has to open its SPDY streams (kubelet default 30 s). */
   streamCreationTimeoutMs?: number;
-  /** Connection cap and handshake/first-request/keep-alive timeouts; defaults {@link DEFAULT_CONNECTION_LIMITS}. */
+  /** Connection caps (overall, per client address) and handshake/first-request/keep-alive timeouts; defaults {@link DEFAULT_CONNECTION_LIMITS}. */
   limits?: Partial<ConnectionLimits>;
   /**
    * An exec/attach/port-forward connection with no traffic either way for this long is closed
@@ -475,7 +475,14 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
   // Logs follow and exec sessions are long-lived: no whole-request timeout; the handshake,
   // the first request's headers, keep-alive idle and streaming idle are time-boxed.
   server.requestTimeout = 0;
-  applyConnectionLimits(server, limits, { handlesUpgrades: true, onClose: (reason) => logger.log(reason === 'connection_limit' ? 'warn' : 'info', 'kubelet API connection closed by the server', { reason, maxConnections: limits.maxConnections }) });
+  applyConnectionLimits(server, limits, {
+    handlesUpgrades: true,
+    onClose: (reason, address) =>
+      logger.log(reason === 'first_request_timeout' ? 'info' : 'warn', 'kubelet API connection closed by the server', {
+        reason,
+        ...(address === undefined ? { maxConnections: limits.maxConnections } : { address, maxConnectionsPerAddress: limits.maxConnectionsPerAddress }),
+      }),
+  });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     handleUpgrade(req, socket, head).catch((err: unknown) => abandon('upgrade', socket, err));
   });
