@@ -1,12 +1,12 @@
 import type { CoreV1Api, V1Pod, V1Service } from '@kubernetes/client-node';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
-import { isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
+import { classifyApiError, isAlreadyExists, isNotFound, TerminalError } from '../core/errors.js';
 import { IS_DELEGATE_ANNOTATION, ORIGINAL_SELECTOR_ANNOTATION, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
 import { isOurDelegate } from '../model/delegate-pod.js';
 import { isOwnedCopy } from '../model/follow.js';
 import { equalNormalized } from '../model/normalize.js';
-import { buildReroutedService, buildServiceCopy, originalSelector, serviceCopyNeedsUpdate } from '../model/service.js';
+import { buildReroutedService, buildServiceCopy, originalSelector, serviceCopyDrops, serviceCopyNeedsUpdate, serviceCopyRefusal } from '../model/service.js';
 import type { EventSink } from './event-sink.js';
 import type { ObjectCache } from './object-cache.js';
 import { TargetPasses } from './target-passes.js';
@@ -41,6 +41,12 @@ function safeOriginalSelector(svc: V1Service): Record<string, string> {
  * in every non-self target that runs a delegate of a matching proxy; copies elsewhere, and
  * copies of a deleted Service, are deleted. A copy is never re-propagated, and a same-name
  * Service in a target that is not ours is left alone.
+ *
+ * A copy claims nothing in its target ({@link buildServiceCopy}: a ClusterIP Service without
+ * external IPs, node ports or load-balancer settings); what it leaves out is said in one Warning
+ * `CopyFieldsDropped` on the Service each time a reconcile creates or rewrites copies, so it
+ * comes with every change the copies take and never with a reconcile that writes nothing. An
+ * ExternalName Service is neither rerouted nor copied, and copies of ours of it are deleted.
  */
 export class ServiceReconciler {
   /** Its passes over the targets: the wiring wakes the keys a target in an outage is owed once it is back. */
@@ -96,6 +102,10 @@ export class ServiceReconciler {
       return;
     }
     if (IS_DELEGATE_ANNOTATION in (svc.metadata?.annotations ?? {})) return;
+    if (serviceCopyRefusal(svc)) {
+      await this.passes.each(key, nonSelf, (t) => this.deleteCopy(ns, name, t));
+      return;
+    }
     const selector = originalSelector(svc);
     // Proxies keep the user's labels, so the user's (original) selector finds them.
     const proxies = this.o.proxies.list(ns).filter((p) => matches(selector, p.metadata?.labels));
@@ -117,7 +127,19 @@ export class ServiceReconciler {
       }
     }
     // A target out of reach is passed over, and the key comes back once it is reachable.
-    await this.passes.each(key, nonSelf, (t) => (wanted.has(t.key) ? this.ensureCopy(rerouted, t) : this.deleteCopy(ns, name, t)));
+    const written: string[] = [];
+    try {
+      await this.passes.each(key, nonSelf, async (t) => {
+        if (!wanted.has(t.key)) return this.deleteCopy(ns, name, t);
+        if (await this.ensureCopy(rerouted, t)) written.push(t.displayName);
+      });
+    } finally {
+      // Said when copies change, even if another target's pass failed: the written ones are not written again.
+      const drops = written.length > 0 ? serviceCopyDrops(rerouted) : [];
+      if (drops.length > 0) {
+        this.o.events.record({ kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: ns, uid: svc.metadata?.uid } }, 'Warning', 'CopyFieldsDropped', `the copies in ${written.join(', ')} are ClusterIP Services without: ${drops.join(', ')}`);
+      }
+    }
   }
 
   /**
@@ -143,28 +165,50 @@ export class ServiceReconciler {
     }
   }
 
-  private async ensureCopy(svc: V1Service, t: TargetClient): Promise<void> {
+  /** Makes `t`'s copy of `svc` right; whether it created or rewrote it. */
+  private async ensureCopy(svc: V1Service, t: TargetClient): Promise<boolean> {
     const ns = svc.metadata!.namespace!;
     const name = svc.metadata!.name!;
     const desired = buildServiceCopy(svc, { sourceClusterName: this.o.sourceClusterName });
     const existing = await this.existing(ns, name, t);
-    if (!existing) {
-      await t.core.createNamespacedService({ namespace: ns, body: desired }).catch((err) => {
-        if (!isAlreadyExists(err)) throw new Error(`copying service ${ns}/${name} to ${t.displayName}`, { cause: err });
-      });
-      return;
-    }
+    if (!existing) return this.createCopy(desired, t);
     if (!isOwnedCopy(existing, this.o.sourceClusterName)) {
       this.o.events.record({ kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: ns, uid: svc.metadata?.uid } }, 'Warning', 'CopyConflict', `service ${ns}/${name} already exists in ${t.displayName} and is not ours`);
-      return;
+      return false;
     }
-    if (!serviceCopyNeedsUpdate(existing, desired)) return;
-    // Keep what the target allocated (cluster IPs, node ports): update only what we own.
-    const body: V1Service = { ...existing, metadata: { ...existing.metadata, labels: desired.metadata?.labels, annotations: desired.metadata?.annotations }, spec: { ...existing.spec, ...desired.spec, clusterIP: existing.spec?.clusterIP, clusterIPs: existing.spec?.clusterIPs } };
+    // Being deleted (recreated below, or by someone): its deletion wakes this key.
+    if (existing.metadata?.deletionTimestamp) return false;
+    if (!serviceCopyNeedsUpdate(existing, desired)) return false;
+    // The spec is the desired one whole, so that whatever an earlier version copied (external
+    // IPs, a load-balancer type, node ports) goes; only what the target allocated is kept.
+    const body: V1Service = {
+      ...existing,
+      metadata: { ...existing.metadata, labels: desired.metadata?.labels, annotations: desired.metadata?.annotations },
+      spec: { ...desired.spec, clusterIP: existing.spec?.clusterIP, clusterIPs: existing.spec?.clusterIPs, ipFamilies: existing.spec?.ipFamilies },
+    };
     try {
       await t.core.replaceNamespacedService({ name, namespace: ns, body });
+      return true;
     } catch (err) {
-      throw new Error(`updating the copy of service ${ns}/${name} in ${t.displayName}`, { cause: err });
+      if (classifyApiError(err) !== 'Invalid') throw new Error(`updating the copy of service ${ns}/${name} in ${t.displayName}`, { cause: err });
+    }
+    // Refused as invalid: a change the apiserver makes only on a new object (a cluster IP
+    // turned headless, say). Make the copy again.
+    await t.core.deleteNamespacedService({ name, namespace: ns, body: { preconditions: { uid: existing.metadata?.uid } } }).catch((err) => {
+      if (!isNotFound(err)) throw new Error(`deleting the copy of service ${ns}/${name} in ${t.displayName} to make it again`, { cause: err });
+    });
+    return this.createCopy(desired, t);
+  }
+
+  /** Creates a copy; false when the name is taken already (the cache, or a deletion, lags: the copy's event wakes the key). */
+  private async createCopy(desired: V1Service, t: TargetClient): Promise<boolean> {
+    const { name, namespace } = desired.metadata!;
+    try {
+      await t.core.createNamespacedService({ namespace: namespace!, body: desired });
+      return true;
+    } catch (err) {
+      if (isAlreadyExists(err)) return false;
+      throw new Error(`copying service ${namespace}/${name} to ${t.displayName}`, { cause: err });
     }
   }
 

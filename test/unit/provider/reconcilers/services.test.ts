@@ -74,8 +74,8 @@ function setup(opts: { services?: V1Service[]; proxies?: V1Pod[]; delegates?: Re
   const short = (key: string) => key.split('/')[1];
   const delegates = new Map(Object.keys(targets).map((n) => [n, new MapCache<V1Pod>(...(opts.delegates?.[n] ?? []))]));
   const copies = new Map(Object.keys(targets).map((n) => [n, new MapCache<V1Service>(...(opts.copies?.[n] ?? []))]));
-  const events: { type: string; reason: string }[] = [];
-  const sink: EventSink = { record: (_o, type, reason) => events.push({ type, reason }) };
+  const events: { type: string; reason: string; message: string; on: string }[] = [];
+  const sink: EventSink = { record: (o, type, reason, message) => events.push({ type, reason, message, on: `${o.kind} ${o.metadata.namespace}/${o.metadata.name}` }) };
   const reconciler = new ServiceReconciler({
     sourceCore: source,
     services: new MapCache<V1Service>(...(opts.services ?? [])),
@@ -159,6 +159,121 @@ describe('ServiceReconciler', () => {
     expect(body.spec?.ports).to.deep.equal([{ port: 80, targetPort: 8080 }]);
     expect(body.spec?.clusterIP).to.equal('10.100.0.5');
     expect(body.metadata?.resourceVersion).to.equal('9');
+  });
+
+  describe('what a copy leaves out', () => {
+    /** A LoadBalancer Service with external IPs, as the source's apiserver stores it. */
+    const exposed = (): V1Service => {
+      const s = service({ annotations: { 'metallb.universe.tf/address-pool': 'public' } });
+      s.spec = { ...s.spec, type: 'LoadBalancer', externalIPs: ['203.0.113.10'], externalTrafficPolicy: 'Cluster', allocateLoadBalancerNodePorts: true, ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }] };
+      return s;
+    };
+    const DROPS = 'type LoadBalancer, allocateLoadBalancerNodePorts, externalIPs, externalTrafficPolicy, ports[].nodePort, annotation metallb.universe.tf/address-pool';
+
+    it('creates a ClusterIP copy without external IPs, node ports or load-balancer annotations, and says so in one Warning on the Service', async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const p2 = proxy('p2', nodeOf('t2'));
+      const { reconciler, t1, t2, events } = setup({ services: [exposed()], proxies: [p1, p2], delegates: { t1: [delegateOf(p1)], t2: [delegateOf(p2)] } });
+      await reconciler.reconcile(KEY);
+      for (const t of [t1, t2]) {
+        const copy = t.core.createNamespacedService.firstCall.args[0].body;
+        expect(copy.spec).to.deep.equal({ type: 'ClusterIP', selector: { 'multicluster.admiralty.io/app': 'web' }, ports: [{ port: 80, targetPort: 8080 }] });
+        expect(copy.metadata?.annotations).to.not.have.property('metallb.universe.tf/address-pool');
+      }
+      expect(events).to.deep.equal([{ type: 'Warning', reason: 'CopyFieldsDropped', message: `the copies in t1, t2 are ClusterIP Services without: ${DROPS}`, on: `Service ${KEY}` }]);
+    });
+
+    it('says nothing when no copy is written: a reconcile that finds the copies up to date records no event', async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const rerouted = buildReroutedService(exposed());
+      const { reconciler, t1, events } = setup({ services: [rerouted], proxies: [p1], delegates: { t1: [delegateOf(p1)] }, copies: { t1: [copyOf(rerouted)] } });
+      await reconciler.reconcile(KEY);
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(t1.core.createNamespacedService);
+      sinon.assert.notCalled(t1.core.replaceNamespacedService);
+      expect(events).to.deep.equal([]);
+    });
+
+    it('records no CopyFieldsDropped for a ClusterIP Service whose copy leaves nothing out', async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const { reconciler, t1, events } = setup({ services: [service()], proxies: [p1], delegates: { t1: [delegateOf(p1)] } });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(t1.core.createNamespacedService);
+      expect(events).to.deep.equal([]);
+    });
+
+    it("rewrites an earlier version's copy that has external IPs and a LoadBalancer type into a ClusterIP one, keeping its cluster IP, and says so once", async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const rerouted = buildReroutedService(exposed());
+      const old = copyOf(rerouted);
+      old.metadata!.annotations = { ...old.metadata!.annotations, 'metallb.universe.tf/address-pool': 'public' };
+      old.spec = { ...old.spec, type: 'LoadBalancer', externalIPs: ['203.0.113.10'], externalTrafficPolicy: 'Cluster', healthCheckNodePort: 30001, ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }] };
+      const { reconciler, t1, events } = setup({ services: [rerouted], proxies: [p1], delegates: { t1: [delegateOf(p1)] }, copies: { t1: [old] } });
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(t1.core.replaceNamespacedService);
+      const body = t1.core.replaceNamespacedService.firstCall.args[0].body;
+      expect(body.spec).to.deep.equal({ type: 'ClusterIP', selector: { 'multicluster.admiralty.io/app': 'web' }, ports: [{ port: 80, targetPort: 8080 }], clusterIP: '10.100.0.5', clusterIPs: ['10.100.0.5'], ipFamilies: undefined });
+      expect(body.metadata?.annotations).to.not.have.property('metallb.universe.tf/address-pool');
+      expect(body.metadata?.resourceVersion).to.equal('9');
+      expect(events.map((e) => [e.reason, e.message])).to.deep.equal([['CopyFieldsDropped', `the copies in t1 are ClusterIP Services without: ${DROPS}`]]);
+    });
+
+    it('makes the copy again when the target refuses the rewrite as invalid: a delete with its UID, then a create', async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const rerouted = buildReroutedService(exposed());
+      const old = copyOf(rerouted);
+      old.spec = { ...old.spec, type: 'LoadBalancer', externalIPs: ['203.0.113.10'] };
+      const { reconciler, t1, events } = setup({ services: [rerouted], proxies: [p1], delegates: { t1: [delegateOf(p1)] }, copies: { t1: [old] } });
+      t1.core.replaceNamespacedService.rejects(new ApiException(422, 'Invalid', '{"kind":"Status","reason":"Invalid"}', {}));
+      await reconciler.reconcile(KEY);
+      sinon.assert.calledOnce(t1.core.deleteNamespacedService);
+      expect(t1.core.deleteNamespacedService.firstCall.args[0]).to.deep.include({ name: 'web', namespace: NS, body: { preconditions: { uid: 'copy-uid' } } });
+      sinon.assert.calledOnce(t1.core.createNamespacedService);
+      sinon.assert.callOrder(t1.core.deleteNamespacedService, t1.core.createNamespacedService);
+      expect(t1.core.createNamespacedService.firstCall.args[0].body.spec?.type).to.equal('ClusterIP');
+      expect(events.map((e) => e.reason)).to.deep.equal(['CopyFieldsDropped']);
+    });
+
+    it('leaves a copy being deleted alone until it is gone (its deletion wakes the key)', async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const rerouted = buildReroutedService(exposed());
+      const old = copyOf(rerouted);
+      old.metadata!.deletionTimestamp = new Date(0);
+      old.spec = { ...old.spec, externalIPs: ['203.0.113.10'] };
+      const { reconciler, t1, events } = setup({ services: [rerouted], proxies: [p1], delegates: { t1: [delegateOf(p1)] }, copies: { t1: [old] } });
+      await reconciler.reconcile(KEY);
+      for (const m of ['createNamespacedService', 'replaceNamespacedService', 'deleteNamespacedService'] as const) sinon.assert.notCalled(t1.core[m]);
+      expect(events).to.deep.equal([]);
+    });
+
+    it('says which copies were written even when another target fails', async () => {
+      const p1 = proxy('p1', nodeOf('t1'));
+      const p2 = proxy('p2', nodeOf('t2'));
+      const { reconciler, t1, events } = setup({ services: [exposed()], proxies: [p1, p2], delegates: { t1: [delegateOf(p1)], t2: [delegateOf(p2)] } });
+      t1.core.createNamespacedService.rejects(new ApiException(500, 'Internal', '{}', {}));
+      let thrown: unknown;
+      await reconciler.reconcile(KEY).catch((err) => (thrown = err));
+      expect(thrown).to.be.instanceOf(Error);
+      expect(events.map((e) => e.message)).to.deep.equal([`the copies in t2 are ClusterIP Services without: ${DROPS}`]);
+    });
+
+    it('never copies an ExternalName Service nor reroutes it, and deletes our copies of it (only ours)', async () => {
+      const external: V1Service = { ...service(), spec: { type: 'ExternalName', externalName: 'db.example.com', selector: { app: 'web' } } };
+      const p1 = proxy('p1', nodeOf('t1'));
+      const p2 = proxy('p2', nodeOf('t2'));
+      const theirs: V1Service = { metadata: { name: 'web', namespace: NS, uid: 'theirs' } };
+      const { reconciler, source, t1, t2, events } = setup({ services: [external], proxies: [p1, p2], delegates: { t1: [delegateOf(p1)], t2: [delegateOf(p2)] }, copies: { t1: [copyOf(service())], t2: [theirs] } });
+      await reconciler.reconcile(KEY);
+      sinon.assert.notCalled(source.replaceNamespacedService);
+      for (const t of [t1, t2]) {
+        sinon.assert.notCalled(t.core.createNamespacedService);
+        sinon.assert.notCalled(t.core.replaceNamespacedService);
+      }
+      sinon.assert.calledOnce(t1.core.deleteNamespacedService);
+      expect(t1.core.deleteNamespacedService.firstCall.args[0]).to.deep.include({ body: { preconditions: { uid: 'copy-uid' } } });
+      sinon.assert.notCalled(t2.core.deleteNamespacedService);
+      expect(events).to.deep.equal([]);
+    });
   });
 
   it('leaves a same-name Service that is not ours alone', async () => {
