@@ -114,6 +114,33 @@ export function isCopyOf(obj: { metadata?: V1ObjectMeta }, sourceClusterName: st
   return isOwnedCopy(obj, sourceClusterName) && obj.metadata?.annotations?.[PARENT_NAME_ANNOTATION] === parentName;
 }
 
+/**
+ * Whether a remote object is a copy that Admiralty or this project made for a source other than
+ * `sourceClusterName`: its `parent-cluster-name` label names another cluster (the empty name,
+ * Admiralty's default, included), or it has no such label but carries another mark of a copy
+ * (`parent-uid` as a label or, as Admiralty before 0.11 wrote it, as an annotation; `parent-name`).
+ * A delegate must never name such an object: it is another source's data. Pure.
+ */
+export function isOtherSourcesCopy(obj: { metadata?: V1ObjectMeta }, sourceClusterName: string): boolean {
+  const labels = obj.metadata?.labels ?? {};
+  const annotations = obj.metadata?.annotations ?? {};
+  if (PARENT_CLUSTER_NAME_LABEL in labels) return labels[PARENT_CLUSTER_NAME_LABEL] !== sourceClusterName;
+  return PARENT_UID_LABEL in labels || PARENT_UID_LABEL in annotations || PARENT_NAME_ANNOTATION in annotations;
+}
+
+/**
+ * Why a delegate may not name `inTarget`, the object of the target that a reference to
+ * `<namespace>/<name>` (absent from this cluster) would name as it is, or undefined when it may
+ * (it does not exist, or it is the target's own, or this source's): another source's copy
+ * ({@link isOtherSourcesCopy}). The message names the object and not the other source. Pure;
+ * the follow reconciler refuses the pod's delegation with reason `CopyConflict`.
+ */
+export function missingOriginalConflict(kind: 'configmap' | 'secret', inTarget: { metadata?: V1ObjectMeta } | undefined, sourceClusterName: string, targetName: string): string | undefined {
+  if (!inTarget || !isOtherSourcesCopy(inTarget, sourceClusterName)) return undefined;
+  const where = `${inTarget.metadata?.namespace}/${inTarget.metadata?.name}`;
+  return `${kind} ${where} does not exist here, and ${kind} ${where} in ${targetName} is a copy that belongs to another source: no delegate is made to read it`;
+}
+
 type Copy = V1ConfigMap | V1Secret;
 
 function contentEquals(a: Copy, b: Copy): boolean {

@@ -4,7 +4,7 @@ import type { TargetClient } from '../clusters/target-client.js';
 import { CopyConflictError, isAlreadyExists, isNotFound, NotDelegatedError, TerminalError } from '../core/errors.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION } from '../core/keys.js';
 import { delegateSourceView, isOurDelegate } from '../model/delegate-pod.js';
-import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, copyRefusal, isCopyOf } from '../model/follow.js';
+import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, copyRefusal, isCopyOf, missingOriginalConflict } from '../model/follow.js';
 import { copyName } from '../model/names.js';
 import { referencedNames, type CopyKind, type CopyNames } from '../model/pod-references.js';
 import { checkTenancy } from '../model/tenancy.js';
@@ -140,6 +140,16 @@ export class FollowReconciler {
       for (const name of refs[kind]) {
         const src = await this.source(kind, ns, name);
         if (!src) {
+          // The delegate names it as it is: that must not be another source's copy, which a name
+          // computed from that source's cluster name would otherwise reach. Ours are in the copies
+          // cache; others' only through a read, on this path alone.
+          const cache = kind === 'configmap' ? this.o.targetConfigMaps(target.key) : this.o.targetSecrets(target.key);
+          const inTarget = cache?.get(name, ns) ?? (await this.readCopy(kind, ns, name, target));
+          const conflict = missingOriginalConflict(kind, inTarget, this.o.sourceClusterName, target.displayName);
+          if (conflict) {
+            this.event(proxy, 'Warning', 'CopyConflict', conflict);
+            throw new CopyConflictError(conflict);
+          }
           // The delegate will wait for it, as the pod would at home, unless the target has its own.
           this.event(proxy, 'Normal', 'CopySourceMissing', `${kind} ${ns}/${name} does not exist here: the delegate in ${target.displayName} names it as it is`);
           continue;

@@ -302,6 +302,39 @@ describe('FollowReconciler', () => {
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Normal', 'CopySourceMissing']]);
     });
 
+    const othersCopies: [string, V1ConfigMap][] = [
+      ['a copy made for another source', { metadata: { name: copyName('conf', 'c9'), namespace: NS, uid: 'c9-copy', labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: 'c9' }, annotations: { [PARENT_NAME_ANNOTATION]: 'conf' } }, data: { mode: 'c9' } }],
+      ["an Admiralty copy of a source with no cluster name", { metadata: { name: copyName('conf', 'c9'), namespace: NS, uid: 'adm', labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: '' } } }],
+      ['an older Admiralty copy (parent-uid as an annotation)', { metadata: { name: copyName('conf', 'c9'), namespace: NS, uid: 'old', annotations: { [PARENT_UID_LABEL]: 'x' } } }],
+    ];
+    for (const [why, theirs] of othersCopies) {
+      it(`refuses a reference to an object absent here that names ${why} in the target: CopyConflict, a Warning naming it, no copy`, async () => {
+        const p = proxy('p', nodeOf('t1'), { configMap: copyName('conf', 'c9') });
+        const { follow, t1, events } = setup({ proxies: [p] });
+        t1.core.readNamespacedConfigMap.resolves(theirs);
+        const err = await follow.ensureCopies(p, t1.target).then(() => undefined, (e: unknown) => e);
+        expect(err).to.be.instanceOf(CopyConflictError).and.include({ reason: 'CopyConflict' });
+        sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
+        expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyConflict']]);
+        expect(events[0].message).to.contain(`configmap ${NS}/${copyName('conf', 'c9')}`).and.contain('belongs to another source').and.not.contain('c9"');
+      });
+    }
+
+    it("names as it is an object absent here that the target owns, or that is this source's, with CopySourceMissing", async () => {
+      const own: V1ConfigMap = { metadata: { name: 'local', namespace: NS, uid: 'own', labels: { team: 'x' } } };
+      const ours = copyOf(configMap('conf'));
+      const p = proxy('p', nodeOf('t1'), { configMap: 'local', secret: 'pull' });
+      const withOurs = proxy('q', nodeOf('t1'), { configMap: copy('conf') });
+      const { follow, t1, events } = setup({ proxies: [p, withOurs], t1ConfigMaps: [ours] });
+      t1.core.readNamespacedConfigMap.resolves(own);
+      expect(await follow.ensureCopies(p, t1.target)).to.deep.equal({ configmap: new Map(), secret: new Map() });
+      t1.core.readNamespacedConfigMap.resetHistory();
+      expect(await follow.ensureCopies(withOurs, t1.target)).to.deep.equal({ configmap: new Map(), secret: new Map() });
+      // This source's copies are in the copies cache: no read.
+      sinon.assert.notCalled(t1.core.readNamespacedConfigMap);
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Normal', 'CopySourceMissing'], ['Normal', 'CopySourceMissing'], ['Normal', 'CopySourceMissing']]);
+    });
+
     it('updates an outdated copy of ours, with its resourceVersion', async () => {
       const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
       const { follow, t1 } = setup({ proxies: [p], configMaps: [configMap('conf', { mode: 'new' })], t1ConfigMaps: [copyOf(configMap('conf', { mode: 'old' }))] });
