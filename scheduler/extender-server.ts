@@ -18,6 +18,7 @@ import type { TargetPlacement } from '../provider/model/target.js';
 import { heldOnNode, isTerminal, type ResourceAmounts } from '../provider/model/resources.js';
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 import { victimsOnOneNode, type PreemptionCandidate } from './preempt.js';
+import { podPreferences, preferenceScore } from './preference.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -119,6 +120,13 @@ export interface ExtenderRoutesOptions {
    * cached by the provider (`TargetAuthorization`), never a call to the target.
    */
   authorization?: (targetKey: string, namespace: string) => string | undefined;
+  /**
+   * The labels of a target's virtual node (`virtualNodeLabels` of its summary and spec), by target
+   * key, for prioritize to judge the proxy's own preferred node affinity against when the call
+   * carries node names only (`nodeCacheCapable: true`); default its identity labels
+   * (`targetIdentityLabels`).
+   */
+  virtualNodeLabels?: (targetKey: string) => Readonly<Record<string, string>> | undefined;
   /** Where a Warning event goes when a pod's placement-policy annotation is unusable. */
   events?: Pick<EventRecorder, 'record'>;
   logger: Logger;
@@ -203,7 +211,9 @@ export class MalformedExtenderArgsError extends Error {
  *   target's burst capacity, less what waits there already, can hold it. The reason
  *   appears in the pod's FailedScheduling event.
  * * `POST /scheduler/prioritize`: `ExtenderArgs` in, `HostPriorityList` out: virtual nodes get
- *   {@link rankTargets} (0..10) under the pod's policy ({@link placementPolicyOf}; an unusable
+ *   {@link rankTargets} (0..10) by the pod's preferred node affinity first (`preferenceScore`:
+ *   its own terms per fitting real node, the proxy's own against the virtual node's labels, from
+ *   the call's Node or `virtualNodeLabels`), then under the pod's policy ({@link placementPolicyOf}; an unusable
  *   annotation gets a Warning event `InvalidPlacementPolicy` on the pod, once per pod and
  *   replica); other nodes, and virtual nodes whose target is unknown, get 0. The target ranked
  *   first alone is remembered for the pod for {@link CHOSEN_TTL_MS}, so that weights count the
@@ -355,6 +365,37 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     return result;
   };
 
+  /**
+   * How much the pod prefers one target (`preferenceScore`): its own terms over the real nodes
+   * that fit it now, judged as the filter judges them (binds in flight counted), the proxy's
+   * own against the virtual node.
+   */
+  const preferenceOf = (
+    prefs: NonNullable<ReturnType<typeof podPreferences>>,
+    pod: V1Pod,
+    c: { name: string; node?: V1Node },
+    target: TargetClient,
+    state: TargetState,
+    assumed: ReadonlyMap<string, ResourceAmounts>,
+  ): number => {
+    const identity = targetIdentityLabels(target.ref);
+    let fittingNodes: readonly FitNode[] = [];
+    if (prefs.realNode.length > 0) {
+      const fit = fitsTarget(pod, state.nodes, { ...judgedAs(target, state), assumed, assumedPorts: memory.assumedPortsOn(target.key) });
+      const names = new Set(fit.fittingNodes);
+      fittingNodes = state.nodes.filter((n) => names.has(n.name));
+    }
+    let labels = c.node?.metadata?.labels;
+    if (!labels && prefs.virtualNode.length > 0) {
+      try {
+        labels = opts.virtualNodeLabels?.(target.key);
+      } catch (err) {
+        logger.error('scheduler extender: reading the labels of a virtual node failed', { cluster: target.displayName, ...errorFields(err) });
+      }
+    }
+    return preferenceScore(prefs, { identity, virtualNode: { name: c.name, labels: labels ?? identity, hostname: c.name }, fittingNodes });
+  };
+
   /** Pod UID -> the target prioritize ranked first alone, until its bind shows in `groupPlacements`. */
   const chosen = new Map<string, { group: string; targetKey: string; atMs: number }>();
   /** Pod UID -> until when a preemption it made is settling (see `preempt`); oldest forgotten first. */
@@ -387,6 +428,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       opts.events?.record({ kind: 'Pod', apiVersion: 'v1', metadata: args.Pod.metadata! }, 'Warning', 'InvalidPlacementPolicy', choice.invalid.message);
     }
     const pod = delegateSpecOf(args.Pod);
+    const prefs = podPreferences(args.Pod, pod);
     const scored: (ScoredTarget & { host: string })[] = [];
     const hosts = candidates(args).map((c) => {
       if (!isVirtual(c)) return { Host: c.name, Score: 0 };
@@ -398,7 +440,10 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         logger.error('scheduler extender: reading target state failed', { cluster: target?.displayName, ...errorFields(err) });
       }
       if (target && state) {
-        scored.push({ host: c.name, key: target.key, nodes: state.nodes, assumed: assumedOn(target, state), placement: opts.targetPlacement?.(target.key) });
+        const assumed = assumedOn(target, state);
+        const t: ScoredTarget & { host: string } = { host: c.name, key: target.key, nodes: state.nodes, assumed, placement: opts.targetPlacement?.(target.key) };
+        if (prefs) t.preference = preferenceOf(prefs, pod, c, target, state, assumed);
+        scored.push(t);
       }
       return { Host: c.name, Score: 0 };
     });

@@ -37,7 +37,12 @@ export function matchesNodeSelectorAndAffinity(spec: V1PodSpec, node: NodeIdenti
   return (required.nodeSelectorTerms ?? []).some((term) => matchesTerm(term, node));
 }
 
-function matchesTerm(term: V1NodeSelectorTerm, node: NodeIdentity): boolean {
+/**
+ * Whether a node matches one node selector term, as {@link matchesNodeSelectorAndAffinity} judges
+ * each required term: every requirement holds, and a term with none matches nothing (upstream
+ * reads preferred terms the same way). Pure.
+ */
+export function matchesTerm(term: V1NodeSelectorTerm, node: NodeIdentity): boolean {
   const expressions = term.matchExpressions ?? [];
   const fields = term.matchFields ?? [];
   if (expressions.length === 0 && fields.length === 0) return false;

@@ -33,6 +33,8 @@ export interface ScoredTarget {
   placement?: TargetPlacement;
   /** Pods of the pod's placement group already placed (or being placed) there; default 0. */
   groupPods?: number;
+  /** How much the pod prefers this target (`preferenceScore`: weights of preferred node-affinity terms); default 0. */
+  preference?: number;
 }
 
 /** A target with what ranking compares, worked out once. */
@@ -41,6 +43,7 @@ interface Ranked {
   weight: number;
   priority: number;
   groupPods: number;
+  preference: number;
   /** Free cpu after placing the pod, parts per million of allocatable; -1 when it has no usable cpu. */
   freePpm: number;
 }
@@ -53,6 +56,11 @@ interface Ranked {
  *
  * * Weight 0: score 0, under every policy, so such a target is chosen only when no target of
  *   weight > 0 passed filtering.
+ * * Preference first: the pod's preferred node affinity (`preference`, higher first) orders the
+ *   targets before the policy does, whatever the policy; the policy below orders each set of
+ *   equally preferred targets. So what the user asked for wins over the default's tie-breaking
+ *   by free cpu, and `pack`, `burst`, weights hold among targets the pod prefers alike (a pod
+ *   that prefers nothing, or every target alike, is placed by the policy alone).
  * * Free cpu: the target's Ready, schedulable nodes' free cpu, less `assumed`, less the pod's
  *   own request (100m when it requests none), as a fraction of their allocatable.
  * * Shares (`spread`, and `burst` within one priority), only when the targets compared carry
@@ -71,9 +79,10 @@ export function rankTargets(policy: PlacementPolicy, pod: V1Pod, targets: readon
   for (const t of targets) {
     const placement = t.placement ?? DEFAULT_TARGET_PLACEMENT;
     if (placement.weight <= 0) scores.set(t.key, 0);
-    else ranked.push({ key: t.key, weight: placement.weight, priority: placement.priority, groupPods: t.groupPods ?? 0, freePpm: freeCpuPpm(request, t) });
+    else ranked.push({ key: t.key, weight: placement.weight, priority: placement.priority, groupPods: t.groupPods ?? 0, preference: t.preference ?? 0, freePpm: freeCpuPpm(request, t) });
   }
-  const cmp = comparator(policy, ranked);
+  const byPolicy = comparator(policy, ranked);
+  const cmp = (a: Ranked, b: Ranked) => b.preference - a.preference || byPolicy(a, b);
   ranked.sort(cmp);
   let rank = 0;
   ranked.forEach((t, i) => {

@@ -11,6 +11,7 @@ import { priorityClassesOfSummary, runtimeClassesOfSummary } from '../../schedul
 import { waitingRequests } from '../../scheduler/fit.js';
 import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
+import { virtualNodeLabels } from '../model/virtual-node.js';
 import { delegateNameOf } from '../model/delegate-pod.js';
 import { groupPlacements } from '../../scheduler/placement-policy.js';
 import type { DelegationWiring } from './delegation.js';
@@ -33,9 +34,12 @@ export function wireExtender(
   targets: TargetInformers | undefined,
   authorization: TargetAuthorization | undefined,
 ): Binder | undefined {
-  const targetPlacement = (key: string) => {
+  const targetOf = (key: string) => {
     const ref = parseTargetKey(key);
-    const obj = ref.kind === 'Target' ? targets?.targets.get(ref.name, ref.namespace) : targets?.clusterTargets.get(ref.name);
+    return { ref, obj: ref.kind === 'Target' ? targets?.targets.get(ref.name, ref.namespace) : targets?.clusterTargets.get(ref.name) };
+  };
+  const targetPlacement = (key: string) => {
+    const { obj } = targetOf(key);
     const parsed = obj && parseTargetPlacement(obj.spec);
     return parsed?.ok ? parsed.placement : undefined;
   };
@@ -110,6 +114,12 @@ export function wireExtender(
       },
       policy: { kind: 'spread' },
       targetPlacement,
+      // What the targets reconciler writes on the virtual node, worked out the same way: the
+      // proxy scheduler sends node names only, and a standby has no cache of the virtual nodes.
+      virtualNodeLabels: (key) => {
+        const { ref, obj } = targetOf(key);
+        return virtualNodeLabels(ref, w.clusters.summary(key)?.summary.metadata?.labels, obj?.spec?.excludedLabelsRegexp);
+      },
       delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
       waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], w.config.clusterName),
       // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only

@@ -243,6 +243,35 @@ describe('scheduler: createExtenderRoutes', () => {
     policy = { kind: 'spread' };
   });
 
+  it("ranks by the pod's preferred node affinity first: its own per real node, the proxy's own against the virtual node", async () => {
+    const scores = async (body: object) => Object.fromEntries(((await post('/scheduler/prioritize', body)).json as HostPriority[]).map((h) => [h.Host, h.Score]));
+    const prefer = (weight: number, key: string, value: string) => [{ weight, preference: { matchExpressions: [{ key, operator: 'In', values: [value] }] } }];
+    // Without preferences, spread: roomy first.
+    expect(await scores({ Pod: proxy('1'), NodeNames: [V(ROOMY), V(BUSY)] })).to.deep.equal({ [V(ROOMY)]: 10, [V(BUSY)]: 9 });
+    // The pod's own term (saved manifest only, as in exact mode) on a real node of busy.
+    const own = proxy('100m');
+    own.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(pod('web', { cpu: '100m' }, { affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: prefer(5, 'kubernetes.io/hostname', 'b1') } } }));
+    expect(await scores({ Pod: own, NodeNames: [V(ROOMY), V(BUSY)] })).to.deep.equal({ [V(BUSY)]: 10, [V(ROOMY)]: 9 });
+    // Only a node that fits counts: b1 has 0.5 cpu free, too little for 1.
+    const large = proxy('1');
+    large.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = own.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION];
+    expect(await scores({ Pod: large, NodeNames: [V(ROOMY), V(BUSY)] })).to.deep.equal({ [V(ROOMY)]: 10, [V(BUSY)]: 9 });
+    // The proxy's own term (proxy-pod-scheduling-constraints) on a target key, with node names
+    // only (judged against the target's identity) and with Node objects (against their labels).
+    const constrained = proxy('1');
+    constrained.spec!.affinity = { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: prefer(10, 'multicluster.admiralty.io/cluster-target-name', 'busy') } };
+    expect(await scores({ Pod: constrained, NodeNames: [V(ROOMY), V(BUSY)] })).to.deep.equal({ [V(BUSY)]: 10, [V(ROOMY)]: 9 });
+    constrained.spec!.affinity = { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: prefer(10, 'topology.kubernetes.io/region', 'eu') } };
+    const labelled = (name: string, region: string) => {
+      const n = virtualNode(name);
+      n.metadata!.labels!['topology.kubernetes.io/region'] = region;
+      return n;
+    };
+    expect(await scores({ Pod: constrained, Nodes: { items: [labelled(V(ROOMY), 'us'), labelled(V(BUSY), 'eu')] } })).to.deep.equal({ [V(BUSY)]: 10, [V(ROOMY)]: 9 });
+    // Equally preferred: the policy decides again.
+    expect(await scores({ Pod: constrained, Nodes: { items: [labelled(V(ROOMY), 'eu'), labelled(V(BUSY), 'eu')] } })).to.deep.equal({ [V(ROOMY)]: 10, [V(BUSY)]: 9 });
+  });
+
   it("takes the pod's policy annotation over its namespace's, and the targets' placement", async () => {
     const p = proxy('1');
     p.metadata!.namespace = 'team';

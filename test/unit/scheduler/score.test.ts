@@ -71,6 +71,43 @@ describe('scheduler: rankTargets', () => {
     it(c.name, () => expect(rank(c.policy, c.targets)).to.deep.equal(c.scores));
   }
 
+  describe('preference first, then the policy', () => {
+    const pref = (preference: number, placement?: TargetPlacement): Partial<ScoredTarget> => ({ preference, ...(placement ? { placement } : {}) });
+    const cases: { name: string; policy: PlacementPolicy; targets: ScoredTarget[]; scores: Record<string, number> }[] = [
+      { name: "spread: the preferred target first, though fuller (the default's tie-breaking loses)", policy: spread, targets: [target('eu', 6, pref(10)), target('us', 0)], scores: { eu: 10, us: 9 } },
+      { name: 'spread: higher preference first, then most free cpu among equals', policy: spread, targets: [target('a', 1, pref(5)), target('b', 4, pref(50)), target('c', 3, pref(5))], scores: { b: 10, a: 9, c: 8 } },
+      { name: 'pack still holds among equally preferred targets', policy: pack, targets: [target('roomy', 1, pref(50)), target('full', 6, pref(50))], scores: { full: 10, roomy: 9 } },
+      { name: 'pack: preference over best-fit', policy: pack, targets: [target('roomy', 1, pref(50)), target('full', 6, pref(1))], scores: { roomy: 10, full: 9 } },
+      {
+        name: 'burst: priority holds among equally preferred targets',
+        policy: burst,
+        targets: [target('cloud', 0, pref(7, { weight: 1, priority: 1 })), target('local', 6, pref(7, { weight: 1, priority: 0 }))],
+        scores: { local: 10, cloud: 9 },
+      },
+      {
+        name: 'burst: a preferred target before a lower priority',
+        policy: burst,
+        targets: [target('cloud', 0, pref(7, { weight: 1, priority: 1 })), target('local', 6, pref(0, { weight: 1, priority: 0 }))],
+        scores: { cloud: 10, local: 9 },
+      },
+      {
+        name: 'weights share among equally preferred targets',
+        policy: spread,
+        targets: [target('big', 6, { ...pref(3, { weight: 3, priority: 0 }), groupPods: 1 }), target('small', 0, { ...pref(3, { weight: 1, priority: 0 }), groupPods: 1 })],
+        scores: { big: 10, small: 9 },
+      },
+      {
+        name: 'weight 0 scores 0, preferred or not',
+        policy: spread,
+        targets: [target('spare', 0, pref(100, { weight: 0, priority: 0 })), target('a', 4)],
+        scores: { a: 10, spare: 0 },
+      },
+    ];
+    for (const c of cases) {
+      it(c.name, () => expect(rank(c.policy, c.targets)).to.deep.equal(c.scores));
+    }
+  });
+
   it('counts 100m for a pod that requests no cpu', () => {
     const eight = { cpu: '8', memory: '8Gi', pods: '110' };
     const a: ScoredTarget = { key: 'a', nodes: nodesOf([node('a', { allocatable: eight })], [runningOn('a', { cpu: '7970m' })]) };
