@@ -77,7 +77,11 @@ describe('applyConnectionLimits: per-address cap (real sockets on 127.0.0.1 and 
 
   /** A TLS connection from `from`; resolves with whether its handshake completed (false: the server closed it first). */
   const tlsFrom = async (from: string, withCert = false): Promise<{ socket: tls.TLSSocket; handshaken: boolean }> => {
-    const socket = tls.connect({ port, host: '127.0.0.1', localAddress: from, ca: fixtures.ca.certPem, ...(withCert ? { cert: clientPair.certPem, key: clientPair.keyPem } : {}) });
+    // tls.connect's options have no localAddress: the TCP socket is dialled from `from` first.
+    const tcp = net.connect({ port, host: '127.0.0.1', localAddress: from });
+    tcp.on('error', () => undefined);
+    opened.push(tcp);
+    const socket = tls.connect({ socket: tcp, host: '127.0.0.1', ca: fixtures.ca.certPem, ...(withCert ? { cert: clientPair.certPem, key: clientPair.keyPem } : {}) });
     socket.on('error', () => undefined);
     opened.push(socket);
     // Not events.once: it rejects on the 'error' a refused handshake also emits.
