@@ -606,11 +606,14 @@ export class Sandbox {
 
   /**
    * The requests of `user` (one of {@link auditedUsers}) that the authorizer of `cluster`'s
-   * apiserver refused since it started (not 403s of admission, e.g. in a namespace being deleted), as `verb resource[/subresource] [namespace/]name`, from the audit log
-   * (current file and its one backup). Undefined when this apiserver keeps no audit log (a
-   * sandbox started before the log existed).
+   * apiserver, or one of its ValidatingAdmissionPolicies, refused since it started (not other
+   * 403s of admission, e.g. in a namespace being deleted), as `verb resource[/subresource]
+   * [namespace/]name`, followed by ` (ValidatingAdmissionPolicy <name>)` for a policy's, from the
+   * audit log (current file and its one backup). Dry runs (`?dryRun=All`) are left out unless
+   * `includeDryRuns`: the providers never make one, tests probe with them. Undefined when this
+   * apiserver keeps no audit log (a sandbox started before the log existed).
    */
-  forbiddenRequests(cluster: string, user: string): string[] | undefined {
+  forbiddenRequests(cluster: string, user: string, opts: { includeDryRuns?: boolean } = {}): string[] | undefined {
     const log = this.auditLogPath(cluster);
     if (!existsSync(log)) return undefined;
     // Refusals while a restarted apiserver was not ready yet say nothing about our RBAC.
@@ -622,19 +625,26 @@ export class Sandbox {
     const refused: string[] = [];
     for (const f of files) {
       for (const line of readFileSync(f, 'utf8').split('\n')) {
-        if (!line.includes('"forbid"')) continue;
+        if (!line.includes('"forbid"') && !line.includes('ValidatingAdmissionPolicy')) continue;
         const e = JSON.parse(line) as {
           stageTimestamp?: string;
+          requestURI?: string;
           user?: { username?: string };
           verb?: string;
           annotations?: Record<string, string>;
           objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string };
+          responseStatus?: { code?: number; message?: string };
         };
-        if (e.user?.username !== user || e.annotations?.['authorization.k8s.io/decision'] !== 'forbid') continue;
+        if (e.user?.username !== user) continue;
+        // The apiserver's own words for a policy's Deny: "ValidatingAdmissionPolicy '<name>' with binding '<name>' denied request: …".
+        const policy = e.responseStatus?.code && e.responseStatus.code >= 400 ? /ValidatingAdmissionPolicy '([^']+)' with binding '[^']+' denied request/.exec(e.responseStatus.message ?? '')?.[1] : undefined;
+        if (e.annotations?.['authorization.k8s.io/decision'] !== 'forbid' && !policy) continue;
+        if (!opts.includeDryRuns && new URL(e.requestURI ?? '/', 'https://x').searchParams.has('dryRun')) continue;
         const at = Date.parse(e.stageTimestamp ?? '');
         if (starting.some((w) => at >= w.startedMs && at <= w.readyMs)) continue;
         const o = e.objectRef ?? {};
-        refused.push(`${e.verb} ${o.resource ?? '?'}${o.subresource ? `/${o.subresource}` : ''} ${o.namespace ? `${o.namespace}/` : ''}${o.name ?? ''}`.trim());
+        const what = `${e.verb} ${o.resource ?? '?'}${o.subresource ? `/${o.subresource}` : ''} ${o.namespace ? `${o.namespace}/` : ''}${o.name ?? ''}`.trim();
+        refused.push(policy ? `${what} (ValidatingAdmissionPolicy ${policy})` : what);
       }
     }
     return refused;
