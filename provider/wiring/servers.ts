@@ -5,7 +5,6 @@ import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { CertRotator } from '../../certs/cert-rotator.js';
 import { readCertificate } from '../../certs/read-certificate.js';
-import { AdmissionPool } from '../../webhook/admission-pool.js';
 import { createWebhookRoutes } from '../../webhook/create-webhook-routes.js';
 import { createWebhookServer, type WebhookServer } from '../../webhook/create-webhook-server.js';
 import { WebhookCertificates } from '../../webhook/webhook-certificates.js';
@@ -61,11 +60,8 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
       onIssued: (what, pair) => metrics.certificateExpiry.set({ certificate: what === 'serving' ? 'webhook' : 'proxy-scheduler-client' }, readCertificate(pair.certPem).notAfter.getTime() / 1000),
     });
     const first = await rotation.start();
-    // Reviews run in worker threads: whatever a pod makes admission do, this thread (the leader
-    // Lease, the extender, the kubelet API, the probes) only passes text in and out.
-    const admissions = new AdmissionPool({ workers: config.admissionWorkers, deadlineMs: config.admissionDeadlineMs, proxySchedulerName: config.proxySchedulerName });
     const handler = createRouter({
-      routes: [...createWebhookRoutes({ logger, registry, review: (raw) => admissions.review(raw) }), ...extenderRoutes],
+      routes: [...createWebhookRoutes({ logger, registry, proxySchedulerName: config.proxySchedulerName }), ...extenderRoutes],
       guards: [createExtenderClientGuard({ logger, metricsRegistry: registry })],
       // At warn for the budgets: with failurePolicy Fail, a 503 to the apiserver is a refused pod.
       onBodyRefused: (reason) => {
@@ -95,7 +91,6 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
     stop = async () => {
       rotation.stop();
       await listening.close();
-      await admissions.close();
     };
   };
   return { name: 'webhook', start, drain: () => drain(), stop: () => stop() };
