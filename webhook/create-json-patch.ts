@@ -52,6 +52,20 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   return defined === 0;
 }
 
+/**
+ * JSON text of `value` with object keys sorted and `undefined` members left out, so that two
+ * values are {@link jsonEqual} exactly when their canonical texts are the same (Dates as their
+ * JSON strings). For keying sets of values in linear time. Pure.
+ */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (!isPlainObject(v)) return v;
+    const sorted: Record<string, unknown> = {};
+    for (const k of Object.keys(v).sort()) sorted[k] = v[k];
+    return sorted;
+  });
+}
+
 function diff(a: unknown, b: unknown, path: string, ops: JsonPatchOp[]): void {
   // Objects are walked once, key by key (an equality test of each subtree before walking it
   // would compare the deepest parts once per level above them); the rest is compared whole.

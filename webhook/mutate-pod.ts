@@ -17,7 +17,8 @@ import {
   VIRTUAL_NODE_TAINT_KEY,
   VIRTUAL_NODE_TAINT_VALUE,
 } from '../provider/core/keys.js';
-import { jsonEqual } from './create-json-patch.js';
+import { checkPodSize } from './check-pod-size.js';
+import { canonicalJson, jsonEqual } from './create-json-patch.js';
 import { parseProxySchedulingConstraints, type ProxySchedulingConstraints } from './parse-proxy-scheduling-constraints.js';
 
 const NOT_READY_TAINT = 'node.kubernetes.io/not-ready';
@@ -77,7 +78,8 @@ export interface MutatePodOptions {
  * tolerations, and its `affinity` / `topologySpreadConstraints`, where given, replace the
  * proxy's. Everything else (containers, resources, labels, owners, scheduler name) is kept.
  *
- * Refused (ValidationError, so the pod is not created): an elected pod with `spec.nodeName`
+ * Refused (ValidationError, so the pod is not created): an elected pod with a list longer than
+ * `POD_LIST_LIMITS` allows (see `checkPodSize`), an elected pod with `spec.nodeName`
  * already set (it would skip the scheduler and land on any virtual node, another namespace's
  * included), and a pod that brings its own `SOURCE_POD_MANIFEST_ANNOTATION` without being one
  * of our proxies (see {@link isProxyOnReinvocation}) or whose manifest is not of our shape
@@ -95,6 +97,7 @@ export function mutatePod(pod: V1Pod, opts: MutatePodOptions = {}): { pod: V1Pod
   if (pod.spec?.nodeName) {
     throw new ValidationError(`an elected pod is placed by the scheduler: remove spec.nodeName (${JSON.stringify(pod.spec.nodeName)}) or the ${ELECT_ANNOTATION} annotation`);
   }
+  checkPodSize(pod);
   const manifest = annotations[SOURCE_POD_MANIFEST_ANNOTATION];
   if (manifest !== undefined && (!isProxyOnReinvocation(pod) || !isSavedManifestShape(manifest))) {
     throw new ValidationError(`the ${SOURCE_POD_MANIFEST_ANNOTATION} annotation is written by admiralty only: remove it from the pod`);
@@ -180,13 +183,20 @@ function isBoundedOutageToleration(t: V1Toleration): boolean {
   );
 }
 
-/** Concatenation without duplicates (an absent operator means `Equal`). */
+/**
+ * Concatenation without duplicates (an absent operator means `Equal`), in one pass: each entry
+ * is keyed by its canonical JSON, so the cost is linear in the entries (a pairwise comparison
+ * made 6000 tolerations cost seconds of the event loop).
+ */
 function mergeTolerations(...lists: ReadonlyArray<readonly V1Toleration[]>): V1Toleration[] {
   const out: V1Toleration[] = [];
-  const normal = (t: V1Toleration) => ({ ...t, operator: t.operator || 'Equal' });
+  const seen = new Set<string>();
   for (const list of lists) {
     for (const t of list) {
-      if (!out.some((o) => jsonEqual(normal(o), normal(t)))) out.push(structuredClone(t));
+      const key = canonicalJson({ ...t, operator: t.operator || 'Equal' });
+      if (seen.has(key)) continue;
+      seen.add(key);
+      out.push(structuredClone(t));
     }
   }
   return out;
