@@ -32,6 +32,7 @@ const NON_DEFAULT = [
   'extraArgs={--target-cache-budget-mib=256,--summary-renew-interval-seconds=60,--log-level=warn}',
   'webhook.failurePolicy=Ignore',
   'proxyScheduler.enabled=false',
+  'providerConfinement.enabled=false',
 ];
 
 describe('Helm chart (charts/admiralty)', function () {
@@ -132,6 +133,10 @@ describe('Helm chart (charts/admiralty)', function () {
     // webhook.failurePolicy
     expect(find(d, 'MutatingWebhookConfiguration', 'admiralty').webhooks[0].failurePolicy).to.equal('Fail');
     expect(find(n, 'MutatingWebhookConfiguration', 'admiralty').webhooks[0].failurePolicy).to.equal('Ignore');
+    // providerConfinement.enabled: the provider's admission policies and their bindings
+    const confinement = (objs: Obj[]) => objs.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy') && o.metadata.name.startsWith('admiralty-provider-')).length;
+    expect(confinement(d)).to.equal(8);
+    expect(confinement(n)).to.equal(0);
     // proxyScheduler.*: its Deployment, config and RBAC, the extender, the provider's scheduler name
     const schedulerObjects = (objs: Obj[]) => objs.filter((o) => o.metadata.name.startsWith('admiralty-proxy-scheduler')).map((o) => `${o.kind}/${o.metadata.name}`);
     expect(schedulerObjects(d)).to.have.members([
