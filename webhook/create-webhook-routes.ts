@@ -1,11 +1,10 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { Histogram, Registry } from 'prom-client';
-import { json, text, type Route } from '../provider/core/http-router.js';
-import { errorFields, type Logger } from '../provider/core/logger.js';
-import { parseUntrustedJson } from '../provider/core/untrusted-json.js';
+import { text, type Route } from '../provider/core/http-router.js';
+import type { Logger } from '../provider/core/logger.js';
+import { answerReview, type ReviewReply } from './answer-review.js';
 import { mutatePod } from './mutate-pod.js';
 import { rememberingConstraintsParser } from './parse-proxy-scheduling-constraints.js';
-import { reviewAdmission } from './review-admission.js';
 
 export interface WebhookRoutesOptions {
   logger: Logger;
@@ -15,6 +14,11 @@ export interface WebhookRoutesOptions {
   proxySchedulerName?: string;
   /** The mutation; default `mutatePod` with its defaults. Tests and the benchmark may swap it. */
   mutate?: (pod: V1Pod, namespace?: string) => { pod: V1Pod; mutated: boolean };
+  /**
+   * Who answers a review's raw body; default `answerReview` with `mutate`, here on the calling
+   * event loop. The provider gives an `AdmissionPool`'s, so reviews run in worker threads.
+   */
+  review?: (raw: string) => ReviewReply | Promise<ReviewReply>;
   /**
    * Largest accepted body in bytes; default 8 MiB. An AdmissionReview carries the pod, up to
    * etcd's 1.5 MiB of protobuf, and its JSON may be several times larger: Go's encoder writes
@@ -26,17 +30,7 @@ export interface WebhookRoutesOptions {
 /** Path the MutatingWebhookConfiguration points at. */
 export const MUTATE_PATH = '/mutate';
 
-/**
- * Most structural JSON tokens (`[`, `{`, `,`: see `UntrustedJsonLimits`) in an AdmissionReview.
- * The webhook is called on pod CREATE only (no `oldObject`), and a pod larger than etcd takes
- * (1.5 MiB by default, stored as protobuf) is refused there anyway. Protobuf spends at least 2
- * bytes on each item of a list, member of a map or empty object, which JSON writes with at
- * most one `,` and one `{`, and `managedFields` is stored as JSON: so a pod etcd can store has
- * at most about 1.5 M tokens, and 2 Mi leave room for the review around it. At this bound,
- * the worst `JSON.parse` can be made to build (1 M empty objects) took about 100 MiB of RSS and
- * a quarter of a second; unbounded, an 8 MiB body of nested arrays took 460 MiB and 2 s.
- */
-export const MUTATE_MAX_JSON_TOKENS = 2 * 2 ** 20;
+export { MUTATE_MAX_JSON_TOKENS } from './answer-review.js';
 
 /**
  * The webhook's routes, for `createRouter`: `POST /mutate` (AdmissionReview in, AdmissionReview
@@ -59,33 +53,19 @@ export function createWebhookRoutes(opts: WebhookRoutesOptions): Route[] {
 
   const healthz: Route = { method: 'GET', path: '/healthz', handle: () => text(200, 'ok') };
 
+  const answer = opts.review ?? ((raw: string) => answerReview(raw, mutate));
   const review: Route = {
     method: 'POST',
     path: MUTATE_PATH,
     maxBodyBytes: opts.maxBodyBytes,
-    handle: ({ body: raw }) => {
+    // The body is decoded here, before the first await, so the router's body budget is
+    // released at once; what waits for a worker is bounded by the pool's own queue.
+    handle: async ({ body: raw }) => {
       const end = duration.startTimer();
-      let body: unknown;
-      try {
-        body = parseUntrustedJson(raw.toString('utf8'), { maxTokens: MUTATE_MAX_JSON_TOKENS });
-      } catch (err) {
-        end({ result: 'error' });
-        logger.warn('webhook: malformed AdmissionReview', errorFields(err));
-        return text(400, `request body ${(err as Error).message}`);
-      }
-      const outcome = reviewAdmission(body, mutate);
-      end({ result: outcome.result });
-      if (outcome.httpStatus === 400) {
-        logger.warn('webhook: malformed AdmissionReview', { reason: outcome.reason });
-        return text(400, outcome.reason);
-      }
-      if (outcome.result !== 'allowed') {
-        const request = (body as { request?: { namespace?: string; name?: string; uid?: string } }).request;
-        const fields = { namespace: request?.namespace, name: request?.name, uid: request?.uid, ...errorFields(outcome.error) };
-        if (outcome.result === 'denied') logger.info('webhook: pod denied', fields);
-        else logger.error('webhook: mutation failed', fields);
-      }
-      return json(200, outcome.review);
+      const reply = await answer(raw.toString('utf8'));
+      end({ result: reply.result });
+      if (reply.log) logger[reply.log.level](reply.log.message, reply.log.fields);
+      return reply.answer;
     },
   };
 

@@ -31,6 +31,10 @@ export interface ProviderConfig {
   webhookConfigName: string;
   webhookServiceName?: string;
   webhookUrl?: string;
+  /** Worker threads that answer AdmissionReviews; 0 answers them on the main event loop. */
+  admissionWorkers: number;
+  /** How long one review may take before it is denied and its worker replaced. */
+  admissionDeadlineMs: number;
   metricsPort: number;
   metricsBindAddress: string;
   leaderElect: boolean;
@@ -88,6 +92,18 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   webhookConfigName: { flag: 'webhook-config-name', kind: 'string', default: 'admiralty', help: 'MutatingWebhookConfiguration whose caBundle the provider keeps current' },
   webhookServiceName: { flag: 'webhook-service-name', kind: 'string', help: 'Service in front of the webhook, for the certificate DNS names' },
   webhookUrl: { flag: 'webhook-url', kind: 'url', help: 'URL the apiserver calls out of cluster (its IP goes in the certificate)' },
+  admissionWorkers: {
+    flag: 'admission-workers',
+    kind: 'int',
+    default: '1',
+    help: 'worker threads that answer admission reviews (0 to 16), so that no pod, however large, holds the event loop that renews the leader Lease and serves the extender and the kubelet API; 0 answers them on that loop',
+  },
+  admissionDeadlineMs: {
+    flag: 'admission-deadline',
+    kind: 'duration',
+    default: '2s',
+    help: "how long one admission review may take, queueing included (100ms to 4s, inside the webhook's 5 s timeout), before the pod is denied with the reason and its worker replaced; with --admission-workers=0 nothing can stop a review, so this is not enforced",
+  },
   metricsPort: { flag: 'metrics-port', kind: 'port', default: '8080', help: 'port of /metrics, /healthz and /readyz' },
   metricsBindAddress: { flag: 'metrics-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address of the metrics server' },
   leaderElect: { flag: 'leader-elect', kind: 'bool', default: 'true', help: 'elect a leader among replicas; every replica serves, only the leader runs the controllers that write' },
@@ -240,6 +256,11 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   if (enabled.includes('extender') && !enabled.includes('webhook')) errors.push('--enable: the extender is served on the webhook server: enable webhook too, or leave extender out');
   if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName}" is not a valid scheduler name`);
   if (out.workersPerTarget === 0) errors.push('--workers-per-target: must be at least 1');
+  if ((out.admissionWorkers as number) > 16) errors.push(`--admission-workers: ${out.admissionWorkers} is more than 16 (each worker holds up to 256 MiB of heap)`);
+  const admissionDeadline = out.admissionDeadlineMs as number | undefined;
+  if (admissionDeadline !== undefined && (admissionDeadline < 100 || admissionDeadline > 4000)) {
+    errors.push(`--admission-deadline: ${admissionDeadline} ms is not from 100ms to 4s (the apiserver gives the webhook 5 s)`);
+  }
   const summaryRenew = out.summaryRenewIntervalSeconds as number | undefined;
   if (summaryRenew !== undefined && (summaryRenew < 1 || summaryRenew > 3600)) errors.push(`--summary-renew-interval-seconds: ${summaryRenew} is not from 1 to 3600 (the summary's readers accept no other)`);
   if (out.targetCacheBudgetMib === 0) errors.push("--target-cache-budget-mib: must be at least 1 (a target's delegates must fit)");

@@ -50,6 +50,12 @@ export function createMetrics(registry: Registry) {
       labelNames: ['reason'],
       registers,
     }),
+    admissionReviewsAbandoned: new Counter({
+      name: 'admiralty_webhook_reviews_abandoned_total',
+      help: 'Admission reviews answered without their worker: deadline (denied, the worker replaced), worker_exit (denied), queue_full and closed (503).',
+      labelNames: ['reason'],
+      registers,
+    }),
     informerRestarts: new Counter({ name: 'admiralty_informer_restarts_total', help: 'Informer restarts after a watch or list failure.', labelNames: ['informer'], registers }),
   };
 }

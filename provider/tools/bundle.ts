@@ -54,7 +54,9 @@ const platformUrlForWhatwgUrl: Plugin = {
 
 rmSync(outdir, { recursive: true, force: true });
 await build({
-  entryPoints: [join(dist, 'provider', 'cli.js')],
+  // The admission worker is a thread's own script (see `AdmissionPool`): an entry point beside
+  // the chunks, where the pool's chunk finds it.
+  entryPoints: { cli: join(dist, 'provider', 'cli.js'), 'admission-worker': join(dist, 'webhook', 'admission-worker.js') },
   outdir,
   bundle: true,
   splitting: true,

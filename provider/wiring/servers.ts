@@ -5,6 +5,7 @@ import type { Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import { CertRotator } from '../../certs/cert-rotator.js';
 import { readCertificate } from '../../certs/read-certificate.js';
+import { AdmissionPool } from '../../webhook/admission-pool.js';
 import { createWebhookRoutes } from '../../webhook/create-webhook-routes.js';
 import { createWebhookServer, type WebhookServer } from '../../webhook/create-webhook-server.js';
 import { WebhookCertificates } from '../../webhook/webhook-certificates.js';
@@ -60,8 +61,20 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
       onIssued: (what, pair) => metrics.certificateExpiry.set({ certificate: what === 'serving' ? 'webhook' : 'proxy-scheduler-client' }, readCertificate(pair.certPem).notAfter.getTime() / 1000),
     });
     const first = await rotation.start();
+    // Reviews run in worker threads: a pod no one has thought of yet must not be able to hold
+    // this loop, which renews the leader Lease and serves the extender and the kubelet API.
+    const pool =
+      config.admissionWorkers > 0
+        ? new AdmissionPool({
+            workers: config.admissionWorkers,
+            deadlineMs: config.admissionDeadlineMs,
+            workerData: { proxySchedulerName: config.proxySchedulerName },
+            onAbandoned: (reason) => metrics.admissionReviewsAbandoned.inc({ reason }),
+            onWorkerError: (err) => logger.warn('admission worker failed; it is replaced', errorFields(err)),
+          })
+        : undefined;
     const handler = createRouter({
-      routes: [...createWebhookRoutes({ logger, registry, proxySchedulerName: config.proxySchedulerName }), ...extenderRoutes],
+      routes: [...createWebhookRoutes({ logger, registry, proxySchedulerName: config.proxySchedulerName, review: pool && ((raw) => pool.review(raw)) }), ...extenderRoutes],
       guards: [createExtenderClientGuard({ logger, metricsRegistry: registry })],
       // At warn for the budgets: with failurePolicy Fail, a 503 to the apiserver is a refused pod.
       onBodyRefused: (reason) => {
@@ -91,6 +104,7 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
     stop = async () => {
       rotation.stop();
       await listening.close();
+      await pool?.close();
     };
   };
   return { name: 'webhook', start, drain: () => drain(), stop: () => stop() };

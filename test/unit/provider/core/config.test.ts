@@ -56,6 +56,23 @@ describe('parseConfig: --summary-renew-interval-seconds', () => {
   });
 });
 
+describe('parseConfig: --admission-workers and --admission-deadline', () => {
+  it('answers reviews in one worker with a 2 s deadline by default, and takes 0 to 16 workers and a Go duration', () => {
+    expect(configOf()).to.include({ admissionWorkers: 1, admissionDeadlineMs: 2000 });
+    expect(configOf('--admission-workers=0', '--admission-deadline=100ms')).to.include({ admissionWorkers: 0, admissionDeadlineMs: 100 });
+    expect(configOf('--admission-workers=16', '--admission-deadline=4s')).to.include({ admissionWorkers: 16, admissionDeadlineMs: 4000 });
+  });
+
+  it("refuses more than 16 workers and a deadline outside 100ms to 4s (the apiserver's 5 s), saying why", () => {
+    const many = parse('--admission-workers=17');
+    expect(!many.ok && many.errors).to.deep.equal(['--admission-workers: 17 is more than 16 (each worker holds up to 256 MiB of heap)']);
+    for (const [bad, ms] of [['50ms', 50], ['5s', 5000]] as const) {
+      const r = parse(`--admission-deadline=${bad}`);
+      expect(!r.ok && r.errors).to.deep.equal([`--admission-deadline: ${ms} ms is not from 100ms to 4s (the apiserver gives the webhook 5 s)`]);
+    }
+  });
+});
+
 describe('parseConfig: leader election timings', () => {
   const parse = (...flags: string[]) => parseConfig(['--cluster-name=c1', ...flags], {});
   const cases: Array<{ flags: string[]; ok: boolean; error?: RegExp }> = [
