@@ -27,6 +27,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
   },
   { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
   { name: 'extender-latency', args: '[requests=3000] [concurrency=1]', summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox' },
+  {
+    name: 'hostile-admission',
+    args: '[ms-per-point=60] [field-filter]',
+    summary:
+      "for each list of a pod the webhook walks (tolerations, containers, env, volumes, affinity terms, ...), the time of one elected pod's review as the list doubles up to its limit and past it to 6000 items, next to parsing the same body alone, with the growth exponent of each; in process, no sandbox",
+  },
   { name: 'webhook-latency', args: '[requests=2000] [concurrency=16]', summary: 'admission latency (p50, p99) of the mutating webhook next to a no-op handler' },
   { name: 'cache-memory', args: '[pods=5000]', summary: "heap held per offloaded pod by each of the provider's caches (proxies, delegates, the target's pod events, the summary's pods), with the transforms and filters the provider gives them next to without; in process, no sandbox" },
   {
@@ -48,7 +54,7 @@ function usage(): string {
     '',
     'Benchmarks print figures, next to a baseline measured in the same run. They need a clone',
     'of the repository and run through tsx. Most need a running sandbox (npm run sandbox -- up; not',
-    'the two *-latency ones nor cache-memory); offload starts one when none is up, and stops it again at the end.',
+    'the two *-latency ones, hostile-admission nor cache-memory); offload starts one when none is up, and stops it again at the end.',
     '',
     ...BENCHMARKS.map((b) => `  ${b.name.padEnd(width)}  ${b.args}\n  ${' '.repeat(width)}  ${b.summary}`),
   ].join('\n');

@@ -147,6 +147,22 @@ describe('bench', () => {
       expect(out).to.match(/^ratio mutate\/noop: p50 x[\d.]+ +p99 x[\d.]+$/m);
     });
 
+    it('hostile-admission: every field from 8 items to 6000, allowed up to its limit and denied past it, with its growth exponents', async function () {
+      this.timeout(120_000);
+      const out = await bench('hostile-admission', '5');
+      const fields = [...out.matchAll(/^(\S+) \(limit (\d+)\)$/gm)];
+      expect(fields.length, out).to.be.at.least(19);
+      for (const [, field, limit] of fields) {
+        const block = out.slice(out.indexOf(`${field} (limit ${limit})`)).split('\n\n')[0];
+        const rows = [...block.matchAll(/^ +n= *(\d+) +[\d.]+ KiB +review +[\d.]+ µs .*parse alone +[\d.]+ µs +(allowed|denied)$/gm)].map((m) => [Number(m[1]), m[2]] as const);
+        expect(rows[0], field).to.deep.equal([8, 'allowed']);
+        expect(rows.at(-1)![0], field).to.be.at.least(6000);
+        for (const [n, verdict] of rows) expect(verdict, `${field} at ${n}`).to.equal(n <= Number(limit) ? 'allowed' : 'denied');
+        expect(block, field).to.match(/growth exponent: allowed -?[\d.]+, denied -?[\d.]+$/m);
+      }
+      expect(out).to.match(/^hostile-admission: \d+ fields, largest growth exponent [\d.]+ \(.+\); linear is at most 1, quadratic 2$/m);
+    });
+
     it('extender-latency: filter and prioritize of every proxy shape, every request answered, next to the no-op', async function () {
       this.timeout(120_000);
       const out = await bench('extender-latency', '20', '1');
