@@ -3,7 +3,8 @@ import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import tls from 'node:tls';
 import { join } from 'node:path';
-import { apply, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+import { metricByLabels } from '../bench/offload-report.js';
+import { apply, getJson, kubectl, kubectlStdin, sandbox, uniqueName, waitFor } from './support.js';
 
 const MANIFEST = 'multicluster.admiralty.io/sourcepod-manifest';
 
@@ -134,5 +135,59 @@ describe('admission webhook', function () {
       (e: Error) => e,
     );
     expect(err?.message).to.match(/proxy-pod-scheduling-constraints/);
+  });
+});
+
+/** `admiralty_webhook_request_duration_seconds` of c1's provider: denied reviews in all, and those within 0.25 s. */
+async function deniedReviews(): Promise<{ all: number; within250ms: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', 0).metrics}/metrics`)).text();
+  const buckets = metricByLabels(text, 'admiralty_webhook_request_duration_seconds_bucket', ['result', 'le'], ([result, le]) => `${result} ${le}`);
+  return { all: buckets['denied +Inf'] ?? 0, within250ms: buckets['denied 0.25'] ?? 0 };
+}
+
+describe('admission webhook under hostile pods', function () {
+  this.timeout(180_000);
+  const names: string[] = [];
+  after(async () => {
+    for (const n of names) await kubectl('c1', 'delete', 'pod', n, '-n', 'default', '--wait=false', '--ignore-not-found');
+  });
+
+  it("denies 6 concurrent elected pods of 6000 distinct tolerations each, naming the field, each within the provider's 0.25 s bucket, while an ordinary elected pod is admitted and bound and the kubelet API answers /healthz", async () => {
+    const hostile = (name: string) =>
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name, namespace: 'default', annotations: { 'multicluster.admiralty.io/elect': '' } },
+        spec: {
+          containers: [{ name: 'app', image: 'nginx', resources: { requests: { cpu: '10m', memory: '8Mi' } } }],
+          tolerations: Array.from({ length: 6000 }, (_, i) => ({ key: `example.com/taint-${i}`, operator: 'Exists', effect: 'NoSchedule' })),
+        },
+      });
+    const before = await deniedReviews();
+    const ordinary = uniqueName('beside-hostile');
+    names.push(ordinary);
+    const healthz = () =>
+      new Promise<number>((res, rej) => {
+        const socket = tls.connect({ host: '127.0.0.1', port: sandbox.providerPorts('c1', 0).kubelet, rejectUnauthorized: false }, () => socket.end('GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'));
+        let reply = '';
+        socket.on('data', (d) => (reply += d));
+        socket.on('end', () => res(Number(/^HTTP\/1\.1 (\d+)/.exec(reply)?.[1] ?? 0)));
+        socket.on('error', rej);
+      });
+    const [denials, , health] = await Promise.all([
+      Promise.all(Array.from({ length: 6 }, (_, i) => kubectlStdin('c1', hostile(uniqueName(`tolerations-${i}`)), 'create', '-f', '-'))),
+      apply('c1', pod(ordinary, 'default', true)),
+      Promise.all(Array.from({ length: 6 }, () => healthz())),
+    ]);
+    for (const d of denials) {
+      expect(d.code, d.stdout).to.not.equal(0);
+      expect(d.stderr).to.match(/denied the request: .*spec\.tolerations/);
+      expect(d.stderr).to.not.match(/deadline|timeout|context canceled/i);
+    }
+    expect(health).to.deep.equal([200, 200, 200, 200, 200, 200]);
+    const after = await deniedReviews();
+    expect(after.all - before.all, 'denied reviews counted').to.equal(6);
+    expect(after.within250ms - before.within250ms, 'denied reviews answered within 0.25 s by the provider').to.equal(6);
+    await waitFor('the ordinary proxy bound to a virtual node', 60_000, async () => ((await getJson('c1', 'pod', ordinary, '-n', 'default')).spec.nodeName ?? '').startsWith('admiralty-'));
   });
 });
