@@ -109,7 +109,7 @@ function admiraltyChart(dir: string): void {
 
 /** The numbered steps of the migration guide, by number. */
 function guideSteps(): Map<number, string> {
-  const guide = docSection('README.md', '## Migrating from Admiralty');
+  const guide = docSection('docs/migration.md', '## Migrating from Admiralty');
   const steps = guide.slice(guide.indexOf('**Steps, in every cluster**'));
   return new Map([...steps.matchAll(/\n(\d)\. ([\s\S]*?)(?=\n\d\. |\n\n\S|$)/g)].map((m) => [Number(m[1]), m[2]]));
 }
