@@ -250,7 +250,7 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
     const install = /```sh\n\s*(helm install [\s\S]*?)```/.exec(docSection('README.md', '## Quick start on real clusters'))![1]
       .replace('<a name unique to this cluster>', 'c1')
       .replace('<registry>', 'registry.example');
-    expect(steps.get(4)).to.contain('[Quick start](#quick-start-on-real-clusters)');
+    expect(steps.get(4)).to.contain('[Quick start](../README.md#quick-start-on-real-clusters)');
     await run(install);
     expect(JSON.parse(await run('helm status admiralty -n admiralty -o json')).info.status).to.equal('deployed');
     await expectKept();
