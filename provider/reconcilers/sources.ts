@@ -94,7 +94,7 @@ export class SourcesReconciler {
       } else {
         const mismatch = admiraltyBindingMismatch(existing, wanted, { kind: source.kind, name: source.obj.metadata.name!, uid: source.obj.metadata.uid! });
         if (mismatch) {
-          const message = `${what} exists and is neither ours nor the one Admiralty made for this ${source.kind}: ${mismatch}. Refusing to replace it; delete it if it is not needed (see README, "Migrating from Admiralty")`;
+          const message = `${what} exists and is neither ours nor the one Admiralty made for this ${source.kind}: ${mismatch}. Refusing to replace it; delete it if it is not needed (see docs/migration.md, "Migrating from Admiralty")`;
           this.o.events.record(source.involved, 'Warning', BINDING_CONFLICT_REASON, message);
           throw new Error(message);
         }

@@ -295,7 +295,7 @@ describe('SourcesReconciler.reconcile', () => {
       } catch (err) {
         error = err as Error;
       }
-      const message = `ClusterRoleBinding ${VIEWER_CRB} exists and is neither ours nor the one Admiralty made for this Source: its owner is not this Source (uid src-uid). Refusing to replace it; delete it if it is not needed (see README, "Migrating from Admiralty")`;
+      const message = `ClusterRoleBinding ${VIEWER_CRB} exists and is neither ours nor the one Admiralty made for this Source: its owner is not this Source (uid src-uid). Refusing to replace it; delete it if it is not needed (see docs/migration.md, "Migrating from Admiralty")`;
       expect(error?.message).to.equal(message);
       expect(t.rbac.deleteClusterRoleBinding.called).to.equal(false);
       expect(t.clusterRoleBindings.get(VIEWER_CRB)).to.deep.equal(crb);
