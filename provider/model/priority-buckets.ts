@@ -79,19 +79,28 @@ export function summaryPriorityClassValues(classes: readonly V1PriorityClass[]):
 }
 
 /**
- * What the pods that some user's pod could preempt hold on a cluster's nodes that take new pods
- * (Ready, not cordoned): the sum of every bucket its summary publishes (all are below
- * {@link HIGHEST_USER_PRIORITY}). A virtual node advertises this on top of what is free, so that
- * the proxy scheduler's own resource check lets a pod of high priority reach the extender's
- * filter, which alone judges, per real node and per priority, whether preemption there would make
- * room. Quantities that do not parse are skipped (the target wrote them). Pure.
+ * What the pods that some delegate could preempt hold on a cluster's nodes that take new pods
+ * (Ready, not cordoned): the buckets its summary publishes below the highest value of its
+ * PriorityClasses that a user may define (at most {@link HIGHEST_USER_PRIORITY}), the highest
+ * priority a delegate can get there. Nothing without such classes (or without their values): a
+ * cluster whose pods all share the default priority has nothing to preempt for anyone. A virtual
+ * node advertises this on top of what is free, so that the proxy scheduler's own resource check
+ * lets a pod of high priority reach the extender's filter, which alone judges, per real node and
+ * per priority, whether preemption there would make room. The system classes are left out (they
+ * would make every bucket count, for the pods of every priority): a delegate of such a class is
+ * still judged exactly by the filter once the virtual node's free room lets it through.
+ * Quantities that do not parse are skipped (the target wrote them). Pure.
  */
 export function preemptibleHeld(summary: ClusterSummary | undefined): ResourceAmounts {
   const out: ResourceAmounts = new Map();
+  let highest: number | undefined;
+  for (const c of summary?.priorityClassValues ?? []) if (c.value <= HIGHEST_USER_PRIORITY && (highest === undefined || c.value > highest)) highest = c.value;
+  if (highest === undefined) return out;
   for (const pool of summary?.nodePools ?? []) {
     for (const node of pool.nodes ?? []) {
       if (node.notReady || node.unschedulable) continue;
       for (const b of node.heldByPriority ?? []) {
+        if (b.priority >= highest) continue;
         for (const [r, text] of Object.entries(b.requests ?? {})) {
           let amount: bigint;
           try {

@@ -71,7 +71,7 @@ export interface VirtualNodeInput {
    */
   burstCapacity?: ResourceAmounts;
   /**
-   * Advertise, on top of what is free, what the target's pods that a user's pod could preempt
+   * Advertise, on top of what is free, what the target's pods that a delegate could preempt
    * hold (see `preemptibleHeld`): on when the scheduler extender judges each pod (a proxy
    * scheduler runs), whose filter alone then decides, per real node and priority, whether the
    * target would preempt for the pod. Off in fallback mode, where the virtual node is all a
@@ -161,7 +161,7 @@ const UNBOUNDED_BURST: ReadonlyMap<string, bigint> = new Map([
 /**
  * What the virtual node offers kube-scheduler: what is free in the target for new pods, plus what
  * this source's own running proxies hold there (kube-scheduler subtracts those itself), and, with
- * `preemptible`, what the target's pods that a user's pod could preempt hold, never more
+ * `preemptible`, what the target's pods that a delegate could preempt hold, never more
  * than the target's allocatable. A target whose summary predates `free` is advertised as before,
  * by its allocatable. A target with burst capacity offers that on top (`cpu`, `memory`, `pods`; a
  * resource the capacity leaves out, {@link UNBOUNDED_BURST}): the proxy scheduler's own

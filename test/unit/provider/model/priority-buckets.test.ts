@@ -78,21 +78,29 @@ describe('model: priority buckets', () => {
   });
 
   describe('preemptibleHeld', () => {
-    it('sums the buckets of the nodes that take new pods, skipping quantities that do not parse', () => {
-      const summary: ClusterSummary = {
-        metadata: { name: 'singleton' },
-        nodePools: [
-          {
-            labels: {},
-            nodes: [
-              { name: 'a', allocatable: {}, free: {}, heldByPriority: [{ priority: 1, requests: { cpu: '2', pods: '1' } }, { priority: 5, requests: { cpu: 'lots', pods: '2' } }] },
-              { name: 'b', allocatable: {}, free: {}, notReady: true, heldByPriority: [{ priority: 1, requests: { cpu: '8' } }] },
-              { name: 'c', allocatable: {}, free: {}, unschedulable: true, heldByPriority: [{ priority: 1, requests: { cpu: '8' } }] },
-            ],
-          },
-        ],
-      };
-      expect(preemptibleHeld(summary)).to.deep.equal(new Map([['cpu', 2_000_000_000n], ['pods', 3_000_000_000n]]));
+    const summary = (classes: { name: string; value: number }[] | undefined): ClusterSummary => ({
+      metadata: { name: 'singleton' },
+      ...(classes ? { priorityClassValues: classes } : {}),
+      nodePools: [
+        {
+          labels: {},
+          nodes: [
+            { name: 'a', allocatable: {}, free: {}, heldByPriority: [{ priority: 1, requests: { cpu: '2', pods: '1' } }, { priority: 5, requests: { cpu: 'lots', pods: '2' } }, { priority: 100, requests: { cpu: '1', pods: '1' } }] },
+            { name: 'b', allocatable: {}, free: {}, notReady: true, heldByPriority: [{ priority: 1, requests: { cpu: '8' } }] },
+            { name: 'c', allocatable: {}, free: {}, unschedulable: true, heldByPriority: [{ priority: 1, requests: { cpu: '8' } }] },
+          ],
+        },
+      ],
+    });
+
+    it("sums the buckets below the cluster's highest user class, of the nodes that take new pods, skipping quantities that do not parse", () => {
+      expect(preemptibleHeld(summary([{ name: 'x', value: 100 }, { name: 'y', value: 3 }]))).to.deep.equal(new Map([['cpu', 2_000_000_000n], ['pods', 3_000_000_000n]]));
+      expect(preemptibleHeld(summary([{ name: 'x', value: 101 }])).get('pods')).to.equal(4_000_000_000n);
+    });
+
+    it('is nothing without user classes: system classes would make every bucket count', () => {
+      expect(preemptibleHeld(summary([{ name: 'system-node-critical', value: 2_000_001_000 }])).size).to.equal(0);
+      expect(preemptibleHeld(summary(undefined)).size).to.equal(0);
       expect(preemptibleHeld(undefined).size).to.equal(0);
     });
   });

@@ -142,6 +142,7 @@ describe('buildVirtualNode', () => {
     const summary = {
       ...input().summary!,
       free: { cpu: '1', memory: '2Gi', pods: '100' },
+      priorityClassValues: [{ name: 'urgent', value: 1000 }],
       nodePools: [
         {
           labels: {},
