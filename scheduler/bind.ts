@@ -127,7 +127,9 @@ class Refused extends Error {}
  *    condition says why in the words of fallback mode (see `refusalOf`: `SourceNotAuthorized`
  *    names the Source the target lacks), and so does the error;
  * 3. we wait until the target's scheduler sets the delegate's `nodeName`, or nominates the node
- *    it waits to bind the delegate to ({@link nominatedFor}: volumes being bound); if it reports the
+ *    it waits to bind the delegate to ({@link nominatedFor}: volumes being bound, or its victims
+ *    of lower priority leaving, when the target preempts for it: an Event on the proxy says so,
+ *    see `preemptingFor`); if it reports the
  *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, or
  *    the target cannot make the delegate's ResourceClaims ({@link claimCreationFailure}), the
  *    delegate is deleted, the target is remembered as refusing this pod (the extender's filter

@@ -3,7 +3,7 @@ import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, HOSTNAME_LABEL, VIRTUAL_K
 import { stringMapEquals } from './maps.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
 import { hostPortsByNode } from './host-ports.js';
-import { heldByPriority, summaryPriorityClassValues } from './priority-buckets.js';
+import { heldByPriority, preemptionCeiling, summaryPriorityClassValues } from './priority-buckets.js';
 import { allocatableOf, podRequestFields, requestedByNode, type ResourceAmounts } from './resources.js';
 import type { ClusterSummary, NodePool, SummaryRuntimeClass } from './types.js';
 
@@ -21,8 +21,9 @@ import type { ClusterSummary, NodePool, SummaryRuntimeClass } from './types.js';
  *   every node a pool of its own) and hard taints, each node with its allocatable and what is
  *   free on it: allocatable minus the requests of the non-terminal `pods` bound to it (of every
  *   namespace, as kube-scheduler counts them), and the host ports those pods hold there
- *   ({@link hostPortsByNode}), and what its pods of each priority a user's pod can preempt hold
- *   (`heldByPriority`, see {@link heldByPriority}). This is what a source needs to know whether one real node can take
+ *   ({@link hostPortsByNode}), and, when `classes.priority` is given, what its pods of each
+ *   priority below the highest user class hold (`heldByPriority`, see {@link heldByPriority} and
+ *   `preemptionCeiling`). This is what a source needs to know whether one real node can take
  *   a pod, without reading the target's nodes and pods itself;
  * * free: the sum of `free` over the nodes that take new pods (Ready and not cordoned);
  * * podsResourceVersion: `podsResourceVersion` when given, the version of the pod cache `pods`
@@ -59,7 +60,9 @@ export function buildClusterSummary(
   }
   const requested = requestedByNode(pods, requestsOf);
   const hostPorts = hostPortsByNode(pods);
-  const byPriority = heldByPriority(pods, requestsOf);
+  // Published only below the highest user class: no pod can preempt the rest (nor without classes known).
+  const ceiling = classes.priority && preemptionCeiling(classes.priority.map((c) => ({ value: c.value })));
+  const byPriority = ceiling === undefined ? new Map() : heldByPriority(pods, requestsOf, ceiling);
   const pools = new Map<string, NodePool>();
   const freeTotal: ResourceAmounts = new Map();
   for (const node of [...real].sort((a, b) => ordinal(a.metadata?.name ?? '', b.metadata?.name ?? ''))) {

@@ -20,7 +20,8 @@ export const MAX_PRIORITY_BUCKETS = 4;
 
 /**
  * What the non-terminal pods bound to each node hold, by priority (`spec.priority`, 0 when unset,
- * as kube-scheduler reads it), for the pods below {@link HIGHEST_USER_PRIORITY}: per node, one
+ * as kube-scheduler reads it), for the pods below `below` (default {@link HIGHEST_USER_PRIORITY};
+ * see {@link preemptionCeiling}: no pod of the cluster can preempt the others): per node, one
  * bucket per priority, lowest first, with the pods' requests (`requestsOf`, default
  * {@link podRequestsWithOverhead}) and a pod slot each under `pods`. A node whose pods have more
  * than {@link MAX_PRIORITY_BUCKETS} priorities has its highest ones merged into the last bucket,
@@ -30,12 +31,12 @@ export const MAX_PRIORITY_BUCKETS = 4;
  * is freed whatever the priority of the pod waiting for it). Nodes without such pods are left
  * out. Pure and independent of pod order.
  */
-export function heldByPriority(pods: readonly V1Pod[], requestsOf: (pod: V1Pod) => ResourceAmounts = podRequestsWithOverhead): Map<string, PriorityBucket[]> {
+export function heldByPriority(pods: readonly V1Pod[], requestsOf: (pod: V1Pod) => ResourceAmounts = podRequestsWithOverhead, below = HIGHEST_USER_PRIORITY): Map<string, PriorityBucket[]> {
   const byNode = new Map<string, Map<number, ResourceAmounts>>();
   for (const pod of pods) {
     const node = pod.spec?.nodeName;
     const priority = pod.spec?.priority ?? 0;
-    if (!node || isTerminal(pod) || !Number.isInteger(priority) || priority >= HIGHEST_USER_PRIORITY) continue;
+    if (!node || isTerminal(pod) || !Number.isInteger(priority) || priority >= below) continue;
     let buckets = byNode.get(node);
     if (!buckets) byNode.set(node, (buckets = new Map()));
     let held = buckets.get(priority);
@@ -61,6 +62,19 @@ export function heldByPriority(pods: readonly V1Pod[], requestsOf: (pod: V1Pod) 
     out.set(node, kept.map((b) => ({ priority: b.priority, requests: formatAmounts(b.held) })));
   }
   return out;
+}
+
+/**
+ * The highest priority a pod of a cluster with these PriorityClasses can get from a class a user
+ * may define (at most {@link HIGHEST_USER_PRIORITY}), or undefined when it has none: only pods
+ * below it can be anyone's victims (the system classes aside, whose pods are the cluster's own).
+ * A cluster without user classes has nothing to publish by priority, and its summary stays as
+ * small as before. Pure.
+ */
+export function preemptionCeiling(classes: readonly { value: number }[]): number | undefined {
+  let highest: number | undefined;
+  for (const c of classes) if (Number.isInteger(c.value) && c.value <= HIGHEST_USER_PRIORITY && (highest === undefined || c.value > highest)) highest = c.value;
+  return highest;
 }
 
 /**
@@ -93,8 +107,7 @@ export function summaryPriorityClassValues(classes: readonly V1PriorityClass[]):
  */
 export function preemptibleHeld(summary: ClusterSummary | undefined): ResourceAmounts {
   const out: ResourceAmounts = new Map();
-  let highest: number | undefined;
-  for (const c of summary?.priorityClassValues ?? []) if (c.value <= HIGHEST_USER_PRIORITY && (highest === undefined || c.value > highest)) highest = c.value;
+  const highest = preemptionCeiling(summary?.priorityClassValues ?? []);
   if (highest === undefined) return out;
   for (const pool of summary?.nodePools ?? []) {
     for (const node of pool.nodes ?? []) {

@@ -200,8 +200,9 @@ export interface SummaryNode {
   /** The host ports its non-terminal pods hold (see `hostPortsByNode`); left out when none. */
   hostPorts?: HostPort[];
   /**
-   * What its non-terminal pods of a priority a user's pod can preempt (below one billion, the
-   * highest a user's PriorityClass may have) request, by priority, lowest first, at most
+   * What its non-terminal pods of a priority another pod can preempt (below the highest value of
+   * the cluster's PriorityClasses that a user may define, at most one billion) request, by
+   * priority, lowest first, at most
    * `MAX_PRIORITY_BUCKETS` entries (the highest priorities merged into the last); left out when
    * there are none. A pod of priority P could have the room of every bucket below P freed for it
    * by the cluster's scheduler.

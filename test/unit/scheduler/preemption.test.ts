@@ -94,7 +94,7 @@ describe('scheduler: preemption inside targets', () => {
     it('takes a merged bucket as preemptible only above the highest priority in it', () => {
       // Five priorities on one node: the last bucket merges 40 and 50, labelled 50.
       const pods = [10, 20, 30, 40, 50].map((p) => targetPod('n1', '800m', p));
-      const [n1] = nodesOfSummary(buildClusterSummary([node('n1')], pods));
+      const [n1] = nodesOfSummary(buildClusterSummary([node('n1')], pods, undefined, undefined, { priority: CLASSES }));
       expect(preemptibleRoom(n1, 45).get('cpu')).to.equal(2_400_000_000n);
       expect(preemptibleRoom(n1, 51).get('cpu')).to.equal(4_000_000_000n);
     });

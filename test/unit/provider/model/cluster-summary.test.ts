@@ -254,7 +254,7 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
   it('takes priority buckets and class values as buildClusterSummary writes them', () => {
     const n: V1Node = { metadata: { name: 'w', labels: {} }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } };
     const p: V1Pod = { metadata: { name: 'p', namespace: 'd' }, spec: { nodeName: 'w', priority: 10, containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] }, status: { phase: 'Running' } };
-    const built = buildClusterSummary([n], [p], undefined, undefined, { priority: [{ metadata: { name: 'low' }, value: 10, globalDefault: true, preemptionPolicy: 'Never' }] });
+    const built = buildClusterSummary([n], [p], undefined, undefined, { priority: [{ metadata: { name: 'low' }, value: 10, globalDefault: true, preemptionPolicy: 'Never' }, { metadata: { name: 'high' }, value: 100 }] });
     expect(built.nodePools![0].nodes[0].heldByPriority).to.have.length(1);
     expect(clusterSummaryProblem(JSON.parse(JSON.stringify(built)))).to.equal(undefined);
   });

@@ -63,17 +63,30 @@ describe('model: priority buckets', () => {
   describe('buildClusterSummary', () => {
     const node = { metadata: { name: 'n1', labels: {} }, status: { allocatable: { cpu: '4', memory: '8Gi', pods: '110' }, conditions: [{ type: 'Ready', status: 'True' }] } };
 
-    it("publishes each node's buckets, and the classes with values beside their names", () => {
-      const s = buildClusterSummary([node], [podAt('n1', '3', 10)], undefined, undefined, { priority: [{ metadata: { name: 'low' }, value: 10 }] });
+    const classes = [
+      { metadata: { name: 'low' }, value: 10 },
+      { metadata: { name: 'high' }, value: 1000 },
+      { metadata: { name: 'system-node-critical' }, value: 2_000_001_000 },
+    ];
+
+    it("publishes each node's buckets below the highest user class, and the classes with values beside their names", () => {
+      const s = buildClusterSummary([node], [podAt('n1', '3', 10), podAt('n1', '1', 1000)], undefined, undefined, { priority: classes });
       expect(s.nodePools![0].nodes[0].heldByPriority).to.deep.equal([{ priority: 10, requests: { cpu: '3', memory: '1Gi', pods: '1' } }]);
-      expect(s.priorityClasses).to.deep.equal(['low']);
-      expect(s.priorityClassValues).to.deep.equal([{ name: 'low', value: 10 }]);
+      expect(s.priorityClasses).to.deep.equal(['high', 'low', 'system-node-critical']);
+      expect(s.priorityClassValues).to.deep.equal([
+        { name: 'high', value: 1000 },
+        { name: 'low', value: 10 },
+        { name: 'system-node-critical', value: 2_000_001_000 },
+      ]);
     });
 
-    it('publishes no buckets for a node without preemptible pods, and no classes when they are not known', () => {
-      const s = buildClusterSummary([node], [podAt('n1', '1', 2_000_000_000)]);
-      expect(s.nodePools![0].nodes[0]).to.not.have.property('heldByPriority');
-      expect(s).to.not.have.property('priorityClassValues');
+    it('publishes no buckets without user classes, or when the classes are not known (nothing to preempt for anyone, or nobody to judge it)', () => {
+      const pods = [podAt('n1', '1', 0), podAt('n1', '1', 5)];
+      const systemOnly = buildClusterSummary([node], pods, undefined, undefined, { priority: [classes[2]] });
+      expect(systemOnly.nodePools![0].nodes[0]).to.not.have.property('heldByPriority');
+      const unknown = buildClusterSummary([node], pods);
+      expect(unknown.nodePools![0].nodes[0]).to.not.have.property('heldByPriority');
+      expect(unknown).to.not.have.property('priorityClassValues');
     });
   });
 
