@@ -244,11 +244,11 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     const values = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `pc${i}`, value: i }));
     expect(clusterSummaryProblem({ metadata: {}, priorityClassValues: values(MAX_SUMMARY_ENTRIES) })).to.equal(undefined);
     expect(clusterSummaryProblem({ metadata: {}, priorityClassValues: values(MAX_SUMMARY_ENTRIES + 1) })).to.equal(tooMany);
-    // Priority buckets count one each, and their amounts too: 20 000 nodes of 30 one-amount buckets are too many.
-    const buckets = Array.from({ length: 30 }, (_, i) => ({ priority: i, requests: { cpu: '1' } }));
-    const bucketNodes = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `n${i}`, allocatable: {}, free: {}, heldByPriority: buckets }));
-    expect(clusterSummaryProblem({ metadata: {}, nodePools: [{ labels: {}, nodes: bucketNodes(MAX_SUMMARY_NODES) }] })).to.equal(tooMany);
-    expect(clusterSummaryProblem({ metadata: {}, nodePools: [{ labels: {}, nodes: bucketNodes(1000) }] })).to.equal(undefined);
+    // Priority buckets count one each, and their amounts too.
+    const bucket = { priority: 1, requests: { cpu: '1' } };
+    const bucketNode = (n: number) => ({ name: 'n', allocatable: {}, free: {}, heldByPriority: Array.from({ length: n }, () => bucket) });
+    expect(clusterSummaryProblem({ metadata: {}, nodePools: [{ labels: {}, nodes: [bucketNode(MAX_SUMMARY_ENTRIES / 2 + 1)] }] })).to.equal(tooMany);
+    expect(clusterSummaryProblem({ metadata: {}, nodePools: [{ labels: {}, nodes: [bucketNode(MAX_SUMMARY_ENTRIES / 2)] }] })).to.equal(undefined);
   });
 
   it('takes priority buckets and class values as buildClusterSummary writes them', () => {
