@@ -17,7 +17,8 @@ import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
 import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
 import { refusalOf } from '../provider/reconcilers/target-refusal.js';
-import { asksClaimTemplates, claimCreationFailure, nominatedFor, unschedulableVerdict } from './delegate-verdict.js';
+import { asksClaimTemplates, claimCreationFailure, nominatedFor, preemptingFor, unschedulableVerdict } from './delegate-verdict.js';
+import type { EventRecorder } from '../provider/core/events.js';
 import { schedulingPod } from './fit.js';
 import type { PlacementMemory } from './placement-memory.js';
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
@@ -59,6 +60,14 @@ export interface BinderOptions {
    * overhead the target's class sets, not the source's.
    */
   runtimeClasses?: (targetKey: string) => RuntimeClasses | undefined;
+  /**
+   * Where the Event that says a target preempts for a proxy goes (`PreemptingInTarget`, on the
+   * proxy), and how many pods of lower priority than the delegate the target's summary counts on
+   * the node it nominated (`lowerPriorityPods`: an upper bound on its victims, which only its
+   * scheduler knows; undefined when the summary does not say).
+   */
+  events?: Pick<EventRecorder, 'record'>;
+  lowerPriorityPods?: (targetKey: string, node: string, proxy: V1Pod) => number | undefined;
   /** Copies the ConfigMaps and Secrets the delegate uses into its target first; the delegate names the copies so. */
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
   memory: PlacementMemory;
@@ -118,7 +127,9 @@ class Refused extends Error {}
  *    condition says why in the words of fallback mode (see `refusalOf`: `SourceNotAuthorized`
  *    names the Source the target lacks), and so does the error;
  * 3. we wait until the target's scheduler sets the delegate's `nodeName`, or nominates the node
- *    it waits to bind the delegate to ({@link nominatedFor}: volumes being bound); if it reports the
+ *    it waits to bind the delegate to ({@link nominatedFor}: volumes being bound, or its victims
+ *    of lower priority leaving, when the target preempts for it: an Event on the proxy says so,
+ *    see `preemptingFor`); if it reports the
  *    delegate Unschedulable, or does not decide within `placeTimeoutMs`, or the create fails, or
  *    the target cannot make the delegate's ResourceClaims ({@link claimCreationFailure}), the
  *    delegate is deleted, the target is remembered as refusing this pod (the extender's filter
@@ -257,6 +268,8 @@ export class Binder {
         this.o.memory.assume(target.key, placedOn, heldOnNode(placed), this.o.clock.now(), delegateKey, podHostPorts(placed.spec));
       } else this.o.memory.release(target.key, reserved);
       this.o.memory.forget(args.PodUID);
+      const preempting = preemptingFor(placed);
+      if (preempting) this.tellPreempting(proxy, target, preempting);
       const where = placed.spec?.nodeName ?? (placedOn ? `${placedOn} (nominated, not bound yet)` : '(waiting for a scale-up)');
       this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: where });
     } catch (err) {
@@ -270,6 +283,28 @@ export class Binder {
       this.o.logger.info('scheduler extender: target refused a pod', { pod: `${namespace}/${name}`, cluster: target.displayName, reason: message });
       throw new Error(message, { cause: err });
     }
+  }
+
+  /**
+   * Says on the proxy that its target is preempting pods for it (see `preemptingFor`): which
+   * target, on which node, and how many pods of lower priority the summary counted there, when
+   * it says. Best effort: the event recorder never throws.
+   */
+  private tellPreempting(proxy: V1Pod, target: TargetClient, node: string): void {
+    let count: number | undefined;
+    try {
+      count = this.o.lowerPriorityPods?.(target.key, node, proxy);
+    } catch {
+      count = undefined;
+    }
+    const how = count === undefined ? '' : ` (its summary counted ${count} such pod(s) there; its scheduler evicts the fewest that make room)`;
+    this.o.events?.record(
+      { kind: 'Pod', apiVersion: 'v1', metadata: proxy.metadata! },
+      'Normal',
+      'PreemptingInTarget',
+      `${target.displayName} preempts pods of lower priority on its node ${node} for this pod${how}; the delegate runs there once they are gone`,
+    );
+    this.o.logger.info('scheduler extender: target preempts for a pod', { pod: `${proxy.metadata?.namespace}/${proxy.metadata?.name}`, cluster: target.displayName, node, lowerPriorityPods: count });
   }
 
   /** The proxy, from the cache or the source; it must still be the pod kube-scheduler means. */

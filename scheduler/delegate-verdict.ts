@@ -35,13 +35,26 @@ function unschedulableCondition(delegate: V1Pod): V1PodCondition | undefined {
  * disks tens of seconds, past the placement timeout), a gang waiting for its members. The target
  * has taken the pod, as it has once `nodeName` is set; a delegate left to wait there is what the
  * same pod created in the target directly would be. A nomination that comes with an
- * Unschedulable condition is another thing: room that preemption is freeing for the pod, no
- * promise; that one is not taken as a placement.
+ * Unschedulable condition is the target's preemption: its scheduler found no room, chose a node
+ * and the pods of lower priority to evict there ({@link preemptingFor}), and binds the pod there
+ * once they are gone, as it would the same pod created in the target. That is taken as the
+ * placement too: the room is the target's promise as much as a volume's node is (a pod that
+ * preemption could not help has its nomination cleared in the same write, upstream).
  */
 export function nominatedFor(delegate: V1Pod): string | undefined {
   const node = delegate.status?.nominatedNodeName;
   if (!node || delegate.spec?.nodeName) return undefined;
-  return unschedulableCondition(delegate) ? undefined : node;
+  return node;
+}
+
+/**
+ * The node on which the target's scheduler is preempting pods for a delegate, or undefined: a
+ * nomination ({@link nominatedFor}) that comes with the Unschedulable condition of the cycle that
+ * preempted (the victims are being deleted; the pod is bound once they are gone).
+ */
+export function preemptingFor(delegate: V1Pod): string | undefined {
+  const node = nominatedFor(delegate);
+  return node && unschedulableCondition(delegate) ? node : undefined;
 }
 
 /** Reason of the Warning event that a cluster's resource-claim controller puts on a pod whose ResourceClaim it cannot make from its template. */

@@ -11,6 +11,7 @@ import { parseUntrustedJson } from '../provider/core/untrusted-json.js';
 import type { ExtenderBindingArgs, ExtenderBindingResult } from './bind.js';
 import { fitsTarget, likelyNode, schedulingPod } from './fit.js';
 import type { RuntimeClasses } from './target-classes.js';
+import type { TargetPriorityClasses } from './preemption.js';
 import { PlacementMemory } from './placement-memory.js';
 import { placementGroup, placementPolicyOf } from './placement-policy.js';
 import { controllerOf } from '../provider/model/outage.js';
@@ -76,6 +77,8 @@ export interface TargetState {
   runtimeClasses?: RuntimeClasses;
   /** The names of its PriorityClasses, when its summary publishes them (`priorityClassesOfSummary`). */
   priorityClasses?: ReadonlySet<string>;
+  /** Its PriorityClasses with their values, when its summary publishes them (`priorityClassValuesOfSummary`): preemption there is judged. */
+  priorityClassValues?: TargetPriorityClasses;
 }
 
 /** Returns the cached state of a target by target key, or undefined while none was read. */
@@ -243,6 +246,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     targetLabels: targetIdentityLabels(target.ref),
     runtimeClasses: state.runtimeClasses,
     priorityClasses: state.priorityClasses,
+    priorityClassValues: state.priorityClassValues,
   });
   // A bind in flight takes room on the node the target's scheduler most likely chooses, as the
   // filter judges nodes (see `PlacementMemory.reserve`).

@@ -7,6 +7,7 @@ import { addInto, isTerminal, ONE_POD, podRequests, type ResourceAmounts } from 
 import { resolveTargetKeys } from '../provider/model/target-keys.js';
 import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint } from './node-match.js';
 import { asTargetAdmits, priorityClassRefusal, type RuntimeClasses } from './target-classes.js';
+import { delegatePriority, nodesFreedByPreemption, type TargetPriorityClasses } from './preemption.js';
 import type { FitNode } from './target-nodes.js';
 
 /** Reasons, worded like kube-scheduler's own, so FailedScheduling events read familiar. */
@@ -46,6 +47,13 @@ export interface FitOptions {
   runtimeClasses?: RuntimeClasses;
   /** The names of the target's PriorityClasses, from its summary; undefined when unknown. */
   priorityClasses?: ReadonlySet<string>;
+  /**
+   * The target's PriorityClasses with their values, from its summary
+   * (`priorityClassValuesOfSummary`): when given, a pod that no node has room for still fits
+   * where the target's scheduler would preempt pods of lower priority for it (see
+   * {@link fitsTarget}); undefined: preemption in the target is not judged.
+   */
+  priorityClassValues?: TargetPriorityClasses;
 }
 
 export interface FitResult {
@@ -66,6 +74,11 @@ export interface FitResult {
   unresolvable: boolean;
   /** True when no current node fits but the target's burst capacity can hold the pod (a scale-up is expected). */
   byBurst?: boolean;
+  /**
+   * True when no node has room now but the target's scheduler would make room by preempting
+   * pods of lower priority (`fittingNodes` are the nodes where it could).
+   */
+  byPreemption?: boolean;
 }
 
 /**
@@ -97,6 +110,13 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  * Checks run in that order and a node is counted under
  * its first failure, except resources, where every insufficient one is counted (as
  * kube-scheduler does); the reason then names the largest free amount of each such resource.
+ *
+ * When no node has room, the pod still fits (`byPreemption`) on the nodes that lacked only room,
+ * if the target's scheduler would preempt pods of lower priority there to make it (its summary's
+ * classes with values in `opts.priorityClassValues`; see `delegatePriority` and
+ * `nodesFreedByPreemption`): the bind then takes the delegate's nomination as its placement. A
+ * pod that may not preempt there (`preemptionPolicy: Never`, its own or its class's in the
+ * target) is told so in the reason.
  *
  * When no node fits and `opts.burst` is given, the pod fits anyway (`byBurst`) if its requests
  * fit in the target's burst capacity less what is already waiting there ({@link FitOptions.burst}):
@@ -145,6 +165,8 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
   /** Rejections that evicting pods could resolve (resources, host ports). */
   let resolvableFailures = 0;
   const fittingNodes: string[] = [];
+  /** Nodes rejected for room alone: preemption in the target could make it. */
+  const shortOfRoom: FitNode[] = [];
 
   for (const node of targetNodes) {
     if (node.notReady) {
@@ -186,6 +208,7 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
         const free = (node.free.get(name) ?? 0n) - (assumed?.get(name) ?? 0n);
         if (free > (largestFree.get(name) ?? -1n)) largestFree.set(name, free > 0n ? free : 0n);
       }
+      shortOfRoom.push(node);
       continue;
     }
     fittingNodes.push(node.name);
@@ -202,6 +225,13 @@ export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
       return `${count} ${reason}${most === undefined ? '' : ` (largest free ${formatQuantity(most, resource!)})`}`;
     })
     .join(', ');
+  const priority = shortOfRoom.length > 0 ? delegatePriority(spec, opts.priorityClassValues, target) : undefined;
+  const freed = priority ? nodesFreedByPreemption(requests, shortOfRoom, priority.priority, opts.assumed) : [];
+  if (priority && freed.length > 0) {
+    const where = `preempting pods of priority below ${priority.priority} would make room on ${freed.length} node(s)`;
+    if (priority.preempts) return { fits: true, reason: `no node in ${target} fits now (${summary}); ${where}`, fittingNodes: freed, unresolvable: false, byPreemption: true };
+    return burst(`${summary}; ${where}, but ${priority.why}`, resolvableFailures === 0);
+  }
   return burst(summary, resolvableFailures === 0);
 }
 

@@ -64,7 +64,8 @@ export function victimsOnOneNode(
     const shift = (c: PreemptionCandidate, sign: bigint) => {
       for (const [r, amount] of c.requests) free.set(r, (free.get(r) ?? 0n) + sign * amount);
     };
-    const fits = () => fitsTarget(pod, [{ ...node, free }], { ...opts, burst: undefined }).fits;
+    // Room that proxies free, not what the target's own preemption would: that is the filter's.
+    const fits = () => fitsTarget(pod, [{ ...node, free }], { ...opts, burst: undefined, priorityClassValues: undefined }).fits;
     for (const c of here) shift(c, 1n);
     if (!fits()) continue;
     const reprieved = new Set<PreemptionCandidate>();

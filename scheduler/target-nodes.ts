@@ -25,6 +25,14 @@ export interface FitNode {
   free: ResourceAmounts;
   /** The host ports its pods held when the summary was written; absent when none. */
   usedPorts?: UsedHostPorts;
+  /** What its pods a user's pod can preempt held, by priority, lowest first; absent when none (or not published). */
+  heldByPriority?: readonly HeldAtPriority[];
+}
+
+/** One bucket of a node's pods by priority (`SummaryNode.heldByPriority`), quantities parsed. */
+export interface HeldAtPriority {
+  priority: number;
+  requests: ResourceAmounts;
 }
 
 const parsed = new WeakMap<ClusterSummary, readonly FitNode[]>();
@@ -53,6 +61,7 @@ export function nodesOfSummary(summary: ClusterSummary): readonly FitNode[] {
         allocatable: parseList(n.allocatable),
         free: parseList(n.free),
         ...(n.hostPorts?.length ? { usedPorts: new UsedHostPorts(n.hostPorts) } : {}),
+        ...(n.heldByPriority?.length ? { heldByPriority: n.heldByPriority.map((b) => ({ priority: b.priority, requests: parseList(b.requests) })) } : {}),
       });
     }
   }

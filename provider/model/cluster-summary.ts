@@ -3,6 +3,7 @@ import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, HOSTNAME_LABEL, VIRTUAL_K
 import { stringMapEquals } from './maps.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
 import { hostPortsByNode } from './host-ports.js';
+import { heldByPriority, preemptionCeiling, summaryPriorityClassValues } from './priority-buckets.js';
 import { allocatableOf, podRequestFields, requestedByNode, type ResourceAmounts } from './resources.js';
 import type { ClusterSummary, NodePool, SummaryRuntimeClass } from './types.js';
 
@@ -20,14 +21,17 @@ import type { ClusterSummary, NodePool, SummaryRuntimeClass } from './types.js';
  *   every node a pool of its own) and hard taints, each node with its allocatable and what is
  *   free on it: allocatable minus the requests of the non-terminal `pods` bound to it (of every
  *   namespace, as kube-scheduler counts them), and the host ports those pods hold there
- *   ({@link hostPortsByNode}). This is what a source needs to know whether one real node can take
+ *   ({@link hostPortsByNode}), and, when `classes.priority` is given, what its pods of each
+ *   priority below the highest user class hold (`heldByPriority`, see {@link heldByPriority} and
+ *   `preemptionCeiling`). This is what a source needs to know whether one real node can take
  *   a pod, without reading the target's nodes and pods itself;
  * * free: the sum of `free` over the nodes that take new pods (Ready and not cordoned);
  * * podsResourceVersion: `podsResourceVersion` when given, the version of the pod cache `pods`
  *   come from (see {@link ClusterSummary.podsResourceVersion});
  * * runtimeClasses: when `classes.runtime` is given, what each does to a pod
  *   ({@link summaryRuntimeClasses});
- * * priorityClasses: when `classes.priority` is given, their names, sorted.
+ * * priorityClasses: when `classes.priority` is given, their names, sorted; and
+ *   priorityClassValues, their values and preemption policies ({@link summaryPriorityClassValues}).
  *
  * `requestsOf` gives a pod's requests (see `requestedByNode`; the reconciler remembers them per
  * cached pod). Pure and deterministic (independent of node and pod order); called by the summary
@@ -56,6 +60,9 @@ export function buildClusterSummary(
   }
   const requested = requestedByNode(pods, requestsOf);
   const hostPorts = hostPortsByNode(pods);
+  // Published only below the highest user class: no pod can preempt the rest (nor without classes known).
+  const ceiling = classes.priority && preemptionCeiling(classes.priority.map((c) => ({ value: c.value })));
+  const byPriority = ceiling === undefined ? new Map() : heldByPriority(pods, requestsOf, ceiling);
   const pools = new Map<string, NodePool>();
   const freeTotal: ResourceAmounts = new Map();
   for (const node of [...real].sort((a, b) => ordinal(a.metadata?.name ?? '', b.metadata?.name ?? ''))) {
@@ -83,6 +90,7 @@ export function buildClusterSummary(
       ...(unschedulable ? { unschedulable } : {}),
       ...(notReady ? { notReady } : {}),
       ...(hostPorts.has(name) ? { hostPorts: hostPorts.get(name) } : {}),
+      ...(byPriority.has(name) ? { heldByPriority: byPriority.get(name) } : {}),
     });
     if (!unschedulable && !notReady) for (const [r, amount] of free) freeTotal.set(r, (freeTotal.get(r) ?? 0n) + amount);
   }
@@ -97,6 +105,7 @@ export function buildClusterSummary(
     ...(podsResourceVersion ? { podsResourceVersion } : {}),
     ...(classes.runtime ? { runtimeClasses: summaryRuntimeClasses(classes.runtime) } : {}),
     ...(classes.priority ? { priorityClasses: classes.priority.map((c) => c.metadata?.name ?? '').filter((n) => n !== '').sort(ordinal) } : {}),
+    ...(classes.priority ? { priorityClassValues: summaryPriorityClassValues(classes.priority) } : {}),
   };
 }
 
@@ -133,9 +142,14 @@ export function summaryRuntimeClasses(classes: readonly V1RuntimeClass[]): Summa
   return out.sort((a, b) => ordinal(a.name, b.name));
 }
 
-/** The fields of a PriorityClass the summary reads (its name; its value, which the type requires), and the resourceVersion its informer needs. */
+/** The fields of a PriorityClass the summary reads (name, value, preemption policy, global default), and the resourceVersion its informer needs. */
 export function summaryPriorityClassFields(pc: V1PriorityClass): V1PriorityClass {
-  return { metadata: { name: pc.metadata?.name, resourceVersion: pc.metadata?.resourceVersion }, value: pc.value };
+  return {
+    metadata: { name: pc.metadata?.name, resourceVersion: pc.metadata?.resourceVersion },
+    value: pc.value,
+    ...(pc.preemptionPolicy ? { preemptionPolicy: pc.preemptionPolicy } : {}),
+    ...(pc.globalDefault ? { globalDefault: pc.globalDefault } : {}),
+  };
 }
 
 /**
@@ -161,14 +175,15 @@ export function isVirtualNode(node: V1Node): boolean {
 }
 
 /**
- * The fields of a pod that {@link buildClusterSummary} reads (node, phase, what it requests),
+ * The fields of a pod that {@link buildClusterSummary} reads (node, phase, priority, what it requests),
  * for the summary's pod informer: a cluster's pods are cached by the thousand, and a full pod
  * is tens of times larger. Keeps name, namespace and resourceVersion, which the informer needs.
  */
 export function summaryPodFields(pod: V1Pod): V1Pod {
   return {
     metadata: { name: pod.metadata?.name, namespace: pod.metadata?.namespace, resourceVersion: pod.metadata?.resourceVersion },
-    spec: podRequestFields(pod.spec),
+    // The priority, for what the node's pods of each priority hold (heldByPriority).
+    spec: { ...podRequestFields(pod.spec), ...(pod.spec?.priority !== undefined ? { priority: pod.spec.priority } : {}) },
     status: { phase: pod.status?.phase },
   };
 }
@@ -221,7 +236,8 @@ export function summaryEquals(a: ClusterSummary | undefined, b: ClusterSummary |
     a.podsResourceVersion === b.podsResourceVersion &&
     a.renewIntervalSeconds === b.renewIntervalSeconds &&
     JSON.stringify(a.runtimeClasses) === JSON.stringify(b.runtimeClasses) &&
-    JSON.stringify(a.priorityClasses) === JSON.stringify(b.priorityClasses)
+    JSON.stringify(a.priorityClasses) === JSON.stringify(b.priorityClasses) &&
+    JSON.stringify(a.priorityClassValues) === JSON.stringify(b.priorityClassValues)
   );
 }
 
@@ -341,6 +357,12 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
   }
   if (!optional(obj.priorityClasses, (v) => Array.isArray(v) && v.every((n) => typeof n === 'string'))) return 'priorityClasses must be a list of names';
   if (count(obj.priorityClasses) > MAX_SUMMARY_ENTRIES) return tooMany();
+  if (obj.priorityClassValues !== undefined) {
+    const classOk = (c: unknown) =>
+      isObject(c) && typeof c.name === 'string' && Number.isInteger(c.value) && optional(c.preemptionPolicy, (v) => typeof v === 'string') && optional(c.globalDefault, (v) => typeof v === 'boolean');
+    if (!Array.isArray(obj.priorityClassValues) || !obj.priorityClassValues.every(classOk)) return 'priorityClassValues must be a list of classes with a name and an integer value';
+    if (count(obj.priorityClassValues) > MAX_SUMMARY_ENTRIES) return tooMany();
+  }
   if (obj.nodePools === undefined) return undefined;
   if (!Array.isArray(obj.nodePools)) return 'nodePools must be a list';
   for (const [i, pool] of obj.nodePools.entries()) {
@@ -367,6 +389,13 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
         isObject(p) && Number.isInteger(p.port) && (p.port as number) >= 1 && (p.port as number) <= 65535 && typeof p.protocol === 'string' && optional(p.hostIP, (v) => typeof v === 'string');
       if (!optional(node.hostPorts, (v) => Array.isArray(v) && v.every(hostPortOk))) return `${nat}.hostPorts must be a list of ports (1 to 65535) with a protocol`;
       if (count(node.hostPorts) > MAX_SUMMARY_ENTRIES) return tooMany();
+      const bucketOk = (b: unknown) => isObject(b) && Number.isInteger(b.priority) && isStringMap(b.requests);
+      if (!optional(node.heldByPriority, (v) => Array.isArray(v) && v.every(bucketOk))) return `${nat}.heldByPriority must be a list of buckets with an integer priority and requests`;
+      for (const b of (node.heldByPriority as { requests: unknown }[] | undefined) ?? []) {
+        entries++;
+        count(b.requests);
+      }
+      if (entries > MAX_SUMMARY_ENTRIES) return tooMany();
     }
   }
   return undefined;

@@ -135,6 +135,35 @@ export interface ClusterSummary {
    * names another. Absent when its writer could not read them: a reader then does not judge them.
    */
   priorityClasses?: string[];
+  /**
+   * The cluster's PriorityClasses with what its Priority admission gives a pod that names one
+   * (or, for the `globalDefault` class, a pod that names none), sorted by name: what a source
+   * needs to know a delegate's priority there and whether it may preempt. Beside
+   * {@link priorityClasses}, not instead, so that earlier readers, which take that list as names,
+   * still read the summary. Absent when its writer could not read them (or is an earlier
+   * version): a reader then judges no preemption in this cluster.
+   */
+  priorityClassValues?: SummaryPriorityClass[];
+}
+
+/** One PriorityClass of a cluster, as its summary publishes it. */
+export interface SummaryPriorityClass {
+  name: string;
+  value: number;
+  /** Only when `Never`: a pod of this class never preempts (the default is `PreemptLowerPriority`). */
+  preemptionPolicy?: 'Never';
+  /** Only when true: the value of the pods that name no class. */
+  globalDefault?: true;
+}
+
+/**
+ * What the pods of one priority (or of a range, see `heldByPriority` of {@link SummaryNode})
+ * request on a node: `pods` counts them.
+ */
+export interface PriorityBucket {
+  /** The priority of the pods counted, or the highest of them when the bucket merges several. */
+  priority: number;
+  requests: Record<string, string>;
 }
 
 /** What a RuntimeClass does to the pods that name it, in the cluster that has it. */
@@ -170,6 +199,15 @@ export interface SummaryNode {
   notReady?: boolean;
   /** The host ports its non-terminal pods hold (see `hostPortsByNode`); left out when none. */
   hostPorts?: HostPort[];
+  /**
+   * What its non-terminal pods of a priority another pod can preempt (below the highest value of
+   * the cluster's PriorityClasses that a user may define, at most one billion) request, by
+   * priority, lowest first, at most
+   * `MAX_PRIORITY_BUCKETS` entries (the highest priorities merged into the last); left out when
+   * there are none. A pod of priority P could have the room of every bucket below P freed for it
+   * by the cluster's scheduler.
+   */
+  heldByPriority?: PriorityBucket[];
 }
 
 /** Identity of a Target or ClusterTarget; `namespace` is empty for a ClusterTarget. */

@@ -24,7 +24,8 @@ import { parseGoRegexp } from './labels.js';
 import { stringMapMergePatch } from './maps.js';
 import { equalNormalized } from './normalize.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
-import type { ResourceAmounts } from './resources.js';
+import { addInto, type ResourceAmounts } from './resources.js';
+import { preemptibleHeld } from './priority-buckets.js';
 import { labelValueFor, virtualNodeName } from './names.js';
 import type { ClusterSummary, TargetRef } from './types.js';
 
@@ -69,6 +70,14 @@ export interface VirtualNodeInput {
    * {@link advertisedAllocatable}).
    */
   burstCapacity?: ResourceAmounts;
+  /**
+   * Advertise, on top of what is free, what the target's pods that a delegate could preempt
+   * hold (see `preemptibleHeld`): on when the scheduler extender judges each pod (a proxy
+   * scheduler runs), whose filter alone then decides, per real node and priority, whether the
+   * target would preempt for the pod. Off in fallback mode, where the virtual node is all a
+   * scheduler judges, and would take pods of any priority into a full target.
+   */
+  advertisePreemptible?: boolean;
 }
 
 /** Resources a node must always advertise; '0' when the target's summary does not say. */
@@ -151,7 +160,8 @@ const UNBOUNDED_BURST: ReadonlyMap<string, bigint> = new Map([
 
 /**
  * What the virtual node offers kube-scheduler: what is free in the target for new pods, plus what
- * this source's own running proxies hold there (kube-scheduler subtracts those itself), never more
+ * this source's own running proxies hold there (kube-scheduler subtracts those itself), and, with
+ * `preemptible`, what the target's pods that a delegate could preempt hold, never more
  * than the target's allocatable. A target whose summary predates `free` is advertised as before,
  * by its allocatable. A target with burst capacity offers that on top (`cpu`, `memory`, `pods`; a
  * resource the capacity leaves out, {@link UNBOUNDED_BURST}): the proxy scheduler's own
@@ -159,9 +169,10 @@ const UNBOUNDED_BURST: ReadonlyMap<string, bigint> = new Map([
  * waits there included), and would otherwise refuse a target with no room, or no nodes, before
  * the filter is asked.
  */
-function advertisedAllocatable(summary: ClusterSummary | undefined, held: ResourceAmounts = new Map(), burst?: ResourceAmounts): Record<string, string> | undefined {
+function advertisedAllocatable(summary: ClusterSummary | undefined, held: ResourceAmounts = new Map(), burst?: ResourceAmounts, preemptible?: ResourceAmounts): Record<string, string> | undefined {
   if (!summary?.free) return withBurst(summary?.allocatable ?? summary?.capacity, summary, burst);
   const ceiling = summary.allocatable ?? summary.capacity ?? {};
+  if (preemptible) addInto(held = new Map(held), preemptible);
   const out: Record<string, string> = {};
   for (const [name, text] of Object.entries(summary.free)) {
     // The target wrote these: a quantity that does not parse is left out, not trusted.
@@ -244,7 +255,7 @@ export function buildVirtualNode(input: VirtualNodeInput): V1Node {
     lastTransitionTime: now,
   });
   const capacity = resources(withBurst(input.summary?.capacity, input.summary, input.burstCapacity));
-  const allocatable = resources(advertisedAllocatable(input.summary, input.heldByProxies, input.burstCapacity));
+  const allocatable = resources(advertisedAllocatable(input.summary, input.heldByProxies, input.burstCapacity, input.advertisePreemptible ? preemptibleHeld(input.summary) : undefined));
   return {
     apiVersion: 'v1',
     kind: 'Node',

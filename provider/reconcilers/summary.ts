@@ -108,6 +108,7 @@ export class SummaryReconciler {
       // Undefined drops a list this writer cannot read any more.
       runtimeClasses: desired.runtimeClasses,
       priorityClasses: desired.priorityClasses,
+      priorityClassValues: desired.priorityClassValues,
       renewTime,
     };
     this.wrote((await this.o.custom.replaceClusterCustomObject({ ...api, name: CLUSTER_SUMMARY_NAME, body })) as ClusterSummary, now);

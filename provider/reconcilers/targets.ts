@@ -63,6 +63,8 @@ export interface TargetsReconcilerOptions {
    * soon (main wires it to the registry controller, {@link AFTER_BINDING_MS} later).
    */
   onBindingWritten?: (key: string) => void;
+  /** Virtual nodes advertise what the targets' preemptible pods hold too (see `VirtualNodeInput.advertisePreemptible`): when a proxy scheduler runs. */
+  advertisePreemptible?: boolean;
 }
 
 /** How soon a self target is probed again after its binding was written (the authorizer's cache lags a little). */
@@ -202,6 +204,7 @@ export class TargetsReconciler {
       now: now.toISOString(),
       // The proxies whose delegates the summary counts: their room is already gone from its free.
       heldByProxies: requestedByNode(proxiesCountedBy(this.o.proxiesOn?.(nodeName) ?? [], summary, delegateOf), this.requestsOf).get(nodeName),
+      advertisePreemptible: this.o.advertisePreemptible,
     });
     let existing = this.o.virtualNodes?.get(nodeName);
     if (!existing) {

@@ -8,7 +8,8 @@ import { createExtenderRoutes } from '../../scheduler/extender-server.js';
 import type { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { priorityClassesOfSummary, runtimeClassesOfSummary } from '../../scheduler/target-classes.js';
-import { waitingRequests } from '../../scheduler/fit.js';
+import { lowerPriorityPodsOn, priorityClassValuesOfSummary } from '../../scheduler/preemption.js';
+import { schedulingPod, waitingRequests } from '../../scheduler/fit.js';
 import { parseTargetKey } from '../clusters/target-client.js';
 import { parseTargetPlacement } from '../model/target.js';
 import { virtualNodeLabels } from '../model/virtual-node.js';
@@ -59,6 +60,11 @@ export function wireExtender(
         },
         memory,
         authorization,
+        events: w.events,
+        lowerPriorityPods: (key, node, proxy) => {
+          const read = w.clusters.summary(key);
+          return read && lowerPriorityPodsOn(read.summary, node, schedulingPod(proxy).spec ?? { containers: [] });
+        },
         schedulerName: w.config.proxySchedulerName,
         sourceClusterName: w.config.clusterName,
         clock: w.clock,
@@ -109,6 +115,7 @@ export function wireExtender(
             podsResourceVersion: read.summary.podsResourceVersion,
             runtimeClasses: runtimeClassesOfSummary(read.summary),
             priorityClasses: priorityClassesOfSummary(read.summary),
+            priorityClassValues: priorityClassValuesOfSummary(read.summary),
           }
         );
       },

@@ -95,6 +95,8 @@ export function wireTargets(
       clock: w.clock,
       nodeStatusIntervalMs: config.nodeStatusIntervalSeconds * 1000,
       onBindingWritten: (key) => reader.enqueueAfter(key, AFTER_BINDING_MS),
+      // The extender's filter judges preemption in targets only for the proxy scheduler's pods.
+      advertisePreemptible: config.proxySchedulerName !== '',
     }),
   );
   writer.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);

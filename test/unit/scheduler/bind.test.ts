@@ -304,12 +304,35 @@ describe('scheduler: Binder', () => {
       expect(memory.assumedPortsOn(KEY)).to.deep.equal(new Map([['c2-node-2', [{ port: 18080, protocol: 'TCP' }]]]));
     });
 
-    it('refuses one nominated by preemption (Unschedulable): that room is no promise', async () => {
-      decide = (d) => ({ ...d, status: { phase: 'Pending', nominatedNodeName: 'c2-node-2', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 1 No preemption victims found.' }] } });
-      const r = await binder.bind(args);
-      expect(r.Error).to.match(/^c2: 0\/2 nodes are available: 2 Insufficient cpu/);
-      expect(source.createNamespacedPodBinding.called).to.equal(false);
-      expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
+    it("binds one nominated by the target's preemption (Unschedulable while its victims go), holds its room on that node, and says so on the proxy with the count the summary gives", async () => {
+      const recorded: { type: string; reason: string; message: string; name?: string }[] = [];
+      binder = new Binder({
+        ...options,
+        events: { record: (obj, type, reason, message) => recorded.push({ type, reason, message, name: obj.metadata?.name }) },
+        lowerPriorityPods: (key, node) => (key === KEY && node === 'c2-node-2' ? 3 : undefined),
+      });
+      decide = (d) => ({ ...d, status: { phase: 'Pending', nominatedNodeName: 'c2-node-2', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }] } });
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      expect(source.createNamespacedPodBinding.calledOnce).to.equal(true);
+      expect(targetCore.deleteNamespacedPod.called).to.equal(false);
+      const assumed = memory.assumedOn(KEY, { readAtMs: Date.now(), podsResourceVersion: '1' }, (namespace, name) => cache.get(name, namespace));
+      expect(assumed.get('c2-node-2')!.get('cpu')).to.equal(1_000_000_000n);
+      expect(recorded).to.deep.equal([
+        {
+          type: 'Normal',
+          reason: 'PreemptingInTarget',
+          name: 'web',
+          message: 'c2 preempts pods of lower priority on its node c2-node-2 for this pod (its summary counted 3 such pod(s) there; its scheduler evicts the fewest that make room); the delegate runs there once they are gone',
+        },
+      ]);
+    });
+
+    it('says nothing of preemption for a nomination without an Unschedulable condition (volumes being bound)', async () => {
+      const recorded: string[] = [];
+      binder = new Binder({ ...options, events: { record: (_o, _t, reason) => recorded.push(reason) } });
+      decide = nominated;
+      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
+      expect(recorded).to.deep.equal([]);
     });
   });
 

@@ -1,6 +1,6 @@
 import type { CoreV1Event, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { asksClaimTemplates, claimCreationFailure, nominatedFor, unschedulableVerdict } from '../../../scheduler/delegate-verdict.js';
+import { asksClaimTemplates, claimCreationFailure, nominatedFor, preemptingFor, unschedulableVerdict } from '../../../scheduler/delegate-verdict.js';
 
 const unschedulable = (message: string) => ({ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message });
 const AWAITING = '0/2 nodes are available: waiting for ephemeral volume controller to create the persistentvolumeclaim "web-x-data".';
@@ -37,12 +37,23 @@ describe('scheduler: delegate verdicts', () => {
   });
 
   describe('nominatedFor', () => {
-    it('is the nominated node of a delegate not bound yet, and not Unschedulable', () => {
+    it('is the nominated node of a delegate not bound yet, with or without an Unschedulable condition', () => {
       expect(nominatedFor(delegate({ nominated: 'n1' }))).to.equal('n1');
       expect(nominatedFor(delegate())).to.equal(undefined);
       expect(nominatedFor(delegate({ nominated: 'n1', nodeName: 'n1' }))).to.equal(undefined);
-      // Preemption nominates with an Unschedulable condition: no promise.
-      expect(nominatedFor(delegate({ nominated: 'n1', message: '0/2 nodes are available: 2 Insufficient cpu. preemption: ...' }))).to.equal(undefined);
+      // The target's preemption nominates in the write that says Unschedulable: its victims are being deleted.
+      expect(nominatedFor(delegate({ nominated: 'n1', message: '0/2 nodes are available: 2 Insufficient cpu.' }))).to.equal('n1');
+      expect(nominatedFor(delegate({ message: '0/2 nodes are available: 2 Insufficient cpu.' }))).to.equal(undefined);
+    });
+  });
+
+  describe('preemptingFor', () => {
+    it('is the nominated node when the nomination comes with an Unschedulable condition, else undefined', () => {
+      expect(preemptingFor(delegate({ nominated: 'n1', message: '0/2 nodes are available: 2 Insufficient cpu.' }))).to.equal('n1');
+      // A nomination alone is the target binding volumes, not preempting.
+      expect(preemptingFor(delegate({ nominated: 'n1' }))).to.equal(undefined);
+      expect(preemptingFor(delegate({ message: '0/2 nodes are available: 2 Insufficient cpu.' }))).to.equal(undefined);
+      expect(preemptingFor(delegate({ nominated: 'n1', nodeName: 'n1', message: 'x' }))).to.equal(undefined);
     });
   });
 

@@ -211,6 +211,12 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     ['host ports not a list', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: { port: 80 } }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
     ['a host port past 65535', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 70000, protocol: 'TCP' }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
     ['a host port without a protocol', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 80 }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
+    ['priority buckets not a list', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: { 10: { cpu: '1' } } }] }] }, 'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests'],
+    ['a bucket of fractional priority', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: [{ priority: 1.5, requests: {} }] }] }] }, 'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests'],
+    ['a bucket of numeric requests', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: [{ priority: 1, requests: { cpu: 1 } }] }] }] }, 'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests'],
+    ['class values not a list', { ...good, priorityClassValues: { high: 10 } }, 'priorityClassValues must be a list of classes with a name and an integer value'],
+    ['a class value in a string', { ...good, priorityClassValues: [{ name: 'high', value: '10' }] }, 'priorityClassValues must be a list of classes with a name and an integer value'],
+    ['a class whose globalDefault is a string', { ...good, priorityClassValues: [{ name: 'high', value: 10, globalDefault: 'yes' }] }, 'priorityClassValues must be a list of classes with a name and an integer value'],
   ];
   for (const [why, obj, problem] of bad) {
     it(`says why of ${why}`, () => expect(clusterSummaryProblem(obj)).to.equal(problem));
@@ -235,6 +241,46 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     const classes = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `rc${i}` }));
     expect(clusterSummaryProblem({ metadata: {}, runtimeClasses: classes(MAX_SUMMARY_ENTRIES) })).to.equal(undefined);
     expect(clusterSummaryProblem({ metadata: {}, runtimeClasses: classes(MAX_SUMMARY_ENTRIES + 1) })).to.equal(tooMany);
+    const values = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `pc${i}`, value: i }));
+    expect(clusterSummaryProblem({ metadata: {}, priorityClassValues: values(MAX_SUMMARY_ENTRIES) })).to.equal(undefined);
+    expect(clusterSummaryProblem({ metadata: {}, priorityClassValues: values(MAX_SUMMARY_ENTRIES + 1) })).to.equal(tooMany);
+    // Priority buckets count one each, and their amounts too.
+    const bucket = { priority: 1, requests: { cpu: '1' } };
+    const bucketNode = (n: number) => ({ name: 'n', allocatable: {}, free: {}, heldByPriority: Array.from({ length: n }, () => bucket) });
+    expect(clusterSummaryProblem({ metadata: {}, nodePools: [{ labels: {}, nodes: [bucketNode(MAX_SUMMARY_ENTRIES / 2 + 1)] }] })).to.equal(tooMany);
+    expect(clusterSummaryProblem({ metadata: {}, nodePools: [{ labels: {}, nodes: [bucketNode(MAX_SUMMARY_ENTRIES / 2)] }] })).to.equal(undefined);
+  });
+
+  it('takes priority buckets and class values as buildClusterSummary writes them', () => {
+    const n: V1Node = { metadata: { name: 'w', labels: {} }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } };
+    const p: V1Pod = { metadata: { name: 'p', namespace: 'd' }, spec: { nodeName: 'w', priority: 10, containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] }, status: { phase: 'Running' } };
+    const built = buildClusterSummary([n], [p], undefined, undefined, { priority: [{ metadata: { name: 'low' }, value: 10, globalDefault: true, preemptionPolicy: 'Never' }, { metadata: { name: 'high' }, value: 100 }] });
+    expect(built.nodePools![0].nodes[0].heldByPriority).to.have.length(1);
+    expect(clusterSummaryProblem(JSON.parse(JSON.stringify(built)))).to.equal(undefined);
+  });
+});
+
+describe('summary fields for priority', () => {
+  it("keeps a pod's priority in what the summary's pod cache holds", () => {
+    const p: V1Pod = { metadata: { name: 'p', namespace: 'd' }, spec: { nodeName: 'w', priority: 10, priorityClassName: 'low', containers: [{ name: 'c', image: 'x' }] } };
+    expect(summaryPodFields(p).spec).to.deep.include({ nodeName: 'w', priority: 10 });
+    expect(summaryPodFields(p).spec).to.not.have.property('priorityClassName');
+    expect(summaryPodFields({ metadata: { name: 'q' }, spec: { containers: [] } }).spec).to.not.have.property('priority');
+  });
+
+  it("keeps a PriorityClass's value, preemption policy and global default", () => {
+    expect(summaryPriorityClassFields({ metadata: { name: 'low', resourceVersion: '3', labels: { a: 'b' } }, value: 10, preemptionPolicy: 'Never', globalDefault: true, description: 'x' })).to.deep.equal({
+      metadata: { name: 'low', resourceVersion: '3' },
+      value: 10,
+      preemptionPolicy: 'Never',
+      globalDefault: true,
+    });
+  });
+
+  it('makes summaryEquals see a change of class values alone', () => {
+    const a: ClusterSummary = { metadata: { name: 's' }, priorityClasses: ['low'], priorityClassValues: [{ name: 'low', value: 10 }] };
+    expect(summaryEquals(a, { ...a, priorityClassValues: [{ name: 'low', value: 11 }] })).to.equal(false);
+    expect(summaryEquals(a, { ...a, priorityClassValues: [{ name: 'low', value: 10 }] })).to.equal(true);
   });
 });
 

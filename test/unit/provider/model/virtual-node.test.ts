@@ -138,6 +138,31 @@ describe('buildVirtualNode', () => {
     }
   });
 
+  describe("with what the target's preemptible pods hold (a proxy scheduler judges priority)", () => {
+    const summary = {
+      ...input().summary!,
+      free: { cpu: '1', memory: '2Gi', pods: '100' },
+      priorityClassValues: [{ name: 'urgent', value: 1000 }],
+      nodePools: [
+        {
+          labels: {},
+          nodes: [
+            { name: 'a', allocatable: {}, free: {}, heldByPriority: [{ priority: 10, requests: { cpu: '3', memory: '4Gi', pods: '2' } }] },
+            // A node that takes no new pods offers nothing, preemptible or not.
+            { name: 'b', allocatable: {}, free: {}, notReady: true, heldByPriority: [{ priority: 10, requests: { cpu: '3' } }] },
+          ],
+        },
+      ],
+    };
+    it('adds it to what is free, within the allocatable, when asked', () => {
+      const n = buildVirtualNode(input({ summary, advertisePreemptible: true, heldByProxies: new Map([['cpu', 5_000_000_000n]]) }));
+      expect(n.status!.allocatable).to.deep.equal({ cpu: '7800m', memory: '6Gi', pods: '102' });
+    });
+    it('advertises only what is free without it (fallback mode: the virtual node is all that is judged)', () => {
+      expect(buildVirtualNode(input({ summary })).status!.allocatable).to.deep.equal({ cpu: '1', memory: '2Gi', pods: '100' });
+    });
+  });
+
   describe('with burst capacity', () => {
     // The proxy scheduler's own resource check runs before the extender's filter: a target that
     // can take a pod only by scaling up must not be refused by it.
