@@ -20,6 +20,7 @@ import { pickWebSocketProtocol, serveWebSocketRemoteCommand, WEBSOCKET_PROTOCOLS
 import { drainOnRequest } from '../core/drain.js';
 import { buildStatsSummary, renderResourceMetrics } from '../model/resource-metrics.js';
 import type { NodeUsageSource } from './resource-usage.js';
+import { parseOperatorPath, type OperatorPath, type OperatorViews } from './operator-views.js';
 
 /** Where a proxy pod's delegate runs, as the provider's registry knows it. */
 export interface ResolvedPod {
@@ -65,6 +66,11 @@ export interface KubeletServerOptions {
    * only silence ends them.
    */
   streamingIdleTimeoutMs?: number;
+  /**
+   * `kubectl admiralty status|explain` (see `parseOperatorPath`): served, once the caller is
+   * authorized on `get nodes/proxy` of the virtual node the path names, when given.
+   */
+  operatorViews?: OperatorViews;
 }
 
 /** The kubelet's default `--streaming-connection-idle-timeout`. */
@@ -260,6 +266,11 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     if (!path) return next();
     handleNodeScoped(req, res, path).catch((err: unknown) => abandon(path.route, res, err));
   });
+  app.get(/^\/admiralty\//, (req, res, next) => {
+    const path = parseOperatorPath(new URL(req.url ?? '/', 'https://kubelet').pathname);
+    if (!path || !opts.operatorViews) return next();
+    handleOperatorView(req, res, path, opts.operatorViews).catch((err: unknown) => abandon(path.view, res, err));
+  });
   app.use((req, res) => {
     const started = process.hrtime.bigint();
     res.status(404).type('text/plain').send('404 page not found');
@@ -330,6 +341,32 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
       if (!res.headersSent) res.writeHead(code, { 'Content-Type': 'text/plain' }).end(code >= 500 ? 'internal error' : (err as Error).message);
     }
     observe(path.route, code, started);
+  };
+
+  /**
+   * The operator views: authorized as a read of the kubelet's own API (`get nodes/proxy`) of the
+   * virtual node named, as `kubectl get --raw /api/v1/nodes/<node>/proxy/...` is authorized in
+   * the apiserver for the user; here the caller is the apiserver itself (its kubelet client
+   * certificate), or anyone who holds the right and reaches this listener.
+   */
+  const handleOperatorView = async (req: IncomingMessage, res: ServerResponse, path: OperatorPath, views: OperatorViews): Promise<void> => {
+    const started = process.hrtime.bigint();
+    let code = 200;
+    try {
+      const user = await opts.auth.authenticate(req);
+      if (!user) throw new HttpError(401, 'Unauthorized');
+      const attrs = kubeletRequestAttributes(req.method ?? 'GET', path.node);
+      if (!(await opts.auth.authorize(user, attrs))) throw new HttpError(403, forbiddenMessage(user, attrs));
+      const answer = path.view === 'summary' ? await views.summary(path.node) : await views.explain(path.node, path.namespace, path.pod);
+      code = answer.code;
+      if ('body' in answer) res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer.body));
+      else res.writeHead(code, { 'Content-Type': 'text/plain' }).end(answer.message);
+    } catch (err) {
+      code = err instanceof HttpError ? err.code : 500;
+      if (code >= 500) logger.warn('kubelet operator view failed', { route: path.view, node: path.node, ...errorFields(err) });
+      if (!res.headersSent) res.writeHead(code, { 'Content-Type': 'text/plain' }).end(code >= 500 ? 'internal error' : (err as Error).message);
+    }
+    observe(path.view, code, started);
   };
 
   const sessions = new Set<SpdySession>();
