@@ -8,7 +8,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { applyConnectionLimits, DEFAULT_CONNECTION_LIMITS, tlsLimitOptions, type ConnectionLimits } from '../core/connection-limits.js';
 import type { Logger } from '../core/logger.js';
 import { errorFields } from '../core/logger.js';
-import { forbiddenMessage, kubeletRequestAttributes, nodeRequestAttributes, type KubeletAuthorizer, type KubeletUser } from './auth.js';
+import { forbiddenMessage, impersonatedUser, kubeletRequestAttributes, nodeRequestAttributes, type KubeletAuthorizer, type KubeletUser } from './auth.js';
 import { createTargetLogBackend, LogUpstreamError, parseLogQuery, type LogBackend } from './logs.js';
 import { createTargetPortForwardBackend, PORT_FORWARD_PROTOCOL, servePortForward, type PortForwardBackend } from './port-forward.js';
 import { parseExecQuery, REMOTECOMMAND_PROTOCOLS, serveRemoteCommand, type ExecBackend } from './remotecommand.js';
@@ -66,10 +66,7 @@ export interface KubeletServerOptions {
    * only silence ends them.
    */
   streamingIdleTimeoutMs?: number;
-  /**
-   * `kubectl admiralty status|explain` (see `parseOperatorPath`): served, once the caller is
-   * authorized on `get nodes/proxy` of the virtual node the path names, when given.
-   */
+  /** `kubectl admiralty status|explain` (see `parseOperatorPath`), served when given. */
   operatorViews?: OperatorViews;
 }
 
@@ -344,26 +341,29 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
   };
 
   /**
-   * The operator views: authorized as a read of the kubelet's own API (`get nodes/proxy`) of the
-   * virtual node named, as `kubectl get --raw /api/v1/nodes/<node>/proxy/...` is authorized in
-   * the apiserver for the user; here the caller is the apiserver itself (its kubelet client
-   * certificate), or anyone who holds the right and reaches this listener.
+   * The operator views (`kubectl admiralty`), asked by the user's CLI directly: authenticated as
+   * every call here, acting as the impersonated user when asked (see `impersonatedUser`), and
+   * authorized on what is shown: `get` on the pod explained, on the Target whose summary is read.
+   * Who may read a pod may know why it is placed where it is; nodes/proxy is not needed.
    */
   const handleOperatorView = async (req: IncomingMessage, res: ServerResponse, path: OperatorPath, views: OperatorViews): Promise<void> => {
     const started = process.hrtime.bigint();
     let code = 200;
     try {
-      const user = await opts.auth.authenticate(req);
-      if (!user) throw new HttpError(401, 'Unauthorized');
-      const attrs = kubeletRequestAttributes(req.method ?? 'GET', path.node);
+      const caller = await opts.auth.authenticate(req);
+      if (!caller) throw new HttpError(401, 'Unauthorized');
+      const user = await impersonatedUser(req, caller, opts.auth);
+      if (typeof user === 'string') throw new HttpError(user.startsWith('unsupported') ? 400 : 403, user);
+      const attrs = path.view === 'explain' ? { verb: 'get', resource: 'pods', namespace: path.namespace, name: path.pod } : views.summaryAttributes(path.node);
+      if (!attrs) throw new HttpError(404, `node ${path.view === 'summary' ? path.node : ''} is not a virtual node of this provider`);
       if (!(await opts.auth.authorize(user, attrs))) throw new HttpError(403, forbiddenMessage(user, attrs));
-      const answer = path.view === 'summary' ? await views.summary(path.node) : await views.explain(path.node, path.namespace, path.pod);
+      const answer = path.view === 'summary' ? await views.summary(path.node) : await views.explain(path.namespace, path.pod);
       code = answer.code;
       if ('body' in answer) res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer.body));
       else res.writeHead(code, { 'Content-Type': 'text/plain' }).end(answer.message);
     } catch (err) {
       code = err instanceof HttpError ? err.code : 500;
-      if (code >= 500) logger.warn('kubelet operator view failed', { route: path.view, node: path.node, ...errorFields(err) });
+      if (code >= 500) logger.warn('kubelet operator view failed', { route: path.view, ...errorFields(err) });
       if (!res.headersSent) res.writeHead(code, { 'Content-Type': 'text/plain' }).end(code >= 500 ? 'internal error' : (err as Error).message);
     }
     observe(path.view, code, started);

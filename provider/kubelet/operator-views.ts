@@ -1,10 +1,15 @@
 import type { TargetVerdict } from '../../scheduler/extender-server.js';
+import type { KubeletRequestAttributes } from './auth.js';
 
 /**
- * What the provider answers `kubectl admiralty` on its kubelet API (see {@link parseOperatorPath}),
- * which the CLI reaches through the apiserver's node proxy of a virtual node:
- * `GET /api/v1/nodes/<node>/proxy/admiralty/summary/<node>` and
- * `GET /api/v1/nodes/<node>/proxy/admiralty/explain/<node>/<namespace>/<pod>`.
+ * What the provider answers `kubectl admiralty` on its kubelet API (see {@link parseOperatorPath}).
+ * The CLI calls the listener directly, at the address the apiserver dials for the virtual node
+ * (its InternalIP and kubelet port), with the user's own credentials: the provider
+ * authenticates them as a kubelet does (client certificate of the cluster's client CA, or a
+ * bearer token by TokenReview), honours impersonation, and authorizes the user on the object
+ * shown (SubjectAccessReview): `get` on the pod for explain, on the Target or ClusterTarget for
+ * its summary. The apiserver's node proxy would hide the user (the kubelet sees the apiserver),
+ * and it refuses loopback node addresses, such as the sandbox's.
  */
 
 /** Path prefix of the operator views on the kubelet API. */
@@ -46,17 +51,12 @@ export interface PodExplanation {
   best: string[];
 }
 
-/** A parsed operator path; the SubjectAccessReview is on `nodes/proxy` of `node`. */
-export type OperatorPath = { view: 'summary'; node: string } | { view: 'explain'; node: string; namespace: string; pod: string };
+/** A parsed operator path. */
+export type OperatorPath = { view: 'summary'; node: string } | { view: 'explain'; namespace: string; pod: string };
 
 const NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
-/**
- * Parses `/admiralty/summary/<node>` and `/admiralty/explain/<node>/<namespace>/<pod>`. The node
- * is in the path rather than taken from the apiserver's `X-Forwarded-Uri`: a kubelet path does
- * not name its node, and the caller is authorized against the node it names, whichever way it
- * came. Pure; null for anything else (404).
- */
+/** Parses `/admiralty/summary/<node>` and `/admiralty/explain/<namespace>/<pod>`. Pure; null for anything else (404). */
 export function parseOperatorPath(pathname: string): OperatorPath | null {
   const parts = pathname.split('/');
   if (parts[0] !== '' || `/${parts[1]}` !== OPERATOR_PATH_PREFIX) return null;
@@ -68,15 +68,17 @@ export function parseOperatorPath(pathname: string): OperatorPath | null {
   }
   if (decoded.slice(1).some((p) => !NAME.test(p))) return null;
   if (decoded[0] === 'summary' && decoded.length === 2) return { view: 'summary', node: decoded[1] };
-  if (decoded[0] === 'explain' && decoded.length === 4) return { view: 'explain', node: decoded[1], namespace: decoded[2], pod: decoded[3] };
+  if (decoded[0] === 'explain' && decoded.length === 3) return { view: 'explain', namespace: decoded[1], pod: decoded[2] };
   return null;
 }
 
 /** An answer of the views: a status code, and a JSON body on 200 or a message for people otherwise. */
 export type OperatorAnswer = { code: 200; body: TargetSummaryView | PodExplanation } | { code: number; message: string };
 
-/** What the kubelet server asks when it serves an operator path it has authorized. */
+/** What the kubelet server asks when it serves an operator path. */
 export interface OperatorViews {
+  /** What a caller must be allowed to see the summary of a virtual node's target (`get` on the Target or ClusterTarget), or null when the node is not ours. */
+  summaryAttributes(node: string): KubeletRequestAttributes | null;
   summary(node: string): Promise<OperatorAnswer>;
-  explain(node: string, namespace: string, pod: string): Promise<OperatorAnswer>;
+  explain(namespace: string, pod: string): Promise<OperatorAnswer>;
 }

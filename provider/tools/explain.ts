@@ -11,7 +11,8 @@ import {
   ApiCallError,
   contextNamespace,
   formatData,
-  getThroughNodeProxy,
+  getFromProvider,
+  providerAddress,
   KUBECTL_FLAG_OPTIONS,
   KUBECTL_FLAGS_USAGE,
   loadOperatorKubeconfig,
@@ -27,9 +28,9 @@ Why an elected pod is pending, or why it went where it went: for every target it
 use, whether the scheduler extender keeps it now and, if not, why (what the pod's
 FailedScheduling event says), the score of each target that passes, and the target the pod is
 bound to, or the ones it would be bound to now. The provider answers, evaluating the pod's saved
-manifest against the summaries it holds, and binds nothing. It is asked through the apiserver's
-node proxy of a virtual node: you need get on the pod, and get nodes/proxy on that virtual node
-(what kubectl get --raw /api/v1/nodes/NODE/proxy/... needs).
+manifest against the summaries it holds, and binds nothing. It is asked on its kubelet API, at
+the address the apiserver dials for a virtual node, with your credentials: who may get the pod
+may have it explained.
 
   -n, --namespace NS   the pod's namespace (default: the context's namespace, else default)
 ${KUBECTL_FLAGS_USAGE}`;
@@ -101,10 +102,10 @@ export async function explainCli(args: string[], io: CliIo): Promise<number> {
       throw new ValidationError(`pod ${namespace}/${name} is not a proxy pod (no ${SOURCE_POD_MANIFEST_ANNOTATION} annotation): only elected pods, in namespaces labelled multicluster-scheduler=enabled, are placed by Admiralty`);
     }
     const node = await nodeToAsk(kc, pod, namespace);
-    const path = ['admiralty', 'explain', node, namespace, name].map(encodeURIComponent).join('/');
-    const { status, body } = await getThroughNodeProxy(kc, node, path);
-    if (status === 403) throw new ApiCallError(403, `forbidden to ask the provider through virtual node ${node}: ${answerMessage(body)} (explain needs get nodes/proxy on it)`);
-    if (status !== 200) throw new ApiCallError(status, `the provider (through virtual node ${node}) answered ${status}: ${answerMessage(body)}`);
+    const address = await providerAddress(kc, node, values['provider-address']);
+    const { status, body } = await getFromProvider(kc, address, `/admiralty/explain/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`);
+    if (status === 403) throw new ApiCallError(403, `the provider refuses to explain pod ${namespace}/${name}: ${answerMessage(body)} (explain needs get on the pod)`);
+    if (status !== 200) throw new ApiCallError(status, `the provider answered ${status}: ${answerMessage(body)}`);
     const explanation = JSON.parse(body) as PodExplanation;
     writeLine(io.stdout, format === 'json' || format === 'yaml' ? formatData(explanation, format) : renderExplanation(explanation, format === 'wide'));
     return 0;

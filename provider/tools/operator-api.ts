@@ -1,6 +1,6 @@
-import http from 'node:http';
 import https from 'node:https';
-import type { KubeConfig, User } from '@kubernetes/client-node';
+import tls from 'node:tls';
+import { CoreV1Api, type KubeConfig, type User } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { statusCode, statusMessage, ValidationError } from '../core/errors.js';
 import { loadKubeconfig, type LoadedKubeconfig } from './load-kubeconfig.js';
@@ -20,6 +20,7 @@ export const KUBECTL_FLAG_OPTIONS = {
   namespace: { type: 'string', short: 'n' },
   output: { type: 'string', short: 'o' },
   as: { type: 'string' },
+  'provider-address': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -27,6 +28,9 @@ export const KUBECTL_FLAG_OPTIONS = {
 export const KUBECTL_FLAGS_USAGE = `  --kubeconfig FILE    kubeconfig to read (default: $KUBECONFIG, else ~/.kube/config)
   --context NAME       context of that kubeconfig (default: its current context)
   --as USER            act as this user (impersonation, as kubectl --as)
+  --provider-address HOST:PORT
+                       the provider's kubelet API, when its virtual node's address (what the
+                       apiserver dials) is not reachable from here or the node cannot be read
   -o, --output FORMAT  json, yaml or wide (default: a table)`;
 
 /** Output formats: a table (default), a wider table, or the same data as JSON or YAML. */
@@ -92,46 +96,84 @@ export async function apiCall<T>(what: string, call: () => Promise<T>): Promise<
 
 /** Largest answer of the provider read (an explanation lists one entry per target). */
 const MAX_ANSWER_BYTES = 4 * 2 ** 20;
-const NODE_PROXY_TIMEOUT_MS = 30_000;
+const PROVIDER_TIMEOUT_MS = 30_000;
+
+/** Where the provider's kubelet API listens for a virtual node, and the name its certificate must carry. */
+export interface ProviderAddress {
+  host: string;
+  port: number;
+  /** What the serving certificate is checked against: the node's address, even when reached elsewhere. */
+  identity: string;
+}
 
 /**
- * `GET /api/v1/nodes/<node>/proxy/<path>` through the apiserver with the user's credentials: the
- * apiserver authenticates the user and authorizes `get nodes/proxy` on the node, then calls the
- * provider's kubelet API for it (as for `kubectl logs`). Resolves with the status and the body
- * (the provider's text on its refusals; the apiserver's Status on its own).
+ * The provider's kubelet API for a virtual node: where the apiserver dials it (the node's
+ * InternalIP and `daemonEndpoints.kubeletEndpoint.Port`), read as the user (`get nodes`), or
+ * `override` (`--provider-address HOST:PORT`, e.g. through a tunnel) with the certificate still
+ * checked against the node's address when the node can be read.
  */
-export async function getThroughNodeProxy(kc: KubeConfig, node: string, path: string): Promise<{ status: number; body: string }> {
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new ValidationError('the kubeconfig context names no cluster');
-  const url = new URL(`${cluster.server.replace(/\/+$/, '')}/api/v1/nodes/${encodeURIComponent(node)}/proxy/${path.replace(/^\/+/, '')}`);
+export async function providerAddress(kc: KubeConfig, node: string, override?: string): Promise<ProviderAddress> {
+  let fromNode: ProviderAddress | undefined;
+  let nodeError: string | undefined;
+  try {
+    const n = await apiCall(`read node ${node}`, () => kc.makeApiClient(CoreV1Api).readNode({ name: node }));
+    const ip = n.status?.addresses?.find((a) => a.type === 'InternalIP')?.address;
+    const port = n.status?.daemonEndpoints?.kubeletEndpoint?.Port;
+    if (ip && port) fromNode = { host: ip, port, identity: ip };
+    else nodeError = `node ${node} publishes no InternalIP and kubelet port`;
+  } catch (err) {
+    nodeError = (err as Error).message;
+  }
+  if (override) {
+    const m = /^(\[[^\]]+\]|[^:]+):(\d+)$/.exec(override);
+    if (!m) throw new ValidationError(`--provider-address ${override}: use HOST:PORT`);
+    const host = m[1].replace(/^\[|\]$/g, '');
+    return { host, port: Number(m[2]), identity: fromNode?.identity ?? host };
+  }
+  if (!fromNode) throw new ApiCallError(undefined, `cannot find the provider: ${nodeError} (pass --provider-address HOST:PORT of its kubelet API)`);
+  return fromNode;
+}
+
+/**
+ * `GET <path>` on the provider's kubelet API with the user's credentials (client certificate or
+ * token, and `Impersonate-User` for `--as`), trusting the kubeconfig's cluster CA, which signs
+ * the provider's kubelet serving certificate (as it signs kubelets'). Resolves with the status
+ * and the body (JSON on 200, the provider's text otherwise).
+ */
+export async function getFromProvider(kc: KubeConfig, address: ProviderAddress, path: string): Promise<{ status: number; body: string }> {
   const opts: https.RequestOptions = { method: 'GET', headers: { Accept: 'application/json' } };
   await kc.applyToHTTPSOptions(opts);
-  const mod = url.protocol === 'https:' ? https : http;
+  // The cluster's tls-server-name names the apiserver, not the provider.
+  delete opts.servername;
   return new Promise((resolve, reject) => {
-    const req = mod.request(url, { ...opts, signal: AbortSignal.timeout(NODE_PROXY_TIMEOUT_MS) }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size > MAX_ANSWER_BYTES) req.destroy(new Error(`answer of node ${node} larger than ${MAX_ANSWER_BYTES} bytes`));
-        else chunks.push(c);
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
+    const req = https.request(
+      {
+        ...opts,
+        host: address.host,
+        port: address.port,
+        path,
+        checkServerIdentity: (_host, cert) => tls.checkServerIdentity(address.identity, cert),
+        signal: AbortSignal.timeout(PROVIDER_TIMEOUT_MS),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size > MAX_ANSWER_BYTES) req.destroy(new Error(`the provider's answer is larger than ${MAX_ANSWER_BYTES} bytes`));
+          else chunks.push(c);
+        });
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', (err) => reject(new ApiCallError(undefined, `cannot reach the provider's kubelet API at ${address.host}:${address.port}: ${err.message}`)));
     req.end();
   });
 }
 
-/** The message of an answer that is not 200: the `message` of an apiserver Status, else the text. */
+/** The first line of the provider's text answer, bounded. */
 export function answerMessage(body: string): string {
-  try {
-    const parsed = JSON.parse(body);
-    if (typeof parsed?.message === 'string') return parsed.message;
-  } catch {
-    /* the provider's plain text */
-  }
   return body.trim().split('\n')[0].slice(0, 500);
 }
 

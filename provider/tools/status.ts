@@ -11,7 +11,8 @@ import {
   ApiCallError,
   formatAge,
   formatData,
-  getThroughNodeProxy,
+  getFromProvider,
+  providerAddress,
   KUBECTL_FLAG_OPTIONS,
   KUBECTL_FLAGS_USAGE,
   loadOperatorKubeconfig,
@@ -27,8 +28,8 @@ What the federation of this (source) cluster looks like now: each Target and Clu
 virtual node, whether it is Ready and why not, the age of the ClusterSummary the provider judges
 pods against, the largest free room on one real node and in all, the proxies bound there and
 how many of their delegates run or wait, outage and failover settings; then the provider's
-leader. Summary figures come from the provider, through the apiserver's node proxy of each
-virtual node (they need get nodes/proxy on it).
+leader. Summary figures come from the provider (its kubelet API, at the address the apiserver
+dials for the virtual node), which shows a target's to those who may get that Target.
 
   -n, --namespace NS   Targets of this namespace (and every ClusterTarget); default: all namespaces
   --provider-namespace NS
@@ -203,7 +204,7 @@ export function renderStatus(report: StatusReport, wide: boolean): string {
 }
 
 /** Reads everything the report needs with the user's credentials. Refusals of the Targets' and proxies' reads throw ApiCallError; the rest is reported in place. */
-export async function collectStatus(kc: KubeConfig, cluster: string, namespace: string | undefined, leaseNamespace: string): Promise<StatusInput> {
+export async function collectStatus(kc: KubeConfig, cluster: string, namespace: string | undefined, leaseNamespace: string, providerOverride?: string): Promise<StatusInput> {
   const custom = kc.makeApiClient(CustomObjectsApi);
   const core = kc.makeApiClient(CoreV1Api);
   const coordination = kc.makeApiClient(CoordinationV1Api);
@@ -233,7 +234,7 @@ export async function collectStatus(kc: KubeConfig, cluster: string, namespace: 
       (l) => ({ providerPods: l.items }),
       (err: Error) => ({ providerPods: [] as V1Pod[], providerPodsError: err.message }),
     ),
-    ...nodes.map(async (node) => views.set(node, await askSummary(kc, node))),
+    ...nodes.map(async (node) => views.set(node, await askSummary(kc, node, providerOverride))),
     // Failover settings live on namespaces; a user who may not read one just sees none.
     ...[...new Set(targetList.map((t) => t.metadata.namespace ?? ''))].map((ns) =>
       core.readNamespace({ name: ns }).then(
@@ -256,11 +257,11 @@ export async function collectStatus(kc: KubeConfig, cluster: string, namespace: 
 }
 
 /** The provider's view of one virtual node's target, or why it could not be had. */
-async function askSummary(kc: KubeConfig, node: string): Promise<TargetSummaryView | { error: string }> {
+async function askSummary(kc: KubeConfig, node: string, override: string | undefined): Promise<TargetSummaryView | { error: string }> {
   try {
-    const { status, body } = await getThroughNodeProxy(kc, node, `admiralty/summary/${encodeURIComponent(node)}`);
+    const address = await providerAddress(kc, node, override);
+    const { status, body } = await getFromProvider(kc, address, `/admiralty/summary/${encodeURIComponent(node)}`);
     if (status === 200) return JSON.parse(body) as TargetSummaryView;
-    if (status === 403) return { error: `forbidden: ${answerMessage(body)}` };
     return { error: `the provider answered ${status}: ${answerMessage(body)}` };
   } catch (err) {
     return { error: (err as Error).message };
@@ -301,7 +302,7 @@ export async function statusCli(args: string[], io: CliIo, signal?: AbortSignal)
   try {
     const { kc, context } = loadOperatorKubeconfig(values, io.env ?? {});
     for (;;) {
-      const input = await collectStatus(kc, context, values.namespace, values['provider-namespace'] ?? 'admiralty');
+      const input = await collectStatus(kc, context, values.namespace, values['provider-namespace'] ?? 'admiralty', values['provider-address']);
       const report = buildStatusReport(input, Date.now());
       writeLine(io.stdout, format === 'json' || format === 'yaml' ? formatData(report, format) : renderStatus(report, format === 'wide'));
       if (!values.watch || signal?.aborted) return 0;

@@ -3,7 +3,7 @@ import type { TargetVerdict } from '../../scheduler/extender-server.js';
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { Clock } from '../core/clock.js';
 import { isNotFound } from '../core/errors.js';
-import { SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
+import { API_GROUP, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import type { OperatorAnswer, OperatorViews, PodExplanation, TargetSummaryView } from '../kubelet/operator-views.js';
 import { summaryRoom } from '../model/summary-room.js';
 
@@ -20,7 +20,7 @@ export interface OperatorViewsOptions {
  * shows) and `kubectl admiralty explain` (the extender's verdict per target on an elected pod),
  * from this replica's registry and extender: what placement reads, not a copy of it. The pod is
  * read from the apiserver (the proxies' cache keeps only some of its fields). The kubelet server
- * has authorized the caller on the virtual node already.
+ * has authorized the caller on what is shown already (see `summaryAttributes`).
  */
 export function createOperatorViews(opts: OperatorViewsOptions): OperatorViews {
   const notOurs = (node: string): OperatorAnswer => ({ code: 404, message: `node ${node} is not a virtual node of this provider` });
@@ -48,13 +48,15 @@ export function createOperatorViews(opts: OperatorViewsOptions): OperatorViews {
       return { code: 200, body };
     },
 
-    async explain(node, namespace, name) {
-      const target = opts.registry.byNodeName(node);
-      if (!target) return notOurs(node);
-      // The caller may use this node's kubelet API: that says nothing of other namespaces' pods.
-      if (target.ref.kind === 'Target' && target.ref.namespace !== namespace) {
-        return { code: 403, message: `virtual node ${node} serves namespace ${target.ref.namespace} only: ask through a virtual node of namespace ${namespace}` };
-      }
+    summaryAttributes(node) {
+      const ref = opts.registry.byNodeName(node)?.ref;
+      if (!ref) return null;
+      return ref.kind === 'Target'
+        ? { verb: 'get', group: API_GROUP, resource: 'targets', namespace: ref.namespace, name: ref.name }
+        : { verb: 'get', group: API_GROUP, resource: 'clustertargets', name: ref.name };
+    },
+
+    async explain(namespace, name) {
       const explain = opts.explain();
       if (!explain) return { code: 503, message: 'this provider runs no scheduler extender (--enable without extender)' };
       let pod: V1Pod;
