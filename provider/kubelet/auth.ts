@@ -204,7 +204,14 @@ export function createKubeletAuthorizer(opts: KubeletAuthorizerOptions): Kubelet
             groups: user.groups,
             uid: user.uid,
             extra: user.extra,
-            resourceAttributes: { verb: attrs.verb, group: attrs.group, resource: attrs.resource, subresource: attrs.subresource, namespace: attrs.namespace, name: attrs.name },
+            resourceAttributes: {
+              verb: attrs.verb,
+              ...(attrs.group ? { group: attrs.group } : {}),
+              resource: attrs.resource,
+              ...(attrs.subresource !== undefined ? { subresource: attrs.subresource } : {}),
+              ...(attrs.namespace ? { namespace: attrs.namespace } : {}),
+              name: attrs.name,
+            },
           },
         },
       });
