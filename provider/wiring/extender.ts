@@ -4,7 +4,7 @@ import type { Route } from '../core/http-router.js';
 import type { Informer } from '../controller/informer.js';
 import { standbyMayCreateDelegates } from '../model/outage.js';
 import { Binder } from '../../scheduler/bind.js';
-import { createExtender, type TargetVerdict } from '../../scheduler/extender-server.js';
+import { createExtender, type Extender, type TargetVerdict } from '../../scheduler/extender-server.js';
 import type { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { priorityClassesOfSummary, runtimeClassesOfSummary } from '../../scheduler/target-classes.js';
@@ -97,58 +97,61 @@ export function wireExtender(
         { transform: budgetFields },
       )
     : undefined;
-  const extender = createExtender({
-    registry: w.clusters,
-    targetState: (key) => {
-      const read = w.clusters.summary(key);
-      return (
-        read && {
-          nodes: nodesOfSummary(read.summary),
-          readAtMs: read.readAtMs,
-          podsResourceVersion: read.summary.podsResourceVersion,
-          runtimeClasses: runtimeClassesOfSummary(read.summary),
-          priorityClasses: priorityClassesOfSummary(read.summary),
-        }
-      );
-    },
-    policy: { kind: 'spread' },
-    targetPlacement,
-    // What the targets reconciler writes on the virtual node, worked out the same way: the
-    // proxy scheduler sends node names only, and a standby has no cache of the virtual nodes.
-    virtualNodeLabels: (key) => {
-      const { ref, obj } = targetOf(key);
-      return virtualNodeLabels(ref, w.clusters.summary(key)?.summary.metadata?.labels, obj?.spec?.excludedLabelsRegexp);
-    },
-    delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
-    waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], w.config.clusterName),
-    // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only
-    // when no virtual node has room for a pod of higher priority): a scan of the proxies will do.
-    proxiesOn: proxies && ((node) => proxies.list().filter((p) => p.spec?.nodeName === node)),
-    disruptionBudgets: budgets && (() => budgets.list()),
-    delegateOf: delegation && ((key, proxy) => delegation.delegates(key)?.get(delegateNameOf(proxy, { sourceClusterName: w.config.clusterName }), proxy.metadata?.namespace)),
-    namespace: delegation && ((name) => delegation.namespaces.get(name)),
-    authorization: authorization && ((key, namespace) => authorization.refuses(key, namespace)),
-    groupPlacements:
-      proxies &&
-      ((pod) => {
-        const namespace = pod.metadata?.namespace;
-        return groupPlacements(pod, proxies.list(namespace), (node) => w.clusters.byNodeName(node)?.key, namespace && binder ? binder.placing(namespace) : []);
-      }),
-    // Every replica may warn about an unusable placement-policy annotation: the proxy
-    // scheduler talks to one replica at a time, leader or not.
-    events: w.events,
-    memory,
-    // Every replica binds: kube-scheduler keeps its connection to the extender, so through a
-    // Service its binds go to one replica, leader or not. The binder's writes are safe from
-    // any replica: the delegate's name is deterministic (AlreadyExists is adopted), the
-    // Binding succeeds once, and the leader's follow keeps the copies of proxies not bound
-    // yet (it does not see a standby's placements).
-    binder,
-    clock: w.clock,
-    logger: w.logger,
-    metricsRegistry: w.registry,
-  });
-  routes.push(...extender.routes);
+  // The routes go on the webhook's server; explain goes to the kubelet API.
+  let extender: Extender;
+  routes.push(
+    ...(extender = createExtender({
+      registry: w.clusters,
+      targetState: (key) => {
+        const read = w.clusters.summary(key);
+        return (
+          read && {
+            nodes: nodesOfSummary(read.summary),
+            readAtMs: read.readAtMs,
+            podsResourceVersion: read.summary.podsResourceVersion,
+            runtimeClasses: runtimeClassesOfSummary(read.summary),
+            priorityClasses: priorityClassesOfSummary(read.summary),
+          }
+        );
+      },
+      policy: { kind: 'spread' },
+      targetPlacement,
+      // What the targets reconciler writes on the virtual node, worked out the same way: the
+      // proxy scheduler sends node names only, and a standby has no cache of the virtual nodes.
+      virtualNodeLabels: (key) => {
+        const { ref, obj } = targetOf(key);
+        return virtualNodeLabels(ref, w.clusters.summary(key)?.summary.metadata?.labels, obj?.spec?.excludedLabelsRegexp);
+      },
+      delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
+      waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], w.config.clusterName),
+      // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only
+      // when no virtual node has room for a pod of higher priority): a scan of the proxies will do.
+      proxiesOn: proxies && ((node) => proxies.list().filter((p) => p.spec?.nodeName === node)),
+      disruptionBudgets: budgets && (() => budgets.list()),
+      delegateOf: delegation && ((key, proxy) => delegation.delegates(key)?.get(delegateNameOf(proxy, { sourceClusterName: w.config.clusterName }), proxy.metadata?.namespace)),
+      namespace: delegation && ((name) => delegation.namespaces.get(name)),
+      authorization: authorization && ((key, namespace) => authorization.refuses(key, namespace)),
+      groupPlacements:
+        proxies &&
+        ((pod) => {
+          const namespace = pod.metadata?.namespace;
+          return groupPlacements(pod, proxies.list(namespace), (node) => w.clusters.byNodeName(node)?.key, namespace && binder ? binder.placing(namespace) : []);
+        }),
+      // Every replica may warn about an unusable placement-policy annotation: the proxy
+      // scheduler talks to one replica at a time, leader or not.
+      events: w.events,
+      memory,
+      // Every replica binds: kube-scheduler keeps its connection to the extender, so through a
+      // Service its binds go to one replica, leader or not. The binder's writes are safe from
+      // any replica: the delegate's name is deterministic (AlreadyExists is adopted), the
+      // Binding succeeds once, and the leader's follow keeps the copies of proxies not bound
+      // yet (it does not see a standby's placements).
+      binder,
+      clock: w.clock,
+      logger: w.logger,
+      metricsRegistry: w.registry,
+    })).routes,
+  );
   // The binder reads proxies and namespaces, preemption the budgets: kept warm on every replica.
   w.manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces, budgets!] : [], start: () => undefined, stop: () => undefined });
   return { binder, explain: extender.explain };
