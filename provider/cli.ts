@@ -12,6 +12,8 @@ import { isClone, needsCloneMessage, packageVersion } from './tools/package-root
 export const COMMANDS: ReadonlyArray<readonly [name: string, summary: string]> = [
   ['provider', 'run the provider (controllers, webhook, kubelet API)'],
   ['export-kubeconfig', 'print a Secret holding a kubeconfig for a service account (kubemcsa export)'],
+  ['status', 'the federation of this cluster now: targets, readiness, free room, proxies, leader'],
+  ['explain', 'why an elected pod is pending, or went where it went, as the extender judges it now'],
   ['cleanup', 'strip our finalizers from every object, for uninstall'],
   ['demo', 'the one-command demo on the local sandbox (needs a clone)'],
   ['sandbox', 'local multi-cluster sandbox of real control planes (needs a clone)'],
@@ -19,15 +21,18 @@ export const COMMANDS: ReadonlyArray<readonly [name: string, summary: string]> =
   ['version', 'print the version'],
 ];
 
-/** The top-level usage text. */
-export function usage(): string {
+/**
+ * The top-level usage text, for the name the command was run as: `admiralty`, or `kubectl
+ * admiralty` when kubectl runs the bundle as its plugin (bin/kubectl-admiralty.js).
+ */
+export function usage(program = 'admiralty'): string {
   const width = Math.max(...COMMANDS.map(([name]) => name.length));
   return [
-    'usage: admiralty <command> [flags]',
+    `usage: ${program} <command> [flags]`,
     '',
     ...COMMANDS.map(([name, summary]) => `  ${name.padEnd(width)}  ${summary}`),
     '',
-    "Run 'admiralty <command> --help' for a command's flags.",
+    `Run '${program} <command> --help' for a command's flags.`,
   ].join('\n');
 }
 
@@ -38,7 +43,7 @@ const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h' || 
  * success, 2 on bad usage (unknown command, bad flags), 1 on failure. Writes through `io` except
  * where a subcommand writes to the process's own streams (provider logs, sandbox progress).
  */
-export async function runCli(argv: string[], io: CliIo): Promise<number> {
+export async function runCli(argv: string[], io: CliIo, program = 'admiralty'): Promise<number> {
   const [cmd, ...args] = argv;
   const env = io.env ?? {};
   switch (cmd) {
@@ -55,6 +60,14 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     case 'export-kubeconfig': {
       const { exportKubeconfigCli } = await import('./tools/export-kubeconfig.js');
       return exportKubeconfigCli(args, io);
+    }
+    case 'status': {
+      const { statusCli } = await import('./tools/status.js');
+      return statusCli(args, io);
+    }
+    case 'explain': {
+      const { explainCli } = await import('./tools/explain.js');
+      return explainCli(args, io);
     }
     case 'cleanup': {
       const { cleanupCli } = await import('./tools/cleanup.js');
@@ -89,11 +102,11 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
     case '--help':
     case '-h':
     case 'help':
-      writeLine(io.stdout, usage());
+      writeLine(io.stdout, usage(program));
       return 0;
     default:
-      writeLine(io.stderr, `admiralty: unknown command ${JSON.stringify(cmd)}`);
-      writeLine(io.stderr, usage());
+      writeLine(io.stderr, `${program}: unknown command ${JSON.stringify(cmd)}`);
+      writeLine(io.stderr, usage(program));
       return 2;
   }
 }
@@ -117,10 +130,10 @@ function isEntryPoint(): boolean {
  * deadline, which a Deployment would only end with SIGKILL after terminationGracePeriodSeconds.
  * The entry points (`bin/admiralty.js`, and this module run directly) call it.
  */
-export async function runAndExit(argv: string[]): Promise<never> {
+export async function runAndExit(argv: string[], program = 'admiralty'): Promise<never> {
   let code: number;
   try {
-    code = await runCli(argv, { stdout: process.stdout, stderr: process.stderr, env: process.env });
+    code = await runCli(argv, { stdout: process.stdout, stderr: process.stderr, env: process.env }, program);
   } catch (err) {
     process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
     code = 1;

@@ -26,6 +26,7 @@ import type { ClusterSource, Source } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { Binder } from '../scheduler/bind.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
+import type { TargetVerdict } from '../scheduler/extender-server.js';
 import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
 import type { Route } from './core/http-router.js';
@@ -154,7 +155,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   if (enabled('webhook')) manager.add(webhookRunnable(w, extenderRoutes));
   // Kubelet API: serves logs/exec/attach/port-forward of proxies by bridging to delegates.
   // Its caches are wired below; it reads them only when it serves a call.
-  if (enabled('kubelet')) manager.add(kubeletRunnable(w, { proxies: () => proxies, delegates: (key) => delegation?.delegates(key) }));
+  if (enabled('kubelet')) manager.add(kubeletRunnable(w, { proxies: () => proxies, delegates: (key) => delegation?.delegates(key), explain: () => explain }));
 
   /** An informer over one of our CRDs, all namespaces. */
   const crdInformer = <T extends KubernetesObject>(plural: string) =>
@@ -201,6 +202,8 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
+  // Set below with the extender: kubectl admiralty explain asks it through the kubelet API.
+  let explain: ((pod: V1Pod) => TargetVerdict[]) | undefined;
   // What the extender learns from binds and re-placements (refusals, assumptions, avoided targets).
   // With delegation, wireExtender tells it of every delegate change in the targets' caches.
   const memory = enabled('extender') ? new PlacementMemory({ toldOfDelegateChanges: enabled('delegation') }) : undefined;
@@ -209,6 +212,6 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     : undefined;
   afterProbe = delegation?.afterProbe;
 
-  if (memory) binder = wireExtender(w, extenderRoutes, memory, proxies, delegation, targetInformers, authorization);
+  if (memory) ({ binder, explain } = wireExtender(w, extenderRoutes, memory, proxies, delegation, targetInformers, authorization));
   if (delegation) for (const r of delegation.runnables) manager.add(r);
 }

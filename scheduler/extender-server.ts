@@ -236,6 +236,42 @@ export class MalformedExtenderArgsError extends Error {
  * bad_request, error) and logs malformed requests and internal errors once, here.
  */
 export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
+  return createExtender(opts).routes;
+}
+
+/** One target's verdict on a pod, as the filter and prioritize judge it now (see {@link Extender.explain}). */
+export interface TargetVerdict {
+  /** The target's key in the registry. */
+  targetKey: string;
+  /** Its name for people (`TargetClient.displayName`). */
+  target: string;
+  /** Its virtual node. */
+  node: string;
+  /** Whether the filter keeps its virtual node for the pod. */
+  passes: boolean;
+  /** Why not, in the filter's words (what the pod's FailedScheduling event would say). */
+  reason?: string;
+  /** A rejection that evicting pods could not resolve (`FailedAndUnresolvableNodes`). */
+  unresolvable?: boolean;
+  /** Prioritize's score of a passing target, 0..{@link MAX_EXTENDER_PRIORITY}. */
+  score?: number;
+}
+
+/** The extender's routes, and the same judgement on demand. */
+export interface Extender {
+  routes: Route[];
+  /**
+   * The filter's verdict and prioritize's score of every target the pod's namespace may use
+   * (its namespace's Targets and every ClusterTarget), as a proxy scheduler's call with all
+   * their virtual nodes would get them now. Binds nothing and remembers nothing: no placement
+   * is assumed, no policy warning recorded, nothing counted in the request metrics. `pod` is the
+   * proxy as stored (with its saved manifest). For `kubectl admiralty explain`.
+   */
+  explain(pod: V1Pod): TargetVerdict[];
+}
+
+/** {@link createExtenderRoutes}, with {@link Extender.explain} beside the routes. */
+export function createExtender(opts: ExtenderRoutesOptions): Extender {
   const { logger, registry } = opts;
   const clock = opts.clock ?? realClock;
   const memory = opts.memory ?? new PlacementMemory();
@@ -423,10 +459,11 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     return counts;
   };
 
-  const prioritize = (args: ExtenderArgs): HostPriority[] => {
+  /** `remember: false` (explain): no Warning event, and the pod's choice is not counted for weights. */
+  const prioritize = (args: ExtenderArgs, remember = true): HostPriority[] => {
     const choice = placementPolicyOf(args.Pod, args.Pod.metadata?.namespace ? opts.namespace?.(args.Pod.metadata.namespace) : undefined, policyOf());
     const uid = args.Pod.metadata?.uid;
-    if (choice.invalid && uid && !warned.has(uid)) {
+    if (remember && choice.invalid && uid && !warned.has(uid)) {
       if (warned.size >= MAX_REMEMBERED_PODS) warned.delete(warned.values().next().value!);
       warned.add(uid);
       opts.events?.record({ kind: 'Pod', apiVersion: 'v1', metadata: args.Pod.metadata! }, 'Warning', 'InvalidPlacementPolicy', choice.invalid.message);
@@ -456,7 +493,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     const scores = rankTargets(choice.policy, pod, scored);
     const byHost = new Map(scored.map((t) => [t.host, scores.get(t.key) ?? 0]));
     const top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
-    if (uid && top.length === 1) {
+    if (remember && uid && top.length === 1) {
       chosen.delete(uid);
       chosen.set(uid, { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now() });
       while (chosen.size > MAX_REMEMBERED_PODS) chosen.delete(chosen.keys().next().value!);
@@ -559,7 +596,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
   const maxBodyBytes = opts.maxBodyBytes ?? 64 * 2 ** 20;
   const routes: Route[] = [
     { method: 'POST', path: FILTER_PATH, maxBodyBytes, handle: handle('filter', parseExtenderArgs, filter) },
-    { method: 'POST', path: PRIORITIZE_PATH, maxBodyBytes, handle: handle('prioritize', parseExtenderArgs, prioritize) },
+    { method: 'POST', path: PRIORITIZE_PATH, maxBodyBytes, handle: handle('prioritize', parseExtenderArgs, (args: ExtenderArgs) => prioritize(args)) },
     { method: 'POST', path: PREEMPT_PATH, maxBodyBytes, handle: handle('preempt', parsePreemptionArgs, preempt) },
   ];
   const binder = opts.binder;
@@ -584,7 +621,31 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       },
     });
   }
-  return routes;
+  // The filter and prioritize themselves, called as the proxy scheduler would call them with
+  // every virtual node the pod's namespace may use: what explain says is what placement does.
+  const explain = (proxy: V1Pod): TargetVerdict[] => {
+    const namespace = proxy.metadata?.namespace ?? '';
+    const usable: { target: TargetClient; node: string }[] = [];
+    for (const target of registry.list()) {
+      const node = registry.nodeNameOf(target.key);
+      if (node && (target.ref.kind === 'ClusterTarget' || target.ref.namespace === namespace)) usable.push({ target, node });
+    }
+    if (usable.length === 0) return [];
+    const filtered = filter({ Pod: proxy, NodeNames: usable.map((u) => u.node) });
+    const kept = filtered.NodeNames ?? [];
+    const scores = new Map(kept.length > 0 ? prioritize({ Pod: proxy, NodeNames: kept }, false).map((h) => [h.Host, h.Score]) : []);
+    return usable.map(({ target, node }) => {
+      const verdict: TargetVerdict = { targetKey: target.key, target: target.displayName, node, passes: kept.includes(node) };
+      if (verdict.passes) verdict.score = scores.get(node) ?? 0;
+      else {
+        const unresolvable = filtered.FailedAndUnresolvableNodes?.[node];
+        verdict.reason = unresolvable ?? filtered.FailedNodes[node] ?? 'rejected';
+        verdict.unresolvable = unresolvable !== undefined;
+      }
+      return verdict;
+    });
+  };
+  return { routes, explain };
 }
 
 /**

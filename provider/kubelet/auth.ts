@@ -12,12 +12,20 @@ export interface KubeletUser {
   extra?: Record<string, string[]>;
 }
 
-/** What a request asks to do, in SubjectAccessReview terms (always `nodes/<subresource>`). */
+/**
+ * What a request asks to do, in SubjectAccessReview terms: `nodes/<subresource>` for the
+ * kubelet's own endpoints; the operator views (`kubectl admiralty`) ask about the object they
+ * show instead (a pod, a Target), with its group and namespace.
+ */
 export interface KubeletRequestAttributes {
   verb: string;
-  resource: 'nodes';
-  subresource: string;
-  /** The virtual node the pod is bound to. */
+  /** API group; absent for the core group. */
+  group?: string;
+  resource: string;
+  subresource?: string;
+  /** Absent for cluster-scoped resources. */
+  namespace?: string;
+  /** The virtual node the pod is bound to, or the object shown. */
   name: string;
 }
 
@@ -65,7 +73,9 @@ export function nodeRequestAttributes(method: string, nodeName: string, subresou
 
 /** The kubelet's 403 text. Pure. */
 export function forbiddenMessage(user: KubeletUser, attrs: KubeletRequestAttributes): string {
-  return `Forbidden (user=${user.name}, verb=${attrs.verb}, resource=${attrs.resource}, subresource(s)=[${attrs.subresource}])`;
+  if (attrs.subresource !== undefined) return `Forbidden (user=${user.name}, verb=${attrs.verb}, resource=${attrs.resource}, subresource(s)=[${attrs.subresource}])`;
+  const resource = attrs.group ? `${attrs.resource}.${attrs.group}` : attrs.resource;
+  return `Forbidden (user=${user.name}, verb=${attrs.verb}, resource=${resource}${attrs.namespace ? `, namespace=${attrs.namespace}` : ''}, name=${attrs.name})`;
 }
 
 /** The user carried by a verified client certificate, or null. Pure apart from reading the socket. */
@@ -99,7 +109,7 @@ export function decisionCacheKey(user: KubeletUser, attrs: KubeletRequestAttribu
   const extra = Object.keys(user.extra ?? {})
     .sort()
     .map((k) => [k, [...(user.extra?.[k] ?? [])].sort()]);
-  return JSON.stringify([user.name, [...user.groups].sort(), user.uid ?? '', extra, [attrs.verb, attrs.resource, attrs.subresource, attrs.name]]);
+  return JSON.stringify([user.name, [...user.groups].sort(), user.uid ?? '', extra, [attrs.verb, attrs.group ?? '', attrs.resource, attrs.subresource ?? '', attrs.namespace ?? '', attrs.name]]);
 }
 
 /** Options for {@link createKubeletAuthorizer}. */
@@ -194,7 +204,14 @@ export function createKubeletAuthorizer(opts: KubeletAuthorizerOptions): Kubelet
             groups: user.groups,
             uid: user.uid,
             extra: user.extra,
-            resourceAttributes: { verb: attrs.verb, resource: attrs.resource, subresource: attrs.subresource, name: attrs.name },
+            resourceAttributes: {
+              verb: attrs.verb,
+              ...(attrs.group ? { group: attrs.group } : {}),
+              resource: attrs.resource,
+              ...(attrs.subresource !== undefined ? { subresource: attrs.subresource } : {}),
+              ...(attrs.namespace ? { namespace: attrs.namespace } : {}),
+              name: attrs.name,
+            },
           },
         },
       });
@@ -203,4 +220,33 @@ export function createKubeletAuthorizer(opts: KubeletAuthorizerOptions): Kubelet
       return allowed;
     },
   };
+}
+
+/** The impersonation headers the operator views honour; any other `Impersonate-*` is refused. */
+const IMPERSONATE_USER = 'impersonate-user';
+const IMPERSONATE_GROUP = 'impersonate-group';
+
+/**
+ * The user a request acts as: `caller` itself, or, when it sends `Impersonate-User` (kubectl
+ * `--as`, a kubeconfig's `as:`) and optionally `Impersonate-Group`, that user, once `caller` is
+ * authorized to impersonate it and each group (`impersonate` on `users` and `groups`), as the
+ * apiserver's impersonation filter does, with `system:authenticated` added as it adds it. Returns
+ * a string, the reason for a 403 (or, for headers it does not honour, 400 when it starts with
+ * `unsupported`). Uid and extra impersonation are refused rather than dropped: a decision made
+ * without them could allow what they would deny.
+ */
+export async function impersonatedUser(req: IncomingMessage, caller: KubeletUser, auth: Pick<KubeletAuthorizer, 'authorize'>): Promise<KubeletUser | string> {
+  const headers = req.headersDistinct;
+  const other = Object.keys(headers).filter((h) => h.startsWith('impersonate-') && h !== IMPERSONATE_USER && h !== IMPERSONATE_GROUP);
+  if (other.length > 0) return `unsupported impersonation header(s) ${other.join(', ')}: only Impersonate-User and Impersonate-Group are served`;
+  const users = headers[IMPERSONATE_USER] ?? [];
+  const groups = headers[IMPERSONATE_GROUP] ?? [];
+  if (users.length === 0) return groups.length > 0 ? 'unsupported: Impersonate-Group without Impersonate-User' : caller;
+  if (users.length > 1) return 'unsupported: more than one Impersonate-User';
+  const name = users[0];
+  for (const [resource, value] of [['users', name] as const, ...groups.map((g) => ['groups', g] as const)]) {
+    const attrs: KubeletRequestAttributes = { verb: 'impersonate', resource, name: value };
+    if (!(await auth.authorize(caller, attrs))) return forbiddenMessage(caller, attrs);
+  }
+  return { name, groups: name === 'system:anonymous' ? groups : [...new Set([...groups, 'system:authenticated'])] };
 }

@@ -8,7 +8,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { applyConnectionLimits, DEFAULT_CONNECTION_LIMITS, tlsLimitOptions, type ConnectionLimits } from '../core/connection-limits.js';
 import type { Logger } from '../core/logger.js';
 import { errorFields } from '../core/logger.js';
-import { forbiddenMessage, kubeletRequestAttributes, nodeRequestAttributes, type KubeletAuthorizer, type KubeletUser } from './auth.js';
+import { forbiddenMessage, impersonatedUser, kubeletRequestAttributes, nodeRequestAttributes, type KubeletAuthorizer, type KubeletUser } from './auth.js';
 import { createTargetLogBackend, LogUpstreamError, parseLogQuery, type LogBackend } from './logs.js';
 import { createTargetPortForwardBackend, PORT_FORWARD_PROTOCOL, servePortForward, type PortForwardBackend } from './port-forward.js';
 import { parseExecQuery, REMOTECOMMAND_PROTOCOLS, serveRemoteCommand, type ExecBackend } from './remotecommand.js';
@@ -20,6 +20,7 @@ import { pickWebSocketProtocol, serveWebSocketRemoteCommand, WEBSOCKET_PROTOCOLS
 import { drainOnRequest } from '../core/drain.js';
 import { buildStatsSummary, renderResourceMetrics } from '../model/resource-metrics.js';
 import type { NodeUsageSource } from './resource-usage.js';
+import { parseOperatorPath, type OperatorPath, type OperatorViews } from './operator-views.js';
 
 /** Where a proxy pod's delegate runs, as the provider's registry knows it. */
 export interface ResolvedPod {
@@ -65,6 +66,8 @@ export interface KubeletServerOptions {
    * only silence ends them.
    */
   streamingIdleTimeoutMs?: number;
+  /** `kubectl admiralty status|explain` (see `parseOperatorPath`), served when given. */
+  operatorViews?: OperatorViews;
 }
 
 /** The kubelet's default `--streaming-connection-idle-timeout`. */
@@ -260,6 +263,11 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
     if (!path) return next();
     handleNodeScoped(req, res, path).catch((err: unknown) => abandon(path.route, res, err));
   });
+  app.get(/^\/admiralty\//, (req, res, next) => {
+    const path = parseOperatorPath(new URL(req.url ?? '/', 'https://kubelet').pathname);
+    if (!path || !opts.operatorViews) return next();
+    handleOperatorView(req, res, path, opts.operatorViews).catch((err: unknown) => abandon(path.view, res, err));
+  });
   app.use((req, res) => {
     const started = process.hrtime.bigint();
     res.status(404).type('text/plain').send('404 page not found');
@@ -330,6 +338,35 @@ export function createKubeletServer(opts: KubeletServerOptions): KubeletServer {
       if (!res.headersSent) res.writeHead(code, { 'Content-Type': 'text/plain' }).end(code >= 500 ? 'internal error' : (err as Error).message);
     }
     observe(path.route, code, started);
+  };
+
+  /**
+   * The operator views (`kubectl admiralty`), asked by the user's CLI directly: authenticated as
+   * every call here, acting as the impersonated user when asked (see `impersonatedUser`), and
+   * authorized on what is shown: `get` on the pod explained, on the Target whose summary is read.
+   * Who may read a pod may know why it is placed where it is; nodes/proxy is not needed.
+   */
+  const handleOperatorView = async (req: IncomingMessage, res: ServerResponse, path: OperatorPath, views: OperatorViews): Promise<void> => {
+    const started = process.hrtime.bigint();
+    let code = 200;
+    try {
+      const caller = await opts.auth.authenticate(req);
+      if (!caller) throw new HttpError(401, 'Unauthorized');
+      const user = await impersonatedUser(req, caller, opts.auth);
+      if (typeof user === 'string') throw new HttpError(user.startsWith('unsupported') ? 400 : 403, user);
+      const attrs = path.view === 'explain' ? { verb: 'get', resource: 'pods', namespace: path.namespace, name: path.pod } : views.summaryAttributes(path.node);
+      if (!attrs) throw new HttpError(404, `node ${path.view === 'summary' ? path.node : ''} is not a virtual node of this provider`);
+      if (!(await opts.auth.authorize(user, attrs))) throw new HttpError(403, forbiddenMessage(user, attrs));
+      const answer = path.view === 'summary' ? await views.summary(path.node) : await views.explain(path.namespace, path.pod);
+      code = answer.code;
+      if ('body' in answer) res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer.body));
+      else res.writeHead(code, { 'Content-Type': 'text/plain' }).end(answer.message);
+    } catch (err) {
+      code = err instanceof HttpError ? err.code : 500;
+      if (code >= 500) logger.warn('kubelet operator view failed', { route: path.view, ...errorFields(err) });
+      if (!res.headersSent) res.writeHead(code, { 'Content-Type': 'text/plain' }).end(code >= 500 ? 'internal error' : (err as Error).message);
+    }
+    observe(path.view, code, started);
   };
 
   const sessions = new Set<SpdySession>();

@@ -4,7 +4,7 @@ import type { Route } from '../core/http-router.js';
 import type { Informer } from '../controller/informer.js';
 import { standbyMayCreateDelegates } from '../model/outage.js';
 import { Binder } from '../../scheduler/bind.js';
-import { createExtenderRoutes } from '../../scheduler/extender-server.js';
+import { createExtender, type Extender, type TargetVerdict } from '../../scheduler/extender-server.js';
 import type { PlacementMemory } from '../../scheduler/placement-memory.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { priorityClassesOfSummary, runtimeClassesOfSummary } from '../../scheduler/target-classes.js';
@@ -24,7 +24,7 @@ import type { Wiring } from './wiring.js';
  * The scheduler extender (filter, prioritize and, with delegation, bind) on the webhook's
  * server, which every replica runs. The filter and the binder share `authorization` (which
  * namespaces a ClusterTarget's cluster lets us create pods in). Returns the binder, which follow asks for the proxies it is
- * placing.
+ * placing, and the extender's `explain` (for `kubectl admiralty explain`).
  */
 export function wireExtender(
   w: Wiring,
@@ -34,7 +34,7 @@ export function wireExtender(
   delegation: DelegationWiring | undefined,
   targets: TargetInformers | undefined,
   authorization: TargetAuthorization | undefined,
-): Binder | undefined {
+): { binder: Binder | undefined; explain: (pod: V1Pod) => TargetVerdict[] } {
   const targetOf = (key: string) => {
     const ref = parseTargetKey(key);
     return { ref, obj: ref.kind === 'Target' ? targets?.targets.get(ref.name, ref.namespace) : targets?.clusterTargets.get(ref.name) };
@@ -103,8 +103,10 @@ export function wireExtender(
         { transform: budgetFields },
       )
     : undefined;
+  // The routes go on the webhook's server; explain goes to the kubelet API.
+  let extender: Extender;
   routes.push(
-    ...createExtenderRoutes({
+    ...(extender = createExtender({
       registry: w.clusters,
       targetState: (key) => {
         const read = w.clusters.summary(key);
@@ -155,9 +157,9 @@ export function wireExtender(
       clock: w.clock,
       logger: w.logger,
       metricsRegistry: w.registry,
-    }),
+    })).routes,
   );
   // The binder reads proxies and namespaces, preemption the budgets: kept warm on every replica.
   w.manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces, budgets!] : [], start: () => undefined, stop: () => undefined });
-  return binder;
+  return { binder, explain: extender.explain };
 }

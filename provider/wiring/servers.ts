@@ -25,6 +25,8 @@ import { API_GROUP, API_VERSION } from '../core/keys.js';
 import { createRouter, type Route } from '../core/http-router.js';
 import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../scheduler/extender-client-auth.js';
 import type { Wiring } from './wiring.js';
+import { createOperatorViews } from './operator-views.js';
+import type { TargetVerdict } from '../../scheduler/extender-server.js';
 import type { ObjectCache } from '../reconcilers/object-cache.js';
 
 /** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
@@ -114,6 +116,8 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
 export interface KubeletCaches {
   proxies: () => ObjectCache<V1Pod> | undefined;
   delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  /** The extender's judgement of a proxy, for `kubectl admiralty explain`; undefined without an extender. */
+  explain: () => ((pod: V1Pod) => TargetVerdict[]) | undefined;
 }
 
 /** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
@@ -160,6 +164,7 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
       auth: createKubeletAuthorizer({ kubeConfig: kc }),
       logger,
       registry,
+      operatorViews: createOperatorViews({ core, registry: clusters, explain: caches.explain, clock }),
       resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
       nodeUsage: new ResourceUsage({
         proxiesOn: (nodeName) => caches.proxies()?.list().filter((p) => p.spec?.nodeName === nodeName) ?? [],

@@ -2,9 +2,10 @@ import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { promisify } from 'node:util';
 import { packageRoot } from '../../provider/tools/package-root.js';
+import { buildBinaries } from '../sandbox/sandbox.js';
 
 const run = promisify(execFile);
 const root = packageRoot();
@@ -28,7 +29,7 @@ describe('the published package', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('ships the command, the compiled code, the manifests and the chart, and no tests or sandbox', () => {
-    expect(files).to.include.members(['bin/admiralty.js', 'dist/bundle/cli.js', 'dist/provider/cli.js', 'dist/provider/main.js', 'manifests/kustomization.yaml', 'charts/admiralty/Chart.yaml', 'charts/admiralty/crds/targets.yaml', 'package.json']);
+    expect(files).to.include.members(['bin/admiralty.js', 'bin/kubectl-admiralty.js', 'dist/bundle/cli.js', 'dist/provider/cli.js', 'dist/provider/main.js', 'manifests/kustomization.yaml', 'charts/admiralty/Chart.yaml', 'charts/admiralty/crds/targets.yaml', 'package.json']);
     expect(files.filter((f) => /^(test|provider|webhook|certs|scheduler)\//.test(f) || f.startsWith('dist/test/') || f.endsWith('.ts') || f.includes('/go/') || f === 'charts/render-manifests.sh')).to.deep.equal([]);
   });
 
@@ -45,6 +46,16 @@ describe('the published package', () => {
     const bin = join(dir, 'node_modules', '.bin', 'admiralty');
     expect((await run(bin, ['version'], { cwd: dir })).stdout).to.equal(`${version}\n`);
     expect((await run(bin, ['--help'], { cwd: dir })).stdout).to.contain('export-kubeconfig');
+  });
+
+  it('runs as `kubectl admiralty` (kubectl finds the installed kubectl-admiralty on the PATH), status and explain included', async function () {
+    this.timeout(600_000);
+    const kubectl = join(buildBinaries('control-plane'), 'kubectl');
+    const env = { PATH: `${join(dir, 'node_modules', '.bin')}${delimiter}${process.env.PATH}`, HOME: dir };
+    const help = (await run(kubectl, ['admiralty', '--help'], { cwd: dir, env })).stdout;
+    expect(help).to.contain('usage: kubectl admiralty <command>').and.match(/^  status /m).and.match(/^  explain /m);
+    expect((await run(kubectl, ['admiralty', 'status', '--help'], { cwd: dir, env })).stdout).to.contain('usage: kubectl admiralty status');
+    expect((await run(kubectl, ['admiralty', 'explain', '--help'], { cwd: dir, env })).stdout).to.contain('usage: kubectl admiralty explain POD');
   });
 
   it('loads the provider and export-kubeconfig with production dependencies only', async () => {

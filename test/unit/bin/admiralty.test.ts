@@ -43,6 +43,18 @@ describe('bin/admiralty.js (compiled, plain node)', () => {
     expect(join(root, pkg.bin.admiralty)).to.equal(bin);
   });
 
+  it('runs as bin/kubectl-admiralty.js, the kubectl plugin package.json names, with usage texts that say kubectl admiralty', async () => {
+    const plugin = join(root, 'bin', 'kubectl-admiralty.js');
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: Record<string, string> };
+    expect(join(root, pkg.bin['kubectl-admiralty'])).to.equal(plugin);
+    const help = await node(plugin, '--help');
+    expect(help).to.include({ code: 0 });
+    expect(help.stdout).to.contain('usage: kubectl admiralty <command>');
+    const bad = await node(plugin, 'nope');
+    expect(bad.code).to.equal(2);
+    expect(bad.stderr).to.contain('kubectl admiralty: unknown command "nope"');
+  });
+
   it('says to build first when dist/ is missing', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'admiralty-bin-'));
     try {

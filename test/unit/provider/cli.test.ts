@@ -19,7 +19,7 @@ describe('admiralty CLI dispatch', () => {
       expect(err).to.equal('');
       for (const [name] of COMMANDS) expect(out).to.match(new RegExp(`^  ${name} `, 'm'));
     }
-    expect(COMMANDS.map(([name]) => name)).to.include.members(['provider', 'export-kubeconfig', 'cleanup', 'demo', 'sandbox', 'bench', 'version']);
+    expect(COMMANDS.map(([name]) => name)).to.include.members(['provider', 'status', 'explain', 'export-kubeconfig', 'cleanup', 'demo', 'sandbox', 'bench', 'version']);
   });
 
   it('answers an unknown command with the usage on stderr and exit 2', async () => {

@@ -1,0 +1,112 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import { FAILOVER_AFTER_ANNOTATION } from '../../../../provider/core/keys.js';
+import type { PodExplanation } from '../../../../provider/kubelet/operator-views.js';
+import { renderExplanation } from '../../../../provider/tools/explain.js';
+import { formatAge, loadOperatorKubeconfig, parseOutputFormat, renderTable } from '../../../../provider/tools/operator-api.js';
+import { buildStatusReport, renderStatus, type StatusInput } from '../../../../provider/tools/status.js';
+
+const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function input(): StatusInput {
+  const target = (name: string, ready: 'True' | 'False', extra: { reason?: string; message?: string } = {}) => ({
+    metadata: { name, namespace: 'ns' },
+    spec: {},
+    status: { virtualNodeName: `admiralty-namespace-ns-${name}`, conditions: [{ type: 'Ready', status: ready, reason: extra.reason ?? 'TargetReady', message: extra.message ?? '', lastTransitionTime: iso(NOW) }] },
+  });
+  const proxy = (name: string, node: string | undefined, phase?: string) => ({ metadata: { name, namespace: 'ns' }, spec: { containers: [], nodeName: node }, status: phase ? { phase } : {} });
+  return {
+    cluster: 'c1',
+    targets: [target('c2', 'False', { reason: 'TargetUnreachable', message: 'connect ECONNREFUSED' }), target('c1', 'True')],
+    clusterTargets: [],
+    proxies: [proxy('a', 'admiralty-namespace-ns-c1', 'Running'), proxy('b', 'admiralty-namespace-ns-c1', 'Pending'), proxy('c', 'admiralty-namespace-ns-c1', 'Succeeded'), proxy('d', undefined)],
+    namespaces: new Map([['ns', { metadata: { name: 'ns', annotations: { [FAILOVER_AFTER_ANNOTATION]: '30s' } } }]]),
+    views: new Map([
+      [
+        'admiralty-namespace-ns-c1',
+        { node: 'admiralty-namespace-ns-c1', target: 'ns/c1', ready: true, reason: 'TargetReady', message: '', summary: { readAt: iso(NOW - 7000), largestFree: { cpu: '3', memory: '4Gi', pods: '100' }, totalFree: { cpu: '5', memory: '6Gi', pods: '200' }, nodes: 2, schedulableNodes: 2 } },
+      ],
+      ['admiralty-namespace-ns-c2', { error: 'the provider answered 403: Forbidden' }],
+    ]),
+    leaseNamespace: 'admiralty',
+    lease: { spec: { holderIdentity: 'admiralty-7d9-x-1', renewTime: new Date(NOW - 2000) as never, leaseDurationSeconds: 15 } },
+    providerPods: [
+      { metadata: { name: 'admiralty-7d9-x' }, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } },
+      { metadata: { name: 'admiralty-7d9-y' }, status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'False' }] } },
+    ],
+  };
+}
+
+describe('tools: status and explain output', () => {
+  it('reports each target with its readiness, summary age and room, proxies by phase, failover and the leading replica', () => {
+    const report = buildStatusReport(input(), NOW);
+    expect(report.targets.map((t) => t.name)).to.deep.equal(['c1', 'c2']);
+    const [c1, c2] = report.targets;
+    expect(c1).to.deep.include({ ready: 'True', summaryAgeSeconds: 7, failoverAfter: '30s', proxies: { bound: 3, running: 1, pending: 1, other: 1 } });
+    expect(c1).to.not.have.property('reason');
+    expect(c2).to.deep.include({ ready: 'False', reason: 'TargetUnreachable', message: 'connect ECONNREFUSED', provider: { error: 'the provider answered 403: Forbidden' } });
+    expect(report.provider.leader).to.deep.equal({ identity: 'admiralty-7d9-x-1', renewTime: iso(NOW - 2000), renewedSecondsAgo: 2, leaseDurationSeconds: 15 });
+    expect(report.provider.replicas).to.deep.equal([
+      { name: 'admiralty-7d9-x', phase: 'Running', ready: true, leader: true },
+      { name: 'admiralty-7d9-y', phase: 'Running', ready: false, leader: false },
+    ]);
+  });
+
+  it('prints the report as a table, with why a target is not ready and why figures are missing under it', () => {
+    const text = renderStatus(buildStatusReport(input(), NOW), false);
+    expect(text.split('\n').slice(0, 4)).to.deep.equal([
+      'Cluster c1: 2 target(s)',
+      'TARGET   VIRTUAL NODE                READY   SUMMARY AGE   LARGEST FREE (CPU/MEM/PODS)   PROXIES   RUNNING   PENDING',
+      'ns/c1    admiralty-namespace-ns-c1   True    7s            3/4Gi/100                     3         1         1',
+      'ns/c2    admiralty-namespace-ns-c2   False   ?             -                             0         0         0',
+    ]);
+    expect(text).to.include('  ns/c2 not ready: TargetUnreachable: connect ECONNREFUSED');
+    expect(text).to.include('  ns/c2: no figures from the provider: the provider answered 403: Forbidden');
+    expect(text).to.include('Provider leader: admiralty-7d9-x-1 (Lease admiralty/admiralty-provider, renewed 2s ago)');
+    expect(renderStatus(buildStatusReport(input(), NOW), true)).to.match(/TOTAL FREE .* FAILOVER AFTER .*\n.*5\/6Gi\/200 .* 30s/);
+  });
+
+  it('prints an explanation: each target passed with its score or failed with its reason, and where it would go', () => {
+    const e: PodExplanation = {
+      pod: 'ns/big',
+      phase: 'Pending',
+      targets: [
+        { targetKey: 'Target/ns/c1', target: 'ns/c1', node: 'n1', passes: true, score: 10 },
+        { targetKey: 'Target/ns/c2', target: 'ns/c2', node: 'n2', passes: false, reason: 'no node in ns/c2 fits: 2 Insufficient cpu (largest free 500m)', unresolvable: false },
+      ],
+      best: ['ns/c1'],
+    };
+    expect(renderExplanation(e, false)).to.equal(
+      [
+        'Pod ns/big: Pending, not bound to a node',
+        'TARGET   VERDICT   SCORE   REASON',
+        'ns/c1    pass      10',
+        'ns/c2    fail      -       no node in ns/c2 fits: 2 Insufficient cpu (largest free 500m)',
+        'Would be bound to: ns/c1',
+      ].join('\n'),
+    );
+    expect(renderExplanation({ ...e, best: [], boundTo: { node: 'n2', target: 'ns/c2' } }, false)).to.match(/^Pod ns\/big: Pending, bound to n2 \(target ns\/c2\)\n[\s\S]*No target can take it now\.$/);
+  });
+
+  it('reads -o json, yaml and wide, refuses other formats, and prints ages as kubectl does', () => {
+    expect(['json', 'yaml', 'wide', undefined].map(parseOutputFormat)).to.deep.equal(['json', 'yaml', 'wide', 'table']);
+    expect(() => parseOutputFormat('name')).to.throw('unknown output format "name": use json, yaml or wide');
+    expect([0, 45_000, 150_000, 3_600_000, 5 * 3_600_000, 72 * 3_600_000].map(formatAge)).to.deep.equal(['0s', '45s', '2m30s', '60m', '5h', '3d']);
+    expect(renderTable(['A', 'B'], [['xx', 'y']])).to.equal('A    B\nxx   y');
+  });
+
+  it('impersonates the --as user with the context\'s own credentials', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'kc-'));
+    try {
+      const file = join(dir, 'config');
+      writeFileSync(file, 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]\nusers: [{name: admin, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: admin}}]\ncurrent-context: x\n');
+      const { kc } = loadOperatorKubeconfig({ kubeconfig: file, as: 'reader' }, {});
+      expect(kc.getCurrentUser()).to.deep.include({ name: 'admin', token: 't', impersonateUser: 'reader' });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
