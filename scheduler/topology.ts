@@ -1,0 +1,320 @@
+import type { V1LabelSelector, V1LabelSelectorRequirement, V1Pod, V1PodAffinityTerm, V1PodSpec } from '@kubernetes/client-node';
+import { HOSTNAME_LABEL } from '../provider/core/keys.js';
+import { matchesLabelRequirement, resolveTargetKeys, VIRTUAL_NODE_ONLY_LABEL_KEYS } from '../provider/model/target-keys.js';
+import { matchesNodeSelectorAndAffinity, untoleratedTaint } from './node-match.js';
+import type { FitNode } from './target-nodes.js';
+
+/** Reasons, in kube-scheduler's words (PodTopologySpread and InterPodAffinity), so FailedScheduling events read familiar. */
+export const REASON_SPREAD = "node(s) didn't match pod topology spread constraints";
+export const REASON_SPREAD_LABEL = `${REASON_SPREAD} (missing required label)`;
+export const REASON_POD_AFFINITY = "node(s) didn't match pod affinity rules";
+export const REASON_POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules";
+
+type Labels = Readonly<Record<string, string>>;
+type Selector = (labels: Labels) => boolean;
+
+/** The node that kube-scheduler's cordon taint stands for: a cordoned node of a summary carries only the flag. */
+const UNSCHEDULABLE_TAINT = { key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' };
+
+/** One `DoNotSchedule` topology spread constraint, with upstream's defaults applied. */
+interface SpreadRule {
+  key: string;
+  maxSkew: number;
+  /** `labelSelector` with `matchLabelKeys` merged in, as upstream merges them. */
+  selector: Selector;
+  /** Default 1. */
+  minDomains: number;
+  /** `nodeAffinityPolicy`: Honor (the default) counts only the nodes the pod's node constraints admit. */
+  honorAffinity: boolean;
+  /** `nodeTaintsPolicy`: Honor counts only the nodes whose taints the pod tolerates; Ignore (the default) counts all. */
+  honorTaints: boolean;
+}
+
+/** One required pod (anti-)affinity term. */
+interface AffinityRule {
+  key: string;
+  /** `labelSelector` with `matchLabelKeys` (`In`) and `mismatchLabelKeys` (`NotIn`) merged in. */
+  selector: Selector;
+  /** Whether the pods of a namespace are looked at. */
+  inNamespace: (namespace: string) => boolean;
+}
+
+/**
+ * What the filter judges of a pod across the federation: its `DoNotSchedule` topology spread
+ * constraints and its required pod affinity and anti-affinity terms. Built by {@link podTopology}.
+ */
+export interface PodTopology {
+  namespace: string;
+  labels: Labels;
+  spec: V1PodSpec;
+  spread: readonly SpreadRule[];
+  affinity: readonly AffinityRule[];
+  antiAffinity: readonly AffinityRule[];
+  /**
+   * The namespaces whose pods count: the pod's own for spread, each term's for (anti-)affinity;
+   * `'all'` when a term has a `namespaceSelector` (its namespaces are known only by their labels).
+   */
+  namespaces: ReadonlySet<string> | 'all';
+}
+
+/** One real node of a target, or a whole target, as topology sees it. */
+export interface TopologyTarget {
+  key: string;
+  /** Its identity labels (`targetIdentityLabels`): the values of the keys only virtual nodes carry (`multicluster.admiralty.io/target-name`). */
+  identity: Labels;
+  /** The real nodes of its last ClusterSummary. */
+  nodes: readonly FitNode[];
+  /**
+   * Whether the pod may be placed there at all (the pod's namespace may use it and the proxy's
+   * own node constraints admit its virtual node): under `nodeAffinityPolicy: Honor`, only such
+   * targets' nodes are domains of a spread constraint.
+   */
+  inScope: boolean;
+}
+
+/** A pod counted by topology: a proxy of the source, with the target it is on or going to. */
+export interface PlacedPod {
+  namespace: string;
+  labels: Labels;
+  targetKey: string;
+  /** The real node its delegate is on, when its target's cache says so. */
+  nodeName?: string;
+}
+
+/** A target's verdict: kept with the nodes that pass, or rejected with the reason. */
+export type TopologyVerdict = { fits: true; nodes: readonly FitNode[] } | { fits: false; reason: string };
+
+/**
+ * The topology constraints of `pod` (the delegate's view, `schedulingPod`) that the extender
+ * judges across the federation, or undefined when it has none (so that a pod without them costs
+ * nothing more). As upstream: a constraint's `minDomains` defaults to 1, `nodeAffinityPolicy` to
+ * Honor, `nodeTaintsPolicy` to Ignore; `matchLabelKeys` adds `key=value` of the pod's own labels
+ * to the selector (a key the pod lacks is ignored), and for pod (anti-)affinity
+ * `mismatchLabelKeys` adds `key NotIn [value]`; a nil `labelSelector` selects nothing, an empty
+ * one everything; a term's namespaces are its `namespaces` and those its `namespaceSelector`
+ * selects (`namespaceLabels`), the pod's own when it names neither. `ScheduleAnyway` constraints
+ * and preferred terms only score, and are left to the target's scheduler. Pure.
+ */
+export function podTopology(pod: V1Pod, namespaceLabels: (name: string) => Labels | undefined): PodTopology | undefined {
+  const spec = pod.spec;
+  const hardSpread = (spec?.topologySpreadConstraints ?? []).filter((c) => c?.whenUnsatisfiable === 'DoNotSchedule' && c.topologyKey);
+  const affinityTerms = spec?.affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+  const antiTerms = spec?.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+  if (!spec || (hardSpread.length === 0 && affinityTerms.length === 0 && antiTerms.length === 0)) return undefined;
+  const namespace = pod.metadata?.namespace ?? '';
+  const labels: Labels = pod.metadata?.labels ?? {};
+  const namespaces = new Set<string>([namespace]);
+  let allNamespaces = false;
+  const spread = hardSpread.map(
+    (c): SpreadRule => ({
+      key: c.topologyKey,
+      maxSkew: c.maxSkew,
+      selector: selectorOf(c.labelSelector, keyed(c.matchLabelKeys, labels, 'In')),
+      minDomains: typeof c.minDomains === 'number' && c.minDomains > 0 ? c.minDomains : 1,
+      honorAffinity: c.nodeAffinityPolicy !== 'Ignore',
+      honorTaints: c.nodeTaintsPolicy === 'Honor',
+    }),
+  );
+  const rule = (t: V1PodAffinityTerm): AffinityRule => {
+    const named = new Set(t.namespaces ?? []);
+    const bySelector = t.namespaceSelector ? selectorOf(t.namespaceSelector, []) : undefined;
+    if (bySelector) allNamespaces = true;
+    else if (named.size === 0) named.add(namespace);
+    for (const n of named) namespaces.add(n);
+    return {
+      key: t.topologyKey,
+      selector: selectorOf(t.labelSelector, [...keyed(t.matchLabelKeys, labels, 'In'), ...keyed(t.mismatchLabelKeys, labels, 'NotIn')]),
+      inNamespace: (n) => named.has(n) || (bySelector !== undefined && bySelector(namespaceLabels(n) ?? {})),
+    };
+  };
+  return {
+    namespace,
+    labels,
+    spec,
+    spread,
+    affinity: affinityTerms.filter((t) => t?.topologyKey).map(rule),
+    antiAffinity: antiTerms.filter((t) => t?.topologyKey).map(rule),
+    namespaces: allNamespaces ? 'all' : namespaces,
+  };
+}
+
+/**
+ * Judges the targets of one pod against its topology across the federation, as kube-scheduler's
+ * PodTopologySpread and InterPodAffinity filters judge nodes, with the real nodes of every target
+ * as the nodes and the source's proxies as the pods:
+ *
+ * * the value of a key on a real node is its label, except for the keys only virtual nodes carry
+ *   (`multicluster.admiralty.io/target-name` and the like), whose value is the target's own;
+ * * a counted pod (`pods`: never the pod being placed) is on the real node its delegate is on
+ *   when that is known, else on every node of its target: it counts for each value they carry;
+ * * spread: the domains of a constraint are the values of its key on the eligible nodes (those
+ *   that carry every `DoNotSchedule` key; under `nodeAffinityPolicy: Honor`, of targets in scope
+ *   and matching the pod's nodeSelector and required node affinity; under `nodeTaintsPolicy:
+ *   Honor`, whose taints the pod tolerates); a pod counts in the domains of its eligible nodes,
+ *   in its own namespace only, if the selector matches its labels. A node passes when it carries
+ *   the key and `matching pods in its domain + (1 if the pod matches its own selector) - the
+ *   fewest in any domain <= maxSkew`, the fewest being 0 while there are fewer domains than `minDomains`;
+ * * required anti-affinity: a node passes a term when it lacks the key or no matching pod (of
+ *   the term's namespaces) is in its domain;
+ * * required affinity: a node passes when it carries every term's key and a matching pod is in
+ *   its domain for each term, or when no pod matches any term anywhere and the pod matches all of
+ *   its own terms (the first of a group that attracts itself).
+ *
+ * Returns a judge of one target: `nodes` are the candidates there (the real nodes that fit the
+ * pod); it keeps the target with the nodes that pass, or rejects it with the count of nodes per
+ * first failure, each with the domain it is about (`2 node(s) didn't match pod anti-affinity
+ * rules (topology.kubernetes.io/region=eu has 1 matching pod)`). Not judged here: existing pods'
+ * own anti-affinity against this pod, and pods that are not proxies of this source (the target's
+ * scheduler judges both among its own nodes when it places the delegate).
+ *
+ * Cost O(targets × nodes × constraints + pods × constraints) to build, O(nodes × constraints) per
+ * target judged. Pure.
+ */
+export function topologyFilter(topology: PodTopology, targets: readonly TopologyTarget[], pods: readonly PlacedPod[]): (targetKey: string, nodes: readonly FitNode[]) => TopologyVerdict {
+  const byKey = new Map(targets.map((t) => [t.key, t]));
+  const spreadKeys = topology.spread.map((r) => r.key);
+  /** Whether a node is a domain of spread rule `r` (see above). */
+  const resolved = new Map<string, V1PodSpec | undefined>();
+  const resolvedFor = (t: TopologyTarget) => {
+    if (!resolved.has(t.key)) resolved.set(t.key, resolveTargetKeys(topology.spec, t.identity));
+    return resolved.get(t.key);
+  };
+  const eligible = (r: SpreadRule, t: TopologyTarget, n: FitNode): boolean => {
+    if (!spreadKeys.every((k) => valueOf(k, t, n) !== undefined)) return false;
+    if (r.honorAffinity) {
+      const spec = t.inScope ? resolvedFor(t) : undefined;
+      if (!spec || !matchesNodeSelectorAndAffinity(spec, n)) return false;
+    }
+    if (r.honorTaints) {
+      const taints = n.unschedulable ? [...n.taints, UNSCHEDULABLE_TAINT] : n.taints;
+      if (untoleratedTaint(taints, topology.spec.tolerations)) return false;
+    }
+    return true;
+  };
+
+  // Spread: matching pods per domain, every domain present with 0 to begin with.
+  const spreadCounts = topology.spread.map((r) => {
+    const counts = new Map<string, number>();
+    for (const t of targets) for (const n of t.nodes) if (eligible(r, t, n)) counts.set(valueOf(r.key, t, n)!, counts.get(valueOf(r.key, t, n)!) ?? 0);
+    return counts;
+  });
+  const affinityCounts = topology.affinity.map(() => new Map<string, number>());
+  const antiCounts = topology.antiAffinity.map(() => new Map<string, number>());
+  for (const p of pods) {
+    const t = byKey.get(p.targetKey);
+    if (!t) continue;
+    const known = p.nodeName !== undefined ? t.nodes.find((n) => n.name === p.nodeName) : undefined;
+    const where = known ? [known] : t.nodes;
+    topology.spread.forEach((r, i) => {
+      if (p.namespace !== topology.namespace || !r.selector(p.labels)) return;
+      for (const v of valuesOn(r.key, t, where.filter((n) => eligible(r, t, n)))) spreadCounts[i].set(v, (spreadCounts[i].get(v) ?? 0) + 1);
+    });
+    const count = (rules: readonly AffinityRule[], into: Map<string, number>[]) =>
+      rules.forEach((r, i) => {
+        if (!r.inNamespace(p.namespace) || !r.selector(p.labels)) return;
+        for (const v of valuesOn(r.key, t, where)) into[i].set(v, (into[i].get(v) ?? 0) + 1);
+      });
+    count(topology.affinity, affinityCounts);
+    count(topology.antiAffinity, antiCounts);
+  }
+  const fewest = topology.spread.map((r, i) => {
+    const counts = spreadCounts[i];
+    if (counts.size < r.minDomains) return 0;
+    return counts.size === 0 ? Infinity : Math.min(...counts.values());
+  });
+  const noAffinityMatch = affinityCounts.every((c) => c.size === 0);
+  const selfAffine = topology.affinity.every((r) => r.inNamespace(topology.namespace) && r.selector(topology.labels));
+
+  /** The first reason a node fails, or undefined when it passes. */
+  const failure = (t: TopologyTarget, n: FitNode): string | undefined => {
+    for (let i = 0; i < topology.spread.length; i++) {
+      const r = topology.spread[i];
+      const v = valueOf(r.key, t, n);
+      if (v === undefined) return `${REASON_SPREAD_LABEL} (no ${r.key})`;
+      const self = r.selector(topology.labels) ? 1 : 0;
+      const matching = spreadCounts[i].get(v) ?? 0;
+      if (matching + self - fewest[i] > r.maxSkew) {
+        return `${REASON_SPREAD} (${r.key}=${v} has ${plural(matching, 'matching pod')}, the fewest in a domain is ${fewest[i]}, maxSkew ${r.maxSkew})`;
+      }
+    }
+    for (let i = 0; i < topology.antiAffinity.length; i++) {
+      const r = topology.antiAffinity[i];
+      const v = valueOf(r.key, t, n);
+      const matching = v === undefined ? 0 : (antiCounts[i].get(v) ?? 0);
+      if (matching > 0) return `${REASON_POD_ANTI_AFFINITY} (${r.key}=${v} has ${plural(matching, 'matching pod')})`;
+    }
+    if (topology.affinity.length > 0) {
+      let missing: string | undefined;
+      for (let i = 0; i < topology.affinity.length; i++) {
+        const r = topology.affinity[i];
+        const v = valueOf(r.key, t, n);
+        if (v === undefined) return `${REASON_POD_AFFINITY} (no ${r.key})`;
+        if (missing === undefined && !(affinityCounts[i].get(v) ?? 0)) missing = `${r.key}=${v}`;
+      }
+      if (missing !== undefined && !(noAffinityMatch && selfAffine)) return `${REASON_POD_AFFINITY} (${missing} has no matching pod)`;
+    }
+    return undefined;
+  };
+
+  return (targetKey, nodes) => {
+    const t = byKey.get(targetKey);
+    if (!t) return { fits: true, nodes };
+    const passing: FitNode[] = [];
+    const failures = new Map<string, number>();
+    for (const n of nodes) {
+      const why = failure(t, n);
+      if (why === undefined) passing.push(n);
+      else failures.set(why, (failures.get(why) ?? 0) + 1);
+    }
+    if (passing.length > 0 || nodes.length === 0) return { fits: true, nodes: passing };
+    const reason = [...failures]
+      .sort(([a, x], [b, y]) => y - x || (a < b ? -1 : a > b ? 1 : 0))
+      .map(([why, k]) => `${k} ${why}`)
+      .join(', ');
+    return { fits: false, reason };
+  };
+}
+
+/** The value of `key` on a real node of `t`: a key only virtual nodes carry is the target's own; the hostname is the node's. */
+function valueOf(key: string, t: TopologyTarget, n: FitNode): string | undefined {
+  if (VIRTUAL_NODE_ONLY_LABEL_KEYS.has(key)) return Object.prototype.hasOwnProperty.call(t.identity, key) ? t.identity[key] : undefined;
+  if (key === HOSTNAME_LABEL) return n.hostname;
+  return Object.prototype.hasOwnProperty.call(n.labels, key) ? n.labels[key] : undefined;
+}
+
+/** The distinct values of `key` on these nodes of `t`. */
+function valuesOn(key: string, t: TopologyTarget, nodes: readonly FitNode[]): Set<string> {
+  const out = new Set<string>();
+  for (const n of nodes) {
+    const v = valueOf(key, t, n);
+    if (v !== undefined) out.add(v);
+  }
+  return out;
+}
+
+/** `key In [value]` (or NotIn) for each of `keys` the pod's labels carry: how upstream merges matchLabelKeys and mismatchLabelKeys. */
+function keyed(keys: readonly string[] | undefined, labels: Labels, operator: 'In' | 'NotIn'): V1LabelSelectorRequirement[] {
+  const out: V1LabelSelectorRequirement[] = [];
+  for (const key of keys ?? []) if (Object.prototype.hasOwnProperty.call(labels, key)) out.push({ key, operator, values: [labels[key]] });
+  return out;
+}
+
+const SELECTOR_OPERATORS = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist']);
+
+/**
+ * A label selector as upstream's `LabelSelectorAsSelector` reads it, plus `extra` requirements:
+ * nil selects nothing, unless `extra` has requirements (upstream then selects by those alone),
+ * empty everything; an unknown operator selects nothing (the apiserver refuses such pods).
+ */
+function selectorOf(s: V1LabelSelector | undefined | null, extra: readonly V1LabelSelectorRequirement[]): Selector {
+  if (!s && extra.length === 0) return () => false;
+  s ??= {};
+  const equal = Object.entries(s.matchLabels ?? {});
+  const expressions = [...(s.matchExpressions ?? []), ...extra];
+  if (expressions.some((e) => !SELECTOR_OPERATORS.has(e.operator))) return () => false;
+  return (labels) => equal.every(([k, v]) => Object.prototype.hasOwnProperty.call(labels, k) && labels[k] === v) && expressions.every((e) => matchesLabelRequirement(e, labels));
+}
+
+function plural(n: number, what: string): string {
+  return `${n} ${what}${n === 1 ? '' : 's'}`;
+}
