@@ -19,6 +19,8 @@ import { heldOnNode, isTerminal, type ResourceAmounts } from '../provider/model/
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 import { victimsOnOneNode, type PreemptionCandidate } from './preempt.js';
 import { podPreferences, preferenceScore } from './preference.js';
+import { matchesNodeSelectorAndAffinity } from './node-match.js';
+import { podTopology, topologyFilter, type PlacedPod, type TopologyTarget, type TopologyVerdict } from './topology.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -127,6 +129,13 @@ export interface ExtenderRoutesOptions {
    * (`targetIdentityLabels`).
    */
   virtualNodeLabels?: (targetKey: string) => Readonly<Record<string, string>> | undefined;
+  /**
+   * The proxies of a namespace (all namespaces when undefined) that are bound to a virtual node
+   * or being bound by the binder, each with its target: the pods that topology spread and pod
+   * (anti)-affinity count (`topologyFilter`). Without it, those count only the pods the extender
+   * itself just ranked.
+   */
+  placedProxies?: (namespace: string | undefined) => readonly { proxy: V1Pod; targetKey: string }[];
   /** Where a Warning event goes when a pod's placement-policy annotation is unusable. */
   events?: Pick<EventRecorder, 'record'>;
   logger: Logger;
@@ -187,6 +196,9 @@ export interface HostPriority {
   Host: string;
   Score: number;
 }
+
+/** The topology verdict on one target of the pod being filtered (`topologyFilter`). */
+type TopologyJudge = (targetKey: string, nodes: readonly FitNode[]) => TopologyVerdict;
 
 /** Thrown by {@link parseExtenderArgs}; answered with HTTP 400 and this message. */
 export class MalformedExtenderArgsError extends Error {
@@ -279,7 +291,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
    * The filter's verdict on one target for a pod: kept, or rejected with a reason (unresolvable
    * when evicting pods could not help). `pod` is the delegate's view ({@link delegateSpecOf}).
    */
-  const judge = (proxy: V1Pod, pod: V1Pod, target: TargetClient): { kept: true } | { kept: false; reason: string; unresolvable: boolean } => {
+  const judge = (proxy: V1Pod, pod: V1Pod, target: TargetClient, topology?: TopologyJudge): { kept: true } | { kept: false; reason: string; unresolvable: boolean } => {
     const namespace = proxy.metadata?.namespace ?? '';
     const reject = (reason: string, unresolvable = false) => ({ kept: false as const, reason, unresolvable });
     const health = registry.health(target.key);
@@ -307,7 +319,86 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       assumedPorts: memory.assumedPortsOn(target.key),
       burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
     });
-    return fit.fits ? { kept: true } : reject(fit.reason, fit.unresolvable);
+    if (!fit.fits) return reject(fit.reason, fit.unresolvable);
+    if (topology) {
+      // Among the nodes that fit; a target taken by its burst capacity alone has its current
+      // nodes stand for those a scale-up adds.
+      const fitting = new Set(fit.fittingNodes);
+      const verdict = topology(target.key, fit.byBurst ? state.nodes : state.nodes.filter((n) => fitting.has(n.name)));
+      // Unresolvable: preempting proxies for room would not move the pods it counts.
+      if (!verdict.fits) return reject(`no node in ${target.displayName} fits: ${verdict.reason}`, true);
+    }
+    return { kept: true };
+  };
+
+  /**
+   * The pod's topology spread (DoNotSchedule) and required pod (anti-)affinity judged across the
+   * federation ({@link topologyFilter}), worked out once per filter call; undefined when the pod
+   * has none. Domains: the real nodes of every target with a summary (in scope: the targets the
+   * pod's namespace may use whose virtual node the proxy's own node constraints admit); pods: the
+   * source's proxies bound or being bound ({@link ExtenderRoutesOptions.placedProxies}) and those
+   * prioritize just ranked first, on the real node of their delegate when the target's cache has it.
+   */
+  const topologyOf = (proxy: V1Pod, pod: V1Pod): TopologyJudge | undefined => {
+    const topology = podTopology(pod, (name) => opts.namespace?.(name)?.metadata?.labels);
+    if (!topology) return undefined;
+    const namespace = proxy.metadata?.namespace ?? '';
+    const targets: TopologyTarget[] = [];
+    for (const t of registry.list()) {
+      let state: TargetState | undefined;
+      try {
+        state = opts.targetState(t.key);
+      } catch (err) {
+        logger.error('scheduler extender: reading target state failed', { cluster: t.displayName, ...errorFields(err) });
+      }
+      if (!state) continue;
+      const identity = targetIdentityLabels(t.ref);
+      const scoped = t.ref.kind !== 'Target' || t.ref.namespace === namespace;
+      targets.push({ key: t.key, identity, nodes: state.nodes, inScope: scoped && admitsVirtualNode(proxy, t.key, identity) });
+    }
+    return topologyFilter(topology, targets, placedPods(proxy, topology.namespaces));
+  };
+
+  /** Whether the proxy's own nodeSelector and required node affinity admit a target's virtual node. */
+  const admitsVirtualNode = (proxy: V1Pod, targetKey: string, identity: Readonly<Record<string, string>>): boolean => {
+    let labels: Readonly<Record<string, string>> | undefined;
+    try {
+      labels = opts.virtualNodeLabels?.(targetKey);
+    } catch {
+      labels = undefined;
+    }
+    const name = registry.nodeNameOf(targetKey) ?? '';
+    return matchesNodeSelectorAndAffinity(proxy.spec ?? { containers: [] }, { name, labels: labels ?? identity, hostname: name });
+  };
+
+  /**
+   * The pods topology counts for `proxy`: the other live proxies of `namespaces` bound or being
+   * bound, then those prioritize ranked first within {@link CHOSEN_TTL_MS} (kube-scheduler's
+   * cycle runs ahead of its binds) unless their bind was refused since.
+   */
+  const placedPods = (proxy: V1Pod, namespaces: ReadonlySet<string> | 'all'): PlacedPod[] => {
+    const self = proxy.metadata?.uid;
+    const seen = new Set<string>();
+    const out: PlacedPod[] = [];
+    const lists = namespaces === 'all' ? [opts.placedProxies?.(undefined) ?? []] : [...namespaces].map((n) => opts.placedProxies?.(n) ?? []);
+    for (const list of lists) {
+      for (const { proxy: p, targetKey } of list) {
+        const uid = p.metadata?.uid;
+        if (!uid || uid === self || seen.has(uid) || p.metadata?.deletionTimestamp || isTerminal(p)) continue;
+        seen.add(uid);
+        const nodeName = opts.delegateOf?.(targetKey, p)?.spec?.nodeName;
+        out.push({ namespace: p.metadata?.namespace ?? '', labels: p.metadata?.labels ?? {}, targetKey, ...(nodeName ? { nodeName } : {}) });
+      }
+    }
+    const now = clock.now();
+    for (const [uid, c] of chosen) {
+      if (uid === self || seen.has(uid) || now - c.atMs > CHOSEN_TTL_MS) continue;
+      if (namespaces !== 'all' && !namespaces.has(c.namespace)) continue;
+      const refused = memory.refusal(uid, c.targetKey, now);
+      if (refused && refused.atMs >= c.atMs) continue;
+      out.push({ namespace: c.namespace, labels: c.labels, targetKey: c.targetKey });
+    }
+    return out;
   };
 
   /**
@@ -315,13 +406,13 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
    * (its own plugins rejected it: most often the room the whole node advertises), cannot take
    * the pod, in the filter's words; `offered` are the names it did offer.
    */
-  const leftOut = (proxy: V1Pod, pod: V1Pod, offered: ReadonlySet<string>): string[] => {
+  const leftOut = (proxy: V1Pod, pod: V1Pod, offered: ReadonlySet<string>, topology?: TopologyJudge): string[] => {
     const namespace = proxy.metadata?.namespace ?? '';
     const out: string[] = [];
     for (const target of registry.list()) {
       const node = registry.nodeNameOf(target.key);
       if (!node || offered.has(node) || (target.ref.kind === 'Target' && target.ref.namespace !== namespace)) continue;
-      const verdict = judge(proxy, pod, target);
+      const verdict = judge(proxy, pod, target, topology);
       out.push(`${node} (not offered by the proxy scheduler): ${verdict.kept ? "its own checks of the virtual node (its room in all, taints, readiness, the proxy's constraints) rejected it" : verdict.reason}`);
     }
     return out;
@@ -333,6 +424,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     const unresolvable: Record<string, string> = {};
     const kept = new Set<string>();
     const offered = candidates(args);
+    const topology = topologyOf(args.Pod, pod);
     for (const c of offered) {
       if (!isVirtual(c)) {
         kept.add(c.name);
@@ -343,7 +435,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
         unresolvable[c.name] = `virtual node ${c.name} has no known target`;
         continue;
       }
-      const verdict = judge(args.Pod, pod, target);
+      const verdict = judge(args.Pod, pod, target, topology);
       if (verdict.kept) kept.add(c.name);
       else if (verdict.unresolvable) unresolvable[c.name] = verdict.reason;
       else failed[c.name] = verdict.reason;
@@ -357,7 +449,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       // The error is all the pod's condition and event then say: the targets kube-scheduler left
       // out are named too.
       const reasons = Object.entries({ ...failed, ...unresolvable }).map(([node, why]) => `${node}: ${why}`);
-      reasons.push(...leftOut(args.Pod, pod, new Set(offered.map((c) => c.name))));
+      reasons.push(...leftOut(args.Pod, pod, new Set(offered.map((c) => c.name)), topology));
       result.Error = `no target can run this pod now (retried with backoff): ${reasons.join('; ')}`;
     }
     if (args.NodeNames) result.NodeNames = args.NodeNames.filter((n) => kept.has(n));
@@ -397,7 +489,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
   };
 
   /** Pod UID -> the target prioritize ranked first alone, until its bind shows in `groupPlacements`. */
-  const chosen = new Map<string, { group: string; targetKey: string; atMs: number }>();
+  const chosen = new Map<string, { group: string; targetKey: string; atMs: number; namespace: string; labels: Readonly<Record<string, string>> }>();
   /** Pod UID -> until when a preemption it made is settling (see `preempt`); oldest forgotten first. */
   const preempted = new Map<string, number>();
   /** Pods already warned about an unusable policy annotation (bounded; oldest forgotten first). */
@@ -454,7 +546,8 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     const top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
     if (uid && top.length === 1) {
       chosen.delete(uid);
-      chosen.set(uid, { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now() });
+      // The pod's labels and namespace, not the pod: topology counts it by those.
+      chosen.set(uid, { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now(), namespace: args.Pod.metadata?.namespace ?? '', labels: args.Pod.metadata?.labels ?? {} });
       while (chosen.size > MAX_REMEMBERED_PODS) chosen.delete(chosen.keys().next().value!);
     }
     return hosts.map((h) => (byHost.has(h.Host) ? { Host: h.Host, Score: byHost.get(h.Host)! } : h));
