@@ -542,8 +542,16 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     const group = weightsDiffer(scored.map((t) => t.placement)) ? groupCounts(args.Pod) : undefined;
     if (group) for (const t of scored) t.groupPods = group.get(t.key) ?? 0;
     const scores = rankTargets(choice.policy, pod, scored);
+    let top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
+    if (top.length > 1 && podTopology(pod, () => undefined)) {
+      // The next pods' topology counts this one where it goes before its bind shows, and only a
+      // target ranked first alone is known to be where it goes: the tie is broken here, by key,
+      // rather than by kube-scheduler at random.
+      top = [...top].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      for (const t of top.slice(1)) scores.set(t.key, MAX_SCORE - 1);
+      top = top.slice(0, 1);
+    }
     const byHost = new Map(scored.map((t) => [t.host, scores.get(t.key) ?? 0]));
-    const top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
     if (uid && top.length === 1) {
       chosen.delete(uid);
       // The pod's labels and namespace, not the pod: topology counts it by those.

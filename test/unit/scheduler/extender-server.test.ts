@@ -706,13 +706,16 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
     expect(r.Error).to.include(`${V(EU)}: no node in eu fits: 1 node(s) didn't match pod anti-affinity rules (${REGION}=eu has 1 matching pod)`);
   });
 
-  it('counts the pod prioritize just ranked first before its bind shows', () => {
-    const t = setup([], { policy: { kind: 'pack' } });
+  it('breaks a tie for a pod with topology, and counts the pod it ranked first before its bind shows', () => {
+    // us and eu are alike under spread: kube-scheduler would pick one at random, unknown here.
+    const t = setup();
+    expect(t.prioritize(proxy('x')).map((h) => h.Score), 'a pod without topology: a tie').to.deep.equal([10, 10]);
     const a = proxy('a', ANTI);
-    const scores = t.prioritize(a);
-    const top = scores.find((s) => s.Score === 10)!.Host;
-    const other = top === V(US) ? V(EU) : V(US);
-    expect(t.filter(proxy('b', ANTI)).NodeNames).to.deep.equal([other]);
+    expect(t.prioritize(a)).to.deep.equal([
+      { Host: V(US), Score: 9 },
+      { Host: V(EU), Score: 10 },
+    ]);
+    expect(t.filter(proxy('b', ANTI)).NodeNames).to.deep.equal([V(US)]);
     // Not the pod itself.
     expect(t.filter(a).NodeNames).to.deep.equal([V(US), V(EU)]);
   });
