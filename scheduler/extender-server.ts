@@ -20,7 +20,7 @@ import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 import { victimsOnOneNode, type PreemptionCandidate } from './preempt.js';
 import { podPreferences, preferenceScore } from './preference.js';
 import { matchesNodeSelectorAndAffinity } from './node-match.js';
-import { podTopology, topologyFilter, type PlacedPod, type TopologyTarget, type TopologyVerdict } from './topology.js';
+import { hasRequiredTopology, podTopology, softTopologyScores, topologyFilter, type PlacedPod, type PodTopology, type TopologyTarget, type TopologyVerdict } from './topology.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -340,8 +340,16 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
    * prioritize just ranked first, on the real node of their delegate when the target's cache has it.
    */
   const topologyOf = (proxy: V1Pod, pod: V1Pod): TopologyJudge | undefined => {
-    const topology = podTopology(pod, (name) => opts.namespace?.(name)?.metadata?.labels);
-    if (!topology) return undefined;
+    const topology = podTopology(pod, namespaceLabels);
+    if (!topology || !hasRequiredTopology(topology)) return undefined;
+    const { targets, pods } = federationOf(proxy, topology);
+    return topologyFilter(topology, targets, pods);
+  };
+
+  const namespaceLabels = (name: string) => opts.namespace?.(name)?.metadata?.labels;
+
+  /** The targets (every one with a summary, in scope or not) and the pods a topology counts. */
+  const federationOf = (proxy: V1Pod, topology: PodTopology): { targets: TopologyTarget[]; pods: PlacedPod[] } => {
     const namespace = proxy.metadata?.namespace ?? '';
     const targets: TopologyTarget[] = [];
     for (const t of registry.list()) {
@@ -356,7 +364,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       const scoped = t.ref.kind !== 'Target' || t.ref.namespace === namespace;
       targets.push({ key: t.key, identity, nodes: state.nodes, inScope: scoped && admitsVirtualNode(proxy, t.key, identity) });
     }
-    return topologyFilter(topology, targets, placedPods(proxy, topology.namespaces));
+    return { targets, pods: placedPods(proxy, topology.namespaces) };
   };
 
   /** Whether the proxy's own nodeSelector and required node affinity admit a target's virtual node. */
@@ -471,12 +479,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     assumed: ReadonlyMap<string, ResourceAmounts>,
   ): number => {
     const identity = targetIdentityLabels(target.ref);
-    let fittingNodes: readonly FitNode[] = [];
-    if (prefs.realNode.length > 0) {
-      const fit = fitsTarget(pod, state.nodes, { ...judgedAs(target, state), assumed, assumedPorts: memory.assumedPortsOn(target.key) });
-      const names = new Set(fit.fittingNodes);
-      fittingNodes = state.nodes.filter((n) => names.has(n.name));
-    }
+    const fittingNodes = prefs.realNode.length > 0 ? fittingNodesOf(pod, target, state, assumed) : [];
     let labels = c.node?.metadata?.labels;
     if (!labels && prefs.virtualNode.length > 0) {
       try {
@@ -486,6 +489,29 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       }
     }
     return preferenceScore(prefs, { identity, virtualNode: { name: c.name, labels: labels ?? identity, hostname: c.name }, fittingNodes });
+  };
+
+  /** The real nodes of a target that fit the pod now, as the filter judges them (binds in flight counted). */
+  const fittingNodesOf = (pod: V1Pod, target: TargetClient, state: TargetState, assumed: ReadonlyMap<string, ResourceAmounts>): readonly FitNode[] => {
+    const fit = fitsTarget(pod, state.nodes, { ...judgedAs(target, state), assumed, assumedPorts: memory.assumedPortsOn(target.key) });
+    const names = new Set(fit.fittingNodes);
+    return state.nodes.filter((n) => names.has(n.name));
+  };
+
+  /**
+   * Folds the pod's soft topology into each target's `preference`, as kube-scheduler's default
+   * profile adds its scores up (NodeAffinity, PodTopologySpread and InterPodAffinity, weight 2
+   * each): the preferred node-affinity weights normalized to 0..100 over the candidates (the most
+   * preferred gets 100), plus `softTopologyScores` over the nodes of each that fit the pod now.
+   * Only for pods with soft topology: the others keep their plain weights, which rank the same.
+   */
+  const withSoftTopology = (proxy: V1Pod, pod: V1Pod, topology: PodTopology, scored: (ScoredTarget & { target: TargetClient; state: TargetState })[]): void => {
+    const { targets, pods } = federationOf(proxy, topology);
+    const candidates = scored.map((t) => ({ key: t.key, nodes: fittingNodesOf(pod, t.target, t.state, t.assumed ?? new Map()) }));
+    const soft = softTopologyScores(topology, targets, pods, candidates);
+    if (!soft) return;
+    const most = Math.max(0, ...scored.map((t) => t.preference ?? 0));
+    for (const t of scored) t.preference = (most > 0 ? Math.floor((100 * (t.preference ?? 0)) / most) : 0) + (soft.get(t.key) ?? 0);
   };
 
   /** Pod UID -> the target prioritize ranked first alone, until its bind shows in `groupPlacements`. */
@@ -521,7 +547,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
     }
     const pod = delegateSpecOf(args.Pod);
     const prefs = podPreferences(args.Pod, pod);
-    const scored: (ScoredTarget & { host: string })[] = [];
+    const scored: (ScoredTarget & { host: string; target: TargetClient; state: TargetState })[] = [];
     const hosts = candidates(args).map((c) => {
       if (!isVirtual(c)) return { Host: c.name, Score: 0 };
       const target = registry.byNodeName(c.name);
@@ -533,17 +559,19 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
       }
       if (target && state) {
         const assumed = assumedOn(target, state);
-        const t: ScoredTarget & { host: string } = { host: c.name, key: target.key, nodes: state.nodes, assumed, placement: opts.targetPlacement?.(target.key) };
+        const t: (typeof scored)[number] = { host: c.name, key: target.key, nodes: state.nodes, assumed, placement: opts.targetPlacement?.(target.key), target, state };
         if (prefs) t.preference = preferenceOf(prefs, pod, c, target, state, assumed);
         scored.push(t);
       }
       return { Host: c.name, Score: 0 };
     });
+    const topology = podTopology(pod, namespaceLabels);
+    if (topology) withSoftTopology(args.Pod, pod, topology, scored);
     const group = weightsDiffer(scored.map((t) => t.placement)) ? groupCounts(args.Pod) : undefined;
     if (group) for (const t of scored) t.groupPods = group.get(t.key) ?? 0;
     const scores = rankTargets(choice.policy, pod, scored);
     let top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
-    if (top.length > 1 && podTopology(pod, () => undefined)) {
+    if (top.length > 1 && topology) {
       // The next pods' topology counts this one where it goes before its bind shows, and only a
       // target ranked first alone is known to be where it goes: the tie is broken here, by key,
       // rather than by kube-scheduler at random.

@@ -1,4 +1,4 @@
-import type { V1LabelSelector, V1LabelSelectorRequirement, V1Pod, V1PodAffinityTerm, V1PodSpec } from '@kubernetes/client-node';
+import type { V1LabelSelector, V1LabelSelectorRequirement, V1Pod, V1PodAffinityTerm, V1PodSpec, V1TopologySpreadConstraint, V1WeightedPodAffinityTerm } from '@kubernetes/client-node';
 import { HOSTNAME_LABEL } from '../provider/core/keys.js';
 import { matchesLabelRequirement, resolveTargetKeys, VIRTUAL_NODE_ONLY_LABEL_KEYS } from '../provider/model/target-keys.js';
 import { matchesNodeSelectorAndAffinity, untoleratedTaint } from './node-match.js';
@@ -30,7 +30,7 @@ interface SpreadRule {
   honorTaints: boolean;
 }
 
-/** One required pod (anti-)affinity term. */
+/** One pod (anti-)affinity term. */
 interface AffinityRule {
   key: string;
   /** `labelSelector` with `matchLabelKeys` (`In`) and `mismatchLabelKeys` (`NotIn`) merged in. */
@@ -40,8 +40,9 @@ interface AffinityRule {
 }
 
 /**
- * What the filter judges of a pod across the federation: its `DoNotSchedule` topology spread
- * constraints and its required pod affinity and anti-affinity terms. Built by {@link podTopology}.
+ * What is judged of a pod across the federation: its topology spread constraints and its pod
+ * affinity and anti-affinity terms, required ones by the filter, the others by prioritize.
+ * Built by {@link podTopology}.
  */
 export interface PodTopology {
   namespace: string;
@@ -50,6 +51,10 @@ export interface PodTopology {
   spread: readonly SpreadRule[];
   affinity: readonly AffinityRule[];
   antiAffinity: readonly AffinityRule[];
+  /** `ScheduleAnyway` spread: scored only. */
+  softSpread: readonly SpreadRule[];
+  /** Preferred pod affinity terms (positive weight) and anti-affinity terms (negative): scored only. */
+  preferred: readonly (AffinityRule & { weight: number })[];
   /**
    * The namespaces whose pods count: the pod's own for spread, each term's for (anti-)affinity;
    * `'all'` when a term has a `namespaceSelector` (its namespaces are known only by their labels).
@@ -87,34 +92,38 @@ export type TopologyVerdict = { fits: true; nodes: readonly FitNode[] } | { fits
 /**
  * The topology constraints of `pod` (the delegate's view, `schedulingPod`) that the extender
  * judges across the federation, or undefined when it has none (so that a pod without them costs
- * nothing more). As upstream: a constraint's `minDomains` defaults to 1, `nodeAffinityPolicy` to
+ * nothing more): topology spread constraints, and pod affinity and anti-affinity terms, required
+ * and preferred (terms of weight 0 are left out). As upstream: a constraint's `minDomains` defaults to 1, `nodeAffinityPolicy` to
  * Honor, `nodeTaintsPolicy` to Ignore; `matchLabelKeys` adds `key=value` of the pod's own labels
  * to the selector (a key the pod lacks is ignored), and for pod (anti-)affinity
  * `mismatchLabelKeys` adds `key NotIn [value]`; a nil `labelSelector` selects nothing, an empty
  * one everything; a term's namespaces are its `namespaces` and those its `namespaceSelector`
- * selects (`namespaceLabels`), the pod's own when it names neither. `ScheduleAnyway` constraints
- * and preferred terms only score, and are left to the target's scheduler. Pure.
+ * selects (`namespaceLabels`), the pod's own when it names neither. Pure.
  */
 export function podTopology(pod: V1Pod, namespaceLabels: (name: string) => Labels | undefined): PodTopology | undefined {
   const spec = pod.spec;
-  const hardSpread = (spec?.topologySpreadConstraints ?? []).filter((c) => c?.whenUnsatisfiable === 'DoNotSchedule' && c.topologyKey);
-  const affinityTerms = spec?.affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
-  const antiTerms = spec?.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
-  if (!spec || (hardSpread.length === 0 && affinityTerms.length === 0 && antiTerms.length === 0)) return undefined;
+  const constraints = (spec?.topologySpreadConstraints ?? []).filter((c) => c?.topologyKey);
+  const hardSpread = constraints.filter((c) => c.whenUnsatisfiable === 'DoNotSchedule');
+  const softSpread = constraints.filter((c) => c.whenUnsatisfiable === 'ScheduleAnyway');
+  const required = (terms: V1PodAffinityTerm[] | undefined) => (terms ?? []).filter((t) => t?.topologyKey);
+  const preferred = (terms: V1WeightedPodAffinityTerm[] | undefined) => (terms ?? []).filter((t) => typeof t?.weight === 'number' && t.weight !== 0 && t.podAffinityTerm?.topologyKey);
+  const affinityTerms = required(spec?.affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution);
+  const antiTerms = required(spec?.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution);
+  const preferredAffinity = preferred(spec?.affinity?.podAffinity?.preferredDuringSchedulingIgnoredDuringExecution);
+  const preferredAnti = preferred(spec?.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution);
+  if (!spec || hardSpread.length + softSpread.length + affinityTerms.length + antiTerms.length + preferredAffinity.length + preferredAnti.length === 0) return undefined;
   const namespace = pod.metadata?.namespace ?? '';
   const labels: Labels = pod.metadata?.labels ?? {};
   const namespaces = new Set<string>([namespace]);
   let allNamespaces = false;
-  const spread = hardSpread.map(
-    (c): SpreadRule => ({
-      key: c.topologyKey,
-      maxSkew: c.maxSkew,
-      selector: selectorOf(c.labelSelector, keyed(c.matchLabelKeys, labels, 'In')),
-      minDomains: typeof c.minDomains === 'number' && c.minDomains > 0 ? c.minDomains : 1,
-      honorAffinity: c.nodeAffinityPolicy !== 'Ignore',
-      honorTaints: c.nodeTaintsPolicy === 'Honor',
-    }),
-  );
+  const spreadRule = (c: V1TopologySpreadConstraint): SpreadRule => ({
+    key: c.topologyKey,
+    maxSkew: c.maxSkew,
+    selector: selectorOf(c.labelSelector, keyed(c.matchLabelKeys, labels, 'In')),
+    minDomains: typeof c.minDomains === 'number' && c.minDomains > 0 ? c.minDomains : 1,
+    honorAffinity: c.nodeAffinityPolicy !== 'Ignore',
+    honorTaints: c.nodeTaintsPolicy === 'Honor',
+  });
   const rule = (t: V1PodAffinityTerm): AffinityRule => {
     const named = new Set(t.namespaces ?? []);
     const bySelector = t.namespaceSelector ? selectorOf(t.namespaceSelector, []) : undefined;
@@ -131,11 +140,18 @@ export function podTopology(pod: V1Pod, namespaceLabels: (name: string) => Label
     namespace,
     labels,
     spec,
-    spread,
-    affinity: affinityTerms.filter((t) => t?.topologyKey).map(rule),
-    antiAffinity: antiTerms.filter((t) => t?.topologyKey).map(rule),
+    spread: hardSpread.map(spreadRule),
+    affinity: affinityTerms.map(rule),
+    antiAffinity: antiTerms.map(rule),
+    softSpread: softSpread.map(spreadRule),
+    preferred: [...preferredAffinity.map((t) => ({ ...rule(t.podAffinityTerm), weight: t.weight })), ...preferredAnti.map((t) => ({ ...rule(t.podAffinityTerm), weight: -t.weight }))],
     namespaces: allNamespaces ? 'all' : namespaces,
   };
+}
+
+/** Whether the filter has anything to judge of this topology: DoNotSchedule spread or required terms. */
+export function hasRequiredTopology(topology: PodTopology): boolean {
+  return topology.spread.length + topology.affinity.length + topology.antiAffinity.length > 0;
 }
 
 /**
@@ -171,52 +187,10 @@ export function podTopology(pod: V1Pod, namespaceLabels: (name: string) => Label
  * target judged. Pure.
  */
 export function topologyFilter(topology: PodTopology, targets: readonly TopologyTarget[], pods: readonly PlacedPod[]): (targetKey: string, nodes: readonly FitNode[]) => TopologyVerdict {
-  const byKey = new Map(targets.map((t) => [t.key, t]));
-  const spreadKeys = topology.spread.map((r) => r.key);
-  /** Whether a node is a domain of spread rule `r` (see above). */
-  const resolved = new Map<string, V1PodSpec | undefined>();
-  const resolvedFor = (t: TopologyTarget) => {
-    if (!resolved.has(t.key)) resolved.set(t.key, resolveTargetKeys(topology.spec, t.identity));
-    return resolved.get(t.key);
-  };
-  const eligible = (r: SpreadRule, t: TopologyTarget, n: FitNode): boolean => {
-    if (!spreadKeys.every((k) => valueOf(k, t, n) !== undefined)) return false;
-    if (r.honorAffinity) {
-      const spec = t.inScope ? resolvedFor(t) : undefined;
-      if (!spec || !matchesNodeSelectorAndAffinity(spec, n)) return false;
-    }
-    if (r.honorTaints) {
-      const taints = n.unschedulable ? [...n.taints, UNSCHEDULABLE_TAINT] : n.taints;
-      if (untoleratedTaint(taints, topology.spec.tolerations)) return false;
-    }
-    return true;
-  };
-
-  // Spread: matching pods per domain, every domain present with 0 to begin with.
-  const spreadCounts = topology.spread.map((r) => {
-    const counts = new Map<string, number>();
-    for (const t of targets) for (const n of t.nodes) if (eligible(r, t, n)) counts.set(valueOf(r.key, t, n)!, counts.get(valueOf(r.key, t, n)!) ?? 0);
-    return counts;
-  });
-  const affinityCounts = topology.affinity.map(() => new Map<string, number>());
-  const antiCounts = topology.antiAffinity.map(() => new Map<string, number>());
-  for (const p of pods) {
-    const t = byKey.get(p.targetKey);
-    if (!t) continue;
-    const known = p.nodeName !== undefined ? t.nodes.find((n) => n.name === p.nodeName) : undefined;
-    const where = known ? [known] : t.nodes;
-    topology.spread.forEach((r, i) => {
-      if (p.namespace !== topology.namespace || !r.selector(p.labels)) return;
-      for (const v of valuesOn(r.key, t, where.filter((n) => eligible(r, t, n)))) spreadCounts[i].set(v, (spreadCounts[i].get(v) ?? 0) + 1);
-    });
-    const count = (rules: readonly AffinityRule[], into: Map<string, number>[]) =>
-      rules.forEach((r, i) => {
-        if (!r.inNamespace(p.namespace) || !r.selector(p.labels)) return;
-        for (const v of valuesOn(r.key, t, where)) into[i].set(v, (into[i].get(v) ?? 0) + 1);
-      });
-    count(topology.affinity, affinityCounts);
-    count(topology.antiAffinity, antiCounts);
-  }
+  const world = new Federation(topology, targets, pods);
+  const spreadCounts = world.spreadCounts(topology.spread);
+  const affinityCounts = world.termCounts(topology.affinity);
+  const antiCounts = world.termCounts(topology.antiAffinity);
   const fewest = topology.spread.map((r, i) => {
     const counts = spreadCounts[i];
     if (counts.size < r.minDomains) return 0;
@@ -257,7 +231,7 @@ export function topologyFilter(topology: PodTopology, targets: readonly Topology
   };
 
   return (targetKey, nodes) => {
-    const t = byKey.get(targetKey);
+    const t = world.target(targetKey);
     if (!t) return { fits: true, nodes };
     const passing: FitNode[] = [];
     const failures = new Map<string, number>();
@@ -273,6 +247,179 @@ export function topologyFilter(topology: PodTopology, targets: readonly Topology
       .join(', ');
     return { fits: false, reason };
   };
+}
+
+/** Upstream's `MaxNodeScore`: each soft score is normalized to 0..100 over the candidates. */
+const MAX_NODE_SCORE = 100;
+
+/**
+ * How much the pod's soft topology likes each candidate target, as kube-scheduler's default
+ * profile scores nodes with PodTopologySpread and InterPodAffinity (both weight 2, so their
+ * normalized scores add up alike), with the domains, pods and counting of {@link topologyFilter}:
+ *
+ * * `ScheduleAnyway` spread: a node's raw score is, over the constraints, the matching pods in
+ *   its domain times `log(domains among the candidate nodes + 2)`, plus `maxSkew - 1` (fewer is
+ *   better); a node lacking a key gets 0. Normalized as upstream: `100 × (max + min - raw) / max`,
+ *   100 for all when every raw score is 0;
+ * * preferred pod affinity (anti-affinity): a node's raw score is the sum of `weight` (minus
+ *   `weight`) times the matching pods in its domain, over the terms. Normalized as upstream:
+ *   `100 × (raw - min) / (max - min)`, 0 for all when they are equal.
+ *
+ * A target's raw score is that of its best candidate node (its own scheduler then picks among
+ * them); targets without candidates are left out. Returns the sum of the two normalized scores
+ * (0..200) by target key, or undefined when the pod has no soft topology. Cost as
+ * {@link topologyFilter}'s. Pure.
+ */
+export function softTopologyScores(topology: PodTopology, targets: readonly TopologyTarget[], pods: readonly PlacedPod[], candidates: readonly { key: string; nodes: readonly FitNode[] }[]): Map<string, number> | undefined {
+  if (topology.softSpread.length === 0 && topology.preferred.length === 0) return undefined;
+  const world = new Federation(topology, targets, pods);
+  const judged = candidates.filter((c) => c.nodes.length > 0 && world.target(c.key));
+  const out = new Map<string, number>(judged.map((c) => [c.key, 0]));
+  if (topology.softSpread.length > 0) {
+    const counts = world.spreadCounts(topology.softSpread);
+    // Upstream weighs each constraint by the number of its domains among the candidate nodes.
+    const weights = topology.softSpread.map((r) => {
+      const domains = new Set<string>();
+      for (const c of judged) for (const n of c.nodes) if (world.eligible(topology.softSpread, r, world.target(c.key)!, n)) domains.add(valueOf(r.key, world.target(c.key)!, n)!);
+      return Math.log(domains.size + 2);
+    });
+    const raw = new Map<string, number>();
+    for (const c of judged) {
+      const t = world.target(c.key)!;
+      let best: number | undefined;
+      for (const n of c.nodes) {
+        if (!topology.softSpread.every((r) => valueOf(r.key, t, n) !== undefined)) continue;
+        let score = 0;
+        topology.softSpread.forEach((r, i) => (score += (counts[i].get(valueOf(r.key, t, n)!) ?? 0) * weights[i] + (r.maxSkew - 1)));
+        score = Math.round(score);
+        if (best === undefined || score < best) best = score;
+      }
+      if (best !== undefined) raw.set(c.key, best);
+    }
+    const values = [...raw.values()];
+    const max = Math.max(0, ...values);
+    const min = Math.min(...values);
+    for (const [key, s] of raw) out.set(key, out.get(key)! + (max === 0 ? MAX_NODE_SCORE : Math.floor((MAX_NODE_SCORE * (max + min - s)) / max)));
+  }
+  if (topology.preferred.length > 0) {
+    const counts = world.termCounts(topology.preferred);
+    const raw = new Map<string, number>();
+    for (const c of judged) {
+      const t = world.target(c.key)!;
+      let best = -Infinity;
+      for (const n of c.nodes) {
+        let score = 0;
+        topology.preferred.forEach((r, i) => {
+          const v = valueOf(r.key, t, n);
+          if (v !== undefined) score += r.weight * (counts[i].get(v) ?? 0);
+        });
+        best = Math.max(best, score);
+      }
+      raw.set(c.key, best);
+    }
+    const values = [...raw.values()];
+    const max = Math.max(...values);
+    const min = Math.min(...values);
+    for (const [key, s] of raw) out.set(key, out.get(key)! + (max > min ? Math.floor((MAX_NODE_SCORE * (s - min)) / (max - min)) : 0));
+  }
+  return out;
+}
+
+/**
+ * The federation as one pod's topology sees it: which nodes are domains of a spread constraint
+ * (worked out once per target, constraint and node) and how many matching pods each domain
+ * holds. Built per extender call.
+ */
+class Federation {
+  private readonly byKey: Map<string, TopologyTarget>;
+  private readonly resolved = new Map<string, V1PodSpec | undefined>();
+  private readonly byName = new Map<string, Map<string, FitNode>>();
+
+  constructor(
+    private readonly topology: PodTopology,
+    private readonly targets: readonly TopologyTarget[],
+    private readonly pods: readonly PlacedPod[],
+  ) {
+    this.byKey = new Map(targets.map((t) => [t.key, t]));
+  }
+
+  target(key: string): TopologyTarget | undefined {
+    return this.byKey.get(key);
+  }
+
+  /** Whether node `n` of `t` is a domain of `r`, one of the constraints `all` (it must carry all of their keys). */
+  eligible(all: readonly SpreadRule[], r: SpreadRule, t: TopologyTarget, n: FitNode): boolean {
+    if (!all.every((c) => valueOf(c.key, t, n) !== undefined)) return false;
+    if (r.honorAffinity) {
+      if (!this.resolved.has(t.key)) this.resolved.set(t.key, t.inScope ? resolveTargetKeys(this.topology.spec, t.identity) : undefined);
+      const spec = this.resolved.get(t.key);
+      if (!spec || !matchesNodeSelectorAndAffinity(spec, n)) return false;
+    }
+    if (r.honorTaints) {
+      const taints = n.unschedulable ? [...n.taints, UNSCHEDULABLE_TAINT] : n.taints;
+      if (untoleratedTaint(taints, this.topology.spec.tolerations)) return false;
+    }
+    return true;
+  }
+
+  /** Matching pods per domain of each of `rules`, every domain present (with 0 when empty). */
+  spreadCounts(rules: readonly SpreadRule[]): Map<string, number>[] {
+    return rules.map((r) => {
+      const counts = new Map<string, number>();
+      /** Per target: the domains of its eligible nodes, for its pods whose node is not known. */
+      const values = new Map<string, Set<string>>();
+      const eligibleNodes = new Map<string, Set<FitNode>>();
+      for (const t of this.targets) {
+        const mine = new Set<FitNode>();
+        for (const n of t.nodes) if (this.eligible(rules, r, t, n)) mine.add(n);
+        eligibleNodes.set(t.key, mine);
+        const vs = valuesOn(r.key, t, [...mine]);
+        values.set(t.key, vs);
+        for (const v of vs) counts.set(v, counts.get(v) ?? 0);
+      }
+      for (const p of this.pods) {
+        if (p.namespace !== this.topology.namespace || !r.selector(p.labels)) continue;
+        const t = this.byKey.get(p.targetKey);
+        if (!t) continue;
+        const known = this.nodeOf(t, p.nodeName);
+        const where = known ? (eligibleNodes.get(t.key)!.has(known) ? [valueOf(r.key, t, known)!] : []) : values.get(t.key)!;
+        for (const v of where) counts.set(v, (counts.get(v) ?? 0) + 1);
+      }
+      return counts;
+    });
+  }
+
+  /** Matching pods (of each rule's namespaces) per value of its key, on any node that carries it. */
+  termCounts(rules: readonly AffinityRule[]): Map<string, number>[] {
+    return rules.map((r) => {
+      const counts = new Map<string, number>();
+      const values = new Map<string, Set<string>>();
+      for (const p of this.pods) {
+        if (!r.inNamespace(p.namespace) || !r.selector(p.labels)) continue;
+        const t = this.byKey.get(p.targetKey);
+        if (!t) continue;
+        const known = this.nodeOf(t, p.nodeName);
+        let where: Iterable<string>;
+        if (known) {
+          const v = valueOf(r.key, t, known);
+          where = v === undefined ? [] : [v];
+        } else {
+          if (!values.has(t.key)) values.set(t.key, valuesOn(r.key, t, t.nodes));
+          where = values.get(t.key)!;
+        }
+        for (const v of where) counts.set(v, (counts.get(v) ?? 0) + 1);
+      }
+      return counts;
+    });
+  }
+
+  /** The node of `t` named `name`, when it is one of its summary's. */
+  private nodeOf(t: TopologyTarget, name: string | undefined): FitNode | undefined {
+    if (name === undefined) return undefined;
+    let names = this.byName.get(t.key);
+    if (!names) this.byName.set(t.key, (names = new Map(t.nodes.map((n) => [n.name, n]))));
+    return names.get(name);
+  }
 }
 
 /** The value of `key` on a real node of `t`: a key only virtual nodes carry is the target's own; the hostname is the node's. */

@@ -720,7 +720,22 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
     expect(t.filter(a).NodeNames).to.deep.equal([V(US), V(EU)]);
   });
 
-  it('costs a pod without topology nothing: its filter never asks for the proxies', () => {
+  it('ranks by ScheduleAnyway spread before the policy: pack would take eu (first by name), the spread takes us', () => {
+    const soft = { topologySpreadConstraints: [{ ...SPREAD.topologySpreadConstraints[0], whenUnsatisfiable: 'ScheduleAnyway' }] };
+    const t = setup([{ proxy: proxy('a', soft, V(EU)), targetKey: 'ClusterTarget/eu' }], { policy: { kind: 'pack' } });
+    expect(t.prioritize(proxy('x'))).to.deep.equal([
+      { Host: V(US), Score: 9 },
+      { Host: V(EU), Score: 10 },
+    ]);
+    // Soft: the filter keeps both.
+    expect(t.filter(proxy('b', soft)).NodeNames).to.deep.equal([V(US), V(EU)]);
+    expect(t.prioritize(proxy('b', soft))).to.deep.equal([
+      { Host: V(US), Score: 10 },
+      { Host: V(EU), Score: 9 },
+    ]);
+  });
+
+  it('costs a pod without topology nothing: neither its filter nor its prioritize asks for the proxies', () => {
     let asked = 0;
     const registry = new ClusterRegistry();
     registry.set(createTargetClient(US, kubeConfig(), 'fp', false), V(US));
@@ -737,6 +752,9 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
     const filter = routes.find((r) => r.path === FILTER_PATH)!;
     const r = (filter.handle({ path: '', connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: proxy('x'), NodeNames: [V(US)] })) }) as { json: ExtenderFilterResult }).json;
     expect(r.NodeNames).to.deep.equal([V(US)]);
+    const prioritize = routes.find((r) => r.path === '/scheduler/prioritize')!;
+    const scores = (prioritize.handle({ path: '', connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: proxy('x'), NodeNames: [V(US)] })) }) as { json: HostPriority[] }).json;
+    expect(scores).to.deep.equal([{ Host: V(US), Score: 10 }]);
     expect(asked).to.equal(0);
   });
 });

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { V1PodAffinityTerm, V1PodSpec, V1TopologySpreadConstraint } from '@kubernetes/client-node';
 import { TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
-import { podTopology, topologyFilter, type PlacedPod, type TopologyTarget } from '../../../scheduler/topology.js';
+import { hasRequiredTopology, podTopology, softTopologyScores, topologyFilter, type PlacedPod, type TopologyTarget } from '../../../scheduler/topology.js';
 import { node, nodesOf, pod } from './fixtures.js';
 
 const REGION = 'topology.kubernetes.io/region';
@@ -57,11 +57,15 @@ function verdicts(spec: Partial<V1PodSpec>, pods: PlacedPod[], targets: Topology
 }
 
 describe('scheduler: podTopology', () => {
-  it('is undefined for a pod without DoNotSchedule spread or required pod (anti-)affinity', () => {
+  it('is undefined for a pod without topology spread or pod (anti-)affinity; soft ones alone leave the filter nothing to judge', () => {
     expect(podTopology(web({}), () => undefined)).to.equal(undefined);
-    expect(podTopology(web({ topologySpreadConstraints: [spread(REGION, 1, { whenUnsatisfiable: 'ScheduleAnyway' })] }), () => undefined)).to.equal(undefined);
+    const zeroWeight = { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 0, podAffinityTerm: term(REGION) }] } };
+    expect(podTopology(web({ affinity: zeroWeight }), () => undefined)).to.equal(undefined);
+    const soft = podTopology(web({ topologySpreadConstraints: [spread(REGION, 1, { whenUnsatisfiable: 'ScheduleAnyway' })] }), () => undefined)!;
+    expect(hasRequiredTopology(soft)).to.equal(false);
     const preferred = { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, podAffinityTerm: term(REGION) }] } };
-    expect(podTopology(web({ affinity: preferred }), () => undefined)).to.equal(undefined);
+    expect(hasRequiredTopology(podTopology(web({ affinity: preferred }), () => undefined)!)).to.equal(false);
+    expect(hasRequiredTopology(podTopology(web({ topologySpreadConstraints: [spread(REGION)] }), () => undefined)!)).to.equal(true);
   });
 
   it('counts the namespaces of the pod and its terms, or all of them for a namespaceSelector', () => {
@@ -233,5 +237,38 @@ describe('scheduler: topologyFilter', () => {
     const topology = podTopology(web({ topologySpreadConstraints: [spread(ZONE)] }), () => undefined)!;
     const verdict = topologyFilter(topology, [c2], on(c2, 1, { node: 'c2-node-0' }))(c2.key, c2.nodes);
     expect(verdict.fits && verdict.nodes.map((n) => n.name)).to.deep.equal(['c2-node-1']);
+  });
+});
+
+describe('scheduler: softTopologyScores', () => {
+  const soft = (key: string, maxSkew = 1) => spread(key, maxSkew, { whenUnsatisfiable: 'ScheduleAnyway' });
+  const weighted = (kind: 'podAffinity' | 'podAntiAffinity', weight: number, t: V1PodAffinityTerm) => ({ affinity: { [kind]: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight, podAffinityTerm: t }] } } });
+  const scores = (spec: Partial<V1PodSpec>, pods: PlacedPod[], targets: TopologyTarget[] = [c1, c2]) => {
+    const topology = podTopology(web(spec), () => undefined)!;
+    const out = softTopologyScores(topology, targets, pods, targets.map((t) => ({ key: t.key, nodes: t.nodes })));
+    return out && Object.fromEntries([...out].map(([k, v]) => [k.split('/')[1], v]));
+  };
+
+  it('is undefined for a pod with required topology only', () => {
+    expect(scores({ topologySpreadConstraints: [spread(REGION)] }, [])).to.equal(undefined);
+  });
+  it('ScheduleAnyway spread: the region with fewer matching pods scores 100, the other 0', () => {
+    expect(scores({ topologySpreadConstraints: [soft(REGION)] }, on(c1, 2))).to.deep.equal({ c1: 0, c2: 100 });
+  });
+  it('ScheduleAnyway spread with no pod yet: every target scores 100', () => {
+    expect(scores({ topologySpreadConstraints: [soft(REGION)] }, [])).to.deep.equal({ c1: 100, c2: 100 });
+  });
+  it("ScheduleAnyway spread: a target's best node counts (an empty zone in c2 beside a full one)", () => {
+    expect(scores({ topologySpreadConstraints: [soft(ZONE)] }, [...on(c1, 1, { node: 'c1-node-0' }), ...on(c2, 3, { node: 'c2-node-0' })])).to.deep.equal({ c1: 100, c2: 100 });
+  });
+  it('preferred anti-affinity: the region with a matching pod scores 0', () => {
+    expect(scores(weighted('podAntiAffinity', 10, term(REGION)), on(c1, 1))).to.deep.equal({ c1: 0, c2: 100 });
+  });
+  it('preferred affinity: the region with a matching pod of another app scores 100', () => {
+    expect(scores(weighted('podAffinity', 10, term(REGION, { labelSelector: { matchLabels: { app: 'db' } } })), on(c2, 1, { app: 'db' }))).to.deep.equal({ c1: 0, c2: 100 });
+  });
+  it('spread and pod affinity add up', () => {
+    const spec = { topologySpreadConstraints: [soft(REGION)], ...weighted('podAffinity', 10, term(REGION, { labelSelector: { matchLabels: { app: 'db' } } })) };
+    expect(scores(spec, [...on(c1, 2), ...on(c1, 1, { app: 'db' })])).to.deep.equal({ c1: 100, c2: 100 });
   });
 });
