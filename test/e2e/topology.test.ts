@@ -36,6 +36,15 @@ describe('topology across targets', function () {
     expect(Object.fromEntries(where)).to.deep.equal({ [nodes.c1Node]: 2, [nodes.c2Node]: 2 });
   });
 
+  it('4 replicas spread with ScheduleAnyway over region run 2 in c1 and 2 in c2 under burst too: soft spread ranks before the policy', async () => {
+    await kubectl('c1', 'patch', 'target', 'c2', '-n', ns, '--type=merge', '-p', '{"spec":{"placement":{"priority":1}}}');
+    expect(await followedFree('c1', nodes.c1Node), "c1's free cpu (millicores)").to.be.at.least(4 * 100);
+    const spread = [{ maxSkew: 1, topologyKey: REGION, whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: { app: 'soft' } } }];
+    await apply('c1', electedDeployment('soft', ns, 4, '100m', { annotations: { [POLICY]: 'burst' }, spec: { topologySpreadConstraints: spread } }));
+    const where = await running(ns, 'soft', 4);
+    expect(Object.fromEntries(where)).to.deep.equal({ [nodes.c1Node]: 2, [nodes.c2Node]: 2 });
+  });
+
   it('3 replicas with required pod anti-affinity on region run one per region; the third waits, and its FailedScheduling event says why', async () => {
     const anti = { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: REGION, labelSelector: { matchLabels: { app: 'solo' } } }] } };
     await apply('c1', electedDeployment('solo', ns, 3, '100m', { spec: { affinity: anti } }));
