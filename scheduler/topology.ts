@@ -277,10 +277,14 @@ export function softTopologyScores(topology: PodTopology, targets: readonly Topo
   const out = new Map<string, number>(judged.map((c) => [c.key, 0]));
   if (topology.softSpread.length > 0) {
     const counts = world.spreadCounts(topology.softSpread);
-    // Upstream weighs each constraint by the number of its domains among the candidate nodes.
+    // Upstream weighs each constraint by the number of its domains among the candidate nodes
+    // that carry every key (node inclusion policies play no part there).
     const weights = topology.softSpread.map((r) => {
       const domains = new Set<string>();
-      for (const c of judged) for (const n of c.nodes) if (world.eligible(topology.softSpread, r, world.target(c.key)!, n)) domains.add(valueOf(r.key, world.target(c.key)!, n)!);
+      for (const c of judged) {
+        const t = world.target(c.key)!;
+        for (const n of c.nodes) if (topology.softSpread.every((k) => valueOf(k.key, t, n) !== undefined)) domains.add(valueOf(r.key, t, n)!);
+      }
       return Math.log(domains.size + 2);
     });
     const raw = new Map<string, number>();
