@@ -220,12 +220,14 @@ export class MalformedExtenderArgsError extends Error {
  *   it refused this pod lately (`FailedNodes`), or when {@link fitsTarget} finds no real node for
  *   the delegate in its summary, less what was placed since (`FailedNodes` if some node lacked
  *   only resources, which preemption might free, else `FailedAndUnresolvableNodes`), unless the
- *   target's burst capacity, less what waits there already, can hold it. The reason
- *   appears in the pod's FailedScheduling event.
+ *   target's burst capacity, less what waits there already, can hold it; then by the pod's
+ *   DoNotSchedule topology spread and required pod (anti-)affinity across targets
+ *   (`topologyFilter`, unresolvable). The reason appears in the pod's FailedScheduling event.
  * * `POST /scheduler/prioritize`: `ExtenderArgs` in, `HostPriorityList` out: virtual nodes get
  *   {@link rankTargets} (0..10) by the pod's preferred node affinity first (`preferenceScore`:
  *   its own terms per fitting real node, the proxy's own against the virtual node's labels, from
- *   the call's Node or `virtualNodeLabels`), then under the pod's policy ({@link placementPolicyOf}; an unusable
+ *   the call's Node or `virtualNodeLabels`; with its ScheduleAnyway spread and preferred pod
+ *   (anti-)affinity added, `softTopologyScores`), then under the pod's policy ({@link placementPolicyOf}; an unusable
  *   annotation gets a Warning event `InvalidPlacementPolicy` on the pod, once per pod and
  *   replica); other nodes, and virtual nodes whose target is unknown, get 0. The target ranked
  *   first alone is remembered for the pod for {@link CHOSEN_TTL_MS}, so that weights count the
@@ -506,6 +508,7 @@ export function createExtenderRoutes(opts: ExtenderRoutesOptions): Route[] {
    * Only for pods with soft topology: the others keep their plain weights, which rank the same.
    */
   const withSoftTopology = (proxy: V1Pod, pod: V1Pod, topology: PodTopology, scored: (ScoredTarget & { target: TargetClient; state: TargetState })[]): void => {
+    if (topology.softSpread.length === 0 && topology.preferred.length === 0) return;
     const { targets, pods } = federationOf(proxy, topology);
     const candidates = scored.map((t) => ({ key: t.key, nodes: fittingNodesOf(pod, t.target, t.state, t.assumed ?? new Map()) }));
     const soft = softTopologyScores(topology, targets, pods, candidates);
