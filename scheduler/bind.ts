@@ -190,12 +190,13 @@ export class Binder {
   /**
    * The proxies of a namespace that are being placed (copies made, delegate created or waited
    * for) or were just bound, with their target: the follow reconciler keeps their copies in
-   * that target, as it does for proxies bound there.
+   * that target, as it does for proxies bound there. Every namespace's when `namespace` is
+   * undefined (the extender's topology, for a term with a namespaceSelector).
    */
-  placing(namespace: string): Placement[] {
+  placing(namespace?: string): Placement[] {
     this.forgetBound();
     const out: Placement[] = [];
-    for (const p of this.placements.values()) if (p.proxy.metadata?.namespace === namespace) out.push({ proxy: p.proxy, targetKey: p.targetKey });
+    for (const p of this.placements.values()) if (namespace === undefined || p.proxy.metadata?.namespace === namespace) out.push({ proxy: p.proxy, targetKey: p.targetKey });
     return out;
   }
 

@@ -20,6 +20,8 @@ import { heldOnNode, isTerminal, type ResourceAmounts } from '../provider/model/
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 import { victimsOnOneNode, type PreemptionCandidate } from './preempt.js';
 import { podPreferences, preferenceScore } from './preference.js';
+import { matchesNodeSelectorAndAffinity } from './node-match.js';
+import { hasRequiredTopology, podTopology, softTopologyScores, topologyFilter, type PlacedPod, type PodTopology, type TopologyTarget, type TopologyVerdict } from './topology.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -130,6 +132,13 @@ export interface ExtenderRoutesOptions {
    * (`targetIdentityLabels`).
    */
   virtualNodeLabels?: (targetKey: string) => Readonly<Record<string, string>> | undefined;
+  /**
+   * The proxies of a namespace (all namespaces when undefined) that are bound to a virtual node
+   * or being bound by the binder, each with its target: the pods that topology spread and pod
+   * (anti)-affinity count (`topologyFilter`). Without it, those count only the pods the extender
+   * itself just ranked.
+   */
+  placedProxies?: (namespace: string | undefined) => readonly { proxy: V1Pod; targetKey: string }[];
   /** Where a Warning event goes when a pod's placement-policy annotation is unusable. */
   events?: Pick<EventRecorder, 'record'>;
   logger: Logger;
@@ -191,6 +200,9 @@ export interface HostPriority {
   Score: number;
 }
 
+/** The topology verdict on one target of the pod being filtered (`topologyFilter`). */
+type TopologyJudge = (targetKey: string, nodes: readonly FitNode[]) => TopologyVerdict;
+
 /** Thrown by {@link parseExtenderArgs}; answered with HTTP 400 and this message. */
 export class MalformedExtenderArgsError extends Error {
   constructor(message: string) {
@@ -211,12 +223,14 @@ export class MalformedExtenderArgsError extends Error {
  *   it refused this pod lately (`FailedNodes`), or when {@link fitsTarget} finds no real node for
  *   the delegate in its summary, less what was placed since (`FailedNodes` if some node lacked
  *   only resources, which preemption might free, else `FailedAndUnresolvableNodes`), unless the
- *   target's burst capacity, less what waits there already, can hold it. The reason
- *   appears in the pod's FailedScheduling event.
+ *   target's burst capacity, less what waits there already, can hold it; then by the pod's
+ *   DoNotSchedule topology spread and required pod (anti-)affinity across targets
+ *   (`topologyFilter`, unresolvable). The reason appears in the pod's FailedScheduling event.
  * * `POST /scheduler/prioritize`: `ExtenderArgs` in, `HostPriorityList` out: virtual nodes get
  *   {@link rankTargets} (0..10) by the pod's preferred node affinity first (`preferenceScore`:
  *   its own terms per fitting real node, the proxy's own against the virtual node's labels, from
- *   the call's Node or `virtualNodeLabels`), then under the pod's policy ({@link placementPolicyOf}; an unusable
+ *   the call's Node or `virtualNodeLabels`; with its ScheduleAnyway spread and preferred pod
+ *   (anti-)affinity added, `softTopologyScores`), then under the pod's policy ({@link placementPolicyOf}; an unusable
  *   annotation gets a Warning event `InvalidPlacementPolicy` on the pod, once per pod and
  *   replica); other nodes, and virtual nodes whose target is unknown, get 0. The target ranked
  *   first alone is remembered for the pod for {@link CHOSEN_TTL_MS}, so that weights count the
@@ -319,7 +333,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
    * The filter's verdict on one target for a pod: kept, or rejected with a reason (unresolvable
    * when evicting pods could not help). `pod` is the delegate's view ({@link delegateSpecOf}).
    */
-  const judge = (proxy: V1Pod, pod: V1Pod, target: TargetClient): { kept: true } | { kept: false; reason: string; unresolvable: boolean } => {
+  const judge = (proxy: V1Pod, pod: V1Pod, target: TargetClient, topology?: TopologyJudge): { kept: true } | { kept: false; reason: string; unresolvable: boolean } => {
     const namespace = proxy.metadata?.namespace ?? '';
     const reject = (reason: string, unresolvable = false) => ({ kept: false as const, reason, unresolvable });
     const health = registry.health(target.key);
@@ -347,7 +361,94 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       assumedPorts: memory.assumedPortsOn(target.key),
       burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
     });
-    return fit.fits ? { kept: true } : reject(fit.reason, fit.unresolvable);
+    if (!fit.fits) return reject(fit.reason, fit.unresolvable);
+    if (topology) {
+      // Among the nodes that fit; a target taken by its burst capacity alone has its current
+      // nodes stand for those a scale-up adds.
+      const fitting = new Set(fit.fittingNodes);
+      const verdict = topology(target.key, fit.byBurst ? state.nodes : state.nodes.filter((n) => fitting.has(n.name)));
+      // Unresolvable: preempting proxies for room would not move the pods it counts.
+      if (!verdict.fits) return reject(`no node in ${target.displayName} fits: ${verdict.reason}`, true);
+    }
+    return { kept: true };
+  };
+
+  /**
+   * The pod's topology spread (DoNotSchedule) and required pod (anti-)affinity judged across the
+   * federation ({@link topologyFilter}), worked out once per filter call; undefined when the pod
+   * has none. Domains: the real nodes of every target with a summary (in scope: the targets the
+   * pod's namespace may use whose virtual node the proxy's own node constraints admit); pods: the
+   * source's proxies bound or being bound ({@link ExtenderRoutesOptions.placedProxies}) and those
+   * prioritize just ranked first, on the real node of their delegate when the target's cache has it.
+   */
+  const topologyOf = (proxy: V1Pod, pod: V1Pod): TopologyJudge | undefined => {
+    const topology = podTopology(pod, namespaceLabels);
+    if (!topology || !hasRequiredTopology(topology)) return undefined;
+    const { targets, pods } = federationOf(proxy, topology);
+    return topologyFilter(topology, targets, pods);
+  };
+
+  const namespaceLabels = (name: string) => opts.namespace?.(name)?.metadata?.labels;
+
+  /** The targets (every one with a summary, in scope or not) and the pods a topology counts. */
+  const federationOf = (proxy: V1Pod, topology: PodTopology): { targets: TopologyTarget[]; pods: PlacedPod[] } => {
+    const namespace = proxy.metadata?.namespace ?? '';
+    const targets: TopologyTarget[] = [];
+    for (const t of registry.list()) {
+      let state: TargetState | undefined;
+      try {
+        state = opts.targetState(t.key);
+      } catch (err) {
+        logger.error('scheduler extender: reading target state failed', { cluster: t.displayName, ...errorFields(err) });
+      }
+      if (!state) continue;
+      const identity = targetIdentityLabels(t.ref);
+      const scoped = t.ref.kind !== 'Target' || t.ref.namespace === namespace;
+      targets.push({ key: t.key, identity, nodes: state.nodes, inScope: scoped && admitsVirtualNode(proxy, t.key, identity) });
+    }
+    return { targets, pods: placedPods(proxy, topology.namespaces) };
+  };
+
+  /** Whether the proxy's own nodeSelector and required node affinity admit a target's virtual node. */
+  const admitsVirtualNode = (proxy: V1Pod, targetKey: string, identity: Readonly<Record<string, string>>): boolean => {
+    let labels: Readonly<Record<string, string>> | undefined;
+    try {
+      labels = opts.virtualNodeLabels?.(targetKey);
+    } catch {
+      labels = undefined;
+    }
+    const name = registry.nodeNameOf(targetKey) ?? '';
+    return matchesNodeSelectorAndAffinity(proxy.spec ?? { containers: [] }, { name, labels: labels ?? identity, hostname: name });
+  };
+
+  /**
+   * The pods topology counts for `proxy`: the other live proxies of `namespaces` bound or being
+   * bound, then those prioritize ranked first within {@link CHOSEN_TTL_MS} (kube-scheduler's
+   * cycle runs ahead of its binds) unless their bind was refused since.
+   */
+  const placedPods = (proxy: V1Pod, namespaces: ReadonlySet<string> | 'all'): PlacedPod[] => {
+    const self = proxy.metadata?.uid;
+    const seen = new Set<string>();
+    const out: PlacedPod[] = [];
+    const lists = namespaces === 'all' ? [opts.placedProxies?.(undefined) ?? []] : [...namespaces].map((n) => opts.placedProxies?.(n) ?? []);
+    for (const list of lists) {
+      for (const { proxy: p, targetKey } of list) {
+        const uid = p.metadata?.uid;
+        if (!uid || uid === self || seen.has(uid) || p.metadata?.deletionTimestamp || isTerminal(p)) continue;
+        seen.add(uid);
+        const nodeName = opts.delegateOf?.(targetKey, p)?.spec?.nodeName;
+        out.push({ namespace: p.metadata?.namespace ?? '', labels: p.metadata?.labels ?? {}, targetKey, ...(nodeName ? { nodeName } : {}) });
+      }
+    }
+    const now = clock.now();
+    for (const [uid, c] of chosen) {
+      if (uid === self || seen.has(uid) || now - c.atMs > CHOSEN_TTL_MS) continue;
+      if (namespaces !== 'all' && !namespaces.has(c.namespace)) continue;
+      const refused = memory.refusal(uid, c.targetKey, now);
+      if (refused && refused.atMs >= c.atMs) continue;
+      out.push({ namespace: c.namespace, labels: c.labels, targetKey: c.targetKey });
+    }
+    return out;
   };
 
   /**
@@ -355,13 +456,13 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
    * (its own plugins rejected it: most often the room the whole node advertises), cannot take
    * the pod, in the filter's words; `offered` are the names it did offer.
    */
-  const leftOut = (proxy: V1Pod, pod: V1Pod, offered: ReadonlySet<string>): string[] => {
+  const leftOut = (proxy: V1Pod, pod: V1Pod, offered: ReadonlySet<string>, topology?: TopologyJudge): string[] => {
     const namespace = proxy.metadata?.namespace ?? '';
     const out: string[] = [];
     for (const target of registry.list()) {
       const node = registry.nodeNameOf(target.key);
       if (!node || offered.has(node) || (target.ref.kind === 'Target' && target.ref.namespace !== namespace)) continue;
-      const verdict = judge(proxy, pod, target);
+      const verdict = judge(proxy, pod, target, topology);
       out.push(`${node} (not offered by the proxy scheduler): ${verdict.kept ? "its own checks of the virtual node (its room in all, taints, readiness, the proxy's constraints) rejected it" : verdict.reason}`);
     }
     return out;
@@ -373,6 +474,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     const unresolvable: Record<string, string> = {};
     const kept = new Set<string>();
     const offered = candidates(args);
+    const topology = topologyOf(args.Pod, pod);
     for (const c of offered) {
       if (!isVirtual(c)) {
         kept.add(c.name);
@@ -383,7 +485,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
         unresolvable[c.name] = `virtual node ${c.name} has no known target`;
         continue;
       }
-      const verdict = judge(args.Pod, pod, target);
+      const verdict = judge(args.Pod, pod, target, topology);
       if (verdict.kept) kept.add(c.name);
       else if (verdict.unresolvable) unresolvable[c.name] = verdict.reason;
       else failed[c.name] = verdict.reason;
@@ -397,7 +499,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       // The error is all the pod's condition and event then say: the targets kube-scheduler left
       // out are named too.
       const reasons = Object.entries({ ...failed, ...unresolvable }).map(([node, why]) => `${node}: ${why}`);
-      reasons.push(...leftOut(args.Pod, pod, new Set(offered.map((c) => c.name))));
+      reasons.push(...leftOut(args.Pod, pod, new Set(offered.map((c) => c.name)), topology));
       result.Error = `no target can run this pod now (retried with backoff): ${reasons.join('; ')}`;
     }
     if (args.NodeNames) result.NodeNames = args.NodeNames.filter((n) => kept.has(n));
@@ -419,12 +521,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     assumed: ReadonlyMap<string, ResourceAmounts>,
   ): number => {
     const identity = targetIdentityLabels(target.ref);
-    let fittingNodes: readonly FitNode[] = [];
-    if (prefs.realNode.length > 0) {
-      const fit = fitsTarget(pod, state.nodes, { ...judgedAs(target, state), assumed, assumedPorts: memory.assumedPortsOn(target.key) });
-      const names = new Set(fit.fittingNodes);
-      fittingNodes = state.nodes.filter((n) => names.has(n.name));
-    }
+    const fittingNodes = prefs.realNode.length > 0 ? fittingNodesOf(pod, target, state, assumed) : [];
     let labels = c.node?.metadata?.labels;
     if (!labels && prefs.virtualNode.length > 0) {
       try {
@@ -436,8 +533,32 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     return preferenceScore(prefs, { identity, virtualNode: { name: c.name, labels: labels ?? identity, hostname: c.name }, fittingNodes });
   };
 
+  /** The real nodes of a target that fit the pod now, as the filter judges them (binds in flight counted). */
+  const fittingNodesOf = (pod: V1Pod, target: TargetClient, state: TargetState, assumed: ReadonlyMap<string, ResourceAmounts>): readonly FitNode[] => {
+    const fit = fitsTarget(pod, state.nodes, { ...judgedAs(target, state), assumed, assumedPorts: memory.assumedPortsOn(target.key) });
+    const names = new Set(fit.fittingNodes);
+    return state.nodes.filter((n) => names.has(n.name));
+  };
+
+  /**
+   * Folds the pod's soft topology into each target's `preference`, as kube-scheduler's default
+   * profile adds its scores up (NodeAffinity, PodTopologySpread and InterPodAffinity, weight 2
+   * each): the preferred node-affinity weights normalized to 0..100 over the candidates (the most
+   * preferred gets 100), plus `softTopologyScores` over the nodes of each that fit the pod now.
+   * Only for pods with soft topology: the others keep their plain weights, which rank the same.
+   */
+  const withSoftTopology = (proxy: V1Pod, pod: V1Pod, topology: PodTopology, scored: (ScoredTarget & { target: TargetClient; state: TargetState })[]): void => {
+    if (topology.softSpread.length === 0 && topology.preferred.length === 0) return;
+    const { targets, pods } = federationOf(proxy, topology);
+    const candidates = scored.map((t) => ({ key: t.key, nodes: fittingNodesOf(pod, t.target, t.state, t.assumed ?? new Map()) }));
+    const soft = softTopologyScores(topology, targets, pods, candidates);
+    if (!soft) return;
+    const most = Math.max(0, ...scored.map((t) => t.preference ?? 0));
+    for (const t of scored) t.preference = (most > 0 ? Math.floor((100 * (t.preference ?? 0)) / most) : 0) + (soft.get(t.key) ?? 0);
+  };
+
   /** Pod UID -> the target prioritize ranked first alone, until its bind shows in `groupPlacements`. */
-  const chosen = new Map<string, { group: string; targetKey: string; atMs: number }>();
+  const chosen = new Map<string, { group: string; targetKey: string; atMs: number; namespace: string; labels: Readonly<Record<string, string>> }>();
   /** Pod UID -> until when a preemption it made is settling (see `preempt`); oldest forgotten first. */
   const preempted = new Map<string, number>();
   /** Pods already warned about an unusable policy annotation (bounded; oldest forgotten first). */
@@ -470,7 +591,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     }
     const pod = delegateSpecOf(args.Pod);
     const prefs = podPreferences(args.Pod, pod);
-    const scored: (ScoredTarget & { host: string })[] = [];
+    const scored: (ScoredTarget & { host: string; target: TargetClient; state: TargetState })[] = [];
     const hosts = candidates(args).map((c) => {
       if (!isVirtual(c)) return { Host: c.name, Score: 0 };
       const target = registry.byNodeName(c.name);
@@ -482,20 +603,31 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       }
       if (target && state) {
         const assumed = assumedOn(target, state);
-        const t: ScoredTarget & { host: string } = { host: c.name, key: target.key, nodes: state.nodes, assumed, placement: opts.targetPlacement?.(target.key) };
+        const t: (typeof scored)[number] = { host: c.name, key: target.key, nodes: state.nodes, assumed, placement: opts.targetPlacement?.(target.key), target, state };
         if (prefs) t.preference = preferenceOf(prefs, pod, c, target, state, assumed);
         scored.push(t);
       }
       return { Host: c.name, Score: 0 };
     });
+    const topology = podTopology(pod, namespaceLabels);
+    if (topology) withSoftTopology(args.Pod, pod, topology, scored);
     const group = weightsDiffer(scored.map((t) => t.placement)) ? groupCounts(args.Pod) : undefined;
     if (group) for (const t of scored) t.groupPods = group.get(t.key) ?? 0;
     const scores = rankTargets(choice.policy, pod, scored);
+    let top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
+    if (top.length > 1 && topology) {
+      // The next pods' topology counts this one where it goes before its bind shows, and only a
+      // target ranked first alone is known to be where it goes: the tie is broken here, by key,
+      // rather than by kube-scheduler at random.
+      top = [...top].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      for (const t of top.slice(1)) scores.set(t.key, MAX_SCORE - 1);
+      top = top.slice(0, 1);
+    }
     const byHost = new Map(scored.map((t) => [t.host, scores.get(t.key) ?? 0]));
-    const top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
     if (remember && uid && top.length === 1) {
       chosen.delete(uid);
-      chosen.set(uid, { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now() });
+      // The pod's labels and namespace, not the pod: topology counts it by those.
+      chosen.set(uid, { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now(), namespace: args.Pod.metadata?.namespace ?? '', labels: args.Pod.metadata?.labels ?? {} });
       while (chosen.size > MAX_REMEMBERED_PODS) chosen.delete(chosen.keys().next().value!);
     }
     return hosts.map((h) => (byHost.has(h.Host) ? { Host: h.Host, Score: byHost.get(h.Host)! } : h));

@@ -144,6 +144,19 @@ export function wireExtender(
           const namespace = pod.metadata?.namespace;
           return groupPlacements(pod, proxies.list(namespace), (node) => w.clusters.byNodeName(node)?.key, namespace && binder ? binder.placing(namespace) : []);
         }),
+      // Topology counts the proxies bound to virtual nodes and those being bound: a scan of the
+      // proxies, only for pods with topology spread or pod (anti-)affinity.
+      placedProxies:
+        proxies &&
+        ((namespace) => {
+          const out: { proxy: V1Pod; targetKey: string }[] = [];
+          for (const p of proxies.list(namespace)) {
+            const key = p.spec?.nodeName ? w.clusters.byNodeName(p.spec.nodeName)?.key : undefined;
+            if (key) out.push({ proxy: p, targetKey: key });
+          }
+          if (binder) out.push(...binder.placing(namespace));
+          return out;
+        }),
       // Every replica may warn about an unusable placement-policy annotation: the proxy
       // scheduler talks to one replica at a time, leader or not.
       events: w.events,

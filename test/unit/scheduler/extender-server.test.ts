@@ -627,3 +627,134 @@ describe('scheduler: createExtenderRoutes, while a bind is in flight', () => {
     expect(t.call(proxy('c', '2', 'n2')).FailedNodes[V(C2)]).to.equal("no node in c2 fits: 1 Insufficient cpu (largest free 1), 1 node(s) didn't match Pod's node affinity/selector");
   });
 });
+
+describe('scheduler: createExtenderRoutes, topology across targets', () => {
+  const REGION = 'topology.kubernetes.io/region';
+  const US = ref('us');
+  const EU = ref('eu');
+  const OTHER = ref('other');
+
+  /** A proxy of app web, its spread or anti-affinity in the saved manifest only (the webhook drops them from the proxy). */
+  function proxy(name: string, spec: Partial<V1Pod['spec']> = {}, nodeName?: string): V1Pod {
+    const manifest = { metadata: { name, namespace: 'default', labels: { app: 'web' } }, spec };
+    return {
+      metadata: { name, namespace: 'default', uid: `uid-${name}`, labels: { app: 'web', [HAS_FINALIZER_LABEL]: 'true' }, annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
+      spec: { schedulerName: 'admiralty-proxy', nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' }, containers: [{ name: 'c', image: 'x', resources: { requests: { cpu: '1' } } }], ...(nodeName ? { nodeName } : {}) },
+    };
+  }
+  const SPREAD = { topologySpreadConstraints: [{ maxSkew: 1, topologyKey: REGION, whenUnsatisfiable: 'DoNotSchedule', labelSelector: { matchLabels: { app: 'web' } } }] };
+  const ANTI = { affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: REGION, labelSelector: { matchLabels: { app: 'web' } } }] } } };
+
+  /** Targets us and eu (one node each, in their region) and other (eu too), whose virtual node the proxy's constraints may exclude. */
+  function setup(placed: { proxy: V1Pod; targetKey: string }[] = [], opts: { policy?: PlacementPolicy } = {}) {
+    const registry = new ClusterRegistry();
+    for (const r of [US, EU, OTHER]) {
+      registry.set(createTargetClient(r, kubeConfig(), 'fp', false), V(r));
+      registry.setHealth(`ClusterTarget/${r.name}`, { ready: true, reason: 'Ready', message: '', sinceMs: 0 });
+    }
+    const states: Record<string, TargetState> = {
+      'ClusterTarget/us': { nodes: nodesOf([node('us-1', { labels: { [REGION]: 'us' } })]), readAtMs: 0 },
+      'ClusterTarget/eu': { nodes: nodesOf([node('eu-1', { labels: { [REGION]: 'eu' } })]), readAtMs: 0 },
+      'ClusterTarget/other': { nodes: nodesOf([node('ot-1', { labels: { [REGION]: 'ap' } })]), readAtMs: 0 },
+    };
+    const routes = createExtenderRoutes({
+      registry,
+      targetState: (key) => states[key],
+      policy: opts.policy ?? { kind: 'spread' },
+      placedProxies: (namespace) => placed.filter((p) => namespace === undefined || p.proxy.metadata?.namespace === namespace),
+      logger: silentLogger(),
+    });
+    const route = (path: string) => routes.find((r) => r.path === path)!;
+    const body = (p: V1Pod, names: string[]) => ({ path: '', connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: p, NodeNames: names })) });
+    const filter = (p: V1Pod, names = [V(US), V(EU)]) => (route(FILTER_PATH).handle(body(p, names)) as { json: ExtenderFilterResult }).json;
+    const prioritize = (p: V1Pod, names = [V(US), V(EU)]) => (route('/scheduler/prioritize').handle(body(p, names)) as { json: HostPriority[] }).json;
+    return { filter, prioritize };
+  }
+
+  it('keeps a pod whose region already has one more off it (DoNotSchedule spread), and says why', () => {
+    const t = setup([{ proxy: proxy('a', SPREAD, V(US)), targetKey: 'ClusterTarget/us' }]);
+    const r = t.filter(proxy('b', SPREAD));
+    expect(r.NodeNames).to.deep.equal([V(EU)]);
+    expect(r.FailedAndUnresolvableNodes).to.deep.equal({ [V(US)]: `no node in us fits: 1 node(s) didn't match pod topology spread constraints (${REGION}=us has 1 matching pod, the fewest in a domain is 0, maxSkew 1)` });
+  });
+
+  it("counts a domain of a target the proxy's own constraints exclude only when nodeAffinityPolicy is Ignore", () => {
+    // Region ap (target other) has no pod: a domain with 0 keeps us and eu, with one each, from a second.
+    const placed = [
+      { proxy: proxy('a', SPREAD, V(US)), targetKey: 'ClusterTarget/us' },
+      { proxy: proxy('b', SPREAD, V(EU)), targetKey: 'ClusterTarget/eu' },
+    ];
+    const t = setup(placed);
+    const excludingOther = (spec: object) => {
+      const p = proxy('c', spec);
+      p.spec!.affinity = { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'multicluster.admiralty.io/cluster-target-name', operator: 'NotIn', values: ['other'] }] }] } } };
+      return p;
+    };
+    expect(t.filter(excludingOther(SPREAD)).NodeNames).to.deep.equal([V(US), V(EU)]);
+    const ignore = { topologySpreadConstraints: [{ ...SPREAD.topologySpreadConstraints[0], nodeAffinityPolicy: 'Ignore' }] };
+    expect(t.filter(excludingOther(ignore)).NodeNames).to.deep.equal([]);
+  });
+
+  it('keeps the third of a one-per-region group off every region, and says so in the error', () => {
+    const t = setup([
+      { proxy: proxy('a', ANTI, V(US)), targetKey: 'ClusterTarget/us' },
+      { proxy: proxy('b', ANTI), targetKey: 'ClusterTarget/eu' },
+    ]);
+    const r = t.filter(proxy('c', ANTI));
+    expect(r.NodeNames).to.deep.equal([]);
+    expect(r.Error).to.include(`${V(US)}: no node in us fits: 1 node(s) didn't match pod anti-affinity rules (${REGION}=us has 1 matching pod)`);
+    expect(r.Error).to.include(`${V(EU)}: no node in eu fits: 1 node(s) didn't match pod anti-affinity rules (${REGION}=eu has 1 matching pod)`);
+  });
+
+  it('breaks a tie for a pod with topology, and counts the pod it ranked first before its bind shows', () => {
+    // us and eu are alike under spread: kube-scheduler would pick one at random, unknown here.
+    const t = setup();
+    expect(t.prioritize(proxy('x')).map((h) => h.Score), 'a pod without topology: a tie').to.deep.equal([10, 10]);
+    const a = proxy('a', ANTI);
+    expect(t.prioritize(a)).to.deep.equal([
+      { Host: V(US), Score: 9 },
+      { Host: V(EU), Score: 10 },
+    ]);
+    expect(t.filter(proxy('b', ANTI)).NodeNames).to.deep.equal([V(US)]);
+    // Not the pod itself.
+    expect(t.filter(a).NodeNames).to.deep.equal([V(US), V(EU)]);
+  });
+
+  it('ranks by ScheduleAnyway spread before the policy: pack would take eu (first by name), the spread takes us', () => {
+    const soft = { topologySpreadConstraints: [{ ...SPREAD.topologySpreadConstraints[0], whenUnsatisfiable: 'ScheduleAnyway' }] };
+    const t = setup([{ proxy: proxy('a', soft, V(EU)), targetKey: 'ClusterTarget/eu' }], { policy: { kind: 'pack' } });
+    expect(t.prioritize(proxy('x'))).to.deep.equal([
+      { Host: V(US), Score: 9 },
+      { Host: V(EU), Score: 10 },
+    ]);
+    // Soft: the filter keeps both.
+    expect(t.filter(proxy('b', soft)).NodeNames).to.deep.equal([V(US), V(EU)]);
+    expect(t.prioritize(proxy('b', soft))).to.deep.equal([
+      { Host: V(US), Score: 10 },
+      { Host: V(EU), Score: 9 },
+    ]);
+  });
+
+  it('costs a pod without topology nothing: neither its filter nor its prioritize asks for the proxies', () => {
+    let asked = 0;
+    const registry = new ClusterRegistry();
+    registry.set(createTargetClient(US, kubeConfig(), 'fp', false), V(US));
+    const routes = createExtenderRoutes({
+      registry,
+      targetState: () => ({ nodes: nodesOf([node('us-1')]), readAtMs: 0 }),
+      policy: { kind: 'spread' },
+      placedProxies: () => {
+        asked++;
+        return [];
+      },
+      logger: silentLogger(),
+    });
+    const filter = routes.find((r) => r.path === FILTER_PATH)!;
+    const r = (filter.handle({ path: '', connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: proxy('x'), NodeNames: [V(US)] })) }) as { json: ExtenderFilterResult }).json;
+    expect(r.NodeNames).to.deep.equal([V(US)]);
+    const prioritize = routes.find((r) => r.path === '/scheduler/prioritize')!;
+    const scores = (prioritize.handle({ path: '', connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: proxy('x'), NodeNames: [V(US)] })) }) as { json: HostPriority[] }).json;
+    expect(scores).to.deep.equal([{ Host: V(US), Score: 10 }]);
+    expect(asked).to.equal(0);
+  });
+});
