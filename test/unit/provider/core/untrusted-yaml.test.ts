@@ -36,12 +36,12 @@ describe('parseUntrustedYaml', () => {
   });
 
   it('refuses deep nesting before the parser recurses into it', () => {
-    const started = Date.now();
+    // The messages are the nesting scan's, which runs before the parser: the parser itself
+    // would recurse 100 000 levels (or give its own error). A hang shows as the test's timeout.
     expect(refusal(`${'['.repeat(100_000)}${']'.repeat(100_000)}`)).to.equal('nested deeper than 32 levels');
     expect(refusal(`a: ${'{a: '.repeat(33)}1${'}'.repeat(33)}`)).to.equal('nested deeper than 32 levels');
     const block = Array.from({ length: 40 }, (_, i) => `${'  '.repeat(i)}a:`).join('\n');
     expect(refusal(block)).to.equal('indented deeper than 64 columns (block indicators such as "- " count)');
-    expect(Date.now() - started, 'ms for all three').to.be.below(1000);
     expect(parseUntrustedYaml(`${'['.repeat(32)}${']'.repeat(32)}`, LIMITS)).to.be.an('array');
   });
 
