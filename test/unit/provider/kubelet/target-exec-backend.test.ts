@@ -124,7 +124,12 @@ describe('target exec backend', () => {
     expect(err).to.equal('late error\n');
   });
 
-  it('passes a failure Status through and gives up waiting for the close after the grace period', async () => {
+  it('passes a failure Status through and gives up waiting for the close after the grace period', async function () {
+    // The target never closes, so only the grace timer ends the call. That it ends at all, and on
+    // the 100 ms given rather than the default 5 s, is left to this test's timeout: a real
+    // socket's timer, not a time to assert. What the code guarantees is the lower bound: it
+    // read on for the whole grace (a timer may fire a millisecond early by Date.now).
+    this.timeout(4_000);
     const failure = {
       metadata: {},
       status: 'Failure',
@@ -136,7 +141,7 @@ describe('target exec backend', () => {
     const started = Date.now();
     const result = await createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100 }).exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal });
     expect(result).to.deep.equal({ status: failure });
-    expect(Date.now() - started).to.be.below(5_000);
+    expect(Date.now() - started, 'ms: it read on for the grace').to.be.at.least(99);
   });
 
   it('closes the connection of a target that keeps talking after the Status, and passes nothing more on', async () => {
