@@ -160,9 +160,9 @@ describe('target exec backend', () => {
     // The front end ends its outputs once the backend returned; a write after that would
     // destroy them with an error nobody listens to.
     stdout.end();
-    // Before, a close frame the target ignored left the connection open for ws's 30 s.
-    const closedInTime = await Promise.race([targetClosed!.then(() => true), new Promise((r) => setTimeout(() => r(false), 5_000))]);
-    expect(closedInTime, 'target connection closed').to.equal(true);
+    // Before, a close frame the target ignored left the connection open for ws's 30 s: longer
+    // than the test's timeout, which is what reports it, rather than a time asserted here.
+    await targetClosed;
     expect(chunks).to.equal(atReturn);
   });
 
