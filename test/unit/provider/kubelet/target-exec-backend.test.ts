@@ -147,7 +147,8 @@ describe('target exec backend', () => {
   it('closes the connection of a target that keeps talking after the Status, and passes nothing more on', async () => {
     let targetClosed: Promise<unknown> | undefined;
     target = await deafTarget((socket) => {
-      targetClosed = once(socket, 'close');
+      // Not events.once: it rejects on the ECONNRESET that the provider's terminate() may cause.
+      targetClosed = new Promise((r) => socket.once('close', r));
       socket.write(wsFrame(frame(3, JSON.stringify({ metadata: {}, status: 'Success' }))));
       const talk = setInterval(() => (socket.destroyed ? clearInterval(talk) : socket.write(wsFrame(frame(1, 'more\n')))), 5);
     });
