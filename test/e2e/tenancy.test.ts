@@ -314,8 +314,10 @@ describe('tenancy: a Target with a kubeconfig, created before its Source in the 
     const node = (await getJson('c1', 'target', 'c2', '-n', ns)).status.virtualNodeName;
     await waitFor(`${ns}/early bound to the Target's node`, 60_000, async () => (await getJson('c1', 'pod', 'early', '-n', ns)).spec.nodeName === node);
     const seconds = (Date.now() - fixedAt) / 1000;
+    // How soon is printed, not bounded: "not after a back-off" is what 'no bind was tried' above
+    // shows (no 403 could double the pod's back-off), and the wait's deadline is for a bind
+    // that never comes.
     console.log(`      ${ns}/early bound ${seconds.toFixed(1)} s after its Source was created`);
-    expect(seconds, 'a probe and a scheduling retry').to.be.below(40);
     expect((await ready())).to.include({ status: 'True', reason: 'TargetReady' });
     const delegates = (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${early.metadata.uid}`)).items;
     expect(delegates.map((d: any) => d.metadata.namespace)).to.deep.equal([ns]);

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../provider/clusters/target-client.js';
-import { FakeClock, realClock } from '../../../provider/core/clock.js';
+import { FakeClock, realClock, type Clock } from '../../../provider/core/clock.js';
 import { CopyConflictError } from '../../../provider/core/errors.js';
 import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
@@ -57,8 +57,30 @@ describe('scheduler: Binder', () => {
   let decide: (d: V1Pod) => V1Pod | undefined;
   /** The source's proxies cache: empty unless a test puts a proxy in it. */
   let proxies: Map<string, V1Pod>;
+  /** The clock the target's scheduler decides on: the real one unless a test runs the bind on a fake one. */
+  let clock: Clock;
+
+  /**
+   * Runs a bind on a fake clock, moved 5 ms (a poll) at a time once everything that can move
+   * without it has: returns the answer and how far the clock had to move for it. An answer
+   * before the placement timeout (300 ms) came from what the target did, not from the deadline.
+   */
+  async function bindOnFakeClock(): Promise<{ answer: { Error: string }; movedMs: number }> {
+    const fake = new FakeClock(Date.now());
+    clock = fake;
+    binder = new Binder({ ...options, clock: fake });
+    let answer: { Error: string } | undefined;
+    void binder.bind(args).then((a) => (answer = a));
+    const start = fake.monotonicMs();
+    for (;;) {
+      for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+      if (answer) return { answer, movedMs: fake.monotonicMs() - start };
+      fake.advance(5);
+    }
+  }
 
   beforeEach(() => {
+    clock = realClock;
     source = sinon.createStubInstance(CoreV1Api);
     targetCore = sinon.createStubInstance(CoreV1Api);
     cache = new DelegateCache();
@@ -75,7 +97,7 @@ describe('scheduler: Binder', () => {
     targetCore.createNamespacedPod.callsFake(async ({ body }) => {
       const created = { ...body, metadata: { ...body.metadata, uid: 'delegate-uid' } };
       // The target's scheduler decides a moment later.
-      setTimeout(() => {
+      clock.setTimeout(() => {
         const next = decide(created);
         if (next) cache.pods.set(`${created.metadata!.namespace}/${created.metadata!.name}`, next);
       }, 5);
@@ -252,7 +274,7 @@ describe('scheduler: Binder', () => {
     const unschedulable = (d: V1Pod): V1Pod => ({ ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }] } });
     /** cluster-autoscaler's word on the delegate, a moment after the target's scheduler said Unschedulable. */
     const autoscalerSays = (reason: string, message: string) => (d: V1Pod) => {
-      setTimeout(() => events.push({ metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' }, reason, message, lastTimestamp: new Date(), source: { component: 'cluster-autoscaler' } }), 20);
+      clock.setTimeout(() => events.push({ metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' }, reason, message, lastTimestamp: new Date(), source: { component: 'cluster-autoscaler' } }), 20);
       return unschedulable(d);
     };
 
@@ -294,9 +316,9 @@ describe('scheduler: Binder', () => {
       withPort.spec!.containers[0].ports = [{ containerPort: 8080, hostPort: 18080 }];
       source.readNamespacedPod.resolves(withPort);
       decide = nominated;
-      const started = Date.now();
-      expect(await binder.bind(args)).to.deep.equal({ Error: '' });
-      expect(Date.now() - started, 'well before the placement timeout').to.be.below(250);
+      const { answer, movedMs } = await bindOnFakeClock();
+      expect(answer).to.deep.equal({ Error: '' });
+      expect(movedMs, 'ms of the fake clock: well before the placement timeout').to.be.below(100);
       expect(source.createNamespacedPodBinding.calledOnce).to.equal(true);
       expect(targetCore.deleteNamespacedPod.called).to.equal(false);
       const assumed = memory.assumedOn(KEY, { readAtMs: Date.now(), podsResourceVersion: '1' }, (namespace, name) => cache.get(name, namespace));
@@ -362,12 +384,12 @@ describe('scheduler: Binder', () => {
 
     it("refuses at once on the target's next verdict", async () => {
       decide = (d) => {
-        setTimeout(() => cache.pods.set(`${d.metadata!.namespace}/${d.metadata!.name}`, { ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 node(s) did not find available persistent volumes to bind.' }] } }), 30);
+        clock.setTimeout(() => cache.pods.set(`${d.metadata!.namespace}/${d.metadata!.name}`, { ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 node(s) did not find available persistent volumes to bind.' }] } }), 30);
         return awaiting(d);
       };
-      const started = Date.now();
-      expect((await binder.bind(args)).Error).to.equal('c2: 0/2 nodes are available: 2 node(s) did not find available persistent volumes to bind.');
-      expect(Date.now() - started).to.be.below(250);
+      const { answer, movedMs } = await bindOnFakeClock();
+      expect(answer.Error).to.equal('c2: 0/2 nodes are available: 2 node(s) did not find available persistent volumes to bind.');
+      expect(movedMs, 'ms of the fake clock: the verdict came at 35, the placement timeout is 300').to.be.below(100);
     });
   });
 
@@ -376,16 +398,16 @@ describe('scheduler: Binder', () => {
     withClaim.spec!.resourceClaims = [{ name: 'gpu', resourceClaimTemplateName: 'gpu' }];
     source.readNamespacedPod.resolves(withClaim);
     const events: CoreV1Event[] = [];
-    binder = new Binder({ ...options, targetEvents: () => ({ get: () => undefined, list: () => events }) });
+    options = { ...options, targetEvents: () => ({ get: () => undefined, list: () => events }) };
     // No word from the target's scheduler (the pod waits out of its queue); its claim controller says why.
     decide = (d) => {
-      setTimeout(() => events.push({ metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' }, reason: 'FailedResourceClaimCreation', type: 'Warning', message: 'PodResourceClaim gpu: resource claim template "gpu": not found' }), 20);
+      clock.setTimeout(() => events.push({ metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' }, reason: 'FailedResourceClaimCreation', type: 'Warning', message: 'PodResourceClaim gpu: resource claim template "gpu": not found' }), 20);
       // The delegates cache keeps no resourceClaims: the proxy says the delegate asks for them.
       return { ...d, spec: { ...d.spec!, resourceClaims: undefined } };
     };
-    const started = Date.now();
-    expect((await binder.bind(args)).Error).to.equal('c2: PodResourceClaim gpu: resource claim template "gpu": not found');
-    expect(Date.now() - started).to.be.below(250);
+    const { answer, movedMs } = await bindOnFakeClock();
+    expect(answer.Error).to.equal('c2: PodResourceClaim gpu: resource claim template "gpu": not found');
+    expect(movedMs, 'ms of the fake clock: the event came at 25, the placement timeout is 300').to.be.below(100);
     expect(targetCore.deleteNamespacedPod.calledOnce).to.equal(true);
   });
 

@@ -14,6 +14,12 @@ import { makeTlsFixtures } from '../provider/kubelet/tls-fixtures.js';
 
 const fixtures = makeTlsFixtures();
 
+/**
+ * These tests run the server's deadlines on real sockets and timers. What they assert of time is
+ * only what the code guarantees: that a connection stays open at least so long. That it closes at
+ * all is left to the test's timeout (a connection never closed is a hang, not a time to assert).
+ */
+
 /** Resolves with how long the socket stayed open, or 'open' if still open after `waitMs`. */
 function closedWithin(socket: net.Socket, waitMs: number): Promise<number | 'open'> {
   const started = Date.now();
@@ -26,15 +32,24 @@ function closedWithin(socket: net.Socket, waitMs: number): Promise<number | 'ope
   });
 }
 
+/** Resolves with how long the socket stayed open, once it closes. */
+function closedAfter(socket: net.Socket): Promise<number> {
+  const started = Date.now();
+  return new Promise((resolve) => socket.once('close', () => resolve(Date.now() - started)));
+}
+
 describe('webhook: createWebhookServer', () => {
   let hot: WebhookServer;
   let port: number;
   const opened: net.Socket[] = [];
+  const hotClosed: string[] = [];
   beforeEach(async () => {
+    hotClosed.length = 0;
     hot = createWebhookServer({
       pair: { certPem: fixtures.server.certPem, keyPem: fixtures.server.keyPem },
       handler: (_req, res) => res.end('ok'),
       limits: { maxConnections: 2, handshakeTimeoutMs: 300, firstRequestTimeoutMs: 300, keepAliveTimeoutMs: 300 },
+      onClose: (reason) => hotClosed.push(reason),
     });
     await new Promise<void>((r) => hot.server.listen(0, '127.0.0.1', r));
     port = (hot.server.address() as AddressInfo).port;
@@ -54,14 +69,14 @@ describe('webhook: createWebhookServer', () => {
 
   it('closes a TLS connection that sends no request after the handshake (after the first-request allowance)', async () => {
     const s = await tlsConnect();
-    expect(await closedWithin(s, 3_000)).to.be.a('number');
+    await closedAfter(s);
   });
 
   it('closes a TCP connection that never starts the TLS handshake', async () => {
     const s = net.connect(port, '127.0.0.1');
     opened.push(s);
     await once(s, 'connect');
-    expect(await closedWithin(s, 3_000)).to.be.a('number');
+    await closedAfter(s);
   });
 
   it('closes a kept-alive connection once idle, and serves requests meanwhile', async () => {
@@ -69,7 +84,7 @@ describe('webhook: createWebhookServer', () => {
     s.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
     const [reply] = (await once(s, 'data')) as [Buffer];
     expect(reply.toString()).to.match(/^HTTP\/1.1 200/);
-    expect(await closedWithin(s, 3_000)).to.be.a('number');
+    await closedAfter(s);
   });
 
   it('refuses connections past the cap', async () => {
@@ -80,7 +95,9 @@ describe('webhook: createWebhookServer', () => {
     opened.push(third);
     let handshaken = false;
     third.once('secureConnect', () => (handshaken = true));
-    expect(await closedWithin(third, 250)).to.be.a('number');
+    await closedAfter(third);
+    // Refused by the cap, not closed later by the handshake deadline.
+    expect(hotClosed).to.deep.equal(['connection_limit']);
     expect(handshaken).to.equal(false);
   });
 
@@ -134,16 +151,16 @@ describe('webhook: createWebhookServer', () => {
 
     it('is closed, and reported, only once the first-request allowance has passed', async () => {
       const s = await connect();
-      const t = await closedWithin(s, 3_000);
-      expect(t).to.be.a('number').and.at.least(1_400);
+      expect(await closedAfter(s)).to.be.at.least(1_400);
       expect(closed).to.deep.equal(['first_request_timeout']);
     });
 
     it('still closes a request whose body does not arrive in time, and reports it', async () => {
       const s = await connect();
       s.write('POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{}');
-      const t = await closedWithin(s, 3_000);
-      expect(t).to.be.a('number').and.below(1_000);
+      // The request's deadline (400 ms), not the first-request allowance (1.5 s): the reason says
+      // which timer closed it, and the time only that it was not before the deadline.
+      expect(await closedAfter(s)).to.be.at.least(399);
       expect(closed).to.deep.equal(['request_timeout']);
     });
   });
@@ -189,11 +206,12 @@ describe('webhook: createWebhookServer', () => {
       sessions.push(session);
       return session;
     };
-    const sessionClosedWithin = (session: http2.ClientHttp2Session, waitMs: number): Promise<number | 'open'> => {
+    /** Resolves with how long the session stayed open, or 'open' if still open after `waitMs` (by default, until it closes). */
+    const sessionClosedWithin = (session: http2.ClientHttp2Session, waitMs = Infinity): Promise<number | 'open'> => {
       const started = Date.now();
       return new Promise((resolve) => {
         if (session.closed || session.destroyed) return resolve(0);
-        const timer = setTimeout(() => resolve('open'), waitMs);
+        const timer = waitMs === Infinity ? undefined : setTimeout(() => resolve('open'), waitMs);
         session.once('close', () => {
           clearTimeout(timer);
           resolve(Date.now() - started);
@@ -224,7 +242,7 @@ describe('webhook: createWebhookServer', () => {
 
     it('destroys, and reports, a connection that opens no stream in time', async () => {
       const session = await connect();
-      expect(await sessionClosedWithin(session, 3_000)).to.be.a('number').and.at.least(500);
+      expect(await sessionClosedWithin(session)).to.be.a('number').and.at.least(500);
       expect(closed).to.deep.equal(['first_request_timeout']);
     });
 
@@ -235,7 +253,7 @@ describe('webhook: createWebhookServer', () => {
       expect(await sessionClosedWithin(session, 1_000)).to.equal('open');
       releases.forEach((r) => r());
       expect((await slow).body).to.equal('slow');
-      expect(await sessionClosedWithin(session, 3_000)).to.be.a('number').and.at.least(500);
+      expect(await sessionClosedWithin(session)).to.be.a('number').and.at.least(500);
       expect(closed).to.deep.equal([]);
     });
 
@@ -244,8 +262,8 @@ describe('webhook: createWebhookServer', () => {
       const stream = session.request({ ':method': 'POST', ':path': '/mutate' });
       stream.on('error', () => undefined);
       stream.write('{');
-      const [code] = await Promise.race([once(stream, 'close').then(() => [stream.rstCode]), new Promise<[string]>((r) => setTimeout(() => r(['still open']), 3_000))]);
-      expect(code).to.equal(http2.constants.NGHTTP2_CANCEL);
+      await once(stream, 'close');
+      expect(stream.rstCode).to.equal(http2.constants.NGHTTP2_CANCEL);
       expect(closed).to.deep.equal(['request_timeout']);
       expect((await h2Request(session, '/mutate', '{}')).status).to.equal(200);
     });
@@ -258,8 +276,8 @@ describe('webhook: createWebhookServer', () => {
       stream.on('error', () => undefined);
       stream.end('{}');
       await once(stream, 'response');
-      const [code] = await Promise.race([once(stream, 'close').then(() => [stream.rstCode]), new Promise<[string]>((r) => setTimeout(() => r(['still open']), 5_000))]);
-      expect(code).to.equal(http2.constants.NGHTTP2_CANCEL);
+      await once(stream, 'close');
+      expect(stream.rstCode).to.equal(http2.constants.NGHTTP2_CANCEL);
       expect(closed).to.deep.equal(['request_timeout']);
     });
 
@@ -272,11 +290,11 @@ describe('webhook: createWebhookServer', () => {
       await goaway;
       releases.forEach((r) => r());
       expect((await slow).body).to.equal('slow');
-      expect(await sessionClosedWithin(session, 3_000)).to.be.a('number');
+      expect(await sessionClosedWithin(session)).to.be.a('number');
       // A client that still reaches this replica gets one call per connection.
       const next = await connect();
       expect((await h2Request(next, '/mutate', '{}')).status).to.equal(200);
-      expect(await sessionClosedWithin(next, 3_000)).to.be.a('number');
+      expect(await sessionClosedWithin(next)).to.be.a('number');
     });
 
     it('sends the GOAWAY at once and keeps the connection open for the grace: a client may be writing its next call', async () => {
@@ -296,28 +314,33 @@ describe('webhook: createWebhookServer', () => {
           header.writeUInt32BE(streamId, 5);
           return Buffer.concat([header, payload]);
         };
-        const seen = { answered: 0, goaway: 0, closed: 0 };
+        let answered = false;
+        // What the client saw, in order, and when a timer armed at the drain for the grace fired.
+        const order: string[] = [];
         let pending = Buffer.alloc(0);
         socket.on('data', (data: Buffer) => {
           pending = Buffer.concat([pending, data]);
           while (pending.length >= 9 && pending.length >= 9 + pending.readUIntBE(0, 3)) {
             const [type, flags] = [pending[3], pending[4]];
             if (type === 4 && !(flags & 1)) socket.write(frame(4, 1, 0)); // SETTINGS: ack
-            if (type === 1 && pending.readUInt32BE(5) === 1) seen.answered ||= Date.now(); // HEADERS of stream 1
-            if (type === 7) seen.goaway ||= Date.now();
+            if (type === 1 && pending.readUInt32BE(5) === 1) answered = true; // HEADERS of stream 1
+            if (type === 7 && !order.includes('GOAWAY')) order.push('GOAWAY');
             pending = pending.subarray(9 + pending.readUIntBE(0, 3));
           }
         });
-        socket.on('close', () => (seen.closed = Date.now()));
+        const closed = once(socket, 'close').then(() => order.push('closed'));
         // The preface, our SETTINGS, and one call: GET / (HPACK: :method GET, :path /, :scheme https from the static table, :authority literal).
         const call = Buffer.from([0x82, 0x84, 0x87, 0x41, 9, ...Buffer.from('127.0.0.1')]);
         socket.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), frame(4, 0, 0), frame(1, 0x5, 1, call)]));
-        while (!seen.answered) await new Promise((r) => setTimeout(r, 10));
-        const drained = Date.now();
+        while (!answered) await new Promise((r) => setTimeout(r, 10));
+        // Armed just before the drain arms the server's own: it fires first, and the close the
+        // server's timer sends must then still cross the socket. So 'grace over' before 'closed'
+        // is the order the code guarantees, and a GOAWAY sent only with the close (Node's
+        // session.close() sends one) would come after 'grace over'.
+        setTimeout(() => order.push('grace over'), WEBHOOK_GOAWAY_GRACE_MS);
         server.drain();
-        while (!seen.closed && Date.now() - drained < 3_000) await new Promise((r) => setTimeout(r, 10));
-        expect(seen.goaway - drained, 'GOAWAY after the drain').to.be.within(0, WEBHOOK_GOAWAY_GRACE_MS / 2);
-        expect(seen.closed - drained, 'closed after the drain').to.be.at.least(WEBHOOK_GOAWAY_GRACE_MS);
+        await closed;
+        expect(order).to.deep.equal(['GOAWAY', 'grace over', 'closed']);
       } finally {
         await server.close();
       }

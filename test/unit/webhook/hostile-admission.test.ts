@@ -14,7 +14,8 @@ import { prng } from '../../support/prng.js';
  * The hostile-input suite for admission: generated AdmissionReviews, seeded so a failure can
  * be replayed. Every review must get an answer of the documented shape (HTTP 400 with a
  * reason, or an AdmissionReview for the same uid; a refusal carries a message) and never an
- * internal error, while the event loop stays responsive and memory comes back.
+ * internal error. What they cost (time, event-loop delay, heap) is printed, not asserted: the
+ * growth of that cost with the input is test/bench/hostile-admission.ts's to measure.
  */
 
 type Gen = ReturnType<typeof prng>;
@@ -143,7 +144,7 @@ describe('webhook: hostile AdmissionReviews', function () {
   const COUNT = 10_000;
   const SEED = 20261122;
 
-  it(`answers ${COUNT} generated reviews with the documented shape, never an internal error, within a responsive event loop`, () => {
+  it(`answers ${COUNT} generated reviews with the documented shape, never an internal error, and prints the slowest`, () => {
     const r = prng(SEED);
     const tally: Tally = { http400: 0, allowed: 0, patched: 0, denied: 0 };
     const mutate = (p: Parameters<typeof mutatePod>[0], namespace?: string) => mutatePod(p, { namespace });
@@ -167,11 +168,9 @@ describe('webhook: hostile AdmissionReviews', function () {
       `      ${COUNT} reviews in ${totalMs.toFixed(0)} ms: ${tally.allowed} allowed (${tally.patched} patched), ${tally.denied} denied, ${tally.http400} HTTP 400; ` +
         `slowest ${slowestMs.toFixed(1)} ms (case ${slowest}); heap ${heapMb >= 0 ? '+' : ''}${heapMb.toFixed(1)} MiB`,
     );
-    // Each review runs on the event loop: none may hold it long enough to stall the others.
-    // The bound catches a stall (a parse whose work explodes with its input takes seconds), not
-    // a speed: about 70 ms here at worst, the first YAML parse paying for the parser's warm-up,
-    // and a loaded machine or a GC pause stretches any one review.
-    expect(slowestMs, `slowest review (case ${slowest})`).to.be.below(1000);
+    // Each review runs on the event loop, so none may hold it for long. The slowest is printed,
+    // not bounded (a loaded machine or a GC pause stretches any one review): how a review's time
+    // grows with each list of a pod is what test/bench/hostile-admission.ts measures.
     expect(tally.denied + tally.patched, 'the generator reaches the mutation').to.be.greaterThan(COUNT / 4);
   });
 
@@ -210,41 +209,42 @@ describe('webhook: hostile AdmissionReviews', function () {
       });
     }
 
-    it('answers raw garbage, huge, deep and truncated bodies with a 4xx and a reason, and stays responsive', async () => {
+    it('answers raw garbage, huge, deep and truncated bodies with a 4xx and a reason, the big ones refused before they are parsed', async () => {
       const r = prng(SEED + 1);
       const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
       const hugePod = JSON.stringify(review(prng(1), 1)).replace('"metadata":{', `"metadata":{"labels":{${Array.from({ length: 20_000 }, (_, i) => `"k${i}":"${'v'.repeat(60)}"`).join(',')}},`);
-      const cases: [string, Buffer | string, number[]][] = [
+      // The reasons of the big bodies are the bounds that refuse them before JSON.parse builds
+      // anything (a scan that counts nesting and tokens; the body limit while streaming).
+      const cases: [string, Buffer | string, number[], RegExp?][] = [
         ['empty body', '', [400]],
         ['not JSON', 'hello', [400]],
         ['truncated JSON', JSON.stringify(review(r, 0)).slice(0, 100), [400]],
         ['invalid UTF-8', Buffer.from([0x7b, 0xff, 0xfe, 0x7d]), [400]],
         ['a JSON number', '42', [400]],
-        ['deeply nested arrays', deep, [400]],
-        ['8 MB of nested arrays', `${'['.repeat(4 * 2 ** 20 - 8)}${']'.repeat(4 * 2 ** 20 - 8)}`, [400]],
-        ['8 MB of side-by-side arrays', `[${'[],'.repeat(2.6 * 2 ** 20)}[]]`, [400]],
+        ['deeply nested arrays', deep, [400], /nested deeper than 100 levels/],
+        ['8 MB of nested arrays', `${'['.repeat(4 * 2 ** 20 - 8)}${']'.repeat(4 * 2 ** 20 - 8)}`, [400], /nested deeper than 100 levels/],
+        ['8 MB of side-by-side arrays', `[${'[],'.repeat(2.6 * 2 ** 20)}[]]`, [400], /has more than \d+ arrays, objects and items/],
         ['deeply nested inside a review', JSON.stringify(review(prng(2), 2)).replace('"uid":"uid-2"', `"uid":"uid-2","x":${deep}`), [200, 400]],
         ['a 1.5 MB pod', hugePod, [200, 400]],
-        ['over the 8 MB limit', `{"a":"${'x'.repeat(9 * 2 ** 20)}"}`, [413]],
+        ['over the 8 MB limit', `{"a":"${'x'.repeat(9 * 2 ** 20)}"}`, [413], /larger than 8388608 bytes/],
         ['random bytes', Buffer.from(Array.from({ length: 4096 }, () => int(r, 256))), [400]],
       ];
       const h = monitorEventLoopDelay({ resolution: 10 });
       h.enable();
       const rows: string[] = [];
-      for (const [what, body, statuses] of cases) {
+      for (const [what, body, statuses, reason] of cases) {
         const t = Date.now();
         const res = await post(body);
         rows.push(`${what.padEnd(32)} ${String(res.status).padEnd(4)} ${String(Date.now() - t).padStart(5)} ms  ${res.text.slice(0, 60).replace(/\s+/g, ' ')}`);
         expect(statuses, `${what}: ${res.status} ${res.text.slice(0, 200)}`).to.include(res.status);
         if (res.status >= 400) expect(res.text, what).to.not.equal('');
+        if (reason) expect(res.text, what).to.match(reason);
       }
       h.disable();
       const maxDelayMs = h.max / 1e6;
       console.log(`${rows.map((l) => `      ${l}`).join('\n')}\n      max event-loop delay ${maxDelayMs.toFixed(1)} ms; RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB`);
-      // The 9 MB body is refused by the limit while streaming; parsing 1.5 MB takes tens of ms
-      // (about 90 ms of delay at most here); 8 MB of arrays are refused before JSON.parse (which
-      // held the loop for 2 s on them). As above, the bound catches a stall, not a speed.
-      expect(maxDelayMs).to.be.below(1000);
+      // The event-loop delay is printed, not bounded: JSON.parse of the 8 MB of arrays held the
+      // loop for 2 s, and the reasons above show that it never ran on them.
     });
   });
 });

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { createServer, type Server, type Socket } from 'node:net';
 import { CoreV1Api, HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { classifyApiError } from '../../../../provider/core/errors.js';
-import { DEADLINE_SHARING_MS, withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
+import { withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
 
 describe('withRequestDeadline', () => {
   // A tarpit: accepts connections, reads what comes (so it sees the client close) and never
@@ -44,7 +44,10 @@ describe('withRequestDeadline', () => {
     );
     const elapsed = Date.now() - started;
     expect(classifyApiError(err)).to.equal('Network');
-    expect(elapsed, 'ms until the call failed').to.be.within(250, 5000);
+    // A real socket's deadline: what is asserted is the outcome (aborted, as a network failure)
+    // and that it did not come before the deadline. A call never aborted would wait on the
+    // tarpit forever: the test's timeout reports that, not a time bound here.
+    expect(elapsed, 'ms until the call failed').to.be.at.least(250);
     // The aborted request does not leave its connection behind in the tarpit.
     for (let i = 0; i < 100 && sockets.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
     expect(sockets.size).to.equal(0);
@@ -69,7 +72,9 @@ describe('withRequestDeadline', () => {
       const started = Date.now();
       const outcomes = await Promise.all(Array.from({ length: 30 }, () => api.listNamespace().then(() => 'answered', (e: unknown) => classifyApiError(e))));
       expect(outcomes).to.deep.equal(Array(30).fill('Network'));
-      expect(Date.now() - started, 'ms until they failed').to.be.within(290, 300 + DEADLINE_SHARING_MS + 3000);
+      // Not before the timeout; that they fail at all (one shared signal aborting them) is on the
+      // test's timeout, not on a wall-clock upper bound.
+      expect(Date.now() - started, 'ms until they failed').to.be.at.least(290);
       // A call started after the first signal fired gets a fresh one, with its whole timeout.
       const later = await signalOf();
       expect(later).to.not.equal(first);

@@ -118,13 +118,14 @@ describe('Target kubeconfigs: tokens and inline data', () => {
     expect(refusal(kubeconfig(`client-certificate-data: ${PEM_B64}`)).message).to.match(/client-certificate-data and client-key-data go together/);
   });
 
-  it('refuses a YAML alias bomb quickly instead of expanding it', () => {
+  it('refuses a YAML alias bomb by its alias count instead of expanding it', () => {
+    // 10^12 items once expanded; the alias cap stops the expansion at its first few. An expansion
+    // would not end within the test's timeout.
     const lines = ['a0: &a0 [x, x, x, x, x, x, x, x, x, x]'];
     for (let i = 1; i < 12; i++) lines.push(`a${i}: &a${i} [${Array(10).fill(`*a${i - 1}`).join(', ')}]`);
-    const started = process.hrtime.bigint();
     const err = refusal(lines.join('\n'));
     expect(err.reason).to.equal('KubeconfigInvalid');
-    expect(Number(process.hrtime.bigint() - started) / 1e6, 'ms to refuse').to.be.below(2000);
+    expect(err.message).to.match(/Excessive alias count/);
   });
 
   it('refuses a kubeconfig larger than 64 KiB', () => {
@@ -226,7 +227,7 @@ describe('Target kubeconfigs: where the server may be', () => {
 });
 
 describe('Target kubeconfigs: the hostile-input table', () => {
-  it('refuses every hostile kubeconfig with its reason, each in bounded time, and prints what it tried', async () => {
+  it('refuses every hostile kubeconfig with its reason, and prints what each refusal cost', async () => {
     const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
     const cases: [string, string, string][] = [
       ['token-file: the provider token', kubeconfig('token-file: /var/run/secrets/kubernetes.io/serviceaccount/token'), 'KubeconfigUnsupported'],
@@ -266,25 +267,14 @@ describe('Target kubeconfigs: the hostile-input table', () => {
     delay.disable();
     const maxDelayMs = delay.max / 1e6;
     console.log(`${rows.map((r) => `      ${r}`).join('\n')}\n      peak heap +${((peakHeap - heapBefore) / 2 ** 20).toFixed(1)} MiB, max event-loop delay ${maxDelayMs.toFixed(1)} ms`);
+    console.log(`      slowest refusal ${slowestMs.toFixed(1)} ms`);
     // Each refusal runs on the event loop, all at once, so its work must grow with the input's
-    // size and no faster: the quadratic parser took 1.5 s for 79 KB. Times are printed, not
-    // bounded (a loaded machine stretches them all); what is asserted is how the largest
-    // mapping allowed scales: twice the keys, about twice the time, where a parser comparing
-    // every key with every other takes four times as long. The fastest of seven runs of each,
-    // taken in turns so that a busy spell of the machine slows both, leaves out its pauses.
-    const timeMs = (text: string) => {
-      const started = process.hrtime.bigint();
-      refusal(text);
-      return Number(process.hrtime.bigint() - started) / 1e6;
-    };
-    const [halfText, fullText] = [twiceKeyed(3_000), twiceKeyed(6_000)];
-    let [half, full] = [Infinity, Infinity];
-    for (let i = 0; i < 7; i++) {
-      half = Math.min(half, timeMs(halfText));
-      full = Math.min(full, timeMs(fullText));
-    }
-    console.log(`      slowest refusal ${slowestMs.toFixed(1)} ms; a mapping of 3000 keys ${half.toFixed(1)} ms, of 6000 keys ${full.toFixed(1)} ms`);
-    expect(full / half, 'time for 6000 keys over time for 3000').to.be.below(3);
+    // size and no faster: the yaml library's own duplicate check compares every key with every
+    // other (1.5 s for 79 KB). Times are printed, not bounded (a loaded machine stretches them
+    // all). What is asserted is which check refused the 6000-key mapping: ours, a Set per
+    // mapping, whose message this is; the library's, had it run, would have refused it first
+    // with "Map keys must be unique".
+    expect(refusal(twiceKeyed(6_000)).message).to.match(/not valid YAML: duplicate key "k0"$/);
   });
 });
 

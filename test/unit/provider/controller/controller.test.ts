@@ -106,9 +106,9 @@ describe('Controller', () => {
     slow.start();
     slow.enqueue('k');
     await sleep(5);
-    const t0 = Date.now();
+    // A stop() that waited for this reconcile would never return: the test's timeout catches
+    // that. When the deadline fires is tested on a fake timer in controller-clock.test.ts.
     await slow.stop(50);
     expect(never).to.equal(true);
-    expect(Date.now() - t0).to.be.below(1000);
   });
 });

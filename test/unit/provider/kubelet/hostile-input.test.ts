@@ -18,18 +18,14 @@ import { makeTlsFixtures } from './tls-fixtures.js';
 /*
  * The kubelet port under attack: a real kubelet server on 127.0.0.1 with fake auth and
  * backends, and clients that send what no honest apiserver would. Each case checks the answer,
- * that the event loop was never stalled (max delay under 1 s while under attack) and that
- * memory stayed bounded; the suite prints what it tried with its peaks, the event-loop delay
- * among them (tens of ms on an idle machine).
+ * the bound that produced it (bytes, streams, frames counted) and that memory stayed bounded;
+ * the suite prints what it tried with its peaks, the event-loop delay among them (tens of ms on
+ * an idle machine). That delay is printed, not asserted: it measures the machine as much as the
+ * code (a bound of 1 s was the loosest that a loaded 2-core machine kept), and an attack that
+ * made the work grow without bound shows in the answers and counts, or as the test's timeout.
  */
 
 const fixtures = makeTlsFixtures();
-/**
- * A stall, not a speed: work that grows with the square of the input, or a loop that never
- * yields, stalls for seconds. The figure itself is printed; a tighter bound failed on a loaded
- * 2-core machine (126 and 260 ms) where nothing was wrong.
- */
-const MAX_EVENT_LOOP_DELAY_MS = 1000;
 
 const resolver: PodResolver = {
   async resolve(namespace, pod) {
@@ -71,7 +67,7 @@ interface Row {
 }
 const rows: Row[] = [];
 
-/** Runs `attack`, measuring event-loop delay and memory; records a row and checks the bounds. */
+/** Runs `attack`, measuring event-loop delay and memory; records a row and checks the memory bounds. */
 async function measured(name: string, attack: () => Promise<string>, bounds: { rssMiB?: number; heapMiB?: number } = {}): Promise<void> {
   const heapBefore = process.memoryUsage().heapUsed;
   const rssBefore = process.memoryUsage().rss;
@@ -95,7 +91,6 @@ async function measured(name: string, attack: () => Promise<string>, bounds: { r
     maxDelayMs: eld.max / 1e6,
   };
   rows.push(row);
-  expect(row.maxDelayMs, `${name}: max event-loop delay`).to.be.below(MAX_EVENT_LOOP_DELAY_MS);
   expect(row.peakRssMiB, `${name}: peak RSS growth`).to.be.below(bounds.rssMiB ?? 200);
   expect(row.heapAfterMiB, `${name}: heap growth`).to.be.below(bounds.heapMiB ?? 64);
 }
@@ -230,7 +225,7 @@ describe('kubelet API under hostile input', function () {
     });
   });
 
-  it('header blocks with thousands of repeated names: refused at once', async () => {
+  it('header blocks with thousands of repeated names: each session refused with a GOAWAY', async () => {
     await measured('3 x SYN_STREAM of 7000 repeated names', async () => {
       const c = new HeaderCompressor();
       const pairs = Buffer.alloc(4 + 7000 * 9);

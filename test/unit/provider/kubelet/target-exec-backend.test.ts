@@ -124,7 +124,12 @@ describe('target exec backend', () => {
     expect(err).to.equal('late error\n');
   });
 
-  it('passes a failure Status through and gives up waiting for the close after the grace period', async () => {
+  it('passes a failure Status through and gives up waiting for the close after the grace period', async function () {
+    // The target never closes, so only the grace timer ends the call. That it ends at all, and on
+    // the 100 ms given rather than the default 5 s, is left to this test's timeout: a real
+    // socket's timer, not a time to assert. What the code guarantees is the lower bound: it
+    // read on for the whole grace (a timer may fire a millisecond early by Date.now).
+    this.timeout(4_000);
     const failure = {
       metadata: {},
       status: 'Failure',
@@ -136,13 +141,14 @@ describe('target exec backend', () => {
     const started = Date.now();
     const result = await createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100 }).exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal });
     expect(result).to.deep.equal({ status: failure });
-    expect(Date.now() - started).to.be.below(5_000);
+    expect(Date.now() - started, 'ms: it read on for the grace').to.be.at.least(99);
   });
 
   it('closes the connection of a target that keeps talking after the Status, and passes nothing more on', async () => {
     let targetClosed: Promise<unknown> | undefined;
     target = await deafTarget((socket) => {
-      targetClosed = once(socket, 'close');
+      // Not events.once: it rejects on the ECONNRESET that the provider's terminate() may cause.
+      targetClosed = new Promise((r) => socket.once('close', r));
       socket.write(wsFrame(frame(3, JSON.stringify({ metadata: {}, status: 'Success' }))));
       const talk = setInterval(() => (socket.destroyed ? clearInterval(talk) : socket.write(wsFrame(frame(1, 'more\n')))), 5);
     });
@@ -155,9 +161,9 @@ describe('target exec backend', () => {
     // The front end ends its outputs once the backend returned; a write after that would
     // destroy them with an error nobody listens to.
     stdout.end();
-    // Before, a close frame the target ignored left the connection open for ws's 30 s.
-    const closedInTime = await Promise.race([targetClosed!.then(() => true), new Promise((r) => setTimeout(() => r(false), 5_000))]);
-    expect(closedInTime, 'target connection closed').to.equal(true);
+    // Before, a close frame the target ignored left the connection open for ws's 30 s: longer
+    // than the test's timeout, which is what reports it, rather than a time asserted here.
+    await targetClosed;
     expect(chunks).to.equal(atReturn);
   });
 

@@ -435,8 +435,10 @@ describe('sourcePodManifest on a hostile annotation', () => {
     ['YAML with duplicate keys', 'spec: {containers: []}\nspec: {containers: [{name: x, image: x, securityContext: {privileged: true}}]}', /duplicate key "spec"/],
   ];
   for (const [why, raw, cause] of cases) {
-    it(`refuses ${why} with a ValidationError, quickly`, () => {
-      const started = Date.now();
+    // The cause names the bound that refused the text before the parser's work could grow with
+    // it (the nesting scan, the size cap, the alias cap, our duplicate check). A parse that ran
+    // away instead would show as the test's timeout, not as a time asserted here.
+    it(`refuses ${why} with a ValidationError whose cause names the bound`, () => {
       const err = (() => {
         try {
           sourcePodManifest(proxyWith(raw));
@@ -448,7 +450,6 @@ describe('sourcePodManifest on a hostile annotation', () => {
       expect(err).to.be.instanceOf(ValidationError);
       expect(err.message).to.match(/is neither JSON nor YAML/);
       expect(err.cause?.message).to.match(cause);
-      expect(Date.now() - started, 'ms').to.be.below(1000);
     });
   }
 });
