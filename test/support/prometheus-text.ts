@@ -5,7 +5,10 @@
  * metric and label names; label values with only the `\\`, `\"`, `\n` escapes; no repeated label;
  * Go float values; integer millisecond timestamps; at most one HELP and one TYPE per family, the
  * TYPE before the family's first sample; a family's samples contiguous; no repeated series;
- * a trailing newline.
+ * a trailing newline. A family is a metric name, except that the `_bucket`, `_sum` and `_count`
+ * samples of a histogram (`_sum` and `_count` of a summary) belong to the family of its TYPE
+ * line: clients write them label set by label set (prom-client, client_golang), and the parsers
+ * read them so.
  */
 
 export interface Sample {
@@ -54,12 +57,13 @@ export function parsePrometheusText(body: string): { samples: Sample[]; types: M
     if (!m) throw new Error(`${where}: not a sample`);
     const [, name, rawLabels, rawValue, rawTs] = m;
     if (!METRIC_NAME.test(name)) throw new Error(`${where}: invalid metric name`);
-    if (current !== name) {
-      if (closed.has(name)) throw new Error(`${where}: samples of ${name} are not contiguous`);
+    const family = familyOf(name, types);
+    if (current !== family) {
+      if (closed.has(family)) throw new Error(`${where}: samples of ${family} are not contiguous`);
       if (current) closed.add(current);
-      current = name;
+      current = family;
     }
-    started.add(name);
+    started.add(family);
     const labels = rawLabels ? parseLabels(rawLabels.slice(1, -1), where) : {};
     if (!FLOAT.test(rawValue)) throw new Error(`${where}: invalid value ${rawValue}`);
     if (rawTs !== undefined && !INT64.test(rawTs)) throw new Error(`${where}: invalid timestamp ${rawTs}`);
@@ -70,6 +74,14 @@ export function parsePrometheusText(body: string): { samples: Sample[]; types: M
     samples.push({ name, labels, value, ...(rawTs !== undefined ? { timestampMs: Number(rawTs) } : {}) });
   });
   return { samples, types };
+}
+
+/** The family a sample of `name` belongs to, given the TYPE lines read so far. */
+function familyOf(name: string, types: ReadonlyMap<string, string>): string {
+  const m = /^(.*)_(bucket|sum|count)$/.exec(name);
+  if (!m) return name;
+  const type = types.get(m[1]);
+  return type === 'histogram' || (type === 'summary' && m[2] !== 'bucket') ? m[1] : name;
 }
 
 function parseLabels(text: string, where: string): Record<string, string> {
