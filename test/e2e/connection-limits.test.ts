@@ -48,7 +48,8 @@ function dialIdle(port: number): Promise<Outcome> {
     raw.once('error', (err: NodeJS.ErrnoException) => settle({ closedByServer: err.code ?? err.message }));
     raw.once('close', () => settle({ closedByServer: 'closed before the handshake' }));
     raw.once('connect', () => {
-      // The servers present a certificate of the cluster CA for 127.0.0.1; whom they are does not matter here.
+      // No client certificate; the server's is not checked (the kubelet API's is of the cluster
+      // CA, the webhook's of the provider's own): only whether it keeps the connection matters.
       const socket = tls.connect({ socket: raw, rejectUnauthorized: false });
       socket.once('secureConnect', () => settle({ held: socket }));
       socket.on('error', (err: NodeJS.ErrnoException) => settle({ closedByServer: err.code ?? err.message }));
@@ -56,7 +57,7 @@ function dialIdle(port: number): Promise<Outcome> {
   });
 }
 
-/** Dials `count` idle connections to `port`, {@link DIALS_IN_FLIGHT} at a time (shared by every call running at once). */
+/** Dials one idle connection ({@link dialIdle}) per entry of `ports`, {@link DIALS_IN_FLIGHT} at a time; the outcomes by port. */
 async function flood(ports: number[]): Promise<Map<number, Outcome[]>> {
   const queue = ports.slice();
   const out = new Map<number, Outcome[]>(ports.map((p) => [p, []]));
@@ -166,7 +167,7 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
     await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterResourceUsage\nmetadata: {name: ${usage}}\nspec:\n  selector: {matchNamespaces: [${ns}]}\n  usages:\n  - usage: {cpu: {value: 20m}, memory: {value: 20Mi}}\n`);
     // The virtual node has figures in c1's metrics API before the flood (two scrapes on each side).
     await waitFor(`figures for ${c2Node} in c1's metrics API`, 150_000, async () => (await kubectl('c1', 'get', '--raw', `/apis/metrics.k8s.io/v1beta1/nodes/${c2Node}`).catch(() => '')) !== '');
-    // Every check works before the flood, so that what fails under it is the flood's doing.
+    // The logs answer before the flood, so that a failure under it is the flood's doing.
     expect(await kubectl('c1', 'logs', 'web', '-n', ns)).to.equal('before the flood\nstill here\n');
 
     providerLogStart = statSync(providerLog()).size;
@@ -186,7 +187,6 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
   after(async function () {
     this.timeout(120_000);
     for (const s of held) s.destroy();
-    for (const list of outcomes.values()) for (const o of list) if ('held' in o) o.held.destroy();
     await disconnectNamespace(ns);
     await kubectl('c2', 'delete', 'clusterresourceusage', usage, '--ignore-not-found');
   });

@@ -188,8 +188,8 @@ describe('copy safety: what a copy claims in a target, and whose copies a delega
       expect(said.message).to.match(new RegExp(`^the copies in ${ns}/c2 are ClusterIP Services without: type LoadBalancer, .*externalIPs, .*annotation ${LB_ANNOTATION.replace(/\./g, '\\.')}$`));
 
       await waitFor('the older copy of ext deleted from c2', 60_000, async () => !(await kubectl('c2', 'get', 'service', '-n', ns, '-o', 'name')).includes('service/ext'));
-      // A reconcile of ext follows every change of a proxy it selects: one more proxy, Running
-      // (its status written) with its delegate in c2, has come through the service controller.
+      // The reconcile that deleted it made no copy; more follow, since every change of a proxy
+      // that ext selects wakes its key: one more proxy, Running with its delegate in c2.
       await kubectl('c1', 'scale', 'deployment', 'web', '-n', ns, '--replicas=3');
       await running(ns, 'web', 3);
       expect(await kubectl('c2', 'get', 'service', '-n', ns, '-o', 'name'), 'services in c2').to.not.include('service/ext');
