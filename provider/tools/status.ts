@@ -209,7 +209,9 @@ export async function collectStatus(kc: KubeConfig, cluster: string, namespace: 
   const core = kc.makeApiClient(CoreV1Api);
   const coordination = kc.makeApiClient(CoordinationV1Api);
   const where = namespace ? ` in namespace ${namespace}` : ' in all namespaces';
-  const [targets, clusterTargets, proxies] = await Promise.all([
+  // Settled, then the first refusal in this order: the reads run at once, but which refusal the
+  // user is told must not depend on which answer came back first.
+  const settled = await Promise.allSettled([
     apiCall(`list Targets${where}`, () =>
       namespace
         ? custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace, plural: 'targets' })
@@ -220,6 +222,8 @@ export async function collectStatus(kc: KubeConfig, cluster: string, namespace: 
       namespace ? core.listNamespacedPod({ namespace, labelSelector: `${HAS_FINALIZER_LABEL}=true` }) : core.listPodForAllNamespaces({ labelSelector: `${HAS_FINALIZER_LABEL}=true` }),
     ),
   ]);
+  for (const r of settled) if (r.status === 'rejected') throw r.reason;
+  const [targets, clusterTargets, proxies] = settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as [unknown, unknown, Awaited<ReturnType<CoreV1Api['listPodForAllNamespaces']>>];
   const targetList = ((targets as { items?: Target[] }).items ?? []) as Target[];
   const clusterTargetList = ((clusterTargets as { items?: Target[] }).items ?? []) as Target[];
   const nodes = [...targetList, ...clusterTargetList].map((t) => t.status?.virtualNodeName).filter((n): n is string => !!n);
