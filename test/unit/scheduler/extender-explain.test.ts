@@ -1,4 +1,4 @@
-import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import { createTargetClient } from '../../../provider/clusters/target-client.js';
@@ -7,18 +7,7 @@ import { silentLogger } from '../../../provider/core/logger.js';
 import { virtualNodeName } from '../../../provider/model/names.js';
 import type { TargetRef } from '../../../provider/model/types.js';
 import { createExtender, type TargetState } from '../../../scheduler/extender-server.js';
-import { node, nodesOf, pod } from './fixtures.js';
-
-function kubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: 'https://127.0.0.1:1', skipTLSVerify: false }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
-  return kc;
-}
+import { kubeConfig, node, nodesOf, pod } from './fixtures.js';
 
 const C1: TargetRef = { kind: 'Target', namespace: 'ns', name: 'c1' };
 const C2: TargetRef = { kind: 'Target', namespace: 'ns', name: 'c2' };

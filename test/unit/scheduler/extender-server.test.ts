@@ -15,7 +15,7 @@ import type { TargetRef } from '../../../provider/model/types.js';
 import { createRouter, text } from '../../../provider/core/http-router.js';
 import { createExtenderRoutes, EXTENDER_MAX_JSON_TOKENS, FILTER_PATH, PREEMPT_PATH, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
 import type { PlacementPolicy } from '../../../scheduler/score.js';
-import { node, nodesOf, pod, runningOn } from './fixtures.js';
+import { kubeConfig, node, nodesOf, pod, runningOn } from './fixtures.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
 import { Binder, type ExtenderBindingArgs } from '../../../scheduler/bind.js';
 
@@ -24,17 +24,6 @@ interface Reply {
   text: string;
   json?: unknown;
   etag?: string;
-}
-
-function kubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: 'https://127.0.0.1:1', skipTLSVerify: false }],
-    users: [{ name: 'u', token: 't' }],
-    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
-    currentContext: 'ctx',
-  });
-  return kc;
 }
 
 const ref = (name: string): TargetRef => ({ kind: 'ClusterTarget', namespace: '', name });

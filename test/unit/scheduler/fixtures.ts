@@ -1,4 +1,4 @@
-import type { V1Container, V1Node, V1Pod, V1PodSpec, V1Taint } from '@kubernetes/client-node';
+import { KubeConfig, type V1Container, type V1Node, type V1Pod, type V1PodSpec, type V1Taint } from '@kubernetes/client-node';
 import { buildClusterSummary } from '../../../provider/model/cluster-summary.js';
 import { nodesOfSummary, type FitNode } from '../../../scheduler/target-nodes.js';
 
@@ -42,4 +42,16 @@ export function runningOn(nodeName: string, requests: Record<string, string>, ph
 /** The nodes a source sees of a target with these nodes and pods: through its ClusterSummary, as in production. */
 export function nodesOf(nodes: V1Node[], pods: readonly V1Pod[] = []): readonly FitNode[] {
   return nodesOfSummary(buildClusterSummary(nodes, pods));
+}
+
+/** A kubeconfig whose server is never dialled: for target clients that the tests never call. */
+export function kubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: 'https://127.0.0.1:1', skipTLSVerify: false }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+    currentContext: 'ctx',
+  });
+  return kc;
 }
