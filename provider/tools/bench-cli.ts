@@ -25,6 +25,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     summary:
       'for each size N, N pods offloaded to c2 (pinned to its virtual node) next to the same N pods created directly in c2: time to all Running, start latency p50/p99, where the time goes, deletion, provider CPU seconds and peak RSS, how busy the machine cores were and the CPU seconds of each sandbox process; writes .bench/offload-<time>.json and .svg; starts the sandbox if it is not up',
   },
+  {
+    name: 'scale',
+    args: '[--targets 10,50,100] [--pods 10000] [--concurrency 20] [--idle-seconds 30] [--out .bench]',
+    summary:
+      "for each count T of targets, T namespaced Targets from c1 to c2 (one per namespace, each its own Secret and Source): the idle cost per target (provider RSS, apiserver requests a second, against none), then the pods spread over them, direct in c2 and offloaded: time to all Running and gone, p99 start, provider CPU and peak RSS, requests per pod, the proxy scheduler's binds a second, where the time goes; writes .bench/scale-<time>.json and .svg; starts the sandbox if it is not up",
+  },
   { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
   { name: 'extender-latency', args: '[requests=3000] [concurrency=1]', summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox' },
   {
