@@ -91,7 +91,7 @@ export interface ScaleRun {
   requestsPerPod: Record<string, number>;
   /** Offloaded: proxies bound a second once the first second's burst is over (the proxy scheduler's pace). */
   proxiesBoundPerSecond?: number;
-  /** Offloaded: seconds the provider spent answering the proxy scheduler's extender calls, by verb. */
+  /** Offloaded: the summed durations of the proxy scheduler's extender requests, by verb (they overlap; a bind includes the wait for the target). */
   extenderSeconds?: Record<string, number>;
   /** Offloaded: where the time of a pod's way goes (see the offload benchmark's stages). */
   stages?: StageFigure[];
@@ -185,7 +185,7 @@ export function renderScaleStages(results: readonly ScaleResult[]): string {
     .map((r) => {
       const stages = (r.offloaded.stages ?? []).map((s) => `${s.name} ${f1(s.p50Ms / 1000)}/${f1(s.p99Ms / 1000)}`).join('; ');
       const extender = r.offloaded.extenderSeconds ? Object.entries(r.offloaded.extenderSeconds).map(([verb, s]) => `${verb || 'all'} ${f1(s)} s`).join(', ') : '-';
-      return `${r.targets} targets: ${stages || '-'}; extender time ${extender} of ${f1(r.offloaded.providerCpuSeconds)} provider CPU s`;
+      return `${r.targets} targets: ${stages || '-'}; extender requests' summed durations ${extender} (concurrent requests overlap; a bind waits for the target to place the delegate), provider CPU ${f1(r.offloaded.providerCpuSeconds)} s`;
     })
     .join('\n');
 }

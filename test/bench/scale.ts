@@ -170,8 +170,10 @@ async function run(names: readonly string[], pods: number, concurrency: number, 
   const key = (pod: V1Pod, name = pod.metadata!.name!) => `${pod.metadata!.namespace}/${name}`;
   const watches = [new PodWatch(direct ? c2 : c1, selector, (type, pod, at) => markPod(times, key(pod), direct ? 'direct' : 'proxy', type, pod, at))];
   if (!direct) {
+    // Every pod of c2: a delegate carries the proxy's labels prefixed, not `app` itself; only
+    // the delegates of this run's proxies (by their parent's name) are marked.
     watches.push(
-      new PodWatch(c2, selector, (type, pod, at) => {
+      new PodWatch(c2, {}, (type, pod, at) => {
         const parent = pod.metadata?.annotations?.[PARENT_NAME_ANNOTATION];
         if (parent) markPod(times, key(pod, parent), 'delegate', type, pod, at);
       }),
@@ -270,7 +272,7 @@ async function main(args: ScaleArgs): Promise<void> {
   console.log('');
   console.log(renderScaleTable(baseline, results));
   console.log('');
-  console.log("where an offloaded pod's time goes (p50/p99 s of each stage), and the extender's time:");
+  console.log("where an offloaded pod's time goes (p50/p99 s of each stage), and the extender's requests:");
   console.log(renderScaleStages(results));
   console.log('');
   const goals = renderScaleGoals(baseline, results);

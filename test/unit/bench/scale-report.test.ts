@@ -89,8 +89,10 @@ describe('scale benchmark report', () => {
     expect(lines[2]).to.contain('5.00, 10.00');
   });
 
-  it("renders where an offloaded pod's time goes, with the extender's seconds by verb", () => {
-    expect(renderScaleStages([resultOf(10, 1000)])).to.equal('10 targets: sent -> proxy created 0.1/0.9; extender time filter 3.0 s, bind 2.0 s of 60.0 provider CPU s');
+  it("renders where an offloaded pod's time goes, with the extender requests' summed durations by verb", () => {
+    expect(renderScaleStages([resultOf(10, 1000)])).to.equal(
+      "10 targets: sent -> proxy created 0.1/0.9; extender requests' summed durations filter 3.0 s, bind 2.0 s (concurrent requests overlap; a bind waits for the target to place the delegate), provider CPU 60.0 s",
+    );
   });
 
   it('judges the goals of one replica at the largest size, and says when that size is below 100 targets and 10000 pods', () => {
