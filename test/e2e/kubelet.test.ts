@@ -5,7 +5,7 @@ import https from 'node:https';
 import net from 'node:net';
 import { join } from 'node:path';
 import WebSocket from 'ws';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, kubectlStdin, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, kubectlStdin, providerCounter, sandbox, uniqueName, waitFor } from './support.js';
 
 /** One HTTPS request to the provider's kubelet API; resolves with the status and body. */
 function kubeletGet(path: string, opts: { token?: string; cert?: Buffer; key?: Buffer } = {}): Promise<{ status: number; body: string; peerIssuer: string }> {
@@ -69,7 +69,7 @@ describe('kubelet API of virtual nodes', function () {
     });
   });
 
-  describe('logs and exec through a proxy', () => {
+  describe('logs, exec and attach through a proxy', () => {
     const ns = uniqueName('kl');
     let proxy = '';
     let delegate = '';
@@ -195,6 +195,42 @@ describe('kubelet API of virtual nodes', function () {
       expect(lines).to.include.members(['40 100', 'got:typed-by-hand']);
       // The terminal echoed what was typed, as a TTY does; a pipe would not.
       expect(lines).to.include('typed-by-hand');
+    });
+
+    it("attaches to the delegate's container: kubectl attach on the proxy, served by the provider, shows what the container writes once attached", async () => {
+      // kwok serves attach by following a file as the container's output, from its end at the
+      // moment of attaching; it reads no stdin, so input cannot be shown echoed here (the unit
+      // tests of the kubelet API carry stdin and a terminal both ways).
+      const attachFile = join(sandbox.dir, 'c2', 'fake-logs', `${ns}-attach.log`);
+      writeFileSync(attachFile, '');
+      await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Attach\nmetadata: {name: ${delegate}, namespace: ${ns}}\nspec:\n  attaches:\n  - containers: [app]\n    logsFile: ${attachFile}\n`);
+      const attaches = async () => (await providerCounter('admiralty_kubelet_requests_total', 'route')).attach ?? 0;
+      const attachesBefore = await attaches();
+      const child = spawn(sandbox.kubectlPath, ['--kubeconfig', sandbox.kubeconfigPath, '--context', 'c1', 'attach', proxy, '-n', ns, '-c', 'app']);
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (b) => (out += b));
+      child.stderr.on('data', (b) => (err += b));
+      // A line written before kubectl's stream is open is not shown, and when it opens is not
+      // known from here: the container writes a numbered line every 500 ms until one shows.
+      let written = 0;
+      const writer = setInterval(() => appendFileSync(attachFile, cri(new Date(), `written while attached ${written++}`)), 500);
+      try {
+        await waitFor('a line the container wrote, shown by kubectl attach', 30_000, () => /written while attached \d+\n/.test(out)).catch((e: Error) => {
+          throw new Error(`${e.message}; kubectl printed ${JSON.stringify(out)}, on stderr ${JSON.stringify(err)}`);
+        });
+      } finally {
+        clearInterval(writer);
+        child.kill();
+      }
+      // What it showed is the container's output, in the order written, and nothing else (the
+      // complete lines: kubectl may have been stopped in the middle of one).
+      const shown = out.split('\n').slice(0, -1).map((l) => Number(/^written while attached (\d+)$/.exec(l)?.[1] ?? NaN));
+      expect(shown.every((n) => Number.isInteger(n) && n < written), `kubectl attach printed:\n${out}`).to.equal(true);
+      expect(shown).to.deep.equal([...shown].sort((a, b) => a - b));
+      // Served by the provider's kubelet API, the proxy's node's, which bridged it to c2; a
+      // session is counted once it has ended, a moment after kubectl is stopped.
+      await waitFor('the attach session counted by the provider', 20_000, async () => (await attaches()) > attachesBefore);
     });
 
     it('carries bytes both ways with kubectl port-forward', async () => {

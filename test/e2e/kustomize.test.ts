@@ -131,7 +131,11 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     expect(quickStart).to.contain('[manifests/README.md](manifests/README.md#uninstall)');
   });
 
-  it('installs: with clusterName and the image set, kubectl apply -k manifests/ makes every object of the kustomization; the Deployments run', async () => {
+  // kwok runs no container: it marks every pod bound to its nodes Running and Ready. So what the
+  // install proves of the Deployments is what the control plane judges before a kubelet would:
+  // their pods are admitted (the namespace's Pod Security level, their ServiceAccounts exist)
+  // and scheduled (tolerations and affinity fit a node); not that the provider starts.
+  it("installs: with clusterName and the image set, kubectl apply -k manifests/ makes every object of the kustomization; each Deployment's pods are admitted with the edited image and its ServiceAccount, bound to a node, and reported Available by kwok, which runs no container", async () => {
     // Step 1 as written: clusterName in config.yaml, the image in deployment.yaml.
     const config = join(dir, 'manifests', 'config.yaml');
     writeFileSync(config, readFileSync(config, 'utf8').replace(/^(\s*clusterName:).*$/m, '$1 "c1"'));
@@ -154,10 +158,19 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     expect(find('ConfigMap', 'admiralty-config').data.clusterName).to.equal('c1');
     expect(find('Deployment', 'admiralty').spec.template.spec.containers[0].image).to.equal(`registry.example/admiralty-ts:${tag}`);
     for (const name of ['admiralty', 'admiralty-proxy-scheduler']) {
+      let d: Obj;
       await waitFor(`Deployment ${name} available`, 60_000, async () => {
-        const d = JSON.parse(await kubectl('get', 'deployment', name, '-n', 'admiralty', '-o', 'json'));
+        d = JSON.parse(await kubectl('get', 'deployment', name, '-n', 'admiralty', '-o', 'json'));
         return d.status.availableReplicas === d.spec.replicas;
       });
+      const selector = Object.entries(d.spec.selector.matchLabels as Record<string, string>).map(([k, v]) => `${k}=${v}`).join(',');
+      const pods: Obj[] = JSON.parse(await kubectl('get', 'pods', '-n', 'admiralty', '-l', selector, '-o', 'json')).items;
+      expect(pods, `pods of ${name}`).to.have.length(d.spec.replicas);
+      for (const pod of pods) {
+        expect(pod.spec.nodeName, `${pod.metadata.name} bound`).to.be.a('string').and.not.equal('');
+        expect(pod.spec.serviceAccountName, pod.metadata.name).to.equal(d.spec.template.spec.serviceAccountName);
+        expect(pod.spec.containers.map((c: Obj) => c.image), pod.metadata.name).to.deep.equal(d.spec.template.spec.containers.map((c: Obj) => c.image));
+      }
     }
   });
 

@@ -4,9 +4,8 @@ import https from 'node:https';
 import { join } from 'node:path';
 import { ensurePki } from '../sandbox/pki.js';
 import { isRunning } from '../sandbox/processes.js';
-import { metricByLabel } from '../bench/offload-report.js';
 import { h2Connect } from '../support/h2.js';
-import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, running, sandbox, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, electedDeployment, getJson, kubectl, providerCounter, running, sandbox, uniqueName, waitFor } from './support.js';
 
 /**
  * The second kube-scheduler (schedulerName admiralty-proxy) of the source, c1, run on the
@@ -42,15 +41,6 @@ function postToWebhookServer(path: string, body: string, client: { cert?: Buffer
   });
 }
 
-/** A counter of c1's provider replicas, summed by one label: `admiralty_webhook_connections_total` by protocol, say. */
-async function providerCounter(name: string, label: string): Promise<Record<string, number>> {
-  const counts: Record<string, number> = {};
-  for (let replica = 0; replica < sandbox.providerReplicas('c1'); replica++) {
-    const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', replica).metrics}/metrics`)).text();
-    for (const [value, n] of Object.entries(metricByLabel(text, name, label))) counts[value] = (counts[value] ?? 0) + n;
-  }
-  return counts;
-}
 const webhookConnections = () => providerCounter('admiralty_webhook_connections_total', 'protocol');
 const bodiesRefused = () => providerCounter('admiralty_webhook_bodies_refused_total', 'reason');
 

@@ -4,6 +4,7 @@ import { delimiter, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { parseAllDocuments } from 'yaml';
+import { metricByLabel } from '../bench/offload-report.js';
 import { buildBinaries, REPO_ROOT, Sandbox, shippedCli, SOURCE_USER, waitFor } from '../sandbox/sandbox.js';
 
 export { waitFor };
@@ -361,4 +362,14 @@ export async function nudgingStuckCrds(deleting: Promise<unknown>, left: () => P
   })();
   const [report] = await Promise.all([nudged, deleting.finally(() => (done = true))]);
   return report;
+}
+
+/** A counter of c1's provider replicas, summed by one label: `admiralty_webhook_connections_total` by protocol, say. */
+export async function providerCounter(name: string, label: string): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (let replica = 0; replica < sandbox.providerReplicas('c1'); replica++) {
+    const text = await (await fetch(`http://127.0.0.1:${sandbox.providerPorts('c1', replica).metrics}/metrics`)).text();
+    for (const [value, n] of Object.entries(metricByLabel(text, name, label))) counts[value] = (counts[value] ?? 0) + n;
+  }
+  return counts;
 }

@@ -37,15 +37,19 @@ export function failedWebhookCalls(): string[] {
     .filter((l) => l.includes('failed calling webhook'));
 }
 
-/** An elected pod of the bursts, labelled app=burst. */
-export function electedPod(ns: string, name: string): string {
+/**
+ * An elected pod of the bursts, labelled app=burst; with `target`, one that only that Target's
+ * virtual node may take (a virtual-node constraint on its target-name label).
+ */
+export function electedPod(ns: string, name: string, target?: string): string {
+  const pin = target ? `, multicluster.admiralty.io/proxy-pod-scheduling-constraints: '{"nodeSelector":{"multicluster.admiralty.io/target-name":"${target}"}}'` : '';
   return `apiVersion: v1
 kind: Pod
 metadata:
   name: ${name}
   namespace: ${ns}
   labels: {app: burst}
-  annotations: {multicluster.admiralty.io/elect: ""}
+  annotations: {multicluster.admiralty.io/elect: ""${pin}}
 spec:
   containers:
   - name: c
