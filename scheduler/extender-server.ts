@@ -394,8 +394,9 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
 
   /**
    * The pod's topology spread (DoNotSchedule) and required pod (anti-)affinity judged across the
-   * federation ({@link topologyFilter}), worked out once per filter call; undefined when the pod
-   * has none. Domains: the real nodes of every target with a summary (in scope: the targets the
+   * federation ({@link topologyFilter}), with the counted proxies' own required anti-affinity
+   * against it, worked out once per filter call; undefined when the pod has none and no proxy of
+   * {@link affinePods} has required anti-affinity. Domains: the real nodes of every target with a summary (in scope: the targets the
    * pod's namespace may use whose virtual node the proxy's own node constraints admit); pods: the
    * source's proxies bound or being bound ({@link ExtenderRoutesOptions.placedProxies}) and those
    * prioritize just ranked first, on the real node of their delegate when the target's cache has it.
