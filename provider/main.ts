@@ -26,6 +26,7 @@ import type { ClusterSource, Source } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { Binder } from '../scheduler/bind.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
+import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '../scheduler/topology.js';
 import type { TargetVerdict } from '../scheduler/extender-server.js';
 import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
@@ -186,6 +187,8 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', (page) => core.listPodForAllNamespaces(page), `${HAS_FINALIZER_LABEL}=true`, undefined, {
         transform: proxyFields,
         share: sharePodParts,
+        // The proxies whose terms judge every pod the extender places after them (symmetry).
+        indexers: { [POD_AFFINITY_INDEX]: (p) => (mayHavePodTerms(p) ? [POD_AFFINITY_INDEX_VALUE] : []) },
       })
     : undefined;
   // Set once delegation is wired: the outage and replacement controllers look at a target after

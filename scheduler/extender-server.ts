@@ -21,7 +21,7 @@ import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 import { victimsOnOneNode, type PreemptionCandidate } from './preempt.js';
 import { podPreferences, preferenceScore } from './preference.js';
 import { matchesNodeSelectorAndAffinity } from './node-match.js';
-import { hasRequiredTopology, podTopology, softTopologyScores, topologyFilter, type PlacedPod, type PodTopology, type TopologyTarget, type TopologyVerdict } from './topology.js';
+import { hasRequiredTopology, mayHavePodTerms, podTerms, podTopology, softTopologyScores, topologyFilter, unconstrainedTopology, type PlacedPod, type PodTerms, type PodTopology, type TopologyTarget, type TopologyVerdict } from './topology.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -139,6 +139,13 @@ export interface ExtenderRoutesOptions {
    * itself just ranked.
    */
   placedProxies?: (namespace: string | undefined) => readonly { proxy: V1Pod; targetKey: string }[];
+  /**
+   * The proxies of every namespace, bound or being bound, that may have pod (anti-)affinity terms
+   * (`mayHavePodTerms`; an index of the proxies cache): the pods whose own terms judge every pod
+   * placed after them (symmetry, `PlacedPod.terms`). Without it, only the pods `placedProxies`
+   * lists for the pod's own topology, and those prioritize just ranked, do.
+   */
+  affineProxies?: () => readonly { proxy: V1Pod; targetKey: string }[];
   /** Where a Warning event goes when a pod's placement-policy annotation is unusable. */
   events?: Pick<EventRecorder, 'record'>;
   logger: Logger;
@@ -198,6 +205,18 @@ export interface ExtenderPreemptionResult {
 export interface HostPriority {
   Host: string;
   Score: number;
+}
+
+/** A pod prioritize ranked first alone: by what topology and weights count it, until its bind shows. */
+interface Chosen {
+  group: string;
+  targetKey: string;
+  atMs: number;
+  /** Its namespace and labels, not the pod: topology counts it by those. */
+  namespace: string;
+  labels: Readonly<Record<string, string>>;
+  /** Its own pod (anti-)affinity terms, when it has some. */
+  terms?: PodTerms;
 }
 
 /** The topology verdict on one target of the pod being filtered (`topologyFilter`). */
@@ -375,17 +394,77 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
 
   /**
    * The pod's topology spread (DoNotSchedule) and required pod (anti-)affinity judged across the
-   * federation ({@link topologyFilter}), worked out once per filter call; undefined when the pod
-   * has none. Domains: the real nodes of every target with a summary (in scope: the targets the
+   * federation ({@link topologyFilter}), with the counted proxies' own required anti-affinity
+   * against it, worked out once per filter call; undefined when the pod has none and no proxy of
+   * {@link affinePods} has required anti-affinity. Domains: the real nodes of every target with a summary (in scope: the targets the
    * pod's namespace may use whose virtual node the proxy's own node constraints admit); pods: the
    * source's proxies bound or being bound ({@link ExtenderRoutesOptions.placedProxies}) and those
    * prioritize just ranked first, on the real node of their delegate when the target's cache has it.
    */
   const topologyOf = (proxy: V1Pod, pod: V1Pod): TopologyJudge | undefined => {
-    const topology = podTopology(pod, namespaceLabels);
-    if (!topology || !hasRequiredTopology(topology)) return undefined;
+    const own = podTopology(pod, namespaceLabels);
+    const required = own !== undefined && hasRequiredTopology(own);
+    // Existing pods' anti-affinity judges a pod without constraints of its own too.
+    if (!required && !affinePods(proxy).some((p) => p.terms!.antiAffinity.length > 0)) return undefined;
+    const topology = own ?? unconstrainedTopology(pod);
     const { targets, pods } = federationOf(proxy, topology);
     return topologyFilter(topology, targets, pods);
+  };
+
+  /**
+   * The terms of a proxy's delegate ({@link podTerms}), worked out once per cached proxy object
+   * and kept only for proxies that have some (a cached proxy is replaced, never changed, when it
+   * changes): the memo holds what the index of {@link ExtenderRoutesOptions.affineProxies} holds.
+   */
+  const termsMemo = new WeakMap<V1Pod, PodTerms | null>();
+  const termsOfProxy = (proxy: V1Pod): PodTerms | undefined => {
+    if (!mayHavePodTerms(proxy)) return undefined;
+    let terms = termsMemo.get(proxy);
+    if (terms === undefined) termsMemo.set(proxy, (terms = podTerms(delegateSpecOf(proxy), namespaceLabels) ?? null));
+    return terms ?? undefined;
+  };
+
+  /**
+   * The pods whose own terms judge `proxy`: the proxies of {@link ExtenderRoutesOptions.affineProxies}
+   * with terms, then those prioritize ranked first lately that have terms, but those whose UIDs
+   * are `seen` already (which it adds to). Cost O(such pods).
+   */
+  const affinePods = (proxy: V1Pod, seen = new Set<string>()): PlacedPod[] => {
+    const self = proxy.metadata?.uid;
+    const out: PlacedPod[] = [];
+    for (const { proxy: p, targetKey } of opts.affineProxies?.() ?? []) {
+      const uid = p.metadata?.uid;
+      const placed = uid && uid !== self && !seen.has(uid) && placedPod(p, targetKey);
+      if (!placed || !placed.terms) continue;
+      seen.add(uid);
+      out.push(placed);
+    }
+    const now = clock.now();
+    for (const [uid, c] of chosenWithTerms) {
+      if (chosen.get(uid) !== c || now - c.atMs > CHOSEN_TTL_MS) chosenWithTerms.delete(uid);
+      else if (uid !== self && !seen.has(uid) && !refusedSince(uid, c, now)) {
+        seen.add(uid);
+        out.push({ namespace: c.namespace, labels: c.labels, targetKey: c.targetKey, terms: c.terms });
+      }
+    }
+    return out;
+  };
+
+  /** A live proxy on (or going to) a target as topology counts it, or undefined for one deleted or done. */
+  const placedPod = (p: V1Pod, targetKey: string): PlacedPod | undefined => {
+    if (p.metadata?.deletionTimestamp || isTerminal(p)) return undefined;
+    const nodeName = opts.delegateOf?.(targetKey, p)?.spec?.nodeName;
+    const terms = termsOfProxy(p);
+    return { namespace: p.metadata?.namespace ?? '', labels: p.metadata?.labels ?? {}, targetKey, ...(nodeName ? { nodeName } : {}), ...(terms ? { terms } : {}) };
+  };
+
+  /** Whether a pod's own terms score the pods placed after it (preferred terms, required affinity). */
+  const scoresOthers = (p: PlacedPod): boolean => !!p.terms && p.terms.preferred.length + p.terms.affinity.length > 0;
+
+  /** Whether the bind of a pod prioritize chose was refused since it chose it. */
+  const refusedSince = (uid: string, c: { targetKey: string; atMs: number }, now: number): boolean => {
+    const refused = memory.refusal(uid, c.targetKey, now);
+    return refused !== undefined && refused.atMs >= c.atMs;
   };
 
   const namespaceLabels = (name: string) => opts.namespace?.(name)?.metadata?.labels;
@@ -406,7 +485,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       const scoped = t.ref.kind !== 'Target' || t.ref.namespace === namespace;
       targets.push({ key: t.key, identity, nodes: state.nodes, inScope: scoped && admitsVirtualNode(proxy, t.key, identity) });
     }
-    return { targets, pods: placedPods(proxy, topology.namespaces) };
+    return { targets, pods: placedPods(proxy, topology) };
   };
 
   /** Whether the proxy's own nodeSelector and required node affinity admit a target's virtual node. */
@@ -422,32 +501,41 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
   };
 
   /**
-   * The pods topology counts for `proxy`: the other live proxies of `namespaces` bound or being
-   * bound, then those prioritize ranked first within {@link CHOSEN_TTL_MS} (kube-scheduler's
-   * cycle runs ahead of its binds) unless their bind was refused since.
+   * The pods topology counts for `proxy`: when the pod has constraints of its own, the other live
+   * proxies of its `namespaces` bound or being bound, then those prioritize ranked first within
+   * {@link CHOSEN_TTL_MS} (kube-scheduler's cycle runs ahead of its binds) unless their bind was
+   * refused since; in any case the pods whose own terms may judge it ({@link affinePods}). Each
+   * carries its terms when it has some.
    */
-  const placedPods = (proxy: V1Pod, namespaces: ReadonlySet<string> | 'all'): PlacedPod[] => {
+  const placedPods = (proxy: V1Pod, topology: PodTopology): PlacedPod[] => {
     const self = proxy.metadata?.uid;
     const seen = new Set<string>();
     const out: PlacedPod[] = [];
-    const lists = namespaces === 'all' ? [opts.placedProxies?.(undefined) ?? []] : [...namespaces].map((n) => opts.placedProxies?.(n) ?? []);
+    const own = topology.spread.length + topology.softSpread.length + topology.affinity.length + topology.antiAffinity.length + topology.preferred.length > 0;
+    const namespaces = topology.namespaces;
+    const lists = !own ? [] : namespaces === 'all' ? [opts.placedProxies?.(undefined) ?? []] : [...namespaces].map((n) => opts.placedProxies?.(n) ?? []);
     for (const list of lists) {
       for (const { proxy: p, targetKey } of list) {
         const uid = p.metadata?.uid;
-        if (!uid || uid === self || seen.has(uid) || p.metadata?.deletionTimestamp || isTerminal(p)) continue;
+        if (!uid || uid === self || seen.has(uid)) continue;
+        const placed = placedPod(p, targetKey);
+        if (!placed) continue;
         seen.add(uid);
-        const nodeName = opts.delegateOf?.(targetKey, p)?.spec?.nodeName;
-        out.push({ namespace: p.metadata?.namespace ?? '', labels: p.metadata?.labels ?? {}, targetKey, ...(nodeName ? { nodeName } : {}) });
+        out.push(placed);
       }
     }
     const now = clock.now();
-    for (const [uid, c] of chosen) {
-      if (uid === self || seen.has(uid) || now - c.atMs > CHOSEN_TTL_MS) continue;
-      if (namespaces !== 'all' && !namespaces.has(c.namespace)) continue;
-      const refused = memory.refusal(uid, c.targetKey, now);
-      if (refused && refused.atMs >= c.atMs) continue;
-      out.push({ namespace: c.namespace, labels: c.labels, targetKey: c.targetKey });
+    if (own) {
+      for (const [uid, c] of chosen) {
+        if (uid === self || seen.has(uid) || now - c.atMs > CHOSEN_TTL_MS) continue;
+        if (namespaces !== 'all' && !namespaces.has(c.namespace)) continue;
+        if (refusedSince(uid, c, now)) continue;
+        seen.add(uid);
+        out.push({ namespace: c.namespace, labels: c.labels, targetKey: c.targetKey, ...(c.terms ? { terms: c.terms } : {}) });
+      }
     }
+    // Those with terms in other namespaces (those above are seen already).
+    out.push(...affinePods(proxy, seen));
     return out;
   };
 
@@ -545,10 +633,11 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
    * profile adds its scores up (NodeAffinity, PodTopologySpread and InterPodAffinity, weight 2
    * each): the preferred node-affinity weights normalized to 0..100 over the candidates (the most
    * preferred gets 100), plus `softTopologyScores` over the nodes of each that fit the pod now.
-   * Only for pods with soft topology: the others keep their plain weights, which rank the same.
+   * Only for pods with soft topology, or that counted pods' own terms score ({@link affinePods}):
+   * the others keep their plain weights, which rank the same.
    */
   const withSoftTopology = (proxy: V1Pod, pod: V1Pod, topology: PodTopology, scored: (ScoredTarget & { target: TargetClient; state: TargetState })[]): void => {
-    if (topology.softSpread.length === 0 && topology.preferred.length === 0) return;
+    if (topology.softSpread.length === 0 && topology.preferred.length === 0 && !affinePods(proxy).some(scoresOthers)) return;
     const { targets, pods } = federationOf(proxy, topology);
     const candidates = scored.map((t) => ({ key: t.key, nodes: fittingNodesOf(pod, t.target, t.state, t.assumed ?? new Map()) }));
     const soft = softTopologyScores(topology, targets, pods, candidates);
@@ -558,7 +647,9 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
   };
 
   /** Pod UID -> the target prioritize ranked first alone, until its bind shows in `groupPlacements`. */
-  const chosen = new Map<string, { group: string; targetKey: string; atMs: number; namespace: string; labels: Readonly<Record<string, string>> }>();
+  const chosen = new Map<string, Chosen>();
+  /** The entries of `chosen` whose pods have terms (an entry no longer in `chosen` is dropped on read): {@link affinePods} reads only these. */
+  const chosenWithTerms = new Map<string, Chosen & { terms: PodTerms }>();
   /** Pod UID -> until when a preemption it made is settling (see `preempt`); oldest forgotten first. */
   const preempted = new Map<string, number>();
   /** Pods already warned about an unusable policy annotation (bounded; oldest forgotten first). */
@@ -610,7 +701,9 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       return { Host: c.name, Score: 0 };
     });
     const topology = podTopology(pod, namespaceLabels);
-    if (topology) withSoftTopology(args.Pod, pod, topology, scored);
+    // Existing pods' terms score a pod without constraints of its own too.
+    const scoredBy = topology ?? (affinePods(args.Pod).some(scoresOthers) ? unconstrainedTopology(pod) : undefined);
+    if (scoredBy) withSoftTopology(args.Pod, pod, scoredBy, scored);
     const group = weightsDiffer(scored.map((t) => t.placement)) ? groupCounts(args.Pod) : undefined;
     if (group) for (const t of scored) t.groupPods = group.get(t.key) ?? 0;
     const scores = rankTargets(choice.policy, pod, scored);
@@ -627,8 +720,13 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     if (remember && uid && top.length === 1) {
       chosen.delete(uid);
       // The pod's labels and namespace, not the pod: topology counts it by those.
-      chosen.set(uid, { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now(), namespace: args.Pod.metadata?.namespace ?? '', labels: args.Pod.metadata?.labels ?? {} });
+      const c: Chosen = { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now(), namespace: args.Pod.metadata?.namespace ?? '', labels: args.Pod.metadata?.labels ?? {} };
+      const terms = termsOfProxy(args.Pod);
+      chosen.set(uid, terms ? { ...c, terms } : c);
+      chosenWithTerms.delete(uid);
+      if (terms) chosenWithTerms.set(uid, chosen.get(uid) as Chosen & { terms: PodTerms });
       while (chosen.size > MAX_REMEMBERED_PODS) chosen.delete(chosen.keys().next().value!);
+      while (chosenWithTerms.size > MAX_REMEMBERED_PODS) chosenWithTerms.delete(chosenWithTerms.keys().next().value!);
     }
     return hosts.map((h) => (byHost.has(h.Host) ? { Host: h.Host, Score: byHost.get(h.Host)! } : h));
   };

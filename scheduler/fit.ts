@@ -4,8 +4,8 @@ import { delegateSourceView, isOurDelegate } from '../provider/model/delegate-po
 import { formatQuantity } from '../provider/model/quantity.js';
 import { podHostPorts, UsedHostPorts, type HostPort } from '../provider/model/host-ports.js';
 import { addInto, isTerminal, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
-import { resolveTargetKeys } from '../provider/model/target-keys.js';
-import { matchesNodeSelectorAndAffinity, tolerates, untoleratedTaint } from './node-match.js';
+import { resolveTargetKeys, VIRTUAL_NODE_ONLY_LABEL_KEYS } from '../provider/model/target-keys.js';
+import { matchesNodeSelectorAndAffinity, matchesTerm, tolerates, untoleratedTaint } from './node-match.js';
 import { asTargetAdmits, priorityClassRefusal, type RuntimeClasses } from './target-classes.js';
 import { delegatePriority, nodesFreedByPreemption, type TargetPriorityClasses } from './preemption.js';
 import type { FitNode } from './target-nodes.js';
@@ -288,7 +288,9 @@ export function waitingRequests(delegates: readonly V1Pod[], placing: readonly V
 /**
  * The real node of a target that the target's scheduler most likely gives the delegate of
  * `pod`: among the nodes that fit as {@link fitsTarget} judges (burst capacity aside: a pod that
- * no current node fits gets none, it waits for a scale-up), the one with the most free room
+ * no current node fits gets none, it waits for a scale-up) and, of those, the ones that match the
+ * most weight of the pod's preferred node affinity (as the NodeAffinity score ranks them; terms
+ * on the target's own keys are alike on all its nodes and left out), the one with the most free room
  * (free less `opts.assumed`) of the pod's largest request, the resource whose request is the
  * largest share of the most any fitting node has free (a pod asking nothing: cpu). kube-scheduler's
  * default scoring spreads pods to the least allocated nodes, so this is a guess, and is taken as
@@ -299,10 +301,20 @@ export function waitingRequests(delegates: readonly V1Pod[], placing: readonly V
 export function likelyNode(pod: V1Pod, targetNodes: readonly FitNode[], opts: FitOptions): string | undefined {
   const { fittingNodes } = fitsTarget(pod, targetNodes, { ...opts, burst: undefined });
   if (fittingNodes.length <= 1) return fittingNodes[0];
-  const fitting = targetNodes.filter((n) => fittingNodes.includes(n.name));
+  let fitting = targetNodes.filter((n) => fittingNodes.includes(n.name));
+  const view = schedulingPod(pod);
+  const preferred = (view.spec?.affinity?.nodeAffinity?.preferredDuringSchedulingIgnoredDuringExecution ?? [])
+    .filter((t) => t && typeof t.weight === 'number' && t.weight > 0 && t.preference)
+    .map((t) => ({ weight: t.weight, term: { ...t.preference, matchExpressions: (t.preference.matchExpressions ?? []).filter((e) => !VIRTUAL_NODE_ONLY_LABEL_KEYS.has(e.key)) } }))
+    .filter((t) => t.term.matchExpressions.length + (t.term.matchFields ?? []).length > 0);
+  if (preferred.length > 0) {
+    const weightOn = new Map(fitting.map((n) => [n, preferred.reduce((sum, t) => sum + (matchesTerm(t.term, n) ? t.weight : 0), 0)]));
+    const most = Math.max(...weightOn.values());
+    fitting = fitting.filter((n) => weightOn.get(n) === most);
+  }
   const free = (node: FitNode, resource: string) => (node.free.get(resource) ?? 0n) - (opts.assumed?.get(node.name)?.get(resource) ?? 0n);
   // fitsTarget read the pod's scheduling view without failing.
-  const requests = podRequests(schedulingPod(pod).spec);
+  const requests = podRequests(view.spec);
   let largest = 'cpu';
   let share: [bigint, bigint] = [0n, 1n];
   for (const [name, amount] of requests) {

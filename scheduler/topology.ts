@@ -1,5 +1,5 @@
 import type { V1LabelSelector, V1LabelSelectorRequirement, V1Pod, V1PodAffinityTerm, V1PodSpec, V1TopologySpreadConstraint, V1WeightedPodAffinityTerm } from '@kubernetes/client-node';
-import { HOSTNAME_LABEL } from '../provider/core/keys.js';
+import { HOSTNAME_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../provider/core/keys.js';
 import { matchesLabelRequirement, resolveTargetKeys, VIRTUAL_NODE_ONLY_LABEL_KEYS } from '../provider/model/target-keys.js';
 import { matchesNodeSelectorAndAffinity, untoleratedTaint } from './node-match.js';
 import type { FitNode } from './target-nodes.js';
@@ -9,6 +9,13 @@ export const REASON_SPREAD = "node(s) didn't match pod topology spread constrain
 export const REASON_SPREAD_LABEL = `${REASON_SPREAD} (missing required label)`;
 export const REASON_POD_AFFINITY = "node(s) didn't match pod affinity rules";
 export const REASON_POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules";
+export const REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules";
+
+/**
+ * What a counted pod's required affinity term that matches the pod being placed adds to a
+ * domain's score: upstream's `hardPodAffinityWeight` at its default (InterPodAffinityArgs).
+ */
+export const HARD_POD_AFFINITY_WEIGHT = 1;
 
 type Labels = Readonly<Record<string, string>>;
 type Selector = (labels: Labels) => boolean;
@@ -39,6 +46,9 @@ interface AffinityRule {
   inNamespace: (namespace: string) => boolean;
 }
 
+/** A preferred term: its weight, negative for anti-affinity. */
+type WeightedRule = AffinityRule & { weight: number };
+
 /**
  * What is judged of a pod across the federation: its topology spread constraints and its pod
  * affinity and anti-affinity terms, required ones by the filter, the others by prioritize.
@@ -54,7 +64,7 @@ export interface PodTopology {
   /** `ScheduleAnyway` spread: scored only. */
   softSpread: readonly SpreadRule[];
   /** Preferred pod affinity terms (positive weight) and anti-affinity terms (negative): scored only. */
-  preferred: readonly (AffinityRule & { weight: number })[];
+  preferred: readonly WeightedRule[];
   /**
    * The namespaces whose pods count: the pod's own for spread, each term's for (anti-)affinity;
    * `'all'` when a term has a `namespaceSelector` (its namespaces are known only by their labels).
@@ -77,6 +87,19 @@ export interface TopologyTarget {
   inScope: boolean;
 }
 
+/**
+ * The pod (anti-)affinity terms of a counted pod, by which it judges the pods placed after it
+ * (upstream's symmetry: an existing pod's terms count against the incoming pod): required
+ * anti-affinity in the filter, required affinity (weight {@link HARD_POD_AFFINITY_WEIGHT}) and
+ * preferred terms in the score. Built by {@link podTerms}.
+ */
+export interface PodTerms {
+  antiAffinity: readonly AffinityRule[];
+  affinity: readonly AffinityRule[];
+  /** Preferred pod affinity terms (positive weight) and anti-affinity terms (negative). */
+  preferred: readonly WeightedRule[];
+}
+
 /** A pod counted by topology: a proxy of the source, with the target it is on or going to. */
 export interface PlacedPod {
   namespace: string;
@@ -84,6 +107,8 @@ export interface PlacedPod {
   targetKey: string;
   /** The real node its delegate is on, when its target's cache says so. */
   nodeName?: string;
+  /** Its own pod (anti-)affinity terms, when it has any ({@link podTerms} of its delegate's view). */
+  terms?: PodTerms;
 }
 
 /** A target's verdict: kept with the nodes that pass, or rejected with the reason. */
@@ -105,17 +130,9 @@ export function podTopology(pod: V1Pod, namespaceLabels: (name: string) => Label
   const constraints = (spec?.topologySpreadConstraints ?? []).filter((c) => c?.topologyKey);
   const hardSpread = constraints.filter((c) => c.whenUnsatisfiable === 'DoNotSchedule');
   const softSpread = constraints.filter((c) => c.whenUnsatisfiable === 'ScheduleAnyway');
-  const required = (terms: V1PodAffinityTerm[] | undefined) => (terms ?? []).filter((t) => t?.topologyKey);
-  const preferred = (terms: V1WeightedPodAffinityTerm[] | undefined) => (terms ?? []).filter((t) => typeof t?.weight === 'number' && t.weight !== 0 && t.podAffinityTerm?.topologyKey);
-  const affinityTerms = required(spec?.affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution);
-  const antiTerms = required(spec?.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution);
-  const preferredAffinity = preferred(spec?.affinity?.podAffinity?.preferredDuringSchedulingIgnoredDuringExecution);
-  const preferredAnti = preferred(spec?.affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution);
-  if (!spec || hardSpread.length + softSpread.length + affinityTerms.length + antiTerms.length + preferredAffinity.length + preferredAnti.length === 0) return undefined;
-  const namespace = pod.metadata?.namespace ?? '';
+  const terms = termsOf(pod, namespaceLabels);
+  if (!spec || (hardSpread.length + softSpread.length === 0 && !terms)) return undefined;
   const labels: Labels = pod.metadata?.labels ?? {};
-  const namespaces = new Set<string>([namespace]);
-  let allNamespaces = false;
   const spreadRule = (c: V1TopologySpreadConstraint): SpreadRule => ({
     key: c.topologyKey,
     maxSkew: c.maxSkew,
@@ -124,6 +141,57 @@ export function podTopology(pod: V1Pod, namespaceLabels: (name: string) => Label
     honorAffinity: c.nodeAffinityPolicy !== 'Ignore',
     honorTaints: c.nodeTaintsPolicy === 'Honor',
   });
+  return {
+    ...unconstrainedTopology(pod),
+    spread: hardSpread.map(spreadRule),
+    softSpread: softSpread.map(spreadRule),
+    ...(terms ?? {}),
+  };
+}
+
+/**
+ * The topology of a pod with no constraints of its own: what the counted pods' own terms
+ * ({@link PlacedPod.terms}) judge it by. Pure.
+ */
+export function unconstrainedTopology(pod: V1Pod): PodTopology {
+  const namespace = pod.metadata?.namespace ?? '';
+  return {
+    namespace,
+    labels: pod.metadata?.labels ?? {},
+    spec: pod.spec ?? { containers: [] },
+    spread: [],
+    affinity: [],
+    antiAffinity: [],
+    softSpread: [],
+    preferred: [],
+    namespaces: new Set([namespace]),
+  };
+}
+
+/**
+ * The pod (anti-)affinity terms of a pod (its delegate's view) that judge the pods placed after
+ * it, or undefined when it has none: required and preferred, read as {@link podTopology} reads
+ * them (its own labels for `matchLabelKeys`, its own namespace when a term names none). Pure.
+ */
+export function podTerms(pod: V1Pod, namespaceLabels: (name: string) => Labels | undefined): PodTerms | undefined {
+  const terms = termsOf(pod, namespaceLabels);
+  return terms && { antiAffinity: terms.antiAffinity, affinity: terms.affinity, preferred: terms.preferred };
+}
+
+/** The terms of a pod with the namespaces they count, or undefined when it has none. */
+function termsOf(pod: V1Pod, namespaceLabels: (name: string) => Labels | undefined): (PodTerms & { namespaces: ReadonlySet<string> | 'all' }) | undefined {
+  const affinity = pod.spec?.affinity;
+  const required = (terms: V1PodAffinityTerm[] | undefined) => (terms ?? []).filter((t) => t?.topologyKey);
+  const preferred = (terms: V1WeightedPodAffinityTerm[] | undefined) => (terms ?? []).filter((t) => typeof t?.weight === 'number' && t.weight !== 0 && t.podAffinityTerm?.topologyKey);
+  const affinityTerms = required(affinity?.podAffinity?.requiredDuringSchedulingIgnoredDuringExecution);
+  const antiTerms = required(affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution);
+  const preferredAffinity = preferred(affinity?.podAffinity?.preferredDuringSchedulingIgnoredDuringExecution);
+  const preferredAnti = preferred(affinity?.podAntiAffinity?.preferredDuringSchedulingIgnoredDuringExecution);
+  if (affinityTerms.length + antiTerms.length + preferredAffinity.length + preferredAnti.length === 0) return undefined;
+  const namespace = pod.metadata?.namespace ?? '';
+  const labels: Labels = pod.metadata?.labels ?? {};
+  const namespaces = new Set<string>([namespace]);
+  let allNamespaces = false;
   const rule = (t: V1PodAffinityTerm): AffinityRule => {
     const named = new Set(t.namespaces ?? []);
     const bySelector = t.namespaceSelector ? selectorOf(t.namespaceSelector, []) : undefined;
@@ -137,17 +205,29 @@ export function podTopology(pod: V1Pod, namespaceLabels: (name: string) => Label
     };
   };
   return {
-    namespace,
-    labels,
-    spec,
-    spread: hardSpread.map(spreadRule),
     affinity: affinityTerms.map(rule),
     antiAffinity: antiTerms.map(rule),
-    softSpread: softSpread.map(spreadRule),
     preferred: [...preferredAffinity.map((t) => ({ ...rule(t.podAffinityTerm), weight: t.weight })), ...preferredAnti.map((t) => ({ ...rule(t.podAffinityTerm), weight: -t.weight }))],
     namespaces: allNamespaces ? 'all' : namespaces,
   };
 }
+
+/**
+ * Whether a proxy's delegate may carry pod (anti)-affinity terms ({@link podTerms}): a cheap
+ * look at the saved source pod manifest as text (or, without one, at the proxy's spec), so that
+ * an index of the proxies cache ({@link POD_AFFINITY_INDEX}) holds only those worth parsing.
+ * May say yes for a pod without terms (the word in another field), never no for one with them.
+ */
+export function mayHavePodTerms(proxy: V1Pod): boolean {
+  const manifest = proxy.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION];
+  if (manifest !== undefined) return manifest.includes('podAffinity') || manifest.includes('podAntiAffinity');
+  const affinity = proxy.spec?.affinity;
+  return !!(affinity?.podAffinity || affinity?.podAntiAffinity);
+}
+
+/** The name, and the one value, of the proxies cache's index of the proxies that {@link mayHavePodTerms}. */
+export const POD_AFFINITY_INDEX = 'pod-affinity';
+export const POD_AFFINITY_INDEX_VALUE = 'yes';
 
 /** Whether the filter has anything to judge of this topology: DoNotSchedule spread or required terms. */
 export function hasRequiredTopology(topology: PodTopology): boolean {
@@ -174,17 +254,22 @@ export function hasRequiredTopology(topology: PodTopology): boolean {
  *   the term's namespaces) is in its domain;
  * * required affinity: a node passes when it carries every term's key and a matching pod is in
  *   its domain for each term, or when no pod matches any term anywhere and the pod matches all of
- *   its own terms (the first of a group that attracts itself).
+ *   its own terms (the first of a group that attracts itself);
+ * * existing pods' required anti-affinity (symmetry): a node fails when a counted pod with a
+ *   required anti-affinity term that matches the pod being placed (its labels, and its namespace
+ *   among the term's) is in the node's domain of that term's key. This holds for a pod with no
+ *   constraints of its own too ({@link unconstrainedTopology}).
  *
  * Returns a judge of one target: `nodes` are the candidates there (the real nodes that fit the
  * pod); it keeps the target with the nodes that pass, or rejects it with the count of nodes per
  * first failure, each with the domain it is about (`2 node(s) didn't match pod anti-affinity
- * rules (topology.kubernetes.io/region=eu has 1 matching pod)`). Not judged here: existing pods'
- * own anti-affinity against this pod, and pods that are not proxies of this source (the target's
- * scheduler judges both among its own nodes when it places the delegate).
+ * rules (topology.kubernetes.io/region=eu has 1 matching pod)`, `2 node(s) didn't satisfy
+ * existing pods anti-affinity rules (topology.kubernetes.io/region=eu has 1 pod whose
+ * anti-affinity matches this pod)`). Not judged here: pods that are not proxies of this source
+ * (the target's scheduler judges them among its own nodes when it places the delegate).
  *
- * Cost O(targets × nodes × constraints + pods × constraints) to build, O(nodes × constraints) per
- * target judged. Pure.
+ * Cost O(targets × nodes × constraints + pods × (constraints + their own terms)) to build,
+ * O(nodes × (constraints + keys of the pods' anti-affinity terms)) per target judged. Pure.
  */
 export function topologyFilter(topology: PodTopology, targets: readonly TopologyTarget[], pods: readonly PlacedPod[]): (targetKey: string, nodes: readonly FitNode[]) => TopologyVerdict {
   const world = new Federation(topology, targets, pods);
@@ -196,6 +281,7 @@ export function topologyFilter(topology: PodTopology, targets: readonly Topology
     if (counts.size < r.minDomains) return 0;
     return counts.size === 0 ? Infinity : Math.min(...counts.values());
   });
+  const existingAnti = world.symmetricCounts((terms) => terms.antiAffinity, () => 1, true);
   const noAffinityMatch = affinityCounts.every((c) => c.size === 0);
   const selfAffine = topology.affinity.every((r) => r.inNamespace(topology.namespace) && r.selector(topology.labels));
 
@@ -226,6 +312,11 @@ export function topologyFilter(topology: PodTopology, targets: readonly Topology
         if (missing === undefined && !(affinityCounts[i].get(v) ?? 0)) missing = `${r.key}=${v}`;
       }
       if (missing !== undefined && !(noAffinityMatch && selfAffine)) return `${REASON_POD_AFFINITY} (${missing} has no matching pod)`;
+    }
+    for (const [key, counts] of existingAnti) {
+      const v = valueOf(key, t, n);
+      const against = v === undefined ? 0 : (counts.get(v) ?? 0);
+      if (against > 0) return `${REASON_EXISTING_ANTI_AFFINITY} (${key}=${v} has ${plural(against, 'pod')} whose anti-affinity matches this pod)`;
     }
     return undefined;
   };
@@ -261,18 +352,25 @@ const MAX_NODE_SCORE = 100;
  *   its domain times `log(domains among the candidate nodes + 2)`, plus `maxSkew - 1` (fewer is
  *   better); a node lacking a key gets 0. Normalized as upstream: `100 × (max + min - raw) / max`,
  *   100 for all when every raw score is 0;
- * * preferred pod affinity (anti-affinity): a node's raw score is the sum of `weight` (minus
- *   `weight`) times the matching pods in its domain, over the terms. Normalized as upstream:
- *   `100 × (raw - min) / (max - min)`, 0 for all when they are equal.
+ * * pod affinity: a node's raw score is the sum of `weight` (minus `weight` for anti-affinity)
+ *   times the matching pods in its domain, over the pod's preferred terms, plus, as upstream
+ *   counts existing pods' terms (symmetry), for each counted pod whose own term matches the pod
+ *   being placed and whose domain of that term's key is the node's: the term's weight (minus it
+ *   for preferred anti-affinity), {@link HARD_POD_AFFINITY_WEIGHT} for a required affinity term.
+ *   Normalized as upstream: `100 × (raw - min) / (max - min)`, 0 for all when they are equal.
  *
  * A target's raw score is that of its best candidate node (its own scheduler then picks among
  * them); targets without candidates are left out. Returns the sum of the two normalized scores
- * (0..200) by target key, or undefined when the pod has no soft topology. Cost as
- * {@link topologyFilter}'s. Pure.
+ * (0..200) by target key, or undefined when neither the pod's soft topology nor a counted pod's
+ * terms have anything to score. Cost as {@link topologyFilter}'s. Pure.
  */
 export function softTopologyScores(topology: PodTopology, targets: readonly TopologyTarget[], pods: readonly PlacedPod[], candidates: readonly { key: string; nodes: readonly FitNode[] }[]): Map<string, number> | undefined {
-  if (topology.softSpread.length === 0 && topology.preferred.length === 0) return undefined;
   const world = new Federation(topology, targets, pods);
+  const symmetric = world.symmetricCounts(
+    (terms) => [...terms.preferred, ...terms.affinity],
+    (r) => (r as Partial<WeightedRule>).weight ?? HARD_POD_AFFINITY_WEIGHT,
+  );
+  if (topology.softSpread.length === 0 && topology.preferred.length === 0 && symmetric.size === 0) return undefined;
   const judged = candidates.filter((c) => c.nodes.length > 0 && world.target(c.key));
   const out = new Map<string, number>(judged.map((c) => [c.key, 0]));
   if (topology.softSpread.length > 0) {
@@ -305,7 +403,7 @@ export function softTopologyScores(topology: PodTopology, targets: readonly Topo
     const min = Math.min(...values);
     for (const [key, s] of raw) out.set(key, out.get(key)! + (max === 0 ? MAX_NODE_SCORE : Math.floor((MAX_NODE_SCORE * (max + min - s)) / max)));
   }
-  if (topology.preferred.length > 0) {
+  if (topology.preferred.length > 0 || symmetric.size > 0) {
     const counts = world.termCounts(topology.preferred);
     const raw = new Map<string, number>();
     for (const c of judged) {
@@ -317,6 +415,10 @@ export function softTopologyScores(topology: PodTopology, targets: readonly Topo
           const v = valueOf(r.key, t, n);
           if (v !== undefined) score += r.weight * (counts[i].get(v) ?? 0);
         });
+        for (const [key, byValue] of symmetric) {
+          const v = valueOf(key, t, n);
+          if (v !== undefined) score += byValue.get(v) ?? 0;
+        }
         best = Math.max(best, score);
       }
       raw.set(c.key, best);
@@ -415,6 +517,52 @@ class Federation {
       }
       return counts;
     });
+  }
+
+  /**
+   * Symmetry: per topology key, per value, the sum of `weight` over the terms (`pick` of each
+   * counted pod's own {@link PodTerms}) that match the pod being placed, in the domain of the pod
+   * that holds them. A pod adds each term to each value it is counted in; with `onePerPod`, it
+   * adds one at most to each key and value (the filter counts pods). O(pods × their terms), plus
+   * the values of a target's nodes once per key.
+   */
+  symmetricCounts(pick: (terms: PodTerms) => readonly AffinityRule[], weight: (r: AffinityRule) => number, onePerPod = false): Map<string, Map<string, number>> {
+    const out = new Map<string, Map<string, number>>();
+    const values = new Map<string, Set<string>>();
+    const { namespace, labels } = this.topology;
+    for (const p of this.pods) {
+      if (!p.terms) continue;
+      const t = this.byKey.get(p.targetKey);
+      if (!t) continue;
+      const known = this.nodeOf(t, p.nodeName);
+      /** With `onePerPod`: per key, the values this pod was counted in already. */
+      const once = new Map<string, Set<string>>();
+      for (const r of pick(p.terms)) {
+        if (!r.inNamespace(namespace) || !r.selector(labels)) continue;
+        let where: Iterable<string>;
+        if (known) {
+          const v = valueOf(r.key, t, known);
+          where = v === undefined ? [] : [v];
+        } else {
+          const at = `${t.key}\u0000${r.key}`;
+          if (!values.has(at)) values.set(at, valuesOn(r.key, t, t.nodes));
+          where = values.get(at)!;
+        }
+        const w = weight(r);
+        let byValue = out.get(r.key);
+        for (const v of where) {
+          if (onePerPod) {
+            let seen = once.get(r.key);
+            if (!seen) once.set(r.key, (seen = new Set()));
+            if (seen.has(v)) continue;
+            seen.add(v);
+          }
+          if (!byValue) out.set(r.key, (byValue = new Map()));
+          byValue.set(v, (byValue.get(v) ?? 0) + w);
+        }
+      }
+    }
+    return out;
   }
 
   /** The node of `t` named `name`, when it is one of its summary's. */

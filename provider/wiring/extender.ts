@@ -15,6 +15,7 @@ import { parseTargetPlacement } from '../model/target.js';
 import { virtualNodeLabels } from '../model/virtual-node.js';
 import { delegateNameOf } from '../model/delegate-pod.js';
 import { groupPlacements } from '../../scheduler/placement-policy.js';
+import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '../../scheduler/topology.js';
 import type { DelegationWiring } from './delegation.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import type { TargetInformers } from './targets.js';
@@ -155,6 +156,19 @@ export function wireExtender(
             if (key) out.push({ proxy: p, targetKey: key });
           }
           if (binder) out.push(...binder.placing(namespace));
+          return out;
+        }),
+      // Those of every namespace whose own pod (anti-)affinity terms judge the pods placed after
+      // them: read from the proxies cache's index, for every pod the extender places.
+      affineProxies:
+        proxies &&
+        (() => {
+          const out: { proxy: V1Pod; targetKey: string }[] = [];
+          for (const p of proxies.byIndex(POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE)) {
+            const key = p.spec?.nodeName ? w.clusters.byNodeName(p.spec.nodeName)?.key : undefined;
+            if (key) out.push({ proxy: p, targetKey: key });
+          }
+          if (binder) for (const b of binder.placing()) if (mayHavePodTerms(b.proxy)) out.push(b);
           return out;
         }),
       // Every replica may warn about an unusable placement-policy annotation: the proxy

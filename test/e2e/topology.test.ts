@@ -45,6 +45,16 @@ describe('topology across targets', function () {
     expect(Object.fromEntries(where)).to.deep.equal({ [nodes.c1Node]: 2, [nodes.c2Node]: 2 });
   });
 
+  it("a pod's required anti-affinity on region keeps pods it selects, with no constraints of their own, out of its region: 2 replicas of them both run in the other", async () => {
+    const anti = { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: REGION, labelSelector: { matchLabels: { app: 'loner' } } }] } };
+    await apply('c1', electedDeployment('guard', ns, 1, '100m', { spec: { affinity: anti } }));
+    const guarded = [...(await running(ns, 'guard', 1)).keys()][0];
+    const other = guarded === nodes.c1Node ? nodes.c2Node : nodes.c1Node;
+    // Under the default spread policy the two would go one to each target.
+    await apply('c1', electedDeployment('loner', ns, 2, '100m'));
+    expect(Object.fromEntries(await running(ns, 'loner', 2))).to.deep.equal({ [other]: 2 });
+  });
+
   it('3 replicas with required pod anti-affinity on region run one per region; the third waits, and its FailedScheduling event says why', async () => {
     const anti = { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: REGION, labelSelector: { matchLabels: { app: 'solo' } } }] } };
     await apply('c1', electedDeployment('solo', ns, 3, '100m', { spec: { affinity: anti } }));

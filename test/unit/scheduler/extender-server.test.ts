@@ -14,6 +14,7 @@ import type { TargetPlacement } from '../../../provider/model/target.js';
 import type { TargetRef } from '../../../provider/model/types.js';
 import { createRouter, text } from '../../../provider/core/http-router.js';
 import { createExtenderRoutes, EXTENDER_MAX_JSON_TOKENS, FILTER_PATH, PREEMPT_PATH, type ExtenderFilterResult, type HostPriority, type TargetState } from '../../../scheduler/extender-server.js';
+import { mayHavePodTerms } from '../../../scheduler/topology.js';
 import type { PlacementPolicy } from '../../../scheduler/score.js';
 import { kubeConfig, node, nodesOf, pod, runningOn } from './fixtures.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
@@ -651,6 +652,7 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
       targetState: (key) => states[key],
       policy: opts.policy ?? { kind: 'spread' },
       placedProxies: (namespace) => placed.filter((p) => namespace === undefined || p.proxy.metadata?.namespace === namespace),
+      affineProxies: () => placed.filter((p) => mayHavePodTerms(p.proxy)),
       logger: silentLogger(),
     });
     const route = (path: string) => routes.find((r) => r.path === path)!;
@@ -693,6 +695,24 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
     expect(r.NodeNames).to.deep.equal([]);
     expect(r.Error).to.include(`${V(US)}: no node in us fits: 1 node(s) didn't match pod anti-affinity rules (${REGION}=us has 1 matching pod)`);
     expect(r.Error).to.include(`${V(EU)}: no node in eu fits: 1 node(s) didn't match pod anti-affinity rules (${REGION}=eu has 1 matching pod)`);
+  });
+
+  it("keeps a pod with no constraints of its own off the region of a bound proxy whose required anti-affinity matches it, and says so in kube-scheduler's words", () => {
+    const t = setup([{ proxy: proxy('a', ANTI, V(US)), targetKey: 'ClusterTarget/us' }]);
+    const r = t.filter(proxy('x'));
+    expect(r.NodeNames).to.deep.equal([V(EU)]);
+    expect(r.FailedAndUnresolvableNodes).to.deep.equal({ [V(US)]: `no node in us fits: 1 node(s) didn't satisfy existing pods anti-affinity rules (${REGION}=us has 1 pod whose anti-affinity matches this pod)` });
+  });
+
+  it("ranks a pod with no constraints of its own away from the region of a bound proxy whose preferred anti-affinity matches it", () => {
+    const preferred = { affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 10, podAffinityTerm: ANTI.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0] }] } } };
+    const t = setup([{ proxy: proxy('a', preferred, V(EU)), targetKey: 'ClusterTarget/eu' }], { policy: { kind: 'pack' } });
+    // Pack alone would rank eu first (see the ScheduleAnyway test below).
+    expect(t.prioritize(proxy('x'))).to.deep.equal([
+      { Host: V(US), Score: 10 },
+      { Host: V(EU), Score: 9 },
+    ]);
+    expect(t.filter(proxy('x')).NodeNames, 'preferred: both kept').to.deep.equal([V(US), V(EU)]);
   });
 
   it('breaks a tie for a pod with topology, and counts the pod it ranked first before its bind shows', () => {

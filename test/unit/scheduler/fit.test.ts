@@ -467,6 +467,15 @@ describe('scheduler: likelyNode', () => {
     expect(likelyNode(pod('p', { cpu: '10' }), nodes, { ...opts, burst })).to.equal(undefined);
     expect(likelyNode(pod('p', { memory: `${9n * GiB}` }), nodes, opts)).to.equal(undefined);
   });
+
+  it("honours the pod's preferred node affinity before free room: the node matching the most weight wins, room breaks ties among equals", () => {
+    const prefer = (...terms: [number, string][]) => ({ affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: terms.map(([weight, zone]) => ({ weight, preference: { matchExpressions: [{ key: 'zone', operator: 'In', values: [zone] }] } })) } } });
+    // By room alone cpu would take n2 (8 cpu free against 4).
+    expect(likelyNode(pod('p', { cpu: '1' }, prefer([10, 'a'])), nodes, opts)).to.equal('n1');
+    expect(likelyNode(pod('p', { cpu: '1' }, prefer([10, 'a'], [20, 'b'])), nodes, opts)).to.equal('n2');
+    // Alike (both matched, weight 5 each): room decides, n2.
+    expect(likelyNode(pod('p', { cpu: '1' }, prefer([5, 'a'], [5, 'b'])), nodes, opts)).to.equal('n2');
+  });
 });
 
 describe('scheduler: waitingRequests', () => {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import type { V1PodAffinityTerm, V1PodSpec, V1TopologySpreadConstraint } from '@kubernetes/client-node';
-import { TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
-import { hasRequiredTopology, podTopology, softTopologyScores, topologyFilter, type PlacedPod, type TopologyTarget } from '../../../scheduler/topology.js';
+import { SOURCE_POD_MANIFEST_ANNOTATION, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
+import { hasRequiredTopology, mayHavePodTerms, podTerms, podTopology, softTopologyScores, topologyFilter, unconstrainedTopology, type PlacedPod, type PodTopology, type TopologyTarget } from '../../../scheduler/topology.js';
 import { node, nodesOf, pod } from './fixtures.js';
 
 const REGION = 'topology.kubernetes.io/region';
@@ -55,6 +55,44 @@ function verdicts(spec: Partial<V1PodSpec>, pods: PlacedPod[], targets: Topology
   }
   return out;
 }
+
+/** `pods` holding the terms of a pod with this affinity (its labels app=web unless `labels` say). */
+const holding = (pods: PlacedPod[], affinity: V1PodSpec['affinity'], labels?: Record<string, string>): PlacedPod[] => {
+  const terms = podTerms(web({ affinity }, labels), () => undefined);
+  expect(terms, 'the holder has terms').to.not.equal(undefined);
+  return pods.map((p) => ({ ...p, terms }));
+};
+
+/** The verdict on each target of a `topology` already built, every node a candidate: true, or the reason. */
+function judged(topology: PodTopology, pods: PlacedPod[], targets: TopologyTarget[] = [c1, c2]): Record<string, true | string> {
+  const judge = topologyFilter(topology, targets, pods);
+  return Object.fromEntries(targets.map((t) => {
+    const v = judge(t.key, t.nodes);
+    return [t.key.split('/')[1], v.fits ? true : v.reason];
+  }));
+}
+
+describe('scheduler: podTerms and mayHavePodTerms', () => {
+  it('podTerms is undefined for a pod without pod (anti-)affinity terms, and reads matchLabelKeys from the holder\'s own labels', () => {
+    expect(podTerms(web({ topologySpreadConstraints: [spread(REGION)] }), () => undefined)).to.equal(undefined);
+    const terms = podTerms(web({ affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term(REGION, { labelSelector: {}, matchLabelKeys: ['tenant'] })] } } }, { app: 'web', tenant: 'a' }), () => undefined)!;
+    expect(terms.antiAffinity).to.have.length(1);
+    expect(terms.antiAffinity[0].selector({ tenant: 'a' })).to.equal(true);
+    expect(terms.antiAffinity[0].selector({ tenant: 'b' })).to.equal(false);
+  });
+  it('mayHavePodTerms looks at the saved manifest as text, else at the spec', () => {
+    const proxy = (manifest: string | undefined, spec: Partial<V1PodSpec> = {}) => {
+      const p = web(spec);
+      if (manifest !== undefined) p.metadata!.annotations = { [SOURCE_POD_MANIFEST_ANNOTATION]: manifest };
+      return p;
+    };
+    expect(mayHavePodTerms(proxy(JSON.stringify({ spec: { affinity: { podAntiAffinity: {} } } })))).to.equal(true);
+    expect(mayHavePodTerms(proxy(JSON.stringify({ spec: { affinity: { podAffinity: {} } } })))).to.equal(true);
+    expect(mayHavePodTerms(proxy(JSON.stringify({ spec: { affinity: { nodeAffinity: {} } } }), { affinity: { podAntiAffinity: {} } }))).to.equal(false);
+    expect(mayHavePodTerms(proxy(undefined, { affinity: { podAntiAffinity: {} } }))).to.equal(true);
+    expect(mayHavePodTerms(proxy(undefined))).to.equal(false);
+  });
+});
 
 describe('scheduler: podTopology', () => {
   it('is undefined for a pod without topology spread or pod (anti-)affinity; soft ones alone leave the filter nothing to judge', () => {
@@ -220,6 +258,39 @@ describe('scheduler: topologyFilter', () => {
     });
   });
 
+  describe("existing pods' required anti-affinity (symmetry)", () => {
+    const antiX = (t: V1PodAffinityTerm = term(REGION, { labelSelector: { matchLabels: { app: 'x' } } })) => ({ podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [t] } });
+    const x = unconstrainedTopology(web({}, { app: 'x' }));
+    it("keeps a pod with no constraints of its own out of the region of a counted pod whose anti-affinity matches it, in kube-scheduler's words with the domain", () => {
+      expect(judged(x, holding(on(c1, 1), antiX()))).to.deep.equal({ c1: `2 node(s) didn't satisfy existing pods anti-affinity rules (${REGION}=us has 1 pod whose anti-affinity matches this pod)`, c2: true });
+    });
+    it('keeps nothing out when the term does not select the pod, or names only other namespaces', () => {
+      expect(judged(unconstrainedTopology(web({}, { app: 'y' })), holding(on(c1, 1), antiX()))).to.deep.equal({ c1: true, c2: true });
+      expect(judged(x, holding(on(c1, 1), antiX(term(REGION, { labelSelector: { matchLabels: { app: 'x' } }, namespaces: ['other'] }))))).to.deep.equal({ c1: true, c2: true });
+    });
+    it("a namespaceSelector in the holder's term is judged against the labels of the pod's namespace", () => {
+      const bySelector = antiX(term(REGION, { labelSelector: { matchLabels: { app: 'x' } }, namespaceSelector: { matchLabels: { team: 'a' } } }));
+      const pods = on(c1, 1).map((p) => ({ ...p, terms: podTerms(web({ affinity: bySelector }), (n) => (n === 'default' ? { team: 'a' } : undefined)) }));
+      expect(judged(x, pods).c1).to.be.a('string');
+      const others = on(c1, 1).map((p) => ({ ...p, terms: podTerms(web({ affinity: bySelector }), () => ({ team: 'b' })) }));
+      expect(judged(x, others).c1).to.equal(true);
+    });
+    it('on zones, a holder whose node is known keeps out only its own zone', () => {
+      const verdict = topologyFilter(x, [c2], holding(on(c2, 1, { node: 'c2-node-0' }), antiX(term(ZONE, { labelSelector: { matchLabels: { app: 'x' } } }))))(c2.key, c2.nodes);
+      expect(verdict.fits && verdict.nodes.map((n) => n.name)).to.deep.equal(['c2-node-1']);
+    });
+    it('a holder with two matching terms on the key counts as one pod', () => {
+      const two = { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term(REGION, { labelSelector: { matchLabels: { app: 'x' } } }), term(REGION, { labelSelector: {} })] } };
+      expect(judged(x, holding(on(c1, 2), two)).c1).to.equal(`2 node(s) didn't satisfy existing pods anti-affinity rules (${REGION}=us has 2 pods whose anti-affinity matches this pod)`);
+    });
+    it("is judged after the pod's own anti-affinity, whose reason comes first", () => {
+      const own = podTopology(web({ affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term(REGION)] } } }, { app: 'x' }), () => undefined)!;
+      // The holder is app=web too: both match the pod's own term.
+      const pods = [...holding(on(c1, 1), antiX()), ...on(c1, 1, { app: 'web' })];
+      expect(judged(own, pods).c1).to.equal(`2 node(s) didn't match pod anti-affinity rules (${REGION}=us has 2 matching pods)`);
+    });
+  });
+
   it('nodeTaintsPolicy: a zone whose only node is tainted against the pod is a domain under Ignore (the default), not under Honor', () => {
     const tainted = target('c1', 'us', { taintSecond: true });
     const passing = (policy: 'Honor' | 'Ignore') => {
@@ -266,6 +337,35 @@ describe('scheduler: softTopologyScores', () => {
   });
   it('preferred affinity: the region with a matching pod of another app scores 100', () => {
     expect(scores(weighted('podAffinity', 10, term(REGION, { labelSelector: { matchLabels: { app: 'db' } } })), on(c2, 1, { app: 'db' }))).to.deep.equal({ c1: 0, c2: 100 });
+  });
+  describe("existing pods' terms (symmetry)", () => {
+    const x = unconstrainedTopology(web({}, { app: 'x' }));
+    const selectsX = term(REGION, { labelSelector: { matchLabels: { app: 'x' } } });
+    const symmetric = (pods: PlacedPod[]) => {
+      const out = softTopologyScores(x, [c1, c2], pods, [c1, c2].map((t) => ({ key: t.key, nodes: t.nodes })));
+      return out && Object.fromEntries([...out].map(([k, v]) => [k.split('/')[1], v]));
+    };
+    it('is undefined when neither the pod nor a counted pod has terms to score', () => {
+      expect(symmetric(on(c1, 2))).to.equal(undefined);
+    });
+    it("a counted pod's preferred anti-affinity that matches the pod: its region scores 0, the other 100", () => {
+      expect(symmetric(holding(on(c1, 1), weighted('podAntiAffinity', 5, selectsX).affinity))).to.deep.equal({ c1: 0, c2: 100 });
+    });
+    it("a counted pod's preferred affinity that matches the pod: its region scores 100, the other 0", () => {
+      expect(symmetric(holding(on(c2, 1), weighted('podAffinity', 5, selectsX).affinity))).to.deep.equal({ c1: 0, c2: 100 });
+    });
+    it("a counted pod's required affinity that matches the pod weighs 1 (hardPodAffinityWeight): it wins over nothing, loses to a preferred weight of 2", () => {
+      const required = holding(on(c1, 1), { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [selectsX] } });
+      expect(symmetric(required)).to.deep.equal({ c1: 100, c2: 0 });
+      expect(symmetric([...required, ...holding(on(c2, 1), weighted('podAffinity', 2, selectsX).affinity)])).to.deep.equal({ c1: 0, c2: 100 });
+    });
+    it("adds up with the pod's own preferred terms before normalizing", () => {
+      // The pod prefers app=db (weight 10, in c1); a pod in c2 prefers the pod with weight 20.
+      const own = podTopology(web(weighted('podAffinity', 10, term(REGION, { labelSelector: { matchLabels: { app: 'db' } } })), { app: 'x' }), () => undefined)!;
+      const pods = [...on(c1, 1, { app: 'db' }), ...holding(on(c2, 1), weighted('podAffinity', 20, selectsX).affinity)];
+      const out = softTopologyScores(own, [c1, c2], pods, [c1, c2].map((t) => ({ key: t.key, nodes: t.nodes })))!;
+      expect(Object.fromEntries([...out].map(([k, v]) => [k.split('/')[1], v]))).to.deep.equal({ c1: 0, c2: 100 });
+    });
   });
   it('spread and pod affinity add up', () => {
     const spec = { topologySpreadConstraints: [soft(REGION)], ...weighted('podAffinity', 10, term(REGION, { labelSelector: { matchLabels: { app: 'db' } } })) };
