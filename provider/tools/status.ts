@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
+import { realClock, type Clock } from '../core/clock.js';
 import { ValidationError } from '../core/errors.js';
 import { API_GROUP, API_VERSION, FAILOVER_AFTER_ANNOTATION, HAS_FINALIZER_LABEL } from '../core/keys.js';
 import type { TargetSummaryView } from '../kubelet/operator-views.js';
@@ -311,6 +312,38 @@ async function askSummary(kc: KubeConfig, node: string, override: string | undef
   }
 }
 
+/** What {@link printStatus} reads with, prints to and waits on. */
+export interface PrintStatusOptions {
+  collect: () => Promise<StatusInput>;
+  format: OutputFormat;
+  write: (text: string) => void;
+  clock: Clock;
+  /** Print again this long after each print ends, until `signal` aborts; once when absent. */
+  watchIntervalMs?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Reads and prints the report once or, with `watchIntervalMs`, again and again (a blank line
+ * between two) until `signal` aborts; an abort during the wait ends it at once, one during a
+ * read after that read's print. A failed read throws and ends the watch.
+ */
+export async function printStatus(o: PrintStatusOptions): Promise<void> {
+  for (;;) {
+    const input = await o.collect();
+    const report = buildStatusReport(input, o.clock.now());
+    o.write(o.format === 'json' || o.format === 'yaml' ? formatData(report, o.format) : renderStatus(report, o.format === 'wide'));
+    if (o.watchIntervalMs === undefined || o.signal?.aborted) return;
+    o.write('');
+    await new Promise<void>((res) => {
+      const onAbort = () => (o.clock.clearTimeout(t), res());
+      const t = o.clock.setTimeout(() => (o.signal?.removeEventListener('abort', onAbort), res()), o.watchIntervalMs!);
+      o.signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    if (o.signal?.aborted) return;
+  }
+}
+
 /**
  * `status`: prints the report (table, wide, json or yaml), once or, with `--watch`, every
  * `--interval` seconds until interrupted. Exit codes: 0 printed, 1 a read refused or failed
@@ -344,18 +377,15 @@ export async function statusCli(args: string[], io: CliIo, signal?: AbortSignal)
   }
   try {
     const { kc, context } = loadOperatorKubeconfig(values, io.env ?? {});
-    for (;;) {
-      const input = await collectStatus(kc, context, values.namespace, values['provider-namespace'] ?? 'admiralty', values['provider-address']);
-      const report = buildStatusReport(input, Date.now());
-      writeLine(io.stdout, format === 'json' || format === 'yaml' ? formatData(report, format) : renderStatus(report, format === 'wide'));
-      if (!values.watch || signal?.aborted) return 0;
-      writeLine(io.stdout);
-      await new Promise<void>((res) => {
-        const t = setTimeout(res, intervalMs);
-        signal?.addEventListener('abort', () => (clearTimeout(t), res()), { once: true });
-      });
-      if (signal?.aborted) return 0;
-    }
+    await printStatus({
+      collect: () => collectStatus(kc, context, values.namespace, values['provider-namespace'] ?? 'admiralty', values['provider-address']),
+      format,
+      write: (text) => writeLine(io.stdout, text),
+      clock: realClock,
+      ...(values.watch ? { watchIntervalMs: intervalMs } : {}),
+      signal,
+    });
+    return 0;
   } catch (err) {
     if (err instanceof ValidationError || err instanceof ApiCallError) {
       writeLine(io.stderr, `status: ${err.message}`);

@@ -6,7 +6,8 @@ import { FAILOVER_AFTER_ANNOTATION } from '../../../../provider/core/keys.js';
 import type { PodExplanation } from '../../../../provider/kubelet/operator-views.js';
 import { renderExplanation } from '../../../../provider/tools/explain.js';
 import { formatAge, loadOperatorKubeconfig, parseOutputFormat, renderTable } from '../../../../provider/tools/operator-api.js';
-import { buildStatusReport, renderStatus, type StatusInput } from '../../../../provider/tools/status.js';
+import { FakeClock } from '../../../../provider/core/clock.js';
+import { buildStatusReport, printStatus, renderStatus, type StatusInput } from '../../../../provider/tools/status.js';
 
 const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -137,5 +138,46 @@ describe('tools: status and explain output', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it('--watch prints a new table each interval on a fake clock, a blank line between, and stops when signalled during the wait', async () => {
+    const clock = new FakeClock(NOW);
+    const stop = new AbortController();
+    const printed: string[] = [];
+    let reads = 0;
+    const flush = () => new Promise<void>((res) => setImmediate(res));
+    const done = printStatus({
+      collect: async () => (reads++, input()),
+      format: 'table',
+      write: (t) => printed.push(t),
+      clock,
+      watchIntervalMs: 5000,
+      signal: stop.signal,
+    });
+    await flush();
+    expect([reads, printed.length]).to.deep.equal([1, 2]);
+    clock.advance(4999);
+    await flush();
+    expect(reads, 'not before the interval').to.equal(1);
+    clock.advance(1);
+    await flush();
+    expect(reads).to.equal(2);
+    stop.abort();
+    await done;
+    expect(clock.pending(), 'the wait is cancelled').to.equal(0);
+    expect(printed.filter((t) => t.startsWith('Cluster c1: 2 target(s)'))).to.have.length(2);
+    expect(printed.filter((t) => t === '')).to.have.length(2);
+    clock.advance(60_000);
+    await flush();
+    expect(reads, 'no read after the signal').to.equal(2);
+  });
+
+  it('without --watch prints once and sets no timer', async () => {
+    const clock = new FakeClock(NOW);
+    const printed: string[] = [];
+    await printStatus({ collect: async () => input(), format: 'json', write: (t) => printed.push(t), clock });
+    expect(printed).to.have.length(1);
+    expect(JSON.parse(printed[0]).cluster).to.equal('c1');
+    expect(clock.pending()).to.equal(0);
   });
 });
