@@ -63,7 +63,15 @@ export async function runCli(argv: string[], io: CliIo, program = 'admiralty'): 
     }
     case 'status': {
       const { statusCli } = await import('./tools/status.js');
-      return statusCli(args, io);
+      // --watch ends on Ctrl-C or SIGTERM, after the print in progress, with exit code 0.
+      const stop = new AbortController();
+      const abort = () => stop.abort();
+      process.once('SIGINT', abort).once('SIGTERM', abort);
+      try {
+        return await statusCli(args, io, stop.signal);
+      } finally {
+        process.off('SIGINT', abort).off('SIGTERM', abort);
+      }
     }
     case 'explain': {
       const { explainCli } = await import('./tools/explain.js');

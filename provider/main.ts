@@ -27,6 +27,7 @@ import { SourcesReconciler } from './reconcilers/sources.js';
 import { Binder } from '../scheduler/bind.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '../scheduler/topology.js';
+import { RefusalLog } from '../scheduler/refusal-log.js';
 import type { TargetVerdict } from '../scheduler/extender-server.js';
 import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
@@ -156,7 +157,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   if (enabled('webhook')) manager.add(webhookRunnable(w, extenderRoutes));
   // Kubelet API: serves logs/exec/attach/port-forward of proxies by bridging to delegates.
   // Its caches are wired below; it reads them only when it serves a call.
-  if (enabled('kubelet')) manager.add(kubeletRunnable(w, { proxies: () => proxies, delegates: (key) => delegation?.delegates(key), explain: () => explain }));
+  if (enabled('kubelet')) manager.add(kubeletRunnable(w, { proxies: () => proxies, delegates: (key) => delegation?.delegates(key), explain: () => explain, refusals: () => refusals }));
 
   /** An informer over one of our CRDs, all namespaces. */
   const crdInformer = <T extends KubernetesObject>(plural: string) =>
@@ -207,14 +208,18 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   let binder: Binder | undefined;
   // Set below with the extender: kubectl admiralty explain asks it through the kubelet API.
   let explain: ((pod: V1Pod) => TargetVerdict[]) | undefined;
+  let refusals: RefusalLog | undefined;
   // What the extender learns from binds and re-placements (refusals, assumptions, avoided targets).
   // With delegation, wireExtender tells it of every delegate change in the targets' caches.
   const memory = enabled('extender') ? new PlacementMemory({ toldOfDelegateChanges: enabled('delegation') }) : undefined;
+  // How often each target was refused pods lately, and why: the filter's rejections and the binds
+  // a target did not take, for kubectl admiralty status.
+  refusals = memory && new RefusalLog({ clock: w.clock });
   delegation = enabled('delegation')
     ? await wireDelegation(w, proxies!, (ns) => binder?.placing(ns) ?? [], memory && ((owner, target, reason, untilMs) => memory.avoid(owner, target, reason, untilMs)))
     : undefined;
   afterProbe = delegation?.afterProbe;
 
-  if (memory) ({ binder, explain } = wireExtender(w, extenderRoutes, memory, proxies, delegation, targetInformers, authorization));
+  if (memory) ({ binder, explain } = wireExtender(w, extenderRoutes, memory, refusals!, proxies, delegation, targetInformers, authorization));
   if (delegation) for (const r of delegation.runnables) manager.add(r);
 }

@@ -21,6 +21,7 @@ import { asksClaimTemplates, claimCreationFailure, nominatedFor, preemptingFor, 
 import type { EventRecorder } from '../provider/core/events.js';
 import { schedulingPod } from './fit.js';
 import type { PlacementMemory } from './placement-memory.js';
+import type { RefusalLog } from './refusal-log.js';
 import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 
 /** `ExtenderBindingArgs` of k8s.io/kube-scheduler/extender/v1. */
@@ -72,6 +73,16 @@ export interface BinderOptions {
   follow?: { ensureCopies(proxy: V1Pod, target: TargetClient): Promise<CopyNames> };
   memory: PlacementMemory;
   /**
+   * Where each bind a target did not take is counted for `kubectl admiralty status`, by the
+   * reason's name: `DelegateNotPlaced` (its scheduler did not place the delegate), the
+   * `Delegated` condition's reason when the target's apiserver refused it (`CopyRefused`,
+   * `SourceNotAuthorized`, `TargetNamespaceMissing`, ...), `TenancyForbids`, `NameTaken`,
+   * `CreateFailed`, and `BindFailed` for a failure after the delegate was placed (the proxy's
+   * Binding). A bind turned down before anything is tried (the target not ready or fenced) is not
+   * counted: the filter counts the target's unreadiness.
+   */
+  refusals?: Pick<RefusalLog, 'record'>;
+  /**
    * Where a refusal by the target's authorizer (`SourceNotAuthorized`) goes instead of `memory`:
    * it keeps the pods of that namespace off the target until the target's next probe, which
    * offers it again as soon as a Source or ClusterSource grants the rights (see
@@ -108,7 +119,16 @@ export interface Placement {
 const PLACED_GRACE_MS = 60_000;
 
 /** A target would not (or could not) take the pod: kube-scheduler is told, and the target is remembered as refusing. */
-class Refused extends Error {}
+class Refused extends Error {
+  /** The reason's name, as {@link RefusalLog} counts it. */
+  constructor(
+    readonly code: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
 
 /**
  * The extender's `bind` verb: binds a proxy to a virtual node only once the target behind that
@@ -246,7 +266,7 @@ export class Binder {
     let reserved: { namespace: string; name: string } | undefined;
     try {
       const verdict = checkTenancy(proxy, this.o.namespaces.get(namespace), target.ref);
-      if (!verdict.allowed) throw new Refused(`${target.displayName} may not run this pod: ${verdict.message}`);
+      if (!verdict.allowed) throw new Refused('TenancyForbids', `${target.displayName} may not run this pod: ${verdict.message}`);
       // The checks of buildDelegatePod, before anything is written; the delegate is built once,
       // with its copies' names.
       const delegateName = delegateNameOf(proxy, { sourceClusterName: this.o.sourceClusterName });
@@ -281,6 +301,7 @@ export class Binder {
       // No Source for us in the namespace: nothing to back off from, the probe says when there is one.
       const unauthorized = refused && err.cause instanceof NotDelegatedError && err.cause.reason === SOURCE_NOT_AUTHORIZED;
       if (!(unauthorized && this.o.authorization?.refused(target.key, namespace, message))) this.o.memory.refuse(args.PodUID, target.key, message, this.o.clock.now());
+      this.o.refusals?.record(target.key, 'bind', refused ? err.code : 'BindFailed', message);
       this.o.logger.info('scheduler extender: target refused a pod', { pod: `${namespace}/${name}`, cluster: target.displayName, reason: message });
       throw new Error(message, { cause: err });
     }
@@ -337,7 +358,7 @@ export class Binder {
       if (isAlreadyExists(err)) {
         const existing = await target.core.readNamespacedPod({ name, namespace });
         if (isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid) && !existing.metadata?.deletionTimestamp) return existing;
-        throw new Refused(`${target.displayName}: pod ${where} exists and is not this pod's delegate`);
+        throw new Refused('NameTaken', `${target.displayName}: pod ${where} exists and is not this pod's delegate`);
       }
       // A copy refused (its Warning is on the proxy already) or the delegate refused: the pod
       // says why in its Delegated condition, as in fallback mode, while kube-scheduler tries
@@ -345,9 +366,9 @@ export class Binder {
       const refusal = err instanceof NotDelegatedError ? err : await refusalOf(target, { kind: 'pod', namespace }, err);
       if (refusal) {
         await markNotDelegated(this.o.sourceCore, proxy, refusal.reason, refusal.message, new Date(this.o.clock.now()));
-        throw new Refused(refusal.message, { cause: refusal }); // it names the target
+        throw new Refused(refusal.reason, refusal.message, { cause: refusal }); // it names the target
       }
-      throw new Refused(`${target.displayName}: cannot create the delegate: ${sanitizeRemoteText(statusMessage(err))}`);
+      throw new Refused('CreateFailed', `${target.displayName}: cannot create the delegate: ${sanitizeRemoteText(statusMessage(err))}`);
     }
   }
 
@@ -424,7 +445,7 @@ export class Binder {
       await this.changeOrTimeout(waitKey(target.key, namespace, name), live ? this.pollMs * 10 : this.pollMs);
     }
     await this.deleteDelegate(target, name, namespace, uid);
-    throw new Refused(reason);
+    throw new Refused('DelegateNotPlaced', reason);
   }
 
   /** Binds the proxy in the source; on failure the delegate goes, unless the proxy is bound there already. */

@@ -13,7 +13,9 @@ import { fitsTarget, likelyNode, schedulingPod } from './fit.js';
 import type { RuntimeClasses } from './target-classes.js';
 import type { TargetPriorityClasses } from './preemption.js';
 import { PlacementMemory } from './placement-memory.js';
-import { placementGroup, placementPolicyOf } from './placement-policy.js';
+import type { RefusalLog } from './refusal-log.js';
+import { placementGroup, placementPolicyOf, type PolicyChoice } from './placement-policy.js';
+import { formatQuantity } from '../provider/model/quantity.js';
 import { controllerOf } from '../provider/model/outage.js';
 import type { TargetPlacement } from '../provider/model/target.js';
 import { heldOnNode, isTerminal, type ResourceAmounts } from '../provider/model/resources.js';
@@ -151,6 +153,12 @@ export interface ExtenderRoutesOptions {
   logger: Logger;
   /** Refusals and assumptions shared with the binder; default a fresh one. */
   memory?: PlacementMemory;
+  /**
+   * Where each virtual node the filter rejects for a pod is counted, with the reason's name
+   * (see {@link FilterRefusal}), for `kubectl admiralty status`; explain's evaluations are not
+   * counted.
+   */
+  refusals?: Pick<RefusalLog, 'record'>;
   /** Serves `bind` when given (see {@link Binder}); without it, `bind` answers 404. */
   binder?: { bind(args: ExtenderBindingArgs): Promise<ExtenderBindingResult> };
   clock?: Clock;
@@ -288,6 +296,52 @@ export interface TargetVerdict {
   unresolvable?: boolean;
   /** Prioritize's score of a passing target, 0..{@link MAX_EXTENDER_PRIORITY}. */
   score?: number;
+  /** Why a passing target passed: on how many of its nodes the pod fits and the most room left on one (or the burst capacity, or the preemption, that takes it). */
+  why?: string;
+  /** What a passing target's score ranks by: the pod's policy and where it comes from, and its preference for the target when it has any. */
+  ranking?: string;
+}
+
+/** The name of a filter's reason to reject a target, as {@link RefusalLog} counts it. */
+export type FilterRefusal = 'TargetNotReady' | 'NotAuthorized' | 'SummaryUnreadable' | 'NoSummary' | 'KeptOffAfterRefusal' | 'AvoidedAfterReplacement' | 'NoNodeFits' | 'TopologyNotMet';
+
+/** The filter's verdict on one target (see `judge`). */
+type Judgement = { kept: true; why: () => string } | { kept: false; code: FilterRefusal; reason: string; unresolvable: boolean };
+
+const POLICY_WORDS: Record<PlacementPolicy['kind'], string> = {
+  spread: 'the most free cpu (share of allocatable, after the pod) first',
+  pack: 'the least free cpu first, to fill one target before the next',
+  burst: 'the lowest spec.placement.priority first, then the most free cpu',
+};
+
+/** What a pass's score ranks by, in words. Pure. */
+function rankingWords(choice: PolicyChoice | undefined, weighted: boolean, preference: number | undefined): string {
+  const policy = choice?.policy.kind ?? 'spread';
+  const from = choice?.from === 'pod' ? "the pod's annotation" : choice?.from === 'namespace' ? "its namespace's annotation" : 'the default';
+  const parts = [`${policy} (${from}): ${POLICY_WORDS[policy]}`];
+  if (weighted && policy !== 'pack') parts.push('target weights first (the fewest of its group per weight)');
+  if (preference !== undefined) parts.push(`ranked by the pod's preferences before the policy: ${preference} for this target`);
+  return parts.join('; ');
+}
+
+/**
+ * Why a kept target passed, in words: the filter's own count of the nodes that fit, and the
+ * most cpu and memory left on one of them, less what is assumed there (binds in flight,
+ * placements the summary does not show yet). Pure.
+ */
+function passWords(fit: { reason: string; fittingNodes: readonly string[]; byBurst?: boolean; byPreemption?: boolean }, state: TargetState, target: string, assumed: ReadonlyMap<string, ResourceAmounts>): string {
+  if (fit.byBurst || fit.byPreemption) return fit.reason;
+  const fitting = new Set(fit.fittingNodes);
+  const most = new Map<string, bigint>();
+  for (const n of state.nodes) {
+    if (!fitting.has(n.name)) continue;
+    for (const r of ['cpu', 'memory']) {
+      const free = (n.free.get(r) ?? 0n) - (assumed.get(n.name)?.get(r) ?? 0n);
+      if (free > (most.get(r) ?? -1n)) most.set(r, free);
+    }
+  }
+  const room = [...most].map(([r, v]) => `${r} ${formatQuantity(v > 0n ? v : 0n, r)}`).join(', ');
+  return `fits on ${fit.fittingNodes.length} of ${state.nodes.length} node(s) of ${target}${room ? `; the most free on one of them: ${room}` : ''}`;
 }
 
 /** The extender's routes, and the same judgement on demand. */
@@ -352,44 +406,46 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
    * The filter's verdict on one target for a pod: kept, or rejected with a reason (unresolvable
    * when evicting pods could not help). `pod` is the delegate's view ({@link delegateSpecOf}).
    */
-  const judge = (proxy: V1Pod, pod: V1Pod, target: TargetClient, topology?: TopologyJudge): { kept: true } | { kept: false; reason: string; unresolvable: boolean } => {
+  const judge = (proxy: V1Pod, pod: V1Pod, target: TargetClient, topology?: TopologyJudge): Judgement => {
     const namespace = proxy.metadata?.namespace ?? '';
-    const reject = (reason: string, unresolvable = false) => ({ kept: false as const, reason, unresolvable });
+    const reject = (code: FilterRefusal, reason: string, unresolvable = false) => ({ kept: false as const, code, reason, unresolvable });
     const health = registry.health(target.key);
-    if (health && !health.ready) return reject(`target ${target.displayName} is not ready: ${health.reason}${health.message ? `: ${health.message}` : ''}`, true);
+    if (health && !health.ready) return reject('TargetNotReady', `target ${target.displayName} is not ready: ${health.reason}${health.message ? `: ${health.message}` : ''}`, true);
     const unauthorized = opts.authorization?.(target.key, namespace);
-    if (unauthorized) return reject(unauthorized, true);
+    if (unauthorized) return reject('NotAuthorized', unauthorized, true);
     let state: TargetState | undefined;
     try {
       state = opts.targetState(target.key);
     } catch (err) {
       logger.error('scheduler extender: reading target state failed', { cluster: target.displayName, ...errorFields(err) });
-      return reject(`state of target ${target.displayName} is unavailable`);
+      return reject('SummaryUnreadable', `state of target ${target.displayName} is unavailable`);
     }
-    if (!state) return reject(`no ClusterSummary of target ${target.displayName} was read yet`);
+    if (!state) return reject('NoSummary', `no ClusterSummary of target ${target.displayName} was read yet`);
     const refusal = memory.refusal(proxy.metadata?.uid, target.key, clock.now());
-    if (refusal) return reject(`refused ${Math.round((clock.now() - refusal.atMs) / 1000)} s ago: ${refusal.reason}`);
+    if (refusal) return reject('KeptOffAfterRefusal', `refused ${Math.round((clock.now() - refusal.atMs) / 1000)} s ago: ${refusal.reason}`);
     const owner = controllerOf(proxy);
     const avoided = owner && memory.avoidance(owner.uid, target.key, clock.now());
-    if (avoided) return reject(`avoided for the pods of ${owner.kind} ${owner.name} until ${new Date(avoided.untilMs).toISOString()}, after a re-placement: ${avoided.reason}`);
+    if (avoided) return reject('AvoidedAfterReplacement', `avoided for the pods of ${owner.kind} ${owner.name} until ${new Date(avoided.untilMs).toISOString()}, after a re-placement: ${avoided.reason}`);
     const capacity = opts.targetPlacement?.(target.key)?.burstCapacity;
+    const assumed = assumedOn(target, state);
     const fit = fitsTarget(pod, state.nodes, {
       ...judgedAs(target, state),
-      assumed: assumedOn(target, state),
+      assumed,
       // As of that walk: the host ports of the same binds in flight and placements.
       assumedPorts: memory.assumedPortsOn(target.key),
       burst: capacity && { capacity, waiting: () => opts.waitingRequests?.(target.key) ?? new Map() },
     });
-    if (!fit.fits) return reject(fit.reason, fit.unresolvable);
+    if (!fit.fits) return reject('NoNodeFits', fit.reason, fit.unresolvable);
     if (topology) {
       // Among the nodes that fit; a target taken by its burst capacity alone has its current
       // nodes stand for those a scale-up adds.
       const fitting = new Set(fit.fittingNodes);
       const verdict = topology(target.key, fit.byBurst ? state.nodes : state.nodes.filter((n) => fitting.has(n.name)));
       // Unresolvable: preempting proxies for room would not move the pods it counts.
-      if (!verdict.fits) return reject(`no node in ${target.displayName} fits: ${verdict.reason}`, true);
+      if (!verdict.fits) return reject('TopologyNotMet', `no node in ${target.displayName} fits: ${verdict.reason}`, true);
     }
-    return { kept: true };
+    // The words of a pass are made only when explain asks for them.
+    return { kept: true, why: () => passWords(fit, state, target.displayName, assumed) };
   };
 
   /**
@@ -556,7 +612,8 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     return out;
   };
 
-  const filter = (args: ExtenderArgs): ExtenderFilterResult => {
+  /** `remember: false` (explain): rejections are not counted in `refusals`. */
+  const filter = (args: ExtenderArgs, remember = true): ExtenderFilterResult => {
     const pod = delegateSpecOf(args.Pod);
     const failed: Record<string, string> = {};
     const unresolvable: Record<string, string> = {};
@@ -574,9 +631,13 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
         continue;
       }
       const verdict = judge(args.Pod, pod, target, topology);
-      if (verdict.kept) kept.add(c.name);
-      else if (verdict.unresolvable) unresolvable[c.name] = verdict.reason;
+      if (verdict.kept) {
+        kept.add(c.name);
+        continue;
+      }
+      if (verdict.unresolvable) unresolvable[c.name] = verdict.reason;
       else failed[c.name] = verdict.reason;
+      if (remember) opts.refusals?.record(target.key, 'filter', verdict.code, verdict.reason);
     }
     const result: ExtenderFilterResult = { FailedNodes: failed, FailedAndUnresolvableNodes: unresolvable, Error: '' };
     if (kept.size === 0 && Object.keys(failed).length + Object.keys(unresolvable).length > 0) {
@@ -672,7 +733,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
   };
 
   /** `remember: false` (explain): no Warning event, and the pod's choice is not counted for weights. */
-  const prioritize = (args: ExtenderArgs, remember = true): HostPriority[] => {
+  const prioritize = (args: ExtenderArgs, remember = true, detail?: { choice?: PolicyChoice; preference: Map<string, number>; weighted: boolean }): HostPriority[] => {
     const choice = placementPolicyOf(args.Pod, args.Pod.metadata?.namespace ? opts.namespace?.(args.Pod.metadata.namespace) : undefined, policyOf());
     const uid = args.Pod.metadata?.uid;
     if (remember && choice.invalid && uid && !warned.has(uid)) {
@@ -705,6 +766,11 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     const scoredBy = topology ?? (affinePods(args.Pod).some(scoresOthers) ? unconstrainedTopology(pod) : undefined);
     if (scoredBy) withSoftTopology(args.Pod, pod, scoredBy, scored);
     const group = weightsDiffer(scored.map((t) => t.placement)) ? groupCounts(args.Pod) : undefined;
+    if (detail) {
+      detail.choice = choice;
+      detail.weighted = group !== undefined;
+      if (prefs || topology) for (const t of scored) detail.preference.set(t.host, t.preference ?? 0);
+    }
     if (group) for (const t of scored) t.groupPods = group.get(t.key) ?? 0;
     const scores = rankTargets(choice.policy, pod, scored);
     let top = scored.filter((t) => scores.get(t.key) === MAX_SCORE);
@@ -825,7 +891,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
 
   const maxBodyBytes = opts.maxBodyBytes ?? 64 * 2 ** 20;
   const routes: Route[] = [
-    { method: 'POST', path: FILTER_PATH, maxBodyBytes, handle: handle('filter', parseExtenderArgs, filter) },
+    { method: 'POST', path: FILTER_PATH, maxBodyBytes, handle: handle('filter', parseExtenderArgs, (args: ExtenderArgs) => filter(args)) },
     { method: 'POST', path: PRIORITIZE_PATH, maxBodyBytes, handle: handle('prioritize', parseExtenderArgs, (args: ExtenderArgs) => prioritize(args)) },
     { method: 'POST', path: PREEMPT_PATH, maxBodyBytes, handle: handle('preempt', parsePreemptionArgs, preempt) },
   ];
@@ -861,13 +927,21 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       if (node && (target.ref.kind === 'ClusterTarget' || target.ref.namespace === namespace)) usable.push({ target, node });
     }
     if (usable.length === 0) return [];
-    const filtered = filter({ Pod: proxy, NodeNames: usable.map((u) => u.node) });
+    const filtered = filter({ Pod: proxy, NodeNames: usable.map((u) => u.node) }, false);
     const kept = filtered.NodeNames ?? [];
-    const scores = new Map(kept.length > 0 ? prioritize({ Pod: proxy, NodeNames: kept }, false).map((h) => [h.Host, h.Score]) : []);
+    const detail = { preference: new Map<string, number>(), weighted: false } as { choice?: PolicyChoice; preference: Map<string, number>; weighted: boolean };
+    const scores = new Map(kept.length > 0 ? prioritize({ Pod: proxy, NodeNames: kept }, false, detail).map((h) => [h.Host, h.Score]) : []);
+    // The words of each pass: the filter's own judgement again (it is pure), for its numbers.
+    const pod = delegateSpecOf(proxy);
+    const topology = topologyOf(proxy, pod);
     return usable.map(({ target, node }) => {
       const verdict: TargetVerdict = { targetKey: target.key, target: target.displayName, node, passes: kept.includes(node) };
-      if (verdict.passes) verdict.score = scores.get(node) ?? 0;
-      else {
+      if (verdict.passes) {
+        verdict.score = scores.get(node) ?? 0;
+        const judged = judge(proxy, pod, target, topology);
+        if (judged.kept) verdict.why = judged.why();
+        verdict.ranking = rankingWords(detail.choice, detail.weighted, detail.preference.get(node));
+      } else {
         const unresolvable = filtered.FailedAndUnresolvableNodes?.[node];
         verdict.reason = unresolvable ?? filtered.FailedNodes[node] ?? 'rejected';
         verdict.unresolvable = unresolvable !== undefined;

@@ -1,4 +1,5 @@
 import type { TargetVerdict } from '../../scheduler/extender-server.js';
+import type { RefusalCount } from '../../scheduler/refusal-log.js';
 import type { KubeletRequestAttributes } from './auth.js';
 
 /**
@@ -25,6 +26,12 @@ export interface TargetSummaryView {
   message: string;
   /** When its outage began (the first probe that got no answer; RFC 3339), while it lasts: failover-after counts from it. */
   outageSince?: string;
+  /**
+   * Why this replica's extender and binder turned pods away from the target over the last 10
+   * minutes (to the minute), the most frequent reason first; empty when none (or no extender);
+   * absent from a provider that does not count them.
+   */
+  refusals?: RefusalCount[];
   /** The ClusterSummary the extender judges pods against; null while none was read. */
   summary: null | {
     /** When this provider read it (RFC 3339). */

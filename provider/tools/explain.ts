@@ -44,8 +44,12 @@ export function renderExplanation(e: PodExplanation, wide: boolean): string {
     return lines.join('\n');
   }
   const header = ['TARGET', ...(wide ? ['VIRTUAL NODE'] : []), 'VERDICT', 'SCORE', 'REASON'];
-  const rows = e.targets.map((t) => [t.target, ...(wide ? [t.node] : []), t.passes ? 'pass' : 'fail', t.passes ? String(t.score ?? 0) : '-', t.passes ? '' : (t.reason ?? '')]);
+  const rows = e.targets.map((t) => [t.target, ...(wide ? [t.node] : []), t.passes ? 'pass' : 'fail', t.passes ? String(t.score ?? 0) : '-', (t.passes ? t.why : t.reason) ?? '']);
   lines.push(renderTable(header, rows));
+  // What the scores rank by: once when every pass ranks alike (no preference among them).
+  const rankings = e.targets.filter((t) => t.passes && t.ranking).map((t) => [t.target, t.ranking!] as const);
+  if (rankings.length > 0 && rankings.every(([, r]) => r === rankings[0][1])) lines.push(`Scored by ${rankings[0][1]}`);
+  else for (const [target, r] of rankings) lines.push(`Scored ${target} by ${r}`);
   lines.push(e.best.length === 0 ? 'No target can take it now.' : `${e.boundTo ? 'Would be bound now to' : 'Would be bound to'}: ${e.best.join(' or ')}${e.best.length > 1 ? ' (equal scores: the proxy scheduler picks one at random)' : ''}`);
   return lines.join('\n');
 }

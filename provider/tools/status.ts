@@ -1,9 +1,11 @@
 import { parseArgs } from 'node:util';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Lease, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
+import { realClock, type Clock } from '../core/clock.js';
 import { ValidationError } from '../core/errors.js';
 import { API_GROUP, API_VERSION, FAILOVER_AFTER_ANNOTATION, HAS_FINALIZER_LABEL } from '../core/keys.js';
 import type { TargetSummaryView } from '../kubelet/operator-views.js';
 import type { Condition, Target } from '../model/types.js';
+import type { RefusalCount } from '../../scheduler/refusal-log.js';
 import { type CliIo, writeLine } from './cli-io.js';
 import {
   answerMessage,
@@ -56,6 +58,8 @@ export interface TargetStatusRow {
   provider: TargetSummaryView | { error: string };
   /** Age of the summary the provider judges against, in seconds, when it has one. */
   summaryAgeSeconds?: number;
+  /** The provider's count of the pods turned away from it over the last 10 minutes, by reason (see `TargetSummaryView.refusals`). */
+  refusals: RefusalCount[];
   proxies: { bound: number; running: number; pending: number; other: number };
   /** The namespace's `failover-after` (Targets only), when set. */
   failoverAfter?: string;
@@ -72,10 +76,26 @@ export interface StatusReport {
     /** The Lease's holder, its last renewal and how long ago, or why the Lease could not be read. */
     leader?: { identity: string; renewTime?: string; renewedSecondsAgo?: number; leaseDurationSeconds?: number };
     leaseError?: string;
-    /** The chart's provider pods (none when the provider runs outside the cluster). */
-    replicas: { name: string; ready: boolean; phase: string; leader: boolean }[];
+    /**
+     * The provider's replicas that can be seen: the chart's provider pods (`seenAs: pod`), and the
+     * Lease's holder when no pod is it (`seenAs: lease`: a provider outside the cluster, as in
+     * the sandbox). `leader` is true for the holder while its Lease has not expired. A standby
+     * outside the cluster holds nothing and is not seen.
+     */
+    replicas: StatusReplica[];
     replicasError?: string;
   };
+}
+
+/** One replica of the provider in the report. */
+export interface StatusReplica {
+  /** The pod's name, or the Lease holder's identity (`<pod or host name>-<pid>`). */
+  name: string;
+  seenAs: 'pod' | 'lease';
+  /** Of a pod only. */
+  phase?: string;
+  ready?: boolean;
+  leader: boolean;
 }
 
 /** What {@link buildStatusReport} is built from: what the CLI read. */
@@ -125,6 +145,7 @@ export function buildStatusReport(input: StatusInput, nowMs: number): StatusRepo
       ...(cond && cond.status !== 'True' ? { reason: cond.reason, message: cond.message } : {}),
       provider,
       ...(readAt !== undefined && !Number.isNaN(readAt) ? { summaryAgeSeconds: Math.max(0, Math.round((nowMs - readAt) / 1000)) } : {}),
+      refusals: ('error' in provider ? undefined : provider.refusals) ?? [],
       proxies: (node && byNode.get(node)) || { bound: 0, running: 0, pending: 0, other: 0 },
       ...(failover ? { failoverAfter: failover } : {}),
     };
@@ -133,6 +154,17 @@ export function buildStatusReport(input: StatusInput, nowMs: number): StatusRepo
   const holder = input.lease?.spec?.holderIdentity;
   const renew = input.lease?.spec?.renewTime;
   const renewMs = renew ? new Date(renew as unknown as string).getTime() : undefined;
+  const duration = input.lease?.spec?.leaseDurationSeconds;
+  const leading = holder !== undefined && holder !== '' && !(renewMs !== undefined && duration !== undefined && nowMs - renewMs > duration * 1000);
+  // The leader's identity is `<pod name>-<pid>` (main.ts).
+  const replicas: StatusReplica[] = input.providerPods.map((p) => ({
+    name: p.metadata?.name ?? '',
+    seenAs: 'pod',
+    phase: p.status?.phase ?? 'Unknown',
+    ready: p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
+    leader: leading && holder.startsWith(`${p.metadata?.name}-`),
+  }));
+  if (leading && !replicas.some((r) => r.leader)) replicas.push({ name: holder, seenAs: 'lease', leader: true });
   return {
     cluster: input.cluster,
     at: new Date(nowMs).toISOString(),
@@ -149,13 +181,7 @@ export function buildStatusReport(input: StatusInput, nowMs: number): StatusRepo
           }
         : {}),
       ...(input.leaseError ? { leaseError: input.leaseError } : {}),
-      // The leader's identity is `<pod name>-<pid>` (main.ts).
-      replicas: input.providerPods.map((p) => ({
-        name: p.metadata?.name ?? '',
-        phase: p.status?.phase ?? 'Unknown',
-        ready: p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
-        leader: holder !== undefined && holder.startsWith(`${p.metadata?.name}-`),
-      })),
+      replicas,
       ...(input.providerPodsError ? { replicasError: input.providerPodsError } : {}),
     },
   };
@@ -163,9 +189,19 @@ export function buildStatusReport(input: StatusInput, nowMs: number): StatusRepo
 
 const room = (r: Record<string, string> | undefined) => (r ? `${r.cpu}/${r.memory}/${r.pods}` : '-');
 
+/** Refusals shown in the table's cell, at most; the rest are counted as `+N more`. */
+const REFUSALS_IN_CELL = 2;
+
+/** `NoNodeFits×3, DelegateNotPlaced×1 +2 more`, or `-`. */
+function refusalsCell(refusals: readonly RefusalCount[]): string {
+  if (refusals.length === 0) return '-';
+  const shown = refusals.slice(0, REFUSALS_IN_CELL).map((r) => `${r.reason}×${r.count}`).join(', ');
+  return refusals.length > REFUSALS_IN_CELL ? `${shown} +${refusals.length - REFUSALS_IN_CELL} more` : shown;
+}
+
 /** The report as tables for people: `wide` adds the total free room, outage, failover and reasons. Pure. */
 export function renderStatus(report: StatusReport, wide: boolean): string {
-  const header = ['TARGET', 'VIRTUAL NODE', 'READY', 'SUMMARY AGE', 'LARGEST FREE (CPU/MEM/PODS)', ...(wide ? ['TOTAL FREE'] : []), 'PROXIES', 'RUNNING', 'PENDING', ...(wide ? ['OUTAGE SINCE', 'FAILOVER AFTER', 'REASON'] : [])];
+  const header = ['TARGET', 'VIRTUAL NODE', 'READY', 'SUMMARY AGE', 'LARGEST FREE (CPU/MEM/PODS)', ...(wide ? ['TOTAL FREE'] : []), 'PROXIES', 'RUNNING', 'PENDING', 'REFUSALS (10M)', ...(wide ? ['OUTAGE SINCE', 'FAILOVER AFTER', 'REASON'] : [])];
   const rows = report.targets.map((t) => {
     const view = 'error' in t.provider ? undefined : t.provider;
     return [
@@ -178,6 +214,7 @@ export function renderStatus(report: StatusReport, wide: boolean): string {
       String(t.proxies.bound),
       String(t.proxies.running),
       String(t.proxies.pending),
+      refusalsCell(t.refusals),
       ...(wide ? [view?.outageSince ?? '-', t.failoverAfter ?? '-', t.ready === 'True' ? '' : `${t.reason ?? ''}: ${t.message ?? ''}`] : []),
     ];
   });
@@ -187,6 +224,8 @@ export function renderStatus(report: StatusReport, wide: boolean): string {
     const name = t.kind === 'Target' ? `${t.namespace}/${t.name}` : `ClusterTarget/${t.name}`;
     if (!wide && t.ready !== 'True') lines.push(`  ${name} not ready: ${t.reason ?? 'no Ready condition yet'}${t.message ? `: ${t.message}` : ''}`);
     if ('error' in t.provider) lines.push(`  ${name}: no figures from the provider: ${t.provider.error}`);
+    // Wide: what each reason last said.
+    if (wide) for (const r of t.refusals) lines.push(`  ${name} refused by ${r.source} ${r.count}× ${r.reason}, last at ${r.lastAt}: ${r.lastMessage}`);
   }
   const p = report.provider;
   lines.push('');
@@ -196,9 +235,10 @@ export function renderStatus(report: StatusReport, wide: boolean): string {
     lines.push(`Provider leader: ${p.leader.identity} (Lease ${p.leaseNamespace}/${PROVIDER_LEASE_NAME}${renewed})${stale}`);
   } else lines.push(`Provider leader: none (${p.leaseError ?? `no holder on Lease ${p.leaseNamespace}/${PROVIDER_LEASE_NAME}`})`);
   if (p.replicas.length > 0) {
-    lines.push(renderTable(['REPLICA', 'PHASE', 'READY', 'LEADER'], p.replicas.map((r) => [r.name, r.phase, String(r.ready), r.leader ? 'yes' : ''])));
-  } else {
-    lines.push(`Provider replicas: ${p.replicasError ?? `no pod labelled ${PROVIDER_POD_SELECTOR} in ${p.leaseNamespace} (a provider outside the cluster?)`}`);
+    lines.push(renderTable(['REPLICA', 'SEEN AS', 'PHASE', 'READY', 'LEADER'], p.replicas.map((r) => [r.name, r.seenAs === 'pod' ? 'pod' : 'Lease holder', r.phase ?? '-', r.ready === undefined ? '-' : String(r.ready), r.leader ? 'yes' : ''])));
+  }
+  if (!p.replicas.some((r) => r.seenAs === 'pod')) {
+    lines.push(`  ${p.replicasError ?? `no pod labelled ${PROVIDER_POD_SELECTOR} in ${p.leaseNamespace}: replicas outside the cluster are seen only while they lead`}`);
   }
   return lines.join('\n');
 }
@@ -272,6 +312,38 @@ async function askSummary(kc: KubeConfig, node: string, override: string | undef
   }
 }
 
+/** What {@link printStatus} reads with, prints to and waits on. */
+export interface PrintStatusOptions {
+  collect: () => Promise<StatusInput>;
+  format: OutputFormat;
+  write: (text: string) => void;
+  clock: Clock;
+  /** Print again this long after each print ends, until `signal` aborts; once when absent. */
+  watchIntervalMs?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Reads and prints the report once or, with `watchIntervalMs`, again and again (a blank line
+ * between two) until `signal` aborts; an abort during the wait ends it at once, one during a
+ * read after that read's print. A failed read throws and ends the watch.
+ */
+export async function printStatus(o: PrintStatusOptions): Promise<void> {
+  for (;;) {
+    const input = await o.collect();
+    const report = buildStatusReport(input, o.clock.now());
+    o.write(o.format === 'json' || o.format === 'yaml' ? formatData(report, o.format) : renderStatus(report, o.format === 'wide'));
+    if (o.watchIntervalMs === undefined || o.signal?.aborted) return;
+    o.write('');
+    await new Promise<void>((res) => {
+      const onAbort = () => (o.clock.clearTimeout(t), res());
+      const t = o.clock.setTimeout(() => (o.signal?.removeEventListener('abort', onAbort), res()), o.watchIntervalMs!);
+      o.signal?.addEventListener('abort', onAbort, { once: true });
+    });
+    if (o.signal?.aborted) return;
+  }
+}
+
 /**
  * `status`: prints the report (table, wide, json or yaml), once or, with `--watch`, every
  * `--interval` seconds until interrupted. Exit codes: 0 printed, 1 a read refused or failed
@@ -305,18 +377,15 @@ export async function statusCli(args: string[], io: CliIo, signal?: AbortSignal)
   }
   try {
     const { kc, context } = loadOperatorKubeconfig(values, io.env ?? {});
-    for (;;) {
-      const input = await collectStatus(kc, context, values.namespace, values['provider-namespace'] ?? 'admiralty', values['provider-address']);
-      const report = buildStatusReport(input, Date.now());
-      writeLine(io.stdout, format === 'json' || format === 'yaml' ? formatData(report, format) : renderStatus(report, format === 'wide'));
-      if (!values.watch || signal?.aborted) return 0;
-      writeLine(io.stdout);
-      await new Promise<void>((res) => {
-        const t = setTimeout(res, intervalMs);
-        signal?.addEventListener('abort', () => (clearTimeout(t), res()), { once: true });
-      });
-      if (signal?.aborted) return 0;
-    }
+    await printStatus({
+      collect: () => collectStatus(kc, context, values.namespace, values['provider-namespace'] ?? 'admiralty', values['provider-address']),
+      format,
+      write: (text) => writeLine(io.stdout, text),
+      clock: realClock,
+      ...(values.watch ? { watchIntervalMs: intervalMs } : {}),
+      signal,
+    });
+    return 0;
   } catch (err) {
     if (err instanceof ValidationError || err instanceof ApiCallError) {
       writeLine(io.stderr, `status: ${err.message}`);

@@ -6,6 +6,7 @@ import { standbyMayCreateDelegates } from '../model/outage.js';
 import { Binder } from '../../scheduler/bind.js';
 import { createExtender, type Extender, type TargetVerdict } from '../../scheduler/extender-server.js';
 import type { PlacementMemory } from '../../scheduler/placement-memory.js';
+import type { RefusalLog } from '../../scheduler/refusal-log.js';
 import { nodesOfSummary } from '../../scheduler/target-nodes.js';
 import { priorityClassesOfSummary, runtimeClassesOfSummary } from '../../scheduler/target-classes.js';
 import { lowerPriorityPodsOn, priorityClassValuesOfSummary } from '../../scheduler/preemption.js';
@@ -25,12 +26,14 @@ import type { Wiring } from './wiring.js';
  * The scheduler extender (filter, prioritize and, with delegation, bind) on the webhook's
  * server, which every replica runs. The filter and the binder share `authorization` (which
  * namespaces a ClusterTarget's cluster lets us create pods in). Returns the binder, which follow asks for the proxies it is
- * placing, and the extender's `explain` (for `kubectl admiralty explain`).
+ * placing, and the extender's `explain` (for `kubectl admiralty explain`). Both count what they
+ * turn away in `refusals` (for `kubectl admiralty status`).
  */
 export function wireExtender(
   w: Wiring,
   routes: Route[],
   memory: PlacementMemory,
+  refusals: RefusalLog,
   proxies: Informer<V1Pod> | undefined,
   delegation: DelegationWiring | undefined,
   targets: TargetInformers | undefined,
@@ -60,6 +63,7 @@ export function wireExtender(
           return read && runtimeClassesOfSummary(read.summary);
         },
         memory,
+        refusals,
         authorization,
         events: w.events,
         lowerPriorityPods: (key, node, proxy) => {
@@ -175,6 +179,7 @@ export function wireExtender(
       // scheduler talks to one replica at a time, leader or not.
       events: w.events,
       memory,
+      refusals,
       // Every replica binds: kube-scheduler keeps its connection to the extender, so through a
       // Service its binds go to one replica, leader or not. The binder's writes are safe from
       // any replica: the delegate's name is deterministic (AlreadyExists is adopted), the

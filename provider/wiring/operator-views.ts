@@ -6,12 +6,15 @@ import { isNotFound } from '../core/errors.js';
 import { API_GROUP, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
 import type { OperatorAnswer, OperatorViews, PodExplanation, TargetSummaryView } from '../kubelet/operator-views.js';
 import { summaryRoom } from '../model/summary-room.js';
+import type { RefusalLog } from '../../scheduler/refusal-log.js';
 
 export interface OperatorViewsOptions {
   core: Pick<CoreV1Api, 'readNamespacedPod'>;
   registry: Pick<ClusterRegistry, 'byNodeName' | 'health' | 'summary'>;
   /** The extender's judgement of a proxy (`Extender.explain`), once wired; undefined when this process runs no extender. */
   explain: () => ((pod: V1Pod) => TargetVerdict[]) | undefined;
+  /** What the extender and binder of this replica turned away lately; undefined when it runs no extender. */
+  refusals?: () => Pick<RefusalLog, 'recent'> | undefined;
   clock: Clock;
 }
 
@@ -37,6 +40,7 @@ export function createOperatorViews(opts: OperatorViewsOptions): OperatorViews {
         reason: health?.reason ?? 'NotProbed',
         message: health?.message ?? 'not probed yet',
         ...(health?.outageSinceMs !== undefined ? { outageSince: new Date(health.outageSinceMs).toISOString() } : {}),
+        refusals: opts.refusals?.()?.recent(target.key) ?? [],
         summary: read
           ? {
               readAt: new Date(read.readAtMs).toISOString(),

@@ -27,6 +27,7 @@ import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../sche
 import type { Wiring } from './wiring.js';
 import { createOperatorViews } from './operator-views.js';
 import type { TargetVerdict } from '../../scheduler/extender-server.js';
+import type { RefusalLog } from '../../scheduler/refusal-log.js';
 import type { ObjectCache } from '../reconcilers/object-cache.js';
 
 /** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
@@ -118,6 +119,8 @@ export interface KubeletCaches {
   delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
   /** The extender's judgement of a proxy, for `kubectl admiralty explain`; undefined without an extender. */
   explain: () => ((pod: V1Pod) => TargetVerdict[]) | undefined;
+  /** What the extender and binder turned away lately, per target; undefined without an extender. */
+  refusals: () => Pick<RefusalLog, 'recent'> | undefined;
 }
 
 /** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
@@ -164,7 +167,7 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
       auth: createKubeletAuthorizer({ kubeConfig: kc }),
       logger,
       registry,
-      operatorViews: createOperatorViews({ core, registry: clusters, explain: caches.explain, clock }),
+      operatorViews: createOperatorViews({ core, registry: clusters, explain: caches.explain, refusals: caches.refusals, clock }),
       resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
       nodeUsage: new ResourceUsage({
         proxiesOn: (nodeName) => caches.proxies()?.list().filter((p) => p.spec?.nodeName === nodeName) ?? [],

@@ -259,6 +259,19 @@ describe('scheduler: Binder', () => {
     expect(memory.refusal(UID, KEY, Date.now())!.reason).to.equal(r.Error);
   });
 
+  it('counts each bind a target did not take under the name of its reason: DelegateNotPlaced, or the Delegated reason of an apiserver refusal', async () => {
+    const counted: [string, string, string][] = [];
+    binder = new Binder({ ...options, refusals: { record: (key, source, reason) => void counted.push([key, source, reason]) } });
+    decide = (d) => ({ ...d, status: { conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }] } });
+    await binder.bind(args);
+    targetCore.createNamespacedPod.rejects(apiError(404, 'NotFound'));
+    await binder.bind(args);
+    expect(counted).to.deep.equal([
+      [KEY, 'bind', 'DelegateNotPlaced'],
+      [KEY, 'bind', 'TargetNamespaceMissing'],
+    ]);
+  });
+
   it('creates nothing in a target its fencing gate keeps closed, without remembering a refusal', async () => {
     const asked: string[] = [];
     binder = new Binder({ ...options, mayCreateDelegates: (key) => (asked.push(key), false) });

@@ -6,7 +6,7 @@ import { PLACEMENT_POLICY_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../
 import { silentLogger } from '../../../provider/core/logger.js';
 import { virtualNodeName } from '../../../provider/model/names.js';
 import type { TargetRef } from '../../../provider/model/types.js';
-import { createExtender, type TargetState } from '../../../scheduler/extender-server.js';
+import { createExtender, FILTER_PATH, type TargetState } from '../../../scheduler/extender-server.js';
 import { kubeConfig, node, nodesOf, pod } from './fixtures.js';
 
 const C1: TargetRef = { kind: 'Target', namespace: 'ns', name: 'c1' };
@@ -26,6 +26,7 @@ function proxy(name: string, requests: Record<string, string>, annotations: Reco
 
 describe('scheduler: Extender.explain', () => {
   const events: string[] = [];
+  const counted: [string, string, string][] = [];
   const registry = new ClusterRegistry();
   for (const r of [C1, C2, ELSEWHERE, SHARED, DOWN]) {
     const client = createTargetClient(r, kubeConfig(), 'fp', false);
@@ -44,6 +45,7 @@ describe('scheduler: Extender.explain', () => {
     targetState: (key) => states[key],
     policy: { kind: 'spread' },
     events: { record: (_obj, _type, reason) => events.push(reason) },
+    refusals: { record: (key, source, reason) => void counted.push([key, source, reason]) },
     logger: silentLogger(),
   });
 
@@ -71,5 +73,29 @@ describe('scheduler: Extender.explain', () => {
   it('records no Warning event for an unusable placement-policy annotation, which prioritize would', () => {
     extender.explain(proxy('odd', { cpu: '1' }, { [PLACEMENT_POLICY_ANNOTATION]: 'nonsense' }));
     expect(events).to.deep.equal([]);
+  });
+
+  it('says in words why each passing target passed (on how many nodes it fits, the most room left on one) and what its score ranks by', () => {
+    const byKey = new Map(extender.explain(proxy('big', { cpu: '3' })).map((v) => [v.targetKey, v]));
+    expect(byKey.get('Target/ns/c1')).to.deep.include({
+      why: 'fits on 1 of 1 node(s) of ns/c1; the most free on one of them: cpu 8, memory 16Gi',
+      ranking: 'spread (the default): the most free cpu (share of allocatable, after the pod) first',
+    });
+    const packed = extender.explain(proxy('packed', { cpu: '1' }, { [PLACEMENT_POLICY_ANNOTATION]: 'pack' })).find((v) => v.targetKey === 'Target/ns/c2');
+    expect(packed).to.deep.include({ passes: true, why: 'fits on 2 of 2 node(s) of ns/c2; the most free on one of them: cpu 2, memory 8Gi' });
+    expect(packed!.ranking).to.equal("pack (the pod's annotation): the least free cpu first, to fill one target before the next");
+    expect(byKey.get('Target/ns/c2')).to.not.have.property('why');
+  });
+
+  it('counts the targets the filter rejects, by reason name, and none of those explain judges', () => {
+    counted.length = 0;
+    extender.explain(proxy('big', { cpu: '3' }));
+    expect(counted).to.deep.equal([]);
+    const filter = extender.routes.find((r) => r.path === FILTER_PATH)!;
+    filter.handle({ path: FILTER_PATH, connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: proxy('big', { cpu: '3' }), NodeNames: [virtualNodeName(C1), virtualNodeName(C2), virtualNodeName(DOWN)] })) });
+    expect(counted).to.deep.equal([
+      ['Target/ns/c2', 'filter', 'NoNodeFits'],
+      ['ClusterTarget/down', 'filter', 'TargetNotReady'],
+    ]);
   });
 });

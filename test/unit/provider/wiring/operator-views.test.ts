@@ -2,7 +2,8 @@ import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import { createTargetClient } from '../../../../provider/clusters/target-client.js';
-import { realClock } from '../../../../provider/core/clock.js';
+import { FakeClock, realClock } from '../../../../provider/core/clock.js';
+import { RefusalLog } from '../../../../scheduler/refusal-log.js';
 import { SOURCE_POD_MANIFEST_ANNOTATION } from '../../../../provider/core/keys.js';
 import type { TargetVerdict } from '../../../../scheduler/extender-server.js';
 import { createOperatorViews } from '../../../../provider/wiring/operator-views.js';
@@ -25,6 +26,9 @@ describe('wiring: createOperatorViews', () => {
     { targetKey: 'Target/ns/c2', target: 'ns/c2', node: 'admiralty-namespace-ns-c2', passes: true, score: 10 },
     { targetKey: 'Target/ns/c3', target: 'ns/c3', node: 'admiralty-namespace-ns-c3', passes: false, reason: 'no' },
   ];
+  const log = new RefusalLog({ clock: new FakeClock(Date.UTC(2026, 0, 1, 0, 1)) });
+  log.record(c2.key, 'filter', 'TargetNotReady', 'target ns/c2 is not ready: TargetUnreachable');
+  log.record('Target/ns/c1', 'filter', 'NoNodeFits', 'not this one');
   const views = createOperatorViews({
     core: {
       readNamespacedPod: (async ({ namespace, name }: { namespace: string; name: string }) => {
@@ -35,10 +39,11 @@ describe('wiring: createOperatorViews', () => {
     },
     registry,
     explain: () => () => verdicts,
+    refusals: () => log,
     clock: realClock,
   });
 
-  it("gives a target's health, outage start and the room of the summary read, with when it was read", async () => {
+  it("gives a target's health, outage start, its refusals counted by this replica and the room of the summary read, with when it was read", async () => {
     const answer = await views.summary('admiralty-namespace-ns-c2');
     expect(answer).to.deep.equal({
       code: 200,
@@ -49,6 +54,7 @@ describe('wiring: createOperatorViews', () => {
         reason: 'TargetUnreachable',
         message: 'connect ECONNREFUSED',
         outageSince: '2026-01-01T00:00:00.000Z',
+        refusals: [{ source: 'filter', reason: 'TargetNotReady', count: 1, lastMessage: 'target ns/c2 is not ready: TargetUnreachable', lastAt: '2026-01-01T00:01:00.000Z' }],
         summary: { readAt: '2026-01-01T00:00:05.000Z', renewTime: '2026-01-01T00:00:00Z', largestFree: { cpu: '2', memory: '1Gi', pods: '9' }, totalFree: { cpu: '2', memory: '1Gi', pods: '9' }, nodes: 1, schedulableNodes: 1 },
       },
     });
