@@ -14,9 +14,9 @@ import { addInto, heldOnNode, ONE_POD, podRequests, type ResourceAmounts } from 
 import type { RuntimeClasses } from './target-classes.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
-import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
-import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
-import { refusalOf } from '../provider/reconcilers/target-refusal.js';
+import type { ObjectCache } from '../provider/controller/object-cache.js';
+import { markNotDelegated } from '../provider/writers/proxy-writes.js';
+import { refusalOf } from '../provider/writers/target-refusal.js';
 import { asksClaimTemplates, claimCreationFailure, nominatedFor, preemptingFor, unschedulableVerdict } from './delegate-verdict.js';
 import type { EventRecorder } from '../provider/core/events.js';
 import { schedulingPod } from './fit.js';

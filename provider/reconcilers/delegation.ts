@@ -13,10 +13,10 @@ import { isOutage } from '../model/outage.js';
 import type { CopyNames } from '../model/pod-references.js';
 import { buildProxyAnnotations, buildProxyStatus, proxyStatusEquals, proxyStatusPatch } from '../model/proxy-status.js';
 import { checkTenancy } from '../model/tenancy.js';
-import type { EventSink } from './event-sink.js';
-import type { ObjectCache } from './object-cache.js';
-import { deleteProxyNow, markNotDelegated } from './proxy-writes.js';
-import { refusalOf } from './target-refusal.js';
+import type { EventSink } from '../core/event-sink.js';
+import type { ObjectCache } from '../controller/object-cache.js';
+import { deleteProxyNow, markNotDelegated } from '../writers/proxy-writes.js';
+import { refusalOf } from '../writers/target-refusal.js';
 import { targetIdentityLabels } from '../model/virtual-node.js';
 
 export interface DelegationReconcilerOptions {

@@ -27,7 +27,7 @@ import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../sche
 import type { Wiring } from './wiring.js';
 import { createOperatorViews } from './operator-views.js';
 import type { TargetVerdict } from '../../scheduler/extender-server.js';
-import type { ObjectCache } from '../reconcilers/object-cache.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 
 /** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
 export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Runnable {

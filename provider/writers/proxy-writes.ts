@@ -3,7 +3,7 @@ import { classifyApiError, isNotFound } from '../core/errors.js';
 import { unreadAnswer } from '../core/unread-answer.js';
 import { DELEGATED_CONDITION } from '../core/keys.js';
 import { conditionDiffers } from '../model/outage.js';
-import type { EventSink } from './event-sink.js';
+import type { EventSink } from '../core/event-sink.js';
 
 /**
  * Writes one condition of a proxy with a strategic-merge patch of its status (merge key `type`),
