@@ -94,9 +94,9 @@ export async function runCli(argv: string[], io: CliIo, program = 'admiralty'): 
         writeLine(io.stderr, needsCloneMessage('sandbox'));
         return 1;
       }
-      // Development tool, compiled into dist/ from a clone only; loaded only when asked for.
-      const { sandboxCli } = await import('../test/sandbox/sandbox-cli.js');
-      return sandboxCli(args);
+      // A development tool of the clone, loaded from there only when asked for.
+      const { loadDevTools } = await import('./tools/dev-tools.js');
+      return (await loadDevTools()).sandboxCli(args);
     }
     case 'bench': {
       const { benchCli } = await import('./tools/bench-cli.js');

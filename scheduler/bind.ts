@@ -2,27 +2,24 @@ import type { CoreV1Api, CoreV1Event, V1Namespace, V1Pod } from '@kubernetes/cli
 import type { ClusterRegistry } from '../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../provider/clusters/target-client.js';
 import type { Clock } from '../provider/core/clock.js';
-import { classifyApiError, isAlreadyExists, isNotFound, NotDelegatedError, statusMessage } from '../provider/core/errors.js';
+import { classifyApiError, isNotFound, NotDelegatedError, statusMessage } from '../provider/core/errors.js';
 import { errorFields, type Logger } from '../provider/core/logger.js';
 import { sanitizeRemoteText } from '../provider/core/redact.js';
-import { identityAnswer } from '../provider/core/unread-answer.js';
 import { autoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../provider/model/autoscaler.js';
-import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../provider/model/delegate-pod.js';
+import { delegateNameOf, isOurDelegate } from '../provider/model/delegate-pod.js';
 import { podHostPorts } from '../provider/model/host-ports.js';
 import type { CopyNames } from '../provider/model/pod-references.js';
 import { addInto, heldOnNode, ONE_POD, podRequests, type ResourceAmounts } from '../provider/model/resources.js';
 import type { RuntimeClasses } from './target-classes.js';
 import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
-import type { ObjectCache } from '../provider/reconcilers/object-cache.js';
-import { markNotDelegated } from '../provider/reconcilers/proxy-writes.js';
-import { refusalOf } from '../provider/reconcilers/target-refusal.js';
+import type { ObjectCache } from '../provider/controller/object-cache.js';
+import { DelegateCreateError, DelegateWriter, type DelegateCreation } from '../provider/writers/delegate-writer.js';
 import { asksClaimTemplates, claimCreationFailure, nominatedFor, preemptingFor, unschedulableVerdict } from './delegate-verdict.js';
 import type { EventRecorder } from '../provider/core/events.js';
 import { schedulingPod } from './fit.js';
 import type { PlacementMemory } from './placement-memory.js';
 import type { RefusalLog } from './refusal-log.js';
-import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 
 /** `ExtenderBindingArgs` of k8s.io/kube-scheduler/extender/v1. */
 export interface ExtenderBindingArgs {
@@ -173,8 +170,11 @@ export class Binder {
   private readonly pollMs: number;
   /** Binds waiting for a delegate to change, by {@link waitKey}. */
   private readonly waiting = new Map<string, Set<() => void>>();
+  /** Creates the delegates and their copies, as the delegation reconciler does. */
+  private readonly writer: DelegateWriter;
 
   constructor(private readonly o: BinderOptions) {
+    this.writer = new DelegateWriter(o);
     this.placeTimeoutMs = o.placeTimeoutMs ?? 20_000;
     this.pollMs = o.pollMs ?? 500;
   }
@@ -348,28 +348,24 @@ export class Binder {
   /** Creates the delegate (after its copies); an existing delegate of this very proxy is taken as is. */
   private async createDelegate(proxy: V1Pod, name: string, target: TargetClient): Promise<V1Pod> {
     const namespace = proxy.metadata!.namespace!;
-    const where = `${namespace}/${name}`;
+    let created: DelegateCreation;
     try {
-      const copyNames = await this.o.follow?.ensureCopies(proxy, target);
-      const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames, targetLabels: targetIdentityLabels(target.ref) });
       // Only the new delegate's name and uid are read (waitPlaced).
-      return await target.core.createNamespacedPod({ namespace, body }, identityAnswer());
+      created = await this.writer.create(proxy, target, 'identity');
     } catch (err) {
-      if (isAlreadyExists(err)) {
-        const existing = await target.core.readNamespacedPod({ name, namespace });
-        if (isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid) && !existing.metadata?.deletionTimestamp) return existing;
-        throw new Refused('NameTaken', `${target.displayName}: pod ${where} exists and is not this pod's delegate`);
-      }
-      // A copy refused (its Warning is on the proxy already) or the delegate refused: the pod
-      // says why in its Delegated condition, as in fallback mode, while kube-scheduler tries
-      // other targets; the condition goes once a delegate exists.
-      const refusal = err instanceof NotDelegatedError ? err : await refusalOf(target, { kind: 'pod', namespace }, err);
-      if (refusal) {
-        await markNotDelegated(this.o.sourceCore, proxy, refusal.reason, refusal.message, new Date(this.o.clock.now()));
-        throw new Refused(refusal.reason, refusal.message, { cause: refusal }); // it names the target
-      }
-      throw new Refused('CreateFailed', `${target.displayName}: cannot create the delegate: ${sanitizeRemoteText(statusMessage(err))}`);
+      const cause = err instanceof DelegateCreateError ? err.cause : err;
+      throw new Refused('CreateFailed', `${target.displayName}: cannot create the delegate: ${sanitizeRemoteText(statusMessage(cause))}`);
     }
+    if (created.outcome === 'created') return created.delegate;
+    if (created.outcome === 'nameTaken') {
+      const existing = await target.core.readNamespacedPod({ name, namespace });
+      if (isOurDelegate(existing, this.o.sourceClusterName, proxy.metadata!.uid) && !existing.metadata?.deletionTimestamp) return existing;
+      throw new Refused('NameTaken', `${target.displayName}: pod ${namespace}/${name} exists and is not this pod's delegate`);
+    }
+    // A copy refused (its Warning is on the proxy already) or the delegate refused: the pod says
+    // why in its Delegated condition (the writer set it), as in fallback mode, while
+    // kube-scheduler tries other targets; the condition goes once a delegate exists.
+    throw new Refused(created.refusal.reason, created.refusal.message, { cause: created.refusal }); // it names the target
   }
 
   /**

@@ -1,6 +1,14 @@
 import type { V1Pod } from '@kubernetes/client-node';
-import type { SubtreeTable } from '../controller/subtree-table.js';
 import { PARENT_NAME_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
+
+/**
+ * Where shared parts come from: the informers' `SubtreeTable` (provider/controller/), which
+ * returns the frozen copy it holds of a value of the same JSON, or the value itself. Declared
+ * here so that this pure module depends on no machinery.
+ */
+export interface PartTable {
+  share<T extends object>(value: T, previous?: unknown): T;
+}
 
 /** Of a pod's spec: parts that the pods of one workload repeat whole. */
 const SPEC_PARTS = ['affinity', 'tolerations', 'nodeSelector', 'securityContext', 'topologySpreadConstraints', 'imagePullSecrets', 'readinessGates', 'dnsConfig', 'hostAliases', 'overhead', 'resources', 'os'] as const;
@@ -11,7 +19,7 @@ const CONTAINER_STATUS_PARTS = ['state', 'lastState'] as const;
 
 /**
  * Gives the parts of `pod` that other cached pods are likely to repeat whole the copies `table`
- * holds (see {@link SubtreeTable}): the workload's labels and annotations (not a delegate's,
+ * holds (see {@link PartTable}): the workload's labels and annotations (not a delegate's,
  * which name its proxy), scheduling constraints, security context and container resources,
  * each volume's source (the projected service-account token, a ConfigMap; not the volume, whose
  * name may be generated), finalizers and owners, conditions (which many pods reach in the same
@@ -23,7 +31,7 @@ const CONTAINER_STATUS_PARTS = ['state', 'lastState'] as const;
  * places (the same field; in a list, the item at the same index): one equal to the new part is
  * taken as it is, without a lookup in the table.
  */
-export function sharePodParts(pod: V1Pod, table: SubtreeTable, previous?: V1Pod): V1Pod {
+export function sharePodParts(pod: V1Pod, table: PartTable, previous?: V1Pod): V1Pod {
   const metadata = pod.metadata;
   if (metadata) {
     const before = previous?.metadata;
@@ -56,7 +64,7 @@ export function sharePodParts(pod: V1Pod, table: SubtreeTable, previous?: V1Pod)
 }
 
 /** Gives each of `fields` of `obj` that is not shared yet the table's copy (or that of `previous`, the same object's version cached until now). */
-function shareFields(obj: object, fields: readonly string[], table: SubtreeTable, previous: object | undefined): void {
+function shareFields(obj: object, fields: readonly string[], table: PartTable, previous: object | undefined): void {
   const parts = obj as Record<string, unknown>;
   const was = previous as Record<string, unknown> | undefined;
   for (const f of fields) if (isShareable(parts[f])) parts[f] = table.share(parts[f], was?.[f]);

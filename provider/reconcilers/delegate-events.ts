@@ -7,7 +7,7 @@ import { errorFields, type Logger } from '../core/logger.js';
 import { unreadAnswer } from '../core/unread-answer.js';
 import { PARENT_NAME_ANNOTATION } from '../core/keys.js';
 import { copiesEvent, eventTime, proxyEventFor } from '../model/proxy-event.js';
-import type { ObjectCache } from './object-cache.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 
 /** A target's events cache with its index by pod (see {@link DelegateEventsReconciler.eventsByPod}). */
 export interface IndexedEvents {

@@ -2,10 +2,10 @@ import { CoreV1Api, PatchStrategy, setHeaderOptions, type V1ContainerStatus, typ
 import type { ClusterRegistry } from '../clusters/cluster-registry.js';
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
-import { isAlreadyExists, isNotFound, NotDelegatedError, TerminalError, ValidationError } from '../core/errors.js';
+import { isNotFound, TerminalError, ValidationError } from '../core/errors.js';
 import { unreadAnswer } from '../core/unread-answer.js';
 import { PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION } from '../core/keys.js';
-import { buildDelegatePod, delegateNameOf, isOurDelegate } from '../model/delegate-pod.js';
+import { delegateNameOf, isOurDelegate } from '../model/delegate-pod.js';
 import { releaseOurFinalizers } from '../model/finalizers.js';
 import { delegatePodName } from '../model/names.js';
 import { stringMapMergePatch } from '../model/maps.js';
@@ -13,11 +13,10 @@ import { isOutage } from '../model/outage.js';
 import type { CopyNames } from '../model/pod-references.js';
 import { buildProxyAnnotations, buildProxyStatus, proxyStatusEquals, proxyStatusPatch } from '../model/proxy-status.js';
 import { checkTenancy } from '../model/tenancy.js';
-import type { EventSink } from './event-sink.js';
-import type { ObjectCache } from './object-cache.js';
-import { deleteProxyNow, markNotDelegated } from './proxy-writes.js';
-import { refusalOf } from './target-refusal.js';
-import { targetIdentityLabels } from '../model/virtual-node.js';
+import type { EventSink } from '../core/event-sink.js';
+import type { ObjectCache } from '../controller/object-cache.js';
+import { deleteProxyNow, markNotDelegated } from '../writers/proxy-writes.js';
+import { DelegateWriter } from '../writers/delegate-writer.js';
 
 export interface DelegationReconcilerOptions {
   sourceCore: CoreV1Api;
@@ -106,7 +105,12 @@ export class DelegationReconciler {
    */
   private readonly nodeSeenAt = new Map<string, number>();
 
-  constructor(private readonly o: DelegationReconcilerOptions) {}
+  /** Creates the delegates and their copies, as the scheduler extender's bind does. */
+  private readonly writer: DelegateWriter;
+
+  constructor(private readonly o: DelegationReconcilerOptions) {
+    this.writer = new DelegateWriter(o);
+  }
 
   /** Name of the delegates caches' index by the key of their proxy ({@link delegatesByProxy}). */
   static readonly BY_PROXY_INDEX = 'by-proxy';
@@ -288,29 +292,15 @@ export class DelegationReconciler {
       await this.markNotDelegated(proxy, verdict.reason, verdict.message);
       throw new TerminalError(`proxy ${proxy.metadata!.namespace}/${proxy.metadata!.name}: ${verdict.message}`);
     }
-    let copyNames: CopyNames | undefined;
-    try {
-      copyNames = await this.o.follow?.ensureCopies(proxy, target);
-    } catch (err) {
-      // The event is on the proxy already; the condition says why there is no delegate.
-      if (err instanceof NotDelegatedError) await this.markNotDelegated(proxy, err.reason, err.message);
-      throw err;
+    const created = await this.writer.create(proxy, target, 'nothing');
+    if (created.outcome === 'nameTaken') return { requeueAfterMs: 1000 };
+    if (created.outcome === 'refused') {
+      // A copy's refusal has its event on the proxy already (the follow reconciler's).
+      if (created.of === 'copies') throw created.refusal;
+      this.event(proxy, 'Warning', created.refusal.reason, created.refusal.message);
+      throw new Error(`creating delegate ${desired.name} in ${target.displayName}`, { cause: created.refusal.cause });
     }
-    // Named `desired.name` (the copies' names change references only); checked already, so the
-    // build throws nothing that delegateNameOf did not.
-    const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames, targetLabels: targetIdentityLabels(target.ref) });
-    try {
-      await target.core.createNamespacedPod({ namespace: desired.namespace, body }, unreadAnswer());
-      this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.name} created in ${target.displayName}`);
-    } catch (err) {
-      if (isAlreadyExists(err)) return { requeueAfterMs: 1000 };
-      const refusal = await refusalOf(target, { kind: 'pod', namespace: desired.namespace }, err);
-      if (refusal) {
-        this.event(proxy, 'Warning', refusal.reason, refusal.message);
-        await this.markNotDelegated(proxy, refusal.reason, refusal.message);
-      }
-      throw new Error(`creating delegate ${desired.name} in ${target.displayName}`, { cause: err });
-    }
+    this.event(proxy, 'Normal', 'DelegateCreated', `delegate ${desired.name} created in ${target.displayName}`);
   }
 
   /** Mirrors the delegate's status and annotations onto the proxy, writing only what changed. */

@@ -8,10 +8,10 @@ import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate
 import { copyName } from '../model/names.js';
 import { referencedNames, type CopyKind, type CopyNames } from '../model/pod-references.js';
 import { checkTenancy } from '../model/tenancy.js';
-import type { EventSink } from './event-sink.js';
-import type { ObjectCache } from './object-cache.js';
+import type { EventSink } from '../core/event-sink.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 import { TargetPasses } from './target-passes.js';
-import { refusalOf } from './target-refusal.js';
+import { refusalOf } from '../writers/target-refusal.js';
 
 type Kind = CopyKind;
 type Copy = V1ConfigMap | V1Secret;

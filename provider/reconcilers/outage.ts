@@ -9,9 +9,9 @@ import { API_GROUP, API_VERSION, HAS_FINALIZER_LABEL, PARENT_CLUSTER_NAME_LABEL,
 import { releaseOurFinalizers } from '../model/finalizers.js';
 import { virtualNodeName } from '../model/names.js';
 import { decideOutage, decideRecovered, fenceVerdict, isOutage, parentOf, type OutageDecision } from '../model/outage.js';
-import type { EventSink } from './event-sink.js';
-import { ConditionWrites, deleteProxyNow, recordProxyEvent, type ConditionWritesPass } from './proxy-writes.js';
-import type { ObjectCache } from './object-cache.js';
+import type { EventSink } from '../core/event-sink.js';
+import { ConditionWrites, deleteProxyNow, recordProxyEvent, type ConditionWritesPass } from '../writers/proxy-writes.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 
 export interface OutageReconcilerOptions {
   sourceCore: CoreV1Api;

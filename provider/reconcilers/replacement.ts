@@ -9,9 +9,9 @@ import { isOurDelegate } from '../model/delegate-pod.js';
 import { virtualNodeName } from '../model/names.js';
 import { parentOf } from '../model/outage.js';
 import { decideReplacement, REPLACE_COOL_DOWN_MS, type ReplacementDecision } from '../model/replacement.js';
-import type { EventSink } from './event-sink.js';
-import { ConditionWrites, deleteProxyNow, recordProxyEvent, type ConditionWritesPass } from './proxy-writes.js';
-import type { ObjectCache } from './object-cache.js';
+import type { EventSink } from '../core/event-sink.js';
+import { ConditionWrites, deleteProxyNow, recordProxyEvent, type ConditionWritesPass } from '../writers/proxy-writes.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 
 export interface ReplacementReconcilerOptions {
   sourceCore: CoreV1Api;

@@ -7,8 +7,8 @@ import { isOurDelegate } from '../model/delegate-pod.js';
 import { isOwnedCopy } from '../model/follow.js';
 import { equalNormalized } from '../model/normalize.js';
 import { buildReroutedService, buildServiceCopy, originalSelector, serviceCopyDrops, serviceCopyNeedsUpdate, serviceCopyRefusal } from '../model/service.js';
-import type { EventSink } from './event-sink.js';
-import type { ObjectCache } from './object-cache.js';
+import type { EventSink } from '../core/event-sink.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 import { TargetPasses } from './target-passes.js';
 
 export interface ServiceReconcilerOptions {

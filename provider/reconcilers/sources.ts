@@ -7,7 +7,7 @@ import { admiraltyName } from '../model/names.js';
 import { buildSourceObjects, sourceOwnerLabels, sourceOwnerSelector } from '../model/source.js';
 import { equalNormalized } from '../model/normalize.js';
 import type { ClusterSource, Source } from '../model/types.js';
-import type { ObjectCache } from './object-cache.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 
 /**
  * Target side of the user guide: for each Source (namespaced) or ClusterSource, makes the

@@ -6,7 +6,7 @@ import { perObject } from '../core/per-object.js';
 import { buildClusterSummary, sightSummary, summaryEquals, type SummarySighting } from '../model/cluster-summary.js';
 import { podRequestsWithOverhead } from '../model/resources.js';
 import type { ClusterSummary } from '../model/types.js';
-import type { ObjectCache } from './object-cache.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 
 export interface SummaryReconcilerOptions {
   custom: CustomObjectsApi;

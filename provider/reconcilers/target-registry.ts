@@ -13,7 +13,7 @@ import { clusterTargetRights, targetForbidden } from '../model/refusal.js';
 import { isOutage } from '../model/outage.js';
 import { parseTarget, type NormalizedTargetSpec } from '../model/target.js';
 import type { ClusterSummary, Target, TargetRef } from '../model/types.js';
-import type { ObjectCache } from './object-cache.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 import type { SelfTargetBindings } from './self-target-bindings.js';
 import type { TargetAuthorization } from './target-authorization.js';
 

@@ -28,8 +28,8 @@ import { podRequestsWithOverhead, requestedByNode } from '../model/resources.js'
 import { conditionsEqual, parseTarget, readyCondition, setCondition } from '../model/target.js';
 import type { Target, TargetRef } from '../model/types.js';
 import { buildNodeLease, buildVirtualNode, buildVirtualNodeMetadataPatch, buildVirtualNodeStatusPatch, NODE_LEASE_NAMESPACE } from '../model/virtual-node.js';
-import type { EventSink } from './event-sink.js';
-import type { ObjectCache } from './object-cache.js';
+import type { EventSink } from '../core/event-sink.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 import type { SelfTargetBindings } from './self-target-bindings.js';
 
 export interface TargetsReconcilerOptions {

@@ -7,34 +7,21 @@
  *
  * Whitespace and syntax are minified, names are not: stack traces and logged errors keep
  * the functions' names. The source maps point at dist/ (not at the sources, which are not
- * shipped). What lives under dist/test/ (the sandbox, the benchmarks' drivers) stays out of the
- * bundle and is imported from where tsc put it, so the published package, which leaves
- * dist/test/ out, holds none of it.
+ * shipped). The sandbox, which the provider's sources never import, stays out of the bundle:
+ * `admiralty sandbox` and `admiralty demo` load it from dist/test/ of a clone at run time
+ * (provider/tools/dev-tools.ts), so the published package, which leaves dist/test/ out, holds
+ * none of it.
  *
  * Run by `npm run build` after tsc, with tsx (a development dependency, like esbuild).
  */
 import { rmSync } from 'node:fs';
-import { join, relative, resolve, sep } from 'node:path';
+import { join } from 'node:path';
 import { build, type Plugin } from 'esbuild';
 import { packageRoot } from './package-root.js';
 
 const root = packageRoot();
 const dist = join(root, 'dist');
 const outdir = join(dist, 'bundle');
-const testTree = join(dist, 'test') + sep;
-
-/** Imports of dist/test/ stay imports, rewritten to be relative to dist/bundle/. */
-const keepTestTreeOut: Plugin = {
-  name: 'keep-dist-test-out',
-  setup(b) {
-    b.onResolve({ filter: /\/test\// }, (args) => {
-      const target = resolve(args.resolveDir, args.path);
-      if (!target.startsWith(testTree)) return undefined;
-      const path = relative(outdir, target).split(sep).join('/');
-      return { path: path.startsWith('.') ? path : `./${path}`, external: true };
-    });
-  },
-};
 
 /**
  * node-fetch 2 (client-node's HTTP/1.1 client) imports `whatwg-url` only to fall back on its
@@ -67,7 +54,7 @@ await build({
   minifySyntax: true,
   sourcemap: true,
   sourcesContent: false,
-  plugins: [keepTestTreeOut, platformUrlForWhatwgUrl],
+  plugins: [platformUrlForWhatwgUrl],
   // Dependencies written as CommonJS call require(); an ES module has none of its own.
   banner: { js: "import { createRequire as createRequireForBundle } from 'node:module'; const require = createRequireForBundle(import.meta.url);" },
   logLevel: 'warning',

@@ -1,8 +1,8 @@
 import { execFile } from 'node:child_process';
 import { parseArgs } from 'node:util';
-import type { Sandbox } from '../../test/sandbox/sandbox.js';
 import { ELECT_ANNOTATION, KEY_PREFIX, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
 import { type CliIo, writeLine } from './cli-io.js';
+import { loadDevTools, type DemoSandbox } from './dev-tools.js';
 import {
   compareProxiesAndDelegates,
   describeTally,
@@ -62,16 +62,16 @@ export async function demoCli(args: string[], io: CliIo): Promise<number> {
     writeLine(io.stderr, 'demo: --replicas takes a whole number from 1 to 200 and --timeout-seconds a positive number');
     return 2;
   }
-  // The sandbox is a development tool; load it only when the demo runs.
-  const { Sandbox } = await import('../../test/sandbox/sandbox.js');
-  return new Demo(new Sandbox(), io, { replicas, timeoutMs: timeoutSeconds * 1000 }).run();
+  // The sandbox is a development tool of the clone; load it only when the demo runs.
+  const { createSandbox } = await loadDevTools();
+  return new Demo(createSandbox(), io, { replicas, timeoutMs: timeoutSeconds * 1000 }).run();
 }
 
 class Demo {
   private virtualNodes = new Map<string, VirtualNodeInfo>();
 
   constructor(
-    private readonly sandbox: Sandbox,
+    private readonly sandbox: DemoSandbox,
     private readonly io: CliIo,
     private readonly opts: { replicas: number; timeoutMs: number },
   ) {}

@@ -28,7 +28,7 @@ import type { Wiring } from './wiring.js';
 import { createOperatorViews } from './operator-views.js';
 import type { TargetVerdict } from '../../scheduler/extender-server.js';
 import type { RefusalLog } from '../../scheduler/refusal-log.js';
-import type { ObjectCache } from '../reconcilers/object-cache.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 
 /** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
 export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Runnable {

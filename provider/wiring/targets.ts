@@ -8,7 +8,7 @@ import { perObject } from '../core/per-object.js';
 import { PROVIDER_VERSION } from '../core/version.js';
 import { delegatePodName } from '../model/names.js';
 import type { Target } from '../model/types.js';
-import type { ObjectCache } from '../reconcilers/object-cache.js';
+import type { ObjectCache } from '../controller/object-cache.js';
 import { SelfTargetBindings } from '../reconcilers/self-target-bindings.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';

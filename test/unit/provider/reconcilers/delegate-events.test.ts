@@ -5,7 +5,7 @@ import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { proxyEventName } from '../../../../provider/model/proxy-event.js';
 import { DelegateEventsReconciler, type IndexedEvents } from '../../../../provider/reconcilers/delegate-events.js';
-import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 
 const apiError = (code: number, reason?: string) => Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', code, reason }) });
 

@@ -16,8 +16,8 @@ import {
 import { buildDelegatePod } from '../../../../provider/model/delegate-pod.js';
 import { buildProxyStatus, proxyFields } from '../../../../provider/model/proxy-status.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
-import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
-import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import type { EventSink } from '../../../../provider/core/event-sink.js';
+import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { MapCache } from './map-cache.js';
 
 const CLUSTER = 'c1';

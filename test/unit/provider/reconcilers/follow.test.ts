@@ -16,9 +16,9 @@ import {
 import { buildConfigMapCopy, buildSecretCopy } from '../../../../provider/model/follow.js';
 import { copyName } from '../../../../provider/model/names.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
-import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { FollowReconciler } from '../../../../provider/reconcilers/follow.js';
-import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { MapCache } from './map-cache.js';
 
 const CLUSTER = 'c1';

@@ -1,4 +1,4 @@
-import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 
 /** An informer cache stand-in for reconciler tests: objects by namespace and name, in a Map. */
 export class MapCache<T extends { metadata?: { name?: string; namespace?: string } }> implements ObjectCache<T> {

@@ -4,10 +4,10 @@ import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod, type
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
-import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { Registry } from 'prom-client';
 import { createMetrics } from '../../../../provider/core/metrics.js';
-import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { FENCE_HOLD_OFF_MS, FENCE_PASS_DEADLINE_MS, MAX_FENCE_DELEGATES, OutageReconciler } from '../../../../provider/reconcilers/outage.js';
 import { OUTAGE_NOTICE_MS } from '../../../../provider/model/outage.js';
 import { MapCache } from './map-cache.js';

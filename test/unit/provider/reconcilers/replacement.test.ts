@@ -6,7 +6,7 @@ import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { createMetrics } from '../../../../provider/core/metrics.js';
-import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
+import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { ReplacementReconciler } from '../../../../provider/reconcilers/replacement.js';
 import { MapCache } from './map-cache.js';
 

@@ -13,8 +13,8 @@ import {
   PARENT_UID_LABEL,
 } from '../../../../provider/core/keys.js';
 import { buildReroutedService, buildServiceCopy } from '../../../../provider/model/service.js';
-import type { EventSink } from '../../../../provider/reconcilers/event-sink.js';
-import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import type { EventSink } from '../../../../provider/core/event-sink.js';
+import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { ServiceReconciler } from '../../../../provider/reconcilers/services.js';
 import { MapCache } from './map-cache.js';
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { ApiException, CoreV1Api, RbacAuthorizationV1Api, type V1ClusterRoleBinding, type V1RoleBinding } from '@kubernetes/client-node';
-import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { SourcesReconciler } from '../../../../provider/reconcilers/sources.js';
 import type { ClusterSource, Source } from '../../../../provider/model/types.js';
 

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import sinon from 'sinon';
 import { ApiException, CustomObjectsApi, type V1Node, type V1Pod, type V1RuntimeClass } from '@kubernetes/client-node';
 import { FakeClock } from '../../../../provider/core/clock.js';
-import type { ObjectCache } from '../../../../provider/reconcilers/object-cache.js';
+import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { SummaryReconciler } from '../../../../provider/reconcilers/summary.js';
 import { buildClusterSummary } from '../../../../provider/model/cluster-summary.js';
 import type { ClusterSummary } from '../../../../provider/model/types.js';

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
-import { ConditionWrites } from '../../../../provider/reconcilers/proxy-writes.js';
+import { ConditionWrites } from '../../../../provider/writers/proxy-writes.js';
 
 const pod = (uid: string, resourceVersion?: string): V1Pod => ({ metadata: { name: uid, namespace: 'apps', uid, resourceVersion } });
 const cond = (message: string): V1PodCondition => ({ type: 'multicluster.admiralty.io/TargetReachable', status: 'False', reason: 'TargetUnreachable', message });

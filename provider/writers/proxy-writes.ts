@@ -3,7 +3,7 @@ import { classifyApiError, isNotFound } from '../core/errors.js';
 import { unreadAnswer } from '../core/unread-answer.js';
 import { DELEGATED_CONDITION } from '../core/keys.js';
 import { conditionDiffers } from '../model/outage.js';
-import type { EventSink } from './event-sink.js';
+import type { EventSink } from '../core/event-sink.js';
 
 /**
  * Writes one condition of a proxy with a strategic-merge patch of its status (merge key `type`),
@@ -27,7 +27,8 @@ export async function writeProxyCondition(core: CoreV1Api, proxy: V1Pod, conditi
  * unless it says so already. It goes away by itself: once a delegate exists, the proxy's
  * conditions are the delegate's. Best effort: a failure here must not hide the one the caller
  * reports (the event or the extender's answer says it too). Used by the delegation reconciler
- * and the scheduler extender's bind, so a pod says why it has no delegate on either path.
+ * and by the delegate writer (both the reconciler's and the scheduler extender's bind path),
+ * so a pod says why it has no delegate on either path.
  */
 export async function markNotDelegated(core: CoreV1Api, proxy: V1Pod, reason: string, message: string, now: Date): Promise<void> {
   const current = proxy.status?.conditions?.find((c) => c.type === DELEGATED_CONDITION);

@@ -3,7 +3,7 @@ import sinon from 'sinon';
 import { ApiException } from '@kubernetes/client-node';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { NotDelegatedError } from '../../../../provider/core/errors.js';
-import { refusalOf } from '../../../../provider/reconcilers/target-refusal.js';
+import { refusalOf } from '../../../../provider/writers/target-refusal.js';
 
 const USER = 'system:serviceaccount:default:c1';
 const apiError = (code: number, reason: string, message = `${reason} (test)`) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message }), {});
