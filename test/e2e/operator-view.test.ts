@@ -57,7 +57,7 @@ describe('operator view: kubectl admiralty status and explain', function () {
     rmSync(pluginDir, { recursive: true, force: true });
   });
 
-  it("status shows both targets Ready, with the largest free cpu on one node and the node count of each target's summary, and the proxy bound to c2 Running", async () => {
+  it("status shows both targets Ready, with the largest free cpu on one node and the node count of each target's summary, the proxy bound to c2 Running, and the provider's replica as the leader", async () => {
     let report: any;
     // The provider reads a summary once a probe period: wait until it has the current one.
     await waitFor('status to show the summaries as they are', 60_000, async () => {
@@ -77,11 +77,14 @@ describe('operator view: kubectl admiralty status and explain', function () {
     expect(row(report, 'c2').proxies).to.deep.equal({ bound: 1, running: 1, pending: 0, other: 0 });
     expect(row(report, 'c1').proxies).to.deep.equal({ bound: 0, running: 0, pending: 0, other: 0 });
     expect(report.provider.leader.identity).to.match(/^c1-provider-\d+$/);
+    // The sandbox's provider runs outside the cluster: seen as the Lease's holder, and leading.
+    expect(report.provider.replicas).to.deep.equal([{ name: report.provider.leader.identity, seenAs: 'lease', leader: true }]);
     // The same as a table.
     const table = await plugin('status', '-n', ns);
     expect(table.code, table.stderr).to.equal(0);
     expect(table.stdout).to.match(new RegExp(`^${ns}/c2\\s+${nodes.c2Node}\\s+True\\s`, 'm'));
     expect(table.stdout).to.match(/^Provider leader: c1-provider-\d+ /m);
+    expect(table.stdout).to.match(/^c1-provider-\d+\s+Lease holder\s+-\s+-\s+yes$/m);
   });
 
   it('status shows a target whose apiserver is stopped as not Ready, with the reason', async () => {
@@ -110,13 +113,14 @@ describe('operator view: kubectl admiralty status and explain', function () {
     }
   });
 
-  it('explain names the nodeSelector that holds a pod to c2, which passes, and the target it was bound to', async () => {
+  it('explain names the nodeSelector that holds a pod to c2, which passes with the nodes it fits on and what its score ranks by, and the target it was bound to', async () => {
     const r = await plugin('explain', 'held', '-n', ns);
     expect(r.code, r.stderr).to.equal(0);
     const e = await json('explain', 'held', '-n', ns);
     expect(e.boundTo).to.deep.equal({ node: nodes.c2Node, target: `${ns}/c2` });
     expect(verdict(e, 'c1')).to.deep.include({ passes: false, reason: `no node in ${ns}/c1 fits: the pod's nodeSelector or node affinity on target labels excludes ${ns}/c1` });
-    expect(verdict(e, 'c2')).to.deep.include({ passes: true, score: 10 });
+    expect(verdict(e, 'c2')).to.deep.include({ passes: true, score: 10, ranking: 'spread (the default): the most free cpu (share of allocatable, after the pod) first' });
+    expect(verdict(e, 'c2').why).to.match(new RegExp(`^fits on [12] of 2 node\\(s\\) of ${ns}/c2; the most free on one of them: cpu \\d`));
     expect(e.best).to.deep.equal([`${ns}/c2`]);
     expect(r.stdout).to.include(`bound to ${nodes.c2Node} (target ${ns}/c2)`);
   });
@@ -134,6 +138,26 @@ describe('operator view: kubectl admiralty status and explain', function () {
     expect(e.best).to.deep.equal([`${ns}/c1`]);
     const table = await plugin('explain', 'big', '-n', ns);
     expect(table.stdout).to.match(new RegExp(`^${ns}/c2\\s+fail\\s+-\\s+no node in ${ns}/c2 fits: 2 Insufficient cpu \\(largest free 500m\\)$`, 'm'));
+  });
+
+  it('status counts the refusals of a target: a pod too big for any one node of c2 (but not for all of them), held to c2, shows there as NoNodeFits at least once', async () => {
+    await squeeze('c2', ns, 500);
+    // 700m: the virtual node offers the 2 x 500m left in all, so the proxy scheduler asks the
+    // extender, whose filter finds no one node with room.
+    await apply(
+      'c1',
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: toobig, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {multicluster.admiralty.io/target-name: c2}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: 700m}}}]\n`,
+    );
+    let refusal: any;
+    await waitFor('status to count a NoNodeFits refusal of c2', 90_000, async () => {
+      refusal = row(await json('status', '-n', ns), 'c2')?.refusals?.find((r: any) => r.source === 'filter' && r.reason === 'NoNodeFits');
+      return refusal !== undefined;
+    });
+    expect(refusal.count).to.be.at.least(1);
+    expect(refusal.lastMessage).to.equal(`no node in ${ns}/c2 fits: 2 Insufficient cpu (largest free 500m)`);
+    expect((await getJson('c1', 'pod', 'toobig', '-n', ns)).spec.nodeName).to.equal(undefined);
+    const table = await plugin('status', '-n', ns);
+    expect(table.stdout).to.match(new RegExp(`^${ns}/c2\\s.*\\sNoNodeFits×\\d+`, 'm'));
   });
 
   it('explain and status refuse a caller who may not read the pod or list Targets, with the reason', async () => {
