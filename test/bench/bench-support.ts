@@ -167,3 +167,25 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export function median(xs: readonly number[]): number {
   return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 }
+
+/**
+ * A benchmark script's entry: parses its arguments (exit 2 with the message and `usage` when
+ * they are bad), runs `main`, and exits 0, or 1 with the error.
+ */
+export function runBenchmark<A>(name: string, usage: string, parse: (argv: string[]) => A, main: (args: A) => Promise<void>): void {
+  let args: A;
+  try {
+    args = parse(process.argv.slice(2));
+  } catch (err) {
+    console.error(`bench: ${err instanceof Error ? err.message : err}`);
+    console.error(`usage: ${name} ${usage}`);
+    process.exit(2);
+  }
+  main(args).then(
+    () => process.exit(0),
+    (err) => {
+      console.error(`bench: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
+      process.exit(1);
+    },
+  );
+}

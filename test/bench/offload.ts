@@ -31,7 +31,7 @@ import { reuseConnections } from '../../provider/clusters/connection-reuse.js';
 import { ELECT_ANNOTATION, PARENT_NAME_ANNOTATION, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL } from '../../provider/core/keys.js';
 import { connectNamespace, kubeConfigFor, kubectl, uniqueName, waitFor } from '../e2e/support.js';
 import { REPO_ROOT } from '../sandbox/sandbox.js';
-import { pinClusters, pool } from './bench-support.js';
+import { pinClusters, pool, runBenchmark } from './bench-support.js';
 import {
   DIRECT_MILESTONES,
   OFFLOAD_MILESTONES,
@@ -302,19 +302,4 @@ async function main(args: OffloadArgs): Promise<void> {
   log(`wrote ${relative(process.cwd(), `${base}.json`)} and ${relative(process.cwd(), `${base}.svg`)}`);
 }
 
-let parsed: OffloadArgs;
-try {
-  parsed = parseOffloadArgs(process.argv.slice(2));
-} catch (err) {
-  console.error(`bench: ${err instanceof Error ? err.message : err}`);
-  console.error(`usage: offload ${OFFLOAD_USAGE}`);
-  process.exit(2);
-}
-main(parsed).then(
-  () => process.exit(0),
-  (err) => {
-    console.error(`bench: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
-    process.exit(1);
-  },
-);
-
+runBenchmark('offload', OFFLOAD_USAGE, parseOffloadArgs, main);

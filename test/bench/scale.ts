@@ -29,7 +29,7 @@ import { reuseConnections } from '../../provider/clusters/connection-reuse.js';
 import { ELECT_ANNOTATION, PARENT_NAME_ANNOTATION, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL } from '../../provider/core/keys.js';
 import { apply, getJson, kubeConfigFor, kubectl, readyOf, waitFor } from '../e2e/support.js';
 import { REPO_ROOT, SOURCE_USER } from '../sandbox/sandbox.js';
-import { pool, rssMiB, providerPid, cpuSeconds, sleep } from './bench-support.js';
+import { cpuSeconds, pool, providerPid, rssMiB, runBenchmark, sleep } from './bench-support.js';
 import { metricByLabel, OFFLOAD_MILESTONES, orderedStages, percentile, stageFigures, startLatencies, steadyRate, type PodTimes } from './offload-report.js';
 import { ApiserverSampler, ensureCapacity, markPod, PodWatch, ProviderSampler, RunTimes, sandbox } from './sandbox-run.js';
 import {
@@ -291,18 +291,4 @@ async function main(args: ScaleArgs): Promise<void> {
   log(`wrote ${relative(process.cwd(), `${base}.json`)} and ${relative(process.cwd(), `${base}.svg`)}`);
 }
 
-let parsed: ScaleArgs;
-try {
-  parsed = parseScaleArgs(process.argv.slice(2));
-} catch (err) {
-  console.error(`bench: ${err instanceof Error ? err.message : err}`);
-  console.error(`usage: scale ${SCALE_USAGE}`);
-  process.exit(2);
-}
-main(parsed).then(
-  () => process.exit(0),
-  (err) => {
-    console.error(`bench: ${err instanceof Error ? (err.stack ?? err.message) : err}`);
-    process.exit(1);
-  },
-);
+runBenchmark('scale', SCALE_USAGE, parseScaleArgs, main);
