@@ -1,4 +1,4 @@
-import { ApiException, CoreV1Api, KubeConfig, type CoreV1Event, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type CoreV1Event, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
@@ -10,6 +10,7 @@ import { silentLogger } from '../../../provider/core/logger.js';
 import { buildDelegatePod } from '../../../provider/model/delegate-pod.js';
 import { Binder } from '../../../scheduler/bind.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
+import { apiError } from '../../support/api-errors.js';
 
 const NODE = 'admiralty-cluster-c2';
 const KEY = 'ClusterTarget/c2';
@@ -29,7 +30,6 @@ function proxy(): V1Pod {
   };
 }
 
-const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
 
 /** A delegate cache the test plays the target's scheduler on. */
 class DelegateCache {

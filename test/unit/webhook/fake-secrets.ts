@@ -1,10 +1,6 @@
 import type { V1Secret } from '@kubernetes/client-node';
 import sinon from 'sinon';
-
-/** An error shaped as client-node throws it for an API Status. */
-export function apiError(code: number, reason: string): Error {
-  return Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', reason }) });
-}
+import { bareApiError } from '../../support/api-errors.js';
 
 /**
  * One in-memory Secret, `namespace/name`, with resourceVersion checks, behind sinon stubs of
@@ -15,17 +11,17 @@ export function fakeSecretStore(namespace: string, name: string) {
   let version = 0;
   const core = {
     readNamespacedSecret: sinon.stub().callsFake(async (req: { name: string; namespace: string }) => {
-      if (!stored || req.name !== name || req.namespace !== namespace) throw apiError(404, 'NotFound');
+      if (!stored || req.name !== name || req.namespace !== namespace) throw bareApiError(404, 'NotFound');
       return structuredClone(stored);
     }),
     createNamespacedSecret: sinon.stub().callsFake(async ({ body }: { body: V1Secret }) => {
-      if (stored) throw apiError(409, 'AlreadyExists');
+      if (stored) throw bareApiError(409, 'AlreadyExists');
       stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } };
       return structuredClone(stored);
     }),
     replaceNamespacedSecret: sinon.stub().callsFake(async ({ body }: { body: V1Secret }) => {
-      if (!stored) throw apiError(404, 'NotFound');
-      if (body.metadata?.resourceVersion !== stored.metadata?.resourceVersion) throw apiError(409, 'Conflict');
+      if (!stored) throw bareApiError(404, 'NotFound');
+      if (body.metadata?.resourceVersion !== stored.metadata?.resourceVersion) throw bareApiError(409, 'Conflict');
       stored = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } };
       return structuredClone(stored);
     }),

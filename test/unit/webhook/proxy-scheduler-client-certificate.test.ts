@@ -5,7 +5,8 @@ import { readCertificate } from '../../../certs/read-certificate.js';
 import { verifySignedBy } from '../../../certs/verify-signed-by.js';
 import { FakeClock } from '../../../provider/core/clock.js';
 import { ProxySchedulerClientCertificate, type ProxySchedulerClientCertificateOptions } from '../../../webhook/proxy-scheduler-client-certificate.js';
-import { apiError, fakeSecretStore } from './fake-secrets.js';
+import { fakeSecretStore } from './fake-secrets.js';
+import { bareApiError } from '../../support/api-errors.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const NS = 'admiralty';
@@ -69,7 +70,7 @@ describe('webhook: ProxySchedulerClientCertificate', () => {
 
   it('uses the certificate another replica wrote first (409 on create)', async () => {
     const theirs = await make().ensure(ca);
-    store.core.readNamespacedSecret.onCall(store.core.readNamespacedSecret.callCount).rejects(apiError(404, 'NotFound'));
+    store.core.readNamespacedSecret.onCall(store.core.readNamespacedSecret.callCount).rejects(bareApiError(404, 'NotFound'));
     expect(await make().ensure(ca)).to.deep.equal(theirs);
     expect(store.core.createNamespacedSecret.callCount).to.equal(2);
   });

@@ -7,7 +7,7 @@ import { FakeClock } from '../../../provider/core/clock.js';
 import { ProxySchedulerClientCertificate, type ProxySchedulerClientCertificateOptions } from '../../../webhook/proxy-scheduler-client-certificate.js';
 import { WebhookCertificateRotation } from '../../../webhook/webhook-certificate-rotation.js';
 import { WebhookCertificates, type WebhookCertificatesOptions } from '../../../webhook/webhook-certificates.js';
-import { apiError } from './fake-secrets.js';
+import { bareApiError } from '../../support/api-errors.js';
 
 const MINUTE_MS = 60 * 1000;
 const HOUR_MS = 60 * MINUTE_MS;
@@ -24,15 +24,15 @@ function fakeApis() {
   const core = {
     readNamespacedSecret: async ({ name }: { name: string }) => {
       const s = secrets.get(name);
-      if (!s) throw apiError(404, 'NotFound');
+      if (!s) throw bareApiError(404, 'NotFound');
       return structuredClone(s);
     },
     createNamespacedSecret: async ({ body }: { body: V1Secret }) => {
-      if (secrets.has(body.metadata!.name!)) throw apiError(409, 'AlreadyExists');
+      if (secrets.has(body.metadata!.name!)) throw bareApiError(409, 'AlreadyExists');
       secrets.set(body.metadata!.name!, { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } });
     },
     replaceNamespacedSecret: async ({ name, body }: { name: string; body: V1Secret }) => {
-      if (body.metadata?.resourceVersion !== secrets.get(name)?.metadata?.resourceVersion) throw apiError(409, 'Conflict');
+      if (body.metadata?.resourceVersion !== secrets.get(name)?.metadata?.resourceVersion) throw bareApiError(409, 'Conflict');
       secrets.set(name, { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } });
     },
   };
@@ -40,12 +40,12 @@ function fakeApis() {
   const admissionRegistration = {
     readMutatingWebhookConfiguration: async () => structuredClone(config),
     patchMutatingWebhookConfiguration: async ({ body }: { body: { op: string; path: string; value: string }[] }) => {
-      if (faults.patchFails) throw apiError(500, 'InternalError');
+      if (faults.patchFails) throw bareApiError(500, 'InternalError');
       const next = structuredClone(config);
       for (const op of body) {
         const [, , index, field, key] = op.path.split('/');
         const webhook = next.webhooks![Number(index)];
-        if (op.op === 'test' && webhook.name !== op.value) throw apiError(422, 'Invalid');
+        if (op.op === 'test' && webhook.name !== op.value) throw bareApiError(422, 'Invalid');
         if (op.op === 'add' && field === 'clientConfig' && key === 'caBundle') webhook.clientConfig.caBundle = op.value;
       }
       config = next;
@@ -72,7 +72,7 @@ function replica(name: string, apis: ReturnType<typeof fakeApis>, clock: FakeClo
   const core = {
     ...apis.core,
     readNamespacedSecret: async (args: { name: string }) => {
-      if (state.apiDown) throw apiError(503, 'ServiceUnavailable');
+      if (state.apiDown) throw bareApiError(503, 'ServiceUnavailable');
       return apis.core.readNamespacedSecret(args);
     },
   };

@@ -5,7 +5,8 @@ import { readCertificate } from '../../../certs/read-certificate.js';
 import { verifySignedBy } from '../../../certs/verify-signed-by.js';
 import { FakeClock } from '../../../provider/core/clock.js';
 import { trustedCaPems, WebhookCertificates, type WebhookCertificatesOptions } from '../../../webhook/webhook-certificates.js';
-import { apiError, fakeSecretStore } from './fake-secrets.js';
+import { fakeSecretStore } from './fake-secrets.js';
+import { bareApiError } from '../../support/api-errors.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const NS = 'admiralty';
@@ -137,7 +138,7 @@ describe('webhook: WebhookCertificates', () => {
     const theirs = await make().ensureServingCertificate();
     const secret = store.get();
     // Our first read misses; by the time we create, theirs exists.
-    store.core.readNamespacedSecret.onCall(store.core.readNamespacedSecret.callCount).rejects(apiError(404, 'NotFound'));
+    store.core.readNamespacedSecret.onCall(store.core.readNamespacedSecret.callCount).rejects(bareApiError(404, 'NotFound'));
     store.core.createNamespacedSecret.resetHistory();
     const ours = await make().ensureServingCertificate();
     expect(store.core.createNamespacedSecret.callCount).to.equal(1);

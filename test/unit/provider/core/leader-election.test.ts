@@ -6,8 +6,8 @@ import { expect } from 'chai';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { LeaderElector } from '../../../../provider/core/leader-election.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
+import { bareApiError } from '../../../support/api-errors.js';
 
-const apiError = (code: number) => Object.assign(new Error(`HTTP ${code}`), { code });
 
 /** One Lease in memory, with resourceVersion checks as the API server does them. */
 class FakeLeases {
@@ -28,22 +28,22 @@ class FakeLeases {
   api = {
     readNamespacedLease: async (_: unknown, options?: unknown) => {
       if (this.hung) return this.hang(options);
-      if (this.failing) throw apiError(503);
+      if (this.failing) throw bareApiError(503);
       this.reads++;
-      if (!this.lease) throw apiError(404);
+      if (!this.lease) throw bareApiError(404);
       return structuredClone(this.lease);
     },
     createNamespacedLease: async ({ body }: { body: V1Lease }) => {
-      if (this.failing) throw apiError(503);
-      if (this.lease) throw apiError(409);
+      if (this.failing) throw bareApiError(503);
+      if (this.lease) throw bareApiError(409);
       this.writes++;
       this.lease = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++this.rv) } };
       return this.lease;
     },
     replaceNamespacedLease: async ({ body }: { body: V1Lease }) => {
-      if (this.failing) throw apiError(503);
-      if (!this.lease) throw apiError(404);
-      if (body.metadata?.resourceVersion !== this.lease.metadata?.resourceVersion) throw apiError(409);
+      if (this.failing) throw bareApiError(503);
+      if (!this.lease) throw bareApiError(404);
+      if (body.metadata?.resourceVersion !== this.lease.metadata?.resourceVersion) throw bareApiError(409);
       this.writes++;
       this.lease = { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++this.rv) } };
       return this.lease;

@@ -6,8 +6,8 @@ import { silentLogger } from '../../../../provider/core/logger.js';
 import { proxyEventName } from '../../../../provider/model/proxy-event.js';
 import { DelegateEventsReconciler, type IndexedEvents } from '../../../../provider/reconcilers/delegate-events.js';
 import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
+import { bareApiError } from '../../../support/api-errors.js';
 
-const apiError = (code: number, reason?: string) => Object.assign(new Error(`HTTP ${code}`), { code, body: JSON.stringify({ kind: 'Status', code, reason }) });
 
 /** An in-memory cache keyed by namespace/name. */
 function cache<T extends { metadata?: { name?: string; namespace?: string } }>(items: T[]): ObjectCache<T> & { items: T[] } {
@@ -141,7 +141,7 @@ describe('DelegateEventsReconciler', () => {
 
     // The scheduler tried again: count 2. Our copy exists already: it is updated in place.
     events.items[0] = scheduled({ count: 2, lastTimestamp: new Date(NOW - 1_000) });
-    core.createNamespacedEvent.rejects(apiError(409, 'AlreadyExists'));
+    core.createNamespacedEvent.rejects(bareApiError(409, 'AlreadyExists'));
     core.readNamespacedEvent.resolves({ ...body, metadata: { ...body.metadata, resourceVersion: '7' } });
     await r.reconcile(key);
     expect(core.replaceNamespacedEvent.callCount).to.equal(1);
@@ -154,7 +154,7 @@ describe('DelegateEventsReconciler', () => {
     await r.reconcile(key);
     const written = core.createNamespacedEvent.firstCall.args[0].body;
     const fresh = new DelegateEventsReconciler({ ...(r as unknown as { o: ConstructorParameters<typeof DelegateEventsReconciler>[0] }).o });
-    core.createNamespacedEvent.rejects(apiError(409, 'AlreadyExists'));
+    core.createNamespacedEvent.rejects(bareApiError(409, 'AlreadyExists'));
     core.readNamespacedEvent.resolves(written);
     await fresh.reconcile(key);
     expect(core.replaceNamespacedEvent.callCount).to.equal(0);
@@ -199,11 +199,11 @@ describe('DelegateEventsReconciler', () => {
   });
 
   it('gives up quietly when the proxy namespace is gone or terminating, and retries other failures', async () => {
-    core.createNamespacedEvent.rejects(apiError(403, 'Forbidden'));
+    core.createNamespacedEvent.rejects(bareApiError(403, 'Forbidden'));
     await r.reconcile(key);
-    core.createNamespacedEvent.rejects(apiError(404, 'NotFound'));
+    core.createNamespacedEvent.rejects(bareApiError(404, 'NotFound'));
     await r.reconcile(key);
-    core.createNamespacedEvent.rejects(apiError(500, 'InternalError'));
+    core.createNamespacedEvent.rejects(bareApiError(500, 'InternalError'));
     const err = await r.reconcile(key).then(() => undefined, (e: Error) => e);
     expect(err?.message).to.match(/copying event shop\/web-abc.1 of Target\/shop\/eu to proxy shop\/web/);
     // Not remembered as written: the retry writes.

@@ -19,6 +19,7 @@ import { DelegationReconciler } from '../../../../provider/reconcilers/delegatio
 import type { EventSink } from '../../../../provider/core/event-sink.js';
 import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { MapCache } from './map-cache.js';
+import { apiError, notFound } from '../../../support/api-errors.js';
 
 const CLUSTER = 'c1';
 const NODE = 'admiralty-cluster-t1';
@@ -27,8 +28,6 @@ const UID = 'proxy-uid-1';
 const KEY = `${NS}/web-0`;
 const T0 = Date.parse('2024-05-01T10:00:00.000Z');
 
-const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
-const notFound = () => apiError(404, 'NotFound');
 
 /** Informer cache fake: objects by `<ns>/<name>`. */
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1ConfigMap, type V1Namespace, type V1Pod, type V1Secret } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1ConfigMap, type V1Namespace, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
@@ -20,13 +20,11 @@ import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { FollowReconciler } from '../../../../provider/reconcilers/follow.js';
 import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { MapCache } from './map-cache.js';
+import { apiError, alreadyExists, notFound } from '../../../support/api-errors.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
 
-const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
-const notFound = () => apiError(404, 'NotFound');
-const alreadyExists = () => apiError(409, 'AlreadyExists');
 /** This source's copy name for `name`. */
 const copy = (name: string) => copyName(name, CLUSTER);
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1Namespace, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
@@ -11,6 +11,7 @@ import type { ObjectCache } from '../../../../provider/controller/object-cache.j
 import { FENCE_HOLD_OFF_MS, FENCE_PASS_DEADLINE_MS, MAX_FENCE_DELEGATES, OutageReconciler } from '../../../../provider/reconcilers/outage.js';
 import { OUTAGE_NOTICE_MS } from '../../../../provider/model/outage.js';
 import { MapCache } from './map-cache.js';
+import { apiError } from '../../../support/api-errors.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -21,7 +22,6 @@ const AFTER = 'multicluster.admiralty.io/failover-after';
 const COND = 'multicluster.admiralty.io/TargetReachable';
 const FINALIZER = 'multicluster.admiralty.io/delegate';
 
-const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
 
 
 function proxy(name: string, o: { owner?: boolean; annotations?: Record<string, string>; conditions?: V1PodCondition[]; nodeName?: string; deleting?: boolean; grace?: number } = {}): V1Pod {

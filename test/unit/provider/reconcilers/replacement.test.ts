@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
@@ -9,6 +9,7 @@ import { createMetrics } from '../../../../provider/core/metrics.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { ReplacementReconciler } from '../../../../provider/reconcilers/replacement.js';
 import { MapCache } from './map-cache.js';
+import { apiError } from '../../../support/api-errors.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -19,7 +20,6 @@ const AFTER = 60_000;
 const COOL = 300_000;
 const COND = 'multicluster.admiralty.io/Replaceable';
 
-const apiError = (code: number, reason: string) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message: `${reason} (test)` }), {});
 
 function proxy(name: string, o: { owner?: boolean; nodeName?: string | null; conditions?: V1PodCondition[] } = {}): V1Pod {
   return {

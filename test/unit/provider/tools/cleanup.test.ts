@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { cleanupCli, finalizerPatch, removeOurFinalizers, stripOurFinalizers, type FinalizerResource, type ObjectMeta } from '../../../../provider/tools/cleanup.js';
 import { FOLLOW_FINALIZER, HAS_FINALIZER_LABEL, PROXY_FINALIZER } from '../../../../provider/core/keys.js';
+import { bareApiError } from '../../../support/api-errors.js';
 
-const apiError = (code: number) => Object.assign(new Error(`HTTP ${code}`), { code });
 
 /** An in-memory kind that applies JSON patches the way the API server does (test, replace, remove). */
 class FakeResource implements FinalizerResource {
@@ -25,7 +25,7 @@ class FakeResource implements FinalizerResource {
 
   async get(_ns: string | undefined, name: string): Promise<ObjectMeta> {
     const o = this.objects.get(name);
-    if (!o) throw apiError(404);
+    if (!o) throw bareApiError(404);
     return structuredClone(o);
   }
 
@@ -33,12 +33,12 @@ class FakeResource implements FinalizerResource {
     this.patches.push({ name, patch, dryRun });
     this.beforePatch(name, this.patches.filter((p) => p.name === name).length);
     const o = this.objects.get(name);
-    if (!o) throw apiError(404);
+    if (!o) throw bareApiError(404);
     const [test, change, ...rest] = patch as [{ value: string[] }, { op: string; value?: string[] }, ...{ op: string; path: string }[]];
-    if (JSON.stringify(o.finalizers ?? []) !== JSON.stringify(test.value)) throw apiError(422);
+    if (JSON.stringify(o.finalizers ?? []) !== JSON.stringify(test.value)) throw bareApiError(422);
     const labelRemovals = rest.map((op) => decodeURIComponent(op.path.replace('/metadata/labels/', '')).replace(/~1/g, '/').replace(/~0/g, '~'));
     // Removing a missing path fails the whole patch, as on the API server.
-    if (labelRemovals.some((k) => o.labels?.[k] === undefined)) throw apiError(422);
+    if (labelRemovals.some((k) => o.labels?.[k] === undefined)) throw bareApiError(422);
     if (dryRun) return;
     o.finalizers = change.op === 'remove' ? undefined : change.value;
     for (const k of labelRemovals) delete o.labels![k];
@@ -162,7 +162,7 @@ describe('cleanup', () => {
       pods.add('a', [PROXY_FINALIZER]);
       pods.add('b', [PROXY_FINALIZER]);
       pods.beforePatch = (name) => {
-        if (name === 'a') throw apiError(503);
+        if (name === 'a') throw bareApiError(503);
       };
       const { report, lines } = await run([], [pods]);
       expect(pods.patches.filter((p) => p.name === 'a')).to.have.length(6);
@@ -175,7 +175,7 @@ describe('cleanup', () => {
       const pods = new FakeResource('pod');
       pods.add('a', [PROXY_FINALIZER]);
       pods.beforePatch = () => {
-        throw apiError(422);
+        throw bareApiError(422);
       };
       const { report } = await run([], [pods]);
       expect(pods.patches).to.have.length(1);
@@ -186,7 +186,7 @@ describe('cleanup', () => {
       const pods = new FakeResource('pod');
       pods.add('a', [PROXY_FINALIZER]);
       pods.beforePatch = () => {
-        throw apiError(403);
+        throw bareApiError(403);
       };
       const { report, lines } = await run([], [pods]);
       expect(pods.patches).to.have.length(1);
@@ -196,7 +196,7 @@ describe('cleanup', () => {
 
     it('skips a kind it cannot list (a CRD not installed), once, and goes on', async () => {
       const targets = new FakeResource('target');
-      targets.listError = apiError(404);
+      targets.listError = bareApiError(404);
       const cms = new FakeResource('configmap');
       cms.add('c', [FOLLOW_FINALIZER]);
       const { report, lines } = await run([targets], [targets, cms]);

@@ -1,12 +1,11 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException } from '@kubernetes/client-node';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { NotDelegatedError } from '../../../../provider/core/errors.js';
 import { refusalOf } from '../../../../provider/writers/target-refusal.js';
+import { apiError } from '../../../support/api-errors.js';
 
 const USER = 'system:serviceaccount:default:c1';
-const apiError = (code: number, reason: string, message = `${reason} (test)`) => new ApiException(code, reason, JSON.stringify({ kind: 'Status', reason, message }), {});
 
 /** A ClusterTarget whose reviews answer as told (`allowed` undefined, `user` null: that review fails). */
 function fakeTarget(allowed: boolean | undefined, user: string | null = USER) {
