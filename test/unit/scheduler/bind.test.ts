@@ -1,8 +1,7 @@
-import { CoreV1Api, KubeConfig, type CoreV1Event, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
+import type { CoreV1Event, V1Namespace, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
-import type { TargetClient } from '../../../provider/clusters/target-client.js';
 import { FakeClock, realClock, type Clock } from '../../../provider/core/clock.js';
 import { CopyConflictError } from '../../../provider/core/errors.js';
 import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../provider/core/keys.js';
@@ -11,6 +10,8 @@ import { buildDelegatePod } from '../../../provider/model/delegate-pod.js';
 import { Binder } from '../../../scheduler/bind.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
 import { apiError } from '../../support/api-errors.js';
+import { coreStub, type CoreStub } from '../../support/stubs.js';
+import { fakeTarget } from '../../support/targets.js';
 
 const NODE = 'admiralty-cluster-c2';
 const KEY = 'ClusterTarget/c2';
@@ -47,8 +48,8 @@ class DelegateCache {
 }
 
 describe('scheduler: Binder', () => {
-  let source: sinon.SinonStubbedInstance<CoreV1Api>;
-  let targetCore: sinon.SinonStubbedInstance<CoreV1Api>;
+  let source: CoreStub;
+  let targetCore: CoreStub;
   let cache: DelegateCache;
   let memory: PlacementMemory;
   let binder: Binder;
@@ -81,12 +82,12 @@ describe('scheduler: Binder', () => {
 
   beforeEach(() => {
     clock = realClock;
-    source = sinon.createStubInstance(CoreV1Api);
-    targetCore = sinon.createStubInstance(CoreV1Api);
+    source = coreStub();
+    const { target, core } = fakeTarget('c2');
+    targetCore = core;
     cache = new DelegateCache();
     proxies = new Map();
     memory = new PlacementMemory();
-    const target = { key: KEY, ref: { kind: 'ClusterTarget', namespace: '', name: 'c2' }, displayName: 'c2', kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'fp', self: false } as unknown as TargetClient;
     const registry = new ClusterRegistry();
     registry.set(target, NODE);
     registry.setHealth(KEY, { ready: true, reason: 'TargetReady', message: '', sinceMs: 0 });

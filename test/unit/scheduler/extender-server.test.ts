@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CoreV1Api, KubeConfig, type V1Namespace, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { KubeConfig, type V1Namespace, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { Registry } from 'prom-client';
 import sinon from 'sinon';
@@ -19,6 +19,8 @@ import type { PlacementPolicy } from '../../../scheduler/score.js';
 import { kubeConfig, node, nodesOf, pod, runningOn } from './fixtures.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
 import { Binder, type ExtenderBindingArgs } from '../../../scheduler/bind.js';
+import { coreStub } from '../../support/stubs.js';
+import { fakeTarget } from '../../support/targets.js';
 
 interface Reply {
   status: number;
@@ -538,11 +540,10 @@ describe('scheduler: createExtenderRoutes, while a bind is in flight', () => {
 
   /** Target c2 of these nodes; A and B ask 3 cpu each. */
   function setup(nodes: V1Node[]) {
-    const source = sinon.createStubInstance(CoreV1Api);
-    const targetCore = sinon.createStubInstance(CoreV1Api);
+    const source = coreStub();
+    const { target, core: targetCore } = fakeTarget('c2');
     const delegates = new Map<string, V1Pod>();
     const cache = { get: (n: string, ns?: string) => delegates.get(`${ns}/${n}`), list: () => [...delegates.values()], hasSynced: () => true };
-    const target = { key: KEY, ref: C2, displayName: 'c2', kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'fp', self: false } as unknown as TargetClient;
     const registry = new ClusterRegistry();
     registry.set(target, V(C2));
     registry.setHealth(KEY, { ready: true, reason: 'TargetReady', message: '', sinceMs: 0 });

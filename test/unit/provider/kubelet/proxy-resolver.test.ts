@@ -1,25 +1,22 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod } from '@kubernetes/client-node';
+import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
-import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { createProxyResolver } from '../../../../provider/kubelet/proxy-resolver.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
+import { notFound } from '../../../support/api-errors.js';
+import { coreStub } from '../../../support/stubs.js';
+import { fakeTarget } from '../../../support/targets.js';
 
-const notFound = () => new ApiException(404, 'NotFound', '{}', {});
 const NODE_A = 'admiralty-namespace-team-a-t';
 const NODE_CT = 'admiralty-cluster-ct';
-
-function target(kind: 'Target' | 'ClusterTarget', namespace: string, name: string): TargetClient {
-  return { key: `${kind}/${namespace}/${name}`, ref: { kind, namespace, name }, displayName: name, kubeConfig: new KubeConfig(), fingerprint: name } as unknown as TargetClient;
-}
 
 function pod(namespace: string, nodeName: string, annotations: Record<string, string> = { 'multicluster.admiralty.io/elect': '', 'multicluster.admiralty.io/sourcepod-manifest': '{}' }): V1Pod {
   return { metadata: { name: 'p', namespace, uid: `uid-${namespace}`, annotations, labels: { 'multicluster.admiralty.io/has-finalizer': 'true' } }, spec: { nodeName, containers: [] } };
 }
 
 function setup(pods: V1Pod[], namespaces: V1Namespace[]) {
-  const core = sinon.createStubInstance(CoreV1Api);
+  const core = coreStub();
   core.readNamespacedPod.callsFake(async ({ name, namespace }) => {
     const p = pods.find((x) => x.metadata!.name === name && x.metadata!.namespace === namespace);
     if (!p) throw notFound();
@@ -31,9 +28,9 @@ function setup(pods: V1Pod[], namespaces: V1Namespace[]) {
     return n;
   });
   const registry = new ClusterRegistry();
-  const a = target('Target', 'team-a', 't');
+  const { target: a } = fakeTarget('t', { namespace: 'team-a' });
   registry.set(a, NODE_A);
-  registry.set(target('ClusterTarget', '', 'ct'), NODE_CT);
+  registry.set(fakeTarget('ct').target, NODE_CT);
   return { resolver: createProxyResolver({ core, registry, sourceClusterName: 'c1' }), a };
 }
 

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1Namespace, type V1Pod, type V1PodStatus } from '@kubernetes/client-node';
+import { ApiException, type V1Namespace, type V1Pod, type V1PodStatus } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
-import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { CopyConflictError, NotDelegatedError, TerminalError } from '../../../../provider/core/errors.js';
 import {
@@ -20,6 +19,8 @@ import type { EventSink } from '../../../../provider/core/event-sink.js';
 import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { MapCache } from './map-cache.js';
 import { apiError, notFound } from '../../../support/api-errors.js';
+import { coreStub } from '../../../support/stubs.js';
+import { fakeTarget } from '../../../support/targets.js';
 
 const CLUSTER = 'c1';
 const NODE = 'admiralty-cluster-t1';
@@ -31,22 +32,6 @@ const T0 = Date.parse('2024-05-01T10:00:00.000Z');
 
 /** Informer cache fake: objects by `<ns>/<name>`. */
 
-type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
-
-function fakeTarget(name: string, self = false, targetNamespace?: string): { target: TargetClient; core: CoreStub } {
-  const core = sinon.createStubInstance(CoreV1Api);
-  const target = {
-    key: targetNamespace ? `Target/${targetNamespace}/${name}` : `ClusterTarget/${name}`,
-    ref: targetNamespace ? { kind: 'Target', namespace: targetNamespace, name } : { kind: 'ClusterTarget', namespace: '', name },
-    displayName: name,
-    kubeConfig: new KubeConfig(),
-    core,
-    custom: {},
-    fingerprint: name,
-    self,
-  } as unknown as TargetClient;
-  return { target, core };
-}
 
 function proxy(over: { status?: V1Pod['status']; nodeName?: string | null; deleting?: boolean; finalizers?: string[]; owner?: boolean } = {}): V1Pod {
   const manifest: V1Pod = {
@@ -101,8 +86,9 @@ interface Recorded {
 }
 
 function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean; targetNamespace?: string; namespaces?: V1Namespace[]; otherTargetDelegates?: V1Pod[]; mayCreateDelegates?: (key: string) => boolean } = {}) {
-  const source = sinon.createStubInstance(CoreV1Api);
-  const { target, core: targetCore } = fakeTarget('t1', false, opts.targetNamespace);
+  const source = coreStub();
+  // Named plain 't1' even as a Target: the events' expected texts say so.
+  const { target, core: targetCore } = fakeTarget('t1', { namespace: opts.targetNamespace, displayName: 't1' });
   const namespaces = new MapCache<V1Namespace>(...(opts.namespaces ?? [{ metadata: { name: NS, labels: { 'multicluster-scheduler': 'enabled' } } }]));
   const registry = new ClusterRegistry();
   registry.set(target, NODE);

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { CoreV1Api, KubeConfig, type V1ConfigMap, type V1Namespace, type V1Pod, type V1Secret } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1Namespace, V1Pod, V1Secret } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
@@ -21,6 +21,8 @@ import { FollowReconciler } from '../../../../provider/reconcilers/follow.js';
 import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { MapCache } from './map-cache.js';
 import { apiError, alreadyExists, notFound } from '../../../support/api-errors.js';
+import { coreStub, emptyCluster, type CoreStub } from '../../../support/stubs.js';
+import { fakeTarget } from '../../../support/targets.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -29,32 +31,13 @@ const NS = 'apps';
 const copy = (name: string) => copyName(name, CLUSTER);
 
 
-type CoreStub = sinon.SinonStubbedInstance<CoreV1Api>;
-
-/** A target whose API behaves like an empty cluster: reads miss, writes succeed. */
-function fakeTarget(name: string, self = false, targetNamespace?: string): { target: TargetClient; core: CoreStub } {
-  const core = sinon.createStubInstance(CoreV1Api);
-  core.readNamespacedConfigMap.rejects(notFound());
-  core.readNamespacedSecret.rejects(notFound());
+/** A target whose API behaves like an empty cluster for the copies and the delegate: reads miss, writes succeed. */
+function copyTarget(name: string, o: { self?: boolean; namespace?: string } = {}): { target: TargetClient; core: CoreStub } {
+  const core = emptyCluster(coreStub(), ['ConfigMap', 'Secret']);
   core.readNamespacedPod.rejects(notFound());
-  core.createNamespacedConfigMap.callsFake(async ({ body }) => body);
-  core.createNamespacedSecret.callsFake(async ({ body }) => body);
   core.createNamespacedPod.callsFake(async ({ body }) => body);
-  core.replaceNamespacedConfigMap.callsFake(async ({ body }) => body);
-  core.replaceNamespacedSecret.callsFake(async ({ body }) => body);
-  core.deleteNamespacedConfigMap.resolves({});
-  core.deleteNamespacedSecret.resolves({});
-  const target = {
-    key: targetNamespace ? `Target/${name}` : `ClusterTarget/${name}`,
-    ref: targetNamespace ? { kind: 'Target', namespace: targetNamespace, name } : { kind: 'ClusterTarget', namespace: '', name },
-    displayName: name,
-    kubeConfig: new KubeConfig(),
-    core,
-    custom: {},
-    fingerprint: name,
-    self,
-  } as unknown as TargetClient;
-  return { target, core };
+  // Named plain `name` even as a Target: the events' expected texts say so.
+  return fakeTarget(name, { ...o, core, displayName: name });
 }
 
 const nodeOf = (t: string) => `admiralty-cluster-${t}`;
@@ -109,13 +92,13 @@ const earlierDelegate = (name: string, configMap: string, cluster = CLUSTER): V1
 
 function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t1Delegates?: V1Pod[] | 'not cached'; t2ConfigMaps?: V1ConfigMap[]; t2Namespace?: string; namespaces?: V1Namespace[]; placing?: { proxy: V1Pod; targetKey: string }[] } = {}) {
   // The originals live in the source's API, read by name (the reconciler caches none of them).
-  const source = sinon.createStubInstance(CoreV1Api);
+  const source = coreStub();
   const originals = { configMaps: new MapCache<V1ConfigMap>(...(opts.configMaps ?? [])), secrets: new MapCache<V1Secret>(...(opts.secrets ?? [])) };
   source.readNamespacedConfigMap.callsFake(async ({ name, namespace }) => originals.configMaps.get(name, namespace) ?? Promise.reject(notFound()));
   source.readNamespacedSecret.callsFake(async ({ name, namespace }) => originals.secrets.get(name, namespace) ?? Promise.reject(notFound()));
-  const t1 = fakeTarget('t1');
-  const t2 = fakeTarget('t2', false, opts.t2Namespace);
-  const self = fakeTarget('home', true);
+  const t1 = copyTarget('t1');
+  const t2 = copyTarget('t2', { namespace: opts.t2Namespace });
+  const self = copyTarget('home', { self: true });
   const registry = new ClusterRegistry();
   registry.set(t1.target, nodeOf('t1'));
   registry.set(t2.target, nodeOf('t2'));

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { CoreV1Api, KubeConfig, type V1Namespace, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
+import type { V1Namespace, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
-import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { Registry } from 'prom-client';
@@ -12,6 +11,8 @@ import { FENCE_HOLD_OFF_MS, FENCE_PASS_DEADLINE_MS, MAX_FENCE_DELEGATES, OutageR
 import { OUTAGE_NOTICE_MS } from '../../../../provider/model/outage.js';
 import { MapCache } from './map-cache.js';
 import { apiError } from '../../../support/api-errors.js';
+import { coreStub } from '../../../support/stubs.js';
+import { fakeTarget } from '../../../support/targets.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -55,9 +56,8 @@ function delegate(name: string, parent: string, parentUid: string, cluster = CLU
 
 function setup(o: { proxies?: V1Pod[]; namespace?: V1Namespace; targetPods?: V1Pod[] } = {}) {
   const clock = new FakeClock(T0);
-  const source = sinon.createStubInstance(CoreV1Api);
-  const targetCore = sinon.createStubInstance(CoreV1Api);
-  const target = { key: KEY, ref: { kind: 'Target', namespace: NS, name: 'c2' }, displayName: `${NS}/c2`, kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'f', self: false } as unknown as TargetClient;
+  const source = coreStub();
+  const { target, core: targetCore } = fakeTarget('c2', { namespace: NS });
   const registry = new ClusterRegistry();
   registry.set(target, NODE);
   const proxies = new MapCache<V1Pod>(...(o.proxies ?? []));

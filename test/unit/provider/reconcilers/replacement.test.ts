@@ -1,15 +1,16 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { CoreV1Api, KubeConfig, type V1Pod, type V1PodCondition } from '@kubernetes/client-node';
+import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
-import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { createMetrics } from '../../../../provider/core/metrics.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { ReplacementReconciler } from '../../../../provider/reconcilers/replacement.js';
 import { MapCache } from './map-cache.js';
 import { apiError } from '../../../support/api-errors.js';
+import { coreStub } from '../../../support/stubs.js';
+import { fakeTarget } from '../../../support/targets.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -55,17 +56,16 @@ function delegate(parent: string, o: { unschedulableSinceMs?: number; node?: str
 
 function setup(o: { proxies: V1Pod[]; delegates: V1Pod[]; ready?: boolean; summaryNodes?: string[]; podsResourceVersion?: string }) {
   const clock = new FakeClock(T0);
-  const source = sinon.createStubInstance(CoreV1Api);
+  const source = coreStub();
   const proxies = new MapCache<V1Pod>(...o.proxies);
   const delegates = new MapCache<V1Pod>(...o.delegates);
   // The target answers a read with what its cache shows, unless a test says otherwise.
-  const targetCore = sinon.createStubInstance(CoreV1Api);
+  const { target, core: targetCore } = fakeTarget('c2', { namespace: NS });
   targetCore.readNamespacedPod.callsFake(async ({ name, namespace }: { name: string; namespace: string }) => {
     const d = delegates.get(name, namespace);
     if (!d) throw apiError(404, 'NotFound');
     return structuredClone(d);
   });
-  const target = { key: KEY, ref: { kind: 'Target', namespace: NS, name: 'c2' }, displayName: `${NS}/c2`, kubeConfig: new KubeConfig(), core: targetCore, custom: {}, fingerprint: 'f', self: false } as unknown as TargetClient;
   const registry = new ClusterRegistry();
   registry.set(target, NODE);
   registry.setHealth(KEY, o.ready === false ? { ready: false, reason: 'TargetUnreachable', message: 'down', sinceMs: T0 } : { ready: true, reason: 'TargetReady', message: 'ok', sinceMs: T0 });

@@ -1,8 +1,7 @@
 import { expect } from 'chai';
 import sinon from 'sinon';
-import { ApiException, CoreV1Api, KubeConfig, type V1Pod, type V1Service } from '@kubernetes/client-node';
+import { ApiException, type V1Pod, type V1Service } from '@kubernetes/client-node';
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
-import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import {
   CILIUM_GLOBAL_SERVICE_ANNOTATION,
   IS_DELEGATE_ANNOTATION,
@@ -17,23 +16,15 @@ import type { EventSink } from '../../../../provider/core/event-sink.js';
 import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { ServiceReconciler } from '../../../../provider/reconcilers/services.js';
 import { MapCache } from './map-cache.js';
+import { coreStub, emptyCluster } from '../../../support/stubs.js';
+import { fakeTarget } from '../../../support/targets.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
 const KEY = `${NS}/web`;
 
-const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
-
-
-function fakeTarget(name: string, self = false) {
-  const core = sinon.createStubInstance(CoreV1Api);
-  core.readNamespacedService.rejects(notFound());
-  core.createNamespacedService.callsFake(async ({ body }) => body);
-  core.replaceNamespacedService.callsFake(async ({ body }) => body);
-  core.deleteNamespacedService.resolves({});
-  const target = { key: `ClusterTarget/${name}`, ref: { kind: 'ClusterTarget', namespace: '', name }, displayName: name, kubeConfig: new KubeConfig(), core, custom: {}, fingerprint: name, self } as unknown as TargetClient;
-  return { target, core };
-}
+/** A ClusterTarget whose Services behave like an empty cluster's. */
+const serviceTarget = (name: string, self = false) => fakeTarget(name, { self, core: emptyCluster(coreStub(), ['Service']) });
 
 const nodeOf = (t: string) => `admiralty-cluster-${t}`;
 
@@ -66,9 +57,9 @@ function copyOf(svc: V1Service, uid = 'copy-uid'): V1Service {
 }
 
 function setup(opts: { services?: V1Service[]; proxies?: V1Pod[]; delegates?: Record<string, V1Pod[]>; copies?: Record<string, V1Service[]>; noCaches?: string[] } = {}) {
-  const source = sinon.createStubInstance(CoreV1Api);
+  const source = coreStub();
   source.replaceNamespacedService.callsFake(async ({ body }) => body);
-  const targets = { t1: fakeTarget('t1'), t2: fakeTarget('t2'), home: fakeTarget('home', true) };
+  const targets = { t1: serviceTarget('t1'), t2: serviceTarget('t2'), home: serviceTarget('home', true) };
   const registry = new ClusterRegistry();
   for (const [name, t] of Object.entries(targets)) registry.set(t.target, nodeOf(name));
   const short = (key: string) => key.split('/')[1];
