@@ -5,6 +5,7 @@ import { expect } from 'chai';
 import { Informer } from '../../../../provider/controller/informer.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
+import { pod } from '../../../support/pods.js';
 
 /** One watch request the server holds open; the test writes its events. */
 interface ServedWatch {
@@ -72,7 +73,7 @@ class FakeApiServer {
   }
 }
 
-const pod = (name: string, rv: string): V1Pod => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: 'ns', resourceVersion: rv } });
+const podAt = (name: string, rv: string): V1Pod => pod({ typed: true, name, namespace: 'ns', resourceVersion: rv });
 
 /** Waits, in real time, for something the HTTP exchange brings about. */
 async function until(what: string, cond: () => boolean, ms = 5000): Promise<void> {
@@ -120,7 +121,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
   });
 
   it('lists, then watches from the list version, and applies the streamed events', async () => {
-    api.items = [pod('a', '5')];
+    api.items = [podAt('a', '5')];
     informer.start();
     await until('the watch', () => api.watches.length === 1);
     expect(informer.hasSynced()).to.equal(true);
@@ -131,9 +132,9 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
       allowWatchBookmarks: 'true',
       labelSelector: 'app=x',
     });
-    api.watches[0].send('ADDED', pod('b', '11'));
-    api.watches[0].send('MODIFIED', pod('a', '12'));
-    api.watches[0].send('DELETED', pod('b', '13'));
+    api.watches[0].send('ADDED', podAt('b', '11'));
+    api.watches[0].send('MODIFIED', podAt('a', '12'));
+    api.watches[0].send('DELETED', podAt('b', '13'));
     await until('three events', () => events.length === 4);
     expect(events).to.deep.equal(['add a@5', 'add b@11', 'update a@12', 'delete b@11']);
     expect(informer.list().map((p) => p.metadata!.name)).to.deep.equal(['a']);
@@ -142,7 +143,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
   it('re-watches from the last version seen (a bookmark) when the server ends the stream, without a relist', async () => {
     informer.start();
     await until('the watch', () => api.watches.length === 1);
-    api.watches[0].send('ADDED', pod('a', '11'));
+    api.watches[0].send('ADDED', podAt('a', '11'));
     api.watches[0].send('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '20' } });
     await until('the add', () => events.length === 1);
     clock.advance(1_000);
@@ -153,11 +154,11 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
   });
 
   it('relists on 410 Gone, in the stream or as the watch response, and reports what vanished as deleted', async () => {
-    api.items = [pod('a', '5'), pod('b', '6')];
+    api.items = [podAt('a', '5'), podAt('b', '6')];
     informer.start();
     await until('the watch', () => api.watches.length === 1);
     clock.advance(1_000); // a watch open a while: its 410 is an ordinary one
-    api.items = [pod('b', '7')];
+    api.items = [podAt('b', '7')];
     api.resourceVersion = '30';
     api.watches[0].send('ERROR', { kind: 'Status', apiVersion: 'v1', code: 410, reason: 'Expired', message: 'too old resource version' });
     await until('a second watch', () => api.watches.length === 2);
@@ -188,7 +189,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
   });
 
   it('restarts with a relist after the connection is reset, once the backoff has passed', async () => {
-    api.items = [pod('a', '5')];
+    api.items = [podAt('a', '5')];
     informer.start();
     await until('the watch', () => api.watches.length === 1);
     api.items = [];
@@ -211,7 +212,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     await until('a failed list', () => informer.health().lastError !== undefined);
     expect(informer.hasSynced()).to.equal(false);
     api.listStatus = 200;
-    api.items = [pod('a', '5')];
+    api.items = [podAt('a', '5')];
     clock.advance(1200);
     await until('the watch', () => api.watches.length === 1);
     expect(informer.hasSynced()).to.equal(true);
@@ -246,7 +247,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     const core = kubeConfig.makeApiClient(CoreV1Api);
     informer = new Informer<V1Pod>({ name: 'pods', cluster: 'c1', kubeConfig, path: '/api/v1/pods', list: ({ fieldSelector }) => core.listPodForAllNamespaces({ fieldSelector }), fieldSelector: () => selector, logger: silentLogger(), clock });
     informer.on('delete', (p) => events.push(`delete ${p.metadata?.name}`));
-    api.items = [pod('a', '5'), pod('b', '6')];
+    api.items = [podAt('a', '5'), podAt('b', '6')];
     informer.start();
     await until('the watch', () => api.watches.length === 1);
     expect([api.lists[0].get('fieldSelector'), api.watches[0].query.get('fieldSelector')]).to.deep.equal(['spec.nodeName!=', 'spec.nodeName!=']);
@@ -254,7 +255,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     await new Promise((r) => setTimeout(r, 20));
     expect(api.lists).to.have.length(1);
     selector = 'spec.nodeName!=,spec.nodeName!=virtual';
-    api.items = [pod('a', '5')];
+    api.items = [podAt('a', '5')];
     informer.reselect();
     await until('a second watch', () => api.watches.length === 2);
     expect([api.lists[1].get('fieldSelector'), api.watches[1].query.get('fieldSelector')]).to.deep.equal([selector, selector]);

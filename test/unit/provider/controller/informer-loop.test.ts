@@ -7,6 +7,7 @@ import { StringTable } from '../../../../provider/controller/string-table.js';
 import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
 import { sharePodParts } from '../../../../provider/model/shared-pod-parts.js';
 import { prng } from '../../../support/prng.js';
+import { pod } from '../../../support/pods.js';
 
 /** One watch the informer opened, driven by the test. */
 interface FakeWatch {
@@ -57,7 +58,7 @@ function fakeApi() {
   return api;
 }
 
-const pod = (name: string, rv: string): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv } });
+const podAt = (name: string, rv: string): V1Pod => pod({ name, namespace: 'ns', resourceVersion: rv });
 const tick = () => new Promise((r) => setImmediate(r));
 async function settle(): Promise<void> {
   for (let i = 0; i < 5; i++) await tick();
@@ -90,7 +91,7 @@ describe('Informer list and watch loop', () => {
   afterEach(() => informer.stop());
 
   it('lists, then watches from the list version with the selector, bookmarks and a server timeout', async () => {
-    api.items = [pod('a', '5')];
+    api.items = [podAt('a', '5')];
     informer.start();
     expect(informer.hasSynced()).to.equal(false);
     await settle();
@@ -105,9 +106,9 @@ describe('Informer list and watch loop', () => {
   it('applies watch events to the cache and resumes from the last version when the server ends the watch', async () => {
     informer.start();
     await settle();
-    api.watches[0].send('ADDED', pod('a', '11'));
-    api.watches[0].send('MODIFIED', pod('a', '12'));
-    api.watches[0].send('MODIFIED', pod('a', '12')); // same version: no update
+    api.watches[0].send('ADDED', podAt('a', '11'));
+    api.watches[0].send('MODIFIED', podAt('a', '12'));
+    api.watches[0].send('MODIFIED', podAt('a', '12')); // same version: no update
     api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '15' } });
     expect(informer.get('a', 'ns')?.metadata?.resourceVersion).to.equal('12');
     clock.advance(1_000);
@@ -116,7 +117,7 @@ describe('Informer list and watch loop', () => {
     expect(api.lists).to.equal(1);
     expect(api.watches).to.have.length(2);
     expect(api.watches[1].query.resourceVersion).to.equal('15');
-    api.watches[1].send('DELETED', pod('a', '16'));
+    api.watches[1].send('DELETED', podAt('a', '16'));
     expect(events).to.deep.equal(['add a', 'update a', 'delete a']);
     expect(informer.list()).to.deep.equal([]);
   });
@@ -126,20 +127,20 @@ describe('Informer list and watch loop', () => {
     informer.start();
     await settle();
     expect(informer.lastResourceVersion()).to.equal('10');
-    api.watches[0].send('ADDED', pod('a', '11'));
+    api.watches[0].send('ADDED', podAt('a', '11'));
     expect(informer.lastResourceVersion()).to.equal('11');
     api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '14' } });
     expect(informer.lastResourceVersion()).to.equal('14');
-    api.watches[0].send('DELETED', pod('a', '16'));
+    api.watches[0].send('DELETED', podAt('a', '16'));
     expect(informer.lastResourceVersion()).to.equal('16');
   });
 
   it('relists on 410 Gone and reports what vanished meanwhile as deleted', async () => {
-    api.items = [pod('a', '5'), pod('b', '6')];
+    api.items = [podAt('a', '5'), podAt('b', '6')];
     informer.start();
     await settle();
     clock.advance(1_000); // a watch open a while: its 410 is an ordinary one
-    api.items = [pod('b', '7')];
+    api.items = [podAt('b', '7')];
     api.watches[0].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
     await settle();
     expect(api.lists).to.equal(2);
@@ -170,7 +171,7 @@ describe('Informer list and watch loop', () => {
     await settle();
     expect(api.lists).to.equal(3);
     // A 410 a second after the list is an ordinary one: it relists at once.
-    api.watches[2].send('ADDED', pod('a', '11'));
+    api.watches[2].send('ADDED', podAt('a', '11'));
     clock.advance(999);
     api.watches[2].end(gone());
     await settle();
@@ -209,7 +210,7 @@ describe('Informer list and watch loop', () => {
     // backoff starts again), with no list.
     const waits: number[] = [];
     for (let i = 3; i < 6; i++) {
-      api.watches[i - 1].send('MODIFIED', pod('a', String(10 + i)));
+      api.watches[i - 1].send('MODIFIED', podAt('a', String(10 + i)));
       api.watches[i - 1].end();
       await settle();
       let waited = 0;
@@ -316,7 +317,7 @@ describe('Informer list and watch loop', () => {
     informer.start();
     await settle();
     informer.stop();
-    api.watches[0].send('ADDED', pod('late', '20'));
+    api.watches[0].send('ADDED', podAt('late', '20'));
     await settle();
     clock.advance(10 * 60_000);
     await settle();
@@ -330,7 +331,7 @@ describe('Informer list and watch loop', () => {
     informer.on('add', () => {
       throw new Error('bug in a handler');
     });
-    api.items = [pod('a', '1'), pod('b', '2')];
+    api.items = [podAt('a', '1'), podAt('b', '2')];
     informer.start();
     await settle();
     expect(events).to.deep.equal(['add a', 'add b']);
@@ -363,15 +364,15 @@ const transformingInformer = (api: ReturnType<typeof fakeApi>, seen: V1Pod[], tr
 describe('Informer transform', () => {
   it('caches and hands out only what the transform keeps, from the list and from the watch', async () => {
     const api = fakeApi();
-    api.items = [{ ...pod('a', '1'), spec: { containers: [{ name: 'c', image: 'big' }] } }];
+    api.items = [{ ...podAt('a', '1'), spec: { containers: [{ name: 'c', image: 'big' }] } }];
     const seen: V1Pod[] = [];
     const informer = transformingInformer(api, seen, (p) => ({ metadata: { name: p.metadata?.name, namespace: p.metadata?.namespace, resourceVersion: p.metadata?.resourceVersion } }));
     informer.start();
     await settle();
-    api.watches[0].send('MODIFIED', { ...pod('a', '2'), spec: { containers: [] } });
-    api.watches[0].send('DELETED', { ...pod('a', '3'), spec: { containers: [] } });
-    api.watches[0].send('ADDED', { ...pod('b', '4'), spec: { containers: [] } });
-    expect(informer.get('b', 'ns')).to.deep.equal(pod('b', '4'));
+    api.watches[0].send('MODIFIED', { ...podAt('a', '2'), spec: { containers: [] } });
+    api.watches[0].send('DELETED', { ...podAt('a', '3'), spec: { containers: [] } });
+    api.watches[0].send('ADDED', { ...podAt('b', '4'), spec: { containers: [] } });
+    expect(informer.get('b', 'ns')).to.deep.equal(podAt('b', '4'));
     expect(seen.map((p) => [p.metadata?.name, p.metadata?.resourceVersion, 'spec' in p])).to.deep.equal([
       ['a', '1', false],
       ['a', '2', false],
@@ -386,7 +387,7 @@ describe('Informer managedFields', () => {
   it('caches and hands out objects without managedFields, before the transform sees them', async () => {
     const api = fakeApi();
     const fields = [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } }];
-    api.items = [{ metadata: { ...pod('a', '1').metadata, managedFields: fields } }];
+    api.items = [{ metadata: { ...podAt('a', '1').metadata, managedFields: fields } }];
     const seen: V1Pod[] = [];
     const transformed: V1Pod[] = [];
     const informer = transformingInformer(api, seen, (p) => {
@@ -395,11 +396,11 @@ describe('Informer managedFields', () => {
     });
     informer.start();
     await settle();
-    api.watches[0].send('MODIFIED', { metadata: { ...pod('a', '2').metadata, managedFields: fields } });
-    api.watches[0].send('ADDED', { metadata: { ...pod('b', '3').metadata, managedFields: fields } });
+    api.watches[0].send('MODIFIED', { metadata: { ...podAt('a', '2').metadata, managedFields: fields } });
+    api.watches[0].send('ADDED', { metadata: { ...podAt('b', '3').metadata, managedFields: fields } });
     // Not cached before: the deleted object itself is handed out.
-    api.watches[0].send('DELETED', { metadata: { ...pod('c', '4').metadata, managedFields: fields } });
-    expect(informer.get('a', 'ns')).to.deep.equal(pod('a', '2'));
+    api.watches[0].send('DELETED', { metadata: { ...podAt('c', '4').metadata, managedFields: fields } });
+    expect(informer.get('a', 'ns')).to.deep.equal(podAt('a', '2'));
     expect(informer.list().map((p) => p.metadata?.managedFields)).to.deep.equal([undefined, undefined]);
     expect(seen.map((p) => [p.metadata?.name, p.metadata?.managedFields])).to.deep.equal([
       ['a', undefined],
@@ -416,7 +417,7 @@ describe('Informer keep', () => {
   it('caches only what keep accepts; one it refuses later leaves with a delete event, from the watch and on a relist', async () => {
     const api = fakeApi();
     const kept = (p: V1Pod) => p.metadata?.labels?.ours === 'yes';
-    const labelled = (name: string, rv: string, ours: string): V1Pod => ({ metadata: { ...pod(name, rv).metadata, labels: { ours } } });
+    const labelled = (name: string, rv: string, ours: string): V1Pod => ({ metadata: { ...podAt(name, rv).metadata, labels: { ours } } });
     api.items = [labelled('a', '1', 'yes'), labelled('b', '2', 'no')];
     const events: string[] = [];
     const informer = recordingInformer(api, (verb, p) => events.push(`${verb} ${p.metadata?.name}`), { keep: kept });
@@ -520,19 +521,19 @@ describe('Informer share', () => {
 
   it('hands the sharing the version of the same object cached until now, and nothing with an object new to the cache', async () => {
     const api = fakeApi();
-    const pod = (name: string, rv: string): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv }, spec: { containers: [{ name: 'c' }] } });
+    const podAt = (name: string, rv: string): V1Pod => pod({ name, namespace: 'ns', resourceVersion: rv, spec: { containers: [{ name: 'c' }] } });
     const offered: Array<[string, string | undefined]> = [];
     const informer = recordingInformer(api, () => undefined, {
       share: { table: new SubtreeTable(), parts: (p, _table, previous) => offered.push([`${p.metadata!.name}@${p.metadata!.resourceVersion}`, previous && `${previous.metadata!.name}@${previous.metadata!.resourceVersion}`]) },
     });
-    api.items = [pod('a', '1')];
+    api.items = [podAt('a', '1')];
     informer.start();
     await settle();
     const cachedA = informer.get('a', 'ns');
-    api.watches[0].send('MODIFIED', pod('a', '2'));
-    api.watches[0].send('ADDED', pod('b', '3'));
-    api.watches[0].send('DELETED', pod('a', '4'));
-    api.watches[0].send('ADDED', pod('a', '5'));
+    api.watches[0].send('MODIFIED', podAt('a', '2'));
+    api.watches[0].send('ADDED', podAt('b', '3'));
+    api.watches[0].send('DELETED', podAt('a', '4'));
+    api.watches[0].send('ADDED', podAt('a', '5'));
     expect(offered).to.deep.equal([
       ['a@1', undefined],
       ['a@2', 'a@1'],
@@ -589,7 +590,7 @@ describe('Informer indexers', () => {
     // Each pod names up to two of four values, sometimes the same one twice.
     const values = ['v0', 'v1', 'v2', 'v3'];
     const pick = () => values[Math.floor(random() * values.length)];
-    const pod = (name: string, rv: number, tags: string[]): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: String(rv), annotations: { tags: tags.join(',') } } });
+    const podAt = (name: string, rv: number, tags: string[]): V1Pod => pod({ name, namespace: 'ns', resourceVersion: String(rv), annotations: { tags: tags.join(',') } });
     const byTag = (p: V1Pod) => (p.metadata?.annotations?.tags ? p.metadata.annotations.tags.split(',') : []);
     const informer = recordingInformer(api, () => undefined, { indexers: { tag: byTag } });
     const names = (pods: V1Pod[]) => pods.map((p) => p.metadata?.name).sort();
@@ -600,11 +601,11 @@ describe('Informer indexers', () => {
     for (let rv = 1; rv <= 2000; rv++) {
       const name = `p${Math.floor(random() * 6)}`;
       if (live.has(name) && random() < 0.3) {
-        api.watches[0].send('DELETED', pod(name, rv, []));
+        api.watches[0].send('DELETED', podAt(name, rv, []));
         live.delete(name);
       } else {
         const tags = random() < 0.2 ? [] : random() < 0.5 ? [pick()] : [pick(), pick()];
-        api.watches[0].send(live.has(name) ? 'MODIFIED' : 'ADDED', pod(name, rv, tags));
+        api.watches[0].send(live.has(name) ? 'MODIFIED' : 'ADDED', podAt(name, rv, tags));
         live.add(name);
       }
       for (const v of values) {

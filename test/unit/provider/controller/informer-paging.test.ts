@@ -4,6 +4,7 @@ import { CacheBudget, estimateHeapBytes } from '../../../../provider/controller/
 import { Informer, type InformerOptions, type ListQuery, type WatchStarter } from '../../../../provider/controller/informer.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
+import { pod } from '../../../support/pods.js';
 
 /** A server that answers lists in pages (the token is the index of the page's first object) and records watches. */
 function pagedApi() {
@@ -38,8 +39,8 @@ function pagedApi() {
   return api;
 }
 
-const pod = (name: string, rv = '5', note = ''): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv, annotations: note ? { note } : undefined } });
-const pods = (n: number, note = '') => Array.from({ length: n }, (_, i) => pod(`p${i}`, '5', note));
+const podAt = (name: string, rv = '5', note = ''): V1Pod => pod({ name, namespace: 'ns', resourceVersion: rv, annotations: note ? { note } : undefined });
+const pods = (n: number, note = '') => Array.from({ length: n }, (_, i) => podAt(`p${i}`, '5', note));
 async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
 }
@@ -186,18 +187,18 @@ describe('Informer within a cache budget', () => {
     informer.on('add', (p) => events.push(`add ${p.metadata?.name}`));
     informer.start();
     await settle();
-    expect(budget.usedBytes).to.equal(3 * sizeOf(pod('p0')));
-    api.watches[0].send('MODIFIED', pod('p0', '6', 'x'.repeat(1000)));
-    expect(budget.usedBytes).to.equal(2 * sizeOf(pod('p0')) + sizeOf(pod('p0', '6', 'x'.repeat(1000))));
-    api.watches[0].send('DELETED', pod('p1', '7'));
-    expect(budget.usedBytes).to.equal(sizeOf(pod('p0')) + sizeOf(pod('p0', '6', 'x'.repeat(1000))));
+    expect(budget.usedBytes).to.equal(3 * sizeOf(podAt('p0')));
+    api.watches[0].send('MODIFIED', podAt('p0', '6', 'x'.repeat(1000)));
+    expect(budget.usedBytes).to.equal(2 * sizeOf(podAt('p0')) + sizeOf(podAt('p0', '6', 'x'.repeat(1000))));
+    api.watches[0].send('DELETED', podAt('p1', '7'));
+    expect(budget.usedBytes).to.equal(sizeOf(podAt('p0')) + sizeOf(podAt('p0', '6', 'x'.repeat(1000))));
     informer.stop();
     expect(budget.usedBytes, 'a stopped informer counts itself out').to.equal(0);
     expect(events).to.deep.equal(['add p0', 'add p1', 'add p2']);
   });
 
   it('refuses a list that would pass the budget with what the others hold, keeping its cache; a list that fits clears the refusal', async () => {
-    const budget = new CacheBudget(30 * sizeOf(pod('p00')));
+    const budget = new CacheBudget(30 * sizeOf(podAt('p00')));
     const other = make(budget, { name: 'configmap-copies', list: async () => ({ items: pods(10), metadata: { resourceVersion: '3' } }) });
     other.start();
     await settle();
@@ -229,18 +230,18 @@ describe('Informer within a cache budget', () => {
 
   it('does not take an object a watch sends that would pass the budget, and lists again after its backoff', async () => {
     api.items = pods(2);
-    const budget = new CacheBudget(2 * sizeOf(pod('p0')) + 500);
+    const budget = new CacheBudget(2 * sizeOf(podAt('p0')) + 500);
     const informer = make(budget);
     const added: string[] = [];
     informer.on('add', (p) => added.push(p.metadata?.name ?? ''));
     informer.start();
     await settle();
     const lists = api.queries.length;
-    api.watches[0].send('ADDED', pod('big', '11', 'x'.repeat(1000)));
+    api.watches[0].send('ADDED', podAt('big', '11', 'x'.repeat(1000)));
     expect(informer.get('big', 'ns')).to.equal(undefined);
     expect(added).to.deep.equal(['p0', 'p1']);
     expect(budget.refusal()).to.match(/at ns\/big; informer delegates stopped taking them/);
-    expect(budget.usedBytes).to.equal(2 * sizeOf(pod('p0')));
+    expect(budget.usedBytes).to.equal(2 * sizeOf(podAt('p0')));
     // The list after the backoff (the big one was never in it) fits.
     clock.advance(2_000);
     await settle();
@@ -249,7 +250,7 @@ describe('Informer within a cache budget', () => {
   });
 
   it('a refusal stands while the list still does not fit', async () => {
-    const budget = new CacheBudget(5 * sizeOf(pod('p0')));
+    const budget = new CacheBudget(5 * sizeOf(podAt('p0')));
     api.items = pods(8);
     const informer = make(budget);
     informer.start();

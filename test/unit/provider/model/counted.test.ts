@@ -1,12 +1,9 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { compareResourceVersions, proxiesCountedBy, summaryCounts } from '../../../../provider/model/counted.js';
+import { pod } from '../../../support/pods.js';
 
-const pod = (name: string, rv: string, nodeName?: string, phase = 'Running'): V1Pod => ({
-  metadata: { name, namespace: 'default', resourceVersion: rv, uid: `uid-${name}` },
-  spec: { nodeName, containers: [] },
-  status: { phase },
-});
+const podAt = (name: string, rv: string, nodeName?: string, phase = 'Running'): V1Pod => pod({ name, resourceVersion: rv, uid: `uid-${name}`, spec: { nodeName }, status: { phase } });
 
 describe('counted: which delegates a target summary counts', () => {
   describe('compareResourceVersions', () => {
@@ -29,27 +26,27 @@ describe('counted: which delegates a target summary counts', () => {
 
   describe('summaryCounts', () => {
     it('counts a bound, unfinished delegate once the summary has reached its version', () => {
-      expect(summaryCounts({ podsResourceVersion: '100' }, pod('d', '100', 'n1'))).to.equal(true);
-      expect(summaryCounts({ podsResourceVersion: '101' }, pod('d', '100', 'n1'))).to.equal(true);
-      expect(summaryCounts({ podsResourceVersion: '99' }, pod('d', '100', 'n1'))).to.equal(false);
+      expect(summaryCounts({ podsResourceVersion: '100' }, podAt('d', '100', 'n1'))).to.equal(true);
+      expect(summaryCounts({ podsResourceVersion: '101' }, podAt('d', '100', 'n1'))).to.equal(true);
+      expect(summaryCounts({ podsResourceVersion: '99' }, podAt('d', '100', 'n1'))).to.equal(false);
     });
     it('never counts a delegate without a node, or a finished one', () => {
-      expect(summaryCounts({ podsResourceVersion: '200' }, pod('d', '100'))).to.equal(false);
-      expect(summaryCounts({ podsResourceVersion: '200' }, pod('d', '100', 'n1', 'Succeeded'))).to.equal(false);
+      expect(summaryCounts({ podsResourceVersion: '200' }, podAt('d', '100'))).to.equal(false);
+      expect(summaryCounts({ podsResourceVersion: '200' }, podAt('d', '100', 'n1', 'Succeeded'))).to.equal(false);
     });
     it('cannot tell for a summary without a version, or versions that do not compare', () => {
-      expect(summaryCounts({}, pod('d', '100', 'n1'))).to.equal(undefined);
-      expect(summaryCounts(undefined, pod('d', '100', 'n1'))).to.equal(undefined);
-      expect(summaryCounts({ podsResourceVersion: 'x' }, pod('d', '100', 'n1'))).to.equal(undefined);
+      expect(summaryCounts({}, podAt('d', '100', 'n1'))).to.equal(undefined);
+      expect(summaryCounts(undefined, podAt('d', '100', 'n1'))).to.equal(undefined);
+      expect(summaryCounts({ podsResourceVersion: 'x' }, podAt('d', '100', 'n1'))).to.equal(undefined);
     });
   });
 
   describe('proxiesCountedBy', () => {
-    const proxies = [pod('counted', '1', 'vn'), pod('late', '1', 'vn'), pod('unbound', '1', 'vn', 'Pending'), pod('lost', '1', 'vn'), pod('done', '1', 'vn', 'Succeeded')];
+    const proxies = [podAt('counted', '1', 'vn'), podAt('late', '1', 'vn'), podAt('unbound', '1', 'vn', 'Pending'), podAt('lost', '1', 'vn'), podAt('done', '1', 'vn', 'Succeeded')];
     const delegates = new Map([
-      ['counted', pod('d-counted', '50', 'n1', 'Pending')],
-      ['late', pod('d-late', '60', 'n1')],
-      ['unbound', pod('d-unbound', '40')],
+      ['counted', podAt('d-counted', '50', 'n1', 'Pending')],
+      ['late', podAt('d-late', '60', 'n1')],
+      ['unbound', podAt('d-unbound', '40')],
     ]);
     const delegateOf = (p: V1Pod) => delegates.get(p.metadata!.name!);
     const names = (ps: V1Pod[]) => ps.map((p) => p.metadata!.name);
