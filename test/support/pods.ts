@@ -1,4 +1,4 @@
-import type { V1ObjectMeta, V1OwnerReference, V1Pod, V1PodSpec, V1PodStatus } from '@kubernetes/client-node';
+import type { V1ObjectMeta, V1Pod, V1PodSpec, V1PodStatus } from '@kubernetes/client-node';
 
 export interface PodFixture extends Omit<V1ObjectMeta, 'name' | 'namespace'> {
   /** Default 'p'. */
@@ -27,7 +27,3 @@ export function pod(o: PodFixture = {}): V1Pod {
   };
 }
 
-/** The controller reference a ReplicaSet's pod carries. */
-export function replicaSetOwner(name = 'web-abc', uid = 'rs'): V1OwnerReference {
-  return { apiVersion: 'apps/v1', kind: 'ReplicaSet', name, uid, controller: true };
-}
