@@ -783,10 +783,11 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       top = top.slice(0, 1);
     }
     const byHost = new Map(scored.map((t) => [t.host, scores.get(t.key) ?? 0]));
-    if (remember && uid && top.length === 1) {
+    const only = top.length === 1 ? top[0] : undefined;
+    if (remember && uid && only) {
       chosen.delete(uid);
       // The pod's labels and namespace, not the pod: topology counts it by those.
-      const c: Chosen = { group: placementGroup(args.Pod), targetKey: top[0].key, atMs: clock.now(), namespace: args.Pod.metadata?.namespace ?? '', labels: args.Pod.metadata?.labels ?? {} };
+      const c: Chosen = { group: placementGroup(args.Pod), targetKey: only.key, atMs: clock.now(), namespace: args.Pod.metadata?.namespace ?? '', labels: args.Pod.metadata?.labels ?? {} };
       const terms = termsOfProxy(args.Pod);
       chosen.set(uid, terms ? { ...c, terms } : c);
       chosenWithTerms.delete(uid);

@@ -268,7 +268,8 @@ export function waitingRequests(delegates: readonly V1Pod[], placing: readonly V
   const seen = new Set<string>();
   for (const d of delegates) {
     if (!isOurDelegate(d, sourceClusterName)) continue;
-    seen.add(d.metadata!.labels![PARENT_UID_LABEL]);
+    // isOurDelegate checked the label is there.
+    seen.add(d.metadata!.labels![PARENT_UID_LABEL]!);
     if (d.spec?.nodeName || d.metadata?.deletionTimestamp || isTerminal(d)) continue;
     add(d.spec);
   }
@@ -327,7 +328,7 @@ export function likelyNode(pod: V1Pod, targetNodes: readonly FitNode[], opts: Fi
       share = [amount, most];
     }
   }
-  let best = fitting[0];
-  for (const node of fitting) if (free(node, largest) > free(best, largest)) best = node;
+  // The node with the most of that resource free; the first of them on a tie.
+  const best = fitting.reduce((b, node) => (free(node, largest) > free(b, largest) ? node : b));
   return best.name;
 }

@@ -251,9 +251,10 @@ export class PlacementMemory {
       ...(delegate ? { delegate, delegateKey: `${delegate.namespace}/${delegate.name}` } : {}),
     };
     const i = this.reservationOf(list, a.delegateKey);
-    if (i >= 0) {
-      this.add(targetKey, list[i], -1n);
-      this.toGuess.get(targetKey)?.delete(list[i]);
+    const reserved = list[i];
+    if (reserved) {
+      this.add(targetKey, reserved, -1n);
+      this.toGuess.get(targetKey)?.delete(reserved);
       list[i] = a;
       this.add(targetKey, a, 1n);
       // The last walk's verdict on it was a bind's (kept whatever the summary said): look again.
@@ -302,6 +303,7 @@ export class PlacementMemory {
   /** Takes assumption `i` out of a target's list and its sums; false when that left the list empty (the target is forgotten). */
   private removeAt(targetKey: string, list: Assumption[], i: number): boolean {
     const [a] = list.splice(i, 1);
+    if (!a) throw new Error(`no assumption ${i} of ${list.length} for ${targetKey}`);
     this.add(targetKey, a, -1n);
     this.toGuess.get(targetKey)?.delete(a);
     if (list.length === 0) {
@@ -366,8 +368,7 @@ export class PlacementMemory {
       this.add(targetKey, a, -1n);
       this.toGuess.get(targetKey)?.delete(a);
     };
-    for (let i = 0; i < list.length; i++) {
-      const a = list[i];
+    for (const [i, a] of list.entries()) {
       if (settled(a, i)) {
         kept.push(a);
         continue;

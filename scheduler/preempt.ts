@@ -100,17 +100,18 @@ export function victimsOnOneNode(
  * reads it. Pure.
  */
 export function budgetViolators(pods: readonly V1Pod[], budgets: readonly V1PodDisruptionBudget[]): Set<V1Pod> {
-  const allowed = budgets.map((b) => b.status?.disruptionsAllowed ?? 0);
+  const left = budgets.map((b) => ({ b, allowed: b.status?.disruptionsAllowed ?? 0 }));
   const out = new Set<V1Pod>();
   for (const pod of pods) {
     const labels = pod.metadata?.labels ?? {};
     if (Object.keys(labels).length === 0) continue;
-    budgets.forEach((b, i) => {
-      if (b.metadata?.namespace !== pod.metadata?.namespace || !selects(b.spec?.selector, labels)) return;
+    for (const budget of left) {
+      const { b } = budget;
+      if (b.metadata?.namespace !== pod.metadata?.namespace || !selects(b.spec?.selector, labels)) continue;
       const disrupted = b.status?.disruptedPods;
-      if (disrupted && Object.prototype.hasOwnProperty.call(disrupted, pod.metadata?.name ?? '')) return;
-      if (--allowed[i] < 0) out.add(pod);
-    });
+      if (disrupted && Object.prototype.hasOwnProperty.call(disrupted, pod.metadata?.name ?? '')) continue;
+      if (--budget.allowed < 0) out.add(pod);
+    }
   }
   return out;
 }

@@ -85,10 +85,12 @@ export function rankTargets(policy: PlacementPolicy, pod: V1Pod, targets: readon
   const cmp = (a: Ranked, b: Ranked) => b.preference - a.preference || byPolicy(a, b);
   ranked.sort(cmp);
   let rank = 0;
-  ranked.forEach((t, i) => {
-    if (i > 0 && cmp(ranked[i - 1], t) !== 0) rank++;
+  let previous: Ranked | undefined;
+  for (const t of ranked) {
+    if (previous && cmp(previous, t) !== 0) rank++;
     scores.set(t.key, Math.max(1, MAX_SCORE - rank));
-  });
+    previous = t;
+  }
   return scores;
 }
 

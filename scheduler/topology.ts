@@ -273,43 +273,38 @@ export function hasRequiredTopology(topology: PodTopology): boolean {
  */
 export function topologyFilter(topology: PodTopology, targets: readonly TopologyTarget[], pods: readonly PlacedPod[]): (targetKey: string, nodes: readonly FitNode[]) => TopologyVerdict {
   const world = new Federation(topology, targets, pods);
-  const spreadCounts = world.spreadCounts(topology.spread);
+  const spread = world.spreadCounts(topology.spread).map(({ rule, counts }) => {
+    const fewest = counts.size < rule.minDomains ? 0 : counts.size === 0 ? Infinity : Math.min(...counts.values());
+    return { rule, counts, fewest };
+  });
   const affinityCounts = world.termCounts(topology.affinity);
   const antiCounts = world.termCounts(topology.antiAffinity);
-  const fewest = topology.spread.map((r, i) => {
-    const counts = spreadCounts[i];
-    if (counts.size < r.minDomains) return 0;
-    return counts.size === 0 ? Infinity : Math.min(...counts.values());
-  });
   const existingAnti = world.symmetricCounts((terms) => terms.antiAffinity, () => 1, true);
-  const noAffinityMatch = affinityCounts.every((c) => c.size === 0);
+  const noAffinityMatch = affinityCounts.every(({ counts }) => counts.size === 0);
   const selfAffine = topology.affinity.every((r) => r.inNamespace(topology.namespace) && r.selector(topology.labels));
 
   /** The first reason a node fails, or undefined when it passes. */
   const failure = (t: TopologyTarget, n: FitNode): string | undefined => {
-    for (let i = 0; i < topology.spread.length; i++) {
-      const r = topology.spread[i];
+    for (const { rule: r, counts, fewest } of spread) {
       const v = valueOf(r.key, t, n);
       if (v === undefined) return `${REASON_SPREAD_LABEL} (no ${r.key})`;
       const self = r.selector(topology.labels) ? 1 : 0;
-      const matching = spreadCounts[i].get(v) ?? 0;
-      if (matching + self - fewest[i] > r.maxSkew) {
-        return `${REASON_SPREAD} (${r.key}=${v} has ${plural(matching, 'matching pod')}, the fewest in a domain is ${fewest[i]}, maxSkew ${r.maxSkew})`;
+      const matching = counts.get(v) ?? 0;
+      if (matching + self - fewest > r.maxSkew) {
+        return `${REASON_SPREAD} (${r.key}=${v} has ${plural(matching, 'matching pod')}, the fewest in a domain is ${fewest}, maxSkew ${r.maxSkew})`;
       }
     }
-    for (let i = 0; i < topology.antiAffinity.length; i++) {
-      const r = topology.antiAffinity[i];
+    for (const { rule: r, counts } of antiCounts) {
       const v = valueOf(r.key, t, n);
-      const matching = v === undefined ? 0 : (antiCounts[i].get(v) ?? 0);
+      const matching = v === undefined ? 0 : (counts.get(v) ?? 0);
       if (matching > 0) return `${REASON_POD_ANTI_AFFINITY} (${r.key}=${v} has ${plural(matching, 'matching pod')})`;
     }
     if (topology.affinity.length > 0) {
       let missing: string | undefined;
-      for (let i = 0; i < topology.affinity.length; i++) {
-        const r = topology.affinity[i];
+      for (const { rule: r, counts } of affinityCounts) {
         const v = valueOf(r.key, t, n);
         if (v === undefined) return `${REASON_POD_AFFINITY} (no ${r.key})`;
-        if (missing === undefined && !(affinityCounts[i].get(v) ?? 0)) missing = `${r.key}=${v}`;
+        if (missing === undefined && !(counts.get(v) ?? 0)) missing = `${r.key}=${v}`;
       }
       if (missing !== undefined && !(noAffinityMatch && selfAffine)) return `${REASON_POD_AFFINITY} (${missing} has no matching pod)`;
     }
@@ -374,16 +369,15 @@ export function softTopologyScores(topology: PodTopology, targets: readonly Topo
   const judged = candidates.filter((c) => c.nodes.length > 0 && world.target(c.key));
   const out = new Map<string, number>(judged.map((c) => [c.key, 0]));
   if (topology.softSpread.length > 0) {
-    const counts = world.spreadCounts(topology.softSpread);
     // Upstream weighs each constraint by the number of its domains among the candidate nodes
     // that carry every key (node inclusion policies play no part there).
-    const weights = topology.softSpread.map((r) => {
+    const rules = world.spreadCounts(topology.softSpread).map(({ rule: r, counts }) => {
       const domains = new Set<string>();
       for (const c of judged) {
         const t = world.target(c.key)!;
         for (const n of c.nodes) if (topology.softSpread.every((k) => valueOf(k.key, t, n) !== undefined)) domains.add(valueOf(r.key, t, n)!);
       }
-      return Math.log(domains.size + 2);
+      return { rule: r, counts, weight: Math.log(domains.size + 2) };
     });
     const raw = new Map<string, number>();
     for (const c of judged) {
@@ -392,7 +386,7 @@ export function softTopologyScores(topology: PodTopology, targets: readonly Topo
       for (const n of c.nodes) {
         if (!topology.softSpread.every((r) => valueOf(r.key, t, n) !== undefined)) continue;
         let score = 0;
-        topology.softSpread.forEach((r, i) => (score += (counts[i].get(valueOf(r.key, t, n)!) ?? 0) * weights[i] + (r.maxSkew - 1)));
+        for (const { rule: r, counts, weight } of rules) score += (counts.get(valueOf(r.key, t, n)!) ?? 0) * weight + (r.maxSkew - 1);
         score = Math.round(score);
         if (best === undefined || score < best) best = score;
       }
@@ -404,17 +398,17 @@ export function softTopologyScores(topology: PodTopology, targets: readonly Topo
     for (const [key, s] of raw) out.set(key, out.get(key)! + (max === 0 ? MAX_NODE_SCORE : Math.floor((MAX_NODE_SCORE * (max + min - s)) / max)));
   }
   if (topology.preferred.length > 0 || symmetric.size > 0) {
-    const counts = world.termCounts(topology.preferred);
+    const preferred = world.termCounts(topology.preferred);
     const raw = new Map<string, number>();
     for (const c of judged) {
       const t = world.target(c.key)!;
       let best = -Infinity;
       for (const n of c.nodes) {
         let score = 0;
-        topology.preferred.forEach((r, i) => {
+        for (const { rule: r, counts } of preferred) {
           const v = valueOf(r.key, t, n);
-          if (v !== undefined) score += r.weight * (counts[i].get(v) ?? 0);
-        });
+          if (v !== undefined) score += r.weight * (counts.get(v) ?? 0);
+        }
         for (const [key, byValue] of symmetric) {
           const v = valueOf(key, t, n);
           if (v !== undefined) score += byValue.get(v) ?? 0;
@@ -468,8 +462,8 @@ class Federation {
     return true;
   }
 
-  /** Matching pods per domain of each of `rules`, every domain present (with 0 when empty). */
-  spreadCounts(rules: readonly SpreadRule[]): Map<string, number>[] {
+  /** Each of `rules` with its matching pods per domain, every domain present (with 0 when empty). */
+  spreadCounts(rules: readonly SpreadRule[]): { rule: SpreadRule; counts: Map<string, number> }[] {
     return rules.map((r) => {
       const counts = new Map<string, number>();
       /** Per target: the domains of its eligible nodes, for its pods whose node is not known. */
@@ -491,12 +485,12 @@ class Federation {
         const where = known ? (eligibleNodes.get(t.key)!.has(known) ? [valueOf(r.key, t, known)!] : []) : values.get(t.key)!;
         for (const v of where) counts.set(v, (counts.get(v) ?? 0) + 1);
       }
-      return counts;
+      return { rule: r, counts };
     });
   }
 
-  /** Matching pods (of each rule's namespaces) per value of its key, on any node that carries it. */
-  termCounts(rules: readonly AffinityRule[]): Map<string, number>[] {
+  /** Each of `rules` with its matching pods (of its namespaces) per value of its key, on any node that carries it. */
+  termCounts<R extends AffinityRule>(rules: readonly R[]): { rule: R; counts: Map<string, number> }[] {
     return rules.map((r) => {
       const counts = new Map<string, number>();
       const values = new Map<string, Set<string>>();
@@ -515,12 +509,13 @@ class Federation {
         }
         for (const v of where) counts.set(v, (counts.get(v) ?? 0) + 1);
       }
-      return counts;
+      return { rule: r, counts };
     });
   }
 
   /**
-   * Symmetry: per topology key, per value, the sum of `weight` over the terms (`pick` of each
+   * Symmetry
+: per topology key, per value, the sum of `weight` over the terms (`pick` of each
    * counted pod's own {@link PodTerms}) that match the pod being placed, in the domain of the pod
    * that holds them. A pod adds each term to each value it is counted in; with `onePerPod`, it
    * adds one at most to each key and value (the filter counts pods). O(pods × their terms), plus
@@ -594,7 +589,10 @@ function valuesOn(key: string, t: TopologyTarget, nodes: readonly FitNode[]): Se
 /** `key In [value]` (or NotIn) for each of `keys` the pod's labels carry: how upstream merges matchLabelKeys and mismatchLabelKeys. */
 function keyed(keys: readonly string[] | undefined, labels: Labels, operator: 'In' | 'NotIn'): V1LabelSelectorRequirement[] {
   const out: V1LabelSelectorRequirement[] = [];
-  for (const key of keys ?? []) if (Object.prototype.hasOwnProperty.call(labels, key)) out.push({ key, operator, values: [labels[key]] });
+  for (const key of keys ?? []) {
+    const value = Object.prototype.hasOwnProperty.call(labels, key) ? labels[key] : undefined;
+    if (value !== undefined) out.push({ key, operator, values: [value] });
+  }
   return out;
 }
 

@@ -376,7 +376,8 @@ function gunzipped(url: URL, raw: Buffer, maxBytes: number): Promise<Buffer> {
  */
 function parsedAsJson(contentType: string | undefined): boolean {
   if (contentType === undefined) return true;
-  const [type, subtype = ''] = contentType.split(';')[0].trim().toLowerCase().split('/');
+  const [mediaType = ''] = contentType.split(';');
+  const [type, subtype = ''] = mediaType.trim().toLowerCase().split('/');
   return type === 'application' && subtype.split('+').includes('json');
 }
 

@@ -112,12 +112,18 @@ export class ServerAddressPolicy {
   };
 }
 
+/** The eight 16-bit groups of a full IPv6 address. */
+type Groups = [number, number, number, number, number, number, number, number];
+
+const eightGroups = (g: number[]): g is Groups => g.length === 8;
+
 /** The eight 16-bit groups of an IPv6 address that `isIP` accepted (a zone is dropped). */
 function ipv6Groups(address: string): number[] {
   let text = address.replace(/%.*$/, '');
   const dotted = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
   if (dotted) {
-    const [a, b, c, d] = dotted.slice(1).map(Number);
+    // The pattern has four groups, each of which matched.
+    const [a, b, c, d] = dotted.slice(1, 5).map(Number) as [number, number, number, number];
     text = `${text.slice(0, dotted.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   }
   const [head, tail] = text.split('::');
@@ -135,7 +141,7 @@ function ipv6Groups(address: string): number[] {
  */
 export function embeddedIPv4(address: string): string | undefined {
   const g = ipv6Groups(address);
-  if (g.length !== 8) return undefined;
+  if (!eightGroups(g)) return undefined;
   const quad = (hi: number, lo: number) => `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
   const zeros = (from: number, to: number) => g.slice(from, to).every((x) => x === 0);
   if (zeros(0, 6) && (g[6] !== 0 || g[7] > 1)) return quad(g[6], g[7]);

@@ -29,8 +29,13 @@ export function targetKey(ref: TargetRef): string {
 export function parseTargetKey(key: string): TargetRef {
   const parts = key.split('/');
   if (parts.slice(1).some((p) => p === '')) throw new Error(`not a target key: ${key}`);
-  if (parts[0] === 'Target' && parts.length === 3) return { kind: 'Target', namespace: parts[1], name: parts[2] };
-  if (parts[0] === 'ClusterTarget' && parts.length === 2) return { kind: 'ClusterTarget', namespace: '', name: parts[1] };
+  const [kind, first, second, third] = parts;
+  if (kind === 'Target' && first !== undefined && second !== undefined && third === undefined) {
+    return { kind: 'Target', namespace: first, name: second };
+  }
+  if (kind === 'ClusterTarget' && first !== undefined && second === undefined) {
+    return { kind: 'ClusterTarget', namespace: '', name: first };
+  }
   throw new Error(`not a target key: ${key}`);
 }
 

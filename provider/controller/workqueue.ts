@@ -96,8 +96,7 @@ export class WorkQueue {
     for (const group of this.unblocked) {
       this.unblocked.delete(group);
       const keys = this.parked.get(group) ?? [];
-      while (keys.length) {
-        const key = keys[0];
+      for (let key = keys[0]; key !== undefined; key = keys[0]) {
         const now = this.opts.shards!.of(key);
         if (this.admit(key, now)) {
           keys.shift();
@@ -114,8 +113,8 @@ export class WorkQueue {
       }
       if (!keys.length) this.parked.delete(group);
     }
-    while (this.head < this.queue.length) {
-      const key = this.queue[this.head++];
+    for (let key = this.queue[this.head]; key !== undefined; key = this.queue[this.head]) {
+      this.head++;
       this.compact();
       const group = this.opts.shards?.of(key);
       if (this.admit(key, group)) return this.taken(key);

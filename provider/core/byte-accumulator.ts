@@ -41,7 +41,8 @@ export class ByteAccumulator {
   /** Every byte held, in order, as one Buffer; the accumulator is then empty. */
   take(): Buffer {
     this.seal();
-    const whole = this.pieces.length === 1 ? this.pieces[0] : Buffer.concat(this.pieces, this.total);
+    const only = this.pieces.length === 1 ? this.pieces[0] : undefined;
+    const whole = only ?? Buffer.concat(this.pieces, this.total);
     this.pieces.length = 0;
     this.total = 0;
     return whole;

@@ -176,8 +176,8 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   const errors: string[] = [];
   const given = new Map<string, string>();
   const byFlag = new Map(Object.entries(FLAGS).map(([k, s]) => [s.flag, k as keyof ProviderConfig]));
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
+  const rest = [...argv];
+  for (let arg = rest.shift(); arg !== undefined; arg = rest.shift()) {
     if (!arg.startsWith('--')) {
       errors.push(`unexpected argument "${arg}"`);
       continue;
@@ -189,8 +189,9 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
       continue;
     }
     if (value === undefined) {
-      if (FLAGS[key].kind === 'bool' && (argv[i + 1] === undefined || argv[i + 1].startsWith('--'))) value = 'true';
-      else value = argv[++i];
+      const next = rest[0];
+      if (FLAGS[key].kind === 'bool' && (next === undefined || next.startsWith('--'))) value = 'true';
+      else value = rest.shift();
     }
     if (value === undefined) errors.push(`flag --${name} needs a value`);
     else given.set(key, value);

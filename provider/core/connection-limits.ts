@@ -79,7 +79,7 @@ export type ClosedConnectionReason = 'connection_limit' | 'connection_limit_per_
 export function clientAddress(remoteAddress: string | undefined): string {
   if (!remoteAddress) return 'unknown';
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(remoteAddress);
-  return mapped ? mapped[1] : remoteAddress.toLowerCase();
+  return mapped?.[1] ?? remoteAddress.toLowerCase();
 }
 
 /**

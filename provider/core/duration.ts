@@ -26,7 +26,9 @@ export function parseGoDuration(text: string): number {
     part.lastIndex = at;
     const m = part.exec(body);
     if (!m) throw bad();
-    ms += Number(m[1]) * UNIT_MS[m[2]];
+    const unit = UNIT_MS[m[2] ?? ''];
+    if (unit === undefined) throw bad();
+    ms += Number(m[1]) * unit;
     at = part.lastIndex;
   }
   if (!Number.isFinite(ms)) throw bad();

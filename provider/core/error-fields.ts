@@ -1,3 +1,5 @@
+import { firstLine } from './text.js';
+
 /** Error details fit for a log line (message and cause chain, no stack, no response bodies). */
 export function errorFields(err: unknown): { error: string } {
   const parts: string[] = [];
@@ -21,5 +23,5 @@ function describe(e: unknown): string {
     }
     return `HTTP ${api.code}`;
   }
-  return e instanceof Error ? e.message.split('\n')[0] : String(e);
+  return e instanceof Error ? firstLine(e.message) : String(e);
 }

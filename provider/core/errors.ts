@@ -4,6 +4,7 @@
  */
 
 import { sanitizeRemoteText } from './redact.js';
+import { firstLine } from './text.js';
 
 /** A failure that retrying cannot fix (bad input, invalid object): log, count and drop. */
 export class TerminalError extends Error {
@@ -106,7 +107,7 @@ export function statusMessage(err: unknown): string {
   } catch {
     /* not JSON */
   }
-  if (err instanceof Error) return sanitizeRemoteText(err.message.split('\n')[0]);
+  if (err instanceof Error) return sanitizeRemoteText(firstLine(err.message));
   return sanitizeRemoteText(String(err));
 }
 

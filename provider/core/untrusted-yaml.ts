@@ -1,4 +1,5 @@
 import { isScalar, parseDocument, visit } from 'yaml';
+import { firstLine } from './text.js';
 
 /**
  * YAML written by someone else (an annotation, a kubeconfig in a Secret), parsed in bounded
@@ -46,7 +47,8 @@ export function parseUntrustedYaml(text: string, limits: UntrustedYamlLimits): u
   const maxDepth = limits.maxDepth ?? DEFAULT_MAX_DEPTH;
   checkNesting(text, maxDepth);
   const doc = parseDocument(text, { strict: true, uniqueKeys: false, prettyErrors: false });
-  if (doc.errors.length) throw new UntrustedYamlError(`not valid YAML: ${doc.errors[0].message.split('\n')[0].slice(0, 200)}`);
+  const [firstError] = doc.errors;
+  if (firstError) throw new UntrustedYamlError(`not valid YAML: ${firstLine(firstError.message).slice(0, 200)}`);
   visit(doc, {
     Map(_key, map) {
       const seen = new Set<string>();
@@ -61,7 +63,7 @@ export function parseUntrustedYaml(text: string, limits: UntrustedYamlLimits): u
   try {
     return doc.toJS({ maxAliasCount: limits.maxAliasCount ?? DEFAULT_MAX_ALIAS_COUNT });
   } catch (err) {
-    throw new UntrustedYamlError(`not valid YAML: ${(err as Error).message.split('\n')[0].slice(0, 200)}`);
+    throw new UntrustedYamlError(`not valid YAML: ${firstLine((err as Error).message).slice(0, 200)}`);
   }
 }
 

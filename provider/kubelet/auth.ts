@@ -88,6 +88,7 @@ export function userFromClientCertificate(req: IncomingMessage): KubeletUser | n
   if (!cn) return null;
   const o = cert.subject.O as string | string[] | undefined;
   const name = Array.isArray(cn) ? cn[0] : cn;
+  if (name === undefined) return null;
   return { name, groups: o === undefined ? [] : Array.isArray(o) ? o : [o] };
 }
 
@@ -241,9 +242,9 @@ export async function impersonatedUser(req: IncomingMessage, caller: KubeletUser
   if (other.length > 0) return `unsupported impersonation header(s) ${other.join(', ')}: only Impersonate-User and Impersonate-Group are served`;
   const users = headers[IMPERSONATE_USER] ?? [];
   const groups = headers[IMPERSONATE_GROUP] ?? [];
-  if (users.length === 0) return groups.length > 0 ? 'unsupported: Impersonate-Group without Impersonate-User' : caller;
-  if (users.length > 1) return 'unsupported: more than one Impersonate-User';
-  const name = users[0];
+  const [name, ...otherUsers] = users;
+  if (name === undefined) return groups.length > 0 ? 'unsupported: Impersonate-Group without Impersonate-User' : caller;
+  if (otherUsers.length > 0) return 'unsupported: more than one Impersonate-User';
   for (const [resource, value] of [['users', name] as const, ...groups.map((g) => ['groups', g] as const)]) {
     const attrs: KubeletRequestAttributes = { verb: 'impersonate', resource, name: value };
     if (!(await auth.authorize(caller, attrs))) return forbiddenMessage(caller, attrs);

@@ -117,14 +117,16 @@ export function parseKubeletPath(pathname: string): KubeletPath | null {
   if (decoded.some((p) => p === '')) return null;
   if (route === 'portForward') {
     // The apiserver may append the pod UID; accept and ignore it, as the kubelet does.
-    if (decoded.length !== 2 && decoded.length !== 3) return null;
-    return { route, namespace: decoded[0], pod: decoded[1], container: '' };
+    const [namespace, pod, , ...extra] = decoded;
+    if (namespace === undefined || pod === undefined || extra.length > 0) return null;
+    return { route, namespace, pod, container: '' };
   }
   if (route === 'containerLogs' || route === 'exec' || route === 'attach') {
-    if (decoded.length !== 3 && decoded.length !== 4) return null;
+    const [namespace, pod, third, fourth, ...extra] = decoded;
+    if (namespace === undefined || pod === undefined || third === undefined || extra.length > 0) return null;
     // With a 4th segment the layout is {ns}/{pod}/{uid}/{container}.
-    const container = decoded.length === 4 ? decoded[3] : decoded[2];
-    return { route, namespace: decoded[0], pod: decoded[1], container };
+    const container = fourth ?? third;
+    return { route, namespace, pod, container };
   }
   return null;
 }
@@ -150,23 +152,23 @@ const NODE_NAME = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
  */
 export function parseNodeScopedPath(pathname: string, forwardedUri: string | undefined): NodeScopedPath | null {
   const fromForwarded = (path: string): string | null => {
-    const m = /^\/api\/v1\/nodes\/([^/]+)\/proxy(\/.*)$/.exec(forwardedUri ?? '');
-    if (!m || m[2] !== path) return null;
+    const [, encodedId, proxiedPath] = /^\/api\/v1\/nodes\/([^/]+)\/proxy(\/.*)$/.exec(forwardedUri ?? '') ?? [];
+    if (encodedId === undefined || proxiedPath !== path) return null;
     let id: string;
     try {
-      id = decodeURIComponent(m[1]);
+      id = decodeURIComponent(encodedId);
     } catch {
       return null;
     }
     // The node proxy's id is name, name:port or scheme:name:port.
     const parts = id.split(':');
     const name = parts.length === 3 ? parts[1] : parts[0];
-    return NODE_NAME.test(name) ? name : null;
+    return name !== undefined && NODE_NAME.test(name) ? name : null;
   };
   if (pathname === '/metrics/resource') return { route: 'metricsResource', nodeName: fromForwarded(pathname) };
   if (pathname === '/stats/summary') return { route: 'statsSummary', nodeName: fromForwarded(pathname) };
-  const m = /^\/metrics\/resource\/([^/]+)$/.exec(pathname);
-  if (m && NODE_NAME.test(m[1])) return { route: 'metricsResource', nodeName: m[1] };
+  const nodeName = /^\/metrics\/resource\/([^/]+)$/.exec(pathname)?.[1];
+  if (nodeName !== undefined && NODE_NAME.test(nodeName)) return { route: 'metricsResource', nodeName };
   return null;
 }
 

@@ -74,8 +74,9 @@ export function parseOperatorPath(pathname: string): OperatorPath | null {
     return null;
   }
   if (decoded.slice(1).some((p) => !NAME.test(p))) return null;
-  if (decoded[0] === 'summary' && decoded.length === 2) return { view: 'summary', node: decoded[1] };
-  if (decoded[0] === 'explain' && decoded.length === 3) return { view: 'explain', namespace: decoded[1], pod: decoded[2] };
+  const [view, first, second, ...extra] = decoded;
+  if (view === 'summary' && first !== undefined && second === undefined) return { view: 'summary', node: first };
+  if (view === 'explain' && first !== undefined && second !== undefined && extra.length === 0) return { view: 'explain', namespace: first, pod: second };
   return null;
 }
 

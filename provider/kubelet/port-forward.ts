@@ -205,7 +205,7 @@ export function createTargetPortForwardBackend(): PortForwardBackend {
       });
       ws.on('message', (data: Buffer, isBinary: boolean) => {
         if (!isBinary || data.length === 0) return;
-        const channel = data[0];
+        const channel = data.readUInt8(0);
         let payload = data.subarray(1);
         if (prefixed.delete(channel)) payload = payload.subarray(2);
         if (channel === DATA_CHANNEL && payload.length > 0 && !duplex.push(payload)) ws.pause();

@@ -1,6 +1,6 @@
 import type { V1Node, V1Pod, V1PriorityClass, V1RuntimeClass } from '@kubernetes/client-node';
 import { API_GROUP, API_VERSION, CLUSTER_SUMMARY_NAME, HOSTNAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../core/keys.js';
-import { stringMapEquals } from './maps.js';
+import { sortedEntries, stringMapEquals } from './maps.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
 import { hostPortsByNode } from './host-ports.js';
 import { heldByPriority, preemptionCeiling, summaryPriorityClassValues } from './priority-buckets.js';
@@ -191,7 +191,7 @@ export function summaryPodFields(pod: V1Pod): V1Pod {
 /** A copy of a string map with the keys `keep` accepts, sorted by key. */
 function sortedMap(m: Record<string, string> | undefined, keep: (k: string) => boolean): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const k of Object.keys(m ?? {}).sort()) if (keep(k)) out[k] = m![k];
+  for (const [k, v] of sortedEntries(m ?? {})) if (keep(k)) out[k] = v;
   return out;
 }
 

@@ -1,6 +1,7 @@
 import { RE2JS } from 're2js';
 import { KEY_PREFIX } from '../core/keys.js';
 import { ValidationError } from '../core/errors.js';
+import { sortedEntries } from './maps.js';
 
 /**
  * Re-prefixes labels for a delegate pod (or a rerouted Service selector), as Admiralty does:
@@ -22,22 +23,20 @@ export function prefixLabels(
   const out: Record<string, string> = {};
   if (!labels) return out;
   const re = noPrefixRegexp ?? undefined;
-  const keys = Object.keys(labels).sort();
   // First pass: keys that keep their name, so they win over re-prefixed ones.
-  const rest: string[] = [];
-  for (const key of keys) {
-    const value = labels[key];
+  const rest: [string, string][] = [];
+  for (const [key, value] of sortedEntries(labels)) {
     if (key.startsWith(KEY_PREFIX) || (re && re.test(`${key}=${value}`))) {
       out[key] = value;
     } else {
-      rest.push(key);
+      rest.push([key, value]);
     }
   }
-  for (const key of rest) {
+  for (const [key, value] of rest) {
     const slash = key.indexOf('/');
     const name = slash >= 0 ? key.slice(slash + 1) : key;
     const prefixed = KEY_PREFIX + name;
-    if (!(prefixed in out)) out[prefixed] = labels[key];
+    if (!(prefixed in out)) out[prefixed] = value;
   }
   return out;
 }

@@ -27,8 +27,13 @@ export function stringMapMergePatch(
   for (const k of Object.keys(cur).sort()) {
     if (!Object.prototype.hasOwnProperty.call(desired, k)) patch[k] = null;
   }
-  for (const k of Object.keys(desired).sort()) {
-    if (cur[k] !== desired[k]) patch[k] = desired[k];
+  for (const [k, want] of sortedEntries(desired)) {
+    if (cur[k] !== want) patch[k] = want;
   }
   return Object.keys(patch).length ? patch : null;
+}
+
+/** The entries of a string-keyed record sorted by key, in the order `Object.keys(record).sort()` gives. */
+export function sortedEntries<V>(record: Record<string, V>): [string, V][] {
+  return Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }

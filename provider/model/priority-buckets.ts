@@ -50,12 +50,12 @@ export function heldByPriority(pods: readonly V1Pod[], requestsOf: (pod: V1Pod) 
     const kept: { priority: number; held: ResourceAmounts }[] = [];
     for (const p of priorities) {
       const held = buckets.get(p)!;
-      if (kept.length < MAX_PRIORITY_BUCKETS) {
+      const last = kept.length < MAX_PRIORITY_BUCKETS ? undefined : kept.at(-1);
+      if (!last) {
         kept.push({ priority: p, held: new Map(held) });
         continue;
       }
       // Merged upwards: the bucket is labelled with the highest priority in it.
-      const last = kept[kept.length - 1];
       last.priority = p;
       for (const [r, amount] of held) last.held.set(r, (last.held.get(r) ?? 0n) + amount);
     }

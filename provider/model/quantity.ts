@@ -42,13 +42,16 @@ export function parseQuantity(input: string | number): bigint {
   if (!m || (m[2] === '' && (m[3] === undefined || m[3] === ''))) {
     throw new ValidationError(`invalid quantity ${JSON.stringify(input)}`);
   }
-  const [, sign, whole, fraction = '', suffix] = m;
+  // The suffix group is `(.*)`: it always matches, possibly empty.
+  const [, sign, whole, fraction = '', suffix = ''] = m;
   let exp10 = 0;
   let exp2 = 0;
-  if (suffix in BINARY_EXPONENT) {
-    exp2 = BINARY_EXPONENT[suffix];
-  } else if (suffix in DECIMAL_EXPONENT) {
-    exp10 = DECIMAL_EXPONENT[suffix];
+  const binary = BINARY_EXPONENT[suffix];
+  const decimal = DECIMAL_EXPONENT[suffix];
+  if (binary !== undefined) {
+    exp2 = binary;
+  } else if (decimal !== undefined) {
+    exp10 = decimal;
   } else if (/^[eE][+-]?[0-9]+$/.test(suffix)) {
     exp10 = Number(suffix.slice(1));
   } else {

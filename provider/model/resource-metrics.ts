@@ -70,7 +70,9 @@ function quantity(value: unknown): number | undefined {
   if (typeof value !== 'string') return undefined;
   const m = QUANTITY.exec(value);
   if (!m) return undefined;
-  const n = Number(m[1] + (m[2] ?? '')) * SCALE[m[3] ?? ''];
+  const scale = SCALE[m[3] ?? ''];
+  if (scale === undefined) return undefined;
+  const n = Number(m[1] + (m[2] ?? '')) * scale;
   return Number.isFinite(n) ? n : undefined;
 }
 

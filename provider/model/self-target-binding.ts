@@ -16,8 +16,8 @@ export type SelfTargetBinding = { kind: 'RoleBinding'; object: V1RoleBinding } |
  * out of cluster with a personal kubeconfig).
  */
 export function subjectOfUser(username: string): RbacV1Subject {
-  const sa = SERVICE_ACCOUNT_USER.exec(username);
-  if (sa) return { kind: 'ServiceAccount', namespace: sa[1], name: sa[2] };
+  const [, namespace, name] = SERVICE_ACCOUNT_USER.exec(username) ?? [];
+  if (namespace !== undefined && name !== undefined) return { kind: 'ServiceAccount', namespace, name };
   if (!username) throw new ValidationError('empty user name: cannot bind the source role to it');
   return { kind: 'User', apiGroup: RBAC_GROUP, name: username };
 }

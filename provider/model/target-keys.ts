@@ -39,9 +39,10 @@ export function matchesLabelValue(r: V1NodeSelectorRequirement, value: string | 
       return !has;
     case 'Gt':
     case 'Lt': {
-      if (!has || values.length !== 1) return false;
+      const [only, ...others] = values;
+      if (!has || only === undefined || others.length > 0) return false;
       const actual = parseInteger(value);
-      const bound = parseInteger(values[0]);
+      const bound = parseInteger(only);
       if (actual === undefined || bound === undefined) return false;
       return r.operator === 'Gt' ? actual > bound : actual < bound;
     }

@@ -21,7 +21,7 @@ import {
   RESOURCE_METRICS_PATH_ANNOTATION,
 } from '../core/keys.js';
 import { parseGoRegexp } from './labels.js';
-import { stringMapMergePatch } from './maps.js';
+import { sortedEntries, stringMapMergePatch } from './maps.js';
 import { equalNormalized } from './normalize.js';
 import { formatQuantity, parseQuantity, resourceListEquals } from './quantity.js';
 import { addInto, type ResourceAmounts } from './resources.js';
@@ -138,8 +138,7 @@ export function virtualNodeLabels(
     ...targetIdentityLabels(ref),
   };
   const labels: Record<string, string> = { [NODE_ROLE_LABEL]: NODE_ROLE_VALUE, [OS_LABEL]: operatingSystem };
-  for (const key of Object.keys(summaryLabels ?? {}).sort()) {
-    const value = summaryLabels![key];
+  for (const [key, value] of sortedEntries(summaryLabels ?? {})) {
     if (PROTECTED_LABELS.has(key)) continue;
     if (excluded?.test(`${key}=${value}`)) continue;
     labels[key] = value;
@@ -286,7 +285,8 @@ export function buildVirtualNode(input: VirtualNodeInput): V1Node {
       daemonEndpoints: { kubeletEndpoint: { Port: input.kubelet.port } },
       nodeInfo: {
         kubeletVersion: input.nodeInfo.kubeletVersion,
-        operatingSystem: labels[OS_LABEL],
+        // virtualNodeLabels always sets it, to this same fallback.
+        operatingSystem: labels[OS_LABEL] ?? input.nodeInfo.operatingSystem ?? 'linux',
         architecture: input.nodeInfo.architecture ?? labels[ARCH_LABEL] ?? '',
         osImage: 'Admiralty virtual node',
         kernelVersion: '',

@@ -92,9 +92,10 @@ export class DelegateEventsReconciler {
   }
 
   async reconcile(key: string): Promise<void> {
+    // A key not made by {@link key} names no event.
     const [targetKey, namespace, name] = key.split('|');
-    const ev = this.o.targetEvents(targetKey)?.get(name, namespace);
-    if (!ev) {
+    const ev = targetKey === undefined || name === undefined ? undefined : this.o.targetEvents(targetKey)?.get(name, namespace);
+    if (!ev || targetKey === undefined) {
       this.written.delete(key);
       return;
     }

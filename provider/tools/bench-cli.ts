@@ -87,7 +87,8 @@ export async function benchCli(args: string[], io: CliIo, run: BenchRunner = run
     writeLine(io.stdout, usage());
     return 0;
   }
-  const [name, ...rest] = args.length === 0 || args[0].startsWith('-') ? [DEFAULT_BENCHMARK, ...args] : args;
+  const first = args[0];
+  const [name, ...rest] = first === undefined || first.startsWith('-') ? [DEFAULT_BENCHMARK, ...args] : args;
   const bench = BENCHMARKS.find((b) => b.name === name);
   if (!bench) {
     writeLine(io.stderr, `bench: unknown benchmark ${JSON.stringify(name)}`);

@@ -48,7 +48,8 @@ export function renderExplanation(e: PodExplanation, wide: boolean): string {
   lines.push(renderTable(header, rows));
   // What the scores rank by: once when every pass ranks alike (no preference among them).
   const rankings = e.targets.filter((t) => t.passes && t.ranking).map((t) => [t.target, t.ranking!] as const);
-  if (rankings.length > 0 && rankings.every(([, r]) => r === rankings[0][1])) lines.push(`Scored by ${rankings[0][1]}`);
+  const [first] = rankings;
+  if (first && rankings.every(([, r]) => r === first[1])) lines.push(`Scored by ${first[1]}`);
   else for (const [target, r] of rankings) lines.push(`Scored ${target} by ${r}`);
   lines.push(e.best.length === 0 ? 'No target can take it now.' : `${e.boundTo ? 'Would be bound now to' : 'Would be bound to'}: ${e.best.join(' or ')}${e.best.length > 1 ? ' (equal scores: the proxy scheduler picks one at random)' : ''}`);
   return lines.join('\n');
@@ -86,16 +87,18 @@ export async function explainCli(args: string[], io: CliIo): Promise<number> {
     return 0;
   }
   let format: OutputFormat;
+  let name: string;
   try {
     format = parseOutputFormat(values.output);
-    if (positionals.length !== 1) throw new ValidationError(positionals.length === 0 ? 'name the pod to explain' : `one pod at a time (got ${positionals.join(' ')})`);
+    const [podArg, ...otherArgs] = positionals;
+    if (podArg === undefined || otherArgs.length > 0) throw new ValidationError(positionals.length === 0 ? 'name the pod to explain' : `one pod at a time (got ${positionals.join(' ')})`);
+    // `pod/NAME`, as kubectl takes it, or NAME.
+    name = podArg.replace(/^pods?\//, '');
   } catch (err) {
     writeLine(io.stderr, `explain: ${(err as Error).message}`);
     writeLine(io.stderr, EXPLAIN_USAGE);
     return 2;
   }
-  // `pod/NAME`, as kubectl takes it, or NAME.
-  const name = positionals[0].replace(/^pods?\//, '');
   try {
     const { kc } = loadOperatorKubeconfig(values, io.env ?? {});
     const namespace = values.namespace ?? contextNamespace(kc) ?? 'default';

@@ -90,7 +90,11 @@ export function parseDurationSeconds(text: string): number {
     throw new ValidationError(`invalid duration ${JSON.stringify(text)}: use a number with a unit h, m or s, as 8760h or 1h30m`);
   }
   let seconds = 0;
-  for (const m of text.matchAll(re)) seconds += Number(m[1]) * units[m[2]];
+  for (const m of text.matchAll(re)) {
+    const unit = units[m[2] ?? ''];
+    if (unit === undefined) throw new ValidationError(`invalid duration ${JSON.stringify(text)}: unknown unit`);
+    seconds += Number(m[1]) * unit;
+  }
   return Math.round(seconds);
 }
 
@@ -130,7 +134,8 @@ export async function exportKubeconfigCli(args: string[], io: CliIo): Promise<nu
   }
   const problems: string[] = [];
   if (!values.namespace) problems.push('-n NAMESPACE is required');
-  if (positionals.length !== 1) problems.push(positionals.length ? `one SERVICE_ACCOUNT expected, got ${positionals.join(' ')}` : 'SERVICE_ACCOUNT is required');
+  const [serviceAccount, ...otherAccounts] = positionals;
+  if (serviceAccount === undefined || otherAccounts.length > 0) problems.push(positionals.length ? `one SERVICE_ACCOUNT expected, got ${positionals.join(' ')}` : 'SERVICE_ACCOUNT is required');
   if (!values.as) problems.push('--as SECRET_NAME is required');
   let durationSeconds = DEFAULT_TOKEN_DURATION_SECONDS;
   if (values.duration !== undefined) {
@@ -141,13 +146,12 @@ export async function exportKubeconfigCli(args: string[], io: CliIo): Promise<nu
       problems.push(`--duration: ${(err as Error).message}`);
     }
   }
-  if (problems.length) {
+  if (problems.length || serviceAccount === undefined) {
     for (const p of problems) writeLine(io.stderr, `export-kubeconfig: ${p}`);
     writeLine(io.stderr, USAGE);
     return 2;
   }
   const namespace = values.namespace!;
-  const serviceAccount = positionals[0];
 
   try {
     const { kc, context } = loadKubeconfig({ kubeconfig: values.kubeconfig, context: values.context, env: io.env });

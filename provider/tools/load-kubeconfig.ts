@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { ValidationError } from '../core/errors.js';
+import { firstLine } from '../core/text.js';
 
 export interface LoadKubeconfigOptions {
   /** `--kubeconfig`: a file; wins over the environment. */
@@ -74,7 +75,7 @@ export function loadKubeconfig(opts: LoadKubeconfigOptions): LoadedKubeconfig {
     }
   } catch (err) {
     if (err instanceof ValidationError) throw err;
-    throw new ValidationError(`cannot read kubeconfig ${opts.kubeconfig ?? env.KUBECONFIG ?? '~/.kube/config'}: ${firstLine(err)}`, { cause: err });
+    throw new ValidationError(`cannot read kubeconfig ${opts.kubeconfig ?? env.KUBECONFIG ?? '~/.kube/config'}: ${firstLineOf(err)}`, { cause: err });
   }
 
   const context = opts.context ?? kc.getCurrentContext();
@@ -109,6 +110,6 @@ function mergeFirstWins(kc: KubeConfig, more: KubeConfig): void {
   for (const c of more.getContexts()) if (!kc.getContextObject(c.name)) kc.addContext(c);
 }
 
-function firstLine(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split('\n')[0];
+function firstLineOf(err: unknown): string {
+  return firstLine(err instanceof Error ? err.message : String(err));
 }

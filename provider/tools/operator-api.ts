@@ -3,6 +3,7 @@ import tls from 'node:tls';
 import { CoreV1Api, type KubeConfig, type User } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { statusCode, statusMessage, ValidationError } from '../core/errors.js';
+import { firstLine } from '../core/text.js';
 import { loadKubeconfig, type LoadedKubeconfig } from './load-kubeconfig.js';
 
 /** What `status` and `explain` share of kubectl's global flags. */
@@ -125,10 +126,10 @@ export async function providerAddress(kc: KubeConfig, node: string, override?: s
     nodeError = (err as Error).message;
   }
   if (override) {
-    const m = /^(\[[^\]]+\]|[^:]+):(\d+)$/.exec(override);
-    if (!m) throw new ValidationError(`--provider-address ${override}: use HOST:PORT`);
-    const host = m[1].replace(/^\[|\]$/g, '');
-    return { host, port: Number(m[2]), identity: fromNode?.identity ?? host };
+    const [, hostPart, portPart] = /^(\[[^\]]+\]|[^:]+):(\d+)$/.exec(override) ?? [];
+    if (hostPart === undefined || portPart === undefined) throw new ValidationError(`--provider-address ${override}: use HOST:PORT`);
+    const host = hostPart.replace(/^\[|\]$/g, '');
+    return { host, port: Number(portPart), identity: fromNode?.identity ?? host };
   }
   if (!fromNode) throw new ApiCallError(undefined, `cannot find the provider: ${nodeError} (pass --provider-address HOST:PORT of its kubelet API)`);
   return fromNode;
@@ -174,7 +175,7 @@ export async function getFromProvider(kc: KubeConfig, address: ProviderAddress, 
 
 /** The first line of the provider's text answer, bounded. */
 export function answerMessage(body: string): string {
-  return body.trim().split('\n')[0].slice(0, 500);
+  return firstLine(body.trim()).slice(0, 500);
 }
 
 /** An age as kubectl prints it: `45s`, `3m12s`, `5h`, `2d`. Pure. */
@@ -194,7 +195,8 @@ export function renderTable(header: readonly string[], rows: readonly (readonly 
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: readonly string[]) =>
     cells
-      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i])))
+      // A cell past the header's columns has no width to pad to.
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
       .join('   ')
       .trimEnd();
   return [line(header), ...rows.map(line)].join('\n');

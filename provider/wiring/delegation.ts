@@ -157,6 +157,8 @@ export async function wireDelegation(
     shards: {
       of: (key) => {
         const [namespace, name] = key.split('/');
+        // Not a namespace/name key: no proxy, so no group.
+        if (name === undefined) return undefined;
         return proxies.get(name, namespace)?.spec?.nodeName || undefined;
       },
       maxInFlight: config.workersPerTarget,

@@ -187,7 +187,7 @@ async function main(): Promise<void> {
 
 if (process.argv[2] === '--way') {
   const [, , , way, kubeconfig, namespace, calls, concurrency] = process.argv;
-  child(way as Way, kubeconfig, namespace, Number(calls), Number(concurrency)).then(
+  child(way as Way, kubeconfig!, namespace!, Number(calls), Number(concurrency)).then(
     () => process.exit(0),
     (err) => {
       console.error(err instanceof Error ? err.message : err);

@@ -72,7 +72,7 @@ export function sandboxCpuSeconds(sandbox: Sandbox): Map<string, number> {
   for (const [name, pids] of sandboxPids(sandbox)) {
     try {
       // Under the restart loop, the loop's child: the loop itself only waits.
-      out.set(name, cpuSeconds(pids[1] ?? pids[0]));
+      out.set(name, cpuSeconds((pids[1] ?? pids[0])!));
     } catch {
       /* gone meanwhile */
     }
@@ -138,9 +138,9 @@ export function pinClusters(sandbox: Sandbox, clusters: readonly string[]): () =
 export function machineCpu(): { busy: number; total: number; cores: number } {
   const lines = readFileSync('/proc/stat', 'utf8').split('\n');
   // cpu  user nice system idle iowait irq softirq steal (guest time is already in user)
-  const ticks = lines[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  const ticks = lines[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
   const total = ticks.reduce((a, b) => a + b, 0);
-  return { busy: total - ticks[3] - ticks[4], total, cores: lines.filter((l) => /^cpu\d+ /.test(l)).length };
+  return { busy: total - ticks[3]! - ticks[4]!, total, cores: lines.filter((l) => /^cpu\d+ /.test(l)).length };
 }
 
 function commandLine(pid: number): string {
@@ -156,7 +156,7 @@ export async function pool<T>(items: T[], concurrency: number, fn: (item: T) => 
   let next = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (next < items.length) await fn(items[next++]);
+      while (next < items.length) await fn(items[next++]!);
     }),
   );
 }
@@ -165,7 +165,9 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The median of some figures (the upper one of an even count). */
 export function median(xs: readonly number[]): number {
-  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const middle = [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  if (middle === undefined) throw new Error('no median of no figures');
+  return middle;
 }
 
 /**

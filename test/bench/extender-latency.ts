@@ -58,18 +58,18 @@ function fleet(t: number): { nodes: V1Node[]; pods: V1Pod[] } {
     const p = POOLS[i % POOLS.length];
     const name = `t${t}-node-${i}`;
     nodes.push({
-      metadata: { name, labels: { [HOSTNAME_LABEL]: name, pool: p.pool, 'topology.kubernetes.io/zone': `zone-${i % 3}`, 'kubernetes.io/os': 'linux' } },
-      spec: { unschedulable: i === 1 ? true : undefined, taints: 'taint' in p ? [p.taint] : undefined },
+      metadata: { name, labels: { [HOSTNAME_LABEL]: name, pool: p!.pool, 'topology.kubernetes.io/zone': `zone-${i % 3}`, 'kubernetes.io/os': 'linux' } },
+      spec: { unschedulable: i === 1 ? true : undefined, taints: 'taint' in p! ? [p.taint] : undefined },
       status: {
-        allocatable: { cpu: String(p.cpu), memory: `${p.memoryGi}Gi`, pods: '110' },
+        allocatable: { cpu: String(p!.cpu), memory: `${p!.memoryGi}Gi`, pods: '110' },
         conditions: [{ type: 'Ready', status: i === 2 ? 'False' : 'True' }],
       },
     });
     const used = 0.2 + 0.6 * rnd();
     const count = 1 + Math.floor(rnd() * 4);
     for (let k = 0; k < count; k++) {
-      const cpuMilli = Math.floor((p.cpu * 1000 * used) / count);
-      const memoryMi = Math.floor((p.memoryGi * 1024 * used) / count);
+      const cpuMilli = Math.floor((p!.cpu * 1000 * used) / count);
+      const memoryMi = Math.floor((p!.memoryGi * 1024 * used) / count);
       pods.push({
         metadata: { name: `${name}-pod-${k}`, namespace: 'apps' },
         spec: { nodeName: name, containers: [{ name: 'app', image: 'app', resources: { requests: { cpu: `${cpuMilli}m`, memory: `${memoryMi}Mi` } } }] },
@@ -153,7 +153,9 @@ async function run(port: number, path: string, body: string, count: number, budg
 }
 
 function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+  const value = sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+  if (value === undefined) throw new Error('no percentile of no latencies');
+  return value;
 }
 
 async function main(): Promise<void> {

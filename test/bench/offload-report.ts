@@ -31,10 +31,10 @@ export function parseOffloadArgs(argv: readonly string[]): OffloadArgs {
   const out: OffloadArgs = { sizes: [...DEFAULT_SIZES], concurrency: DEFAULT_CONCURRENCY, outDir: DEFAULT_OUT_DIR, pinClusters: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
-    const eq = arg.indexOf('=');
-    const flag = arg.startsWith('--') && eq > 0 ? arg.slice(0, eq) : arg;
+    const eq = arg!.indexOf('=');
+    const flag = arg!.startsWith('--') && eq > 0 ? arg!.slice(0, eq) : arg;
     const value = (): string => {
-      if (flag !== arg) return arg.slice(eq + 1);
+      if (flag !== arg) return arg!.slice(eq + 1);
       const v = argv[++i];
       if (v === undefined) throw new Error(`${flag} needs a value`);
       return v;
@@ -91,7 +91,8 @@ export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
   const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1];
+  // Between 0 and length - 1: values is not empty.
+  return sorted[Math.min(sorted.length, Math.max(1, rank)) - 1]!;
 }
 
 /**
@@ -160,13 +161,13 @@ export function orderedStages(pods: readonly PodTimes[], milestones: readonly Mi
   const [first, ...rest] = milestones;
   const median = (m: Milestone): number => {
     const v = percentile(
-      pods.flatMap((p) => (p[m.key] !== undefined && p[first.key] !== undefined ? [p[m.key]! - p[first.key]!] : [])),
+      pods.flatMap((p) => (p[m.key] !== undefined && p[first!.key] !== undefined ? [p[m.key]! - p[first!.key]!] : [])),
       50,
     );
     return Number.isNaN(v) ? Infinity : v;
   };
   const order = [first, ...rest.map((m, i) => ({ m, i, at: median(m) })).sort((a, b) => a.at - b.at || a.i - b.i).map((x) => x.m)];
-  return order.slice(1).map((m, i) => ({ name: `${order[i].label} -> ${m.label}`, from: order[i].key, to: m.key }));
+  return order.slice(1).map((m, i) => ({ name: `${order[i]!.label} -> ${m!.label}`, from: order[i]!.key, to: m!.key }));
 }
 
 /** p50 and p99 of one stage's gap over the pods that were seen at both ends, in ms. */
@@ -319,7 +320,7 @@ export interface QueueFigures {
  * ''. Comment lines and other metrics are skipped; so are values that are not numbers.
  */
 export function metricByLabel(text: string, metric: string, label: string): Record<string, number> {
-  return metricByLabels(text, metric, [label], ([value]) => value);
+  return metricByLabels(text, metric, [label], ([value]) => value!);
 }
 
 /**
@@ -383,7 +384,7 @@ const WRITE_VERBS = new Set(['POST', 'PUT', 'PATCH', 'APPLY', 'DELETE', 'DELETEC
 
 /** Whether a `VERB resource` key of {@link requestsByKind} is a write. */
 export function isWrite(kind: string): boolean {
-  return WRITE_VERBS.has(kind.split(' ')[0]);
+  return WRITE_VERBS.has(kind.split(' ')[0]!);
 }
 
 /**
@@ -443,8 +444,8 @@ const fmt = (n: number | undefined, digits: number): string => (n === undefined 
 
 /** Lays rows out in columns, the first left-aligned, the others right-aligned. */
 function columns(rows: readonly string[][]): string {
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
-  return rows.map((r) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]) : cell.padStart(widths[c]))).join('  ').trimEnd()).join('\n');
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
+  return rows.map((r) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ').trimEnd()).join('\n');
 }
 
 /** The readable table of every size and run: times, latency percentiles, provider CPU and RSS, deletion. */
@@ -540,10 +541,10 @@ export function cpuFloor(r: SizeResult, pinned = false): { othersSeconds: number
   const byCluster = new Map<string, { others: number; providers: number }>();
   for (const [name, seconds] of Object.entries(m.cpuSecondsByProcess)) {
     const cluster = name.split('-')[0];
-    const c = byCluster.get(cluster) ?? { others: 0, providers: 0 };
+    const c = byCluster.get(cluster!) ?? { others: 0, providers: 0 };
     if (PROVIDER_PROCESS.test(name)) c.providers += seconds;
     else c.others += seconds;
-    byCluster.set(cluster, c);
+    byCluster.set(cluster!, c);
   }
   const clusters = [...byCluster.values()];
   const providersSeconds = clusters.reduce((sum, c) => sum + c.providers, 0);
@@ -684,10 +685,10 @@ export function renderMemory(results: readonly SizeResult[]): string {
 export function steadyRate(times: readonly (number | undefined)[]): number | undefined {
   const t = times.filter((x): x is number => x !== undefined && Number.isFinite(x)).sort((a, b) => a - b);
   if (t.length === 0) return undefined;
-  const from = t[0] + 1000;
+  const from = t[0]! + 1000;
   const after = t.filter((x) => x >= from);
   if (after.length < 2) return undefined;
-  const seconds = (after[after.length - 1] - from) / 1000;
+  const seconds = (after[after.length - 1]! - from) / 1000;
   return seconds > 0 ? after.length / seconds : undefined;
 }
 
@@ -774,7 +775,7 @@ export function renderSvg(results: readonly SizeResult[], title: string): string
       const plotW = width - left - 40;
       const plotH = 180;
       const top = y + 24;
-      const maxMs = Math.max(...series.map((s) => s.values[s.values.length - 1])) || 1;
+      const maxMs = Math.max(...series.map((s) => s.values[s.values.length - 1]!)) || 1;
       parts.push(`<text x="20" y="${y + 12}" font-size="13" font-weight="bold">start latency CDF, ${largest.size} pods (creation request sent -> Running seen)</text>`);
       parts.push(`<rect x="${left}" y="${top}" width="${plotW}" height="${plotH}" fill="none" stroke="#999"/>`);
       parts.push(`<text x="${left}" y="${top + plotH + 16}" font-size="11">0 s</text>`);
@@ -785,8 +786,8 @@ export function renderSvg(results: readonly SizeResult[], title: string): string
         // At most 200 points a line: enough for the eye, small for the file.
         const step = Math.max(1, Math.floor(s.values.length / 200));
         const points: string[] = [];
-        for (let k = 0; k < s.values.length; k += step) points.push(point(s.values[k], (k + 1) / s.values.length));
-        points.push(point(s.values[s.values.length - 1], 1));
+        for (let k = 0; k < s.values.length; k += step) points.push(point(s.values[k]!, (k + 1) / s.values.length));
+        points.push(point(s.values[s.values.length - 1]!, 1));
         parts.push(`<polyline fill="none" stroke="${s.colour}" stroke-width="2" points="${points.join(' ')}"/>`);
         parts.push(`<text x="${left + 10}" y="${top + 18 + i * 16}" font-size="12" fill="${s.colour}">${s.name}</text>`);
       });

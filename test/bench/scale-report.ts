@@ -171,8 +171,8 @@ export function renderScaleTable(baseline: IdleFigures, results: readonly ScaleR
     ];
   });
   const all = [head, ...rows];
-  const widths = head.map((_, i) => Math.max(...all.map((row) => row[i].length)));
-  const line = (row: string[]) => row.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
+  const widths = head.map((_, i) => Math.max(...all.map((row) => row[i]!.length)));
+  const line = (row: string[]) => row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
   const baselineLine = `baseline, no benchmark target: provider RSS ${f1(baseline.providerRssMiB)} MiB, ${f2(sum(baseline.requestsPerSecond))} apiserver requests/s (${Object.entries(baseline.requestsPerSecond)
     .map(([c, n]) => `${c} ${f2(n)}`)
     .join(', ')})`;

@@ -161,7 +161,7 @@ function scalePod(name: string, namespace: string, offload: boolean): V1Pod {
 /** One run: the pods spread over `names`, in c2 directly or offloaded from c1. */
 async function run(names: readonly string[], pods: number, concurrency: number, direct: boolean): Promise<ScaleRun> {
   const spread = podsPerTarget(pods, names.length);
-  const keys = names.flatMap((ns, i) => Array.from({ length: spread[i] }, (_, j) => ({ ns, name: `p-${j}` })));
+  const keys = names.flatMap((ns, i) => Array.from({ length: spread[i]! }, (_, j) => ({ ns, name: `p-${j}` })));
   const times = new RunTimes(keys.map((k) => `${k.ns}/${k.name}`));
   const c1 = kubeConfigFor('c1');
   const c2 = kubeConfigFor('c2');

@@ -78,7 +78,9 @@ async function run(label: string, path: string, port: number, caPem: string, cou
 }
 
 function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+  const value = sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+  if (value === undefined) throw new Error('no percentile of no latencies');
+  return value;
 }
 
 async function main(): Promise<void> {

@@ -38,12 +38,12 @@ describe('bench', () => {
     const summaries = sink.out.split('\n').filter((l) => l.startsWith('offload '));
     expect(summaries, sink.out).to.have.length(1);
     expect(summaries[0]).to.match(SUMMARY_LINE_PATTERN);
-    expect(SUMMARY_LINE_PATTERN.exec(summaries[0])![1]).to.equal('10');
+    expect(SUMMARY_LINE_PATTERN.exec(summaries[0]!)![1]).to.equal('10');
 
     const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
     expect(m, sink.out).to.not.equal(null);
     // Printed relative to the benchmark's working directory, the repository root.
-    const [json, svg] = [resolve(REPO_ROOT, m![1]), resolve(REPO_ROOT, m![2])];
+    const [json, svg] = [resolve(REPO_ROOT, m![1]!), resolve(REPO_ROOT, m![2]!)];
     written.push(json, svg);
     expect(json).to.match(/[/\\]\.bench[/\\]offload-[^/\\]+\.json$/);
     const figures = JSON.parse(readFileSync(json, 'utf8'));
@@ -99,13 +99,13 @@ describe('bench', () => {
     const code = await benchCli(['idle-rss', '2'], io, capturing(sink));
     expect(code, sink.out + sink.err).to.equal(0);
     const rss = [...sink.out.matchAll(/^(.+): (\d+\.\d) MiB RSS after 2 s idle, peak (\d+\.\d) MiB$/gm)].map((m) => [m[1], Number(m[2]), Number(m[3])] as const);
-    expect(rss.map(([label]) => label.split(' ')[0])).to.deep.equal(['shipped', 'shipped,', 'compiled,', 'through']);
+    expect(rss.map(([label]) => label!.split(' ')[0])).to.deep.equal(['shipped', 'shipped,', 'compiled,', 'through']);
     for (const [, mib, peak] of rss) expect(mib).to.be.above(30).and.at.most(peak);
-    console.log(`      RSS after 2 s idle / peak: ${rss.map(([label, mib, peak]) => `${label.split(' (')[0]} ${mib} / ${peak} MiB`).join(', ')}`);
+    console.log(`      RSS after 2 s idle / peak: ${rss.map(([label, mib, peak]) => `${label!.split(' (')[0]} ${mib} / ${peak} MiB`).join(', ')}`);
     expect(sink.out).to.match(/^unbundled \/ shipped: RSS \d+\.\d\d, peak \d+\.\d\d; tsx \/ shipped: RSS \d+\.\d\d, peak \d+\.\d\d$/m);
     const goal = /^the shipped provider's RSS after 2 s idle: (\d+) MB \((\d+\.\d) MiB\), goal at most 120 MB: (met|not met) \(/m.exec(sink.out);
     expect(goal, sink.out).to.not.equal(null);
-    expect(Number(goal![2])).to.equal(rss[0][1]);
+    expect(Number(goal![2])).to.equal(rss[0]![1]);
     expect(goal![3]).to.equal(Number(goal![1]) <= 120 ? 'met' : 'not met');
     const readyz = `http://127.0.0.1:${sandbox.providerPorts('c1', 0).metrics}/readyz`;
     await waitFor("c1's provider Ready again", 60_000, async () => (await fetch(readyz).catch(() => undefined))?.ok === true);
@@ -154,7 +154,7 @@ describe('bench', () => {
       expect(fields.length, out).to.be.at.least(19);
       for (const [, field, limit] of fields) {
         const block = out.slice(out.indexOf(`${field} (limit ${limit})`)).split('\n\n')[0];
-        const rows = [...block.matchAll(/^ +n= *(\d+) +[\d.]+ KiB +review +[\d.]+ µs .*parse alone +[\d.]+ µs +(allowed|denied)$/gm)].map((m) => [Number(m[1]), m[2]] as const);
+        const rows = [...block!.matchAll(/^ +n= *(\d+) +[\d.]+ KiB +review +[\d.]+ µs .*parse alone +[\d.]+ µs +(allowed|denied)$/gm)].map((m) => [Number(m[1]), m[2]] as const);
         expect(rows[0], field).to.deep.equal([8, 'allowed']);
         expect(rows.at(-1)![0], field).to.be.at.least(6000);
         for (const [n, verdict] of rows) expect(verdict, `${field} at ${n}`).to.equal(n <= Number(limit) ? 'allowed' : 'denied');
@@ -216,9 +216,9 @@ describe('bench', () => {
       expect(sink.out).to.match(/^offload 2 pods: direct /m);
       expect(sink.out).to.match(/^2 offloaded, CPU floor: .* in c[12], the busier cluster, on its \d+ of \d+ cores take at least /m);
       const m = /^bench: wrote (\S+\.json) and (\S+\.svg)$/m.exec(sink.out);
-      if (m) written.push(resolve(REPO_ROOT, m[1]), resolve(REPO_ROOT, m[2]));
+      if (m) written.push(resolve(REPO_ROOT, m[1]!), resolve(REPO_ROOT, m[2]!));
       expect(m, sink.out).to.not.equal(null);
-      const json = JSON.parse(readFileSync(resolve(REPO_ROOT, m![1]), 'utf8'));
+      const json = JSON.parse(readFileSync(resolve(REPO_ROOT, m![1]!), 'utf8'));
       expect(json.pinClusters).to.equal(true);
       expect(json.providerLogLevel).to.equal('info');
       expect(new Sandbox(dir).state()).to.equal(undefined);

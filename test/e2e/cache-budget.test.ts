@@ -54,8 +54,8 @@ describe('Lists in pages, and the cache budget of a target', function () {
       // kube-root-ca.crt and the five.
       expect(typed.names.sort()).to.deep.equal([`${ns}/cm-0`, `${ns}/cm-1`, `${ns}/cm-2`, `${ns}/cm-3`, `${ns}/cm-4`, `${ns}/kube-root-ca.crt`]);
       expect(typed.pages.map((p) => p.limit)).to.deep.equal([2, 2, 2]);
-      expect(typed.pages[0]._continue).to.equal(undefined);
-      expect(typed.pages[1]._continue).to.be.a('string').and.not.equal('');
+      expect(typed.pages[0]!._continue).to.equal(undefined);
+      expect(typed.pages[1]!._continue).to.be.a('string').and.not.equal('');
 
       // Lists of custom objects are plain JSON: the token is `metadata.continue` there. A Source
       // of this namespace's makes at least two in c2.
@@ -67,7 +67,7 @@ describe('Lists in pages, and the cache budget of a target', function () {
       // Other tests' namespaces (and their Sources) come and go meanwhile: these two stay.
       expect(listed.names).to.include.members(['default/c1', `${ns}/c1`]);
       expect(listed.pages.length, 'one Source a page').to.be.at.least(listed.names.length);
-      expect(listed.pages[1]._continue).to.be.a('string').and.not.equal('');
+      expect(listed.pages[1]!._continue).to.be.a('string').and.not.equal('');
     } finally {
       await kubectl('c2', 'delete', 'namespace', ns, '--wait=false');
     }

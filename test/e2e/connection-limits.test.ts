@@ -80,7 +80,7 @@ function openFilesLimit(pid: number | 'self'): number {
 /** The pid of c1's provider process: the child of its restart loop, whose pid the sandbox records. */
 function providerPid(): number {
   const [spec] = sandbox.specs('c1', 'provider');
-  const loop = readPid(spec.pidFile);
+  const loop = readPid(spec!.pidFile);
   if (loop === undefined) throw new Error("c1's provider has no pid file");
   const children = readFileSync(`/proc/${loop}/task/${loop}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
   const provider = children.find((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('provider'));
@@ -133,7 +133,7 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
   let providerLogStart = 0;
   let metricsServerLogStart = 0;
   let webhookClosedBefore = 0;
-  const providerLog = () => sandbox.specs('c1', 'provider')[0].logFile;
+  const providerLog = () => sandbox.specs('c1', 'provider')[0]!.logFile;
   const metricsServerLog = join(sandbox.dir, 'logs', 'c1-metrics-server.log');
   /** How many of the flood's connections to `port` are still open. */
   const stillHeld = (port: number) => held.filter((s) => s.remotePort === port && !s.destroyed && !s.closed).length;

@@ -32,8 +32,9 @@ function quickStartCommands(): { install: string[]; uninstall: string[] } {
     command
       .replace(/\\\n/g, ' ')
       .replace(/<([^>]+)>/g, (_, p: string) => {
-        if (!(p in PLACEHOLDERS)) throw new Error(`README's Quick start: no value for placeholder <${p}>`);
-        return PLACEHOLDERS[p];
+        const value = PLACEHOLDERS[p];
+        if (value === undefined) throw new Error(`README's Quick start: no value for placeholder <${p}>`);
+        return value;
       })
       .trim()
       .split(/\s+/);

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { SHIPPED_NODE_OPTIONS } from '../../provider/core/heap-growth.js';
 import { REPO_ROOT, shippedCli } from '../sandbox/sandbox.js';
 import { apply, asPodContainer, chartObjects, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, uniqueName, waitFor } from './support.js';
+import { must } from '../support/must.js';
 
 /** The image's own environment: the ENV lines of the Dockerfile's last stage, which the container's env overrides. */
 function imageEnv(): Record<string, string> {
@@ -81,7 +82,7 @@ describe('in cluster: the provider as the chart deploys it', function () {
       '--metrics-bind-address=0.0.0.0': '--metrics-bind-address=127.0.0.1',
       '--metrics-port=8080': `--metrics-port=${ports.metrics}`,
     };
-    const rendered = (container.args as string[]).map((a) => a.replace(/\$\((\w+)\)/g, (_, v: string) => env[v]));
+    const rendered = (container.args as string[]).map((a) => a.replace(/\$\((\w+)\)/g, (_, v: string) => must(env[v], `the value of $(${v})`)));
     for (const a of Object.keys(standIns)) expect(rendered, a).to.include(a);
     const args = [...rendered.map((a) => standIns[a] ?? a), `--webhook-url=https://127.0.0.1:${ports.webhook}/mutate`, '--allow-loopback-targets'];
 

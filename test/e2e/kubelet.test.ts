@@ -146,7 +146,7 @@ describe('kubelet API of virtual nodes', function () {
         },
       );
       const messages: Array<[number, string]> = [];
-      ws.on('message', (d: Buffer) => messages.push([d[0], d.subarray(1).toString()]));
+      ws.on('message', (d: Buffer) => messages.push([d[0]!, d.subarray(1).toString()]));
       const code = await new Promise<number>((res, rej) => {
         ws.once('close', (c) => res(c));
         ws.once('error', rej);

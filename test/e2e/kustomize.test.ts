@@ -140,11 +140,11 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     const config = join(dir, 'manifests', 'config.yaml');
     writeFileSync(config, readFileSync(config, 'utf8').replace(/^(\s*clusterName:).*$/m, '$1 "c1"'));
     const deployment = join(dir, 'manifests', 'deployment.yaml');
-    const image = /^\s*image: "?([^"\s]+)"?$/m.exec(readFileSync(deployment, 'utf8'))![1];
+    const image = /^\s*image: "?([^"\s]+)"?$/m.exec(readFileSync(deployment, 'utf8'))![1]!;
     const tag = image.slice(image.lastIndexOf(':') + 1);
     writeFileSync(deployment, readFileSync(deployment, 'utf8').replace(image, `registry.example/admiralty-ts:${tag}`));
 
-    await run(apply[0]);
+    await run(apply[0]!);
     rendered = parseAllDocuments(await run('kubectl kustomize manifests/')).map((d) => d.toJS()).filter(Boolean);
     writeFileSync(join(dir, 'rendered.yaml'), await run('kubectl kustomize manifests/'));
     const live: Obj[] = JSON.parse(await kubectl('get', '-f', join(dir, 'rendered.yaml'), '-o', 'json')).items;
@@ -189,12 +189,12 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     await kubectl('delete', 'pod', 'proxy', '-n', 'app', '--wait=false');
     const [scale, cleanup, deleteAll, showCrds, nudge, allGone, deleteNodes] = uninstall;
 
-    await step(scale, 30_000, () => namespaceState('admiralty'));
+    await step(scale!, 30_000, () => namespaceState('admiralty'));
     await waitFor('the provider\'s pods gone', 60_000, async () => (await kubectl('get', 'pods', '-n', 'admiralty', '-l', 'app.kubernetes.io/component=provider', '-o', 'name')) === '');
     expect(JSON.parse(await kubectl('get', 'deployment', 'admiralty', '-n', 'admiralty', '-o', 'json')).spec.replicas).to.equal(0);
 
     // With the user's credentials (the kubeconfig kubectl uses).
-    const cleaned = await step(cleanup, 60_000, async () => `pods with our finalizer: ${await kubectl('get', 'pods,configmaps', '-A', '-l', `${HAS_FINALIZER_LABEL}=true`, '-o', 'name')}`);
+    const cleaned = await step(cleanup!, 60_000, async () => `pods with our finalizer: ${await kubectl('get', 'pods,configmaps', '-A', '-l', `${HAS_FINALIZER_LABEL}=true`, '-o', 'name')}`);
     expect(cleaned).to.contain('removed 2 finalizer(s) from 2 object(s)');
     await waitFor('the proxy pod gone', 30_000, async () => (await kubectl('get', 'pod', 'proxy', '-n', 'app', '--ignore-not-found', '-o', 'name')) === '');
     const followed = JSON.parse(await kubectl('get', 'configmap', 'followed', '-n', 'app', '-o', 'json')).metadata;
@@ -204,7 +204,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     // Every object of the kustomization goes, the CRDs and the namespace included: with the
     // CRDs, every Target and Source (unlike helm uninstall, which keeps the CRDs).
     // The docs' check sees what is there before (it would not miss what is left).
-    expect((await run(allGone)).trim().split('\n')).to.have.length(rendered.length);
+    expect((await run(allGone!)).trim().split('\n')).to.have.length(rendered.length);
     // kubectl waits for each object to go, about 10 s. In 4 runs of 21 here (and, by the look of
     // its failures, in CI) one CRD stayed Terminating for minutes: the apiserver's CRD finalizer
     // failed to list its instances ("storage is (re)initializing") and looks again only on its
@@ -213,12 +213,12 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     // A kubectl still waiting once the docs' check finds every object gone is stopped, as the
     // docs say it may be. Anything left at the deadline fails.
     const report = await nudgingStuckCrds(
-      step(deleteAll, 120_000, () => namespaceState('admiralty'), async () => (await run(allGone)).trim()),
-      async () => parse(await run(showCrds))?.items ?? [],
-      () => run(nudge),
+      step(deleteAll!, 120_000, () => namespaceState('admiralty'), async () => (await run(allGone!)).trim()),
+      async () => parse(await run(showCrds!))?.items ?? [],
+      () => run(nudge!),
     );
     if (report) console.log(`      ${report}`);
-    expect(await run(allGone)).to.equal('');
+    expect(await run(allGone!)).to.equal('');
     expect(await kubectl('get', '-f', join(dir, 'rendered.yaml'), '--ignore-not-found', '-o', 'name')).to.equal('');
     expect(rendered.map((o) => o.kind)).to.include.members(['Namespace', 'CustomResourceDefinition']);
     const resources = await kubectl('api-resources', '--api-group=multicluster.admiralty.io', '-o', 'name');
@@ -226,7 +226,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     // What is not ours stays: the user's namespace and ConfigMap.
     expect((await kubectl('get', 'configmap', 'followed', '-n', 'app', '-o', 'name')).trim()).to.equal('configmap/followed');
 
-    await step(deleteNodes, 30_000, async () => kubectl('get', 'nodes', '-o', 'name'));
+    await step(deleteNodes!, 30_000, async () => kubectl('get', 'nodes', '-o', 'name'));
     expect(await kubectl('get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'name')).to.equal('');
     expect((await kubectl('get', 'nodes', '-o', 'name')).trim()).to.not.equal('');
   });

@@ -224,8 +224,8 @@ describe('kubectl top and HorizontalPodAutoscalers on offloaded pods (metrics-se
     await waitFor(`figures for ${c2Node} with both pods`, 120_000, async () => (node = await top('c1', 'node', c2Node)) !== undefined && node.memoryMi === 30);
     const delegates = await Promise.all(['web', 'api'].map(async (p) => (await top('c2', 'pod', (await delegateOf(p))!, '-n', ns))!));
     console.log(`      top node ${c2Node}: ${JSON.stringify(node)}; delegates ${JSON.stringify(delegates)}`);
-    expect(delegates.map((d) => d.cpuMilli)).to.satisfy((cpu: number[]) => Math.abs(cpu[0] - 150) <= 1 && Math.abs(cpu[1] - 50) <= 1);
-    expect(node!.cpuMilli).to.be.closeTo(delegates[0].cpuMilli + delegates[1].cpuMilli, 2);
+    expect(delegates.map((d) => d.cpuMilli)).to.satisfy((cpu: number[]) => Math.abs(cpu[0]! - 150) <= 1 && Math.abs(cpu[1]! - 50) <= 1);
+    expect(node!.cpuMilli).to.be.closeTo(delegates[0]!.cpuMilli + delegates[1]!.cpuMilli, 2);
   });
 
   it('an autoscaling/v2 HPA on an elected Deployment scales out when its delegates use more CPU, and back in when they use less', async function () {

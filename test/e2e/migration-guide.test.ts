@@ -111,7 +111,7 @@ function admiraltyChart(dir: string): void {
 function guideSteps(): Map<number, string> {
   const guide = docSection('docs/migration.md', '## Migrating from Admiralty');
   const steps = guide.slice(guide.indexOf('**Steps, in every cluster**'));
-  return new Map([...steps.matchAll(/\n(\d)\. ([\s\S]*?)(?=\n\d\. |\n\n\S|$)/g)].map((m) => [Number(m[1]), m[2]]));
+  return new Map([...steps.matchAll(/\n(\d)\. ([\s\S]*?)(?=\n\d\. |\n\n\S|$)/g)].map((m) => [Number(m[1]), m[2]!]));
 }
 
 /**
@@ -161,7 +161,7 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
     const custom = (kind: string, ns: string | undefined, name: string, body: Obj) => ({ apiVersion: `${GROUP}/v1alpha1`, kind, metadata: { name, ...(ns ? { namespace: ns } : {}) }, ...body });
     const kinds: Record<string, string> = { target: 'Target', clustertarget: 'ClusterTarget', source: 'Source', clustersource: 'ClusterSource' };
     const admiraltyObjects: Obj[] = [
-      ...kept.map(([kind, ns, name, spec]) => custom(kinds[kind], ns, name, { spec })),
+      ...kept.map(([kind, ns, name, spec]) => custom(kinds[kind]!, ns, name, { spec })),
       custom('ClusterSummary', undefined, 'singleton', { capacity: { cpu: '8', pods: '220' }, allocatable: { cpu: '7', pods: '220' } }),
       { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'proxy', namespace: 'app', labels: { [HAS_FINALIZER_LABEL]: 'true' }, finalizers: [ADMIRALTY_FINALIZER] }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
       { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'followed', namespace: 'app', labels: { [HAS_FINALIZER_LABEL]: 'true' }, finalizers: [ADMIRALTY_FINALIZER, 'example.com/keep'] } },
@@ -234,7 +234,7 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
   it("step 3: our CRDs' schemas replace Admiralty's; stored objects keep their fields and take ours (spec.placement)", async () => {
     const [apply] = inlineCommands(steps.get(3) ?? '', 'kubectl');
     expect(apply).to.equal('kubectl apply --server-side --force-conflicts -f charts/admiralty/crds/');
-    await run(apply);
+    await run(apply!);
     for (const file of readdirSync(join(CHART, 'crds'))) {
       const ours = parse(readFileSync(join(CHART, 'crds', file), 'utf8'));
       const live = await get('crd', ours.metadata.name);
@@ -247,7 +247,7 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
   });
 
   it("step 4: the Quick start's helm install takes the release name back", async () => {
-    const install = /```sh\n\s*(helm install [\s\S]*?)```/.exec(docSection('README.md', '## Quick start on real clusters'))![1]
+    const install = /```sh\n\s*(helm install [\s\S]*?)```/.exec(docSection('README.md', '## Quick start on real clusters'))![1]!
       .replace('<a name unique to this cluster>', 'c1')
       .replace('<registry>', 'registry.example');
     expect(steps.get(4)).to.contain('[Quick start](../README.md#quick-start-on-real-clusters)');
@@ -259,22 +259,22 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
   it("step 5: Admiralty's virtual node, its PodChaperons (their pods with them) and their CRD go; ours stay", async () => {
     const [listNodes, deleteNode, deleteChaperons, nudgeCrd] = inlineCommands(steps.get(5) ?? '', 'kubectl');
     expect(listNodes).to.equal('kubectl get nodes -l virtual-kubelet.io/provider=admiralty');
-    const listed = (await run(listNodes)).trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]);
+    const listed = (await run(listNodes!)).trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]!);
     expect(listed.sort()).to.deep.equal(['admiralty-app-c2', 'admiralty-namespace-app-c2']);
     const theirs = listed.filter((n) => !n.startsWith('admiralty-namespace-') && !n.startsWith('admiralty-cluster-'));
     expect(deleteNode).to.equal('kubectl delete node <name>');
-    for (const name of theirs) await run(deleteNode.replace('<name>', name));
+    for (const name of theirs) await run(deleteNode!.replace('<name>', name));
     expect((await run(`${listNodes} -o name`)).trim()).to.equal('node/admiralty-namespace-app-c2');
 
     expect(deleteChaperons).to.equal(`kubectl delete podchaperons --all -A --cascade=foreground && kubectl delete crd podchaperons.${GROUP}`);
     expect(nudgeCrd).to.equal(`kubectl label crd podchaperons.${GROUP} multicluster.admiralty.io/uninstall=now --overwrite`);
     const report = await nudgingStuckCrds(
-      run(deleteChaperons),
+      run(deleteChaperons!),
       async () => {
         const crd = await kubectl('get', 'crd', `podchaperons.${GROUP}`, '--ignore-not-found', '-o', 'json');
         return crd.trim() ? [JSON.parse(crd)] : [];
       },
-      () => run(nudgeCrd),
+      () => run(nudgeCrd!),
     );
     if (report) console.log(`      ${report}`);
     // Foreground: the pod is gone by the time the command returns.

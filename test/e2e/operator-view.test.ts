@@ -69,7 +69,7 @@ describe('operator view: kubectl admiralty status and explain', function () {
       }
       return true;
     });
-    for (const [cluster, node] of [['c1', nodes.c1Node], ['c2', nodes.c2Node]]) {
+    for (const [cluster, node] of [['c1', nodes.c1Node], ['c2', nodes.c2Node]] as const) {
       expect(row(report, cluster)).to.deep.include({ ready: 'True', virtualNode: node });
       expect(row(report, cluster).provider).to.include({ ready: true, reason: 'TargetReady' });
       expect(row(report, cluster).summaryAgeSeconds).to.be.a('number');

@@ -86,8 +86,8 @@ describe('exact placement', function () {
     const c2Nodes = [...(await freeCpu('c2')).keys()].sort();
     const gpuNode = c2Nodes[c2Nodes.length - 1];
     // Two values of one key: c2's virtual node carries neither (only what all nodes agree on).
-    await kubectl('c2', 'label', 'node', gpuNode, 'pool=gpu', '--overwrite');
-    await kubectl('c2', 'label', 'node', c2Nodes[0], 'pool=cpu', '--overwrite');
+    await kubectl('c2', 'label', 'node', gpuNode!, 'pool=gpu', '--overwrite');
+    await kubectl('c2', 'label', 'node', c2Nodes[0]!, 'pool=cpu', '--overwrite');
     try {
       await waitFor("c2's summary to show the pool", 30_000, async () => (await getJson('c2', 'clustersummary', 'singleton')).nodePools.some((p: any) => p.labels.pool === 'gpu'));
       // The source reads summaries on its probe period (10 s in the sandbox).
@@ -310,7 +310,7 @@ describe('exact placement', function () {
       expect(preempted).to.deep.equal(lows.filter((n) => !guarded.includes(n)));
       const [delegate] = (await delegatesIn('c2', ns)).filter((d: any) => d.metadata.annotations['multicluster.admiralty.io/parent-name'] === 'high');
       expect(delegate.spec.nodeName).to.not.equal(first);
-      const guardedLeft = (await lowPods()).filter((p) => guarded.includes(p.split('/')[0]));
+      const guardedLeft = (await lowPods()).filter((p) => guarded.includes(p.split('/')[0]!));
       expect(guardedLeft.filter((p) => !p.endsWith('/')), 'no guarded proxy being deleted').to.deep.equal([]);
       expect(guardedLeft).to.have.length(2);
     });
@@ -320,7 +320,7 @@ describe('exact placement', function () {
     // 4 cpu free on every node of both clusters (16 in all), then two bursts of 7 pods of 1 cpu.
     await squeeze('c1', ns, 4_000);
     await squeeze('c2', ns, 4_000);
-    for (const [cluster, node] of [['c1', nodes.c1Node], ['c2', nodes.c2Node]]) {
+    for (const [cluster, node] of [['c1', nodes.c1Node], ['c2', nodes.c2Node]] as const) {
       expect(await followedFree(cluster, node), `what c1's view of ${cluster} offers`).to.be.at.most(8_000);
     }
     const burst = (tag: string) => Promise.all(Array.from({ length: 7 }, (_, i) => apply('c1', electedPod(`${tag}-${i}`, ns, '1'))));

@@ -157,7 +157,7 @@ describe('proxy scheduler (c1)', function () {
     const pki = ensurePki(join(sandbox.dir, 'pki'));
     const binding = JSON.stringify({ PodName: 'nobody', PodNamespace: 'default', PodUID: '00000000-0000-0000-0000-000000000000', Node: 'admiralty-namespace-default-c2' });
     const filter = JSON.stringify({ Pod: { metadata: { name: 'nobody', namespace: 'default' }, spec: { containers: [] } }, NodeNames: ['admiralty-namespace-default-c2'] });
-    for (const [verb, body] of [['bind', binding], ['filter', filter]]) {
+    for (const [verb, body] of [['bind', binding], ['filter', filter]] as const) {
       const anonymous = await postToWebhookServer(`/scheduler/${verb}`, body, {});
       expect(anonymous.status, `${verb} without a certificate`).to.equal(401);
       expect(anonymous.body).to.match(/requires a client certificate/);

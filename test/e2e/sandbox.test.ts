@@ -32,7 +32,7 @@ describe('sandbox', () => {
       // metrics-server derives the rate from kwok's cumulative counter between two scrapes whose
       // timestamps do not fall exactly 10 s apart: 42m comes back as 41m to 43m.
       expect(cpu).to.match(/^\d+m$/);
-      expect(parseInt(cpu, 10)).to.be.closeTo(42, 1);
+      expect(parseInt(cpu!, 10)).to.be.closeTo(42, 1);
       expect(memory).to.equal('7Mi');
     } finally {
       await kubectl('c2', 'delete', 'pod', name, '-n', 'default', '--ignore-not-found', '--wait=false');

@@ -110,7 +110,7 @@ export async function connectNamespace(ns: string): Promise<{ c1Node: string; c2
     for (const c of ['c1', 'c2']) if (!(await kubectl(c, 'get', 'serviceaccount', 'default', '-n', ns, '-o', 'name').catch(() => ''))) return false;
     return true;
   });
-  return { c1Node: nodes.c1, c2Node: nodes.c2 };
+  return { c1Node: nodes.c1!, c2Node: nodes.c2! };
 }
 
 /** Teardowns still under way in the background; the root hooks await them before the RBAC audit. */
@@ -300,7 +300,7 @@ export function docSection(file: string, heading: string): string {
  * in order; a span wrapped over lines is read as Markdown renders it (one space).
  */
 export function inlineCommands(markdown: string, ...commands: string[]): string[] {
-  return [...markdown.matchAll(/(?<!`)`([^`]+)`(?!`)/g)].map((m) => m[1].replace(/\s+/g, ' ').trim()).filter((c) => commands.some((k) => c.startsWith(`${k} `)));
+  return [...markdown.matchAll(/(?<!`)`([^`]+)`(?!`)/g)].map((m) => m[1]!.replace(/\s+/g, ' ').trim()).filter((c) => commands.some((k) => c.startsWith(`${k} `)));
 }
 
 /** What a command run by {@link userShell} did. */

@@ -22,7 +22,7 @@ describe('targets and virtual nodes', function () {
   it('lists one Ready virtual node per target, with taint, role, capacity and the target nodes’ region', async () => {
     const nodes = await getJson('c1', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty');
     const byName = new Map<string, any>(nodes.items.map((n: any) => [n.metadata.name, n]));
-    for (const [name, region] of [['admiralty-namespace-default-c1', 'us'], ['admiralty-namespace-default-c2', 'eu']]) {
+    for (const [name, region] of [['admiralty-namespace-default-c1', 'us'], ['admiralty-namespace-default-c2', 'eu']] as const) {
       const n = byName.get(name);
       expect(n, name).to.exist;
       expect(readyOf(n)).to.equal('True');
@@ -46,12 +46,12 @@ describe('targets and virtual nodes', function () {
     // kubectl's table: columns start where their header does; an empty cell is blank.
     const table = async (cluster: string, command: string, ...args: string[]) => {
       const [head, ...lines] = (await kubectl(cluster, ...command.split(' ').slice(1), ...args)).trimEnd().split('\n');
-      const columns = [...head.matchAll(/\S+/g)].map((m) => ({ name: m[0], start: m.index! }));
+      const columns = [...head!.matchAll(/\S+/g)].map((m) => ({ name: m[0], start: m.index! }));
       const cells = (line: string) => Object.fromEntries(columns.map((c, i) => [c.name, line.slice(c.start, columns[i + 1]?.start).trim()]));
       return { header: columns.map((c) => c.name), rows: new Map(lines.map((l) => [cells(l).NAME, cells(l)])) };
     };
     // Namespace default (the current context's): the sandbox's two Ready targets.
-    const targets = await table('c1', getTargets);
+    const targets = await table('c1', getTargets!);
     expect(targets.header).to.deep.equal(['NAME', 'READY', 'REASON', 'NODE', 'SELF', 'WEIGHT', 'PRIORITY', 'AGE']);
     expect(targets.rows.get('c1')).to.include({ READY: 'True', REASON: 'TargetReady', NODE: 'admiralty-namespace-default-c1', SELF: 'true', WEIGHT: '1', PRIORITY: '0' });
     expect(targets.rows.get('c2')).to.include({ READY: 'True', REASON: 'TargetReady', NODE: 'admiralty-namespace-default-c2', SELF: '', WEIGHT: '1', PRIORITY: '0' });
@@ -61,7 +61,7 @@ describe('targets and virtual nodes', function () {
     try {
       await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: broken, namespace: ${ns}}\nspec: {kubeconfigSecret: {name: missing}, placement: {weight: 3, priority: 2}}\n`);
       await waitFor('Target broken says SecretNotFound', 60_000, async () => targetReady(await getJson('c1', 'target', 'broken', '-n', ns))?.reason === 'SecretNotFound');
-      const broken = await table('c1', getTargets, '-n', ns);
+      const broken = await table('c1', getTargets!, '-n', ns);
       // The name its node will have once it works (the status says it from the start).
       const node = (await getJson('c1', 'target', 'broken', '-n', ns)).status.virtualNodeName;
       expect(node).to.match(new RegExp(`^admiralty-namespace-${ns}-broken-`));
@@ -69,7 +69,7 @@ describe('targets and virtual nodes', function () {
     } finally {
       await kubectl('c1', 'delete', 'namespace', ns, '--wait=false');
     }
-    const nodes = await table('c1', getNodes);
+    const nodes = await table('c1', getNodes!);
     expect(nodes.header).to.deep.equal(['NAME', 'STATUS', 'ROLES', 'AGE', 'VERSION']);
     for (const name of ['admiralty-namespace-default-c1', 'admiralty-namespace-default-c2']) expect(nodes.rows.get(name), name).to.include({ STATUS: 'Ready', ROLES: 'cluster' });
     // Only virtual nodes: kwok's fake nodes are not listed.

@@ -75,8 +75,8 @@ describe('federation topologies', function () {
       for (const { cluster, pod } of proxies) {
         const mine = delegates.filter((d) => d.pod.metadata.labels[PARENT_UID] === pod.metadata.uid);
         expect(mine, `delegates of ${cluster}'s ${pod.metadata.name}`).to.have.length(1);
-        expect(mine[0].cluster).to.equal(pod.spec.nodeName.replace('admiralty-namespace-default-', ''));
-        expect(mine[0].pod.metadata.labels[PARENT_CLUSTER]).to.equal(cluster);
+        expect(mine[0]!.cluster).to.equal(pod.spec.nodeName.replace('admiralty-namespace-default-', ''));
+        expect(mine[0]!.pod.metadata.labels[PARENT_CLUSTER]).to.equal(cluster);
       }
       for (const { cluster, pod } of delegates) {
         expect(pod.metadata.annotations ?? {}, `${cluster}'s delegate ${pod.metadata.name}`).to.not.have.any.keys('multicluster.admiralty.io/elect', MANIFEST);
@@ -121,7 +121,7 @@ describe('federation topologies', function () {
         expect(named.size, `${source}'s delegates name one copy`).to.equal(1);
         copyNames[source] = [...named][0];
         expect(copyNames[source]).to.match(/^cfg-[0-9a-f]{10}$/);
-        const copy = JSON.parse(await s.kubectl('c1', 'get', 'configmap', copyNames[source], '-n', 'default', '-o', 'json'));
+        const copy = JSON.parse(await s.kubectl('c1', 'get', 'configmap', copyNames[source]!, '-n', 'default', '-o', 'json'));
         expect(copy.data, `${source}'s copy`).to.deep.equal({ from: source });
         expect(copy.metadata.labels[PARENT_CLUSTER]).to.equal(source);
       }
@@ -137,7 +137,7 @@ describe('federation topologies', function () {
       await waitFor("c3's copy gone from c1", 60_000, async () => !(await configMapsInC1()).includes(`configmap/${copyNames.c3}`));
       const left = await delegatesOf('c2');
       expect(left.map((p) => `${p.metadata.name} ${p.status.phase}`).sort()).to.deep.equal(delegates.c2.map((p) => `${p.metadata.name} Running`).sort());
-      const kept = JSON.parse(await s.kubectl('c1', 'get', 'configmap', copyNames.c2, '-n', 'default', '-o', 'json'));
+      const kept = JSON.parse(await s.kubectl('c1', 'get', 'configmap', copyNames.c2!, '-n', 'default', '-o', 'json'));
       expect(kept.data).to.deep.equal({ from: 'c2' });
       expect(kept.metadata.labels[PARENT_CLUSTER]).to.equal('c2');
 

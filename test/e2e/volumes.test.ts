@@ -75,9 +75,9 @@ describe('volumes', function () {
     const sc = `${ns}-local`;
     const node = [...(await freeCpu('c2')).keys()].sort()[index];
     await apply('c2', `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ${sc}}\nprovisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n`);
-    await apply('c2', localVolume(pv, sc, node));
+    await apply('c2', localVolume(pv, sc, node!));
     made.push(`storageclass/${sc}`, `pv/${pv}`);
-    return { sc, node };
+    return { sc, node: node! };
   };
 
   /** Events of one pod in c1, their messages joined. */

@@ -69,7 +69,7 @@ describe('admission webhook', function () {
       names.push(plainHere);
       await apply('c1', pod(plainHere, 'default', false));
       await apply('c1', pod('elected-elsewhere', ns, true));
-      for (const [n, namespace] of [[plainHere, 'default'], ['elected-elsewhere', ns]]) {
+      for (const [n, namespace] of [[plainHere, 'default'], ['elected-elsewhere', ns]] as const) {
         await waitFor(`${n} Running`, 60_000, async () => (await getJson('c1', 'pod', n, '-n', namespace)).status.phase === 'Running');
         const p = await getJson('c1', 'pod', n, '-n', namespace);
         expect(p.metadata.annotations?.[MANIFEST]).to.equal(undefined);

@@ -40,10 +40,15 @@ export async function sandboxCli(args: string[]): Promise<number> {
         console.error('sandbox: --provider-replicas takes a whole number from 1 to 5');
         return 2;
       }
-      const autoscalers = rest.flatMap((a, j) => (a === '--autoscaler' ? [rest[j + 1]] : []));
-      if (autoscalers.some((c) => !c || c.startsWith('--'))) {
-        console.error('sandbox: --autoscaler takes a cluster name (c2)');
-        return 2;
+      const autoscalers: string[] = [];
+      for (const [j, a] of rest.entries()) {
+        if (a !== '--autoscaler') continue;
+        const cluster = rest[j + 1];
+        if (!cluster || cluster.startsWith('--')) {
+          console.error('sandbox: --autoscaler takes a cluster name (c2)');
+          return 2;
+        }
+        autoscalers.push(cluster);
       }
       await sandbox.up({ clusters, topology: topology as Topology, providerReplicas, connect: !rest.includes('--no-connect'), autoscalers, log });
       return 0;

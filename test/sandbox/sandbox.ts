@@ -359,7 +359,9 @@ export class Sandbox {
         `current-context: ${current}`,
         '',
       ].join('\n');
-    writeFileSync(this.kubeconfigPath, render(entries, entries[0].name), { mode: 0o600 });
+    const [first] = entries;
+    if (!first) throw new Error('a sandbox has no cluster to write a kubeconfig for');
+    writeFileSync(this.kubeconfigPath, render(entries, first.name), { mode: 0o600 });
     for (const e of entries) {
       mkdirSync(this.clusterDir(e.name), { recursive: true });
       writeFileSync(join(this.clusterDir(e.name), 'admin.kubeconfig'), render([e], e.name), { mode: 0o600 });

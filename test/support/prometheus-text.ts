@@ -40,7 +40,8 @@ export function parsePrometheusText(body: string): { samples: Sample[]; types: M
     if (line.startsWith('#')) {
       const m = /^#\s+(HELP|TYPE)\s+(\S+)(?:\s+(.*))?$/.exec(line);
       if (!m) return; // a plain comment
-      const [, kind, name, rest = ''] = m;
+      // An empty name (the group always matches) fails the name check.
+      const [, kind, name = '', rest = ''] = m;
       if (!METRIC_NAME.test(name)) throw new Error(`${where}: invalid metric name`);
       if (kind === 'HELP') {
         if (helps.has(name)) throw new Error(`${where}: second HELP line for ${name}`);
@@ -55,7 +56,8 @@ export function parsePrometheusText(body: string): { samples: Sample[]; types: M
     }
     const m = /^([^\s{]+)(\{[^]*\})?\s+(\S+)(?:\s+(\S+))?\s*$/.exec(line);
     if (!m) throw new Error(`${where}: not a sample`);
-    const [, name, rawLabels, rawValue, rawTs] = m;
+    // Empty defaults (the groups always match) fail the name and value checks.
+    const [, name = '', rawLabels, rawValue = '', rawTs] = m;
     if (!METRIC_NAME.test(name)) throw new Error(`${where}: invalid metric name`);
     const family = familyOf(name, types);
     if (current !== family) {
@@ -80,8 +82,8 @@ export function parsePrometheusText(body: string): { samples: Sample[]; types: M
 function familyOf(name: string, types: ReadonlyMap<string, string>): string {
   const m = /^(.*)_(bucket|sum|count)$/.exec(name);
   if (!m) return name;
-  const type = types.get(m[1]);
-  return type === 'histogram' || (type === 'summary' && m[2] !== 'bucket') ? m[1] : name;
+  const type = types.get(m[1]!);
+  return type === 'histogram' || (type === 'summary' && m[2] !== 'bucket') ? m[1]! : name;
 }
 
 function parseLabels(text: string, where: string): Record<string, string> {
@@ -90,7 +92,7 @@ function parseLabels(text: string, where: string): Record<string, string> {
   while (i < text.length) {
     const m = /^([^=\s]+)="/.exec(text.slice(i));
     if (!m) throw new Error(`${where}: bad label at ${i}`);
-    const name = m[1];
+    const name = m[1]!;
     if (!LABEL_NAME.test(name)) throw new Error(`${where}: invalid label name ${name}`);
     if (name in out) throw new Error(`${where}: repeated label ${name}`);
     i += m[0].length;

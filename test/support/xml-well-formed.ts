@@ -20,7 +20,7 @@ export function checkXmlWellFormed(text: string): string {
     tag.lastIndex = lt;
     const m = tag.exec(body);
     if (!m) throw new Error(`malformed tag at offset ${lt}: ${JSON.stringify(body.slice(lt, lt + 40))}`);
-    const [, closing, name, attrs, selfClosing] = m;
+    const [, closing, name = '', attrs = '', selfClosing] = m;
     for (const v of attrs.match(/"[^"]*"|'[^']*'/g) ?? []) checkText(v.slice(1, -1), true);
     if (closing) {
       if (selfClosing || attrs.trim()) throw new Error(`malformed closing tag </${name}>`);

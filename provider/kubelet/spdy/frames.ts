@@ -326,8 +326,7 @@ export class FrameParser {
   /** Copies queued input into `target[from..to)`; returns the new fill level. */
   private fill(target: Buffer, from: number, to: number): number {
     let at = from;
-    while (at < to && this.input.length > 0) {
-      const chunk = this.input[0];
+    for (let chunk = this.input[0]; at < to && chunk !== undefined; chunk = this.input[0]) {
       const n = Math.min(to - at, chunk.length - this.inputOffset);
       chunk.copy(target, at, this.inputOffset, this.inputOffset + n);
       at += n;

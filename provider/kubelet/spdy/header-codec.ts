@@ -31,14 +31,14 @@ export const MAX_HEADER_VALUES = 1000;
  * uppercase names with a connection-fatal error); multiple values are joined by NUL.
  */
 export function encodeHeaderBlock(headers: SpdyHeaders): Buffer {
-  const names = Object.keys(headers);
+  const entries = Object.entries(headers);
   const parts: Buffer[] = [];
   const count = Buffer.alloc(4);
-  count.writeUInt32BE(names.length, 0);
+  count.writeUInt32BE(entries.length, 0);
   parts.push(count);
-  for (const name of names) {
+  for (const [name, values] of entries) {
     const n = Buffer.from(name.toLowerCase(), 'utf8');
-    const v = Buffer.from(headers[name].join('\0'), 'utf8');
+    const v = Buffer.from(values.join('\0'), 'utf8');
     const nl = Buffer.alloc(4);
     nl.writeUInt32BE(n.length, 0);
     const vl = Buffer.alloc(4);

@@ -187,8 +187,8 @@ describe('offload benchmark report', () => {
 
     it('a stage nobody reached has NaN figures and no pods', () => {
       const [, , last] = stageFigures([{ sent: 0 }], orderedStages([{ sent: 0 }], DIRECT_MILESTONES));
-      expect(last.pods).to.equal(0);
-      expect(last.p50Ms).to.be.NaN;
+      expect(last!.pods).to.equal(0);
+      expect(last!.p50Ms).to.be.NaN;
     });
 
     it('start latency is sent -> Running, for pods seen at both ends', () => {
@@ -253,7 +253,7 @@ describe('offload benchmark report', () => {
       const widths = [...svg.matchAll(/<rect x="150" y="\d+" width="([\d.]+)" height="16"/g)].map((m) => Number(m[1]));
       expect(widths).to.have.length(4);
       expect(widths[1]).to.equal(widths[3]);
-      expect(widths[0]).to.be.closeTo((widths[1] * 2) / 5, 0.1);
+      expect(widths[0]).to.be.closeTo((widths[1]! * 2) / 5, 0.1);
     });
 
     it('stays well-formed with no per-pod times and with missing figures', () => {
@@ -391,8 +391,8 @@ describe('offload benchmark report: provider metrics', () => {
         ["c1's", undefined],
       ]);
       // Pinned: c1's 30 CPU s on its one core.
-      expect(verdicts[0].note).to.equal('the CPU floor of this machine alone: 0.30');
-      expect(verdicts[1].note).to.match(/restarted/);
+      expect(verdicts[0]!.note).to.equal('the CPU floor of this machine alone: 0.30');
+      expect(verdicts[1]!.note).to.match(/restarted/);
     });
   });
 

@@ -40,13 +40,13 @@ describe('bin/admiralty.js (compiled, plain node)', () => {
 
   it('is what package.json names as the admiralty command', () => {
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: Record<string, string> };
-    expect(join(root, pkg.bin.admiralty)).to.equal(bin);
+    expect(join(root, pkg.bin.admiralty!)).to.equal(bin);
   });
 
   it('runs as bin/kubectl-admiralty.js, the kubectl plugin package.json names, with usage texts that say kubectl admiralty', async () => {
     const plugin = join(root, 'bin', 'kubectl-admiralty.js');
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { bin: Record<string, string> };
-    expect(join(root, pkg.bin['kubectl-admiralty'])).to.equal(plugin);
+    expect(join(root, pkg.bin['kubectl-admiralty']!)).to.equal(plugin);
     const help = await node(plugin, '--help');
     expect(help).to.include({ code: 0 });
     expect(help.stdout).to.contain('usage: kubectl admiralty <command>');

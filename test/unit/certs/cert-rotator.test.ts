@@ -55,7 +55,7 @@ describe('certs: CertRotator', () => {
     const rotator = makeRotator();
     await rotator.start();
     expect(rotated).to.have.length(1);
-    const info = readCertificate(rotated[0].certPem);
+    const info = readCertificate(rotated[0]!.certPem);
     const dueAt = info.notBefore.getTime() + Math.floor((info.notAfter.getTime() - info.notBefore.getTime()) * (2 / 3));
     clock.advance(dueAt - clock.now() - 1);
     await flush();
@@ -65,7 +65,7 @@ describe('certs: CertRotator', () => {
     expect(issuedAt).to.deep.equal([START, dueAt]);
     expect(rotated).to.have.length(2);
     expect(rotator.currentPair).to.equal(rotated[1]);
-    expect(readCertificate(rotated[1].certPem).serialHex).to.not.equal(info.serialHex);
+    expect(readCertificate(rotated[1]!.certPem).serialHex).to.not.equal(info.serialHex);
     rotator.stop();
   });
 
@@ -122,7 +122,7 @@ describe('certs: CertRotator', () => {
     clock.advance(50 * DAY_MS);
     await flush();
     expect(issuedAt).to.have.length(2);
-    const info = readCertificate(rotated[0].certPem);
+    const info = readCertificate(rotated[0]!.certPem);
     const dueAt = info.notBefore.getTime() + Math.floor((info.notAfter.getTime() - info.notBefore.getTime()) * (2 / 3));
     expect(issuedAt[1]).to.equal(dueAt);
     rotator.stop();

@@ -15,7 +15,7 @@ function anchors(page: string): Set<string> {
   for (const line of readFileSync(join(root, page), 'utf8').split('\n')) {
     if (line.startsWith('```')) code = !code;
     const m = !code && /^#{1,6} (.*)$/.exec(line);
-    if (m) out.add(anchorOf(m[1]));
+    if (m) out.add(anchorOf(m[1]!));
   }
   return out;
 }
@@ -23,7 +23,7 @@ function anchors(page: string): Set<string> {
 /** The relative links of a page outside code blocks and spans: [text](target). */
 function links(page: string): string[] {
   const text = readFileSync(join(root, page), 'utf8').replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
-  return [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]).filter((l) => !/^[a-z]+:/.test(l));
+  return [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((l) => !/^[a-z]+:/.test(l));
 }
 
 describe('the docs', () => {
@@ -49,7 +49,7 @@ describe('the docs', () => {
     while (queue.length) {
       const page = queue.shift()!;
       for (const link of links(page)) {
-        const file = link.split('#')[0];
+        const file = link.split('#')[0]!;
         if (!file.endsWith('.md')) continue;
         const target = relative(root, resolve(dirname(join(root, page)), file));
         if (pages.includes(target) && !reached.has(target)) {

@@ -165,7 +165,7 @@ describe('scheduler: Binder', () => {
 
     it("holds the delegate's host ports with its room: on the guessed node during the bind, then on the node the target chose", async () => {
       const withPort = proxy();
-      withPort.spec!.containers[0].ports = [{ containerPort: 8080, hostPort: 18080 }];
+      withPort.spec!.containers[0]!.ports = [{ containerPort: 8080, hostPort: 18080 }];
       source.readNamespacedPod.resolves(withPort);
       let during: Map<string, unknown> | undefined;
       decide = (d) => {
@@ -327,7 +327,7 @@ describe('scheduler: Binder', () => {
 
     it('binds the proxy at once, and holds the room and host ports on the nominated node', async () => {
       const withPort = proxy();
-      withPort.spec!.containers[0].ports = [{ containerPort: 8080, hostPort: 18080 }];
+      withPort.spec!.containers[0]!.ports = [{ containerPort: 8080, hostPort: 18080 }];
       source.readNamespacedPod.resolves(withPort);
       decide = nominated;
       const { answer, movedMs } = await bindOnFakeClock();
@@ -487,13 +487,13 @@ describe('scheduler: Binder', () => {
 
   it("creates the delegate after its copies, naming them as the follow reconciler says; a copy name taken by another object refuses the target", async () => {
     const withEnv = proxy();
-    withEnv.spec!.containers[0].envFrom = [{ configMapRef: { name: 'settings' } }];
+    withEnv.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'settings' } }];
     source.readNamespacedPod.resolves(withEnv);
     const ensureCopies = sinon.stub().resolves({ configmap: new Map([['settings', 'settings-0123456789']]), secret: new Map() });
     binder = new Binder({ ...options, follow: { ensureCopies } });
     expect(await binder.bind(args)).to.deep.equal({ Error: '' });
     sinon.assert.callOrder(ensureCopies, targetCore.createNamespacedPod);
-    expect(targetCore.createNamespacedPod.firstCall.args[0].body.spec!.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: 'settings-0123456789' } }]);
+    expect(targetCore.createNamespacedPod.firstCall.args[0].body.spec!.containers[0]!.envFrom).to.deep.equal([{ configMapRef: { name: 'settings-0123456789' } }]);
 
     ensureCopies.rejects(new CopyConflictError('configmap default/settings-0123456789 in c2 is taken'));
     source.readNamespacedPod.resolves({ ...withEnv, metadata: { ...withEnv.metadata, uid: 'other-uid' } });

@@ -155,12 +155,12 @@ describe('scheduler: createExtenderClientGuard over a real TLS server', () => {
     const sessions = [await h2Connect(port, { ca: ca.certPem, cert: good.certPem, key: good.keyPem }), await h2Connect(port, { ca: ca.certPem })];
     try {
       const [trusted, anonymous] = sessions;
-      const binds = await Promise.all(Array.from({ length: 5 }, () => h2Request(trusted, `${EXTENDER_PATH_PREFIX}/bind`, '{}')));
+      const binds = await Promise.all(Array.from({ length: 5 }, () => h2Request(trusted!, `${EXTENDER_PATH_PREFIX}/bind`, '{}')));
       expect(binds.map((r) => [r.status, r.body])).to.deep.equal(Array(5).fill([200, '{"Error":""}']));
-      const refusedReplies = await Promise.all(Array.from({ length: 3 }, () => h2Request(anonymous, `${EXTENDER_PATH_PREFIX}/filter`, '{}')));
+      const refusedReplies = await Promise.all(Array.from({ length: 3 }, () => h2Request(anonymous!, `${EXTENDER_PATH_PREFIX}/filter`, '{}')));
       expect(refusedReplies.map((r) => r.status)).to.deep.equal([401, 401, 401]);
-      expect(JSON.parse(refusedReplies[0].body).Error).to.match(/requires a client certificate/);
-      expect((await h2Request(anonymous, '/mutate', '{}')).body, 'the webhook stays open on the same connection').to.equal('mutated');
+      expect(JSON.parse(refusedReplies[0]!.body).Error).to.match(/requires a client certificate/);
+      expect((await h2Request(anonymous!, '/mutate', '{}')).body, 'the webhook stays open on the same connection').to.equal('mutated');
       expect(serverChecks()).to.equal(2);
       expect(await refusals()).to.deep.equal({ no_certificate: 3 });
     } finally {

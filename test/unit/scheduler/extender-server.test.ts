@@ -167,7 +167,7 @@ describe('scheduler: createExtenderRoutes', () => {
 
   it("judges a pod's RuntimeClass by the classes a target's summary publishes, and nothing of it where they are unknown", async () => {
     const p = proxy('100m');
-    const manifest = JSON.parse(p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]);
+    const manifest = JSON.parse(p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]!);
     manifest.spec.runtimeClassName = 'gvisor';
     p.spec!.runtimeClassName = 'gvisor';
     p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(manifest);
@@ -706,7 +706,7 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
   });
 
   it("ranks a pod with no constraints of its own away from the region of a bound proxy whose preferred anti-affinity matches it", () => {
-    const preferred = { affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 10, podAffinityTerm: ANTI.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0] }] } } };
+    const preferred = { affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 10, podAffinityTerm: ANTI.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]! }] } } };
     const t = setup([{ proxy: proxy('a', preferred, V(EU)), targetKey: 'ClusterTarget/eu' }], { policy: { kind: 'pack' } });
     // Pack alone would rank eu first (see the ScheduleAnyway test below).
     expect(t.prioritize(proxy('x'))).to.deep.equal([
@@ -731,7 +731,7 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
   });
 
   it('ranks by ScheduleAnyway spread before the policy: pack would take eu (first by name), the spread takes us', () => {
-    const soft = { topologySpreadConstraints: [{ ...SPREAD.topologySpreadConstraints[0], whenUnsatisfiable: 'ScheduleAnyway' }] };
+    const soft = { topologySpreadConstraints: [{ ...SPREAD.topologySpreadConstraints[0]!, whenUnsatisfiable: 'ScheduleAnyway' }] };
     const t = setup([{ proxy: proxy('a', soft, V(EU)), targetKey: 'ClusterTarget/eu' }], { policy: { kind: 'pack' } });
     expect(t.prioritize(proxy('x'))).to.deep.equal([
       { Host: V(US), Score: 9 },

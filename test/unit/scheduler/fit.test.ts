@@ -290,7 +290,7 @@ describe('scheduler: fitsTarget and host ports (judged per real node, as NodePor
   type Port = { hostPort: number; protocol?: string; hostIP?: string };
   const withPorts = (name: string, ports: Port[], nodeName?: string): V1Pod => {
     const p = pod(name, { cpu: '100m' }, nodeName ? { nodeName } : {});
-    p.spec!.containers[0].ports = ports.map((x) => ({ containerPort: 8080, ...x }));
+    p.spec!.containers[0]!.ports = ports.map((x) => ({ containerPort: 8080, ...x }));
     if (nodeName) p.status = { phase: 'Running' };
     return p;
   };

@@ -138,7 +138,7 @@ describe('scheduler: PlacementMemory', () => {
     };
     for (let seed = 1; seed <= 20; seed++) {
       const r = prng(seed);
-      const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)];
+      const pick = <T>(xs: readonly T[]) => xs[Math.floor(r() * xs.length)]!;
       const m = new PlacementMemory(opts);
       // Told of every delegate change, it looks again under the same summary only at what changed.
       const told = new PlacementMemory({ ...opts, toldOfDelegateChanges: true });
@@ -159,7 +159,7 @@ describe('scheduler: PlacementMemory', () => {
           const node = pick(['n1', 'n2', 'n3']);
           m.assume(target, node, requests, now, { namespace: 'ns', name });
           told.assume(target, node, requests, now, { namespace: 'ns', name });
-          lists.set(target, [...(lists.get(target) ?? []), { node, requests, atMs: now, delegate: { namespace: 'ns', name } }]);
+          lists.set(target, [...(lists.get(target) ?? []), { node: node!, requests, atMs: now, delegate: { namespace: 'ns', name } }]);
         } else if (op < 0.7) {
           // The target's cache learns of a delegate: bound (maybe elsewhere), finished, or not yet.
           const all = [...lists.values()].flat();

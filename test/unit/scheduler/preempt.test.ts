@@ -49,9 +49,9 @@ describe('scheduler: victimsOnOneNode', () => {
 
   it('never takes a proxy of equal or higher priority, nor one being deleted', () => {
     const vs = four();
-    vs[0].candidate.proxy.spec!.priority = 1000;
-    vs[1].candidate.proxy.metadata!.deletionTimestamp = new Date();
-    vs[2].candidate.proxy.spec!.priority = 2000;
+    vs[0]!.candidate.proxy.spec!.priority = 1000;
+    vs[1]!.candidate.proxy.metadata!.deletionTimestamp = new Date();
+    vs[2]!.candidate.proxy.spec!.priority = 2000;
     const { nodes, candidates } = cluster(vs);
     // n0: only b could go, and it is going already; n1: only d, which frees 18, short of 24.
     expect(victimsOnOneNode(pod('high', { cpu: '24' }, { priority: 1000 }), nodes, candidates, OPTS)).to.equal(undefined);
@@ -105,7 +105,7 @@ describe('scheduler: victimsOnOneNode and PodDisruptionBudgets', () => {
   it('counts the violations it cannot avoid, and spares the protected proxy on a node where one victim will do', () => {
     // Only n0 has them all: 18 cpu needs one of its two, and the unprotected one goes.
     const vs = [victim('a', 'n0', '14', 100), victim('b', 'n0', '14', 100)];
-    vs[0].candidate.proxy.metadata!.labels = { app: 'guarded' };
+    vs[0]!.candidate.proxy.metadata!.labels = { app: 'guarded' };
     const { nodes, candidates } = cluster(vs);
     const r = victimsOnOneNode(pod('high', { cpu: '18' }, { priority: 1000 }), nodes, candidates, OPTS, [budget('guarded', 0)]);
     expect(names(r)).to.deep.equal({ node: 'n0', victims: ['b'] });

@@ -75,11 +75,11 @@ describe('scheduler: preemption inside targets', () => {
   describe('preemptibleRoom and nodesFreedByPreemption', () => {
     it('frees the buckets strictly below the priority: equal priority is never a victim', () => {
       const [n1, n2] = fullTarget().nodes;
-      expect(preemptibleRoom(n1, 10).size).to.equal(0);
-      expect(preemptibleRoom(n1, 11).get('cpu')).to.equal(4_000_000_000n);
-      expect(preemptibleRoom(n2, 1000).get('cpu')).to.equal(1_000_000_000n);
-      expect(preemptibleRoom(n2, 1001).get('cpu')).to.equal(4_000_000_000n);
-      expect(preemptibleRoom(n2, 1001).get('pods')).to.equal(2_000_000_000n);
+      expect(preemptibleRoom(n1!, 10).size).to.equal(0);
+      expect(preemptibleRoom(n1!, 11).get('cpu')).to.equal(4_000_000_000n);
+      expect(preemptibleRoom(n2!, 1000).get('cpu')).to.equal(1_000_000_000n);
+      expect(preemptibleRoom(n2!, 1001).get('cpu')).to.equal(4_000_000_000n);
+      expect(preemptibleRoom(n2!, 1001).get('pods')).to.equal(2_000_000_000n);
     });
 
     it('counts free room and preemptible room less what is assumed on the node', () => {
@@ -95,8 +95,8 @@ describe('scheduler: preemption inside targets', () => {
       // Five priorities on one node: the last bucket merges 40 and 50, labelled 50.
       const pods = [10, 20, 30, 40, 50].map((p) => targetPod('n1', '800m', p));
       const [n1] = nodesOfSummary(buildClusterSummary([node('n1')], pods, undefined, undefined, { priority: CLASSES }));
-      expect(preemptibleRoom(n1, 45).get('cpu')).to.equal(2_400_000_000n);
-      expect(preemptibleRoom(n1, 51).get('cpu')).to.equal(4_000_000_000n);
+      expect(preemptibleRoom(n1!, 45).get('cpu')).to.equal(2_400_000_000n);
+      expect(preemptibleRoom(n1!, 51).get('cpu')).to.equal(4_000_000_000n);
     });
   });
 

@@ -135,7 +135,7 @@ describe('scheduler: rankTargets', () => {
       const order: string[] = [];
       for (let i = 0; i < 8; i++) {
         const scores = rankTargets(spread, p, [target('big', 6, { ...w(3), groupPods: counts.big }), target('small', 0, { ...w(1), groupPods: counts.small })]);
-        const best = [...scores].sort((x, y) => y[1] - x[1])[0][0] as 'big' | 'small';
+        const best = [...scores].sort((x, y) => y[1] - x[1])[0]![0] as 'big' | 'small';
         counts[best]++;
         order.push(best);
       }

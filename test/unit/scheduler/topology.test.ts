@@ -51,7 +51,7 @@ function verdicts(spec: Partial<V1PodSpec>, pods: PlacedPod[], targets: Topology
   const out: Record<string, true | string> = {};
   for (const t of targets) {
     const v = judge(t.key, t.nodes);
-    out[t.key.split('/')[1]] = v.fits ? true : v.reason;
+    out[t.key.split('/')[1]!] = v.fits ? true : v.reason;
   }
   return out;
 }
@@ -77,8 +77,8 @@ describe('scheduler: podTerms and mayHavePodTerms', () => {
     expect(podTerms(web({ topologySpreadConstraints: [spread(REGION)] }), () => undefined)).to.equal(undefined);
     const terms = podTerms(web({ affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term(REGION, { labelSelector: {}, matchLabelKeys: ['tenant'] })] } } }, { app: 'web', tenant: 'a' }), () => undefined)!;
     expect(terms.antiAffinity).to.have.length(1);
-    expect(terms.antiAffinity[0].selector({ tenant: 'a' })).to.equal(true);
-    expect(terms.antiAffinity[0].selector({ tenant: 'b' })).to.equal(false);
+    expect(terms.antiAffinity[0]!.selector({ tenant: 'a' })).to.equal(true);
+    expect(terms.antiAffinity[0]!.selector({ tenant: 'b' })).to.equal(false);
   });
   it('mayHavePodTerms looks at the saved manifest as text, else at the spec', () => {
     const proxy = (manifest: string | undefined, spec: Partial<V1PodSpec> = {}) => {

@@ -322,7 +322,7 @@ describe('webhook: createWebhookServer', () => {
           pending = Buffer.concat([pending, data]);
           while (pending.length >= 9 && pending.length >= 9 + pending.readUIntBE(0, 3)) {
             const [type, flags] = [pending[3], pending[4]];
-            if (type === 4 && !(flags & 1)) socket.write(frame(4, 1, 0)); // SETTINGS: ack
+            if (type === 4 && !(flags! & 1)) socket.write(frame(4, 1, 0)); // SETTINGS: ack
             if (type === 1 && pending.readUInt32BE(5) === 1) answered = true; // HEADERS of stream 1
             if (type === 7 && !order.includes('GOAWAY')) order.push('GOAWAY');
             pending = pending.subarray(9 + pending.readUIntBE(0, 3));

@@ -19,7 +19,7 @@ import { prng } from '../../support/prng.js';
  */
 
 type Gen = ReturnType<typeof prng>;
-const pick = <T>(r: Gen, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)];
+const pick = <T>(r: Gen, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 const int = (r: Gen, n: number) => Math.floor(r() * n);
 
 const NASTY_STRINGS = ['', ' ', '\u0000', '\n', '{', '[', '- -', ': :', '&a [*a]', '!!js/function "x"', '<<: *x', 'null', '~', '0x1', '\u202e', '💥', 'a'.repeat(5000), '(a+)+$', '*', '..', '/', '\\'];

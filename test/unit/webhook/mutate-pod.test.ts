@@ -78,14 +78,14 @@ describe('webhook: mutatePod', () => {
 
     expect(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).to.equal(savedSourcePodManifest(before));
     // The user's scheduling fields, before the proxy's replaced them; not the rest of the pod.
-    expect(JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).spec).to.deep.equal({
+    expect(JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]!).spec).to.deep.equal({
       nodeSelector: before.spec!.nodeSelector,
       affinity: before.spec!.affinity,
       tolerations: before.spec!.tolerations,
       topologySpreadConstraints: before.spec!.topologySpreadConstraints,
       schedulerName: before.spec!.schedulerName,
     });
-    expect(JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]).metadata).to.deep.equal({ generateName: 'web-7d9f-', namespace: 'default' });
+    expect(JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]!).metadata).to.deep.equal({ generateName: 'web-7d9f-', namespace: 'default' });
     expect(proxy.metadata!.annotations![ELECT_ANNOTATION]).to.equal('');
     expect(proxy.metadata!.labels).to.deep.equal({ app: 'web', 'pod-template-hash': '7d9f', [HAS_FINALIZER_LABEL]: 'true' });
     expect(proxy.metadata!.finalizers).to.deep.equal(['example.com/keep', PROXY_FINALIZER]);
@@ -231,7 +231,7 @@ describe('webhook: mutatePod', () => {
       { maxSkew: 2, topologyKey: 'multicluster.admiralty.io/cluster-target-name', whenUnsatisfiable: 'ScheduleAnyway' },
     ]);
     // The saved manifest still has the user's own constraints, for the delegate.
-    const saved = JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]) as V1Pod;
+    const saved = JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]!) as V1Pod;
     expect(saved.spec!.affinity).to.deep.equal({ nodeAffinity, podAntiAffinity });
     expect(mutatePod(proxy).mutated, 'idempotent with constraints').to.equal(false);
   });
@@ -311,8 +311,8 @@ describe('mutatePod target scope', () => {
     const { pod } = mutatePod(elected({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [user] }] } } }), { namespace: 'team-a' });
     expect(terms(pod)).to.have.length(2);
     for (const t of terms(pod)) expect(t.matchExpressions![0]).to.deep.equal(user);
-    expect(terms(pod)[0].matchExpressions![1].key).to.equal('multicluster.admiralty.io/target-namespace');
-    expect(terms(pod)[1].matchExpressions![1].key).to.equal('multicluster.admiralty.io/cluster-target-name');
+    expect(terms(pod)[0]!.matchExpressions![1]!.key).to.equal('multicluster.admiralty.io/target-namespace');
+    expect(terms(pod)[1]!.matchExpressions![1]!.key).to.equal('multicluster.admiralty.io/cluster-target-name');
   });
 
   // A term that mentions our keys is not a scoped term: each of these once let a pod of team-a
@@ -353,7 +353,7 @@ describe('mutatePod target scope', () => {
 
   it('leaves the saved manifest without the scope (the delegate does not need it)', () => {
     const { pod } = mutatePod(elected(), { namespace: 'team-a' });
-    const saved = JSON.parse(pod.metadata!.annotations!['multicluster.admiralty.io/sourcepod-manifest']);
+    const saved = JSON.parse(pod.metadata!.annotations!['multicluster.admiralty.io/sourcepod-manifest']!);
     expect(saved.spec.affinity).to.equal(undefined);
   });
 });
@@ -370,7 +370,7 @@ describe('mutatePod exact mode (a proxy scheduler with the extender)', () => {
     expect(terms.flatMap((t) => t.matchExpressions!.map((e) => e.key))).to.deep.equal(['multicluster.admiralty.io/target-namespace', 'multicluster.admiralty.io/cluster-target-name']);
     expect(pod.spec!.affinity!.nodeAffinity!.preferredDuringSchedulingIgnoredDuringExecution).to.equal(undefined);
     // The delegate gets them back from the manifest, with the pod's own scheduler.
-    const saved = JSON.parse(pod.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]);
+    const saved = JSON.parse(pod.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]!);
     expect(saved.spec.nodeSelector).to.deep.equal({ 'kubernetes.io/os': 'linux' });
     expect(saved.spec.schedulerName).to.equal('default-scheduler');
   });

@@ -44,17 +44,17 @@ function fakeApis() {
       const next = structuredClone(config);
       for (const op of body) {
         const [, , index, field, key] = op.path.split('/');
-        const webhook = next.webhooks![Number(index)];
+        const webhook = next.webhooks![Number(index)]!;
         if (op.op === 'test' && webhook.name !== op.value) throw bareApiError(422, 'Invalid');
         if (op.op === 'add' && field === 'clientConfig' && key === 'caBundle') webhook.clientConfig.caBundle = op.value;
       }
       config = next;
     },
   };
-  const caBundle = () => splitPems(Buffer.from(config.webhooks![0].clientConfig.caBundle ?? '', 'base64').toString('utf8'));
+  const caBundle = () => splitPems(Buffer.from(config.webhooks![0]!.clientConfig.caBundle ?? '', 'base64').toString('utf8'));
   const clientCert = () => {
     const s = secrets.get('admiralty-proxy-scheduler-client');
-    return s && Buffer.from(s.data!['tls.crt'], 'base64').toString('utf8');
+    return s && Buffer.from(s.data!['tls.crt']!, 'base64').toString('utf8');
   };
   return { core, admissionRegistration, caBundle, clientCert, faults };
 }
@@ -138,7 +138,7 @@ describe('webhook: WebhookCertificateRotation, two replicas through a CA rotatio
 
     /** The client certificates the scheduler may present now: the Secret's, and the one before it while it propagates. */
     const clientHistory: { atMs: number; certPem: string }[] = [];
-    const presentedClientCerts = () => clientHistory.filter((c, i) => i === clientHistory.length - 1 || clientHistory[i + 1].atMs + CLIENT_PROPAGATION_MS > clock.now()).map((c) => c.certPem);
+    const presentedClientCerts = () => clientHistory.filter((c, i) => i === clientHistory.length - 1 || clientHistory[i + 1]!.atMs + CLIENT_PROPAGATION_MS > clock.now()).map((c) => c.certPem);
     const checkInvariants = (when: string) => {
       const current = apis.clientCert()!;
       if (clientHistory.at(-1)?.certPem !== current) clientHistory.push({ atMs: clock.now(), certPem: current });
@@ -189,11 +189,11 @@ describe('webhook: WebhookCertificateRotation, two replicas through a CA rotatio
     expect(newCa).not.to.equal(firstCa[0]);
     for (const r of [a, b]) {
       expect(r.state.trusted.map((p) => p.trim())).to.deep.equal([newCa]);
-      expect(verifySignedBy(r.state.served!.certPem, newCa)).to.equal(true);
+      expect(verifySignedBy(r.state.served!.certPem, newCa!)).to.equal(true);
       if (r !== laggard) expect(r.state.errors, r.state.name).to.deep.equal([]);
     }
     expect(laggard.state.errors.length, 'the laggard retried').to.be.greaterThan(0);
-    expect(verifySignedBy(apis.clientCert()!, newCa)).to.equal(true);
+    expect(verifySignedBy(apis.clientCert()!, newCa!)).to.equal(true);
     a.rotation.stop();
     b.rotation.stop();
   });
@@ -214,7 +214,7 @@ describe('webhook: WebhookCertificateRotation, two replicas through a CA rotatio
       await flush();
     }
     expect(a.state.errors.some((e) => /could not be set to the new CA/.test(e)), 'refused to serve the new CA').to.equal(true);
-    expect(verifySignedBy(a.state.served!.certPem, firstCa)).to.equal(true);
+    expect(verifySignedBy(a.state.served!.certPem, firstCa!)).to.equal(true);
     expect(apis.caBundle()).to.deep.equal([firstCa]);
     apis.faults.patchFails = false;
     for (let i = 0; i < 12; i++) {
@@ -225,7 +225,7 @@ describe('webhook: WebhookCertificateRotation, two replicas through a CA rotatio
     // its retention ran out while the apiserver could not be told).
     const bundle = apis.caBundle();
     expect(bundle[0]).not.to.equal(firstCa);
-    expect(verifySignedBy(a.state.served!.certPem, bundle[0])).to.equal(true);
+    expect(verifySignedBy(a.state.served!.certPem, bundle[0]!)).to.equal(true);
     a.rotation.stop();
   });
 });

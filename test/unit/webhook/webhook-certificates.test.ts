@@ -13,7 +13,7 @@ const NS = 'admiralty';
 const NAME = 'admiralty-webhook-cert';
 const DNS = ['admiralty.admiralty.svc', 'admiralty.admiralty.svc.cluster.local'];
 
-const pem = (secret: V1Secret | undefined, key: string) => Buffer.from(secret!.data![key], 'base64').toString('utf8');
+const pem = (secret: V1Secret | undefined, key: string) => Buffer.from(secret!.data![key]!, 'base64').toString('utf8');
 
 describe('webhook: WebhookCertificates', () => {
   let clock: FakeClock;
@@ -125,7 +125,7 @@ describe('webhook: WebhookCertificates', () => {
     const elsewhere = fakeSecretStore(NS, NAME);
     await make({ core: elsewhere.core as unknown as WebhookCertificatesOptions['core'] }).ensureServingCertificate();
     const secret = store.get()!;
-    const foreign = { 'tls.crt': elsewhere.get()!.data!['tls.crt'], 'tls.key': elsewhere.get()!.data!['tls.key'] };
+    const foreign = { 'tls.crt': elsewhere.get()!.data!['tls.crt']!, 'tls.key': elsewhere.get()!.data!['tls.key']! };
     store.set({ ...secret, data: { ...secret.data, ...foreign } });
     const repaired = await make().ensureServingCertificate();
     expect(store.core.replaceNamespacedSecret.callCount).to.equal(1);

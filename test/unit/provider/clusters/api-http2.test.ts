@@ -99,8 +99,8 @@ describe('apiCallsOverHttp2', () => {
     const { port, seen } = await startServer((req, res) => void setTimeout(() => answer(req, res, seen), 20));
     const api = coreApi(port);
     const lists = await Promise.all(Array.from({ length: 50 }, () => api.listNamespace()));
-    expect(lists.map((l) => l.items[0].metadata?.name)).to.deep.equal(Array(50).fill('a'));
-    expect(lists[0].metadata?.resourceVersion).to.equal('7');
+    expect(lists.map((l) => l.items[0]!.metadata?.name)).to.deep.equal(Array(50).fill('a'));
+    expect(lists[0]!.metadata?.resourceVersion).to.equal('7');
     expect(seen.connections).to.equal(1);
     expect(seen.calls).to.have.length(50);
     expect(new Set(seen.calls.map((c) => c.version))).to.deep.equal(new Set(['2.0']));
@@ -134,7 +134,7 @@ describe('apiCallsOverHttp2', () => {
     });
     const err = await failure(coreApi(port).createNamespace({ body: { metadata: { name: 'n' } } }));
     expect(classifyApiError(err)).to.equal('AlreadyExists');
-    expect(JSON.parse(bodies[0])).to.deep.include({ metadata: { name: 'n' } });
+    expect(JSON.parse(bodies[0]!)).to.deep.include({ metadata: { name: 'n' } });
   });
 
   it('takes a gzip answer, and asks for it', async () => {
@@ -145,7 +145,7 @@ describe('apiCallsOverHttp2', () => {
     });
     const list = await coreApi(port).listNamespace();
     expect(acceptEncoding).to.equal('gzip');
-    expect(list.items[0].metadata?.name).to.equal('a');
+    expect(list.items[0]!.metadata?.name).to.equal('a');
   });
 
   it('fails an answer over its bound, compressed or not, as a network failure', async () => {
@@ -222,7 +222,7 @@ describe('apiCallsOverHttp2', () => {
         reply(json(JSON.stringify({ kind: 'NamespaceList', apiVersion: 'v1', metadata: {}, items })));
         const got = await checked.listNamespace();
         expect(got.items).to.have.length(300);
-        expect(got.items[299].metadata?.annotations?.note).to.have.length(10_000);
+        expect(got.items[299]!.metadata?.annotations?.note).to.have.length(10_000);
         // Text is not JSON: client-node hands it on as it is, so it is not scanned.
         reply({ body: flat, headers: { 'content-type': 'text/plain' } });
         expect(await checked.readNamespacedPodLog({ name: 'p', namespace: 'n' })).to.have.length(flat.length);

@@ -159,7 +159,7 @@ describe('Target kubeconfigs: tokens and inline data', () => {
 
   it('accepts what `admiralty export-kubeconfig` writes, with CA data and a token', () => {
     const secret = buildKubeconfigSecret({ secretName: 's', secretNamespace: 'ns', server: 'https://c2.example:6443', caData: PEM_B64, token: 'eyJhbGciOi.abc.def', namespace: 'default', clusterName: 'c2' });
-    const text = secret.stringData!.config;
+    const text = secret.stringData!.config!;
     const { kubeConfig } = kubeConfigFromSecret(secretOf(text), REF, POLICY);
     expect(kubeConfig.getCurrentCluster()).to.deep.include({ server: 'https://c2.example:6443', caData: PEM_B64, skipTLSVerify: false });
     expect(kubeConfig.getCurrentUser()).to.deep.include({ token: 'eyJhbGciOi.abc.def' });

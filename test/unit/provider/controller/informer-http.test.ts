@@ -125,16 +125,16 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     informer.start();
     await until('the watch', () => api.watches.length === 1);
     expect(informer.hasSynced()).to.equal(true);
-    expect(api.lists[0].get('labelSelector')).to.equal('app=x');
-    const q = api.watches[0].query;
+    expect(api.lists[0]!.get('labelSelector')).to.equal('app=x');
+    const q = api.watches[0]!.query;
     expect(Object.fromEntries(['resourceVersion', 'allowWatchBookmarks', 'labelSelector'].map((k) => [k, q.get(k)]))).to.deep.equal({
       resourceVersion: '10',
       allowWatchBookmarks: 'true',
       labelSelector: 'app=x',
     });
-    api.watches[0].send('ADDED', podAt('b', '11'));
-    api.watches[0].send('MODIFIED', podAt('a', '12'));
-    api.watches[0].send('DELETED', podAt('b', '13'));
+    api.watches[0]!.send('ADDED', podAt('b', '11'));
+    api.watches[0]!.send('MODIFIED', podAt('a', '12'));
+    api.watches[0]!.send('DELETED', podAt('b', '13'));
     await until('three events', () => events.length === 4);
     expect(events).to.deep.equal(['add a@5', 'add b@11', 'update a@12', 'delete b@11']);
     expect(informer.list().map((p) => p.metadata!.name)).to.deep.equal(['a']);
@@ -143,13 +143,13 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
   it('re-watches from the last version seen (a bookmark) when the server ends the stream, without a relist', async () => {
     informer.start();
     await until('the watch', () => api.watches.length === 1);
-    api.watches[0].send('ADDED', podAt('a', '11'));
-    api.watches[0].send('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '20' } });
+    api.watches[0]!.send('ADDED', podAt('a', '11'));
+    api.watches[0]!.send('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '20' } });
     await until('the add', () => events.length === 1);
     clock.advance(1_000);
-    api.watches[0].end();
+    api.watches[0]!.end();
     await until('a second watch', () => api.watches.length === 2);
-    expect(api.watches[1].query.get('resourceVersion')).to.equal('20');
+    expect(api.watches[1]!.query.get('resourceVersion')).to.equal('20');
     expect(api.lists).to.have.length(1);
   });
 
@@ -160,11 +160,11 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     clock.advance(1_000); // a watch open a while: its 410 is an ordinary one
     api.items = [podAt('b', '7')];
     api.resourceVersion = '30';
-    api.watches[0].send('ERROR', { kind: 'Status', apiVersion: 'v1', code: 410, reason: 'Expired', message: 'too old resource version' });
+    api.watches[0]!.send('ERROR', { kind: 'Status', apiVersion: 'v1', code: 410, reason: 'Expired', message: 'too old resource version' });
     await until('a second watch', () => api.watches.length === 2);
     expect(api.lists).to.have.length(2);
-    expect(api.watches[1].query.get('resourceVersion')).to.equal('30');
-    await until('the first watch to close', () => api.watches[0].closed);
+    expect(api.watches[1]!.query.get('resourceVersion')).to.equal('30');
+    await until('the first watch to close', () => api.watches[0]!.closed);
     expect(events).to.deep.equal(['add a@5', 'add b@6', 'update b@7', 'delete a@5']);
     expect(informer.health(), 'its own abort of the old watch is no failure').to.include({ ok: true, lastError: undefined });
 
@@ -173,7 +173,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     api.resourceVersion = '40';
     api.watchStatus = 410;
     clock.advance(1_000);
-    api.watches[1].end();
+    api.watches[1]!.end();
     await until('a third list', () => api.lists.length === 3);
     await until('delete b', () => events.includes('delete b@7'));
     expect(informer.list()).to.deep.equal([]);
@@ -193,7 +193,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     informer.start();
     await until('the watch', () => api.watches.length === 1);
     api.items = [];
-    api.watches[0].reset();
+    api.watches[0]!.reset();
     await until('the failure to show', () => informer.health().lastError !== undefined);
     expect(informer.health().ok).to.equal(false);
     clock.advance(999);
@@ -223,15 +223,15 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     informer.start();
     await until('the watch', () => api.watches.length === 1);
     clock.advance(50_000);
-    api.watches[0].send('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '15' } });
+    api.watches[0]!.send('BOOKMARK', { kind: 'Pod', apiVersion: 'v1', metadata: { resourceVersion: '15' } });
     await new Promise((r) => setTimeout(r, 20));
     clock.advance(50_000);
     await new Promise((r) => setTimeout(r, 20));
     expect(api.watches, 'the bookmark kept the watch alive').to.have.length(1);
     clock.advance(10_001);
     await until('a second watch', () => api.watches.length === 2);
-    expect(api.watches[1].query.get('resourceVersion')).to.equal('15');
-    await until('the old connection to close', () => api.watches[0].closed);
+    expect(api.watches[1]!.query.get('resourceVersion')).to.equal('15');
+    await until('the old connection to close', () => api.watches[0]!.closed);
     expect(api.lists, 'an idle restart resumes, it does not relist').to.have.length(1);
     // The old watch's late abort changes nothing.
     await new Promise((r) => setTimeout(r, 20));
@@ -250,7 +250,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     api.items = [podAt('a', '5'), podAt('b', '6')];
     informer.start();
     await until('the watch', () => api.watches.length === 1);
-    expect([api.lists[0].get('fieldSelector'), api.watches[0].query.get('fieldSelector')]).to.deep.equal(['spec.nodeName!=', 'spec.nodeName!=']);
+    expect([api.lists[0]!.get('fieldSelector'), api.watches[0]!.query.get('fieldSelector')]).to.deep.equal(['spec.nodeName!=', 'spec.nodeName!=']);
     informer.reselect();
     await new Promise((r) => setTimeout(r, 20));
     expect(api.lists).to.have.length(1);
@@ -258,15 +258,15 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     api.items = [podAt('a', '5')];
     informer.reselect();
     await until('a second watch', () => api.watches.length === 2);
-    expect([api.lists[1].get('fieldSelector'), api.watches[1].query.get('fieldSelector')]).to.deep.equal([selector, selector]);
-    await until('the old connection to close', () => api.watches[0].closed);
+    expect([api.lists[1]!.get('fieldSelector'), api.watches[1]!.query.get('fieldSelector')]).to.deep.equal([selector, selector]);
+    await until('the old connection to close', () => api.watches[0]!.closed);
     expect(events).to.deep.equal(['delete b']);
     // A watch the server ends goes on with the selector of the last list.
     selector = 'spec.nodeName!=,spec.nodeName!=other';
     clock.advance(1_000);
-    api.watches[1].end();
+    api.watches[1]!.end();
     await until('a third watch', () => api.watches.length === 3);
-    expect(api.watches[2].query.get('fieldSelector')).to.equal('spec.nodeName!=,spec.nodeName!=virtual');
+    expect(api.watches[2]!.query.get('fieldSelector')).to.equal('spec.nodeName!=,spec.nodeName!=virtual');
     expect(api.lists).to.have.length(2);
   });
 
@@ -274,7 +274,7 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     informer.start();
     await until('the watch', () => api.watches.length === 1);
     informer.stop();
-    await until('the connection to close', () => api.watches[0].closed);
+    await until('the connection to close', () => api.watches[0]!.closed);
     clock.advance(10 * 60_000);
     await new Promise((r) => setTimeout(r, 20));
     expect(api.watches).to.have.length(1);

@@ -98,7 +98,7 @@ describe('Informer list and watch loop', () => {
     expect(informer.hasSynced()).to.equal(true);
     expect(events).to.deep.equal(['add a']);
     expect(api.watches).to.have.length(1);
-    const q = api.watches[0].query;
+    const q = api.watches[0]!.query;
     expect(q).to.include({ resourceVersion: '10', allowWatchBookmarks: true, labelSelector: 'a=b' });
     expect(q.timeoutSeconds).to.be.within(300, 599);
   });
@@ -106,18 +106,18 @@ describe('Informer list and watch loop', () => {
   it('applies watch events to the cache and resumes from the last version when the server ends the watch', async () => {
     informer.start();
     await settle();
-    api.watches[0].send('ADDED', podAt('a', '11'));
-    api.watches[0].send('MODIFIED', podAt('a', '12'));
-    api.watches[0].send('MODIFIED', podAt('a', '12')); // same version: no update
-    api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '15' } });
+    api.watches[0]!.send('ADDED', podAt('a', '11'));
+    api.watches[0]!.send('MODIFIED', podAt('a', '12'));
+    api.watches[0]!.send('MODIFIED', podAt('a', '12')); // same version: no update
+    api.watches[0]!.send('BOOKMARK', { metadata: { resourceVersion: '15' } });
     expect(informer.get('a', 'ns')?.metadata?.resourceVersion).to.equal('12');
     clock.advance(1_000);
-    api.watches[0].end();
+    api.watches[0]!.end();
     await settle();
     expect(api.lists).to.equal(1);
     expect(api.watches).to.have.length(2);
-    expect(api.watches[1].query.resourceVersion).to.equal('15');
-    api.watches[1].send('DELETED', podAt('a', '16'));
+    expect(api.watches[1]!.query.resourceVersion).to.equal('15');
+    api.watches[1]!.send('DELETED', podAt('a', '16'));
     expect(events).to.deep.equal(['add a', 'update a', 'delete a']);
     expect(informer.list()).to.deep.equal([]);
   });
@@ -127,11 +127,11 @@ describe('Informer list and watch loop', () => {
     informer.start();
     await settle();
     expect(informer.lastResourceVersion()).to.equal('10');
-    api.watches[0].send('ADDED', podAt('a', '11'));
+    api.watches[0]!.send('ADDED', podAt('a', '11'));
     expect(informer.lastResourceVersion()).to.equal('11');
-    api.watches[0].send('BOOKMARK', { metadata: { resourceVersion: '14' } });
+    api.watches[0]!.send('BOOKMARK', { metadata: { resourceVersion: '14' } });
     expect(informer.lastResourceVersion()).to.equal('14');
-    api.watches[0].send('DELETED', podAt('a', '16'));
+    api.watches[0]!.send('DELETED', podAt('a', '16'));
     expect(informer.lastResourceVersion()).to.equal('16');
   });
 
@@ -141,11 +141,11 @@ describe('Informer list and watch loop', () => {
     await settle();
     clock.advance(1_000); // a watch open a while: its 410 is an ordinary one
     api.items = [podAt('b', '7')];
-    api.watches[0].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
+    api.watches[0]!.send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
     await settle();
     expect(api.lists).to.equal(2);
     expect(events).to.deep.equal(['add a', 'add b', 'update b', 'delete a']);
-    expect(api.watches[0].aborted).to.equal(true);
+    expect(api.watches[0]!.aborted).to.equal(true);
     expect(api.watches).to.have.length(2);
     expect(informer.health()).to.include({ ok: true, lastError: undefined });
   });
@@ -154,7 +154,7 @@ describe('Informer list and watch loop', () => {
     const gone = () => Object.assign(new Error('too old resource version'), { statusCode: 410 });
     informer.start();
     await settle();
-    api.watches[0].end(gone());
+    api.watches[0]!.end(gone());
     await settle();
     expect(api.lists, 'no relist at once').to.equal(1);
     expect(informer.health()).to.include({ ok: false, lastError: 'too old resource version' });
@@ -162,7 +162,7 @@ describe('Informer list and watch loop', () => {
     await settle();
     expect(api.lists).to.equal(2);
     // The same answer in the stream: the wait doubles, though the list in between succeeded.
-    api.watches[1].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
+    api.watches[1]!.send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
     await settle();
     clock.advance(1_999);
     await settle();
@@ -171,16 +171,16 @@ describe('Informer list and watch loop', () => {
     await settle();
     expect(api.lists).to.equal(3);
     // A 410 a second after the list is an ordinary one: it relists at once.
-    api.watches[2].send('ADDED', podAt('a', '11'));
+    api.watches[2]!.send('ADDED', podAt('a', '11'));
     clock.advance(999);
-    api.watches[2].end(gone());
+    api.watches[2]!.end(gone());
     await settle();
     expect(api.lists, 'not 999 ms after the list').to.equal(3);
     clock.advance(2_399);
     await settle();
     expect(api.lists).to.equal(4);
     clock.advance(1_000);
-    api.watches[3].end(gone());
+    api.watches[3]!.end(gone());
     await settle();
     expect(api.lists).to.equal(5);
     expect(informer.health().ok).to.equal(true);
@@ -189,29 +189,29 @@ describe('Informer list and watch loop', () => {
   it('backs off when the server ends a watch within a second of its start, even one that sent something (which goes on from it, without a list); one that lasted goes on at once', async () => {
     informer.start();
     await settle();
-    api.watches[0].end();
+    api.watches[0]!.end();
     await settle();
     expect(api.watches, 'no watch again at once').to.have.length(1);
     expect(informer.health().lastError).to.match(/ended the watch of \/api\/v1\/pods within a second of its start/);
     clock.advance(1_200);
     await settle();
     expect([api.lists, api.watches.length], 'it brought nothing: a list').to.deep.equal([2, 2]);
-    api.watches[1].send('BOOKMARK', { metadata: { resourceVersion: '11' } });
+    api.watches[1]!.send('BOOKMARK', { metadata: { resourceVersion: '11' } });
     clock.advance(999);
-    api.watches[1].end();
+    api.watches[1]!.end();
     await settle();
     expect([api.lists, api.watches.length], 'a bookmark and an end, 999 ms in: no watch again at once').to.deep.equal([2, 2]);
     clock.advance(1_200);
     await settle();
     expect([api.lists, api.watches.length], 'it brought a version: no list').to.deep.equal([2, 3]);
-    expect(api.watches[2].query.resourceVersion).to.equal('11');
+    expect(api.watches[2]!.query.resourceVersion).to.equal('11');
     // An apiserver closing the watch of a watcher that falls behind, mid-burst, again and again:
     // each goes on from where the last stopped, a second later (each brought something, so the
     // backoff starts again), with no list.
     const waits: number[] = [];
     for (let i = 3; i < 6; i++) {
-      api.watches[i - 1].send('MODIFIED', podAt('a', String(10 + i)));
-      api.watches[i - 1].end();
+      api.watches[i - 1]!.send('MODIFIED', podAt('a', String(10 + i)));
+      api.watches[i - 1]!.end();
       await settle();
       let waited = 0;
       while (api.watches.length === i) {
@@ -220,16 +220,16 @@ describe('Informer list and watch loop', () => {
         await settle();
       }
       waits.push(waited);
-      expect(api.watches[i].query.resourceVersion).to.equal(String(10 + i));
+      expect(api.watches[i]!.query.resourceVersion).to.equal(String(10 + i));
     }
     expect(api.lists).to.equal(2);
     expect(waits.every((w) => w >= 1_000 && w <= 1_300), `waits ${waits}`).to.equal(true);
     expect(informer.list().map((p) => p.metadata!.resourceVersion)).to.deep.equal(['15']);
     clock.advance(1_000);
-    api.watches[5].end();
+    api.watches[5]!.end();
     await settle();
     expect([api.lists, api.watches.length], 'one that lasted a second: at once, from where it stopped').to.deep.equal([2, 7]);
-    expect(api.watches[6].query.resourceVersion).to.equal('15');
+    expect(api.watches[6]!.query.resourceVersion).to.equal('15');
     expect(informer.health().ok).to.equal(true);
   });
 
@@ -239,15 +239,15 @@ describe('Informer list and watch loop', () => {
     await settle();
     // An ordinary 410 (a second after the list): a relist, and nothing failed.
     clock.advance(1_000);
-    api.watches[0].send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
+    api.watches[0]!.send('ERROR', { kind: 'Status', code: 410, message: 'too old resource version' });
     await settle();
-    expect([api.lists, api.watches.length, api.watches[0].aborted]).to.deep.equal([2, 2, true]);
+    expect([api.lists, api.watches.length, api.watches[0]!.aborted]).to.deep.equal([2, 2, true]);
     expect(informer.health()).to.include({ ok: true, lastError: undefined });
     expect(clock.pending(), 'only the idle watchdog').to.equal(1);
     // Another error in the stream is the failure reported, not the abort it leads to.
-    api.watches[1].send('ERROR', { kind: 'Status', code: 500, message: 'etcdserver: leader changed' });
+    api.watches[1]!.send('ERROR', { kind: 'Status', code: 500, message: 'etcdserver: leader changed' });
     await settle();
-    expect(api.watches[1].aborted).to.equal(true);
+    expect(api.watches[1]!.aborted).to.equal(true);
     expect(informer.health()).to.include({ ok: false, lastError: 'watch error: etcdserver: leader changed' });
     clock.advance(1_200);
     await settle();
@@ -271,7 +271,7 @@ describe('Informer list and watch loop', () => {
     }
     // 1, 2, 4, 8, 16, 32->30 s, 30 s, each with up to 20 % jitter.
     const expected = [1, 2, 4, 8, 16, 30, 30].map((s) => s * 1000);
-    waits.forEach((w, i) => expect(w, `wait ${i}`).to.be.within(expected[i], expected[i] * 1.2 + 100));
+    waits.forEach((w, i) => expect(w, `wait ${i}`).to.be.within(expected[i]!, expected[i]! * 1.2 + 100));
     api.listError = undefined;
     clock.advance(40_000);
     await settle();
@@ -303,13 +303,13 @@ describe('Informer list and watch loop', () => {
     clock.advance(60_001);
     await settle();
     expect(api.watches).to.have.length(2);
-    expect(api.watches[0].aborted).to.equal(true);
+    expect(api.watches[0]!.aborted).to.equal(true);
     // The aborted watch's error arrived (setImmediate) and changed nothing: no relist, no restart.
     clock.advance(30_000);
     await settle();
     expect(api.lists).to.equal(1);
     expect(api.watches).to.have.length(2);
-    expect(api.watches[1].aborted).to.equal(false);
+    expect(api.watches[1]!.aborted).to.equal(false);
     expect(informer.health().ok).to.equal(true);
   });
 
@@ -317,11 +317,11 @@ describe('Informer list and watch loop', () => {
     informer.start();
     await settle();
     informer.stop();
-    api.watches[0].send('ADDED', podAt('late', '20'));
+    api.watches[0]!.send('ADDED', podAt('late', '20'));
     await settle();
     clock.advance(10 * 60_000);
     await settle();
-    expect(api.watches[0].aborted).to.equal(true);
+    expect(api.watches[0]!.aborted).to.equal(true);
     expect(api.watches).to.have.length(1);
     expect(events).to.deep.equal([]);
     expect(clock.pending()).to.equal(0);
@@ -369,9 +369,9 @@ describe('Informer transform', () => {
     const informer = transformingInformer(api, seen, (p) => ({ metadata: { name: p.metadata?.name, namespace: p.metadata?.namespace, resourceVersion: p.metadata?.resourceVersion } }));
     informer.start();
     await settle();
-    api.watches[0].send('MODIFIED', { ...podAt('a', '2'), spec: { containers: [] } });
-    api.watches[0].send('DELETED', { ...podAt('a', '3'), spec: { containers: [] } });
-    api.watches[0].send('ADDED', { ...podAt('b', '4'), spec: { containers: [] } });
+    api.watches[0]!.send('MODIFIED', { ...podAt('a', '2'), spec: { containers: [] } });
+    api.watches[0]!.send('DELETED', { ...podAt('a', '3'), spec: { containers: [] } });
+    api.watches[0]!.send('ADDED', { ...podAt('b', '4'), spec: { containers: [] } });
     expect(informer.get('b', 'ns')).to.deep.equal(podAt('b', '4'));
     expect(seen.map((p) => [p.metadata?.name, p.metadata?.resourceVersion, 'spec' in p])).to.deep.equal([
       ['a', '1', false],
@@ -396,10 +396,10 @@ describe('Informer managedFields', () => {
     });
     informer.start();
     await settle();
-    api.watches[0].send('MODIFIED', { metadata: { ...podAt('a', '2').metadata, managedFields: fields } });
-    api.watches[0].send('ADDED', { metadata: { ...podAt('b', '3').metadata, managedFields: fields } });
+    api.watches[0]!.send('MODIFIED', { metadata: { ...podAt('a', '2').metadata, managedFields: fields } });
+    api.watches[0]!.send('ADDED', { metadata: { ...podAt('b', '3').metadata, managedFields: fields } });
     // Not cached before: the deleted object itself is handed out.
-    api.watches[0].send('DELETED', { metadata: { ...podAt('c', '4').metadata, managedFields: fields } });
+    api.watches[0]!.send('DELETED', { metadata: { ...podAt('c', '4').metadata, managedFields: fields } });
     expect(informer.get('a', 'ns')).to.deep.equal(podAt('a', '2'));
     expect(informer.list().map((p) => p.metadata?.managedFields)).to.deep.equal([undefined, undefined]);
     expect(seen.map((p) => [p.metadata?.name, p.metadata?.managedFields])).to.deep.equal([
@@ -425,11 +425,11 @@ describe('Informer keep', () => {
     await settle();
     expect(informer.list().map((p) => p.metadata?.name)).to.deep.equal(['a']);
 
-    api.watches[0].send('ADDED', labelled('c', '3', 'no'));
-    api.watches[0].send('MODIFIED', labelled('b', '4', 'yes')); // now accepted: added
-    api.watches[0].send('MODIFIED', labelled('a', '5', 'no')); // now refused: deleted
-    api.watches[0].send('DELETED', labelled('c', '6', 'no')); // never cached, refused: no event
-    api.watches[0].send('DELETED', labelled('d', '7', 'yes')); // never cached, accepted: handed out
+    api.watches[0]!.send('ADDED', labelled('c', '3', 'no'));
+    api.watches[0]!.send('MODIFIED', labelled('b', '4', 'yes')); // now accepted: added
+    api.watches[0]!.send('MODIFIED', labelled('a', '5', 'no')); // now refused: deleted
+    api.watches[0]!.send('DELETED', labelled('c', '6', 'no')); // never cached, refused: no event
+    api.watches[0]!.send('DELETED', labelled('d', '7', 'yes')); // never cached, accepted: handed out
     expect(informer.list().map((p) => p.metadata?.name)).to.deep.equal(['b']);
     expect(informer.get('a', 'ns')).to.equal(undefined);
     expect(events).to.deep.equal(['add a', 'add b', 'delete a', 'delete d']);
@@ -438,7 +438,7 @@ describe('Informer keep', () => {
     api.items = [labelled('b', '8', 'no')];
     api.resourceVersion = '8';
     api.clock.advance(1_000);
-    api.watches[0].end(Object.assign(new Error('gone'), { statusCode: 410 }));
+    api.watches[0]!.end(Object.assign(new Error('gone'), { statusCode: 410 }));
     await settle();
     expect(informer.list()).to.deep.equal([]);
     expect(events.slice(4)).to.deep.equal(['delete b']);
@@ -457,14 +457,14 @@ describe('Informer of one namespace', () => {
     const informer = recordingInformer(api, (verb, p) => events.push(`${verb} ${p.metadata?.namespace}/${p.metadata?.name}`), {}, '/api/v1/namespaces/ns/pods');
     informer.start();
     await settle();
-    api.watches[0].send('ADDED', inNs('c', 'kube-system', '3'));
-    api.watches[0].send('MODIFIED', inNs('a', 'ns', '4'));
-    api.watches[0].send('DELETED', inNs('d', 'victim', '5'));
+    api.watches[0]!.send('ADDED', inNs('c', 'kube-system', '3'));
+    api.watches[0]!.send('MODIFIED', inNs('a', 'ns', '4'));
+    api.watches[0]!.send('DELETED', inNs('d', 'victim', '5'));
     expect(informer.list().map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`)).to.deep.equal(['ns/a']);
     expect(informer.get('b', 'victim')).to.equal(undefined);
     expect(events).to.deep.equal(['add ns/a', 'update ns/a']);
     api.clock.advance(1_000);
-    api.watches[0].end();
+    api.watches[0]!.end();
     await settle();
     expect(api.watches.at(-1)!.query.resourceVersion).to.equal('5');
     informer.stop();
@@ -491,9 +491,9 @@ describe('Informer strings', () => {
     await settle();
     // a, ns, web (not the resourceVersion).
     expect(strings.size()).to.equal(3);
-    api.watches[0].send('ADDED', labelled('b', '2', 'web'));
+    api.watches[0]!.send('ADDED', labelled('b', '2', 'web'));
     expect(strings.size()).to.equal(4);
-    api.watches[0].send('ADDED', labelled('c', '3', 'refused'));
+    api.watches[0]!.send('ADDED', labelled('c', '3', 'refused'));
     expect(strings.size()).to.equal(4);
     expect(informer.get('b', 'ns')).to.deep.equal(labelled('b', '2', 'web'));
     informer.stop();
@@ -510,8 +510,8 @@ describe('Informer share', () => {
     api.items = [tolerated('a', '1', 'gpu')];
     informer.start();
     await settle();
-    api.watches[0].send('ADDED', tolerated('b', '2', 'gpu'));
-    api.watches[0].send('ADDED', tolerated('c', '3', 'refused'));
+    api.watches[0]!.send('ADDED', tolerated('b', '2', 'gpu'));
+    api.watches[0]!.send('ADDED', tolerated('c', '3', 'refused'));
     expect(informer.get('b', 'ns')!.spec!.tolerations).to.equal(informer.get('a', 'ns')!.spec!.tolerations);
     expect(Object.isFrozen(informer.get('a', 'ns')!.spec!.tolerations)).to.equal(true);
     expect(informer.get('b', 'ns')).to.deep.equal(tolerated('b', '2', 'gpu'));
@@ -530,10 +530,10 @@ describe('Informer share', () => {
     informer.start();
     await settle();
     const cachedA = informer.get('a', 'ns');
-    api.watches[0].send('MODIFIED', podAt('a', '2'));
-    api.watches[0].send('ADDED', podAt('b', '3'));
-    api.watches[0].send('DELETED', podAt('a', '4'));
-    api.watches[0].send('ADDED', podAt('a', '5'));
+    api.watches[0]!.send('MODIFIED', podAt('a', '2'));
+    api.watches[0]!.send('ADDED', podAt('b', '3'));
+    api.watches[0]!.send('DELETED', podAt('a', '4'));
+    api.watches[0]!.send('ADDED', podAt('a', '5'));
     expect(offered).to.deep.equal([
       ['a@1', undefined],
       ['a@2', 'a@1'],
@@ -562,11 +562,11 @@ describe('Informer indexers', () => {
     expect(names(informer.byIndex('app', 'ns/web'))).to.deep.equal(['a', 'b']);
     agrees('ns/web', 'ns/db', 'other/web');
 
-    api.watches[0].send('ADDED', app('f', '6', 'db'));
-    api.watches[0].send('MODIFIED', app('a', '7', 'db')); // moves from web to db
-    api.watches[0].send('MODIFIED', app('b', '8', 'refused')); // refused: leaves the cache and the index
-    api.watches[0].send('MODIFIED', app('d', '9', 'web')); // gains a value
-    api.watches[0].send('DELETED', app('c', '10', 'db'));
+    api.watches[0]!.send('ADDED', app('f', '6', 'db'));
+    api.watches[0]!.send('MODIFIED', app('a', '7', 'db')); // moves from web to db
+    api.watches[0]!.send('MODIFIED', app('b', '8', 'refused')); // refused: leaves the cache and the index
+    api.watches[0]!.send('MODIFIED', app('d', '9', 'web')); // gains a value
+    api.watches[0]!.send('DELETED', app('c', '10', 'db'));
     expect(names(informer.byIndex('app', 'ns/web'))).to.deep.equal(['d']);
     expect(names(informer.byIndex('app', 'ns/db'))).to.deep.equal(['a', 'f']);
     expect(informer.byIndex('app', 'ns/refused')).to.deep.equal([]);
@@ -576,7 +576,7 @@ describe('Informer indexers', () => {
     api.items = [app('f', '11', 'web')];
     api.resourceVersion = '11';
     api.clock.advance(1_000);
-    api.watches[0].end(Object.assign(new Error('gone'), { statusCode: 410 }));
+    api.watches[0]!.end(Object.assign(new Error('gone'), { statusCode: 410 }));
     await settle();
     expect(names(informer.byIndex('app', 'ns/web'))).to.deep.equal(['f']);
     agrees('ns/web', 'ns/db', 'other/web');
@@ -589,7 +589,7 @@ describe('Informer indexers', () => {
     const random = prng(14);
     // Each pod names up to two of four values, sometimes the same one twice.
     const values = ['v0', 'v1', 'v2', 'v3'];
-    const pick = () => values[Math.floor(random() * values.length)];
+    const pick = () => values[Math.floor(random() * values.length)]!;
     const podAt = (name: string, rv: number, tags: string[]): V1Pod => pod({ name, namespace: 'ns', resourceVersion: String(rv), annotations: { tags: tags.join(',') } });
     const byTag = (p: V1Pod) => (p.metadata?.annotations?.tags ? p.metadata.annotations.tags.split(',') : []);
     const informer = recordingInformer(api, () => undefined, { indexers: { tag: byTag } });
@@ -601,11 +601,11 @@ describe('Informer indexers', () => {
     for (let rv = 1; rv <= 2000; rv++) {
       const name = `p${Math.floor(random() * 6)}`;
       if (live.has(name) && random() < 0.3) {
-        api.watches[0].send('DELETED', podAt(name, rv, []));
+        api.watches[0]!.send('DELETED', podAt(name, rv, []));
         live.delete(name);
       } else {
         const tags = random() < 0.2 ? [] : random() < 0.5 ? [pick()] : [pick(), pick()];
-        api.watches[0].send(live.has(name) ? 'MODIFIED' : 'ADDED', podAt(name, rv, tags));
+        api.watches[0]!.send(live.has(name) ? 'MODIFIED' : 'ADDED', podAt(name, rv, tags));
         live.add(name);
       }
       for (const v of values) {

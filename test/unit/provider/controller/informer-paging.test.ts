@@ -98,13 +98,13 @@ describe('Informer lists in pages', () => {
     expect(api.queries.every((q) => q.labelSelector === 'a=b')).to.equal(true);
     expect(informer.list().map((p) => p.metadata?.name)).to.have.members(api.items.map((p) => p.metadata?.name));
     expect(informer.hasSynced()).to.equal(true);
-    expect(api.watches[0].query.resourceVersion).to.equal('10');
+    expect(api.watches[0]!.query.resourceVersion).to.equal('10');
   });
 
   it('asks 500 objects a page by default', async () => {
     make().start();
     await settle();
-    expect(api.queries[0].limit).to.equal(500);
+    expect(api.queries[0]!.limit).to.equal(500);
   });
 
   it('takes the token where lists of custom objects carry it', async () => {
@@ -188,9 +188,9 @@ describe('Informer within a cache budget', () => {
     informer.start();
     await settle();
     expect(budget.usedBytes).to.equal(3 * sizeOf(podAt('p0')));
-    api.watches[0].send('MODIFIED', podAt('p0', '6', 'x'.repeat(1000)));
+    api.watches[0]!.send('MODIFIED', podAt('p0', '6', 'x'.repeat(1000)));
     expect(budget.usedBytes).to.equal(2 * sizeOf(podAt('p0')) + sizeOf(podAt('p0', '6', 'x'.repeat(1000))));
-    api.watches[0].send('DELETED', podAt('p1', '7'));
+    api.watches[0]!.send('DELETED', podAt('p1', '7'));
     expect(budget.usedBytes).to.equal(sizeOf(podAt('p0')) + sizeOf(podAt('p0', '6', 'x'.repeat(1000))));
     informer.stop();
     expect(budget.usedBytes, 'a stopped informer counts itself out').to.equal(0);
@@ -237,7 +237,7 @@ describe('Informer within a cache budget', () => {
     informer.start();
     await settle();
     const lists = api.queries.length;
-    api.watches[0].send('ADDED', podAt('big', '11', 'x'.repeat(1000)));
+    api.watches[0]!.send('ADDED', podAt('big', '11', 'x'.repeat(1000)));
     expect(informer.get('big', 'ns')).to.equal(undefined);
     expect(added).to.deep.equal(['p0', 'p1']);
     expect(budget.refusal()).to.match(/at ns\/big; informer delegates stopped taking them/);

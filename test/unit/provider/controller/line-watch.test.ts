@@ -130,19 +130,19 @@ describe('LineWatch', () => {
 
   it('asks for a watch with the query and the credentials, and hands on each event parsed', async () => {
     const { events, ended, w } = await start();
-    expect(Object.fromEntries(w.url.searchParams)).to.deep.equal({ watch: 'true', resourceVersion: '7', labelSelector: 'a=b', allowWatchBookmarks: 'true' });
-    expect(w.authorization).to.equal('Bearer secret-token');
+    expect(Object.fromEntries(w!.url.searchParams)).to.deep.equal({ watch: 'true', resourceVersion: '7', labelSelector: 'a=b', allowWatchBookmarks: 'true' });
+    expect(w!.authorization).to.equal('Bearer secret-token');
     const modified = JSON.stringify({ type: 'MODIFIED', object: { metadata: { name: 'p', resourceVersion: '9' } } });
-    w.res.write(JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'p', resourceVersion: '8' } } }) + '\n' + modified.slice(0, 10));
+    w!.res.write(JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'p', resourceVersion: '8' } } }) + '\n' + modified.slice(0, 10));
     await new Promise((r) => setTimeout(r, 20));
-    w.res.write(modified.slice(10) + '\nnot json\n' + JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410 } }) + '\n');
+    w!.res.write(modified.slice(10) + '\nnot json\n' + JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410 } }) + '\n');
     await until('three events', () => events.length === 3);
     expect(events).to.deep.equal([
       ['ADDED', { metadata: { name: 'p', resourceVersion: '8' } }],
       ['MODIFIED', { metadata: { name: 'p', resourceVersion: '9' } }],
       ['ERROR', { kind: 'Status', code: 410 }],
     ]);
-    w.res.end();
+    w!.res.end();
     await until('the end', () => ended.length === 1);
     expect(ended).to.deep.equal([null]);
   });
@@ -158,12 +158,12 @@ describe('LineWatch', () => {
 
   it('ends with an error and closes the connection on an event over the bound', async () => {
     const { events, ended, w } = await start(100);
-    w.res.write(JSON.stringify({ type: 'ADDED', object: {} }) + '\n');
-    w.res.write('{"type":"ADDED","object":{"data":"' + 'x'.repeat(200));
+    w!.res.write(JSON.stringify({ type: 'ADDED', object: {} }) + '\n');
+    w!.res.write('{"type":"ADDED","object":{"data":"' + 'x'.repeat(200));
     await until('the end', () => ended.length === 1);
     expect(events).to.have.length(1);
     expect(String(ended[0])).to.match(/over 100 bytes/);
-    await until('the connection closed', () => w.closed);
+    await until('the connection closed', () => w!.closed);
   });
 
   it('skips a long event that nests deeper or holds more tokens than an object can, before it is parsed', async () => {
@@ -172,9 +172,9 @@ describe('LineWatch', () => {
     const { events, w } = await start(undefined, 1000);
     const added = (object: unknown) => JSON.stringify({ type: 'ADDED', object }) + '\n';
     const depth = 2 ** 19 + 1;
-    w.res.write(`{"type":"ADDED","object":{"metadata":{"name":"deep"},"x":${'['.repeat(depth)}${']'.repeat(depth)}}}\n`);
-    w.res.write(added({ metadata: { name: 'wide' }, x: Array.from({ length: 2 ** 19 }, () => []) }));
-    w.res.write(added({ metadata: { name: 'p' } }));
+    w!.res.write(`{"type":"ADDED","object":{"metadata":{"name":"deep"},"x":${'['.repeat(depth)}${']'.repeat(depth)}}}\n`);
+    w!.res.write(added({ metadata: { name: 'wide' }, x: Array.from({ length: 2 ** 19 }, () => []) }));
+    w!.res.write(added({ metadata: { name: 'p' } }));
     await until('an event', () => events.length > 0);
     expect(events.map(([type, o]) => [type, (o as { metadata: { name: string } }).metadata.name])).to.deep.equal([['ADDED', 'p']]);
   });
@@ -183,14 +183,14 @@ describe('LineWatch', () => {
     const { handle, ended, w } = await start();
     handle.abort();
     handle.abort();
-    await until('the connection closed', () => w.closed);
+    await until('the connection closed', () => w!.closed);
     expect(ended).to.have.length(1);
     expect((ended[0] as Error).name).to.equal('AbortError');
   });
 
   it('ends with an error when the connection is cut', async () => {
     const { ended, w } = await start();
-    w.res.socket!.destroy();
+    w!.res.socket!.destroy();
     await until('the end', () => ended.length === 1);
     expect(ended[0]).to.be.instanceOf(Error);
   });

@@ -118,7 +118,7 @@ describe('applyConnectionLimits: per-address cap (real sockets on 127.0.0.1 and 
   it('counts a connection out once it closes: its address may open another', async () => {
     const first = await tlsFrom('127.0.0.2');
     await tlsFrom('127.0.0.2');
-    const serverSide = accepted[0];
+    const serverSide = accepted[0]!;
     first.socket.destroy();
     await once(serverSide, 'close');
     expect((await tlsFrom('127.0.0.2')).handshaken).to.equal(true);

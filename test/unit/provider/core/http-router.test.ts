@@ -132,8 +132,8 @@ describe('createRouter', () => {
       await h2Request(session, '/echo', '{}');
       await h2Request(session, '/echo', '{}');
       expect(calls).to.have.length(2);
-      expect(calls[0].connection).to.equal(calls[1].connection);
-      expect(calls[0].connection.remotePort).to.equal((session.socket as net.Socket).localPort);
+      expect(calls[0]!.connection).to.equal(calls[1]!.connection);
+      expect(calls[0]!.connection.remotePort).to.equal((session.socket as net.Socket).localPort);
     });
   });
 });

@@ -70,7 +70,7 @@ describe('createLogger levels', () => {
     logger.debug('a', { k: 1 });
     child.debug('b');
     await new Promise((r) => setImmediate(r));
-    expect(lines.map((l) => JSON.parse(l))).to.deep.include.members([{ level: 'debug', message: 'a', k: 1, timestamp: JSON.parse(lines[0]).timestamp }]);
+    expect(lines.map((l) => JSON.parse(l))).to.deep.include.members([{ level: 'debug', message: 'a', k: 1, timestamp: JSON.parse(lines[0]!).timestamp }]);
     expect(lines.map((l) => JSON.parse(l).message)).to.deep.equal(['a', 'b']);
   });
 });
@@ -103,7 +103,7 @@ describe('createLogger redacts credentials, whoever logs them', () => {
     await new Promise((r) => setImmediate(r));
     expect(lines).to.have.length(1);
     expect(lines[0]).to.not.contain('secret-part');
-    expect(JSON.parse(lines[0]).error).to.equal('probing target default/c2: Bearer <redacted>');
+    expect(JSON.parse(lines[0]!).error).to.equal('probing target default/c2: Bearer <redacted>');
   });
 
   it('redacts the message, nested fields and both formats, and leaves the caller objects alone', async () => {

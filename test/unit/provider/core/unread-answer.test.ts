@@ -54,7 +54,7 @@ describe('unreadAnswer', () => {
       ['POST', '/api/v1/namespaces/ns/pods'],
       ['POST', '/api/v1/namespaces/ns/pods'],
     ]);
-    expect(received[0].body).to.equal(received[1].body);
+    expect(received[0]!.body).to.equal(received[1]!.body);
     expect(read.metadata?.name).to.equal('p');
     expect(unread.metadata).to.equal(undefined);
   });
@@ -64,7 +64,7 @@ describe('unreadAnswer', () => {
     answers = [{ status: 201, body: created }];
     const who = await core().createNamespacedPod({ namespace: 'ns', body: pod }, identityAnswer());
     expect(who).to.deep.equal({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'ns', uid: 'u1', resourceVersion: '7' } });
-    expect(JSON.parse(received[0].body)).to.deep.equal(pod);
+    expect(JSON.parse(received[0]!.body)).to.deep.equal(pod);
     answers = [{ status: 409, body: status(409, 'AlreadyExists') }];
     const exists = await core()
       .createNamespacedPod({ namespace: 'ns', body: pod }, identityAnswer())
@@ -99,8 +99,8 @@ describe('unreadAnswer', () => {
   it('adds to other options: a patch keeps its Content-Type', async () => {
     answers = [{ status: 200, body: pod }];
     const patched = await core().patchNamespacedPodStatus({ name: 'p', namespace: 'ns', body: { status: { phase: 'Running' } } }, unreadAnswer(setHeaderOptions('Content-Type', PatchStrategy.MergePatch)));
-    expect(received[0].contentType).to.equal(PatchStrategy.MergePatch);
-    expect(JSON.parse(received[0].body)).to.deep.equal({ status: { phase: 'Running' } });
+    expect(received[0]!.contentType).to.equal(PatchStrategy.MergePatch);
+    expect(JSON.parse(received[0]!.body)).to.deep.equal({ status: { phase: 'Running' } });
     expect(patched.metadata).to.equal(undefined);
   });
 });

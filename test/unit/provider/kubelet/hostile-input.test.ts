@@ -263,7 +263,7 @@ describe('kubelet API under hostile input', function () {
       const client = await rawSpdy(port);
       const c = new HeaderCompressor();
       const frames: Buffer[] = [];
-      for (let i = 0; i < 2000; i++) frames.push(synStream(2 * i + 1, await c.compress({ streamtype: [i < 4 ? ['error', 'stdin', 'stdout', 'resize'][i] : 'stdout'] })));
+      for (let i = 0; i < 2000; i++) frames.push(synStream(2 * i + 1, await c.compress({ streamtype: [(i < 4 ? ['error', 'stdin', 'stdout', 'resize'][i] : 'stdout')!] })));
       c.close();
       client.socket.write(Buffer.concat(frames));
       // Each stream is answered: refused outright, or accepted and (exec has its set) reset.

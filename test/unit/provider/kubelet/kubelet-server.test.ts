@@ -217,7 +217,7 @@ describe('kubelet server', () => {
       const res = await get(port, '/metrics/resource/admiralty-cluster-c1', { headers: bearer });
       expect(res.status).to.equal(200);
       expect(res.body).to.contain('container_cpu_usage_seconds_total{container="c",namespace="ns",pod="p"} 12.5 1767229200000\n');
-      expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'metrics', name: 'admiralty-cluster-c1' });
+      expect(auth.seen[0]!.attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'metrics', name: 'admiralty-cluster-c1' });
     });
 
     it('serves the summary of the node the apiserver proxies to, authorized on nodes/stats', async () => {
@@ -226,7 +226,7 @@ describe('kubelet server', () => {
       expect(JSON.parse(res.body).node).to.include({ nodeName: 'admiralty-cluster-c1' });
       // Scraped every few seconds, never revalidated: no SHA-1 of every answer for an ETag.
       expect(res.etag).to.equal(undefined);
-      expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'stats', name: 'admiralty-cluster-c1' });
+      expect(auth.seen[0]!.attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'stats', name: 'admiralty-cluster-c1' });
     });
 
     it('answers 401 without credentials, 403 when denied, 404 for a node not ours or not named', async () => {
@@ -234,7 +234,7 @@ describe('kubelet server', () => {
       expect((await get(port, '/metrics/resource/some-real-node', { headers: bearer })).status).to.equal(404);
       const unnamed = await get(port, '/stats/summary', { headers: bearer });
       expect(unnamed.status).to.equal(404);
-      expect(auth.seen[1].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'stats', name: '' });
+      expect(auth.seen[1]!.attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'stats', name: '' });
       auth.allow = false;
       const denied = await get(port, '/metrics/resource/admiralty-cluster-c1', { headers: bearer });
       expect(denied).to.deep.equal({ status: 403, body: 'Forbidden (user=token-user, verb=get, resource=nodes, subresource(s)=[metrics])' });
@@ -259,18 +259,18 @@ describe('kubelet server', () => {
       const res = await get(port, '/containerLogs/ns/p/c', { headers: { Authorization: 'Bearer good' } });
       expect(res.status).to.equal(403);
       expect(res.body).to.equal('Forbidden (user=token-user, verb=get, resource=nodes, subresource(s)=[proxy])');
-      expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'proxy', name: 'admiralty-cluster-c1' });
+      expect(auth.seen[0]!.attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'proxy', name: 'admiralty-cluster-c1' });
       const up = await spdy('/exec/ns/p/c?command=sh&output=1', ['v4.channel.k8s.io']);
       expect(up.upgraded).to.equal(false);
       if (!up.upgraded) expect(up.statusCode).to.equal(403);
-      expect(auth.seen[1].attrs.verb).to.equal('create');
+      expect(auth.seen[1]!.attrs.verb).to.equal('create');
     });
 
     it('authenticates an x509 client certificate signed by the client CA (user = CN, groups = O)', async () => {
       const good = tls.client('kube-apiserver-kubelet-client', ['system:masters', 'kubeadm:cluster-admins']);
       const res = await get(port, '/containerLogs/ns/p/c', { cert: good.certPem, key: good.keyPem });
       expect(res.status).to.equal(200);
-      expect(auth.seen[0].user).to.deep.equal({ name: 'kube-apiserver-kubelet-client', groups: ['system:masters', 'kubeadm:cluster-admins'] });
+      expect(auth.seen[0]!.user).to.deep.equal({ name: 'kube-apiserver-kubelet-client', groups: ['system:masters', 'kubeadm:cluster-admins'] });
     });
 
     it('ignores a client certificate from another CA', async () => {
@@ -281,7 +281,7 @@ describe('kubelet server', () => {
 
     it('answers 404 for a pod the resolver does not know, to a caller allowed on nodes/proxy', async () => {
       expect((await get(port, '/containerLogs/ns/missing/c', { headers: { Authorization: 'Bearer good' } })).status).to.equal(404);
-      expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'proxy', name: '' });
+      expect(auth.seen[0]!.attrs).to.deep.equal({ verb: 'get', resource: 'nodes', subresource: 'proxy', name: '' });
     });
 
     it('answers 403, not 404, for an unknown pod when the caller may not use nodes/proxy (no existence leak)', async () => {
@@ -343,14 +343,14 @@ describe('kubelet server', () => {
       if (!res.upgraded) return;
       expect(res.protocol).to.equal('v4.channel.k8s.io');
       const [error, stdin, stdout, stderr] = await openStreams(res.session, ['error', 'stdin', 'stdout', 'stderr']);
-      error.end();
-      const outP = readAll(stdout);
-      const errP = readAll(stderr);
-      const statusP = readAll(error);
-      stdin.write('hello ');
+      error!.end();
+      const outP = readAll(stdout!);
+      const errP = readAll(stderr!);
+      const statusP = readAll(error!);
+      stdin!.write('hello ');
       // More than the 64 KiB SPDY initial window, to prove nothing stalls on flow control.
       const big = 'x'.repeat(200 * 1024);
-      stdin.end(big);
+      stdin!.end(big);
       expect(await outP).to.equal('hello ' + big);
       expect(await errP).to.equal('to stderr\n');
       expect(JSON.parse(await statusP)).to.deep.equal({
@@ -376,16 +376,16 @@ describe('kubelet server', () => {
       const res = await spdy('/exec/ns/p/c?command=sh&input=1&output=1&error=1&tty=1', ['v4.channel.k8s.io']);
       if (!res.upgraded) throw new Error('not upgraded');
       const [error, stdin, stdout, resize] = await openStreams(res.session, ['error', 'stdin', 'stdout', 'resize']);
-      error.end();
-      const statusP = readAll(error);
-      const outP = readAll(stdout);
-      resize.write('{"Width":80,"He');
-      resize.write('ight":24}\n{"width":100,"height":40}\n');
-      resize.end();
-      stdin.end('ls\n');
+      error!.end();
+      const statusP = readAll(error!);
+      const outP = readAll(stdout!);
+      resize!.write('{"Width":80,"He');
+      resize!.write('ight":24}\n{"width":100,"height":40}\n');
+      resize!.end();
+      stdin!.end('ls\n');
       expect(await outP).to.equal('ls\n');
       expect(JSON.parse(await statusP).reason).to.equal('NonZeroExitCode');
-      expect(exec.requests[0].stderr).to.equal(false);
+      expect(exec.requests[0]!.stderr).to.equal(false);
       expect(exec.resizes).to.deep.equal([
         { width: 80, height: 24 },
         { width: 100, height: 40 },
@@ -426,9 +426,9 @@ describe('kubelet server', () => {
       const res = await spdy('/attach/ns/p/c?output=1', ['v4.channel.k8s.io']);
       if (!res.upgraded) throw new Error('not upgraded');
       const [error, stdout] = await openStreams(res.session, ['error', 'stdout']);
-      error.end();
-      expect(await readAll(stdout)).to.equal('');
-      expect(JSON.parse(await readAll(error))).to.deep.equal({ metadata: {}, status: 'Success' });
+      error!.end();
+      expect(await readAll(stdout!)).to.equal('');
+      expect(JSON.parse(await readAll(error!))).to.deep.equal({ metadata: {}, status: 'Success' });
       await lateWrite;
     });
 
@@ -437,9 +437,9 @@ describe('kubelet server', () => {
       if (!res.upgraded) throw new Error('not upgraded');
       expect(await res.session.ping()).to.be.a('number');
       const [error, stdout] = await openStreams(res.session, ['error', 'stdout']);
-      error.end();
-      expect(await readAll(stdout)).to.equal('attached');
-      expect(JSON.parse(await readAll(error))).to.deep.equal({ metadata: {}, status: 'Success' });
+      error!.end();
+      expect(await readAll(stdout!)).to.equal('attached');
+      expect(JSON.parse(await readAll(error!))).to.deep.equal({ metadata: {}, status: 'Success' });
     });
   });
 

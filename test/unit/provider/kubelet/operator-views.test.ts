@@ -96,7 +96,7 @@ describe('kubelet server: operator views', () => {
     await start((_u, a) => a.resource === 'targets');
     const r = await get(port, '/admiralty/summary/admiralty-namespace-ns-c2', { Authorization: 'Bearer good' });
     expect(r.status).to.equal(200);
-    expect(auth.seen[0].attrs).to.deep.equal({ verb: 'get', group: 'multicluster.admiralty.io', resource: 'targets', namespace: 'ns', name: 'c2' });
+    expect(auth.seen[0]!.attrs).to.deep.equal({ verb: 'get', group: 'multicluster.admiralty.io', resource: 'targets', namespace: 'ns', name: 'c2' });
     expect((await get(port, '/admiralty/summary/c2-node-0', { Authorization: 'Bearer good' })).status).to.equal(404);
   });
 
@@ -110,7 +110,7 @@ describe('kubelet server: operator views', () => {
       ['admin', 'impersonate', 'groups', 'team-b'],
       ['reader', 'get', 'pods', 'web'],
     ]);
-    expect(auth.seen[3].user.groups).to.deep.equal(['team-a', 'team-b', 'system:authenticated']);
+    expect(auth.seen[3]!.user.groups).to.deep.equal(['team-a', 'team-b', 'system:authenticated']);
   });
 
   it('refuses a caller who may not impersonate (403), and impersonation of a uid or extras it does not honour (400)', async () => {

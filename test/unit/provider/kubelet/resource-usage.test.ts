@@ -99,16 +99,16 @@ describe('ResourceUsage', () => {
     s.setMetrics(new Map([[s.delegate('web-a', 'ua'), sample(T0, 200_000_000)]]));
     const first = (await s.usage.nodeUsage(NODE))!;
     // First seen: as if it had run at 200m since it started, 60 s ago.
-    expect(first.pods[0].containers[0]).to.deep.include({ name: 'app', cpuCoreSeconds: 12, cpuNanoCores: 200_000_000, timestampMs: T0, startTimeMs: T0 - 60_000 });
+    expect(first.pods[0]!.containers[0]).to.deep.include({ name: 'app', cpuCoreSeconds: 12, cpuNanoCores: 200_000_000, timestampMs: T0, startTimeMs: T0 - 60_000 });
     s.clock.advance(15_000);
     s.setMetrics(new Map([[s.delegate('web-a', 'ua'), sample(T0 + 15_000, 600_000_000)]]));
-    const second = (await s.usage.nodeUsage(NODE))!.pods[0].containers[0];
+    const second = (await s.usage.nodeUsage(NODE))!.pods[0]!.containers[0]!;
     // (12 + 0.6 x 15 - 12) / 15 s = 600m, the rate the target measured.
     expect(second.cpuCoreSeconds).to.be.closeTo(21, 1e-9);
     expect((second.cpuCoreSeconds - 12) / 15).to.be.closeTo(0.6, 1e-9);
     // A sample no newer leaves the counter where it is.
     s.clock.advance(15_000);
-    expect((await s.usage.nodeUsage(NODE))!.pods[0].containers[0].cpuCoreSeconds).to.be.closeTo(21, 1e-9);
+    expect((await s.usage.nodeUsage(NODE))!.pods[0]!.containers[0]!.cpuCoreSeconds).to.be.closeTo(21, 1e-9);
   });
 
   it('sums the proxies into the node, whose CPU counter never goes back when a proxy goes', async () => {
@@ -152,7 +152,7 @@ describe('ResourceUsage', () => {
     const s = setup();
     // The delegates cache holds what the target's server wrote, unchecked.
     const odd = proxy('web-b', 'ub', T0 - 10_000);
-    odd.status!.containerStatuses![0].state!.running!.startedAt = 'yesterday' as unknown as Date;
+    odd.status!.containerStatuses![0]!.state!.running!.startedAt = 'yesterday' as unknown as Date;
     s.proxies.push(odd);
     s.setMetrics(new Map([
       [s.delegate('web-a', 'ua'), sample(T0, 100_000_000)],
@@ -160,7 +160,7 @@ describe('ResourceUsage', () => {
     ]));
     const first = (await s.usage.nodeUsage(NODE))!;
     // Unknown start: as if it had run at its rate over the sample's window.
-    expect(first.pods[1].containers[0]).to.deep.include({ startTimeMs: undefined, cpuCoreSeconds: 0.3 * 15 });
+    expect(first.pods[1]!.containers[0]).to.deep.include({ startTimeMs: undefined, cpuCoreSeconds: 0.3 * 15 });
     expect(first.cpuCoreSeconds).to.be.closeTo(0.1 * 60 + 0.3 * 15, 1e-9);
     expect(() => buildStatsSummary(first)).not.to.throw();
     s.clock.advance(10_000);

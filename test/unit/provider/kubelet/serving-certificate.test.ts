@@ -253,7 +253,7 @@ describe('provider/kubelet: KubeletServingCertificate', () => {
     const conditions = body.status?.conditions ?? [];
     expect(conditions).to.have.length(1);
     expect(conditions[0]).to.include({ type: 'Approved', status: 'True', reason: SELF_APPROVAL_REASON });
-    expect(conditions[0].message).to.be.a('string').and.not.empty;
+    expect(conditions[0]!.message).to.be.a('string').and.not.empty;
     expect(api.read.firstCall.calledBefore(api.approve.firstCall)).to.equal(true);
   });
 

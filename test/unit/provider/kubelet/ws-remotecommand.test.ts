@@ -47,7 +47,7 @@ function connect(port: number, path: string, opts: { protocols?: string[]; token
     headers: { Authorization: `Bearer ${opts.token ?? 'good'}` },
   });
   const messages: Array<[number, string]> = [];
-  ws.on('message', (d: Buffer) => messages.push([d[0], d.subarray(1).toString()]));
+  ws.on('message', (d: Buffer) => messages.push([d[0]!, d.subarray(1).toString()]));
   const opened = new Promise<void>((res, rej) => {
     ws.once('open', () => res());
     ws.once('unexpected-response', (_req, r) => rej(Object.assign(new Error(`HTTP ${r.statusCode}`), { statusCode: r.statusCode })));

@@ -54,7 +54,7 @@ describe('buildClusterSummary', () => {
 
   const edge: [string, V1Node[], Partial<ReturnType<typeof buildClusterSummary>>][] = [
     ['no nodes', [], { capacity: {}, allocatable: {} }],
-    ['only virtual nodes', [nodes[2]], { capacity: {}, allocatable: {} }],
+    ['only virtual nodes', [nodes[2]!], { capacity: {}, allocatable: {} }],
     ['a node without status', [{ metadata: { name: 'x', labels: { a: '1' } } }], { capacity: {}, allocatable: {} }],
     ['an unparsable quantity is skipped', [node({ a: '1' }, { cpu: 'lots', memory: '1Gi' })], { capacity: { memory: '1Gi' } }],
   ];
@@ -134,8 +134,8 @@ describe('buildClusterSummary: node pools and what is free', () => {
   it('records a hostname label only where it is not the node name', () => {
     const n = worker('ip-10-0-0-1.internal', {});
     n.metadata!.labels!['kubernetes.io/hostname'] = 'ip-10-0-0-1';
-    expect(buildClusterSummary([n]).nodePools![0].nodes[0].hostname).to.equal('ip-10-0-0-1');
-    expect(summary.nodePools![0].nodes[0].hostname).to.equal(undefined);
+    expect(buildClusterSummary([n]).nodePools![0]!.nodes[0]!.hostname).to.equal('ip-10-0-0-1');
+    expect(summary.nodePools![0]!.nodes[0]!.hostname).to.equal(undefined);
   });
 
   it('does not depend on node or pod order', () => {
@@ -149,9 +149,9 @@ describe('buildClusterSummary: node pools and what is free', () => {
     expect(buildClusterSummary(nodes, pods, undefined, requestsOf)).to.deep.equal(summary);
     expect(computed, 'once per bound, non-terminal pod over both builds').to.deep.equal(['running', 'big']);
     const grown = pod('big', 'a2', '1');
-    const after = buildClusterSummary(nodes, [pods[0], grown], undefined, requestsOf);
+    const after = buildClusterSummary(nodes, [pods[0]!, grown], undefined, requestsOf);
     expect(computed).to.deep.equal(['running', 'big', 'big']);
-    expect(after).to.deep.equal(buildClusterSummary(nodes, [pods[0], grown]));
+    expect(after).to.deep.equal(buildClusterSummary(nodes, [pods[0]!, grown]));
   });
 
   it('orders nodes, taints and pools by code units, whatever the locale says', () => {
@@ -163,8 +163,8 @@ describe('buildClusterSummary: node pools and what is free', () => {
     ];
     const s = buildClusterSummary(mixed);
     expect(s.nodePools!.map((p) => p.labels.pool)).to.deep.equal(['Z', 'x']);
-    expect(s.nodePools![1].nodes.map((n) => n.name)).to.deep.equal(['B-node', 'b-node']);
-    expect(s.nodePools![1].taints!.map((t) => t.key)).to.deep.equal(['B', 'b']);
+    expect(s.nodePools![1]!.nodes.map((n) => n.name)).to.deep.equal(['B-node', 'b-node']);
+    expect(s.nodePools![1]!.taints!.map((t) => t.key)).to.deep.equal(['B', 'b']);
   });
 
   it('makes summaryEquals see a change in what is free', () => {
@@ -255,7 +255,7 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     const n: V1Node = { metadata: { name: 'w', labels: {} }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } };
     const p: V1Pod = { metadata: { name: 'p', namespace: 'd' }, spec: { nodeName: 'w', priority: 10, containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] }, status: { phase: 'Running' } };
     const built = buildClusterSummary([n], [p], undefined, undefined, { priority: [{ metadata: { name: 'low' }, value: 10, globalDefault: true, preemptionPolicy: 'Never' }, { metadata: { name: 'high' }, value: 100 }] });
-    expect(built.nodePools![0].nodes[0].heldByPriority).to.have.length(1);
+    expect(built.nodePools![0]!.nodes[0]!.heldByPriority).to.have.length(1);
     expect(clusterSummaryProblem(JSON.parse(JSON.stringify(built)))).to.equal(undefined);
   });
 });
@@ -344,8 +344,8 @@ describe("the extender's nodes of a summary", () => {
     const summary = { metadata: { name: 'singleton' }, nodePools: [{ labels, nodes: Array.from({ length: 10_000 }, (_, i) => ({ name: `n${i}`, allocatable: {}, free: {} })) }] };
     const nodes = nodesOfSummary(summary as ClusterSummary);
     expect(nodes).to.have.length(10_000);
-    expect(nodes.every((n) => n.labels === nodes[0].labels)).to.equal(true);
-    expect(nodes[7].hostname).to.equal('n7');
+    expect(nodes.every((n) => n.labels === nodes[0]!.labels)).to.equal(true);
+    expect(nodes[7]!.hostname).to.equal('n7');
   });
 
   it("match a pod's hostname selector by their own name, and the pool's labels by the pool's", () => {
@@ -384,11 +384,11 @@ describe('summaryPodFields', () => {
   it('keeps what the summary reads, so the summary is the same from slim pods', () => {
     const node: V1Node = { metadata: { name: 'a1' }, status: { allocatable: { cpu: '8', memory: '8Gi', pods: '10' }, conditions: [{ type: 'Ready', status: 'True' }] } };
     const summary = buildClusterSummary([node], [full]);
-    expect(summary.nodePools![0].nodes[0].hostPorts).to.deep.equal([{ port: 8080, protocol: 'TCP' }]);
+    expect(summary.nodePools![0]!.nodes[0]!.hostPorts).to.deep.equal([{ port: 8080, protocol: 'TCP' }]);
     expect(buildClusterSummary([node], [summaryPodFields(full)])).to.deep.equal(summary);
   });
   it('keeps of the ports only those that hold a host port', () => {
-    expect(summaryPodFields(full).spec!.containers[0].ports).to.deep.equal([{ containerPort: 80, hostPort: 8080 }]);
+    expect(summaryPodFields(full).spec!.containers[0]!.ports).to.deep.equal([{ containerPort: 80, hostPort: 8080 }]);
     expect(summaryPodFields({ ...full, spec: { ...full.spec!, containers: [{ name: 'c', ports: [{ containerPort: 80 }] }] } }).spec!.containers[0]).to.not.have.property('ports');
   });
   it('keeps the name, namespace and resourceVersion the informer needs, and drops the rest', () => {
@@ -415,8 +415,8 @@ describe('buildClusterSummary: host ports', () => {
     ];
     const summary = buildClusterSummary([ready('n1'), ready('n2')], pods);
     expect(clusterSummaryProblem(JSON.parse(JSON.stringify(summary))), 'what it writes, its readers take').to.equal(undefined);
-    const nodes = summary.nodePools![0].nodes;
-    expect(nodes[0].hostPorts).to.deep.equal([
+    const nodes = summary.nodePools![0]!.nodes;
+    expect(nodes[0]!.hostPorts).to.deep.equal([
       { port: 80, protocol: 'TCP' },
       { port: 80, protocol: 'TCP', hostIP: '10.0.0.1' },
       { port: 80, protocol: 'UDP' },

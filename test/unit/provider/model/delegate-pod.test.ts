@@ -170,14 +170,14 @@ describe('buildDelegatePod', () => {
 
   it("names this source's copies where it is given their names, and keeps every other reference", () => {
     const pod = sourcePod();
-    pod.spec!.containers[0].envFrom = [{ configMapRef: { name: 'settings' } }, { secretRef: { name: 'creds' } }];
+    pod.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'settings' } }, { secretRef: { name: 'creds' } }];
     pod.spec!.imagePullSecrets = [{ name: 'regcred' }];
     const copyNames = { configmap: new Map([['settings', 'settings-copy']]), secret: new Map([['creds', 'creds-copy']]) };
     const d = buildDelegatePod(proxyOf(pod), { sourceClusterName: 'c1', copyNames });
-    expect(d.spec!.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: 'settings-copy' } }, { secretRef: { name: 'creds-copy' } }]);
+    expect(d.spec!.containers[0]!.envFrom).to.deep.equal([{ configMapRef: { name: 'settings-copy' } }, { secretRef: { name: 'creds-copy' } }]);
     expect(d.spec!.imagePullSecrets).to.deep.equal([{ name: 'regcred' }]);
     expect(d.metadata!.name).to.equal(delegate.metadata!.name);
-    expect(buildDelegatePod(proxyOf(pod), { sourceClusterName: 'c1' }).spec!.containers[0].envFrom).to.deep.equal(pod.spec!.containers[0].envFrom);
+    expect(buildDelegatePod(proxyOf(pod), { sourceClusterName: 'c1' }).spec!.containers[0]!.envFrom).to.deep.equal(pod.spec!.containers[0]!.envFrom);
   });
 
   it('prefixes source labels and adds parent labels', () => {
@@ -244,7 +244,7 @@ describe('buildDelegatePod', () => {
 
   it('removes service-account token volumes and their mounts everywhere', () => {
     expect(delegate.spec!.volumes!.map((v) => v.name)).to.deep.equal(['data']);
-    expect(delegate.spec!.containers[0].volumeMounts).to.deep.equal([{ name: 'data', mountPath: '/data' }]);
+    expect(delegate.spec!.containers[0]!.volumeMounts).to.deep.equal([{ name: 'data', mountPath: '/data' }]);
     expect(delegate.spec!.initContainers![0]).to.not.have.property('volumeMounts');
   });
 
@@ -333,9 +333,9 @@ describe('delegateSourceView (for reading) and delegateSourcePod (for building)'
     expect(view.spec!.containers).to.equal(proxy.spec!.containers);
     expect(pod.spec!.containers).to.not.equal(proxy.spec!.containers);
     // Changing the built pod leaves the proxy as it was; the view's spec object is its own.
-    pod.spec!.containers[0].image = 'changed';
+    pod.spec!.containers[0]!.image = 'changed';
     delete view.spec!.volumes;
-    expect(proxy.spec!.containers[0].image).to.equal('nginx');
+    expect(proxy.spec!.containers[0]!.image).to.equal('nginx');
     expect(proxy.spec!.volumes).to.have.length(3);
   });
 
@@ -501,13 +501,13 @@ describe('delegateFields (what the caches of delegates keep)', () => {
   function liveDelegate(nodeName: string | undefined, status: V1Pod['status']): V1Pod {
     const source = sourcePod();
     source.spec!.resources = { requests: { cpu: '3' } };
-    source.spec!.initContainers![0].resources = { requests: { memory: '1Gi' } };
+    source.spec!.initContainers![0]!.resources = { requests: { memory: '1Gi' } };
     source.spec!.initContainers!.push({ name: 'side', image: 'envoy', restartPolicy: 'Always', resources: { requests: { cpu: '250m' }, limits: { memory: '64Mi' } } });
-    source.spec!.containers[0].resources = { requests: { cpu: '1' }, limits: { memory: '2Gi' } };
-    source.spec!.containers[0].env = [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'api', key: 't' } } }, { name: 'MODE', valueFrom: { configMapKeyRef: { name: 'modes', key: 'm' } } }, { name: 'PLAIN', value: 'x' }];
-    source.spec!.containers[0].envFrom = [{ configMapRef: { name: 'settings' } }, { secretRef: { name: 'more' } }];
-    source.spec!.containers[0].command = ['nginx', '-g', 'daemon off;'];
-    source.spec!.containers[0].readinessProbe = { httpGet: { path: '/', port: 80 } };
+    source.spec!.containers[0]!.resources = { requests: { cpu: '1' }, limits: { memory: '2Gi' } };
+    source.spec!.containers[0]!.env = [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'api', key: 't' } } }, { name: 'MODE', valueFrom: { configMapKeyRef: { name: 'modes', key: 'm' } } }, { name: 'PLAIN', value: 'x' }];
+    source.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'settings' } }, { secretRef: { name: 'more' } }];
+    source.spec!.containers[0]!.command = ['nginx', '-g', 'daemon off;'];
+    source.spec!.containers[0]!.readinessProbe = { httpGet: { path: '/', port: 80 } };
     source.spec!.imagePullSecrets = [{ name: 'registry' }];
     const built = buildDelegatePod(proxyOf(source), { sourceClusterName: 'c1' });
     // What the target's ServiceAccount admission adds to the delegate.
@@ -587,7 +587,7 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     expect(referencedNames(running.spec!)).to.deep.equal({ configmap: ['cfg', 'modes', 'settings'], secret: ['api', 'more', 'registry'] });
     const kept = delegateFields(structuredClone(running));
     expect(Object.keys(kept.spec!).sort()).to.deep.equal(['containers', 'imagePullSecrets', 'initContainers', 'nodeName', 'overhead', 'resources', 'serviceAccountName', 'volumes']);
-    expect(Object.keys(kept.spec!.containers[0]).sort()).to.deep.equal(['env', 'envFrom', 'name', 'resources', 'volumeMounts']);
+    expect(Object.keys(kept.spec!.containers[0]!).sort()).to.deep.equal(['env', 'envFrom', 'name', 'resources', 'volumeMounts']);
     expect(kept.spec!.initContainers!.map((c) => Object.keys(c).sort())).to.deep.equal([['name', 'resources'], ['name', 'resources', 'restartPolicy']]);
     expect(kept.metadata).to.deep.equal(running.metadata);
     expect(kept.status).to.deep.equal(running.status);

@@ -76,24 +76,24 @@ describe('withCopyNames', () => {
     expect(referencedNames(out).configmap).to.deep.equal(referencedNames(full).configmap.map((n) => `${n}-copy`));
     expect(referencedNames(out).secret).to.deep.equal(referencedNames(full).secret.map((n) => `${n}-copy`));
     // What is not a reference of ours keeps its name: the token volume's ConfigMap and legacy token Secret.
-    expect(out.volumes!.find((v) => v.name === 'kube-api-access-abcde')!.projected!.sources![1].configMap!.name).to.equal('kube-root-ca.crt');
+    expect(out.volumes!.find((v) => v.name === 'kube-api-access-abcde')!.projected!.sources![1]!.configMap!.name).to.equal('kube-root-ca.crt');
     expect(out.volumes!.find((v) => v.name === 'default-token-xyz')!.secret!.secretName).to.equal('default-token-xyz');
     expect(out.imagePullSecrets).to.deep.equal([{ name: 'regcred-copy' }, { name: 'regcred-copy' }]);
-    expect(out.containers[0].env![0].valueFrom!.secretKeyRef).to.deep.equal({ name: 'secret-env-copy', key: 'k' });
-    expect(out.containers[0].env![1]).to.deep.equal({ name: 'C', value: 'plain' });
+    expect(out.containers[0]!.env![0]!.valueFrom!.secretKeyRef).to.deep.equal({ name: 'secret-env-copy', key: 'k' });
+    expect(out.containers[0]!.env![1]).to.deep.equal({ name: 'C', value: 'plain' });
   });
 
   it('renames only what the map names, per kind, and leaves its argument alone', () => {
     const s: V1PodSpec = { containers: [{ name: 'c', envFrom: [{ configMapRef: { name: 'same' } }, { secretRef: { name: 'same' } }, { configMapRef: { name: 'other' } }] }] };
     const before = structuredClone(s);
     const out = withCopyNames(s, { configmap: new Map([['same', 'same-cm']]), secret: new Map() });
-    expect(out.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: 'same-cm' } }, { secretRef: { name: 'same' } }, { configMapRef: { name: 'other' } }]);
+    expect(out.containers[0]!.envFrom).to.deep.equal([{ configMapRef: { name: 'same-cm' } }, { secretRef: { name: 'same' } }, { configMapRef: { name: 'other' } }]);
     expect(s).to.deep.equal(before);
   });
 
   it("is not fooled by names that are Object.prototype's keys", () => {
     const s: V1PodSpec = { containers: [{ name: 'c', envFrom: [{ configMapRef: { name: 'constructor' } }] }] };
-    expect(withCopyNames(s, { configmap: new Map(), secret: new Map() }).containers[0].envFrom).to.deep.equal([{ configMapRef: { name: 'constructor' } }]);
+    expect(withCopyNames(s, { configmap: new Map(), secret: new Map() }).containers[0]!.envFrom).to.deep.equal([{ configMapRef: { name: 'constructor' } }]);
   });
 });
 

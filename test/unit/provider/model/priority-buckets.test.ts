@@ -35,7 +35,7 @@ describe('model: priority buckets', () => {
       const pods = [1, 2, 3, 4, 5, 6].map((p) => podAt('n1', '1', p * 10));
       const out = heldByPriority(pods).get('n1')!;
       expect(out.map((b) => b.priority)).to.deep.equal([10, 20, 30, 60]);
-      expect(out[3].requests).to.deep.equal({ cpu: '3', memory: '3Gi', pods: '3' });
+      expect(out[3]!.requests).to.deep.equal({ cpu: '3', memory: '3Gi', pods: '3' });
     });
 
     it('is the same whatever the order of the pods', () => {
@@ -71,7 +71,7 @@ describe('model: priority buckets', () => {
 
     it("publishes each node's buckets below the highest user class, and the classes with values beside their names", () => {
       const s = buildClusterSummary([node], [podAt('n1', '3', 10), podAt('n1', '1', 1000)], undefined, undefined, { priority: classes });
-      expect(s.nodePools![0].nodes[0].heldByPriority).to.deep.equal([{ priority: 10, requests: { cpu: '3', memory: '1Gi', pods: '1' } }]);
+      expect(s.nodePools![0]!.nodes[0]!.heldByPriority).to.deep.equal([{ priority: 10, requests: { cpu: '3', memory: '1Gi', pods: '1' } }]);
       expect(s.priorityClasses).to.deep.equal(['high', 'low', 'system-node-critical']);
       expect(s.priorityClassValues).to.deep.equal([
         { name: 'high', value: 1000 },
@@ -82,10 +82,10 @@ describe('model: priority buckets', () => {
 
     it('publishes no buckets without user classes, or when the classes are not known (nothing to preempt for anyone, or nobody to judge it)', () => {
       const pods = [podAt('n1', '1', 0), podAt('n1', '1', 5)];
-      const systemOnly = buildClusterSummary([node], pods, undefined, undefined, { priority: [classes[2]] });
-      expect(systemOnly.nodePools![0].nodes[0]).to.not.have.property('heldByPriority');
+      const systemOnly = buildClusterSummary([node], pods, undefined, undefined, { priority: [classes[2]!] });
+      expect(systemOnly.nodePools![0]!.nodes[0]).to.not.have.property('heldByPriority');
       const unknown = buildClusterSummary([node], pods);
-      expect(unknown.nodePools![0].nodes[0]).to.not.have.property('heldByPriority');
+      expect(unknown.nodePools![0]!.nodes[0]).to.not.have.property('heldByPriority');
       expect(unknown).to.not.have.property('priorityClassValues');
     });
   });

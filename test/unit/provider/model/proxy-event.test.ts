@@ -132,8 +132,8 @@ describe('targetEventsSelector', () => {
     };
     return selector.split(',').every((term) => {
       const [k, v] = term.split(/!?=/);
-      expect(fields, `a field the apiserver selects events by: ${k}`).to.have.property(k);
-      return term.includes('!=') ? fields[k] !== v : fields[k] === v;
+      expect(fields, `a field the apiserver selects events by: ${k}`).to.have.property(k!);
+      return term.includes('!=') ? fields[k!] !== v : fields[k!] === v;
     });
   };
 

@@ -161,7 +161,7 @@ describe('proxyFields (the proxies cache)', () => {
     qosClass: 'Burstable',
     ephemeralContainerStatuses: [{ name: 'debug', ready: false, restartCount: 0, image: 'busybox', imageID: '' }],
   };
-  const delegate: V1Pod = { status: { ...running, conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: t as unknown as Date }], containerStatuses: [{ ...running.containerStatuses![0], restartCount: 3 }] } };
+  const delegate: V1Pod = { status: { ...running, conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: t as unknown as Date }], containerStatuses: [{ ...running.containerStatuses![0]!, restartCount: 3 }] } };
 
   // As the cache has it with the wiring's sharePodParts: a proxy of the same workload came
   // first, so the parts this one repeats are that one's frozen copies.
@@ -169,7 +169,7 @@ describe('proxyFields (the proxies cache)', () => {
     const table = new SubtreeTable();
     sharePodParts(proxyFields(structuredClone(p)), table);
     const kept = sharePodParts(proxyFields(p), table);
-    expect(Object.isFrozen(kept.spec!.containers[0].resources)).to.equal(true);
+    expect(Object.isFrozen(kept.spec!.containers[0]!.resources)).to.equal(true);
     return kept;
   };
 
@@ -240,14 +240,14 @@ describe('proxyFields (the proxies cache)', () => {
   }
 
   it('keeps of a JSON manifest only its scheduling fields, and the others as they are', () => {
-    expect(JSON.parse(cachedSourcePodManifest(manifests[0][1]))).to.deep.equal({ spec: {} });
-    expect(JSON.parse(cachedSourcePodManifest(manifests[1][1]))).to.deep.equal({ spec: scheduling });
-    expect(JSON.parse(cachedSourcePodManifest(manifests[2][1]))).to.deep.equal({ spec: { nodeSelector: null, tolerations: null } });
-    expect(JSON.parse(cachedSourcePodManifest(manifests[3][1]))).to.deep.equal({ spec: { nodeSelector: { zone: 'a' } } });
-    expect(JSON.parse(cachedSourcePodManifest(manifests[4][1]))).to.deep.equal({ spec: scheduling });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[0]![1]))).to.deep.equal({ spec: {} });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[1]![1]))).to.deep.equal({ spec: scheduling });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[2]![1]))).to.deep.equal({ spec: { nodeSelector: null, tolerations: null } });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[3]![1]))).to.deep.equal({ spec: { nodeSelector: { zone: 'a' } } });
+    expect(JSON.parse(cachedSourcePodManifest(manifests[4]![1]))).to.deep.equal({ spec: scheduling });
     for (const [, m] of manifests.slice(5)) expect(cachedSourcePodManifest(m)).to.equal(m);
     // Not vacuous: the delegate takes the manifest's scheduling fields, from the kept one too.
-    expect(buildDelegatePod(proxyFields(withManifest(manifests[1][1])), { sourceClusterName: 'c1' }).spec).to.include({ schedulerName: 'custom' }).and.deep.include({ nodeSelector: { zone: 'a' } });
+    expect(buildDelegatePod(proxyFields(withManifest(manifests[1]![1])), { sourceClusterName: 'c1' }).spec).to.include({ schedulerName: 'custom' }).and.deep.include({ nodeSelector: { zone: 'a' } });
   });
 
   it('drops the container statuses and IPs, and keeps the rest of the status', () => {
@@ -269,7 +269,7 @@ describe('proxyFields (the proxies cache)', () => {
       running,
       { ...running, startTime: new Date(t) },
       buildProxyStatus(full(running), delegate),
-      { ...running, containerStatuses: [{ ...running.containerStatuses![0], restartCount: 1 }] },
+      { ...running, containerStatuses: [{ ...running.containerStatuses![0]!, restartCount: 1 }] },
       { ...running, podIP: '10.244.0.10' },
       { ...running, hostIPs: undefined, hostIP: undefined },
       { phase: 'Pending' },

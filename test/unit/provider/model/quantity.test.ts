@@ -84,7 +84,7 @@ describe('quantity', () => {
     }
     it('round-trips', () => {
       for (const [q, r] of [['1500m', 'cpu'], ['16Gi', 'memory'], ['110', 'pods'], ['123456789', 'memory']]) {
-        expect(formatQuantity(parseQuantity(q), r)).to.equal(q);
+        expect(formatQuantity(parseQuantity(q!), r!)).to.equal(q);
       }
     });
   });

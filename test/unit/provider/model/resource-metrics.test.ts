@@ -45,18 +45,18 @@ function metricsServerDecode(body: string): { node?: { cpuNs: number; memory: nu
   for (const line of body.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const [series, value, ts] = line.split(' ');
-    const name = series.split('{')[0];
+    const name = series!.split('{')[0]!;
     if (name === 'node_cpu_usage_seconds_total') node = { ...node, cpuNs: Math.trunc(Number(value) * 1e9), ts: Number(ts) };
     else if (name === 'node_memory_working_set_bytes') node = { ...node, memory: Number(value), ts: Number(ts) };
     else if (name.startsWith('container_') && ['container_cpu_usage_seconds_total', 'container_memory_working_set_bytes', 'container_start_time_seconds'].includes(name)) {
-      const pod = `${cut(series, 'namespace="')}/${cut(series, 'pod="')}`;
+      const pod = `${cut(series!, 'namespace="')}/${cut(series!, 'pod="')}`;
       const containers = pods.get(pod) ?? new Map();
       pods.set(pod, containers);
-      const c = containers.get(cut(series, 'container="')) ?? { cpuNs: 0, memory: 0, ts: 0 };
+      const c = containers.get(cut(series!, 'container="')) ?? { cpuNs: 0, memory: 0, ts: 0 };
       if (name === 'container_cpu_usage_seconds_total') Object.assign(c, { cpuNs: Math.trunc(Number(value) * 1e9), ts: Number(ts) });
       else if (name === 'container_memory_working_set_bytes') Object.assign(c, { memory: Number(value), ts: Number(ts) });
       else c.start = Number(value);
-      containers.set(cut(series, 'container="'), c);
+      containers.set(cut(series!, 'container="'), c);
     }
   }
   for (const [pod, containers] of pods) if ([...containers.values()].some((c) => c.cpuNs === 0 || c.memory === 0)) pods.delete(pod);
@@ -105,7 +105,7 @@ describe('renderResourceMetrics', () => {
   });
 
   it('escapes label values and never writes a non-finite value', () => {
-    const odd: NodeUsage = { ...usage, cpuCoreSeconds: NaN, pods: [{ ...usage.pods[0], name: 'a"b\\c\nd' }] };
+    const odd: NodeUsage = { ...usage, cpuCoreSeconds: NaN, pods: [{ ...usage.pods[0]!, name: 'a"b\\c\nd' }] };
     const { samples } = parsePrometheusText(renderResourceMetrics(odd));
     expect(samples.find((s) => s.name === 'container_memory_working_set_bytes')!.labels.pod).to.equal('a"b\\c\nd');
     expect(samples.find((s) => s.name === 'node_cpu_usage_seconds_total')!.value).to.equal(0);
@@ -194,7 +194,7 @@ describe('parsePodMetricsList', () => {
     };
     const read = parsePodMetricsList(body);
     expect([...read.keys()]).to.deep.equal(['good']);
-    expect(read.get('good')!.containers[0].cpuNanoCores).to.equal(1_000_000);
+    expect(read.get('good')!.containers[0]!.cpuNanoCores).to.equal(1_000_000);
     expect(parsePodMetricsList({ items: 'x' }).size).to.equal(0);
     expect(parsePodMetricsList(null).size).to.equal(0);
   });

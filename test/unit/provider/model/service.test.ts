@@ -283,7 +283,7 @@ describe('buildServiceCopy', () => {
     ['the selector differs', { ...stored, spec: { ...stored.spec, selector: { a: 'b' } } }, true],
     ['an annotation differs', { ...stored, metadata: { ...stored.metadata, annotations: {} } }, true],
     ["an earlier version's copy has external IPs", { ...stored, spec: { ...stored.spec, externalIPs: ['203.0.113.10'] } }, true],
-    ["an earlier version's copy is a LoadBalancer", { ...stored, spec: { ...stored.spec, type: 'LoadBalancer', ports: [{ ...stored.spec!.ports![0], nodePort: 31000 }] } }, true],
+    ["an earlier version's copy is a LoadBalancer", { ...stored, spec: { ...stored.spec, type: 'LoadBalancer', ports: [{ ...stored.spec!.ports![0]!, nodePort: 31000 }] } }, true],
     ["an earlier version's copy has a load-balancer annotation", { ...stored, metadata: { ...stored.metadata, annotations: { ...stored.metadata!.annotations, 'metallb.universe.tf/address-pool': 'p' } } }, true],
   ];
   for (const [why, existing, want] of updates) {

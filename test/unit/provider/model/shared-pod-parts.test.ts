@@ -71,21 +71,21 @@ describe('sharePodParts', () => {
       (p) => p.spec!.tolerations,
       (p) => p.spec!.nodeSelector,
       (p) => p.spec!.securityContext,
-      (p) => p.spec!.volumes![0].projected,
-      (p) => p.spec!.containers[0].env,
-      (p) => p.spec!.containers[0].ports,
-      (p) => p.spec!.containers[0].resources,
+      (p) => p.spec!.volumes![0]!.projected,
+      (p) => p.spec!.containers[0]!.env,
+      (p) => p.spec!.containers[0]!.ports,
+      (p) => p.spec!.containers[0]!.resources,
       (p) => p.status!.conditions![0],
       (p) => p.status!.conditions![1],
       (p) => p.status!.hostIPs,
-      (p) => p.status!.containerStatuses![0].state,
-      (p) => p.status!.containerStatuses![0].lastState,
+      (p) => p.status!.containerStatuses![0]!.state,
+      (p) => p.status!.containerStatuses![0]!.lastState,
     ];
     for (const part of same) {
       expect(part(a), String(part)).to.equal(part(b));
       expect(Object.isFrozen(part(a)), String(part)).to.equal(true);
     }
-    const own: Array<(p: V1Pod) => unknown> = [(p) => p.metadata, (p) => p.spec, (p) => p.spec!.volumes![0], (p) => p.spec!.containers[0], (p) => p.spec!.containers[0].volumeMounts, (p) => p.status, (p) => p.status!.containerStatuses![0], (p) => p.status!.podIPs];
+    const own: Array<(p: V1Pod) => unknown> = [(p) => p.metadata, (p) => p.spec, (p) => p.spec!.volumes![0], (p) => p.spec!.containers[0], (p) => p.spec!.containers[0]!.volumeMounts, (p) => p.status, (p) => p.status!.containerStatuses![0], (p) => p.status!.podIPs];
     for (const part of own) {
       expect(part(a), String(part)).to.not.equal(part(b));
       expect(Object.isFrozen(part(a)), String(part)).to.equal(false);
@@ -104,7 +104,7 @@ describe('sharePodParts', () => {
     const b = sharePodParts(workloadPod(2, '2026-11-25T06:44:16Z'), table);
     expect(a.status!.conditions![0]).to.equal(b.status!.conditions![0]);
     expect(a.status!.conditions![1]).to.not.equal(b.status!.conditions![1]);
-    expect(b.status!.conditions![1].lastTransitionTime).to.equal('2026-11-25T06:44:16Z');
+    expect(b.status!.conditions![1]!.lastTransitionTime).to.equal('2026-11-25T06:44:16Z');
   });
 
   it("leaves a delegate's labels and annotations, which name its proxy, out of the table", () => {
@@ -154,15 +154,15 @@ describe('sharePodParts', () => {
       (p) => p.metadata!.ownerReferences,
       (p) => p.spec!.affinity,
       (p) => p.spec!.nodeSelector,
-      (p) => p.spec!.volumes![0].projected,
-      (p) => p.spec!.containers[0].env,
-      (p) => p.spec!.containers[0].resources,
+      (p) => p.spec!.volumes![0]!.projected,
+      (p) => p.spec!.containers[0]!.env,
+      (p) => p.spec!.containers[0]!.resources,
       (p) => p.status!.conditions![0],
       (p) => p.status!.hostIPs,
-      (p) => p.status!.containerStatuses![0].lastState,
+      (p) => p.status!.containerStatuses![0]!.lastState,
     ];
     for (const part of unchanged) expect(part(shared), String(part)).to.equal(part(previous));
-    for (const part of [(p: V1Pod) => p.spec!.tolerations, (p: V1Pod) => p.status!.conditions![1], (p: V1Pod) => p.status!.containerStatuses![0].state]) {
+    for (const part of [(p: V1Pod) => p.spec!.tolerations, (p: V1Pod) => p.status!.conditions![1], (p: V1Pod) => p.status!.containerStatuses![0]!.state]) {
       expect(part(shared), String(part)).to.not.equal(part(previous));
       expect(Object.isFrozen(part(shared)), String(part)).to.equal(true);
     }

@@ -51,7 +51,7 @@ describe('buildSourceObjects: Source', () => {
   });
   it('hashes the binding name for a hyphenated namespace, as Admiralty', () => {
     const o = buildSourceObjects(source({ userName: 'u' }, 'my-ns'), 'Source');
-    expect(o.clusterRoleBindings[0].metadata!.name).to.equal('admiralty-source-my-ns-cluster1-cluster-summary-viewer-a5116f3f32');
+    expect(o.clusterRoleBindings[0]!.metadata!.name).to.equal('admiralty-source-my-ns-cluster1-cluster-summary-viewer-a5116f3f32');
   });
 
   const subjectCases: [string, Source['spec'], string[], boolean][] = [
@@ -68,7 +68,7 @@ describe('buildSourceObjects: Source', () => {
         expect(o.clusterRoleBindings).to.deep.equal([]);
       } else {
         expect(o.roleBinding!.subjects!.map((s) => s.kind)).to.deep.equal(kinds);
-        expect(o.clusterRoleBindings[0].subjects!.map((s) => s.kind)).to.deep.equal(kinds);
+        expect(o.clusterRoleBindings[0]!.subjects!.map((s) => s.kind)).to.deep.equal(kinds);
       }
     });
   }
@@ -111,7 +111,7 @@ describe('sourceOwnerSelector', () => {
     expect(sourceOwnerSelector('ClusterSource', '', 'c')).to.equal(`${P}cluster-source-name=c`);
   });
   it('keeps label values valid for long names', () => {
-    const v = sourceOwnerLabels('Source', 'ns', 'n'.repeat(200))[`${P}source-name`];
+    const v = sourceOwnerLabels('Source', 'ns', 'n'.repeat(200))[`${P}source-name`]!;
     expect(v.length).to.be.at.most(63);
   });
 });

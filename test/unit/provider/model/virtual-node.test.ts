@@ -198,7 +198,7 @@ describe('buildVirtualNode', () => {
         ['PIDPressure', 'False'],
       ]);
       expect(c[0]).to.include({ reason: 'R', message: 'M' });
-      expect(c[0].lastTransitionTime!.toISOString()).to.equal('2024-05-01T09:00:00.000Z');
+      expect(c[0]!.lastTransitionTime!.toISOString()).to.equal('2024-05-01T09:00:00.000Z');
       expect(c.every((x) => x.lastHeartbeatTime!.toISOString() === NOW)).to.equal(true);
     });
   }
@@ -278,7 +278,7 @@ describe('buildVirtualNodeStatusPatch', () => {
     );
     const patch = buildVirtualNodeStatusPatch(e, desired)!;
     expect(patch.capacity).to.deep.equal({ cpu: '1', memory: '0', pods: '0', 'nvidia.com/gpu': null });
-    expect(patch.conditions![0].lastTransitionTime!.toISOString()).to.equal(LATER);
+    expect(patch.conditions![0]!.lastTransitionTime!.toISOString()).to.equal(LATER);
   });
 });
 

@@ -192,7 +192,7 @@ describe('DelegationReconciler', () => {
       expect(body.metadata?.labels).to.include({ [PARENT_UID_LABEL]: UID, [PARENT_CLUSTER_NAME_LABEL]: CLUSTER, 'multicluster.admiralty.io/app': 'web' });
       expect(body.metadata?.annotations).to.include({ [PARENT_NAME_ANNOTATION]: 'web-0', [PARENT_NAMESPACE_ANNOTATION]: NS });
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Normal', 'DelegateCreated']]);
-      expect(events[0].message).to.contain('t1');
+      expect(events[0]!.message).to.contain('t1');
     });
 
     it('is idempotent: AlreadyExists (a lagging cache) is not an error and asks for a requeue', async () => {
@@ -281,13 +281,13 @@ describe('DelegationReconciler', () => {
 
     it("names the copies the follow reconciler made in the delegate's spec", async () => {
       const p = proxy();
-      p.spec!.containers[0].envFrom = [{ configMapRef: { name: 'settings' } }, { configMapRef: { name: 'target-own' } }];
+      p.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'settings' } }, { configMapRef: { name: 'target-own' } }];
       const { reconciler, targetCore, follow } = setup({ proxies: [p] });
       follow.ensureCopies.resolves({ configmap: new Map([['settings', 'settings-0123456789']]), secret: new Map() });
       await reconciler.reconcile(KEY);
       const { body } = targetCore.createNamespacedPod.firstCall.args[0];
       expect(body.metadata?.name).to.equal(delegateOf(p).metadata!.name);
-      expect(body.spec!.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: 'settings-0123456789' } }, { configMapRef: { name: 'target-own' } }]);
+      expect(body.spec!.containers[0]!.envFrom).to.deep.equal([{ configMapRef: { name: 'settings-0123456789' } }, { configMapRef: { name: 'target-own' } }]);
     });
 
     it('makes no delegate while a copy name is taken by an object that is not that copy: Delegated=False CopyConflict, and retries', async () => {
@@ -453,7 +453,7 @@ describe('DelegationReconciler', () => {
       sinon.assert.notCalled(source.patchNamespacedPod);
 
       // A change of a field the cache does not keep is still seen (by the digest) and written.
-      const restarted = delegateOf(p, { status: { ...running, containerStatuses: [{ ...running.containerStatuses![0], restartCount: 1 }] } });
+      const restarted = delegateOf(p, { status: { ...running, containerStatuses: [{ ...running.containerStatuses![0]!, restartCount: 1 }] } });
       const again = setup({ proxies: [proxies.get('web-0', NS)!], delegates: [restarted] });
       await again.reconciler.reconcile(KEY);
       sinon.assert.calledOnce(again.source.patchNamespacedPodStatus);
@@ -576,7 +576,7 @@ describe('DelegationReconciler', () => {
       await s.reconciler.reconcile(KEY);
       await s.reconciler.reconcile(KEY);
       expect(s.events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateStuckTerminating']]);
-      expect(s.events[0].message).to.equal(
+      expect(s.events[0]!.message).to.equal(
         `delegate ${d.metadata!.name} in t1 is still there more than 60 s past its deletion deadline 2024-05-01T09:58:59.999Z: its finalizers example.com/a, example.com/b hold it; this pod stays Terminating until it goes`,
       );
       sinon.assert.notCalled(s.targetCore.deleteNamespacedPod);
@@ -757,7 +757,7 @@ describe('DelegationReconciler', () => {
       sinon.assert.calledOnce(source.deleteNamespacedPod);
       expect(source.deleteNamespacedPod.firstCall.args[0]).to.deep.include({ name: 'web-0', namespace: NS, body: { preconditions: { uid: UID } } });
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateDeleted']]);
-      expect(events[0].message).to.contain('ReplicaSet');
+      expect(events[0]!.message).to.contain('ReplicaSet');
     });
 
     it('marks a bare proxy Failed, with terminated containers, from the proxy read (the cache keeps no container statuses)', async () => {
@@ -772,8 +772,8 @@ describe('DelegationReconciler', () => {
       const status = source.replaceNamespacedPodStatus.firstCall.args[0].body.status!;
       expect(status).to.include({ phase: 'Failed', reason: 'DelegateDeleted' });
       expect(status.message).to.contain('t1');
-      expect(status.containerStatuses![0].state?.terminated).to.include({ reason: 'DelegateDeleted', exitCode: 137 });
-      expect(status.containerStatuses![0].state?.terminated?.finishedAt).to.deep.equal(new Date(T0));
+      expect(status.containerStatuses![0]!.state?.terminated).to.include({ reason: 'DelegateDeleted', exitCode: 137 });
+      expect(status.containerStatuses![0]!.state?.terminated?.finishedAt).to.deep.equal(new Date(T0));
       expect(status.conditions).to.deep.equal([{ type: 'Ready', status: 'False', reason: 'DelegateDeleted', lastTransitionTime: new Date(T0) }]);
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateDeleted']]);
     });

@@ -179,8 +179,8 @@ describe('FollowReconciler', () => {
       expect(t1.core.createNamespacedSecret.firstCall.args[0].body.metadata?.name).to.equal(copy('pw'));
       // The delegate reads this source's copies, under their names.
       const delegate = t1.core.createNamespacedPod.firstCall.args[0].body;
-      expect(delegate.spec!.containers[0].envFrom).to.deep.equal([{ configMapRef: { name: copy('conf') } }]);
-      expect(delegate.spec!.containers[0].env![0].valueFrom!.secretKeyRef).to.deep.equal({ name: copy('pw'), key: 'password' });
+      expect(delegate.spec!.containers[0]!.envFrom).to.deep.equal([{ configMapRef: { name: copy('conf') } }]);
+      expect(delegate.spec!.containers[0]!.env![0]!.valueFrom!.secretKeyRef).to.deep.equal({ name: copy('pw'), key: 'password' });
       expect(cm.metadata?.labels).to.include({ [PARENT_UID_LABEL]: 'conf-uid', [PARENT_CLUSTER_NAME_LABEL]: CLUSTER });
       expect(cm.metadata?.annotations).to.include({ [PARENT_NAME_ANNOTATION]: 'conf', [PARENT_NAMESPACE_ANNOTATION]: NS });
       expect(cm.data).to.deep.equal({ mode: 'prod' });
@@ -216,7 +216,7 @@ describe('FollowReconciler', () => {
         sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
         sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
         expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyConflict']]);
-        expect(events[0].message).to.contain(copy('conf'));
+        expect(events[0]!.message).to.contain(copy('conf'));
       });
     }
 
@@ -229,7 +229,7 @@ describe('FollowReconciler', () => {
       sinon.assert.notCalled(t1.core.createNamespacedSecret);
       sinon.assert.notCalled(t1.core.replaceNamespacedSecret);
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyRefused']]);
-      expect(events[0].message).to.contain(`secret ${NS}/ci-admin-token is of type kubernetes.io/service-account-token`);
+      expect(events[0]!.message).to.contain(`secret ${NS}/ci-admin-token is of type kubernetes.io/service-account-token`);
 
       // A copy an earlier version made (as Opaque) goes, though a bound proxy still names it.
       const made = { ...copyOf(secret('ci-admin-token')), metadata: { ...copyOf(secret('ci-admin-token')).metadata, uid: 'old-copy' } };
@@ -297,7 +297,7 @@ describe('FollowReconciler', () => {
         expect(err).to.be.instanceOf(CopyConflictError).and.include({ reason: 'CopyConflict' });
         sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
         expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyConflict']]);
-        expect(events[0].message).to.contain(`configmap ${NS}/${copyName('conf', 'c9')}`).and.contain('belongs to another source').and.not.contain('c9"');
+        expect(events[0]!.message).to.contain(`configmap ${NS}/${copyName('conf', 'c9')}`).and.contain('belongs to another source').and.not.contain('c9"');
       });
     }
 

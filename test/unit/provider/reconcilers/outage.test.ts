@@ -76,7 +76,7 @@ function setup(o: { proxies?: V1Pod[]; namespace?: V1Namespace; targetPods?: V1P
     registry.setHealth(KEY, ready ? { ready, reason: 'TargetReady', message: 'ok', sinceMs } : { ready, reason: 'TargetUnreachable', message: 'connection refused', sinceMs });
   /** The proxy as the cache would see it after our condition patch. */
   const afterPatch = (p: V1Pod, call: number) => {
-    const cond = (source.patchNamespacedPodStatus.getCall(call).args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0];
+    const cond = (source.patchNamespacedPodStatus.getCall(call).args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0]!;
     const next = structuredClone(p);
     next.status!.conditions = [...next.status!.conditions!.filter((c) => c.type !== COND), cond];
     proxies.put(next);
@@ -86,7 +86,7 @@ function setup(o: { proxies?: V1Pod[]; namespace?: V1Namespace; targetPods?: V1P
   return { clock, source, targetCore, registry, proxies, reconciler, events, health, afterPatch, counted };
 }
 
-const conditionOf = (call: sinon.SinonSpyCall) => (call.args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0];
+const conditionOf = (call: sinon.SinonSpyCall) => (call.args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0]!;
 
 describe('OutageReconciler', () => {
   afterEach(() => sinon.restore());
@@ -245,7 +245,7 @@ describe('OutageReconciler', () => {
     await s.reconciler.reconcile(KEY);
     sinon.assert.notCalled(s.source.deleteNamespacedPod);
     expect(s.events.map((e) => e.reason)).to.deep.equal(['InvalidFailoverAfter']);
-    expect(s.events[0].message).to.match(/"one minute" is not a duration/);
+    expect(s.events[0]!.message).to.match(/"one minute" is not a duration/);
   });
 
   it('does nothing to proxies for a target that is not ready for another reason than an outage', async () => {
@@ -319,13 +319,13 @@ describe('OutageReconciler', () => {
       await s.reconciler.reconcile(KEY);
       const deleted = s.targetCore.deleteNamespacedPod.getCalls().map((c) => c.args[0]);
       expect(deleted.map((d) => d.name)).to.deep.equal(['gone-d', 'replaced-d']);
-      expect(deleted[0].body).to.deep.equal({ preconditions: { uid: 'd-gone-d' } });
-      expect(deleted[1].body).to.deep.equal({ preconditions: { uid: 'd-replaced-d' } });
+      expect(deleted[0]!.body).to.deep.equal({ preconditions: { uid: 'd-gone-d' } });
+      expect(deleted[1]!.body).to.deep.equal({ preconditions: { uid: 'd-replaced-d' } });
       // A cached proxy with the right UID needs no read.
       expect(s.source.readNamespacedPod.getCalls().map((c) => c.args[0].name)).to.not.include('live');
       expect(s.events.map((e) => `${e.kind}:${e.reason}`)).to.deep.equal(['Target:DelegatesFenced']);
       expect(await s.counted('fencedDelegates')).to.equal(2);
-      expect(s.events[0].message).to.include(`${NS}/gone-d`).and.include(`${NS}/replaced-d`);
+      expect(s.events[0]!.message).to.include(`${NS}/gone-d`).and.include(`${NS}/replaced-d`);
     });
 
     it('lists the target a page at a time, each page fenced before the next is asked for, and a page too large again smaller', async () => {
@@ -410,7 +410,7 @@ describe('OutageReconciler', () => {
       const said = `fencing ${NS}/c2 stopped: the server offered more than ${MAX_FENCE_DELEGATES} delegates of this source in ${NS}/c2 (at most ${MAX_FENCE_DELEGATES} delegates, more pods than a cluster holds, and 10 min); no new delegate goes there until a pass ends, and the next pass starts in 5 min`;
       expect(error?.message).to.equal(said);
       expect(s.events.map((e) => `${e.kind}:${e.type}:${e.reason}`)).to.deep.equal(['Target:Warning:FenceStopped']);
-      expect(s.events[0].message).to.equal(said);
+      expect(s.events[0]!.message).to.equal(said);
       sinon.assert.notCalled(s.targetCore.deleteNamespacedPod);
       expect(s.reconciler.mayCreateDelegates(KEY)).to.equal(false);
       // Probes wake the key every 10 s: no pass until the hold-off is over.

@@ -98,8 +98,8 @@ describe('ReplacementReconciler', () => {
     const s = setup({ proxies: [proxy('web-0', { owner: true })], delegates: [delegate('web-0', { unschedulableSinceMs: T0 - AFTER })] });
     expect(await s.reconciler.reconcile(KEY)).to.equal(undefined);
     expect(s.avoided).to.have.length(1);
-    expect(s.avoided[0].slice(0, 2)).to.deep.equal(['rs', KEY]);
-    expect(s.avoided[0][3]).to.equal(T0 + COOL);
+    expect(s.avoided[0]!.slice(0, 2)).to.deep.equal(['rs', KEY]);
+    expect(s.avoided[0]![3]).to.equal(T0 + COOL);
     expect(s.events.map((e) => [e.name, e.type, e.reason])).to.deep.equal([['web-0', 'Warning', 'Replacing']]);
     expect(s.source.deleteNamespacedPod.calledOnce).to.equal(true);
     expect(s.source.deleteNamespacedPod.firstCall.args[0]).to.deep.equal({ name: 'web-0', namespace: NS, gracePeriodSeconds: 0, body: { gracePeriodSeconds: 0, preconditions: { uid: 'uid-web-0' } } });
@@ -120,8 +120,8 @@ describe('ReplacementReconciler', () => {
     const s = setup({ proxies: [proxy('web-0', { owner: true })], delegates: [delegate('web-0', { node: 'c2-node-9' })] });
     await s.reconciler.reconcile(KEY);
     expect(s.source.deleteNamespacedPod.calledOnce).to.equal(true);
-    expect(s.events[0].message).to.match(/^delegate web-0-x1 ran on node c2-node-9, which apps\/c2 no longer has: /);
-    expect((await s.metrics.replacements.get()).values[0].labels).to.deep.equal({ target: KEY, reason: 'NodeLost' });
+    expect(s.events[0]!.message).to.match(/^delegate web-0-x1 ran on node c2-node-9, which apps\/c2 no longer has: /);
+    expect((await s.metrics.replacements.get()).values[0]!.labels).to.deep.equal({ target: KEY, reason: 'NodeLost' });
   });
 
   it('keeps a pod on a node missing from a summary that has not seen its delegate bound (the target stopped writing it)', async () => {
@@ -156,7 +156,7 @@ describe('ReplacementReconciler', () => {
     expect(s.source.deleteNamespacedPod.called).to.equal(false);
     expect(s.avoided).to.deep.equal([]);
     expect(s.source.patchNamespacedPodStatus.calledOnce).to.equal(true);
-    const written = (s.source.patchNamespacedPodStatus.firstCall.args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0];
+    const written = (s.source.patchNamespacedPodStatus.firstCall.args[0].body as { status: { conditions: V1PodCondition[] } }).status.conditions[0]!;
     expect(written).to.include({ type: COND, status: 'False', reason: 'CannotReplace' });
     expect(s.events.map((e) => e.reason)).to.deep.equal(['CannotReplace']);
 

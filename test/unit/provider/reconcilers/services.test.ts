@@ -62,7 +62,7 @@ function setup(opts: { services?: V1Service[]; proxies?: V1Pod[]; delegates?: Re
   const targets = { t1: serviceTarget('t1'), t2: serviceTarget('t2'), home: serviceTarget('home', true) };
   const registry = new ClusterRegistry();
   for (const [name, t] of Object.entries(targets)) registry.set(t.target, nodeOf(name));
-  const short = (key: string) => key.split('/')[1];
+  const short = (key: string) => key.split('/')[1]!;
   const delegates = new Map(Object.keys(targets).map((n) => [n, new MapCache<V1Pod>(...(opts.delegates?.[n] ?? []))]));
   const copies = new Map(Object.keys(targets).map((n) => [n, new MapCache<V1Service>(...(opts.copies?.[n] ?? []))]));
   const events: { type: string; reason: string; message: string; on: string }[] = [];

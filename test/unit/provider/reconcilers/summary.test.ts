@@ -181,7 +181,7 @@ describe('SummaryReconciler.reconcile', () => {
     clock.advance(500);
     await r.reconcile();
     expect(api.replaceClusterCustomObject.callCount).to.equal(1);
-    expect(state.stored!.nodePools![0].nodes[0].free).to.deep.equal({ cpu: '2500m', memory: '7Gi', pods: '109' });
+    expect(state.stored!.nodePools![0]!.nodes[0]!.free).to.deep.equal({ cpu: '2500m', memory: '7Gi', pods: '109' });
   });
 
   it('keeps writing after the wall clock is set back: the last write is not taken to be in the future', async () => {
@@ -213,7 +213,7 @@ describe('SummaryReconciler.reconcile', () => {
     await r.reconcile();
     expect(api.replaceClusterCustomObject.callCount).to.equal(1);
     expect(state.stored!.podsResourceVersion).to.equal('105');
-    expect(state.stored!.nodePools![0].nodes[0].free, 'nothing else changed').to.deep.equal({ cpu: '3500m', memory: '7Gi', pods: '110' });
+    expect(state.stored!.nodePools![0]!.nodes[0]!.free, 'nothing else changed').to.deep.equal({ cpu: '3500m', memory: '7Gi', pods: '110' });
   });
 
   it('publishes the RuntimeClasses once their cache has listed them, rewrites when one changes, and drops them when they cannot be read', async () => {

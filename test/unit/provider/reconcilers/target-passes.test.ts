@@ -8,7 +8,7 @@ const unreachable: TargetHealth = { ready: false, reason: 'TargetUnreachable', m
 const forbidden: TargetHealth = { ready: false, reason: 'TargetForbidden', message: 'no Source', sinceMs: 0 };
 
 describe('TargetPasses', () => {
-  const setup = (healths: Record<string, TargetHealth>) => new TargetPasses((key) => healths[key.split('/')[1]]);
+  const setup = (healths: Record<string, TargetHealth>) => new TargetPasses((key) => healths[key.split('/')[1]!]);
 
   it('passes over a target in an outage only, and owes it each key once', async () => {
     const healths: Record<string, TargetHealth> = { a: unreachable, b: forbidden };

@@ -631,7 +631,7 @@ describe('TargetsReconciler.reconcile', () => {
         const warnings = w.events.filter((e) => e.type === 'Warning');
         expect(warnings).to.have.length(1);
         expect(warnings[0]).to.deep.include({ reason: c.reason, kind: 'Target', name: 'local', namespace: 'default', uid: 'target-uid' });
-        expect(warnings[0].message).to.match(c.message);
+        expect(warnings[0]!.message).to.match(c.message);
 
         // The node exists anyway, NotReady for the same reason, with zero capacity (no summary).
         expect(w.src.core.createNode.callCount).to.equal(1);
@@ -1144,7 +1144,7 @@ describe('TargetsReconciler.reconcile', () => {
     await w.reconciler.reconcile(KEY);
     expect(w.src.core.createNode.callCount).to.equal(2);
     expect(w.src.nodes.get(NODE)!.metadata!.uid).to.equal('node-uid-2');
-    expect(w.src.leases.get(`kube-node-lease/${NODE}`)!.metadata!.ownerReferences![0].uid).to.equal('node-uid-2');
+    expect(w.src.leases.get(`kube-node-lease/${NODE}`)!.metadata!.ownerReferences![0]!.uid).to.equal('node-uid-2');
   });
 });
 

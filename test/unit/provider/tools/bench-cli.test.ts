@@ -40,7 +40,7 @@ describe('admiralty bench', () => {
       [[], []],
       [['--sizes', '100,1000,5000'], ['--sizes', '100,1000,5000']],
       [['--sizes=10', '--out', 'x'], ['--sizes=10', '--out', 'x']],
-    ]) {
+    ] as [string[], string[]][]) {
       const calls: Parameters<BenchRunner>[] = [];
       const { io: cliIo } = io();
       expect(await benchCli(args, cliIo, async (...call) => (calls.push(call), 0), root)).to.equal(0);

@@ -35,7 +35,7 @@ describe('export-kubeconfig', () => {
       expect(Object.keys(secret.stringData!)).to.deep.equal(['config']);
 
       const kc = new KubeConfig();
-      kc.loadFromString(secret.stringData!.config);
+      kc.loadFromString(secret.stringData!.config!);
       expect(kc.getCurrentContext()).to.equal('c2');
       expect(kc.getContextObject('c2')?.namespace).to.equal('team1');
       expect(kc.getCurrentCluster()).to.deep.include({ server: 'https://127.0.0.1:6443', caData: 'Q0E=', skipTLSVerify: false });
@@ -43,7 +43,7 @@ describe('export-kubeconfig', () => {
     });
 
     it('writes the raw kubeconfig keys kubectl expects', () => {
-      const config = parse(buildKubeconfigSecret(base).stringData!.config);
+      const config = parse(buildKubeconfigSecret(base).stringData!.config!);
       expect(config.clusters[0].cluster).to.deep.equal({ server: 'https://127.0.0.1:6443', 'certificate-authority-data': 'Q0E=' });
       expect(config['current-context']).to.equal('c2');
     });
@@ -53,11 +53,11 @@ describe('export-kubeconfig', () => {
     });
 
     it('skips TLS verification only when asked and no CA is known', () => {
-      const noCa = parse(buildKubeconfigSecret({ ...base, caData: undefined, insecureSkipTlsVerify: true }).stringData!.config);
+      const noCa = parse(buildKubeconfigSecret({ ...base, caData: undefined, insecureSkipTlsVerify: true }).stringData!.config!);
       expect(noCa.clusters[0].cluster).to.deep.equal({ server: 'https://127.0.0.1:6443', 'insecure-skip-tls-verify': true });
-      const withCa = parse(buildKubeconfigSecret({ ...base, insecureSkipTlsVerify: true }).stringData!.config);
+      const withCa = parse(buildKubeconfigSecret({ ...base, insecureSkipTlsVerify: true }).stringData!.config!);
       expect(withCa.clusters[0].cluster).to.not.have.property('insecure-skip-tls-verify');
-      const neither = parse(buildKubeconfigSecret({ ...base, caData: undefined }).stringData!.config);
+      const neither = parse(buildKubeconfigSecret({ ...base, caData: undefined }).stringData!.config!);
       expect(neither.clusters[0].cluster).to.deep.equal({ server: 'https://127.0.0.1:6443' });
     });
   });
@@ -131,7 +131,7 @@ describe('export-kubeconfig', () => {
       const code = await exportKubeconfigCli(['--kubeconfig', kubeconfig, '--context', 'target', '-n', 'team1', 'c1', '--as', 'c2', '--secret-namespace', 'src', '--duration', '48h'], io);
       expect(code, io.err()).to.equal(0);
       expect(requests).to.have.length(1);
-      expect(requests[0].body).to.deep.equal({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [], expirationSeconds: 48 * 3600 } });
+      expect(requests[0]!.body).to.deep.equal({ apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: [], expirationSeconds: 48 * 3600 } });
 
       const secret = parse(io.out());
       expect(secret.metadata).to.deep.equal({ name: 'c2', namespace: 'src' });
@@ -151,7 +151,7 @@ describe('export-kubeconfig', () => {
       const io = captureIo();
       const code = await exportKubeconfigCli(['--kubeconfig', kubeconfig, '--context', 'target', '-n', 'team1', 'c1', '--as', 'c2', '--server', 'https://target.example:6443', '--ca-file', other], io);
       expect(code, io.err()).to.equal(0);
-      expect(requests[0].body.spec.expirationSeconds).to.equal(DEFAULT_TOKEN_DURATION_SECONDS);
+      expect(requests[0]!.body.spec.expirationSeconds).to.equal(DEFAULT_TOKEN_DURATION_SECONDS);
       const kc = new KubeConfig();
       kc.loadFromString(parse(io.out()).stringData.config);
       expect(kc.getCurrentCluster()!.server).to.equal('https://target.example:6443');

@@ -65,8 +65,8 @@ describe('tools: status and explain output', () => {
       { name: 'admiralty-7d9-x', seenAs: 'pod', phase: 'Running', ready: true, leader: true },
       { name: 'admiralty-7d9-y', seenAs: 'pod', phase: 'Running', ready: false, leader: false },
     ]);
-    expect(c1.refusals.map((r) => [r.reason, r.count])).to.deep.equal([['NoNodeFits', 4], ['DelegateNotPlaced', 2], ['KeptOffAfterRefusal', 1]]);
-    expect(c2.refusals).to.deep.equal([]);
+    expect(c1!.refusals.map((r) => [r.reason, r.count])).to.deep.equal([['NoNodeFits', 4], ['DelegateNotPlaced', 2], ['KeptOffAfterRefusal', 1]]);
+    expect(c2!.refusals).to.deep.equal([]);
   });
 
   it('lists a leader outside the cluster, seen only as the Lease holder, and no leader once its Lease expired', () => {
@@ -177,7 +177,7 @@ describe('tools: status and explain output', () => {
     const printed: string[] = [];
     await printStatus({ collect: async () => input(), format: 'json', write: (t) => printed.push(t), clock });
     expect(printed).to.have.length(1);
-    expect(JSON.parse(printed[0]).cluster).to.equal('c1');
+    expect(JSON.parse(printed[0]!).cluster).to.equal('c1');
     expect(clock.pending()).to.equal(0);
   });
 });

@@ -51,7 +51,7 @@ describe('SPDY/3 header blocks', () => {
     const third = await c.compress({ streamtype: ['data'], port: ['8080'], requestid: ['0'] });
     c.close();
     // The first block starts a zlib stream whose header names the dictionary (FDICT bit).
-    expect(first[1] & 0x20).to.equal(0x20);
+    expect(first[1]! & 0x20).to.equal(0x20);
     expect(first.readUInt32BE(2)).to.equal(0xe3c6a7c2);
     // Later blocks continue the same stream: decode the concatenation with a fresh inflater.
     const opts = { dictionary: spdyHeaderDictionary(), finishFlush: zlib.constants.Z_SYNC_FLUSH };
@@ -85,7 +85,7 @@ describe('SPDY/3 header blocks', () => {
     const c = new HeaderCompressor();
     const d = new HeaderDecompressor();
     const blocks = await Promise.all(Array.from({ length: 20 }, (_, i) => c.compress({ requestid: [String(i)] })));
-    for (let i = 0; i < blocks.length; i++) expect(await d.decompress(blocks[i])).to.deep.equal({ requestid: [String(i)] });
+    for (let i = 0; i < blocks.length; i++) expect(await d.decompress(blocks[i]!)).to.deep.equal({ requestid: [String(i)] });
     c.close();
     d.close();
   });
@@ -94,7 +94,7 @@ describe('SPDY/3 header blocks', () => {
     /** Header block of `pairs` entries [name, value] (values may hold NULs), uncompressed. */
     const rawBlock = (pairs: Array<[string, string]>) => {
       const parts = [Buffer.alloc(4)];
-      parts[0].writeUInt32BE(pairs.length, 0);
+      parts[0]!.writeUInt32BE(pairs.length, 0);
       for (const [n, v] of pairs) {
         for (const s of [n, v]) {
           const len = Buffer.alloc(4);

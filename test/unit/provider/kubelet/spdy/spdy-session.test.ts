@@ -59,7 +59,7 @@ describe('SPDY session', () => {
     pair.client.write(encodeFrame({ type: 'syn_stream', streamId: 1, associatedStreamId: 0, priority: 0, slot: 0, fin: false, unidirectional: false, headerBlock: block }));
     await until(() => frames.length >= 2 && streams.length === 1);
     expect(frames.map((f) => f.type)).to.deep.equal(['ping', 'syn_reply']);
-    expect(streams[0].headers.streamtype).to.deep.equal(['data']);
+    expect(streams[0]!.headers.streamtype).to.deep.equal(['data']);
     c.close();
     await pair.close();
   });
@@ -167,10 +167,10 @@ describe('SPDY session', () => {
     pair.client.write(encodeFrame({ type: 'ping', id: 7 }));
     await new Promise((r) => setTimeout(r, 300));
     expect(frames.some((f) => f.type === 'ping')).to.equal(false);
-    expect(streams[0].readableLength).to.be.at.most(64 * 1024);
+    expect(streams[0]!.readableLength).to.be.at.most(64 * 1024);
     expect(pair.session.queuedInputBytes).to.be.at.most(INPUT_HIGH_WATER_BYTES + 2 * 65536);
     let read = 0;
-    streams[0].on('data', (b: Buffer) => (read += b.length));
+    streams[0]!.on('data', (b: Buffer) => (read += b.length));
     await until(() => frames.some((f) => f.type === 'ping'));
     expect(read).to.equal(32 * 32 * 1024);
     c.close();
