@@ -130,8 +130,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     metrics,
     registry,
     manager,
-    newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, cached) =>
-      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, strings, share: cached?.share && { table: subtrees, parts: cached.share }, budget: cached?.budget, logger, clock, metrics }),
+    newInformer: ({ share, ...spec }) => new Informer({ ...spec, strings, share: share && { table: subtrees, parts: share }, logger, clock, metrics }),
     newController: (name, reconciler, opts) => new Controller({ name, reconciler, workers: config.workers, shards: opts?.shards, maxBackoffMs: opts?.maxBackoffMs, clock, logger, metrics }),
   };
   await wire(w, coordination);
@@ -161,9 +160,13 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
 
   /** An informer over one of our CRDs, all namespaces. */
   const crdInformer = <T extends KubernetesObject>(plural: string) =>
-    w.newInformer<T>(plural, config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/${plural}`, (page) =>
-      custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, ...page }) as Promise<KubernetesListObject<T>>,
-    );
+    w.newInformer<T>({
+      name: plural,
+      cluster: config.clusterName,
+      kubeConfig: kc,
+      path: `/apis/${API_GROUP}/${API_VERSION}/${plural}`,
+      list: (page) => custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, ...page }) as Promise<KubernetesListObject<T>>,
+    });
 
   // Summary and sources run in every cluster (target side).
   if (enabled('summary')) wireSummary(w);
@@ -185,7 +188,13 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // proxies and delegates (constraints, volume sources, conditions) are one shared copy (see
   // sharePodParts).
   const proxies = enabled('delegation')
-    ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', (page) => core.listPodForAllNamespaces(page), `${HAS_FINALIZER_LABEL}=true`, undefined, {
+    ? w.newInformer<V1Pod>({
+        name: 'proxies',
+        cluster: config.clusterName,
+        kubeConfig: kc,
+        path: '/api/v1/pods',
+        list: (page) => core.listPodForAllNamespaces(page),
+        labelSelector: `${HAS_FINALIZER_LABEL}=true`,
         transform: proxyFields,
         share: sharePodParts,
         // The proxies whose terms judge every pod the extender places after them (symmetry).
@@ -202,7 +211,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const authorization = enabled('targets')
     ? new TargetAuthorization({ clock: w.clock, namespaces: () => (delegation?.namespaces.list() ?? []).map((n) => n.metadata?.name ?? '').filter((n) => n !== '') })
     : undefined;
-  const targetInformers = enabled('targets') ? wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key), (key) => delegation?.delegates(key), authorization) : undefined;
+  const targetInformers = enabled('targets') ? wireTargets(w, { coordination, crdInformer, proxies, afterProbe: (key) => afterProbe?.(key), delegates: (key) => delegation?.delegates(key), authorization }) : undefined;
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
@@ -220,6 +229,6 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     : undefined;
   afterProbe = delegation?.afterProbe;
 
-  if (memory) ({ binder, explain } = wireExtender(w, extenderRoutes, memory, refusals!, proxies, delegation, targetInformers, authorization));
+  if (memory) ({ binder, explain } = wireExtender(w, { routes: extenderRoutes, memory, refusals: refusals!, proxies, delegation, targets: targetInformers, authorization }));
   if (delegation) for (const r of delegation.runnables) manager.add(r);
 }

@@ -29,19 +29,30 @@ export interface TargetInformers {
  * delegates the target's summary counts. `authorization` is asked again on each probe of a
  * ClusterTarget from a Secret (see `TargetRegistryReconciler`).
  */
-export function wireTargets(
-  w: Wiring,
-  coordination: CoordinationV1Api,
-  crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>,
-  proxies: Informer<V1Pod> | undefined,
-  afterProbe: (targetKey: string) => void,
-  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined,
-  authorization?: TargetAuthorization,
-): TargetInformers {
+export interface TargetsWiringOptions {
+  coordination: CoordinationV1Api;
+  /** An informer over one of our CRDs, all namespaces. */
+  crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>;
+  proxies: Informer<V1Pod> | undefined;
+  /** Called with a target's key after each of its probes. */
+  afterProbe: (targetKey: string) => void;
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  authorization?: TargetAuthorization;
+}
+
+export function wireTargets(w: Wiring, options: TargetsWiringOptions): TargetInformers {
   const { config, kc, core, custom, manager } = w;
+  const { coordination, crdInformer, proxies, afterProbe, delegates, authorization } = options;
   const targets = crdInformer<Target & KubernetesObject>('targets');
   const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
-  const virtualNodes = w.newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', (page) => core.listNode(page), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
+  const virtualNodes = w.newInformer<V1Node>({
+    name: 'virtual-nodes',
+    cluster: config.clusterName,
+    kubeConfig: kc,
+    path: '/api/v1/nodes',
+    list: (page) => core.listNode(page),
+    labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`,
+  });
   const selfBindings = new SelfTargetBindings({
     rbac: kc.makeApiClient(RbacAuthorizationV1Api),
     authentication: kc.makeApiClient(AuthenticationV1Api),
