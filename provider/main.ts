@@ -17,7 +17,6 @@ import { EventRecorder } from './core/events.js';
 import { limitHeapGrowth } from './core/heap-growth.js';
 import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION, EVENT_COMPONENT } from './core/keys.js';
 import { LeaderElector } from './core/leader-election.js';
-import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
 import { proxyFields } from './model/proxy-status.js';
@@ -32,7 +31,7 @@ import type { TargetVerdict } from '../scheduler/extender-server.js';
 import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
 import type { Route } from './core/http-router.js';
-import { kubeletRunnable, startOpsServer, webhookRunnable } from './wiring/servers.js';
+import { kubeletRunnable, opsRunnable, webhookRunnable } from './wiring/servers.js';
 import { wireSummary } from './wiring/summary.js';
 import { wireTargets } from './wiring/targets.js';
 import { TargetAuthorization } from './reconcilers/target-authorization.js';
@@ -61,7 +60,6 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const registry = new Registry();
   const metrics = createMetrics(registry);
   const clock = realClock;
-  const lifecycle = new Lifecycle({ logger });
 
   const kc = new KubeConfig();
   try {
@@ -84,6 +82,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
 
   const manager = new Manager({
     logger,
+    clock,
     elector: config.leaderElect
       ? (callbacks) =>
           new LeaderElector({
@@ -110,9 +109,8 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     },
   });
 
-  // Health and metrics first, so probes answer while the rest starts.
-  const opsServer = await startOpsServer({ port: config.metricsPort, host: config.metricsBindAddress, registry, manager });
-  lifecycle.add('metrics server', () => new Promise<void>((res) => opsServer.close(() => res())));
+  // Health and metrics first, so probes answer while the rest starts (and last to stop).
+  manager.add(opsRunnable({ port: config.metricsPort, host: config.metricsBindAddress, registry, manager }));
 
   // One table of repeated string values, and one of repeated parts of objects, for every
   // informer of the process (see StringTable, SubtreeTable).
@@ -130,16 +128,34 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     metrics,
     registry,
     manager,
+    onHangup: (listener) => {
+      process.on('SIGHUP', listener);
+      return () => void process.off('SIGHUP', listener);
+    },
     newInformer: ({ share, ...spec }) => new Informer({ ...spec, strings, share: share && { table: subtrees, parts: share }, logger, clock, metrics }),
     newController: (name, reconciler, opts) => new Controller({ name, reconciler, workers: config.workers, shards: opts?.shards, maxBackoffMs: opts?.maxBackoffMs, clock, logger, metrics }),
   };
   await wire(w, coordination);
   await manager.start();
-  // On SIGTERM: not Ready and draining at once, the lease handed back, serving on through the
-  // delay while endpoints move to the other replicas, then stopped (README, "High availability").
-  lifecycle.add('manager', () => manager.stop(config.shutdownTimeoutSeconds * 1000, config.shutdownDelaySeconds * 1000));
   logger.info('provider started', { cluster: config.clusterName, components: config.enable, leaderElect: config.leaderElect });
-  return lifecycle.waitForSignal((config.shutdownDelaySeconds + config.shutdownTimeoutSeconds) * 1000);
+  const signal = await firstSignal(['SIGTERM', 'SIGINT']);
+  logger.info('shutting down', { signal });
+  // Not Ready and draining at once, the lease handed back, serving on through the delay while
+  // endpoints move to the other replicas, then stopped (README, "High availability").
+  await manager.shutdown(config.shutdownTimeoutSeconds * 1000, config.shutdownDelaySeconds * 1000);
+  return 0;
+}
+
+/** Resolves with the first of `signals` this process receives; its listeners are removed then. */
+function firstSignal(signals: NodeJS.Signals[]): Promise<NodeJS.Signals> {
+  return new Promise((res) => {
+    const listeners = signals.map((s) => [s, () => done(s)] as const);
+    const done = (s: NodeJS.Signals) => {
+      for (const [signal, listener] of listeners) process.off(signal, listener);
+      res(s);
+    };
+    for (const [signal, listener] of listeners) process.once(signal, listener);
+  });
 }
 
 /**

@@ -51,6 +51,8 @@ export interface Wiring {
   metrics: Metrics;
   registry: Registry;
   manager: Manager;
+  /** Calls `listener` on each SIGHUP (a forced certificate renewal) until the function it returns is called. */
+  onHangup: (listener: () => void) => () => void;
   newInformer: <T extends KubernetesObject>(spec: InformerSpec<T>) => Informer<T>;
   newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, opts?: { shards?: WorkQueueShards; maxBackoffMs?: number }) => Controller;
 }
