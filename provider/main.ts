@@ -34,6 +34,7 @@ import type { Route } from './core/http-router.js';
 import { kubeletRunnable, opsRunnable, webhookRunnable } from './wiring/servers.js';
 import { wireSummary } from './wiring/summary.js';
 import { wireTargets } from './wiring/targets.js';
+import { crdCache, proxiesCache } from './wiring/caches.js';
 import { TargetAuthorization } from './reconcilers/target-authorization.js';
 import type { Wiring } from './wiring/wiring.js';
 
@@ -80,9 +81,15 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const custom = kc.makeApiClient(CustomObjectsApi);
   const coordination = kc.makeApiClient(CoordinationV1Api);
 
+  // One table of repeated string values, and one of repeated parts of objects, for every
+  // informer of the process (see StringTable, SubtreeTable).
+  const strings = new StringTable();
+  const subtrees = new SubtreeTable();
   const manager = new Manager({
     logger,
     clock,
+    cluster: { name: config.clusterName, kubeConfig: kc },
+    informers: { strings, subtrees, metrics },
     elector: config.leaderElect
       ? (callbacks) =>
           new LeaderElector({
@@ -112,10 +119,6 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   // Health and metrics first, so probes answer while the rest starts (and last to stop).
   manager.add(opsRunnable({ port: config.metricsPort, host: config.metricsBindAddress, registry, manager }));
 
-  // One table of repeated string values, and one of repeated parts of objects, for every
-  // informer of the process (see StringTable, SubtreeTable).
-  const strings = new StringTable();
-  const subtrees = new SubtreeTable();
   const w: Wiring = {
     config,
     kc,
@@ -174,22 +177,12 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // Its caches are wired below; it reads them only when it serves a call.
   if (enabled('kubelet')) manager.add(kubeletRunnable(w, { proxies: () => proxies, delegates: (key) => delegation?.delegates(key), explain: () => explain, refusals: () => refusals }));
 
-  /** An informer over one of our CRDs, all namespaces. */
-  const crdInformer = <T extends KubernetesObject>(plural: string) =>
-    w.newInformer<T>({
-      name: plural,
-      cluster: config.clusterName,
-      kubeConfig: kc,
-      path: `/apis/${API_GROUP}/${API_VERSION}/${plural}`,
-      list: (page) => custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, ...page }) as Promise<KubernetesListObject<T>>,
-    });
-
   // Summary and sources run in every cluster (target side).
   if (enabled('summary')) wireSummary(w);
   if (enabled('sources')) {
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-    const sources = crdInformer<Source & KubernetesObject>('sources');
-    const clusterSources = crdInformer<ClusterSource & KubernetesObject>('clustersources');
+    const sources = crdCache<Source & KubernetesObject>(w, 'sources');
+    const clusterSources = crdCache<ClusterSource & KubernetesObject>(w, 'clustersources');
     const c = w.newController('sources', new SourcesReconciler({ core, rbac, sources, clusterSources, events: w.events }));
     c.watch(sources, (o) => [SourcesReconciler.keyOf(o, 'Source')]);
     c.watch(clusterSources, (o) => [SourcesReconciler.keyOf(o, 'ClusterSource')]);
@@ -197,26 +190,9 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   }
 
   // Source side: targets -> registry (every replica) and virtual nodes (the leader), proxies ->
-  // delegates, follow, services. The proxies informer serves delegation, the binder and the
-  // virtual nodes (what our proxies hold in each target). It keeps no container statuses nor IPs
-  // (delegation writes a proxy's status by patch and compares it by digest) and, of the saved
-  // manifest, only its scheduling fields (see proxyFields); the parts it repeats of other
-  // proxies and delegates (constraints, volume sources, conditions) are one shared copy (see
-  // sharePodParts).
-  const proxies = enabled('delegation')
-    ? w.newInformer<V1Pod>({
-        name: 'proxies',
-        cluster: config.clusterName,
-        kubeConfig: kc,
-        path: '/api/v1/pods',
-        list: (page) => core.listPodForAllNamespaces(page),
-        labelSelector: `${HAS_FINALIZER_LABEL}=true`,
-        transform: proxyFields,
-        share: sharePodParts,
-        // The proxies whose terms judge every pod the extender places after them (symmetry).
-        indexers: { [POD_AFFINITY_INDEX]: (p) => (mayHavePodTerms(p) ? [POD_AFFINITY_INDEX_VALUE] : []) },
-      })
-    : undefined;
+  // delegates, follow, services. The proxies cache serves delegation, the binder and the
+  // virtual nodes (what our proxies hold in each target): see proxiesCache.
+  const proxies = enabled('delegation') ? proxiesCache(w) : undefined;
   // Set once delegation is wired: the outage and replacement controllers look at a target after
   // each probe; the virtual nodes read the delegates' caches.
   let afterProbe: ((targetKey: string) => void) | undefined;
@@ -227,7 +203,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const authorization = enabled('targets')
     ? new TargetAuthorization({ clock: w.clock, namespaces: () => (delegation?.namespaces.list() ?? []).map((n) => n.metadata?.name ?? '').filter((n) => n !== '') })
     : undefined;
-  const targetInformers = enabled('targets') ? wireTargets(w, { coordination, crdInformer, proxies, afterProbe: (key) => afterProbe?.(key), delegates: (key) => delegation?.delegates(key), authorization }) : undefined;
+  const targetInformers = enabled('targets') ? wireTargets(w, { coordination, proxies, afterProbe: (key) => afterProbe?.(key), delegates: (key) => delegation?.delegates(key), authorization }) : undefined;
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;

@@ -1,5 +1,6 @@
 import type { Clock, ClockTimer } from '../core/clock.js';
 import { errorFields, type Logger } from '../core/logger.js';
+import { ClusterCaches, type CacheCluster, type InformerServices } from './cluster-caches.js';
 import type { Controller } from './controller.js';
 
 /** A cache the manager starts, stops and waits for: an informer. */
@@ -49,6 +50,10 @@ export interface ManagerOptions {
   logger: Logger;
   /** Every deadline and delay of the manager's (the drain, the stops) is measured on it. */
   clock: Clock;
+  /** The cluster this process runs in, whose caches {@link Manager.caches} makes. Without it, `caches()` throws. */
+  cluster?: CacheCluster;
+  /** What every informer the manager's caches make shares (the logger and clock default to the manager's). */
+  informers?: Omit<InformerServices, 'logger' | 'clock'>;
   /**
    * Builds the elector, given what to call on gaining and losing leadership; without it this
    * replica leads from the start (`--leader-elect=false`).
@@ -84,7 +89,26 @@ export class Manager {
   /** The shutdown's stop of the writers, once begun: whether they all stopped within its deadline. */
   private writersStopped?: Promise<boolean>;
 
-  constructor(private readonly o: ManagerOptions) {}
+  /** The caches of this process's cluster. */
+  private readonly home?: ClusterCaches;
+
+  constructor(private readonly o: ManagerOptions) {
+    if (o.cluster) this.home = new ClusterCaches(o.cluster, this.informerServices());
+  }
+
+  /**
+   * The caches of this process's cluster: a part asks them for what it reads (see
+   * {@link ClusterCaches.informer}) before the manager starts, and lists the caches its
+   * runnable reads in its `caches`; those asked for `everyReplica` start with the manager.
+   */
+  caches(): ClusterCaches {
+    if (!this.home) throw new Error('manager: no cluster to cache');
+    return this.home;
+  }
+
+  private informerServices(): InformerServices {
+    return { ...this.o.informers, logger: this.o.logger, clock: this.o.clock };
+  }
 
   /** Adds a runnable; runnables start in the order added and stop in reverse. Before `start()` only. */
   add(r: Runnable): void {
@@ -103,6 +127,10 @@ export class Manager {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    this.home?.freeze();
+    const warm = this.home?.everyReplica() ?? [];
+    // First, with no start of its own: the caches every replica reads, which readiness waits for.
+    if (warm.length > 0) this.runnables.unshift({ name: 'caches every replica reads', caches: warm, start: () => undefined, stop: () => undefined });
     for (const r of this.runnables.filter((x) => !x.needLeaderElection)) await this.startOne(r);
     if (this.o.elector) {
       this.elector = this.o.elector({ onStartedLeading: () => this.startedLeading(), onStoppedLeading: () => this.stoppedLeading() });

@@ -9,6 +9,7 @@ import type { CopyNames } from '../model/pod-references.js';
 import { copiesEvent, isAboutDelegateOf, targetEventsSelector } from '../model/proxy-event.js';
 import { sharePodParts } from '../model/shared-pod-parts.js';
 import type { CachedObjects, Wiring } from './wiring.js';
+import { namespacesCache } from './caches.js';
 
 /** What delegation gives the rest of the wiring. */
 export interface DelegationWiring {
@@ -56,18 +57,8 @@ export async function wireDelegation(
   const podEvents = targetEventsSelector(config.delegateEvents);
   // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
   // reference by name (least privilege: no list/watch of every Secret in the cluster).
-  const services = w.newInformer<V1Service>({ name: 'services', cluster: config.clusterName, kubeConfig: kc, path: '/api/v1/services', list: (page) => core.listServiceForAllNamespaces(page) });
-  // Opted-in namespaces only: the tenancy check needs no more, and a namespace whose label goes
-  // away leaves the cache (a watch with a selector reports it as deleted).
-  const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
-  const namespaces = w.newInformer<V1Namespace>({
-    name: 'namespaces',
-    cluster: config.clusterName,
-    kubeConfig: kc,
-    path: '/api/v1/namespaces',
-    list: (page) => core.listNamespace(page),
-    labelSelector: enabledSelector,
-  });
+  const services = w.manager.caches().informer<V1Service>({ name: 'services', resource: '/api/v1/services', list: (page) => core.listServiceForAllNamespaces(page) });
+  const namespaces = namespacesCache(w);
 
   const delegateListeners: Array<(targetKey: string, delegate: V1Pod, verb: 'add' | 'update' | 'delete') => void> = [];
   type TargetCaches = { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> };

@@ -21,6 +21,7 @@ import type { DelegationWiring } from './delegation.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import type { TargetInformers } from './targets.js';
 import type { Wiring } from './wiring.js';
+import { namespacesCache, proxiesCache } from './caches.js';
 
 /**
  * The scheduler extender (filter, prioritize and, with delegation, bind) on the webhook's
@@ -100,13 +101,12 @@ export function wireExtender(w: Wiring, options: ExtenderWiringOptions): { binde
   // are few and small; only what upstream's check reads is kept.
   const policy = delegation && w.kc.makeApiClient(PolicyV1Api);
   const budgets = policy
-    ? w.newInformer<V1PodDisruptionBudget>({
+    ? w.manager.caches().informer<V1PodDisruptionBudget>({
         name: 'disruption-budgets',
-        cluster: w.config.clusterName,
-        kubeConfig: w.kc,
-        path: '/apis/policy/v1/poddisruptionbudgets',
+        resource: '/apis/policy/v1/poddisruptionbudgets',
         list: (page) => policy.listPodDisruptionBudgetForAllNamespaces(page),
         transform: budgetFields,
+        everyReplica: true,
       })
     : undefined;
   // The routes go on the webhook's server; explain goes to the kubelet API.
@@ -193,6 +193,9 @@ export function wireExtender(w: Wiring, options: ExtenderWiringOptions): { binde
     })).routes,
   );
   // The binder reads proxies and namespaces, preemption the budgets: kept warm on every replica.
-  w.manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces, budgets!] : [], start: () => undefined, stop: () => undefined });
+  if (delegation) {
+    proxiesCache(w, { everyReplica: true });
+    namespacesCache(w, { everyReplica: true });
+  }
   return { binder, explain: extender.explain };
 }

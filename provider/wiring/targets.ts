@@ -14,6 +14,7 @@ import type { TargetAuthorization } from '../reconcilers/target-authorization.js
 import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
 import { AFTER_BINDING_MS, TargetsReconciler } from '../reconcilers/targets.js';
 import type { Wiring } from './wiring.js';
+import { crdCache, virtualNodesCache } from './caches.js';
 
 /** The caches of Targets and ClusterTargets, kept on every replica. */
 export interface TargetInformers {
@@ -31,8 +32,6 @@ export interface TargetInformers {
  */
 export interface TargetsWiringOptions {
   coordination: CoordinationV1Api;
-  /** An informer over one of our CRDs, all namespaces. */
-  crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>;
   proxies: Informer<V1Pod> | undefined;
   /** Called with a target's key after each of its probes. */
   afterProbe: (targetKey: string) => void;
@@ -42,17 +41,10 @@ export interface TargetsWiringOptions {
 
 export function wireTargets(w: Wiring, options: TargetsWiringOptions): TargetInformers {
   const { config, kc, core, custom, manager } = w;
-  const { coordination, crdInformer, proxies, afterProbe, delegates, authorization } = options;
-  const targets = crdInformer<Target & KubernetesObject>('targets');
-  const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
-  const virtualNodes = w.newInformer<V1Node>({
-    name: 'virtual-nodes',
-    cluster: config.clusterName,
-    kubeConfig: kc,
-    path: '/api/v1/nodes',
-    list: (page) => core.listNode(page),
-    labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`,
-  });
+  const { coordination, proxies, afterProbe, delegates, authorization } = options;
+  const targets = crdCache<Target & KubernetesObject>(w, 'targets');
+  const clusterTargets = crdCache<Target & KubernetesObject>(w, 'clustertargets');
+  const virtualNodes = virtualNodesCache(w);
   const selfBindings = new SelfTargetBindings({
     rbac: kc.makeApiClient(RbacAuthorizationV1Api),
     authentication: kc.makeApiClient(AuthenticationV1Api),
