@@ -17,7 +17,6 @@ import { EventRecorder } from './core/events.js';
 import { limitHeapGrowth } from './core/heap-growth.js';
 import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION, EVENT_COMPONENT } from './core/keys.js';
 import { LeaderElector } from './core/leader-election.js';
-import { Lifecycle } from './core/lifecycle.js';
 import { createLogger, errorFields } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
 import { proxyFields } from './model/proxy-status.js';
@@ -32,9 +31,10 @@ import type { TargetVerdict } from '../scheduler/extender-server.js';
 import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
 import { wireExtender } from './wiring/extender.js';
 import type { Route } from './core/http-router.js';
-import { kubeletRunnable, startOpsServer, webhookRunnable } from './wiring/servers.js';
+import { kubeletRunnable, opsRunnable, webhookRunnable } from './wiring/servers.js';
 import { wireSummary } from './wiring/summary.js';
 import { wireTargets } from './wiring/targets.js';
+import { crdCache, proxiesCache } from './wiring/caches.js';
 import { TargetAuthorization } from './reconcilers/target-authorization.js';
 import type { Wiring } from './wiring/wiring.js';
 
@@ -61,7 +61,6 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const registry = new Registry();
   const metrics = createMetrics(registry);
   const clock = realClock;
-  const lifecycle = new Lifecycle({ logger });
 
   const kc = new KubeConfig();
   try {
@@ -82,8 +81,15 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const custom = kc.makeApiClient(CustomObjectsApi);
   const coordination = kc.makeApiClient(CoordinationV1Api);
 
+  // One table of repeated string values, and one of repeated parts of objects, for every
+  // informer of the process (see StringTable, SubtreeTable).
+  const strings = new StringTable();
+  const subtrees = new SubtreeTable();
   const manager = new Manager({
     logger,
+    clock,
+    cluster: { name: config.clusterName, kubeConfig: kc },
+    informers: { strings, subtrees, metrics },
     elector: config.leaderElect
       ? (callbacks) =>
           new LeaderElector({
@@ -110,14 +116,9 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     },
   });
 
-  // Health and metrics first, so probes answer while the rest starts.
-  const opsServer = await startOpsServer({ port: config.metricsPort, host: config.metricsBindAddress, registry, manager });
-  lifecycle.add('metrics server', () => new Promise<void>((res) => opsServer.close(() => res())));
+  // Health and metrics first, so probes answer while the rest starts (and last to stop).
+  manager.add(opsRunnable({ port: config.metricsPort, host: config.metricsBindAddress, registry, manager }));
 
-  // One table of repeated string values, and one of repeated parts of objects, for every
-  // informer of the process (see StringTable, SubtreeTable).
-  const strings = new StringTable();
-  const subtrees = new SubtreeTable();
   const w: Wiring = {
     config,
     kc,
@@ -130,17 +131,34 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
     metrics,
     registry,
     manager,
-    newInformer: (name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, cached) =>
-      new Informer({ name, cluster, kubeConfig, path, list, labelSelector, fieldSelector, transform: cached?.transform, keep: cached?.keep, indexers: cached?.indexers, strings, share: cached?.share && { table: subtrees, parts: cached.share }, budget: cached?.budget, logger, clock, metrics }),
+    onHangup: (listener) => {
+      process.on('SIGHUP', listener);
+      return () => void process.off('SIGHUP', listener);
+    },
+    newInformer: ({ share, ...spec }) => new Informer({ ...spec, strings, share: share && { table: subtrees, parts: share }, logger, clock, metrics }),
     newController: (name, reconciler, opts) => new Controller({ name, reconciler, workers: config.workers, shards: opts?.shards, maxBackoffMs: opts?.maxBackoffMs, clock, logger, metrics }),
   };
   await wire(w, coordination);
   await manager.start();
-  // On SIGTERM: not Ready and draining at once, the lease handed back, serving on through the
-  // delay while endpoints move to the other replicas, then stopped (README, "High availability").
-  lifecycle.add('manager', () => manager.stop(config.shutdownTimeoutSeconds * 1000, config.shutdownDelaySeconds * 1000));
   logger.info('provider started', { cluster: config.clusterName, components: config.enable, leaderElect: config.leaderElect });
-  return lifecycle.waitForSignal((config.shutdownDelaySeconds + config.shutdownTimeoutSeconds) * 1000);
+  const signal = await firstSignal(['SIGTERM', 'SIGINT']);
+  logger.info('shutting down', { signal });
+  // Not Ready and draining at once, the lease handed back, serving on through the delay while
+  // endpoints move to the other replicas, then stopped (README, "High availability").
+  await manager.shutdown(config.shutdownTimeoutSeconds * 1000, config.shutdownDelaySeconds * 1000);
+  return 0;
+}
+
+/** Resolves with the first of `signals` this process receives; its listeners are removed then. */
+function firstSignal(signals: NodeJS.Signals[]): Promise<NodeJS.Signals> {
+  return new Promise((res) => {
+    const listeners = signals.map((s) => [s, () => done(s)] as const);
+    const done = (s: NodeJS.Signals) => {
+      for (const [signal, listener] of listeners) process.off(signal, listener);
+      res(s);
+    };
+    for (const [signal, listener] of listeners) process.once(signal, listener);
+  });
 }
 
 /**
@@ -159,18 +177,12 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   // Its caches are wired below; it reads them only when it serves a call.
   if (enabled('kubelet')) manager.add(kubeletRunnable(w, { proxies: () => proxies, delegates: (key) => delegation?.delegates(key), explain: () => explain, refusals: () => refusals }));
 
-  /** An informer over one of our CRDs, all namespaces. */
-  const crdInformer = <T extends KubernetesObject>(plural: string) =>
-    w.newInformer<T>(plural, config.clusterName, kc, `/apis/${API_GROUP}/${API_VERSION}/${plural}`, (page) =>
-      custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, ...page }) as Promise<KubernetesListObject<T>>,
-    );
-
   // Summary and sources run in every cluster (target side).
   if (enabled('summary')) wireSummary(w);
   if (enabled('sources')) {
     const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-    const sources = crdInformer<Source & KubernetesObject>('sources');
-    const clusterSources = crdInformer<ClusterSource & KubernetesObject>('clustersources');
+    const sources = crdCache<Source & KubernetesObject>(w, 'sources');
+    const clusterSources = crdCache<ClusterSource & KubernetesObject>(w, 'clustersources');
     const c = w.newController('sources', new SourcesReconciler({ core, rbac, sources, clusterSources, events: w.events }));
     c.watch(sources, (o) => [SourcesReconciler.keyOf(o, 'Source')]);
     c.watch(clusterSources, (o) => [SourcesReconciler.keyOf(o, 'ClusterSource')]);
@@ -178,20 +190,9 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   }
 
   // Source side: targets -> registry (every replica) and virtual nodes (the leader), proxies ->
-  // delegates, follow, services. The proxies informer serves delegation, the binder and the
-  // virtual nodes (what our proxies hold in each target). It keeps no container statuses nor IPs
-  // (delegation writes a proxy's status by patch and compares it by digest) and, of the saved
-  // manifest, only its scheduling fields (see proxyFields); the parts it repeats of other
-  // proxies and delegates (constraints, volume sources, conditions) are one shared copy (see
-  // sharePodParts).
-  const proxies = enabled('delegation')
-    ? w.newInformer<V1Pod>('proxies', config.clusterName, kc, '/api/v1/pods', (page) => core.listPodForAllNamespaces(page), `${HAS_FINALIZER_LABEL}=true`, undefined, {
-        transform: proxyFields,
-        share: sharePodParts,
-        // The proxies whose terms judge every pod the extender places after them (symmetry).
-        indexers: { [POD_AFFINITY_INDEX]: (p) => (mayHavePodTerms(p) ? [POD_AFFINITY_INDEX_VALUE] : []) },
-      })
-    : undefined;
+  // delegates, follow, services. The proxies cache serves delegation, the binder and the
+  // virtual nodes (what our proxies hold in each target): see proxiesCache.
+  const proxies = enabled('delegation') ? proxiesCache(w) : undefined;
   // Set once delegation is wired: the outage and replacement controllers look at a target after
   // each probe; the virtual nodes read the delegates' caches.
   let afterProbe: ((targetKey: string) => void) | undefined;
@@ -202,7 +203,7 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const authorization = enabled('targets')
     ? new TargetAuthorization({ clock: w.clock, namespaces: () => (delegation?.namespaces.list() ?? []).map((n) => n.metadata?.name ?? '').filter((n) => n !== '') })
     : undefined;
-  const targetInformers = enabled('targets') ? wireTargets(w, coordination, crdInformer, proxies, (key) => afterProbe?.(key), (key) => delegation?.delegates(key), authorization) : undefined;
+  const targetInformers = enabled('targets') ? wireTargets(w, { coordination, proxies, afterProbe: (key) => afterProbe?.(key), delegates: (key) => delegation?.delegates(key), authorization }) : undefined;
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;
@@ -220,6 +221,6 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
     : undefined;
   afterProbe = delegation?.afterProbe;
 
-  if (memory) ({ binder, explain } = wireExtender(w, extenderRoutes, memory, refusals!, proxies, delegation, targetInformers, authorization));
+  if (memory) ({ binder, explain } = wireExtender(w, { routes: extenderRoutes, memory, refusals: refusals!, proxies, delegation, targets: targetInformers, authorization }));
   if (delegation) for (const r of delegation.runnables) manager.add(r);
 }

@@ -1,4 +1,6 @@
+import type { Clock, ClockTimer } from '../core/clock.js';
 import { errorFields, type Logger } from '../core/logger.js';
+import { ClusterCaches, type CacheCluster, type InformerServices } from './cluster-caches.js';
 import type { Controller } from './controller.js';
 
 /** A cache the manager starts, stops and waits for: an informer. */
@@ -46,6 +48,12 @@ export interface Elector {
 
 export interface ManagerOptions {
   logger: Logger;
+  /** Every deadline and delay of the manager's (the drain, the stops) is measured on it. */
+  clock: Clock;
+  /** The cluster this process runs in, whose caches {@link Manager.caches} makes. Without it, `caches()` throws. */
+  cluster?: CacheCluster;
+  /** What every informer the manager's caches make shares (the logger and clock default to the manager's). */
+  informers?: Omit<InformerServices, 'logger' | 'clock'>;
   /**
    * Builds the elector, given what to call on gaining and losing leadership; without it this
    * replica leads from the start (`--leader-elect=false`).
@@ -81,7 +89,26 @@ export class Manager {
   /** The shutdown's stop of the writers, once begun: whether they all stopped within its deadline. */
   private writersStopped?: Promise<boolean>;
 
-  constructor(private readonly o: ManagerOptions) {}
+  /** The caches of this process's cluster. */
+  private readonly home?: ClusterCaches;
+
+  constructor(private readonly o: ManagerOptions) {
+    if (o.cluster) this.home = new ClusterCaches(o.cluster, this.informerServices());
+  }
+
+  /**
+   * The caches of this process's cluster: a part asks them for what it reads (see
+   * {@link ClusterCaches.informer}) before the manager starts, and lists the caches its
+   * runnable reads in its `caches`; those asked for `everyReplica` start with the manager.
+   */
+  caches(): ClusterCaches {
+    if (!this.home) throw new Error('manager: no cluster to cache');
+    return this.home;
+  }
+
+  private informerServices(): InformerServices {
+    return { ...this.o.informers, logger: this.o.logger, clock: this.o.clock };
+  }
 
   /** Adds a runnable; runnables start in the order added and stop in reverse. Before `start()` only. */
   add(r: Runnable): void {
@@ -100,6 +127,10 @@ export class Manager {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    this.home?.freeze();
+    const warm = this.home?.everyReplica() ?? [];
+    // First, with no start of its own: the caches every replica reads, which readiness waits for.
+    if (warm.length > 0) this.runnables.unshift({ name: 'caches every replica reads', caches: warm, start: () => undefined, stop: () => undefined });
     for (const r of this.runnables.filter((x) => !x.needLeaderElection)) await this.startOne(r);
     if (this.o.elector) {
       this.elector = this.o.elector({ onStartedLeading: () => this.startedLeading(), onStoppedLeading: () => this.stoppedLeading() });
@@ -129,16 +160,25 @@ export class Manager {
     this.stopping = true;
     if (drainMs > 0) this.o.logger.info('shutting down: not Ready; serving on while clients move to other replicas', { drainSeconds: drainMs / 1000 });
     for (const r of this.runnables) if (this.running.has(r)) r.drain?.();
-    const drained = new Promise<void>((res) => setTimeout(res, drainMs));
-    const deadline = Date.now() + deadlineMs;
+    const { clock } = this.o;
+    const drained = new Promise<void>((res) => clock.setTimeout(res, drainMs));
+    const deadline = clock.monotonicMs() + deadlineMs;
     await this.leaderTransition;
-    this.writersStopped = this.stopLeaders(Math.max(0, deadline - Date.now()));
+    this.writersStopped = this.stopLeaders(Math.max(0, deadline - clock.monotonicMs()));
     await this.writersStopped;
     // After the writers stopped: the next leader must not overlap with them.
     await this.elector?.release();
     await drained;
-    const rest = Date.now() + deadlineMs;
-    for (const r of [...this.runnables].reverse()) if (this.running.has(r)) await this.stopOne(r, Math.max(0, rest - Date.now()));
+    const rest = clock.monotonicMs() + deadlineMs;
+    for (const r of [...this.runnables].reverse()) if (this.running.has(r)) await this.stopOne(r, Math.max(0, rest - clock.monotonicMs()));
+  }
+
+  /**
+   * {@link stop}, given up on past `drainMs + deadlineMs` (an elector's release that hangs, a
+   * leader's start in progress that does not end): the process then exits all the same.
+   */
+  async shutdown(deadlineMs: number, drainMs = 0): Promise<void> {
+    if (!(await within(this.o.clock, this.stop(deadlineMs, drainMs), drainMs + deadlineMs))) this.o.logger.warn('shutdown: not every part stopped within its deadline', { deadlineSeconds: (drainMs + deadlineMs) / 1000 });
   }
 
   private startedLeading(): void {
@@ -156,14 +196,14 @@ export class Manager {
 
   private stoppedLeading(): void {
     this.leading = false;
-    const stepDownAt = Date.now() + this.o.stepDownDeadlineMs;
+    const stepDownAt = this.o.clock.monotonicMs() + this.o.stepDownDeadlineMs;
     this.leaderTransition = this.leaderTransition
       .then(() => this.stopLeaders(this.o.stepDownDeadlineMs))
       .then(async (inTime) => {
         // A loss during a shutdown: the shutdown stops the writers already, on its own longer
         // deadline. Past the step-down deadline another replica may lead, so a writer still at
         // work then (a call that hangs) must not outlive this process, shutdown or not.
-        if (this.stopping && this.writersStopped) inTime = inTime && (await within(this.writersStopped, stepDownAt - Date.now()));
+        if (this.stopping && this.writersStopped) inTime = inTime && (await within(this.o.clock, this.writersStopped, stepDownAt - this.o.clock.monotonicMs()));
         this.o.logger.warn(inTime ? 'leadership lost: writers stopped' : 'leadership lost: the writers did not stop within the step-down deadline');
         if (!this.stopping || !inTime) this.o.onLostLeadership?.();
       });
@@ -171,10 +211,10 @@ export class Manager {
 
   /** Stops the leader's runnables within `deadlineMs`; resolves with whether every one stopped in time. */
   private async stopLeaders(deadlineMs: number): Promise<boolean> {
-    const deadline = Date.now() + deadlineMs;
+    const deadline = this.o.clock.monotonicMs() + deadlineMs;
     const leaders = this.runnables.filter((r) => r.needLeaderElection && this.running.has(r)).reverse();
     // All at once: each stops taking work at its first step, so no writer waits for another.
-    const stopped = await Promise.all(leaders.map((r) => this.stopOne(r, Math.max(0, deadline - Date.now()))));
+    const stopped = await Promise.all(leaders.map((r) => this.stopOne(r, Math.max(0, deadline - this.o.clock.monotonicMs()))));
     return stopped.every(Boolean);
   }
 
@@ -197,7 +237,7 @@ export class Manager {
     this.running.delete(r);
     let inTime = true;
     try {
-      inTime = await within(Promise.resolve(r.stop(deadlineMs)), deadlineMs);
+      inTime = await within(this.o.clock, Promise.resolve(r.stop(deadlineMs)), deadlineMs);
     } catch (err) {
       this.o.logger.warn('stopping a runnable failed', { runnable: r.name, ...errorFields(err) });
     }
@@ -222,12 +262,12 @@ export function leaderController(c: Controller, caches: readonly Cache[]): Runna
   return { name: c.name, needLeaderElection: true, caches, start: () => c.start(), stop: (ms) => c.stop(ms) };
 }
 
-/** Whether `p` settles within `ms` (its rejection is thrown); the timer is cleared either way. */
-async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
+/** Whether `p` settles within `ms` on `clock` (its rejection is thrown); the timer is cleared either way. */
+async function within(clock: Clock, p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ClockTimer | undefined;
   try {
-    return await Promise.race([p.then(() => true), new Promise<boolean>((res) => (timer = setTimeout(() => res(false), Math.max(0, ms))))]);
+    return await Promise.race([p.then(() => true), new Promise<boolean>((res) => (timer = clock.setTimeout(() => res(false), Math.max(0, ms))))]);
   } finally {
-    clearTimeout(timer);
+    if (timer) clock.clearTimeout(timer);
   }
 }

@@ -9,6 +9,7 @@ import type { CopyNames } from '../model/pod-references.js';
 import { copiesEvent, isAboutDelegateOf, targetEventsSelector } from '../model/proxy-event.js';
 import { sharePodParts } from '../model/shared-pod-parts.js';
 import type { CachedObjects, Wiring } from './wiring.js';
+import { namespacesCache } from './caches.js';
 
 /** What delegation gives the rest of the wiring. */
 export interface DelegationWiring {
@@ -56,11 +57,8 @@ export async function wireDelegation(
   const podEvents = targetEventsSelector(config.delegateEvents);
   // No informer over the source's ConfigMaps and Secrets: follow reads those that proxies
   // reference by name (least privilege: no list/watch of every Secret in the cluster).
-  const services = w.newInformer<V1Service>('services', config.clusterName, kc, '/api/v1/services', (page) => core.listServiceForAllNamespaces(page));
-  // Opted-in namespaces only: the tenancy check needs no more, and a namespace whose label goes
-  // away leaves the cache (a watch with a selector reports it as deleted).
-  const enabledSelector = `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`;
-  const namespaces = w.newInformer<V1Namespace>('namespaces', config.clusterName, kc, '/api/v1/namespaces', (page) => core.listNamespace(page), enabledSelector);
+  const services = w.manager.caches().informer<V1Service>({ name: 'services', resource: '/api/v1/services', list: (page) => core.listServiceForAllNamespaces(page) });
+  const namespaces = namespacesCache(w);
 
   const delegateListeners: Array<(targetKey: string, delegate: V1Pod, verb: 'add' | 'update' | 'delete') => void> = [];
   type TargetCaches = { delegates: Informer<V1Pod>; configMaps: Informer<V1ConfigMap>; secrets: Informer<V1Secret>; services: Informer<V1Service>; events: Informer<CoreV1Event> };
@@ -189,8 +187,8 @@ export async function wireDelegation(
     // What the target's server can make its informers hold is bounded by one budget for all
     // of them (see CacheBudget); its refusal makes the target not Ready.
     const budget = clusters.cacheBudget(t.key);
-    const informer = <T extends KubernetesObject>(name: string, resource: string, fn: InformerOptions<T>['list'], cached?: CachedObjects<T>) =>
-      w.newInformer<T>(name, t.displayName, t.kubeConfig, path(resource), fn, ours, undefined, { ...cached, budget });
+    const informer = <T extends KubernetesObject>(name: string, resource: string, list: InformerOptions<T>['list'], cached?: CachedObjects<T>) =>
+      w.newInformer<T>({ ...cached, name, cluster: t.displayName, kubeConfig: t.kubeConfig, path: path(resource), list, labelSelector: ours, budget });
     const entry = {
       delegates: informer<V1Pod>(
         'delegates',
@@ -210,18 +208,19 @@ export async function wireDelegation(
       // the cache grows with our delegates' events, not with the target's; of those, what is
       // copied and what cluster-autoscaler says about a pending delegate (the bind and
       // re-placement read it).
-      events: w.newInformer<CoreV1Event>('delegate-events', t.displayName, t.kubeConfig, path('events'), (page) =>
-        ns ? t.core.listNamespacedEvent({ namespace: ns, ...page }) : t.core.listEventForAllNamespaces(page),
-        undefined,
-        podEvents,
-        {
-          keep: (ev) =>
-            (copiesEvent(config.delegateEvents, ev) || isAutoscalerVerdict(ev)) &&
-            (!proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace))),
-          indexers: { [DelegateEventsReconciler.BY_POD_INDEX]: DelegateEventsReconciler.eventsByPod },
-          budget,
-        },
-      ),
+      events: w.newInformer<CoreV1Event>({
+        name: 'delegate-events',
+        cluster: t.displayName,
+        kubeConfig: t.kubeConfig,
+        path: path('events'),
+        list: (page) => (ns ? t.core.listNamespacedEvent({ namespace: ns, ...page }) : t.core.listEventForAllNamespaces(page)),
+        fieldSelector: podEvents,
+        keep: (ev) =>
+          (copiesEvent(config.delegateEvents, ev) || isAutoscalerVerdict(ev)) &&
+          (!proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace))),
+        indexers: { [DelegateEventsReconciler.BY_POD_INDEX]: DelegateEventsReconciler.eventsByPod },
+        budget,
+      }),
     };
     perTarget.set(t.key, entry);
     const perTargetOnly = { waitForSync: false };

@@ -21,6 +21,7 @@ import type { DelegationWiring } from './delegation.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import type { TargetInformers } from './targets.js';
 import type { Wiring } from './wiring.js';
+import { namespacesCache, proxiesCache } from './caches.js';
 
 /**
  * The scheduler extender (filter, prioritize and, with delegation, bind) on the webhook's
@@ -29,16 +30,19 @@ import type { Wiring } from './wiring.js';
  * placing, and the extender's `explain` (for `kubectl admiralty explain`). Both count what they
  * turn away in `refusals` (for `kubectl admiralty status`).
  */
-export function wireExtender(
-  w: Wiring,
-  routes: Route[],
-  memory: PlacementMemory,
-  refusals: RefusalLog,
-  proxies: Informer<V1Pod> | undefined,
-  delegation: DelegationWiring | undefined,
-  targets: TargetInformers | undefined,
-  authorization: TargetAuthorization | undefined,
-): { binder: Binder | undefined; explain: (pod: V1Pod) => TargetVerdict[] } {
+export interface ExtenderWiringOptions {
+  /** The webhook server's routes, which the extender's join. */
+  routes: Route[];
+  memory: PlacementMemory;
+  refusals: RefusalLog;
+  proxies: Informer<V1Pod> | undefined;
+  delegation: DelegationWiring | undefined;
+  targets: TargetInformers | undefined;
+  authorization: TargetAuthorization | undefined;
+}
+
+export function wireExtender(w: Wiring, options: ExtenderWiringOptions): { binder: Binder | undefined; explain: (pod: V1Pod) => TargetVerdict[] } {
+  const { routes, memory, refusals, proxies, delegation, targets, authorization } = options;
   const targetOf = (key: string) => {
     const ref = parseTargetKey(key);
     return { ref, obj: ref.kind === 'Target' ? targets?.targets.get(ref.name, ref.namespace) : targets?.clusterTargets.get(ref.name) };
@@ -97,16 +101,13 @@ export function wireExtender(
   // are few and small; only what upstream's check reads is kept.
   const policy = delegation && w.kc.makeApiClient(PolicyV1Api);
   const budgets = policy
-    ? w.newInformer<V1PodDisruptionBudget>(
-        'disruption-budgets',
-        w.config.clusterName,
-        w.kc,
-        '/apis/policy/v1/poddisruptionbudgets',
-        (page) => policy.listPodDisruptionBudgetForAllNamespaces(page),
-        undefined,
-        undefined,
-        { transform: budgetFields },
-      )
+    ? w.manager.caches().informer<V1PodDisruptionBudget>({
+        name: 'disruption-budgets',
+        resource: '/apis/policy/v1/poddisruptionbudgets',
+        list: (page) => policy.listPodDisruptionBudgetForAllNamespaces(page),
+        transform: budgetFields,
+        everyReplica: true,
+      })
     : undefined;
   // The routes go on the webhook's server; explain goes to the kubelet API.
   let extender: Extender;
@@ -192,6 +193,9 @@ export function wireExtender(
     })).routes,
   );
   // The binder reads proxies and namespaces, preemption the budgets: kept warm on every replica.
-  w.manager.add({ name: 'extender', caches: delegation ? [proxies!, delegation.namespaces, budgets!] : [], start: () => undefined, stop: () => undefined });
+  if (delegation) {
+    proxiesCache(w, { everyReplica: true });
+    namespacesCache(w, { everyReplica: true });
+  }
   return { binder, explain: extender.explain };
 }

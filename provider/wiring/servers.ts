@@ -12,7 +12,6 @@ import { WebhookCertificates } from '../../webhook/webhook-certificates.js';
 import { ProxySchedulerClientCertificate } from '../../webhook/proxy-scheduler-client-certificate.js';
 import { WebhookCertificateRotation } from '../../webhook/webhook-certificate-rotation.js';
 import type { Manager, Runnable } from '../controller/manager.js';
-import { realClock } from '../core/clock.js';
 import { errorFields } from '../core/logger.js';
 import { createKubeletAuthorizer } from '../kubelet/auth.js';
 import { readClusterClientCa } from '../kubelet/client-ca.js';
@@ -32,7 +31,7 @@ import type { ObjectCache } from '../controller/object-cache.js';
 
 /** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
 export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Runnable {
-  const { config, kc, core, registry, metrics, logger } = w;
+  const { config, kc, core, registry, metrics, logger, clock, onHangup } = w;
   let stop: () => Promise<void> = async () => undefined;
   let drain = () => undefined as void;
   const start = async () => {
@@ -41,7 +40,7 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
       ? [config.webhookServiceName, `${config.webhookServiceName}.${config.namespace}`, `${config.webhookServiceName}.${config.namespace}.svc`, `${config.webhookServiceName}.${config.namespace}.svc.cluster.local`]
       : ['localhost'];
     const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
-    const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock: realClock });
+    const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock });
     let server: WebhookServer | undefined;
     // Keeps the serving certificate, the webhook configuration's caBundle (no cert-manager needed)
     // and, when this process serves the extender, the proxy scheduler's client certificate: the
@@ -50,13 +49,13 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
       certs,
       webhookConfigName: config.webhookConfigName,
       clientCertificate: config.enable.includes('extender')
-        ? new ProxySchedulerClientCertificate({ core, namespace: config.namespace, secretName: 'admiralty-proxy-scheduler-client', commonName: PROXY_SCHEDULER_CLIENT_CN, clock: realClock })
+        ? new ProxySchedulerClientCertificate({ core, namespace: config.namespace, secretName: 'admiralty-proxy-scheduler-client', commonName: PROXY_SCHEDULER_CLIENT_CN, clock })
         : undefined,
       serve: (pair, trustedCaPems) => {
         server?.swap(pair, trustedCaPems);
         logger.info('webhook certificate or trusted CAs rotated', { trustedCas: trustedCaPems.length });
       },
-      clock: realClock,
+      clock,
       onError: (what, err) =>
         what === 'caBundle'
           ? logger.warn('could not update the webhook caBundle', { ...errorFields(err), config: config.webhookConfigName })
@@ -100,11 +99,12 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
     });
     server = listening;
     // SIGHUP forces a renewal (and a new CA if the Secret was deleted), e.g. after a key leak.
-    process.on('SIGHUP', () => void rotation.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
+    const stopHearingHangups = onHangup(() => void rotation.rotateNow().catch((err) => logger.warn('forced webhook certificate rotation failed', errorFields(err))));
     await new Promise<void>((res) => listening.server.listen(config.webhookPort, config.webhookBindAddress, () => res()));
     logger.info('webhook listening', { address: config.webhookBindAddress, port: config.webhookPort });
     drain = () => listening.drain();
     stop = async () => {
+      stopHearingHangups();
       rotation.stop();
       await listening.close();
       await pool?.close();
@@ -125,7 +125,7 @@ export interface KubeletCaches {
 
 /** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
 export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
-  const { config, kc, core, custom, clusters, registry, metrics, logger, events, clock } = w;
+  const { config, kc, core, custom, clusters, registry, metrics, logger, events, clock, onHangup } = w;
   let stop: () => Promise<void> = async () => undefined;
   let drain = () => undefined as void;
   /** Says on the Target (or ClusterTarget) when its metrics API stops or starts answering. */
@@ -146,7 +146,7 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
       ipAddresses: [config.kubeletAddress],
       dnsNames: [],
       signerName: config.kubeletServingSigner,
-      clock: realClock,
+      clock,
       logger,
     });
     const first = await serving.issue();
@@ -187,14 +187,16 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
         server.setCertificate(pair.certPem, pair.keyPem);
         metrics.certificateExpiry.set({ certificate: 'kubelet' }, readCertificate(pair.certPem).notAfter.getTime() / 1000);
       },
-      clock: realClock,
+      clock,
       onError: (err) => logger.warn('kubelet certificate renewal failed', errorFields(err)),
     });
     await rotator.start(first);
-    process.on('SIGHUP', () => void rotator.rotateNow().catch((err) => logger.warn('forced kubelet certificate rotation failed', errorFields(err))));
+    // SIGHUP forces a renewal, as for the webhook's.
+    const stopHearingHangups = onHangup(() => void rotator.rotateNow().catch((err) => logger.warn('forced kubelet certificate rotation failed', errorFields(err))));
     logger.info('kubelet API listening', { address: config.kubeletBindAddress, port: config.kubeletPort, selfSigned: first.selfSigned });
     drain = () => server.drain();
     stop = async () => {
+      stopHearingHangups();
       rotator.stop();
       await server.close();
     };
@@ -207,7 +209,16 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
  * synced, not shutting down), on the leader and on a standby alike; `/leaderz` says which
  * replica leads, for operators and the sandbox's tests (no secret in it).
  */
-export async function startOpsServer(o: { port: number; host: string; registry: Registry; manager: Pick<Manager, 'readiness' | 'isLeader'> }): Promise<Server> {
+export function opsRunnable(o: { port: number; host: string; registry: Registry; manager: Pick<Manager, 'readiness' | 'isLeader'> }): Runnable {
+  let server: Server | undefined;
+  return {
+    name: 'metrics server',
+    start: async () => void (server = await startOpsServer(o)),
+    stop: () => new Promise<void>((res) => (server ? server.close(() => res()) : res())),
+  };
+}
+
+async function startOpsServer(o: { port: number; host: string; registry: Registry; manager: Pick<Manager, 'readiness' | 'isLeader'> }): Promise<Server> {
   const ops = express();
   // Scrapers do not revalidate: an ETag would only cost a SHA-1 of every scrape.
   ops.disable('etag');

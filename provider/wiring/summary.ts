@@ -46,22 +46,21 @@ export function assignedPodsSelector(virtualNodes: ReadonlySet<string>): string 
  */
 export function wireSummary(w: Wiring): void {
   const { config, kc, core, custom, manager } = w;
-  const nodes = w.newInformer<V1Node>('nodes', config.clusterName, kc, '/api/v1/nodes', (page) => core.listNode(page));
+  const caches = manager.caches();
+  const nodes = caches.informer<V1Node>({ name: 'nodes', resource: '/api/v1/nodes', list: (page) => core.listNode(page) });
   const virtualNodes = new Set<string>();
   const onVirtualNode = (p: V1Pod) => {
     const node = nodes.get(p.spec?.nodeName ?? '');
     return !!node && isVirtualNode(node);
   };
-  const pods = w.newInformer<V1Pod>(
-    'assigned-pods',
-    config.clusterName,
-    kc,
-    '/api/v1/pods',
-    (page) => core.listPodForAllNamespaces(page),
-    undefined,
-    () => assignedPodsSelector(virtualNodes),
-    { transform: summaryPodFields, keep: (p) => !onVirtualNode(p) },
-  );
+  const pods = caches.informer<V1Pod>({
+    name: 'assigned-pods',
+    resource: '/api/v1/pods',
+    list: (page) => core.listPodForAllNamespaces(page),
+    fieldSelector: () => assignedPodsSelector(virtualNodes),
+    transform: summaryPodFields,
+    keep: (p) => !onVirtualNode(p),
+  });
   const follow = (node: V1Node, present: boolean) => {
     const name = node.metadata?.name;
     if (!name) return;
@@ -73,7 +72,7 @@ export function wireSummary(w: Wiring): void {
   };
   /** A cluster-scoped informer over a class of objects whose fields `transform` keeps. */
   const classes = <T extends KubernetesObject>(name: string, path: string, list: InformerOptions<T>['list'], transform: (obj: T) => T) =>
-    w.newInformer<T>(name, config.clusterName, kc, path, list, undefined, undefined, { transform });
+    caches.informer<T>({ name, resource: path, list, transform });
   const nodeApi = kc.makeApiClient(NodeV1Api);
   const schedulingApi = kc.makeApiClient(SchedulingV1Api);
   const runtimeClasses = classes<V1RuntimeClass>('runtime-classes', '/apis/node.k8s.io/v1/runtimeclasses', (page) => nodeApi.listRuntimeClass(page), summaryRuntimeClassFields);

@@ -14,6 +14,7 @@ import type { TargetAuthorization } from '../reconcilers/target-authorization.js
 import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
 import { AFTER_BINDING_MS, TargetsReconciler } from '../reconcilers/targets.js';
 import type { Wiring } from './wiring.js';
+import { crdCache, virtualNodesCache } from './caches.js';
 
 /** The caches of Targets and ClusterTargets, kept on every replica. */
 export interface TargetInformers {
@@ -29,19 +30,21 @@ export interface TargetInformers {
  * delegates the target's summary counts. `authorization` is asked again on each probe of a
  * ClusterTarget from a Secret (see `TargetRegistryReconciler`).
  */
-export function wireTargets(
-  w: Wiring,
-  coordination: CoordinationV1Api,
-  crdInformer: <T extends KubernetesObject>(plural: string) => Informer<T>,
-  proxies: Informer<V1Pod> | undefined,
-  afterProbe: (targetKey: string) => void,
-  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined,
-  authorization?: TargetAuthorization,
-): TargetInformers {
+export interface TargetsWiringOptions {
+  coordination: CoordinationV1Api;
+  proxies: Informer<V1Pod> | undefined;
+  /** Called with a target's key after each of its probes. */
+  afterProbe: (targetKey: string) => void;
+  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+  authorization?: TargetAuthorization;
+}
+
+export function wireTargets(w: Wiring, options: TargetsWiringOptions): TargetInformers {
   const { config, kc, core, custom, manager } = w;
-  const targets = crdInformer<Target & KubernetesObject>('targets');
-  const clusterTargets = crdInformer<Target & KubernetesObject>('clustertargets');
-  const virtualNodes = w.newInformer<V1Node>('virtual-nodes', config.clusterName, kc, '/api/v1/nodes', (page) => core.listNode(page), `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`);
+  const { coordination, proxies, afterProbe, delegates, authorization } = options;
+  const targets = crdCache<Target & KubernetesObject>(w, 'targets');
+  const clusterTargets = crdCache<Target & KubernetesObject>(w, 'clustertargets');
+  const virtualNodes = virtualNodesCache(w);
   const selfBindings = new SelfTargetBindings({
     rbac: kc.makeApiClient(RbacAuthorizationV1Api),
     authentication: kc.makeApiClient(AuthenticationV1Api),

@@ -24,6 +24,20 @@ export interface CachedObjects<T> {
   budget?: CacheBudget;
 }
 
+/** What an informer watches (one collection of one cluster, through its selectors) and what it keeps of it. */
+export interface InformerSpec<T extends KubernetesObject> extends CachedObjects<T> {
+  /** Short name for logs and metrics, e.g. `proxies`. */
+  name: string;
+  /** The cluster the objects come from, for logs. */
+  cluster: string;
+  kubeConfig: KubeConfig;
+  /** Collection path, e.g. `/api/v1/pods`. */
+  path: string;
+  list: InformerOptions<T>['list'];
+  labelSelector?: string;
+  fieldSelector?: InformerOptions<T>['fieldSelector'];
+}
+
 /** What every part of the wiring shares. */
 export interface Wiring {
   config: ProviderConfig;
@@ -37,6 +51,8 @@ export interface Wiring {
   metrics: Metrics;
   registry: Registry;
   manager: Manager;
-  newInformer: <T extends KubernetesObject>(name: string, cluster: string, kubeConfig: KubeConfig, path: string, list: InformerOptions<T>['list'], labelSelector?: string, fieldSelector?: InformerOptions<T>['fieldSelector'], cached?: CachedObjects<T>) => Informer<T>;
+  /** Calls `listener` on each SIGHUP (a forced certificate renewal) until the function it returns is called. */
+  onHangup: (listener: () => void) => () => void;
+  newInformer: <T extends KubernetesObject>(spec: InformerSpec<T>) => Informer<T>;
   newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, opts?: { shards?: WorkQueueShards; maxBackoffMs?: number }) => Controller;
 }

@@ -1,10 +1,9 @@
 import { expect } from 'chai';
-import sinon from 'sinon';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { Controller } from '../../../../provider/controller/controller.js';
 import type { Informer } from '../../../../provider/controller/informer.js';
 import { leaderController, Manager, type Cache, type Runnable } from '../../../../provider/controller/manager.js';
-import { realClock } from '../../../../provider/core/clock.js';
+import { FakeClock, realClock } from '../../../../provider/core/clock.js';
 
 /** A cache that records its starts and stops in the shared log; `synced` is set by the test. */
 function cache(name: string, log: string[]): Cache & { synced: boolean } {
@@ -63,7 +62,7 @@ describe('Manager', () => {
     const virtualNodes = cache('virtual-nodes', log);
     const elector = fakeElector(log);
     let lost = 0;
-    const m = new Manager({ logger: silentLogger(), elector: elector.build, stepDownDeadlineMs: 1000, onLostLeadership: () => lost++ });
+    const m = new Manager({ logger: silentLogger(), clock: realClock, elector: elector.build, stepDownDeadlineMs: 1000, onLostLeadership: () => lost++ });
     m.add(runnable('webhook', log));
     m.add(runnable('target-registry', log, { caches: [targets] }));
     m.add(runnable('extender', log, { caches: [proxies] }));
@@ -92,7 +91,7 @@ describe('Manager', () => {
 
   it('is not ready while an always-on runnable is still starting', async () => {
     let listen!: () => void;
-    const m = new Manager({ logger: silentLogger(), stepDownDeadlineMs: 1000 });
+    const m = new Manager({ logger: silentLogger(), clock: realClock, stepDownDeadlineMs: 1000 });
     m.add(runnable('webhook', log, { start: () => new Promise<void>((r) => (listen = r)) }));
     const started = m.start();
     await settle();
@@ -131,7 +130,7 @@ describe('Manager', () => {
   it('a loss during the writers’ start waits for it, then stops what started, and starts no more', async () => {
     let release!: () => void;
     const e = fakeElector(log);
-    const m2 = new Manager({ logger: silentLogger(), elector: e.build, stepDownDeadlineMs: 1000 });
+    const m2 = new Manager({ logger: silentLogger(), clock: realClock, elector: e.build, stepDownDeadlineMs: 1000 });
     m2.add(runnable('first', log, { leader: true, start: () => new Promise<void>((r) => (release = r)) }));
     m2.add(runnable('second', log, { leader: true }));
     await m2.start();
@@ -144,7 +143,7 @@ describe('Manager', () => {
   });
 
   it('without an elector the writers start at once', async () => {
-    const m = new Manager({ logger: silentLogger(), stepDownDeadlineMs: 1000 });
+    const m = new Manager({ logger: silentLogger(), clock: realClock, stepDownDeadlineMs: 1000 });
     m.add(runnable('webhook', log));
     m.add(runnable('targets', log, { leader: true }));
     await m.start();
@@ -170,7 +169,7 @@ describe('Manager', () => {
     for (const hangs of [true, false]) {
       const e = fakeElector(log);
       let lost = 0;
-      const m = new Manager({ logger: silentLogger(), elector: e.build, stepDownDeadlineMs: 50, onLostLeadership: () => lost++ });
+      const m = new Manager({ logger: silentLogger(), clock: realClock, elector: e.build, stepDownDeadlineMs: 50, onLostLeadership: () => lost++ });
       let stopped!: () => void;
       // A writer whose stop waits for a call to the apiserver that hangs (or not).
       m.add({ name: 'writer', needLeaderElection: true, start: async () => undefined, stop: () => (hangs ? new Promise<void>((r) => (stopped = r)) : undefined) });
@@ -189,35 +188,32 @@ describe('Manager', () => {
   });
 
   it('stop with a drain: not Ready and draining at once, the lease handed back before the drain ends, the servers stopped after it', async () => {
-    const clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
-    try {
-      const w = setup();
-      const drained: string[] = [];
-      const server: Runnable = { ...runnable('kubelet API', log), drain: () => void drained.push('kubelet API') };
-      const m = new Manager({ logger: silentLogger(), elector: w.elector.build, stepDownDeadlineMs: 1000 });
-      m.add(server);
-      m.add(runnable('delegation', log, { leader: true }));
-      await m.start();
-      w.elector.callbacks!.onStartedLeading();
-      await settle();
-      log.length = 0;
-      const stopped = m.stop(1000, 5000);
-      expect(m.readiness()).to.deep.equal({ ready: false, reason: 'shutting down' });
-      expect(drained).to.deep.equal(['kubelet API']);
-      await settle();
-      expect(log, 'the writers stop and the lease is handed back while the servers still serve').to.deep.equal(['stop delegation', 'elector release']);
-      await clock.tickAsync(4999);
-      expect(log).to.not.include('stop kubelet API');
-      await clock.tickAsync(1);
-      await stopped;
-      expect(log).to.deep.equal(['stop delegation', 'elector release', 'stop kubelet API']);
-    } finally {
-      clock.restore();
-    }
+    const clock = new FakeClock();
+    const w = setup();
+    const drained: string[] = [];
+    const server: Runnable = { ...runnable('kubelet API', log), drain: () => void drained.push('kubelet API') };
+    const m = new Manager({ logger: silentLogger(), clock, elector: w.elector.build, stepDownDeadlineMs: 1000 });
+    m.add(server);
+    m.add(runnable('delegation', log, { leader: true }));
+    await m.start();
+    w.elector.callbacks!.onStartedLeading();
+    await settle();
+    log.length = 0;
+    const stopped = m.stop(1000, 5000);
+    expect(m.readiness()).to.deep.equal({ ready: false, reason: 'shutting down' });
+    expect(drained).to.deep.equal(['kubelet API']);
+    await settle();
+    expect(log, 'the writers stop and the lease is handed back while the servers still serve').to.deep.equal(['stop delegation', 'elector release']);
+    clock.advance(4999);
+    await settle();
+    expect(log).to.not.include('stop kubelet API');
+    clock.advance(1);
+    await stopped;
+    expect(log).to.deep.equal(['stop delegation', 'elector release', 'stop kubelet API']);
   });
 
   it('refuses runnables added after start', async () => {
-    const m = new Manager({ logger: silentLogger(), stepDownDeadlineMs: 1000 });
+    const m = new Manager({ logger: silentLogger(), clock: realClock, stepDownDeadlineMs: 1000 });
     await m.start();
     expect(() => m.add(runnable('late', log))).to.throw(/added after start/);
   });
@@ -229,7 +225,7 @@ describe('Manager', () => {
     const c = new Controller({ name: 'targets', reconciler: { reconcile: async (k) => void reconciled.push(k) }, clock: realClock, logger: silentLogger() });
     c.watch(informer as unknown as Informer<never>, (o) => [(o as { key: string }).key]);
     const e = fakeElector(log);
-    const m = new Manager({ logger: silentLogger(), elector: e.build, stepDownDeadlineMs: 1000 });
+    const m = new Manager({ logger: silentLogger(), clock: realClock, elector: e.build, stepDownDeadlineMs: 1000 });
     m.add(leaderController(c, [informer]));
     await m.start();
     for (const h of handlers) h({ key: 'Target/a/b' });
