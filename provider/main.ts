@@ -46,6 +46,7 @@ import type { Wiring } from './wiring/wiring.js';
  * targets and caches; only the leader runs the controllers that write. The {@link Manager}
  * starts each part as it declares: see {@link wire}.
  */
+// eslint-disable-next-line max-lines-per-function -- split pending
 export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const parsed = parseConfig(argv, env);
   if (!parsed.ok) {

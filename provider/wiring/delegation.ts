@@ -32,6 +32,7 @@ export interface DelegationWiring {
  * every replica (the binder reads delegates; a new leader starts on warm caches); the
  * controllers run on the leader.
  */
+// eslint-disable-next-line max-lines-per-function -- split pending
 export async function wireDelegation(
   w: Wiring,
   proxies: Informer<V1Pod>,

@@ -29,6 +29,7 @@ import type { Wiring } from './wiring.js';
  * placing, and the extender's `explain` (for `kubectl admiralty explain`). Both count what they
  * turn away in `refusals` (for `kubectl admiralty status`).
  */
+// eslint-disable-next-line max-lines-per-function -- split pending
 export function wireExtender(
   w: Wiring,
   routes: Route[],
