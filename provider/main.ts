@@ -1,4 +1,4 @@
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, type KubernetesListObject, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { hostname } from 'node:os';
 import { setFlagsFromString } from 'node:v8';
 import { Registry } from 'prom-client';
@@ -15,17 +15,14 @@ import { realClock } from './core/clock.js';
 import { configUsage, parseConfig } from './core/config.js';
 import { EventRecorder } from './core/events.js';
 import { limitHeapGrowth } from './core/heap-growth.js';
-import { HAS_FINALIZER_LABEL, API_GROUP, API_VERSION, EVENT_COMPONENT } from './core/keys.js';
+import { EVENT_COMPONENT } from './core/keys.js';
 import { LeaderElector } from './core/leader-election.js';
 import { createLogger, errorFields } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
-import { proxyFields } from './model/proxy-status.js';
-import { sharePodParts } from './model/shared-pod-parts.js';
 import type { ClusterSource, Source } from './model/types.js';
 import { SourcesReconciler } from './reconcilers/sources.js';
 import { Binder } from '../scheduler/bind.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
-import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '../scheduler/topology.js';
 import { RefusalLog } from '../scheduler/refusal-log.js';
 import type { TargetVerdict } from '../scheduler/extender-server.js';
 import { wireDelegation, type DelegationWiring } from './wiring/delegation.js';
@@ -46,6 +43,7 @@ import type { Wiring } from './wiring/wiring.js';
  * targets and caches; only the leader runs the controllers that write. The {@link Manager}
  * starts each part as it declares: see {@link wire}.
  */
+// eslint-disable-next-line max-lines-per-function -- split pending
 export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const parsed = parseConfig(argv, env);
   if (!parsed.ok) {
@@ -167,7 +165,7 @@ function firstSignal(signals: NodeJS.Signals[]): Promise<NodeJS.Signals> {
  * writers (the leader).
  */
 async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
-  const { config, kc, core, custom, manager } = w;
+  const { config, kc, core, manager } = w;
   const enabled = (c: string) => config.enable.includes(c);
   // The scheduler extender shares the webhook's server (and certificate); its routes are added
   // once the caches it reads are wired, below (before the webhook's server starts).

@@ -336,7 +336,7 @@ export class Binder {
       try {
         proxy = await this.o.sourceCore.readNamespacedPod({ name, namespace });
       } catch (err) {
-        if (isNotFound(err)) throw new Error(`pod ${namespace}/${name} no longer exists`);
+        if (isNotFound(err)) throw new Error(`pod ${namespace}/${name} no longer exists`, { cause: err });
         throw new Error(`reading pod ${namespace}/${name}: ${statusMessage(err)}`, { cause: err });
       }
     }

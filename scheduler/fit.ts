@@ -129,6 +129,7 @@ export function schedulingPod(pod: V1Pod): V1Pod {
  *
  * Pure; called by the scheduler extender once per virtual node and pod.
  */
+// eslint-disable-next-line max-lines-per-function -- its checks run in order, each answering its own reason, on requests worked out once at the top
 export function fitsTarget(pod: V1Pod, targetNodes: readonly FitNode[], opts: FitOptions): FitResult {
   const target = opts.targetName;
   let delegate: V1Pod;

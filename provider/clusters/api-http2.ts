@@ -318,7 +318,9 @@ export class ApiHttp2Transport implements HttpLibrary {
           }
           chunks.push(chunk);
         });
-        res.on('end', () => decoded(url, res.statusCode ?? 0, answerHeaders, chunks.take(), this.o).then(resolve, reject));
+        res.on('end', () => {
+          decoded(url, res.statusCode ?? 0, answerHeaders, chunks.take(), this.o).then(resolve, reject);
+        });
         res.on('error', (err) => reject(transportError(url, err, signal)));
         res.on('close', () => {
           if (!res.complete) reject(transportError(url, new Error('the connection closed before the answer ended'), signal));

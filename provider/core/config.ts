@@ -172,6 +172,7 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
  * Parses flags (`--name=value` or `--name value`) and environment, validates everything, and
  * returns the config or every problem found (not just the first). Reads no global state.
  */
+// eslint-disable-next-line max-lines-per-function -- flags are read in one pass, then checked against each other, which needs them all
 export function parseConfig(argv: string[], env: Record<string, string | undefined>): { ok: true; config: ProviderConfig } | { ok: false; errors: string[] } {
   const errors: string[] = [];
   const given = new Map<string, string>();
@@ -252,12 +253,12 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
     }
   }
   if (!out.clusterName) errors.push('--cluster-name (or CLUSTER_NAME) is required: it names this cluster on every delegate and copy');
-  else if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.clusterName as string) || (out.clusterName as string).length > 63) errors.push(`--cluster-name: "${out.clusterName}" must be a valid label value (lowercase, digits, '-', '.', at most 63)`);
+  else if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.clusterName as string) || (out.clusterName as string).length > 63) errors.push(`--cluster-name: "${out.clusterName as string}" must be a valid label value (lowercase, digits, '-', '.', at most 63)`);
   const enabled = (out.enable as string[] | undefined) ?? [];
   if (enabled.includes('extender') && !enabled.includes('webhook')) errors.push('--enable: the extender is served on the webhook server: enable webhook too, or leave extender out');
-  if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName}" is not a valid scheduler name`);
+  if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName as string}" is not a valid scheduler name`);
   if (out.workersPerTarget === 0) errors.push('--workers-per-target: must be at least 1');
-  if ((out.admissionWorkers as number) > 16) errors.push(`--admission-workers: ${out.admissionWorkers} is more than 16 (each worker holds up to 256 MiB of heap)`);
+  if ((out.admissionWorkers as number) > 16) errors.push(`--admission-workers: ${out.admissionWorkers as number} is more than 16 (each worker holds up to 256 MiB of heap)`);
   const admissionDeadline = out.admissionDeadlineMs as number | undefined;
   if (admissionDeadline !== undefined && (admissionDeadline < 100 || admissionDeadline > 4000)) {
     errors.push(`--admission-deadline: ${admissionDeadline} ms is not from 100ms to 4s (the apiserver gives the webhook 5 s)`);
@@ -270,7 +271,7 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
   const lease = out.leaseDurationSeconds as number, renew = out.renewDeadlineSeconds as number, retry = out.retryPeriodSeconds as number;
   if (!(renew < lease)) errors.push(`--renew-deadline-seconds (${renew}) must be less than --lease-duration-seconds (${lease}): a leader steps down only after its renew deadline, and another replica takes the lease after the lease duration`);
   if (!(retry > 0 && retry < renew)) errors.push(`--retry-period-seconds (${retry}) must be at least 1 and less than --renew-deadline-seconds (${renew})`);
-  if ((out.shutdownDelaySeconds as number) > 300) errors.push(`--shutdown-delay-seconds (${out.shutdownDelaySeconds}) must be at most 300: a terminating replica is not Ready, so a longer drain only holds a rollout`);
+  if ((out.shutdownDelaySeconds as number) > 300) errors.push(`--shutdown-delay-seconds (${out.shutdownDelaySeconds as number}) must be at most 300: a terminating replica is not Ready, so a longer drain only holds a rollout`);
   if (errors.length) return { ok: false, errors };
   out.leaderElectionNamespace ??= out.namespace;
   out.workersPerTarget ??= Math.max(1, (out.workers as number) - 1);

@@ -105,6 +105,7 @@ export function clientAddress(remoteAddress: string | undefined): string {
  * if no stream opened within the first-request deadline, and closed gracefully (GOAWAY) once
  * it has had no open stream for the keep-alive timeout.
  */
+// eslint-disable-next-line max-lines-per-function -- the HTTP/1 and HTTP/2 deadlines share the timers and counters this closes over
 export function applyConnectionLimits(
   server: https.Server | Http2SecureServer,
   limits: ConnectionLimits,

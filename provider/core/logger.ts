@@ -25,7 +25,7 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
           winston.format.timestamp(),
           winston.format.printf(({ timestamp, level, message, ...meta }) => {
             const extra = Object.keys(meta).length ? ' ' + JSON.stringify(meta) : '';
-            return `${timestamp} ${level} ${message}${extra}`;
+            return `${String(timestamp)} ${level} ${String(message)}${extra}`;
           }),
         )
       : winston.format.combine(redact(), winston.format.timestamp(), winston.format.errors({ stack: false }), winston.format.json());

@@ -10,6 +10,7 @@ export const MAX_REMOTE_TEXT_CHARS = 256;
 // node-fetch put the whole header value in the message of an "invalid header" error.
 const CREDENTIAL = /\b(Bearer|Basic)\s+[^\s"',;]+/gi;
 // Control characters, and the Unicode ones that reorder or break lines when displayed.
+// eslint-disable-next-line no-control-regex -- matching control characters is what it is for.
 const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]+/g;
 
 /** Replaces HTTP credentials (`Bearer x`, `Basic x`) with a placeholder. Idempotent. */

@@ -56,6 +56,7 @@ interface Pair {
  * (FIN|UNIDIRECTIONAL), which would otherwise wait here for their pair. Resolves when the
  * session closes.
  */
+// eslint-disable-next-line max-lines-per-function -- the handlers it registers share the pairing state of the streams
 export function servePortForward(opts: PortForwardOptions): Promise<void> {
   const { session } = opts;
   const pairs = new Map<string, Pair>();

@@ -261,7 +261,7 @@ export async function serveRemoteCommand(opts: RemoteCommandOptions): Promise<Ex
   if (session.isClosed) return outcome;
 
   // Client logic: it reads stdout/stderr to EOF, then the error stream; FIN outputs first.
-  await Promise.all([stdout, stderr].map((s) => (s ? endAndWait(s) : undefined)));
+  await Promise.all([stdout, stderr].map((s) => (s ? endAndWait(s) : Promise.resolve())));
   await finishError(errorStream, opts.protocol, outcomeStatus(outcome));
   streams.get('stdin')?.resume();
   await session.close();

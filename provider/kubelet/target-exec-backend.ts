@@ -57,10 +57,12 @@ export function targetExecUrl(server: string, mode: 'exec' | 'attach', req: Exec
  * stream on its own, so output may still follow it), and which answers a v5 close signal by
  * ending the provider's own process.stdout.
  */
+// eslint-disable-next-line max-lines-per-function -- the backend is the one exec session it makes, below
 export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGraceMs?: number; refusalBodyTimeoutMs?: number } = {}): ExecBackend {
   const closeGraceMs = opts.closeGraceMs ?? STATUS_TO_CLOSE_GRACE_MS;
   const refusalBodyTimeoutMs = opts.refusalBodyTimeoutMs ?? REFUSAL_BODY_TIMEOUT_MS;
 
+  // eslint-disable-next-line max-lines-per-function -- one exec session: its streams, the Status and the close grace share state
   const run = async (mode: 'exec' | 'attach', req: ExecRequest, io: ExecIO): Promise<ExecResult> => {
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('the target kubeconfig has no current cluster');

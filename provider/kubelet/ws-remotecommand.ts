@@ -115,7 +115,7 @@ export async function serveWebSocketRemoteCommand(opts: WebSocketRemoteCommandOp
   resizeLines?.end();
   if (!open()) return outcome;
   // All output first: the client stops reading at the close that follows the outcome.
-  await Promise.all([stdout, stderr].map((s) => (s ? endAndWait(s) : undefined)));
+  await Promise.all([stdout, stderr].map((s) => (s ? endAndWait(s) : Promise.resolve())));
   const status = outcomeStatus(outcome);
   if (protocol === 'v5.channel.k8s.io' || protocol === 'v4.channel.k8s.io') {
     await send(ERROR, Buffer.from(JSON.stringify(status)));

@@ -14,7 +14,7 @@ import {
   VIRTUAL_KUBELET_PROVIDER_VALUE,
 } from '../core/keys.js';
 import { parseNoPrefixRegexp, prefixLabels } from './labels.js';
-import { allContainers, serviceAccountTokenVolumeNames, withCopyNames, type CopyNames } from './pod-references.js';
+import { serviceAccountTokenVolumeNames, withCopyNames, type CopyNames } from './pod-references.js';
 import { delegatePodName } from './names.js';
 import { resolveTargetKeys } from './target-keys.js';
 
@@ -257,7 +257,7 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
  */
 export function delegateNameOf(proxy: V1Pod, opts: Pick<DelegatePodOptions, 'sourceClusterName'>): string {
   sourcePodManifest(proxy);
-  const { proxyName, namespace, uid } = checkedIdentity(proxy, proxy.spec?.containers);
+  const { proxyName, uid } = checkedIdentity(proxy, proxy.spec?.containers);
   parseNoPrefixRegexp(proxy.metadata?.annotations?.[NO_PREFIX_LABEL_REGEXP_ANNOTATION]);
   return delegatePodName(proxyName, opts.sourceClusterName, uid);
 }

@@ -1,4 +1,4 @@
-import type { V1ConfigMap, V1ObjectMeta, V1PodSpec, V1Secret } from '@kubernetes/client-node';
+import type { V1ConfigMap, V1ObjectMeta, V1Secret } from '@kubernetes/client-node';
 import {
   HAS_FINALIZER_LABEL,
   PARENT_CLUSTER_NAME_LABEL,

@@ -67,6 +67,7 @@ export function sourceOwnerSelector(kind: 'Source' | 'ClusterSource', namespace:
  * @throws ValidationError when the object has no name or uid, or a ClusterSource's
  *   serviceAccount lacks a name or namespace.
  */
+// eslint-disable-next-line max-lines-per-function -- the objects of one Source share its names, labels and service account
 export function buildSourceObjects(source: Source | ClusterSource, kind: 'Source' | 'ClusterSource'): SourceObjects {
   const name = source.metadata?.name;
   const uid = source.metadata?.uid;

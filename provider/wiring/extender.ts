@@ -41,6 +41,7 @@ export interface ExtenderWiringOptions {
   authorization: TargetAuthorization | undefined;
 }
 
+// eslint-disable-next-line max-lines-per-function -- split pending
 export function wireExtender(w: Wiring, options: ExtenderWiringOptions): { binder: Binder | undefined; explain: (pod: V1Pod) => TargetVerdict[] } {
   const { routes, memory, refusals, proxies, delegation, targets, authorization } = options;
   const targetOf = (key: string) => {

@@ -1,9 +1,8 @@
-import { AuthenticationV1Api, AuthorizationV1Api, CoordinationV1Api, RbacAuthorizationV1Api, type KubernetesObject, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { AuthenticationV1Api, AuthorizationV1Api, CoordinationV1Api, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { ServerAddressPolicy } from '../clusters/server-address-policy.js';
 import { Controller } from '../controller/controller.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
-import { VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
 import { perObject } from '../core/per-object.js';
 import { PROVIDER_VERSION } from '../core/version.js';
 import { delegatePodName } from '../model/names.js';

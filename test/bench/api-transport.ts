@@ -93,7 +93,9 @@ async function child(way: Way, kubeconfig: string, namespace: string, calls: num
       close = () => agent.destroy();
       run = (i) =>
         new Promise((resolve, reject) => {
-          const req = https.request(new URL(path, server), { method: 'POST', agent, headers }, (res) => created(res, () => res.statusCode ?? 0).then(resolve, reject));
+          const req = https.request(new URL(path, server), { method: 'POST', agent, headers }, (res) => {
+            created(res, () => res.statusCode ?? 0).then(resolve, reject);
+          });
           req.on('error', reject);
           req.end(JSON.stringify(configMap(namespace, i)));
         });

@@ -179,7 +179,7 @@ export function runBenchmark<A>(name: string, usage: string, parse: (argv: strin
   try {
     args = parse(process.argv.slice(2));
   } catch (err) {
-    console.error(`bench: ${err instanceof Error ? err.message : err}`);
+    console.error(`bench: ${err instanceof Error ? err.message : String(err)}`);
     console.error(`usage: ${name} ${usage}`);
     process.exit(2);
   }

@@ -21,7 +21,7 @@ export async function kubectl(cluster: string, ...args: string[]): Promise<strin
     return stdout;
   } catch (err) {
     const e = err as { stderr?: string; code?: number; stdout?: string };
-    const wrapped = new Error(`kubectl ${args.join(' ')} on ${cluster} failed (exit ${e.code}): ${e.stderr ?? err}`) as Error & { exitCode?: number; stdout?: string; stderr?: string };
+    const wrapped = new Error(`kubectl ${args.join(' ')} on ${cluster} failed (exit ${e.code}): ${e.stderr ?? String(err)}`) as Error & { exitCode?: number; stdout?: string; stderr?: string };
     wrapped.exitCode = e.code;
     wrapped.stdout = e.stdout;
     wrapped.stderr = e.stderr;

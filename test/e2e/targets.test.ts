@@ -7,7 +7,7 @@ import { apply, authorizeSource, docSection, getJson, inlineCommands, kubectl, r
 
 const targetReady = (t: any) => t?.status?.conditions?.find((c: any) => c.type === 'Ready');
 
-async function nodeOrUndefined(name: string): Promise<any | undefined> {
+async function nodeOrUndefined(name: string): Promise<any> {
   try {
     return await getJson('c1', 'node', name);
   } catch {

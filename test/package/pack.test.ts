@@ -53,7 +53,7 @@ describe('the published package', () => {
     const kubectl = join(buildBinaries('control-plane'), 'kubectl');
     const env = { PATH: `${join(dir, 'node_modules', '.bin')}${delimiter}${process.env.PATH}`, HOME: dir };
     const help = (await run(kubectl, ['admiralty', '--help'], { cwd: dir, env })).stdout;
-    expect(help).to.contain('usage: kubectl admiralty <command>').and.match(/^  status /m).and.match(/^  explain /m);
+    expect(help).to.contain('usage: kubectl admiralty <command>').and.match(/^ {2}status /m).and.match(/^ {2}explain /m);
     expect((await run(kubectl, ['admiralty', 'status', '--help'], { cwd: dir, env })).stdout).to.contain('usage: kubectl admiralty status');
     expect((await run(kubectl, ['admiralty', 'explain', '--help'], { cwd: dir, env })).stdout).to.contain('usage: kubectl admiralty explain POD');
   });

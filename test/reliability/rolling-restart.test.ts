@@ -59,7 +59,7 @@ describe('two provider replicas: a rolling restart during a stream of elected po
             created.push(
               c1.createNamespacedPod({ namespace: ns, body: parse(electedPod(ns, `roll-${b * BATCH + i}`)) }).then(
                 () => undefined,
-                (err: { body?: unknown; message?: string }) => String(err.body ?? err.message),
+                (err: { body?: unknown; message?: string }) => (typeof err.body === 'string' ? err.body : (err.message ?? JSON.stringify(err.body))),
               ),
             );
           }

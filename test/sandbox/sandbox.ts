@@ -740,7 +740,7 @@ export class Sandbox {
     } catch (err) {
       const spec = this.spec(cluster, component, state);
       const tail = logTail(spec.logFile);
-      throw new Error(`${(err as Error).message} (process ${isRunning(spec) ? 'running' : 'not running'}); ${tail ? `the end of ${spec.logFile}:\n${tail}` : `no log at ${spec.logFile}`}`);
+      throw new Error(`${(err as Error).message} (process ${isRunning(spec) ? 'running' : 'not running'}); ${tail ? `the end of ${spec.logFile}:\n${tail}` : `no log at ${spec.logFile}`}`, { cause: err });
     }
   }
 

@@ -12,7 +12,7 @@ import { HttpError, type KubeletContext } from './context.js';
  */
 export async function serveOperatorView(ctx: KubeletContext, req: IncomingMessage, res: ServerResponse, path: OperatorPath, views: OperatorViews): Promise<void> {
   const started = process.hrtime.bigint();
-  let code = 200;
+  let code: number;
   try {
     const caller = await ctx.auth.authenticate(req);
     if (!caller) throw new HttpError(401, 'Unauthorized');

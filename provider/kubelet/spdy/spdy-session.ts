@@ -415,6 +415,7 @@ export class SpdySession extends EventEmitter {
     this.onSocketGone();
   }
 
+  // eslint-disable-next-line max-lines-per-function -- one switch over the SPDY frame types, a short case each
   private async handleFrame(frame: SpdyFrame): Promise<void> {
     if (this.closed) return;
     switch (frame.type) {

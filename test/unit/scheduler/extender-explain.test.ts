@@ -87,12 +87,12 @@ describe('scheduler: Extender.explain', () => {
     expect(byKey.get('Target/ns/c2')).to.not.have.property('why');
   });
 
-  it('counts the targets the filter rejects, by reason name, and none of those explain judges', () => {
+  it('counts the targets the filter rejects, by reason name, and none of those explain judges', async () => {
     counted.length = 0;
     extender.explain(proxy('big', { cpu: '3' }));
     expect(counted).to.deep.equal([]);
     const filter = extender.routes.find((r) => r.path === FILTER_PATH)!;
-    filter.handle({ path: FILTER_PATH, connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: proxy('big', { cpu: '3' }), NodeNames: [virtualNodeName(C1), virtualNodeName(C2), virtualNodeName(DOWN)] })) });
+    await filter.handle({ path: FILTER_PATH, connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: proxy('big', { cpu: '3' }), NodeNames: [virtualNodeName(C1), virtualNodeName(C2), virtualNodeName(DOWN)] })) });
     expect(counted).to.deep.equal([
       ['Target/ns/c2', 'filter', 'NoNodeFits'],
       ['ClusterTarget/down', 'filter', 'TargetNotReady'],

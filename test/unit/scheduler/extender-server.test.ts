@@ -1,11 +1,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { KubeConfig, type V1Namespace, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { type V1Namespace, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { Registry } from 'prom-client';
-import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
-import { createTargetClient, type TargetClient } from '../../../provider/clusters/target-client.js';
+import { createTargetClient } from '../../../provider/clusters/target-client.js';
 import { realClock } from '../../../provider/core/clock.js';
 import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PLACEMENT_POLICY_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';

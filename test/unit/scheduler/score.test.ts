@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import type { V1Node } from '@kubernetes/client-node';
-import { VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
 import type { TargetPlacement } from '../../../provider/model/target.js';
 import { rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from '../../../scheduler/score.js';
 import { node, nodesOf, pod, runningOn } from './fixtures.js';

@@ -73,13 +73,12 @@ function fixture(defaults: Partial<InformerOptions<V1Pod>>) {
 
 describe('Informer lists in pages', () => {
   let f: ReturnType<typeof fixture>;
-  let clock: FakeClock;
   let api: ReturnType<typeof pagedApi>;
   const make = (o: Partial<InformerOptions<V1Pod>> = {}) => f.make(o);
 
   beforeEach(() => {
     f = fixture({ labelSelector: 'a=b' });
-    ({ clock, api } = f);
+    ({ api } = f);
   });
   afterEach(() => {
     for (const i of f.informers) i.stop();

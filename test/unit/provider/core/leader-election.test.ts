@@ -199,7 +199,9 @@ describe('LeaderElector', () => {
     const replace = leases.api.replaceNamespacedLease;
     leases.api.replaceNamespacedLease = (p: { body: V1Lease }) => {
       leases.api.replaceNamespacedLease = replace;
-      return new Promise((res, rej) => clock.setTimeout(() => replace(p).then(res, rej), 1500));
+      return new Promise((res, rej) => clock.setTimeout(() => {
+        replace(p).then(res, rej);
+      }, 1500));
     };
     // Fine steps: each answer is taken at its own time, not at the end of a second.
     const step = async (seconds: number) => {

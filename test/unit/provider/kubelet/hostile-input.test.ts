@@ -11,7 +11,7 @@ import { createKubeletServer, MAX_REMOTECOMMAND_STREAMS, type KubeletServer, typ
 import type { KubeletAuthorizer } from '../../../../provider/kubelet/auth.js';
 import type { ExecBackend, ExecIO, TerminalSize } from '../../../../provider/kubelet/remotecommand.js';
 import { encodeFrame, FrameParser, RstStatus, type SpdyFrame } from '../../../../provider/kubelet/spdy/frames.js';
-import { encodeHeaderBlock, HeaderCompressor } from '../../../../provider/kubelet/spdy/header-codec.js';
+import { HeaderCompressor } from '../../../../provider/kubelet/spdy/header-codec.js';
 import { flood } from './flood-client.js';
 import { makeTlsFixtures } from './tls-fixtures.js';
 

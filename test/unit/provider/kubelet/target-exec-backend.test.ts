@@ -1,7 +1,6 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { createHash } from 'node:crypto';
-import { once } from 'node:events';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { PassThrough, Readable, Writable, type Duplex } from 'node:stream';

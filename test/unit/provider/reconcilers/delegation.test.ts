@@ -16,7 +16,6 @@ import { buildDelegatePod } from '../../../../provider/model/delegate-pod.js';
 import { buildProxyStatus, proxyFields } from '../../../../provider/model/proxy-status.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
-import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { MapCache } from './map-cache.js';
 import { apiError, notFound } from '../../../support/api-errors.js';
 import { coreStub } from '../../../support/stubs.js';

@@ -18,7 +18,6 @@ import { copyName } from '../../../../provider/model/names.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { FollowReconciler } from '../../../../provider/reconcilers/follow.js';
-import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { MapCache } from './map-cache.js';
 import { apiError, alreadyExists, notFound } from '../../../support/api-errors.js';
 import { coreStub, emptyCluster, type CoreStub } from '../../../support/stubs.js';

@@ -6,7 +6,6 @@ import { FakeClock } from '../../../../provider/core/clock.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { Registry } from 'prom-client';
 import { createMetrics } from '../../../../provider/core/metrics.js';
-import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { FENCE_HOLD_OFF_MS, FENCE_PASS_DEADLINE_MS, MAX_FENCE_DELEGATES, OutageReconciler } from '../../../../provider/reconcilers/outage.js';
 import { OUTAGE_NOTICE_MS } from '../../../../provider/model/outage.js';
 import { MapCache } from './map-cache.js';

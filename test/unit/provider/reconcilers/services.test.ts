@@ -13,7 +13,6 @@ import {
 } from '../../../../provider/core/keys.js';
 import { buildReroutedService, buildServiceCopy } from '../../../../provider/model/service.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
-import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { ServiceReconciler } from '../../../../provider/reconcilers/services.js';
 import { MapCache } from './map-cache.js';
 import { coreStub, emptyCluster } from '../../../support/stubs.js';

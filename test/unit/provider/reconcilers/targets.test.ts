@@ -22,7 +22,6 @@ import { createTargetClient, type TargetClient } from '../../../../provider/clus
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { TARGET_NAME_LABEL } from '../../../../provider/core/keys.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
-import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { TargetAuthorization } from '../../../../provider/reconcilers/target-authorization.js';
 import { TargetRegistryReconciler } from '../../../../provider/reconcilers/target-registry.js';
 import { TargetsReconciler } from '../../../../provider/reconcilers/targets.js';

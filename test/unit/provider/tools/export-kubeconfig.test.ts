@@ -86,19 +86,22 @@ describe('export-kubeconfig', () => {
     before(async () => {
       dir = mkdtempSync(join(tmpdir(), 'export-kubeconfig-'));
       // A fake API server on loopback: one service account, team1/c1, can get tokens.
-      server = createServer(async (req: IncomingMessage, res) => {
-        let raw = '';
-        for await (const chunk of req) raw += chunk;
-        const body = raw ? JSON.parse(raw) : undefined;
-        requests.push({ method: req.method, url: req.url, body });
-        res.setHeader('Content-Type', 'application/json');
-        if (req.method === 'POST' && req.url?.startsWith('/api/v1/namespaces/team1/serviceaccounts/c1/token')) {
-          const seconds = Math.min(body.spec.expirationSeconds, 86400); // this server caps at a day
-          res.end(JSON.stringify({ ...body, spec: { ...body.spec, expirationSeconds: seconds }, status: { token: 'minted-token', expirationTimestamp: new Date(Date.UTC(2030, 0, 1)).toISOString() } }));
-          return;
-        }
-        res.statusCode = 404;
-        res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: 'serviceaccounts "nope" not found' }));
+      // node's server ignores what a handler returns: `void` says so of the async body.
+      server = createServer((req: IncomingMessage, res) => {
+        void (async () => {
+          let raw = '';
+          for await (const chunk of req) raw += chunk;
+          const body = raw ? JSON.parse(raw) : undefined;
+          requests.push({ method: req.method, url: req.url, body });
+          res.setHeader('Content-Type', 'application/json');
+          if (req.method === 'POST' && req.url?.startsWith('/api/v1/namespaces/team1/serviceaccounts/c1/token')) {
+            const seconds = Math.min(body.spec.expirationSeconds, 86400); // this server caps at a day
+            res.end(JSON.stringify({ ...body, spec: { ...body.spec, expirationSeconds: seconds }, status: { token: 'minted-token', expirationTimestamp: new Date(Date.UTC(2030, 0, 1)).toISOString() } }));
+            return;
+          }
+          res.statusCode = 404;
+          res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404, message: 'serviceaccounts "nope" not found' }));
+        })();
       });
       await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
       const { port } = server.address() as AddressInfo;
