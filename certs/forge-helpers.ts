@@ -33,7 +33,7 @@ export function generateRsaKeyPair(): { privateKey: forge.pki.rsa.PrivateKey; pu
  */
 export function randomSerialHex(): string {
   const bytes = randomBytes(16);
-  bytes[0] = (bytes.readUInt8(0) & 0x7f) || 0x01;
+  bytes[0] = bytes.readUInt8(0) & 0x7f || 0x01;
   return bytes.toString('hex');
 }
 

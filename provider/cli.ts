@@ -27,13 +27,9 @@ export const COMMANDS: ReadonlyArray<readonly [name: string, summary: string]> =
  */
 export function usage(program = 'admiralty'): string {
   const width = Math.max(...COMMANDS.map(([name]) => name.length));
-  return [
-    `usage: ${program} <command> [flags]`,
-    '',
-    ...COMMANDS.map(([name, summary]) => `  ${name.padEnd(width)}  ${summary}`),
-    '',
-    `Run '${program} <command> --help' for a command's flags.`,
-  ].join('\n');
+  return [`usage: ${program} <command> [flags]`, '', ...COMMANDS.map(([name, summary]) => `  ${name.padEnd(width)}  ${summary}`), '', `Run '${program} <command> --help' for a command's flags.`].join(
+    '\n',
+  );
 }
 
 const isHelp = (arg: string | undefined) => arg === '--help' || arg === '-h' || arg === 'help';

@@ -201,7 +201,9 @@ async function wire(w: Wiring, coordination: CoordinationV1Api): Promise<void> {
   const authorization = enabled('targets')
     ? new TargetAuthorization({ clock: w.clock, namespaces: () => (delegation?.namespaces.list() ?? []).map((n) => n.metadata?.name ?? '').filter((n) => n !== '') })
     : undefined;
-  const targetInformers = enabled('targets') ? wireTargets(w, { coordination, proxies, afterProbe: (key) => afterProbe?.(key), delegates: (key) => delegation?.delegates(key), authorization }) : undefined;
+  const targetInformers = enabled('targets')
+    ? wireTargets(w, { coordination, proxies, afterProbe: (key) => afterProbe?.(key), delegates: (key) => delegation?.delegates(key), authorization })
+    : undefined;
 
   // Set below when the extender binds; follow keeps the copies of the proxies it is placing.
   let binder: Binder | undefined;

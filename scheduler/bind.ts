@@ -468,7 +468,11 @@ export class Binder {
     } catch (err) {
       // Gone, or another pod has the name now: nothing of ours to delete.
       if (isNotFound(err) || classifyApiError(err) === 'Conflict') return;
-      this.o.logger.warn('scheduler extender: could not delete a refused delegate (the delegation reconciler deletes it once the pod is bound elsewhere, or gone)', { cluster: target.displayName, delegate: `${namespace}/${name}`, ...errorFields(err) });
+      this.o.logger.warn('scheduler extender: could not delete a refused delegate (the delegation reconciler deletes it once the pod is bound elsewhere, or gone)', {
+        cluster: target.displayName,
+        delegate: `${namespace}/${name}`,
+        ...errorFields(err),
+      });
     }
   }
 

@@ -26,7 +26,7 @@ export type ExtenderClientVerdict = { ok: true } | { ok: false; reason: Extender
 export function checkExtenderClient(socket: Socket, commonName: string): ExtenderClientVerdict {
   const peer = socket instanceof TLSSocket ? socket.getPeerCertificate() : undefined;
   if (!peer || Object.keys(peer).length === 0) {
-    return { ok: false, reason: 'no_certificate', status: 401, message: 'the scheduler extender requires a client certificate (the proxy scheduler\'s, from Secret admiralty-proxy-scheduler-client)' };
+    return { ok: false, reason: 'no_certificate', status: 401, message: "the scheduler extender requires a client certificate (the proxy scheduler's, from Secret admiralty-proxy-scheduler-client)" };
   }
   if (!(socket as TLSSocket).authorized) {
     const why = (socket as TLSSocket).authorizationError;
@@ -62,7 +62,7 @@ export function createExtenderClientGuard(opts: ExtenderClientGuardOptions): Gua
   const commonName = opts.commonName ?? PROXY_SCHEDULER_CLIENT_CN;
   const refused = new Counter({
     name: 'admiralty_scheduler_extender_refused_requests_total',
-    help: 'Scheduler extender calls refused before any work: no client certificate, one not signed by our CA, or not the proxy scheduler\'s (reason).',
+    help: "Scheduler extender calls refused before any work: no client certificate, one not signed by our CA, or not the proxy scheduler's (reason).",
     labelNames: ['reason'] as const,
     registers: [opts.metricsRegistry ?? new Registry()],
   });

@@ -23,7 +23,20 @@ import { targetIdentityLabels } from '../provider/model/virtual-node.js';
 import { victimsOnOneNode, type PreemptionCandidate } from './preempt.js';
 import { podPreferences, preferenceScore } from './preference.js';
 import { matchesNodeSelectorAndAffinity } from './node-match.js';
-import { hasRequiredTopology, mayHavePodTerms, podTerms, podTopology, softTopologyScores, topologyFilter, unconstrainedTopology, type PlacedPod, type PodTerms, type PodTopology, type TopologyTarget, type TopologyVerdict } from './topology.js';
+import {
+  hasRequiredTopology,
+  mayHavePodTerms,
+  podTerms,
+  podTopology,
+  softTopologyScores,
+  topologyFilter,
+  unconstrainedTopology,
+  type PlacedPod,
+  type PodTerms,
+  type PodTopology,
+  type TopologyTarget,
+  type TopologyVerdict,
+} from './topology.js';
 import { MAX_SCORE, rankTargets, weightsDiffer, type PlacementPolicy, type ScoredTarget } from './score.js';
 import type { FitNode } from './target-nodes.js';
 
@@ -329,7 +342,12 @@ function rankingWords(choice: PolicyChoice | undefined, weighted: boolean, prefe
  * most cpu and memory left on one of them, less what is assumed there (binds in flight,
  * placements the summary does not show yet). Pure.
  */
-function passWords(fit: { reason: string; fittingNodes: readonly string[]; byBurst?: boolean; byPreemption?: boolean }, state: TargetState, target: string, assumed: ReadonlyMap<string, ResourceAmounts>): string {
+function passWords(
+  fit: { reason: string; fittingNodes: readonly string[]; byBurst?: boolean; byPreemption?: boolean },
+  state: TargetState,
+  target: string,
+  assumed: ReadonlyMap<string, ResourceAmounts>,
+): string {
   if (fit.byBurst || fit.byPreemption) return fit.reason;
   const fitting = new Set(fit.fittingNodes);
   const most = new Map<string, bigint>();
@@ -375,11 +393,8 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
   // A bind in flight takes room on the node the target's scheduler most likely chooses, as the
   // filter judges nodes (see `PlacementMemory.reserve`).
   const assumedOn = (target: TargetClient, state: TargetState) =>
-    memory.assumedOn(
-      target.key,
-      state,
-      delegate && ((namespace, name) => delegate(target.key, namespace, name)),
-      (pod, assumed, assumedPorts) => likelyNode(pod, state.nodes, { ...judgedAs(target, state), assumed, assumedPorts }),
+    memory.assumedOn(target.key, state, delegate && ((namespace, name) => delegate(target.key, namespace, name)), (pod, assumed, assumedPorts) =>
+      likelyNode(pod, state.nodes, { ...judgedAs(target, state), assumed, assumedPorts }),
     );
   const policyOf = typeof opts.policy === 'function' ? opts.policy : () => opts.policy as PlacementPolicy;
   const isVirtualNodeName = opts.isVirtualNodeName ?? ((name: string) => registry.byNodeName(name) !== undefined || /^admiralty-(namespace|cluster)-/.test(name));
@@ -426,7 +441,8 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     if (refusal) return reject('KeptOffAfterRefusal', `refused ${Math.round((clock.now() - refusal.atMs) / 1000)} s ago: ${refusal.reason}`);
     const owner = controllerOf(proxy);
     const avoided = owner && memory.avoidance(owner.uid, target.key, clock.now());
-    if (avoided) return reject('AvoidedAfterReplacement', `avoided for the pods of ${owner.kind} ${owner.name} until ${new Date(avoided.untilMs).toISOString()}, after a re-placement: ${avoided.reason}`);
+    if (avoided)
+      return reject('AvoidedAfterReplacement', `avoided for the pods of ${owner.kind} ${owner.name} until ${new Date(avoided.untilMs).toISOString()}, after a re-placement: ${avoided.reason}`);
     const capacity = opts.targetPlacement?.(target.key)?.burstCapacity;
     const assumed = assumedOn(target, state);
     const fit = fitsTarget(pod, state.nodes, {
@@ -608,7 +624,9 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       const node = registry.nodeNameOf(target.key);
       if (!node || offered.has(node) || (target.ref.kind === 'Target' && target.ref.namespace !== namespace)) continue;
       const verdict = judge(proxy, pod, target, topology);
-      out.push(`${node} (not offered by the proxy scheduler): ${verdict.kept ? "its own checks of the virtual node (its room in all, taints, readiness, the proxy's constraints) rejected it" : verdict.reason}`);
+      out.push(
+        `${node} (not offered by the proxy scheduler): ${verdict.kept ? "its own checks of the virtual node (its room in all, taints, readiness, the proxy's constraints) rejected it" : verdict.reason}`,
+      );
     }
     return out;
   };
@@ -1002,7 +1020,10 @@ export function parsePreemptionArgs(text: string): ExtenderPreemptionArgs {
   const meta = body.NodeNameToMetaVictims;
   const whole = body.NodeNameToVictims;
   if (!isObject(meta) && !isObject(whole)) throw new MalformedExtenderArgsError('ExtenderPreemptionArgs must carry NodeNameToMetaVictims or NodeNameToVictims');
-  for (const [field, map] of [['NodeNameToMetaVictims', meta], ['NodeNameToVictims', whole]] as const) {
+  for (const [field, map] of [
+    ['NodeNameToMetaVictims', meta],
+    ['NodeNameToVictims', whole],
+  ] as const) {
     if (map === undefined || map === null) continue;
     if (!isObject(map)) throw new MalformedExtenderArgsError(`ExtenderPreemptionArgs.${field} must be an object`);
     for (const [node, victims] of Object.entries(map)) {

@@ -188,7 +188,8 @@ export class PlacementMemory {
   /** Remembers that `targetKey` refused the pod with this UID. */
   refuse(podUid: string, targetKey: string, reason: string, nowMs: number): void {
     let byTarget = this.refusals.get(podUid);
-    if (byTarget) this.refusals.delete(podUid); // re-insert: Map order is age order
+    if (byTarget)
+      this.refusals.delete(podUid); // re-insert: Map order is age order
     else byTarget = new Map();
     const count = (byTarget.get(targetKey)?.count ?? 0) + 1;
     const forMs = Math.min(this.maxRefusalTtlMs, this.refusalTtlMs * 2 ** Math.min(count - 1, 30));
@@ -348,7 +349,11 @@ export class PlacementMemory {
   assumedPortsOn(targetKey: string): Map<string, HostPort[]> {
     const out = new Map<string, HostPort[]>();
     for (const [node, sum] of this.sums.get(targetKey) ?? []) {
-      if (sum.ports.size > 0) out.set(node, [...sum.ports.values()].map((p) => p.port));
+      if (sum.ports.size > 0)
+        out.set(
+          node,
+          [...sum.ports.values()].map((p) => p.port),
+        );
     }
     return out;
   }
@@ -474,4 +479,3 @@ export class PlacementMemory {
     }
   }
 }
-

@@ -70,7 +70,10 @@ export function victimsOnOneNode(
     if (!fits()) continue;
     const reprieved = new Set<PreemptionCandidate>();
     const byImportance = [...here].sort((a, b) => priorityOf(b.proxy) - priorityOf(a.proxy) || name(a).localeCompare(name(b)));
-    const violators = budgetViolators(byImportance.map((c) => c.proxy), budgets);
+    const violators = budgetViolators(
+      byImportance.map((c) => c.proxy),
+      budgets,
+    );
     const reprieveOrder = [...byImportance.filter((c) => violators.has(c.proxy)), ...byImportance.filter((c) => !violators.has(c.proxy))];
     for (const c of reprieveOrder) {
       shift(c, -1n);
@@ -82,10 +85,7 @@ export function victimsOnOneNode(
     if (victims.length === 0) continue;
     const top = victims.reduce((max, v) => Math.max(max, priorityOf(v.proxy)), -Infinity);
     const violations = victims.filter((v) => violators.has(v.proxy)).length;
-    const better =
-      !best ||
-      violations < best.violations ||
-      (violations === best.violations && (victims.length < best.victims.length || (victims.length === best.victims.length && top < best.top)));
+    const better = !best || violations < best.violations || (violations === best.violations && (victims.length < best.victims.length || (victims.length === best.victims.length && top < best.top)));
     if (better) best = { node: node.name, victims, top, violations };
   }
   return best && { node: best.node, victims: best.victims.map((v) => v.proxy), violations: best.violations };

@@ -86,12 +86,7 @@ export function preemptibleRoom(node: FitNode, priority: number): ResourceAmount
  * gives only the nodes that fit the pod but for room (ready, schedulable, matching, tolerated,
  * their host ports free): preemption frees room, nothing else. Pure.
  */
-export function nodesFreedByPreemption(
-  requests: ResourceAmounts,
-  nodes: readonly FitNode[],
-  priority: number,
-  assumed?: ReadonlyMap<string, ResourceAmounts>,
-): string[] {
+export function nodesFreedByPreemption(requests: ResourceAmounts, nodes: readonly FitNode[], priority: number, assumed?: ReadonlyMap<string, ResourceAmounts>): string[] {
   const out: string[] = [];
   for (const node of nodes) {
     const freed = preemptibleRoom(node, priority);

@@ -279,7 +279,11 @@ export function topologyFilter(topology: PodTopology, targets: readonly Topology
   });
   const affinityCounts = world.termCounts(topology.affinity);
   const antiCounts = world.termCounts(topology.antiAffinity);
-  const existingAnti = world.symmetricCounts((terms) => terms.antiAffinity, () => 1, true);
+  const existingAnti = world.symmetricCounts(
+    (terms) => terms.antiAffinity,
+    () => 1,
+    true,
+  );
   const noAffinityMatch = affinityCounts.every(({ counts }) => counts.size === 0);
   const selfAffine = topology.affinity.every((r) => r.inNamespace(topology.namespace) && r.selector(topology.labels));
 
@@ -359,7 +363,12 @@ const MAX_NODE_SCORE = 100;
  * (0..200) by target key, or undefined when neither the pod's soft topology nor a counted pod's
  * terms have anything to score. Cost as {@link topologyFilter}'s. Pure.
  */
-export function softTopologyScores(topology: PodTopology, targets: readonly TopologyTarget[], pods: readonly PlacedPod[], candidates: readonly { key: string; nodes: readonly FitNode[] }[]): Map<string, number> | undefined {
+export function softTopologyScores(
+  topology: PodTopology,
+  targets: readonly TopologyTarget[],
+  pods: readonly PlacedPod[],
+  candidates: readonly { key: string; nodes: readonly FitNode[] }[],
+): Map<string, number> | undefined {
   const world = new Federation(topology, targets, pods);
   const symmetric = world.symmetricCounts(
     (terms) => [...terms.preferred, ...terms.affinity],

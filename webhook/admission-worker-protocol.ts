@@ -26,7 +26,11 @@ export function serveReviews(answer: (raw: string, onEnvelope: (envelope: Review
     try {
       reply = answer(job.raw, (envelope) => port.postMessage({ id: job.id, envelope } satisfies WorkerMessage));
     } catch (err) {
-      reply = { answer: { status: 500, text: 'internal error' }, result: 'error', log: { level: 'error', message: 'webhook: review failed', fields: { error: String((err as Error)?.message ?? err) } } };
+      reply = {
+        answer: { status: 500, text: 'internal error' },
+        result: 'error',
+        log: { level: 'error', message: 'webhook: review failed', fields: { error: String((err as Error)?.message ?? err) } },
+      };
     }
     port.postMessage({ id: job.id, reply } satisfies WorkerMessage);
   });

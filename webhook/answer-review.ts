@@ -48,7 +48,11 @@ export function answerReview(raw: string, mutate: Mutation, onEnvelope?: (envelo
   try {
     body = parseUntrustedJson(raw, { maxTokens: MUTATE_MAX_JSON_TOKENS });
   } catch (err) {
-    return { answer: { status: 400, text: `request body ${(err as Error).message}` }, result: 'error', log: { level: 'warn', message: 'webhook: malformed AdmissionReview', fields: errorFields(err) } };
+    return {
+      answer: { status: 400, text: `request body ${(err as Error).message}` },
+      result: 'error',
+      log: { level: 'warn', message: 'webhook: malformed AdmissionReview', fields: errorFields(err) },
+    };
   }
   const envelope = envelopeOf(body);
   if (envelope) onEnvelope?.(envelope);

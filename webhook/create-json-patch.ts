@@ -1,9 +1,5 @@
 /** One RFC 6902 operation, as sent base64-encoded in an AdmissionResponse. */
-export type JsonPatchOp =
-  | { op: 'add'; path: string; value: unknown }
-  | { op: 'replace'; path: string; value: unknown }
-  | { op: 'remove'; path: string }
-  | { op: 'test'; path: string; value: unknown };
+export type JsonPatchOp = { op: 'add'; path: string; value: unknown } | { op: 'replace'; path: string; value: unknown } | { op: 'remove'; path: string } | { op: 'test'; path: string; value: unknown };
 
 /** Escapes one JSON Pointer reference token (RFC 6901: `~` -> `~0`, then `/` -> `~1`). */
 export function escapePointerToken(token: string): string {

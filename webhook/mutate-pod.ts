@@ -175,12 +175,7 @@ function readConstraints(text: string, parse: (text: string) => ProxySchedulingC
  * entry would defeat our unbounded one; the delegate keeps it through the saved manifest.
  */
 function isBoundedOutageToleration(t: V1Toleration): boolean {
-  return (
-    (t.key === NOT_READY_TAINT || t.key === UNREACHABLE_TAINT) &&
-    (t.effect === 'NoExecute' || !t.effect) &&
-    t.tolerationSeconds !== undefined &&
-    t.tolerationSeconds !== null
-  );
+  return (t.key === NOT_READY_TAINT || t.key === UNREACHABLE_TAINT) && (t.effect === 'NoExecute' || !t.effect) && t.tolerationSeconds !== undefined && t.tolerationSeconds !== null;
 }
 
 /**
@@ -237,7 +232,9 @@ function withTargetScope(affinity: V1Affinity | undefined, namespace: string): V
 
 /** A requirement as JSON would carry it, so that an exact comparison ignores absent `values`. */
 function normalRequirement(e: V1NodeSelectorRequirement): V1NodeSelectorRequirement {
-  return e.values === undefined || e.values === null || (e.operator === 'Exists' && e.values.length === 0) ? { key: e.key, operator: e.operator } : { key: e.key, operator: e.operator, values: e.values };
+  return e.values === undefined || e.values === null || (e.operator === 'Exists' && e.values.length === 0)
+    ? { key: e.key, operator: e.operator }
+    : { key: e.key, operator: e.operator, values: e.values };
 }
 
 /**

@@ -18,12 +18,7 @@ export interface ProxySchedulingConstraints {
 // `tolerationseconds`) is refused with its path instead of being silently ignored, as a strict
 // Go unmarshal into PodSpec would. Enum values are left to the apiserver's pod validation,
 // which runs on the mutated proxy.
-type Schema =
-  | 'string'
-  | 'integer'
-  | { map: Schema }
-  | { array: Schema }
-  | { object: Record<string, Schema>; required?: readonly string[] };
+type Schema = 'string' | 'integer' | { map: Schema } | { array: Schema } | { object: Record<string, Schema>; required?: readonly string[] };
 
 const strings: Schema = { array: 'string' };
 const labelSelector: Schema = {

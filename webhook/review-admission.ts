@@ -7,9 +7,7 @@ import { createJsonPatch } from './create-json-patch.js';
 export type AdmissionResult = 'allowed' | 'denied' | 'error';
 
 /** What the HTTP layer must send back. */
-export type AdmissionOutcome =
-  | { httpStatus: 200; result: AdmissionResult; review: Record<string, unknown>; error?: unknown }
-  | { httpStatus: 400; result: 'error'; reason: string };
+export type AdmissionOutcome = { httpStatus: 200; result: AdmissionResult; review: Record<string, unknown>; error?: unknown } | { httpStatus: 400; result: 'error'; reason: string };
 
 /** The message of a review refused for an internal error: the details are in the provider's log only. */
 export const INTERNAL_ERROR_MESSAGE = 'admiralty webhook failed to mutate the pod: internal error (details in the admiralty provider log)';

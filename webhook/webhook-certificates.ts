@@ -169,11 +169,7 @@ export class WebhookCertificates {
     const rotatedAtMs = retained.length > 0 ? stored.caRotatedAtMs : undefined;
     const trimmed = retained.length !== stored.previousCaPems.length;
     const servingOk =
-      stored.certPem !== undefined &&
-      stored.keyPem !== undefined &&
-      this.usable(stored.certPem, stored.keyPem, now) &&
-      verifySignedBy(stored.certPem, ca.certPem) &&
-      this.sansMatch(stored.certPem);
+      stored.certPem !== undefined && stored.keyPem !== undefined && this.usable(stored.certPem, stored.keyPem, now) && verifySignedBy(stored.certPem, ca.certPem) && this.sansMatch(stored.certPem);
     if (!servingOk) return { bundle: this.generate(ca, retained, rotatedAtMs), changed: true };
     const bundle = { caPem: ca.certPem, caKeyPem: ca.keyPem, certPem: stored.certPem!, keyPem: stored.keyPem!, previousCaPems: retained, caRotatedAtMs: rotatedAtMs };
     return { bundle, changed: trimmed };

@@ -51,10 +51,24 @@ function rule(why: string, v4: Array<[string, number]>, v6: Array<[string, numbe
 // BlockList also matches IPv4-mapped IPv6 forms (::ffff:169.254.169.254) against IPv4 rules.
 const ALWAYS_REFUSED: Rule[] = [
   rule('it is an unspecified address', [['0.0.0.0', 8]], [['::', 128]]),
-  rule('it is link-local (cloud metadata services live there)', [['169.254.0.0', 16]], [['fe80::', 10], ['64:ff9b::a9fe:0', 112]]),
+  rule(
+    'it is link-local (cloud metadata services live there)',
+    [['169.254.0.0', 16]],
+    [
+      ['fe80::', 10],
+      ['64:ff9b::a9fe:0', 112],
+    ],
+  ),
   // Metadata services outside link-local: AWS over IPv6, Alibaba Cloud.
   rule('it is a cloud metadata address', [['100.100.100.200', 32]], [['fd00:ec2::254', 128]]),
-  rule('it is a multicast or broadcast address', [['224.0.0.0', 4], ['255.255.255.255', 32]], [['ff00::', 8]]),
+  rule(
+    'it is a multicast or broadcast address',
+    [
+      ['224.0.0.0', 4],
+      ['255.255.255.255', 32],
+    ],
+    [['ff00::', 8]],
+  ),
 ];
 const LOOPBACK = rule('it is loopback (the provider itself); the operator did not allow loopback targets', [['127.0.0.0', 8]], [['::1', 128]]);
 

@@ -69,7 +69,12 @@ export function kubeConfigFromSecret(
   }
   const text = Buffer.from(b64, 'base64').toString('utf8');
   // The Secret is read again on every probe, but parsed only when its text changed.
-  const fingerprint = createHash('sha256').update(text).update('\0').update(ref.context ?? '').digest('hex').slice(0, 16);
+  const fingerprint = createHash('sha256')
+    .update(text)
+    .update('\0')
+    .update(ref.context ?? '')
+    .digest('hex')
+    .slice(0, 16);
   if (current && current.fingerprint === fingerprint) return current;
   if (refused && refused.fingerprint === fingerprint) throw refused;
   let parsed;

@@ -72,7 +72,7 @@ const WHY_REFUSED: Record<string, string> = {
   'token-file': "reads a file of the provider's machine (use token)",
   exec: 'runs a command on the provider',
   'auth-provider': 'runs an auth-provider plugin in the provider',
-  'proxy-url': 'sends the traffic through a proxy of the writer\'s choosing',
+  'proxy-url': "sends the traffic through a proxy of the writer's choosing",
   username: 'is basic authentication, which Kubernetes no longer serves (use token)',
   password: 'is basic authentication, which Kubernetes no longer serves (use token)',
   as: 'impersonates another identity',
@@ -117,12 +117,15 @@ export function parseTargetKubeconfig(text: string, opts: { context?: string; po
   for (const [name, u] of users) refuseUnknown(`user "${name}"`, u, USER_FIELDS);
   for (const [name, c] of contexts) refuseUnknown(`context "${name}"`, c, CONTEXT_FIELDS);
   if (unsupported.length) {
-    throw new KubeconfigError('KubeconfigUnsupported', `${unsupported.join('; ')}; a Target's kubeconfig may only carry a server, inline data (certificate-authority-data, client-certificate-data, client-key-data) and a token`);
+    throw new KubeconfigError(
+      'KubeconfigUnsupported',
+      `${unsupported.join('; ')}; a Target's kubeconfig may only carry a server, inline data (certificate-authority-data, client-certificate-data, client-key-data) and a token`,
+    );
   }
 
   const current = doc['current-context'];
   const contextName = opts.context || (typeof current === 'string' ? current : '');
-  if (!contextName) invalid.push('no context selected (set current-context, or the Target\'s context)');
+  if (!contextName) invalid.push("no context selected (set current-context, or the Target's context)");
   const context = contextName ? contexts.get(contextName) : undefined;
   if (contextName && !context) invalid.push(`context "${contextName}" not found`);
   if (invalid.length || !context) throw new KubeconfigError('KubeconfigInvalid', invalid.join('; '));

@@ -86,12 +86,7 @@ export interface InformerOptions<T extends KubernetesObject> {
 
 /** What the informer needs to watch: a {@link LineWatch}, or a fake in tests. */
 export interface WatchStarter {
-  watch(
-    path: string,
-    query: Record<string, string | number | boolean | undefined>,
-    onEvent: (type: string, obj: unknown) => void,
-    done: (err: unknown) => void,
-  ): Promise<{ abort(): void }>;
+  watch(path: string, query: Record<string, string | number | boolean | undefined>, onEvent: (type: string, obj: unknown) => void, done: (err: unknown) => void): Promise<{ abort(): void }>;
 }
 
 /** One page of a list: the selectors, and where the page starts (see {@link InformerOptions.list}). */
@@ -577,12 +572,15 @@ export class Informer<T extends KubernetesObject> {
   /** Re-arms the idle watchdog for attempt `gen`. */
   private touch(gen: number): void {
     if (this.idleTimer) this.o.clock.clearTimeout(this.idleTimer);
-    this.idleTimer = this.o.clock.setTimeout(() => {
-      this.idleTimer = undefined;
-      if (!this.running || gen !== this.generation) return;
-      this.o.logger.debug('informer idle; restarting its watch', { informer: this.o.name, cluster: this.o.cluster });
-      void this.attempt(false);
-    }, this.o.idleRestartMs ?? 5 * 60_000 + WATCH_TIMEOUT_MIN_S * 1000);
+    this.idleTimer = this.o.clock.setTimeout(
+      () => {
+        this.idleTimer = undefined;
+        if (!this.running || gen !== this.generation) return;
+        this.o.logger.debug('informer idle; restarting its watch', { informer: this.o.name, cluster: this.o.cluster });
+        void this.attempt(false);
+      },
+      this.o.idleRestartMs ?? 5 * 60_000 + WATCH_TIMEOUT_MIN_S * 1000,
+    );
   }
 
   private abortRequest(): void {

@@ -178,7 +178,8 @@ export class Manager {
    * leader's start in progress that does not end): the process then exits all the same.
    */
   async shutdown(deadlineMs: number, drainMs = 0): Promise<void> {
-    if (!(await within(this.o.clock, this.stop(deadlineMs, drainMs), drainMs + deadlineMs))) this.o.logger.warn('shutdown: not every part stopped within its deadline', { deadlineSeconds: (drainMs + deadlineMs) / 1000 });
+    if (!(await within(this.o.clock, this.stop(deadlineMs, drainMs), drainMs + deadlineMs)))
+      this.o.logger.warn('shutdown: not every part stopped within its deadline', { deadlineSeconds: (drainMs + deadlineMs) / 1000 });
   }
 
   private startedLeading(): void {

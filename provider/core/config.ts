@@ -83,10 +83,29 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   kubeletPort: { flag: 'kubelet-port', kind: 'port', default: '10250', help: 'port of the kubelet API of the virtual nodes' },
   kubeletAddress: { flag: 'kubelet-address', env: 'POD_IP', kind: 'ip', default: '127.0.0.1', help: "IP the control plane dials for the kubelet API (the node's InternalIP)" },
   kubeletBindAddress: { flag: 'kubelet-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address the kubelet API listens on (0.0.0.0 in a pod)' },
-  kubeletClientCaFile: { flag: 'kubelet-client-ca-file', kind: 'string', help: "CA that signs the apiserver's kubelet client certificate; default: the apiserver's client CA, read from kube-system/extension-apiserver-authentication" },
-  kubeletServingSigner: { flag: 'kubelet-serving-signer', kind: 'string', default: 'kubernetes.io/kubelet-serving', help: 'signer of the kubelet serving certificate CSR (e.g. beta.eks.amazonaws.com/app-serving)' },
-  allowLoopbackTargets: { flag: 'allow-loopback-targets', kind: 'bool', default: 'false', help: "let a Target's kubeconfig point at a loopback address (local sandboxes only: in a pod, loopback is the provider itself)" },
-  apiRequestTimeoutSeconds: { flag: 'api-request-timeout-seconds', kind: 'int', default: '30', help: 'deadline of every API call to this cluster and to targets (watches and log/exec streams excepted)' },
+  kubeletClientCaFile: {
+    flag: 'kubelet-client-ca-file',
+    kind: 'string',
+    help: "CA that signs the apiserver's kubelet client certificate; default: the apiserver's client CA, read from kube-system/extension-apiserver-authentication",
+  },
+  kubeletServingSigner: {
+    flag: 'kubelet-serving-signer',
+    kind: 'string',
+    default: 'kubernetes.io/kubelet-serving',
+    help: 'signer of the kubelet serving certificate CSR (e.g. beta.eks.amazonaws.com/app-serving)',
+  },
+  allowLoopbackTargets: {
+    flag: 'allow-loopback-targets',
+    kind: 'bool',
+    default: 'false',
+    help: "let a Target's kubeconfig point at a loopback address (local sandboxes only: in a pod, loopback is the provider itself)",
+  },
+  apiRequestTimeoutSeconds: {
+    flag: 'api-request-timeout-seconds',
+    kind: 'int',
+    default: '30',
+    help: 'deadline of every API call to this cluster and to targets (watches and log/exec streams excepted)',
+  },
   webhookPort: { flag: 'webhook-port', kind: 'port', default: '9443', help: 'port of the admission webhook' },
   webhookBindAddress: { flag: 'webhook-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address the webhook listens on (0.0.0.0 in a pod)' },
   webhookConfigName: { flag: 'webhook-config-name', kind: 'string', default: 'admiralty', help: 'MutatingWebhookConfiguration whose caBundle the provider keeps current' },
@@ -143,9 +162,14 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
     flag: 'proxy-scheduler-name',
     kind: 'string',
     default: 'admiralty-proxy',
-    help: 'schedulerName the webhook gives proxies: the second kube-scheduler that calls our extender (exact placement); empty keeps the pod\'s own (virtual-node labels only)',
+    help: "schedulerName the webhook gives proxies: the second kube-scheduler that calls our extender (exact placement); empty keeps the pod's own (virtual-node labels only)",
   },
-  delegatePlacementTimeoutSeconds: { flag: 'delegate-placement-timeout-seconds', kind: 'int', default: '20', help: "how long the extender's bind waits for a target's scheduler to place a delegate before trying another target" },
+  delegatePlacementTimeoutSeconds: {
+    flag: 'delegate-placement-timeout-seconds',
+    kind: 'int',
+    default: '20',
+    help: "how long the extender's bind waits for a target's scheduler to place a delegate before trying another target",
+  },
   replaceUnschedulableAfterMs: {
     flag: 'replace-unschedulable-after',
     kind: 'duration',
@@ -164,7 +188,7 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
     flag: 'shutdown-delay-seconds',
     kind: 'int',
     default: '5',
-    help: 'on SIGTERM, keep serving this long, not Ready and asking clients to close their connections, while endpoints move to the other replicas; then stop. Delay plus timeout must stay under the pod\'s terminationGracePeriodSeconds',
+    help: "on SIGTERM, keep serving this long, not Ready and asking clients to close their connections, while endpoints move to the other replicas; then stop. Delay plus timeout must stay under the pod's terminationGracePeriodSeconds",
   },
 };
 
@@ -244,7 +268,10 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
         else out[key] = raw;
         break;
       case 'list': {
-        const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+        const items = raw
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean);
         const bad = items.filter((s) => !spec.values!.includes(s));
         if (bad.length) errors.push(`${where}: unknown component(s) ${bad.join(', ')}; known: ${spec.values!.join(', ')}`);
         else out[key] = items;
@@ -253,10 +280,12 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
     }
   }
   if (!out.clusterName) errors.push('--cluster-name (or CLUSTER_NAME) is required: it names this cluster on every delegate and copy');
-  else if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.clusterName as string) || (out.clusterName as string).length > 63) errors.push(`--cluster-name: "${out.clusterName as string}" must be a valid label value (lowercase, digits, '-', '.', at most 63)`);
+  else if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.clusterName as string) || (out.clusterName as string).length > 63)
+    errors.push(`--cluster-name: "${out.clusterName as string}" must be a valid label value (lowercase, digits, '-', '.', at most 63)`);
   const enabled = (out.enable as string[] | undefined) ?? [];
   if (enabled.includes('extender') && !enabled.includes('webhook')) errors.push('--enable: the extender is served on the webhook server: enable webhook too, or leave extender out');
-  if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string)) errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName as string}" is not a valid scheduler name`);
+  if (out.proxySchedulerName && !/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(out.proxySchedulerName as string))
+    errors.push(`--proxy-scheduler-name: "${out.proxySchedulerName as string}" is not a valid scheduler name`);
   if (out.workersPerTarget === 0) errors.push('--workers-per-target: must be at least 1');
   if ((out.admissionWorkers as number) > 16) errors.push(`--admission-workers: ${out.admissionWorkers as number} is more than 16 (each worker holds up to 256 MiB of heap)`);
   const admissionDeadline = out.admissionDeadlineMs as number | undefined;
@@ -264,14 +293,21 @@ export function parseConfig(argv: string[], env: Record<string, string | undefin
     errors.push(`--admission-deadline: ${admissionDeadline} ms is not from 100ms to 4s (the apiserver gives the webhook 5 s)`);
   }
   const summaryRenew = out.summaryRenewIntervalSeconds as number | undefined;
-  if (summaryRenew !== undefined && (summaryRenew < 1 || summaryRenew > 3600)) errors.push(`--summary-renew-interval-seconds: ${summaryRenew} is not from 1 to 3600 (the summary's readers accept no other)`);
+  if (summaryRenew !== undefined && (summaryRenew < 1 || summaryRenew > 3600))
+    errors.push(`--summary-renew-interval-seconds: ${summaryRenew} is not from 1 to 3600 (the summary's readers accept no other)`);
   if (out.targetCacheBudgetMib === 0) errors.push("--target-cache-budget-mib: must be at least 1 (a target's delegates must fit)");
   // The leader must step down (renew deadline) before another replica may take the lease
   // (lease duration), and must get at least one retry in before stepping down.
-  const lease = out.leaseDurationSeconds as number, renew = out.renewDeadlineSeconds as number, retry = out.retryPeriodSeconds as number;
-  if (!(renew < lease)) errors.push(`--renew-deadline-seconds (${renew}) must be less than --lease-duration-seconds (${lease}): a leader steps down only after its renew deadline, and another replica takes the lease after the lease duration`);
+  const lease = out.leaseDurationSeconds as number,
+    renew = out.renewDeadlineSeconds as number,
+    retry = out.retryPeriodSeconds as number;
+  if (!(renew < lease))
+    errors.push(
+      `--renew-deadline-seconds (${renew}) must be less than --lease-duration-seconds (${lease}): a leader steps down only after its renew deadline, and another replica takes the lease after the lease duration`,
+    );
   if (!(retry > 0 && retry < renew)) errors.push(`--retry-period-seconds (${retry}) must be at least 1 and less than --renew-deadline-seconds (${renew})`);
-  if ((out.shutdownDelaySeconds as number) > 300) errors.push(`--shutdown-delay-seconds (${out.shutdownDelaySeconds as number}) must be at most 300: a terminating replica is not Ready, so a longer drain only holds a rollout`);
+  if ((out.shutdownDelaySeconds as number) > 300)
+    errors.push(`--shutdown-delay-seconds (${out.shutdownDelaySeconds as number}) must be at most 300: a terminating replica is not Ready, so a longer drain only holds a rollout`);
   if (errors.length) return { ok: false, errors };
   out.leaderElectionNamespace ??= out.namespace;
   out.workersPerTarget ??= Math.max(1, (out.workers as number) - 1);

@@ -3,7 +3,7 @@ import { ValidationError } from './errors.js';
 /** Go's longest duration (2^63 - 1 ns), in ms: `time.ParseDuration` refuses more. */
 const MAX_GO_DURATION_MS = 9_223_372_036_854;
 
-const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, 'μs': 1e-3, ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+const UNIT_MS: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, μs: 1e-3, ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
 
 /**
  * Parses a Go duration (`time.ParseDuration`: `30s`, `2m`, `1h30m`, `1.5h`, `0`) into

@@ -60,18 +60,7 @@ export class CopyConflictError extends NotDelegatedError {
   }
 }
 
-export type ApiErrorKind =
-  | 'NotFound'
-  | 'Conflict'
-  | 'AlreadyExists'
-  | 'Gone'
-  | 'Invalid'
-  | 'Forbidden'
-  | 'Unauthorized'
-  | 'TooManyRequests'
-  | 'ServerError'
-  | 'Network'
-  | 'Unknown';
+export type ApiErrorKind = 'NotFound' | 'Conflict' | 'AlreadyExists' | 'Gone' | 'Invalid' | 'Forbidden' | 'Unauthorized' | 'TooManyRequests' | 'ServerError' | 'Network' | 'Unknown';
 
 /** HTTP status code of a client-node ApiException (or a watch error), if any. */
 export function statusCode(err: unknown): number | undefined {

@@ -42,7 +42,14 @@ export class EventRecorder {
       const name = `${(obj.metadata.name ?? 'object').slice(0, 200)}.${now.getTime().toString(16)}${Math.floor(Math.random() * 0xffff).toString(16)}`;
       const event: CoreV1Event = {
         metadata: { name, namespace },
-        involvedObject: { kind: obj.kind, apiVersion: obj.apiVersion, name: obj.metadata.name, namespace: obj.metadata.namespace, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion },
+        involvedObject: {
+          kind: obj.kind,
+          apiVersion: obj.apiVersion,
+          name: obj.metadata.name,
+          namespace: obj.metadata.namespace,
+          uid: obj.metadata.uid,
+          resourceVersion: obj.metadata.resourceVersion,
+        },
         reason,
         message: message.slice(0, 1024),
         type,

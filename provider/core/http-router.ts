@@ -270,13 +270,7 @@ export function isHttp2(req: AnyRequest): req is Http2ServerRequest {
  * chunks read so far are dropped and given back; what still arrives is discarded. A request
  * that is aborted calls nothing: there is nobody to answer.
  */
-function readBody(
-  req: AnyRequest,
-  res: AnyResponse,
-  limit: number,
-  account: BodyAccount,
-  done: (refusal: { reason: BodyRefusal; answer: Answer } | undefined, body?: Buffer) => void,
-): void {
+function readBody(req: AnyRequest, res: AnyResponse, limit: number, account: BodyAccount, done: (refusal: { reason: BodyRefusal; answer: Answer } | undefined, body?: Buffer) => void): void {
   const declared = Number(req.headers['content-length']);
   const tooLarge = { reason: 'too_large' as const, answer: text(413, `request body is larger than ${limit} bytes`) };
   if (declared > limit) return done(tooLarge);

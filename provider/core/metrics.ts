@@ -9,7 +9,12 @@ export function createMetrics(registry: Registry) {
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
   return {
-    reconcileTotal: new Counter({ name: 'admiralty_controller_reconcile_total', help: 'Reconciles by controller and result (success, error, terminal).', labelNames: ['controller', 'result'], registers }),
+    reconcileTotal: new Counter({
+      name: 'admiralty_controller_reconcile_total',
+      help: 'Reconciles by controller and result (success, error, terminal).',
+      labelNames: ['controller', 'result'],
+      registers,
+    }),
     reconcileDuration: new Histogram({
       name: 'admiralty_controller_reconcile_duration_seconds',
       help: 'Time spent in one reconcile.',
@@ -28,9 +33,24 @@ export function createMetrics(registry: Registry) {
       registers,
     }),
     targetReady: new Gauge({ name: 'admiralty_target_ready', help: '1 when a target is reachable and usable, else 0.', labelNames: ['target'], registers }),
-    outageFailovers: new Counter({ name: 'admiralty_outage_failovers_total', help: 'Proxies deleted so that their controller recreates them elsewhere, their target being unreachable longer than their failover-after.', labelNames: ['target'], registers }),
-    replacements: new Counter({ name: 'admiralty_replacements_total', help: 'Proxies deleted so that their controller recreates them on another target, their delegate stuck in this one (reason Unschedulable, NotTriggerScaleUp or NodeLost).', labelNames: ['target', 'reason'], registers }),
-    fencedDelegates: new Counter({ name: 'admiralty_outage_fenced_delegates_total', help: 'Delegates deleted by fencing: their proxy went while their target was unreachable.', labelNames: ['target'], registers }),
+    outageFailovers: new Counter({
+      name: 'admiralty_outage_failovers_total',
+      help: 'Proxies deleted so that their controller recreates them elsewhere, their target being unreachable longer than their failover-after.',
+      labelNames: ['target'],
+      registers,
+    }),
+    replacements: new Counter({
+      name: 'admiralty_replacements_total',
+      help: 'Proxies deleted so that their controller recreates them on another target, their delegate stuck in this one (reason Unschedulable, NotTriggerScaleUp or NodeLost).',
+      labelNames: ['target', 'reason'],
+      registers,
+    }),
+    fencedDelegates: new Counter({
+      name: 'admiralty_outage_fenced_delegates_total',
+      help: 'Delegates deleted by fencing: their proxy went while their target was unreachable.',
+      labelNames: ['target'],
+      registers,
+    }),
     certificateExpiry: new Gauge({ name: 'admiralty_certificate_expiry_timestamp_seconds', help: 'When a serving certificate expires (Unix time).', labelNames: ['certificate'], registers }),
     webhookConnectionsClosed: new Counter({
       name: 'admiralty_webhook_connections_closed_total',

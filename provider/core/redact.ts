@@ -23,6 +23,9 @@ export function redactCredentials(text: string): string {
  * objects: credentials redacted, one printable line, at most `max` characters.
  */
 export function sanitizeRemoteText(text: string, max = MAX_REMOTE_TEXT_CHARS): string {
-  const flat = redactCredentials(text).replace(UNPRINTABLE, ' ').replace(/\s{2,}/g, ' ').trim();
+  const flat = redactCredentials(text)
+    .replace(UNPRINTABLE, ' ')
+    .replace(/\s{2,}/g, ' ')
+    .trim();
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }

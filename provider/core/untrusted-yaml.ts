@@ -117,4 +117,3 @@ function isBlankOrEnd(text: string, i: number): boolean {
 function formatBytes(n: number): string {
   return n >= 1024 ? `${Math.round(n / 1024)} KiB` : `${n} bytes`;
 }
-

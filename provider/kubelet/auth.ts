@@ -184,10 +184,7 @@ export function createKubeletAuthorizer(opts: KubeletAuthorizerOptions): Kubelet
         body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } },
       });
       const u = review.status?.user;
-      const user: KubeletUser | null =
-        review.status?.authenticated && u?.username
-          ? { name: u.username, groups: u.groups ?? [], uid: u.uid, extra: u.extra }
-          : null;
+      const user: KubeletUser | null = review.status?.authenticated && u?.username ? { name: u.username, groups: u.groups ?? [], uid: u.uid, extra: u.extra } : null;
       tokens.set(key, user, user ? allowTtlMs : denyTtlMs);
       return user;
     },

@@ -18,12 +18,7 @@ import { abandon, createKubeletContext, type KubeletContext } from './endpoints/
 import { kubeletRoutes } from './endpoints/routes.js';
 import { serveUpgrade } from './endpoints/upgrade-request.js';
 
-export {
-  DEFAULT_STREAMING_IDLE_TIMEOUT_MS,
-  MAX_PORT_FORWARD_STREAMS,
-  MAX_REMOTECOMMAND_STREAMS,
-  MAX_WEBSOCKET_MESSAGE_BYTES,
-} from './endpoints/context.js';
+export { DEFAULT_STREAMING_IDLE_TIMEOUT_MS, MAX_PORT_FORWARD_STREAMS, MAX_REMOTECOMMAND_STREAMS, MAX_WEBSOCKET_MESSAGE_BYTES } from './endpoints/context.js';
 export { parseKubeletPath, parseNodeScopedPath, type KubeletPath, type NodeScopedPath } from './endpoints/paths.js';
 
 /** Where a proxy pod's delegate runs, as the provider's registry knows it. */

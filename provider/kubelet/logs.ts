@@ -111,11 +111,7 @@ export function createTargetLogBackend(): LogBackend {
     async streamLogs(target, container, opts, signal) {
       const cluster = target.kubeConfig.getCurrentCluster();
       if (!cluster) throw new LogUpstreamError(500, 'target kubeconfig has no current cluster');
-      const url = new URL(
-        `${cluster.server.replace(/\/+$/, '')}/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(
-          target.pod,
-        )}/log?${podLogQuery(container, opts)}`,
-      );
+      const url = new URL(`${cluster.server.replace(/\/+$/, '')}/api/v1/namespaces/${encodeURIComponent(target.namespace)}/pods/${encodeURIComponent(target.pod)}/log?${podLogQuery(container, opts)}`);
       const reqOpts: https.RequestOptions = { method: 'GET', headers: {} };
       await target.kubeConfig.applyToHTTPSOptions(reqOpts);
       const mod = url.protocol === 'https:' ? https : http;

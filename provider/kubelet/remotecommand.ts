@@ -7,12 +7,7 @@ import type { SpdySession, SpdyStream } from './spdy/spdy-session.js';
 import type { KubeStatus } from './upgrade.js';
 
 /** remotecommand protocols we serve over SPDY, in our order of preference (as the kubelet). */
-export const REMOTECOMMAND_PROTOCOLS = [
-  'v4.channel.k8s.io',
-  'v3.channel.k8s.io',
-  'v2.channel.k8s.io',
-  'channel.k8s.io',
-] as const;
+export const REMOTECOMMAND_PROTOCOLS = ['v4.channel.k8s.io', 'v3.channel.k8s.io', 'v2.channel.k8s.io', 'channel.k8s.io'] as const;
 
 /** Terminal size in character cells, as carried by the resize stream/channel. */
 export interface TerminalSize {
@@ -62,11 +57,7 @@ export interface ExecBackend {
  * names the apiserver sends (`input`, `output`, `error`) and the public ones (`stdin`,
  * `stdout`, `stderr`); "1" or "true" mean yes. Throws a message (string) on invalid input.
  */
-export function parseExecQuery(
-  query: URLSearchParams,
-  target: { namespace: string; pod: string; container: string },
-  mode: 'exec' | 'attach',
-): ExecRequest | string {
+export function parseExecQuery(query: URLSearchParams, target: { namespace: string; pod: string; container: string }, mode: 'exec' | 'attach'): ExecRequest | string {
   const flag = (...names: string[]) => names.some((n) => ['1', 'true'].includes((query.get(n) ?? '').toLowerCase()));
   const tty = flag('tty');
   const req: ExecRequest = {

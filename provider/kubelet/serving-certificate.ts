@@ -22,10 +22,7 @@ const MAX_NAME_LENGTH = 253;
 const APPROVAL_ATTEMPTS = 3;
 
 /** The calls of `CertificatesV1Api` used here; a real `CertificatesV1Api` fits. */
-export type CsrClient = Pick<
-  CertificatesV1Api,
-  'createCertificateSigningRequest' | 'readCertificateSigningRequest' | 'replaceCertificateSigningRequestApproval' | 'deleteCertificateSigningRequest'
->;
+export type CsrClient = Pick<CertificatesV1Api, 'createCertificateSigningRequest' | 'readCertificateSigningRequest' | 'replaceCertificateSigningRequestApproval' | 'deleteCertificateSigningRequest'>;
 
 export interface KubeletServingCertificateOptions {
   /** Client of the cluster whose apiserver connects to the kubelet API (the source cluster). */

@@ -140,7 +140,6 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
     }
     ws.on('error', () => undefined); // a later error surfaces as a close without Status
 
-
     // Bytes handed to ws whose write the socket has not completed (ws's bufferedAmount, which
     // the ws client exposes without a drain event; send callbacks tell us when they leave).
     let inFlight = 0;

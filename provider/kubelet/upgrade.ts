@@ -71,12 +71,7 @@ export function writeSpdyUpgradeResponse(socket: Duplex, protocol: string): void
  * Answers an upgrade request with a plain HTTP error and closes the socket. The body is a JSON
  * Status so client-go turns it into a proper API error instead of "unable to upgrade".
  */
-export function writeUpgradeError(
-  socket: Duplex,
-  code: number,
-  message: string,
-  extraHeaders: Array<[string, string]> = [],
-): void {
+export function writeUpgradeError(socket: Duplex, code: number, message: string, extraHeaders: Array<[string, string]> = []): void {
   if (socket.destroyed) return;
   const body = JSON.stringify(failureStatus(code, message));
   const lines = [

@@ -29,13 +29,7 @@ export function admiraltyBindingMismatch(
   if (Object.keys(meta.annotations ?? {}).length > 0) return `it has annotations (${Object.keys(meta.annotations!).sort().join(', ')})`;
   const refs = meta.ownerReferences ?? [];
   const ref = refs[0];
-  const ownerOk =
-    refs.length === 1 &&
-    ref!.apiVersion === `${API_GROUP}/${API_VERSION}` &&
-    ref!.kind === owner.kind &&
-    ref!.name === owner.name &&
-    ref!.uid === owner.uid &&
-    ref!.controller === true;
+  const ownerOk = refs.length === 1 && ref!.apiVersion === `${API_GROUP}/${API_VERSION}` && ref!.kind === owner.kind && ref!.name === owner.name && ref!.uid === owner.uid && ref!.controller === true;
   if (!ownerOk) return `its owner is not this ${owner.kind} (uid ${owner.uid})`;
   const admiraltyRole = ADMIRALTY_CLUSTER_ROLES[wanted.roleRef.name];
   const roleRef = existing.roleRef;

@@ -104,7 +104,14 @@ export function buildClusterSummary(
     nodePools: [...pools.entries()].sort(([a], [b]) => ordinal(a, b)).map(([, p]) => p),
     ...(podsResourceVersion ? { podsResourceVersion } : {}),
     ...(classes.runtime ? { runtimeClasses: summaryRuntimeClasses(classes.runtime) } : {}),
-    ...(classes.priority ? { priorityClasses: classes.priority.map((c) => c.metadata?.name ?? '').filter((n) => n !== '').sort(ordinal) } : {}),
+    ...(classes.priority
+      ? {
+          priorityClasses: classes.priority
+            .map((c) => c.metadata?.name ?? '')
+            .filter((n) => n !== '')
+            .sort(ordinal),
+        }
+      : {}),
     ...(classes.priority ? { priorityClassValues: summaryPriorityClassValues(classes.priority) } : {}),
   };
 }
@@ -342,8 +349,7 @@ export function clusterSummaryProblem(obj: unknown): string | undefined {
   if (obj.runtimeClasses !== undefined) {
     if (!Array.isArray(obj.runtimeClasses)) return 'runtimeClasses must be a list';
     const str = (v: unknown) => v === undefined || typeof v === 'string';
-    const tolerationOk = (t: unknown) =>
-      isObject(t) && str(t.key) && str(t.operator) && str(t.value) && str(t.effect) && optional(t.tolerationSeconds, Number.isInteger);
+    const tolerationOk = (t: unknown) => isObject(t) && str(t.key) && str(t.operator) && str(t.value) && str(t.effect) && optional(t.tolerationSeconds, Number.isInteger);
     for (const [i, rc] of obj.runtimeClasses.entries()) {
       const at = `runtimeClasses[${i}]`;
       if (!isObject(rc) || typeof rc.name !== 'string') return `${at} must be an object with a name`;

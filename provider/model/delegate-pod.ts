@@ -289,8 +289,11 @@ const NOT_ON_A_VIRTUAL_NODE = { key: VIRTUAL_KUBELET_PROVIDER_LABEL, operator: '
 export function offVirtualNodes(affinity: V1Affinity | undefined): V1Affinity {
   const required = affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
   const terms: V1NodeSelectorTerm[] = required?.nodeSelectorTerms?.length ? required.nodeSelectorTerms : [{}];
-  const isOurs = (e: { key: string; operator: string; values?: string[] }) => e.key === NOT_ON_A_VIRTUAL_NODE.key && e.operator === 'NotIn' && e.values?.length === 1 && e.values[0] === VIRTUAL_KUBELET_PROVIDER_VALUE;
-  const nodeSelectorTerms = terms.map((t) => ((t.matchExpressions ?? []).some(isOurs) ? t : { ...t, matchExpressions: [...(t.matchExpressions ?? []), { ...NOT_ON_A_VIRTUAL_NODE, values: [...NOT_ON_A_VIRTUAL_NODE.values] }] }));
+  const isOurs = (e: { key: string; operator: string; values?: string[] }) =>
+    e.key === NOT_ON_A_VIRTUAL_NODE.key && e.operator === 'NotIn' && e.values?.length === 1 && e.values[0] === VIRTUAL_KUBELET_PROVIDER_VALUE;
+  const nodeSelectorTerms = terms.map((t) =>
+    (t.matchExpressions ?? []).some(isOurs) ? t : { ...t, matchExpressions: [...(t.matchExpressions ?? []), { ...NOT_ON_A_VIRTUAL_NODE, values: [...NOT_ON_A_VIRTUAL_NODE.values] }] },
+  );
   return { ...affinity, nodeAffinity: { ...affinity?.nodeAffinity, requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms } } };
 }
 
@@ -344,7 +347,6 @@ function pick<T extends object, K extends keyof T>(obj: T, keys: readonly K[]): 
   for (const k of keys) if (obj[k] !== undefined) out[k] = obj[k];
   return out;
 }
-
 
 /**
  * Whether a pod in a target is a delegate created by this source cluster: it has a non-empty

@@ -1,11 +1,5 @@
 import type { V1ConfigMap, V1ObjectMeta, V1Secret } from '@kubernetes/client-node';
-import {
-  HAS_FINALIZER_LABEL,
-  PARENT_CLUSTER_NAME_LABEL,
-  PARENT_NAMESPACE_ANNOTATION,
-  PARENT_NAME_ANNOTATION,
-  PARENT_UID_LABEL,
-} from '../core/keys.js';
+import { HAS_FINALIZER_LABEL, PARENT_CLUSTER_NAME_LABEL, PARENT_NAMESPACE_ANNOTATION, PARENT_NAME_ANNOTATION, PARENT_UID_LABEL } from '../core/keys.js';
 import { ValidationError } from '../core/errors.js';
 import { stringMapEquals } from './maps.js';
 
@@ -93,11 +87,7 @@ export function buildSecretCopy(src: V1Secret, opts: CopyOptions): V1Secret {
  * it). Never update or delete a remote object for which this is false: a same-name object that is
  * not ours (e.g. each cluster's own `kube-root-ca.crt`) is left alone.
  */
-export function isOwnedCopy(
-  obj: { metadata?: V1ObjectMeta },
-  sourceClusterName: string,
-  parentUid?: string,
-): boolean {
+export function isOwnedCopy(obj: { metadata?: V1ObjectMeta }, sourceClusterName: string, parentUid?: string): boolean {
   const labels = obj.metadata?.labels ?? {};
   const uid = labels[PARENT_UID_LABEL];
   if (!uid || labels[PARENT_CLUSTER_NAME_LABEL] !== sourceClusterName) return false;
@@ -144,11 +134,7 @@ export function missingOriginalConflict(kind: 'configmap' | 'secret', inTarget: 
 type Copy = V1ConfigMap | V1Secret;
 
 function contentEquals(a: Copy, b: Copy): boolean {
-  return (
-    stringMapEquals(a.data, b.data) &&
-    stringMapEquals((a as V1ConfigMap).binaryData, (b as V1ConfigMap).binaryData) &&
-    (a as V1Secret).type === (b as V1Secret).type
-  );
+  return stringMapEquals(a.data, b.data) && stringMapEquals((a as V1ConfigMap).binaryData, (b as V1ConfigMap).binaryData) && (a as V1Secret).type === (b as V1Secret).type;
 }
 
 /**

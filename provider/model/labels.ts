@@ -16,10 +16,7 @@ import { sortedEntries } from './maps.js';
  *
  * Pure; returns a new object.
  */
-export function prefixLabels(
-  labels: Record<string, string> | undefined | null,
-  noPrefixRegexp?: GoRegexp | null,
-): Record<string, string> {
+export function prefixLabels(labels: Record<string, string> | undefined | null, noPrefixRegexp?: GoRegexp | null): Record<string, string> {
   const out: Record<string, string> = {};
   if (!labels) return out;
   const re = noPrefixRegexp ?? undefined;

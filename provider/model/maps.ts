@@ -3,10 +3,7 @@
  */
 
 /** Whether two string maps have the same entries (absent and empty maps are equal). */
-export function stringMapEquals(
-  a: Record<string, string> | undefined | null,
-  b: Record<string, string> | undefined | null,
-): boolean {
+export function stringMapEquals(a: Record<string, string> | undefined | null, b: Record<string, string> | undefined | null): boolean {
   const x = a ?? {};
   const y = b ?? {};
   const keys = Object.keys(x);
@@ -18,10 +15,7 @@ export function stringMapEquals(
  * The JSON merge patch (RFC 7386) fragment that turns `current` into exactly `desired`: changed
  * or new keys with their value, removed keys with null. Null when nothing changes.
  */
-export function stringMapMergePatch(
-  current: Record<string, string> | undefined | null,
-  desired: Record<string, string>,
-): Record<string, string | null> | null {
+export function stringMapMergePatch(current: Record<string, string> | undefined | null, desired: Record<string, string>): Record<string, string | null> | null {
   const cur = current ?? {};
   const patch: Record<string, string | null> = {};
   for (const k of Object.keys(cur).sort()) {

@@ -116,10 +116,7 @@ export function admiraltyName(parts: NamePart[], limit: number = OBJECT_NAME_MAX
     .map((p) => p.value)
     .filter((v) => v !== '')
     .join('-');
-  const needsHash =
-    (variable.length > 1 && variable.some((p) => p.value.includes('-'))) ||
-    (optional.length > 1 && optional.some((p) => p.value === '')) ||
-    readable.length > limit;
+  const needsHash = (variable.length > 1 && variable.some((p) => p.value.includes('-'))) || (optional.length > 1 && optional.some((p) => p.value === '')) || readable.length > limit;
   if (!needsHash) return readable;
   return withHash(readable, shortHash(parts.map((p) => p.value).join('/')), limit);
 }

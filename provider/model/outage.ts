@@ -36,9 +36,7 @@ export function standbyMayCreateDelegates(health: { ready: boolean; reason: stri
 
 /** A proxy's failover policy: from its own annotation, else its namespace's. */
 export type FailoverPolicy =
-  | { kind: 'none' }
-  | { kind: 'after'; afterMs: number; text: string; from: 'pod' | 'namespace' }
-  | { kind: 'invalid'; text: string; from: 'pod' | 'namespace'; error: string };
+  { kind: 'none' } | { kind: 'after'; afterMs: number; text: string; from: 'pod' | 'namespace' } | { kind: 'invalid'; text: string; from: 'pod' | 'namespace'; error: string };
 
 /** Reads `multicluster.admiralty.io/failover-after` from the pod, else from its namespace. Pure. */
 export function failoverPolicy(proxy: V1Pod, namespace: V1Namespace | undefined): FailoverPolicy {

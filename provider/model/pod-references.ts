@@ -137,4 +137,3 @@ export function withCopyNames(spec: V1PodSpec, names: CopyNames): V1PodSpec {
   }
   return out;
 }
-

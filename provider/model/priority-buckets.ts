@@ -59,7 +59,10 @@ export function heldByPriority(pods: readonly V1Pod[], requestsOf: (pod: V1Pod) 
       last.priority = p;
       for (const [r, amount] of held) last.held.set(r, (last.held.get(r) ?? 0n) + amount);
     }
-    out.set(node, kept.map((b) => ({ priority: b.priority, requests: formatAmounts(b.held) })));
+    out.set(
+      node,
+      kept.map((b) => ({ priority: b.priority, requests: formatAmounts(b.held) })),
+    );
   }
   return out;
 }

@@ -80,12 +80,7 @@ export function parseQuantity(input: string | number): bigint {
 
 /** Resources counted in bytes, written with binary suffixes when exact (as kubelets report them). */
 function isByteResource(resourceName: string): boolean {
-  return (
-    resourceName === 'memory' ||
-    resourceName === 'ephemeral-storage' ||
-    resourceName === 'storage' ||
-    resourceName.startsWith('hugepages-')
-  );
+  return resourceName === 'memory' || resourceName === 'ephemeral-storage' || resourceName === 'storage' || resourceName.startsWith('hugepages-');
 }
 
 const BINARY_SUFFIXES: [string, bigint][] = [
@@ -133,10 +128,7 @@ export function quantityEquals(a: string | undefined, b: string | undefined): bo
 }
 
 /** Whether two resource lists have the same names and equal quantities. */
-export function resourceListEquals(
-  a: Record<string, string> | undefined | null,
-  b: Record<string, string> | undefined | null,
-): boolean {
+export function resourceListEquals(a: Record<string, string> | undefined | null, b: Record<string, string> | undefined | null): boolean {
   const x = a ?? {};
   const y = b ?? {};
   const keys = new Set([...Object.keys(x), ...Object.keys(y)]);

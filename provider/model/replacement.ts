@@ -80,7 +80,10 @@ function stuck(i: ReplacementInput): { reason: ReplacementReason; why: string } 
     if (since === undefined) return undefined;
     const autoscaler = i.autoscaler;
     if (autoscaler?.reason === NOT_TRIGGER_SCALE_UP) {
-      return { reason: 'NotTriggerScaleUp', why: `is Unschedulable in ${i.targetName} and its cluster-autoscaler will not add a node for it (${NOT_TRIGGER_SCALE_UP} at ${iso(autoscaler.atMs)}: ${autoscaler.message})` };
+      return {
+        reason: 'NotTriggerScaleUp',
+        why: `is Unschedulable in ${i.targetName} and its cluster-autoscaler will not add a node for it (${NOT_TRIGGER_SCALE_UP} at ${iso(autoscaler.atMs)}: ${autoscaler.message})`,
+      };
     }
     // A scale-up under way: the delegate waits for its node, as long as the autoscaler itself would.
     const scalingUntil = autoscaler ? autoscaler.atMs + SCALE_UP_PATIENCE_MS : -Infinity;

@@ -154,18 +154,40 @@ export function renderResourceMetrics(u: NodeUsage): string {
   const podTime = (p: PodUsage) => Math.max(...p.containers.map((c) => c.timestampMs));
   const withContainers = u.pods.filter((p) => p.containers.length > 0);
 
-  family('container_cpu_usage_seconds_total', 'counter', '[STABLE] Cumulative cpu time consumed by the container in core-seconds', containers.map(({ c, labels }) => `container_cpu_usage_seconds_total{${labels}} ${value(c.cpuCoreSeconds)} ${ts(c.timestampMs)}`));
-  family('container_memory_working_set_bytes', 'gauge', '[STABLE] Current working set of the container in bytes', containers.map(({ c, labels }) => `container_memory_working_set_bytes{${labels}} ${value(c.memoryWorkingSetBytes)} ${ts(c.timestampMs)}`));
+  family(
+    'container_cpu_usage_seconds_total',
+    'counter',
+    '[STABLE] Cumulative cpu time consumed by the container in core-seconds',
+    containers.map(({ c, labels }) => `container_cpu_usage_seconds_total{${labels}} ${value(c.cpuCoreSeconds)} ${ts(c.timestampMs)}`),
+  );
+  family(
+    'container_memory_working_set_bytes',
+    'gauge',
+    '[STABLE] Current working set of the container in bytes',
+    containers.map(({ c, labels }) => `container_memory_working_set_bytes{${labels}} ${value(c.memoryWorkingSetBytes)} ${ts(c.timestampMs)}`),
+  );
   family(
     'container_start_time_seconds',
     'gauge',
     '[STABLE] Start time of the container since unix epoch in seconds',
     containers.filter(({ c }) => c.startTimeMs !== undefined).map(({ c, labels }) => `container_start_time_seconds{${labels}} ${value(c.startTimeMs! / 1000)} ${ts(c.timestampMs)}`),
   );
-  family('node_cpu_usage_seconds_total', 'counter', '[STABLE] Cumulative cpu time consumed by the node in core-seconds', [`node_cpu_usage_seconds_total ${value(u.cpuCoreSeconds)} ${ts(u.timestampMs)}`]);
+  family('node_cpu_usage_seconds_total', 'counter', '[STABLE] Cumulative cpu time consumed by the node in core-seconds', [
+    `node_cpu_usage_seconds_total ${value(u.cpuCoreSeconds)} ${ts(u.timestampMs)}`,
+  ]);
   family('node_memory_working_set_bytes', 'gauge', '[STABLE] Current working set of the node in bytes', [`node_memory_working_set_bytes ${value(u.memoryWorkingSetBytes)} ${ts(u.timestampMs)}`]);
-  family('pod_cpu_usage_seconds_total', 'counter', '[STABLE] Cumulative cpu time consumed by the pod in core-seconds', withContainers.map((p) => `pod_cpu_usage_seconds_total{${podLabels(p)}} ${value(p.containers.reduce((s, c) => s + c.cpuCoreSeconds, 0))} ${ts(podTime(p))}`));
-  family('pod_memory_working_set_bytes', 'gauge', '[STABLE] Current working set of the pod in bytes', withContainers.map((p) => `pod_memory_working_set_bytes{${podLabels(p)}} ${value(p.containers.reduce((s, c) => s + c.memoryWorkingSetBytes, 0))} ${ts(podTime(p))}`));
+  family(
+    'pod_cpu_usage_seconds_total',
+    'counter',
+    '[STABLE] Cumulative cpu time consumed by the pod in core-seconds',
+    withContainers.map((p) => `pod_cpu_usage_seconds_total{${podLabels(p)}} ${value(p.containers.reduce((s, c) => s + c.cpuCoreSeconds, 0))} ${ts(podTime(p))}`),
+  );
+  family(
+    'pod_memory_working_set_bytes',
+    'gauge',
+    '[STABLE] Current working set of the pod in bytes',
+    withContainers.map((p) => `pod_memory_working_set_bytes{${podLabels(p)}} ${value(p.containers.reduce((s, c) => s + c.memoryWorkingSetBytes, 0))} ${ts(podTime(p))}`),
+  );
   family('resource_scrape_error', 'gauge', '[STABLE] 1 if there was an error while getting container metrics, 0 otherwise', ['resource_scrape_error 0']);
   return lines.join('\n') + '\n';
 }
@@ -207,8 +229,15 @@ export function buildStatsSummary(u: NodeUsage): object {
           cpu: cpu(c.timestampMs, c.cpuNanoCores, c.cpuCoreSeconds),
           memory: memory(c.timestampMs, c.memoryWorkingSetBytes),
         })),
-        cpu: cpu(time, sum((c) => c.cpuNanoCores), sum((c) => c.cpuCoreSeconds)),
-        memory: memory(time, sum((c) => c.memoryWorkingSetBytes)),
+        cpu: cpu(
+          time,
+          sum((c) => c.cpuNanoCores),
+          sum((c) => c.cpuCoreSeconds),
+        ),
+        memory: memory(
+          time,
+          sum((c) => c.memoryWorkingSetBytes),
+        ),
       };
     }),
   };

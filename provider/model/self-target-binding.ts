@@ -24,9 +24,7 @@ export function subjectOfUser(username: string): RbacV1Subject {
 
 /** Labels that mark the binding made for a self target (read before replacing or deleting it). */
 export function selfTargetOwnerLabels(ref: TargetRef): Record<string, string> {
-  return ref.kind === 'Target'
-    ? { [TARGET_NAMESPACE_LABEL]: ref.namespace, [TARGET_NAME_LABEL]: labelValueFor(ref.name) }
-    : { [CLUSTER_TARGET_NAME_LABEL]: labelValueFor(ref.name) };
+  return ref.kind === 'Target' ? { [TARGET_NAMESPACE_LABEL]: ref.namespace, [TARGET_NAME_LABEL]: labelValueFor(ref.name) } : { [CLUSTER_TARGET_NAME_LABEL]: labelValueFor(ref.name) };
 }
 
 /** Name of the binding of a self target: `admiralty-self-target-<name>` or `admiralty-self-cluster-target-<name>`. */

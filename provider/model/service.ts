@@ -1,12 +1,5 @@
 import type { V1Service, V1ServicePort, V1ServiceSpec } from '@kubernetes/client-node';
-import {
-  CILIUM_GLOBAL_SERVICE_ANNOTATION,
-  GLOBAL_ANNOTATION,
-  IS_DELEGATE_ANNOTATION,
-  KEY_PREFIX,
-  NO_PREFIX_LABEL_REGEXP_ANNOTATION,
-  ORIGINAL_SELECTOR_ANNOTATION,
-} from '../core/keys.js';
+import { CILIUM_GLOBAL_SERVICE_ANNOTATION, GLOBAL_ANNOTATION, IS_DELEGATE_ANNOTATION, KEY_PREFIX, NO_PREFIX_LABEL_REGEXP_ANNOTATION, ORIGINAL_SELECTOR_ANNOTATION } from '../core/keys.js';
 import { ValidationError } from '../core/errors.js';
 import { copyMetadata, type CopyOptions } from './follow.js';
 import { parseNoPrefixRegexp, prefixLabels, type GoRegexp } from './labels.js';
@@ -18,10 +11,7 @@ import { equalNormalized } from './normalize.js';
  * ({@link prefixLabels}), so a selector `app=web` selects delegates labelled
  * `multicluster.admiralty.io/app=web` instead of proxies. Pure.
  */
-export function reroutedSelector(
-  selector: Record<string, string> | undefined | null,
-  noPrefixRegexp?: GoRegexp | null,
-): Record<string, string> {
+export function reroutedSelector(selector: Record<string, string> | undefined | null, noPrefixRegexp?: GoRegexp | null): Record<string, string> {
   return prefixLabels(selector, noPrefixRegexp);
 }
 

@@ -11,7 +11,20 @@ export interface PartTable {
 }
 
 /** Of a pod's spec: parts that the pods of one workload repeat whole. */
-const SPEC_PARTS = ['affinity', 'tolerations', 'nodeSelector', 'securityContext', 'topologySpreadConstraints', 'imagePullSecrets', 'readinessGates', 'dnsConfig', 'hostAliases', 'overhead', 'resources', 'os'] as const;
+const SPEC_PARTS = [
+  'affinity',
+  'tolerations',
+  'nodeSelector',
+  'securityContext',
+  'topologySpreadConstraints',
+  'imagePullSecrets',
+  'readinessGates',
+  'dnsConfig',
+  'hostAliases',
+  'overhead',
+  'resources',
+  'os',
+] as const;
 /** Of each container: the same. Not `volumeMounts`, which name the generated service-account volume. */
 const CONTAINER_PARTS = ['command', 'args', 'env', 'envFrom', 'ports', 'resources', 'securityContext', 'livenessProbe', 'readinessProbe', 'startupProbe', 'lifecycle', 'resizePolicy'] as const;
 /** Of each container status: its state and last state (a container ID or a start second in common with other pods, or empty). */
@@ -44,7 +57,14 @@ export function sharePodParts(pod: V1Pod, table: PartTable, previous?: V1Pod): V
   if (spec && !Object.isFrozen(spec)) {
     const before = previous?.spec;
     shareFields(spec, SPEC_PARTS, table, before);
-    forEachMutable(spec.volumes, before?.volumes, (volume, was) => shareFields(volume, Object.keys(volume).filter((k) => k !== 'name'), table, was));
+    forEachMutable(spec.volumes, before?.volumes, (volume, was) =>
+      shareFields(
+        volume,
+        Object.keys(volume).filter((k) => k !== 'name'),
+        table,
+        was,
+      ),
+    );
     forEachMutable(spec.containers, before?.containers, (c, was) => shareFields(c, CONTAINER_PARTS, table, was));
     forEachMutable(spec.initContainers, before?.initContainers, (c, was) => shareFields(c, CONTAINER_PARTS, table, was));
   }

@@ -1,14 +1,6 @@
 import type { RbacV1Subject, V1ClusterRoleBinding, V1OwnerReference, V1RoleBinding, V1ServiceAccount } from '@kubernetes/client-node';
 import { ValidationError } from '../core/errors.js';
-import {
-  API_GROUP,
-  API_VERSION,
-  CLUSTER_SOURCE_NAME_LABEL,
-  CLUSTER_SUMMARY_VIEWER_CLUSTER_ROLE,
-  SOURCE_CLUSTER_ROLE,
-  SOURCE_NAMESPACE_LABEL,
-  SOURCE_NAME_LABEL,
-} from '../core/keys.js';
+import { API_GROUP, API_VERSION, CLUSTER_SOURCE_NAME_LABEL, CLUSTER_SUMMARY_VIEWER_CLUSTER_ROLE, SOURCE_CLUSTER_ROLE, SOURCE_NAMESPACE_LABEL, SOURCE_NAME_LABEL } from '../core/keys.js';
 import { admiraltyName, labelValueFor } from './names.js';
 import type { ClusterSource, Source } from './types.js';
 
@@ -28,9 +20,7 @@ export interface SourceObjects {
  * ClusterSource (`cluster-source-name`). Values longer than 63 characters are hashed.
  */
 export function sourceOwnerLabels(kind: 'Source' | 'ClusterSource', namespace: string, name: string): Record<string, string> {
-  return kind === 'Source'
-    ? { [SOURCE_NAMESPACE_LABEL]: namespace, [SOURCE_NAME_LABEL]: labelValueFor(name) }
-    : { [CLUSTER_SOURCE_NAME_LABEL]: labelValueFor(name) };
+  return kind === 'Source' ? { [SOURCE_NAMESPACE_LABEL]: namespace, [SOURCE_NAME_LABEL]: labelValueFor(name) } : { [CLUSTER_SOURCE_NAME_LABEL]: labelValueFor(name) };
 }
 
 /** Label selector for {@link sourceOwnerLabels}: lists what was made for a (Cluster)Source, e.g. to delete it. */
@@ -71,7 +61,7 @@ export function sourceOwnerSelector(kind: 'Source' | 'ClusterSource', namespace:
 export function buildSourceObjects(source: Source | ClusterSource, kind: 'Source' | 'ClusterSource'): SourceObjects {
   const name = source.metadata?.name;
   const uid = source.metadata?.uid;
-  const namespace = kind === 'Source' ? source.metadata?.namespace ?? '' : '';
+  const namespace = kind === 'Source' ? (source.metadata?.namespace ?? '') : '';
   if (!name || !uid || (kind === 'Source' && !namespace)) {
     throw new ValidationError(`${kind} must have a name${kind === 'Source' ? ', a namespace' : ''} and a uid`);
   }
@@ -139,29 +129,16 @@ export function buildSourceObjects(source: Source | ClusterSource, kind: 'Source
     };
     out.clusterRoleBindings.push(
       clusterRoleBinding(
-        admiraltyName([
-          { value: 'admiralty-source', kind: 'constant' },
-          { value: namespace },
-          { value: name },
-          { value: 'cluster-summary-viewer', kind: 'constant' },
-        ]),
+        admiraltyName([{ value: 'admiralty-source', kind: 'constant' }, { value: namespace }, { value: name }, { value: 'cluster-summary-viewer', kind: 'constant' }]),
         CLUSTER_SUMMARY_VIEWER_CLUSTER_ROLE,
         false,
       ),
     );
   } else {
     out.clusterRoleBindings.push(
+      clusterRoleBinding(admiraltyName([{ value: 'admiralty-cluster-source', kind: 'constant' }, { value: name }]), SOURCE_CLUSTER_ROLE, true),
       clusterRoleBinding(
-        admiraltyName([{ value: 'admiralty-cluster-source', kind: 'constant' }, { value: name }]),
-        SOURCE_CLUSTER_ROLE,
-        true,
-      ),
-      clusterRoleBinding(
-        admiraltyName([
-          { value: 'admiralty-cluster-source', kind: 'constant' },
-          { value: name },
-          { value: 'cluster-summary-viewer', kind: 'constant' },
-        ]),
+        admiraltyName([{ value: 'admiralty-cluster-source', kind: 'constant' }, { value: name }, { value: 'cluster-summary-viewer', kind: 'constant' }]),
         CLUSTER_SUMMARY_VIEWER_CLUSTER_ROLE,
         true,
       ),

@@ -7,12 +7,7 @@ import { CLUSTER_TARGET_NAME_LABEL, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL, V
  * that names them in its own constraints (to pin itself to a target, as Admiralty's users do)
  * means the target, which {@link resolveTargetKeys} judges against the target's identity.
  */
-export const VIRTUAL_NODE_ONLY_LABEL_KEYS: ReadonlySet<string> = new Set([
-  VIRTUAL_KUBELET_PROVIDER_LABEL,
-  TARGET_NAMESPACE_LABEL,
-  TARGET_NAME_LABEL,
-  CLUSTER_TARGET_NAME_LABEL,
-]);
+export const VIRTUAL_NODE_ONLY_LABEL_KEYS: ReadonlySet<string> = new Set([VIRTUAL_KUBELET_PROVIDER_LABEL, TARGET_NAMESPACE_LABEL, TARGET_NAME_LABEL, CLUSTER_TARGET_NAME_LABEL]);
 
 /**
  * Whether a label set satisfies one node selector requirement, with kube-scheduler's semantics:

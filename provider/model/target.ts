@@ -82,9 +82,7 @@ export function parseTargetPlacement(spec: Target['spec'] | undefined): { ok: tr
 }
 
 /** Outcome of {@link parseTarget}: the normalized spec, or a condition reason and message. */
-export type ParseTargetResult =
-  | { ok: true; spec: NormalizedTargetSpec }
-  | { ok: false; reason: string; message: string };
+export type ParseTargetResult = { ok: true; spec: NormalizedTargetSpec } | { ok: false; reason: string; message: string };
 
 /**
  * Validates a Target or ClusterTarget and applies defaults. Rules: exactly one of `self: true`
@@ -98,7 +96,7 @@ export type ParseTargetResult =
  */
 export function parseTarget(obj: Target, kind: 'Target' | 'ClusterTarget'): ParseTargetResult {
   const name = obj.metadata?.name ?? '';
-  const namespace = kind === 'Target' ? obj.metadata?.namespace ?? '' : '';
+  const namespace = kind === 'Target' ? (obj.metadata?.namespace ?? '') : '';
   const ref: TargetRef = { kind, namespace, name };
   const spec = obj.spec ?? {};
   const fail = (message: string, reason = INVALID_SPEC_REASON): ParseTargetResult => ({ ok: false, reason, message });
@@ -188,13 +186,6 @@ export function conditionsEqual(a: Condition[] | undefined, b: Condition[] | und
   if (x.length !== y.length) return false;
   return x.every((c) => {
     const d = y.find((e) => e.type === c.type);
-    return (
-      !!d &&
-      d.status === c.status &&
-      d.reason === c.reason &&
-      d.message === c.message &&
-      d.lastTransitionTime === c.lastTransitionTime &&
-      d.observedGeneration === c.observedGeneration
-    );
+    return !!d && d.status === c.status && d.reason === c.reason && d.message === c.message && d.lastTransitionTime === c.lastTransitionTime && d.observedGeneration === c.observedGeneration;
   });
 }

@@ -122,12 +122,7 @@ export function targetIdentityLabels(ref: TargetRef): Record<string, string> {
  * @throws ValidationError when `excludedLabelsRegexp` does not compile (Admiralty ignored it; we
  *   refuse, and the targets reconciler reports it in the Target's status).
  */
-export function virtualNodeLabels(
-  ref: TargetRef,
-  summaryLabels: Record<string, string> | undefined,
-  excludedLabelsRegexp?: string | null,
-  operatingSystem = 'linux',
-): Record<string, string> {
+export function virtualNodeLabels(ref: TargetRef, summaryLabels: Record<string, string> | undefined, excludedLabelsRegexp?: string | null, operatingSystem = 'linux'): Record<string, string> {
   const name = virtualNodeName(ref);
   const excluded = excludedLabelsRegexp ? parseGoRegexp(excludedLabelsRegexp) : undefined;
   const own: Record<string, string> = {
@@ -171,7 +166,7 @@ const UNBOUNDED_BURST: ReadonlyMap<string, bigint> = new Map([
 function advertisedAllocatable(summary: ClusterSummary | undefined, held: ResourceAmounts = new Map(), burst?: ResourceAmounts, preemptible?: ResourceAmounts): Record<string, string> | undefined {
   if (!summary?.free) return withBurst(summary?.allocatable ?? summary?.capacity, summary, burst);
   const ceiling = summary.allocatable ?? summary.capacity ?? {};
-  if (preemptible) addInto(held = new Map(held), preemptible);
+  if (preemptible) addInto((held = new Map(held)), preemptible);
   const out: Record<string, string> = {};
   for (const [name, text] of Object.entries(summary.free)) {
     // The target wrote these: a quantity that does not parse is left out, not trusted.
@@ -238,12 +233,7 @@ function resources(list: Record<string, string> | undefined): Record<string, str
  */
 export function buildVirtualNode(input: VirtualNodeInput): V1Node {
   const name = virtualNodeName(input.ref);
-  const labels = virtualNodeLabels(
-    input.ref,
-    input.summary?.metadata?.labels,
-    input.excludedLabelsRegexp,
-    input.nodeInfo.operatingSystem ?? 'linux',
-  );
+  const labels = virtualNodeLabels(input.ref, input.summary?.metadata?.labels, input.excludedLabelsRegexp, input.nodeInfo.operatingSystem ?? 'linux');
   const now = new Date(input.now);
   const pressure = (type: string, reason: string, message: string): V1NodeCondition => ({
     type,
@@ -318,19 +308,13 @@ export interface NodeStatusPatch extends Omit<V1NodeStatus, 'capacity' | 'alloca
  *
  * Pure; called by the targets reconciler and the heartbeat.
  */
-export function buildVirtualNodeStatusPatch(
-  existing: V1Node,
-  desired: V1Node,
-  opts: { heartbeat?: boolean } = {},
-): NodeStatusPatch | null {
+export function buildVirtualNodeStatusPatch(existing: V1Node, desired: V1Node, opts: { heartbeat?: boolean } = {}): NodeStatusPatch | null {
   const cur = existing.status ?? {};
   const want = desired.status ?? {};
   const curConditions = new Map((cur.conditions ?? []).map((c) => [c.type, c]));
   const conditions = (want.conditions ?? []).map((c) => {
     const old = curConditions.get(c.type);
-    return old && old.status === c.status && old.lastTransitionTime
-      ? { ...c, lastTransitionTime: new Date(old.lastTransitionTime) }
-      : c;
+    return old && old.status === c.status && old.lastTransitionTime ? { ...c, lastTransitionTime: new Date(old.lastTransitionTime) } : c;
   });
   const withoutHeartbeat = (list: V1NodeCondition[]) => list.map(({ lastHeartbeatTime: _h, ...rest }) => rest);
   const ours = new Set(conditions.map((c) => c.type));
@@ -352,10 +336,7 @@ export function buildVirtualNodeStatusPatch(
   };
 }
 
-function withRemovals(
-  current: Record<string, string> | undefined,
-  desired: Record<string, string>,
-): Record<string, string | null> {
+function withRemovals(current: Record<string, string> | undefined, desired: Record<string, string>): Record<string, string | null> {
   const out: Record<string, string | null> = { ...desired };
   for (const k of Object.keys(current ?? {})) {
     if (!(k in desired)) out[k] = null;
@@ -369,10 +350,7 @@ function withRemovals(
  * are left alone); null when nothing differs. Taints are set at creation only and are not
  * reconciled. Pure.
  */
-export function buildVirtualNodeMetadataPatch(
-  existing: V1Node,
-  desired: V1Node,
-): { metadata: { labels?: Record<string, string | null>; annotations?: Record<string, string> } } | null {
+export function buildVirtualNodeMetadataPatch(existing: V1Node, desired: V1Node): { metadata: { labels?: Record<string, string | null>; annotations?: Record<string, string> } } | null {
   const labels = stringMapMergePatch(existing.metadata?.labels, desired.metadata?.labels ?? {});
   const current = existing.metadata?.annotations ?? {};
   const annotations = Object.fromEntries(Object.entries(desired.metadata?.annotations ?? {}).filter(([k, v]) => current[k] !== v));

@@ -88,7 +88,9 @@ export class DelegateEventsReconciler {
   keysOfDelegate(targetKey: string, delegate: V1Pod, events: IndexedEvents | undefined): string[] {
     const name = delegate.metadata?.name;
     if (!name) return [];
-    return (events?.byIndex(DelegateEventsReconciler.BY_POD_INDEX, `${delegate.metadata?.namespace ?? ''}/${name}`) ?? []).filter((ev) => copiesEvent(this.o.copies, ev)).map((ev) => DelegateEventsReconciler.key(targetKey, ev));
+    return (events?.byIndex(DelegateEventsReconciler.BY_POD_INDEX, `${delegate.metadata?.namespace ?? ''}/${name}`) ?? [])
+      .filter((ev) => copiesEvent(this.o.copies, ev))
+      .map((ev) => DelegateEventsReconciler.key(targetKey, ev));
   }
 
   async reconcile(key: string): Promise<void> {

@@ -449,8 +449,16 @@ export class DelegationReconciler {
     if (!uid || this.toldStuck.get(key) === uid || !(this.o.clock.now() - deadline.getTime() > DELEGATE_STUCK_AFTER_MS)) return;
     this.toldStuck.set(key, uid);
     const finalizers = delegate.metadata?.finalizers ?? [];
-    const held = finalizers.length > 0 ? `its finalizers ${finalizers.slice(0, 3).join(', ')}${finalizers.length > 3 ? ` and ${finalizers.length - 3} more` : ''} hold it` : 'no finalizer holds it (its node has not confirmed)';
-    this.event(proxy, 'Warning', 'DelegateStuckTerminating', `delegate ${delegate.metadata!.name} in ${target.displayName} is still there more than ${DELEGATE_STUCK_AFTER_MS / 1000} s past its deletion deadline ${deadline.toISOString()}: ${held}; this pod stays Terminating until it goes`);
+    const held =
+      finalizers.length > 0
+        ? `its finalizers ${finalizers.slice(0, 3).join(', ')}${finalizers.length > 3 ? ` and ${finalizers.length - 3} more` : ''} hold it`
+        : 'no finalizer holds it (its node has not confirmed)';
+    this.event(
+      proxy,
+      'Warning',
+      'DelegateStuckTerminating',
+      `delegate ${delegate.metadata!.name} in ${target.displayName} is still there more than ${DELEGATE_STUCK_AFTER_MS / 1000} s past its deletion deadline ${deadline.toISOString()}: ${held}; this pod stays Terminating until it goes`,
+    );
   }
 
   private event(proxy: V1Pod, type: 'Normal' | 'Warning', reason: string, message: string): void {

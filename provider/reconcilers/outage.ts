@@ -133,7 +133,14 @@ export class OutageReconciler {
       const pass = this.writes.begin(key);
       try {
         await this.each(proxies, `proxies on ${target.displayName}`, async (proxy) => {
-          const decision = decideOutage({ proxy, namespace: this.o.namespaces.get(proxy.metadata!.namespace!), targetName: target.displayName, unreachableSinceMs: health.outageSinceMs ?? health.sinceMs, unreachableForMs: unreachableFor(health, now, this.o.clock.monotonicMs()), nowMs: now });
+          const decision = decideOutage({
+            proxy,
+            namespace: this.o.namespaces.get(proxy.metadata!.namespace!),
+            targetName: target.displayName,
+            unreachableSinceMs: health.outageSinceMs ?? health.sinceMs,
+            unreachableForMs: unreachableFor(health, now, this.o.clock.monotonicMs()),
+            nowMs: now,
+          });
           if (decision.recheckAtMs !== undefined) recheckAtMs = Math.min(recheckAtMs ?? Infinity, decision.recheckAtMs);
           await this.apply(proxy, decision, key, pass);
         });
@@ -289,7 +296,12 @@ export class OutageReconciler {
 
   private targetEvent(target: TargetClient, type: 'Normal' | 'Warning', reason: string, message: string): void {
     const ref = target.ref;
-    this.o.events.record({ kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined } }, type, reason, message);
+    this.o.events.record(
+      { kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined } },
+      type,
+      reason,
+      message,
+    );
   }
 }
 
@@ -342,7 +354,8 @@ class LiveProxies {
     const ns = this.namespace;
     try {
       await forEachPage(
-        (limit, _continue) => (ns ? this.sourceCore.listNamespacedPod({ namespace: ns, labelSelector, limit, _continue }) : this.sourceCore.listPodForAllNamespaces({ labelSelector, limit, _continue })),
+        (limit, _continue) =>
+          ns ? this.sourceCore.listNamespacedPod({ namespace: ns, labelSelector, limit, _continue }) : this.sourceCore.listPodForAllNamespaces({ labelSelector, limit, _continue }),
         (pods) => {
           for (const p of pods) uids.set(`${p.metadata?.namespace}/${p.metadata?.name}`, p.metadata?.uid);
         },

@@ -1,4 +1,13 @@
-import { PatchStrategy, setHeaderOptions, type AuthenticationV1Api, type AuthorizationV1Api, type RbacAuthorizationV1Api, type RbacV1Subject, type V1ClusterRoleBinding, type V1RoleBinding } from '@kubernetes/client-node';
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type AuthenticationV1Api,
+  type AuthorizationV1Api,
+  type RbacAuthorizationV1Api,
+  type RbacV1Subject,
+  type V1ClusterRoleBinding,
+  type V1RoleBinding,
+} from '@kubernetes/client-node';
 import { classifyApiError, isAlreadyExists, isNotFound } from '../core/errors.js';
 import { equalNormalized } from '../model/normalize.js';
 import { buildSelfTargetBinding, holdSelfBindingPatch, releaseSelfBindingPatch, selfTargetBindingName, selfTargetOwnerLabels, subjectOfUser } from '../model/self-target-binding.js';
@@ -78,7 +87,11 @@ export class SelfTargetBindings {
   /** Whether the provider may create pods where the target reaches, i.e. whether the binding is in force. */
   async allowed(ref: TargetRef): Promise<boolean> {
     const review = await this.o.authorization.createSelfSubjectAccessReview({
-      body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { verb: 'create', resource: 'pods', namespace: ref.kind === 'Target' ? ref.namespace : '' } } },
+      body: {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SelfSubjectAccessReview',
+        spec: { resourceAttributes: { verb: 'create', resource: 'pods', namespace: ref.kind === 'Target' ? ref.namespace : '' } },
+      },
     });
     return review.status?.allowed === true;
   }

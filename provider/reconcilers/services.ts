@@ -22,8 +22,7 @@ export interface ServiceReconcilerOptions {
   delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
 }
 
-const matches = (selector: Record<string, string>, labels: Record<string, string> | undefined) =>
-  Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
+const matches = (selector: Record<string, string>, labels: Record<string, string> | undefined) => Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels?.[k] === v);
 
 /** A key mapper must not throw: a Service with a broken no-prefix regexp selects nothing here (its own reconcile reports it). */
 function safeOriginalSelector(svc: V1Service): Record<string, string> {
@@ -137,7 +136,12 @@ export class ServiceReconciler {
       // Said when copies change, even if another target's pass failed: the written ones are not written again.
       const drops = written.length > 0 ? serviceCopyDrops(rerouted) : [];
       if (drops.length > 0) {
-        this.o.events.record({ kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: ns, uid: svc.metadata?.uid } }, 'Warning', 'CopyFieldsDropped', `the copies in ${written.join(', ')} are ClusterIP Services without: ${drops.join(', ')}`);
+        this.o.events.record(
+          { kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: ns, uid: svc.metadata?.uid } },
+          'Warning',
+          'CopyFieldsDropped',
+          `the copies in ${written.join(', ')} are ClusterIP Services without: ${drops.join(', ')}`,
+        );
       }
     }
   }
@@ -173,7 +177,12 @@ export class ServiceReconciler {
     const existing = await this.existing(ns, name, t);
     if (!existing) return this.createCopy(desired, t);
     if (!isOwnedCopy(existing, this.o.sourceClusterName)) {
-      this.o.events.record({ kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: ns, uid: svc.metadata?.uid } }, 'Warning', 'CopyConflict', `service ${ns}/${name} already exists in ${t.displayName} and is not ours`);
+      this.o.events.record(
+        { kind: 'Service', apiVersion: 'v1', metadata: { name, namespace: ns, uid: svc.metadata?.uid } },
+        'Warning',
+        'CopyConflict',
+        `service ${ns}/${name} already exists in ${t.displayName} and is not ours`,
+      );
       return false;
     }
     // Being deleted (recreated below, or by someone): its deletion wakes this key.

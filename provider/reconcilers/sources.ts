@@ -18,9 +18,7 @@ import type { ObjectCache } from '../controller/object-cache.js';
  * Key: `Source/<ns>/<name>` or `ClusterSource/<name>`.
  */
 export class SourcesReconciler {
-  constructor(
-    private readonly o: { core: CoreV1Api; rbac: RbacAuthorizationV1Api; sources: ObjectCache<Source>; clusterSources: ObjectCache<ClusterSource>; events: Pick<EventRecorder, 'record'> },
-  ) {}
+  constructor(private readonly o: { core: CoreV1Api; rbac: RbacAuthorizationV1Api; sources: ObjectCache<Source>; clusterSources: ObjectCache<ClusterSource>; events: Pick<EventRecorder, 'record'> }) {}
 
   static keyOf(obj: Source | ClusterSource, kind: 'Source' | 'ClusterSource'): string {
     return kind === 'Source' ? `Source/${obj.metadata.namespace}/${obj.metadata.name}` : `ClusterSource/${obj.metadata.name}`;
@@ -37,12 +35,10 @@ export class SourcesReconciler {
     }
     const objects = buildSourceObjects(obj, kind);
     if (objects.serviceAccount) {
-      await this.o.core
-        .createNamespacedServiceAccount({ namespace: objects.serviceAccount.metadata!.namespace!, body: objects.serviceAccount })
-        .catch((err) => {
-          // An existing ServiceAccount (ours or the user's) is kept as it is.
-          if (!isAlreadyExists(err)) throw new Error('creating the ServiceAccount', { cause: err });
-        });
+      await this.o.core.createNamespacedServiceAccount({ namespace: objects.serviceAccount.metadata!.namespace!, body: objects.serviceAccount }).catch((err) => {
+        // An existing ServiceAccount (ours or the user's) is kept as it is.
+        if (!isAlreadyExists(err)) throw new Error('creating the ServiceAccount', { cause: err });
+      });
     }
     const source: SourceRef = { kind, obj, involved: { kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: obj.metadata } };
     if (objects.roleBinding) await this.applyRoleBinding(objects.roleBinding, source);

@@ -65,16 +65,10 @@ export class SummaryReconciler {
     const wait = this.lastWriteMs + (this.o.minWriteIntervalMs ?? 1000) - this.o.clock.monotonicMs();
     if (wait > 0) return { requeueAfterMs: wait };
     const desired: ClusterSummary = {
-      ...buildClusterSummary(
-        this.o.nodes.list(),
-        this.o.pods.list(),
-        this.o.podsResourceVersion?.() || undefined,
-        this.requestsOf,
-        {
-          runtime: this.o.runtimeClasses?.hasSynced() ? this.o.runtimeClasses.list() : undefined,
-          priority: this.o.priorityClasses?.hasSynced() ? this.o.priorityClasses.list() : undefined,
-        },
-      ),
+      ...buildClusterSummary(this.o.nodes.list(), this.o.pods.list(), this.o.podsResourceVersion?.() || undefined, this.requestsOf, {
+        runtime: this.o.runtimeClasses?.hasSynced() ? this.o.runtimeClasses.list() : undefined,
+        priority: this.o.priorityClasses?.hasSynced() ? this.o.priorityClasses.list() : undefined,
+      }),
       renewIntervalSeconds: Math.round(renewMs / 1000),
     };
     const api = { group: API_GROUP, version: API_VERSION, plural: 'clustersummaries' };

@@ -108,6 +108,7 @@ export class TargetRegistryReconciler {
   }
 
   /** Validates the Target, builds its clients and reads its ClusterSummary. Never throws. */
+  // eslint-disable-next-line max-lines-per-function -- one probe's checks in order, each answering the target's health
   private async probe(ref: TargetRef, obj: Target, nodeName: string): Promise<Probe> {
     const parsed = parseTarget(obj, ref.kind);
     if (!parsed.ok) {
@@ -145,7 +146,10 @@ export class TargetRegistryReconciler {
       const server = client.kubeConfig.getCurrentCluster()?.server;
       const problem = clusterSummaryProblem(summary);
       if (problem) {
-        return { client, health: { ready: false, reason: 'ClusterSummaryInvalid', message: `the target at ${server} answered a ClusterSummary "${CLUSTER_SUMMARY_NAME}" that is not one: ${problem}` } };
+        return {
+          client,
+          health: { ready: false, reason: 'ClusterSummaryInvalid', message: `the target at ${server} answered a ClusterSummary "${CLUSTER_SUMMARY_NAME}" that is not one: ${problem}` },
+        };
       }
       // A summary that has stopped changing says nothing of what is free there now: the
       // placements made since would count against it forever, and its nodes' room would never
@@ -165,7 +169,14 @@ export class TargetRegistryReconciler {
           await withTimeout(this.o.clock, client.core.listNamespacedPod({ namespace, limit: 1 }), this.probeTimeoutMs, `the target's API did not answer within ${this.probeTimeoutMs} ms`);
         } catch (err) {
           if (classifyApiError(err) === 'Forbidden') {
-            return { client, health: { ready: false, reason: 'TargetForbidden', message: `our identity may not manage pods in namespace ${namespace} of the target: create a Source for it there (${statusMessage(err)})` } };
+            return {
+              client,
+              health: {
+                ready: false,
+                reason: 'TargetForbidden',
+                message: `our identity may not manage pods in namespace ${namespace} of the target: create a Source for it there (${statusMessage(err)})`,
+              },
+            };
           }
           throw err;
         }

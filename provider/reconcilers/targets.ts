@@ -1,26 +1,9 @@
-import {
-  CoordinationV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Lease,
-  type V1Node,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Lease, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { ClusterRegistry, TargetHealth } from '../clusters/cluster-registry.js';
 import { parseTargetKey, targetKey } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import { isAlreadyExists, isConflict, isNotFound, statusMessage } from '../core/errors.js';
-import {
-  API_GROUP,
-  API_VERSION,
-  CLUSTER_TARGET_NAME_LABEL,
-  TARGET_NAME_LABEL,
-  TARGET_NAMESPACE_LABEL,
-  VIRTUAL_KUBELET_PROVIDER_LABEL,
-  VIRTUAL_KUBELET_PROVIDER_VALUE,
-} from '../core/keys.js';
+import { API_GROUP, API_VERSION, CLUSTER_TARGET_NAME_LABEL, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
 import { perObject } from '../core/per-object.js';
 import { proxiesCountedBy } from '../model/counted.js';
 import { LABEL_VALUE_MAX_LENGTH, labelValueFor, virtualNodeName } from '../model/names.js';
@@ -108,7 +91,7 @@ export class TargetsReconciler {
 
   /** Key of a Target or ClusterTarget object. */
   static keyOf(obj: Target, kind: 'Target' | 'ClusterTarget'): string {
-    return targetKey({ kind, namespace: kind === 'Target' ? obj.metadata.namespace ?? '' : '', name: obj.metadata.name ?? '' });
+    return targetKey({ kind, namespace: kind === 'Target' ? (obj.metadata.namespace ?? '') : '', name: obj.metadata.name ?? '' });
   }
 
   /**
@@ -162,7 +145,12 @@ export class TargetsReconciler {
     // The read side sees only that the binding is not in force; we know why.
     const where = ref.kind === 'Target' ? `namespace ${ref.namespace}` : 'all namespaces';
     const health: TargetHealth = bindingError
-      ? { ready: false, reason: 'TargetForbidden', message: `cannot bind ClusterRole multicluster-scheduler-source to the provider in ${where}: ${statusMessage(bindingError)}`, sinceMs: probed.ready ? this.o.clock.now() : probed.sinceMs }
+      ? {
+          ready: false,
+          reason: 'TargetForbidden',
+          message: `cannot bind ClusterRole multicluster-scheduler-source to the provider in ${where}: ${statusMessage(bindingError)}`,
+          sinceMs: probed.ready ? this.o.clock.now() : probed.sinceMs,
+        }
       : probed;
     this.tellHealth(key, ref, obj, health);
     const node = await this.ensureNode(key, ref, nodeName, obj, health);
@@ -220,7 +208,12 @@ export class TargetsReconciler {
         // Status is ignored on create: write it through the status subresource.
         await this.patchNodeStatus(nodeName, buildVirtualNodeStatusPatch(created, desired, { heartbeat: true }));
         this.lastStatusWriteMs.set(key, this.o.clock.monotonicMs());
-        this.o.events.record({ kind: 'Node', apiVersion: 'v1', metadata: { name: nodeName, uid: created.metadata?.uid } }, 'Normal', 'VirtualNodeCreated', `virtual node for ${ref.kind} ${ref.kind === 'Target' ? `${ref.namespace}/` : ''}${ref.name}`);
+        this.o.events.record(
+          { kind: 'Node', apiVersion: 'v1', metadata: { name: nodeName, uid: created.metadata?.uid } },
+          'Normal',
+          'VirtualNodeCreated',
+          `virtual node for ${ref.kind} ${ref.kind === 'Target' ? `${ref.namespace}/` : ''}${ref.name}`,
+        );
         return created;
       } catch (err) {
         if (isAlreadyExists(err)) return undefined; // the next round patches it

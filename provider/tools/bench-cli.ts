@@ -32,7 +32,11 @@ export const BENCHMARKS: readonly Benchmark[] = [
       "for each count T of targets, T namespaced Targets from c1 to c2 (one per namespace, each its own Secret and Source): the idle cost per target (provider RSS, apiserver requests a second, against none), then the pods spread over them, direct in c2 and offloaded: time to all Running and gone, p99 start, provider CPU and peak RSS, requests per pod, the proxy scheduler's binds a second, where the time goes; writes .bench/scale-<time>.json and .svg; starts the sandbox if it is not up",
   },
   { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
-  { name: 'extender-latency', args: '[requests=3000] [concurrency=1]', summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox' },
+  {
+    name: 'extender-latency',
+    args: '[requests=3000] [concurrency=1]',
+    summary: 'scheduler extender filter and prioritize latency (p50, p99, req/s) over 100 targets x 100 nodes, for three proxy shapes, next to a no-op handler; in process, no sandbox',
+  },
   {
     name: 'hostile-admission',
     args: '[ms-per-point=60] [field-filter]',
@@ -40,14 +44,23 @@ export const BENCHMARKS: readonly Benchmark[] = [
       "for each list of a pod the webhook walks (tolerations, containers, env, volumes, affinity terms, ...), the time of one elected pod's review as the list doubles up to its limit and past it to 6000 items, next to parsing the same body alone, with the growth exponent of each; in process, no sandbox",
   },
   { name: 'webhook-latency', args: '[requests=2000] [concurrency=16]', summary: 'admission latency (p50, p99) of the mutating webhook next to a no-op handler' },
-  { name: 'cache-memory', args: '[pods=5000]', summary: "heap held per offloaded pod by each of the provider's caches (proxies, delegates, the target's pod events, the summary's pods), with the transforms and filters the provider gives them next to without; in process, no sandbox" },
+  {
+    name: 'cache-memory',
+    args: '[pods=5000]',
+    summary:
+      "heap held per offloaded pod by each of the provider's caches (proxies, delegates, the target's pod events, the summary's pods), with the transforms and filters the provider gives them next to without; in process, no sandbox",
+  },
   {
     name: 'api-transport',
     args: '[calls=2000] [concurrency=100] [rounds=3]',
     summary:
       "what an API call costs the client: client-node's generated API over HTTP/1.1 (connections reused), the provider's way (the same over HTTP/2), https.request on a keep-alive agent and one bare http2 session, creating ConfigMaps in c2; client and apiserver CPU seconds, wall time",
   },
-  { name: 'idle-rss', args: '[idle-seconds=30]', summary: "idle RSS of the source provider started as shipped (the bundle), from the unbundled compiled tree and through tsx, with the sandbox provider's own flags" },
+  {
+    name: 'idle-rss',
+    args: '[idle-seconds=30]',
+    summary: "idle RSS of the source provider started as shipped (the bundle), from the unbundled compiled tree and through tsx, with the sandbox provider's own flags",
+  },
 ];
 
 function usage(): string {

@@ -94,10 +94,7 @@ export interface CleanupOptions {
  * every object of `fullScan`. Each object is patched once at most (tracked by UID). Idempotent:
  * a second run changes nothing.
  */
-export async function removeOurFinalizers(
-  resources: { labelledFirst: FinalizerResource[]; fullScan: FinalizerResource[] },
-  opts: CleanupOptions,
-): Promise<CleanupReport> {
+export async function removeOurFinalizers(resources: { labelledFirst: FinalizerResource[]; fullScan: FinalizerResource[] }, opts: CleanupOptions): Promise<CleanupReport> {
   const report: CleanupReport = { changed: 0, finalizersRemoved: 0, failed: 0, skippedKinds: [] };
   const seen = new Set<string>();
   const passes: [FinalizerResource[], string | undefined][] = [
@@ -201,7 +198,12 @@ async function listAll(page: (limit: number, cont: string | undefined) => Promis
 /** Pods, services, configmaps and secrets, over the core API. */
 export function coreResources(kc: KubeConfig, namespace?: string): FinalizerResource[] {
   const core = kc.makeApiClient(CoreV1Api);
-  const common = (kind: string, list: (p: { labelSelector?: string; _continue?: string; limit: number }) => Promise<ListPage>, read: (p: { name: string; namespace: string }) => Promise<{ metadata?: ObjectMeta }>, patch: (p: { name: string; namespace: string; body: object[]; dryRun?: string; fieldManager: string }) => Promise<unknown>): FinalizerResource => ({
+  const common = (
+    kind: string,
+    list: (p: { labelSelector?: string; _continue?: string; limit: number }) => Promise<ListPage>,
+    read: (p: { name: string; namespace: string }) => Promise<{ metadata?: ObjectMeta }>,
+    patch: (p: { name: string; namespace: string; body: object[]; dryRun?: string; fieldManager: string }) => Promise<unknown>,
+  ): FinalizerResource => ({
     kind,
     list: (labelSelector) => listAll((limit, cont) => list({ labelSelector, _continue: cont, limit })),
     get: async (ns, name) => (await read({ name, namespace: ns! })).metadata ?? {},
@@ -269,7 +271,9 @@ export function bindingResources(kc: KubeConfig, namespace?: string): FinalizerR
   const roleBindings: FinalizerResource = {
     kind: 'rolebinding',
     list: (labelSelector) =>
-      listAll((limit, cont) => (namespace ? rbac.listNamespacedRoleBinding({ namespace, labelSelector, _continue: cont, limit }) : rbac.listRoleBindingForAllNamespaces({ labelSelector, _continue: cont, limit }))),
+      listAll((limit, cont) =>
+        namespace ? rbac.listNamespacedRoleBinding({ namespace, labelSelector, _continue: cont, limit }) : rbac.listRoleBindingForAllNamespaces({ labelSelector, _continue: cont, limit }),
+      ),
     get: async (ns, name) => (await rbac.readNamespacedRoleBinding({ name, namespace: ns! })).metadata ?? {},
     patch: async (ns, name, body, dryRun) => {
       await rbac.patchNamespacedRoleBinding({ name, namespace: ns!, body, dryRun: dryRun ? 'All' : undefined, fieldManager: FIELD_MANAGER }, jsonPatch());

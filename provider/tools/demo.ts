@@ -1,18 +1,17 @@
 import { execFile } from 'node:child_process';
 import { parseArgs } from 'node:util';
-import { ELECT_ANNOTATION, KEY_PREFIX, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, PARENT_CLUSTER_NAME_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
+import {
+  ELECT_ANNOTATION,
+  KEY_PREFIX,
+  NAMESPACE_ENABLED_LABEL,
+  NAMESPACE_ENABLED_VALUE,
+  PARENT_CLUSTER_NAME_LABEL,
+  VIRTUAL_KUBELET_PROVIDER_LABEL,
+  VIRTUAL_KUBELET_PROVIDER_VALUE,
+} from '../core/keys.js';
 import { type CliIo, writeLine } from './cli-io.js';
 import { loadDevTools, type DemoSandbox } from './dev-tools.js';
-import {
-  compareProxiesAndDelegates,
-  describeTally,
-  formatCounts,
-  nginxDeploymentYaml,
-  tallyPods,
-  virtualNodesByTarget,
-  type PodTally,
-  type VirtualNodeInfo,
-} from './demo-model.js';
+import { compareProxiesAndDelegates, describeTally, formatCounts, nginxDeploymentYaml, tallyPods, virtualNodesByTarget, type PodTally, type VirtualNodeInfo } from './demo-model.js';
 
 const USAGE = `usage: admiralty demo [--replicas N] [--timeout-seconds S]
 
@@ -116,7 +115,7 @@ class Demo {
       this.say('Connecting the clusters...');
       await this.sandbox.connect();
     }
-    this.say('The clusters are connected as in Admiralty\'s user guide:');
+    this.say("The clusters are connected as in Admiralty's user guide:");
     this.say(`  - in c2 (a target), the Source "c1" gives c1's service account the rights it needs there;`);
     this.say('  - `admiralty export-kubeconfig` turned that service account into a kubeconfig, stored in c1 as the Secret "c2";');
     this.say(`  - in c1 (the source), Target "c1" (self: true) and Target "c2" (kubeconfigSecret: c2) live in namespace ${NAMESPACE};`);
@@ -131,7 +130,7 @@ class Demo {
       const seen = [...this.virtualNodes].map(([t, n]) => `${t}: ${n.name} ${n.ready ? 'Ready' : 'not Ready'}`).join('; ') || 'no virtual nodes';
       return { done: ['c1', MOVE_TO].every((t) => this.virtualNodes.get(t)?.ready), seen };
     });
-    this.say('Each Target is a node of c1, carrying the labels its cluster\'s nodes share (see the region):');
+    this.say("Each Target is a node of c1, carrying the labels its cluster's nodes share (see the region):");
     await this.kubectl(SOURCE, ['get', 'nodes', '-l', VIRTUAL_NODE_SELECTOR, '-L', REGION_LABEL], { show: true });
   }
 
@@ -166,7 +165,7 @@ class Demo {
     });
     this.say('The webhook turned each pod into a proxy pod; the scheduler bound the proxies to virtual nodes:');
     await this.kubectl(SOURCE, ['get', 'pods', '-n', NAMESPACE, '-l', PROXY_SELECTOR, '-o', 'wide'], { show: true });
-    this.say('For each proxy, the provider created a delegate pod in the cluster of its virtual node, where that cluster\'s scheduler placed it on a real node:');
+    this.say("For each proxy, the provider created a delegate pod in the cluster of its virtual node, where that cluster's scheduler placed it on a real node:");
     await this.showDelegates();
     await this.summarize();
   }
@@ -182,7 +181,9 @@ class Demo {
     await this.waitUntil(`all ${replicas} proxies Running on ${node.name}, all delegates Running in ${MOVE_TO}, the old ones gone`, async () => {
       const proxies = tallyPods(await this.json(SOURCE, ['get', 'pods', '-n', NAMESPACE, '-l', PROXY_SELECTOR]));
       const delegates = await this.delegates();
-      const elsewhere = Object.entries(delegates).filter(([c]) => c !== MOVE_TO).reduce((n, [, t]) => n + t.total, 0);
+      const elsewhere = Object.entries(delegates)
+        .filter(([c]) => c !== MOVE_TO)
+        .reduce((n, [, t]) => n + t.total, 0);
       const there = delegates[MOVE_TO];
       return {
         done: proxies.total === replicas && proxies.running === replicas && proxies.byNode[node.name] === replicas && elsewhere === 0 && there?.total === replicas && there.running === replicas,
@@ -212,7 +213,7 @@ class Demo {
   private whatNext(): void {
     const k = `${this.sandbox.kubectlPath} --kubeconfig ${this.sandbox.kubeconfigPath}`;
     const node = this.virtualNodes.get(MOVE_TO)?.name ?? 'admiralty-namespace-default-c2';
-    this.say('The sandbox keeps running. Things to try (contexts c1 and c2 of the sandbox\'s kubeconfig):');
+    this.say("The sandbox keeps running. Things to try (contexts c1 and c2 of the sandbox's kubeconfig):");
     this.say(`  alias kubectl='${k}'`);
     this.say(`  kubectl --context c1 get targets -n ${NAMESPACE}                    # the Targets and their status`);
     this.say(`  kubectl --context c1 describe node ${node}      # labels, capacity and conditions of c2 as a node`);

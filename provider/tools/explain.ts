@@ -51,7 +51,11 @@ export function renderExplanation(e: PodExplanation, wide: boolean): string {
   const [first] = rankings;
   if (first && rankings.every(([, r]) => r === first[1])) lines.push(`Scored by ${first[1]}`);
   else for (const [target, r] of rankings) lines.push(`Scored ${target} by ${r}`);
-  lines.push(e.best.length === 0 ? 'No target can take it now.' : `${e.boundTo ? 'Would be bound now to' : 'Would be bound to'}: ${e.best.join(' or ')}${e.best.length > 1 ? ' (equal scores: the proxy scheduler picks one at random)' : ''}`);
+  lines.push(
+    e.best.length === 0
+      ? 'No target can take it now.'
+      : `${e.boundTo ? 'Would be bound now to' : 'Would be bound to'}: ${e.best.join(' or ')}${e.best.length > 1 ? ' (equal scores: the proxy scheduler picks one at random)' : ''}`,
+  );
   return lines.join('\n');
 }
 
@@ -63,8 +67,12 @@ export function renderExplanation(e: PodExplanation, wide: boolean): string {
 async function nodeToAsk(kc: KubeConfig, pod: V1Pod, namespace: string): Promise<string> {
   if (pod.spec?.nodeName?.startsWith('admiralty-')) return pod.spec.nodeName;
   const custom = kc.makeApiClient(CustomObjectsApi);
-  const targets = (await apiCall(`list Targets in namespace ${namespace}`, () => custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace, plural: 'targets' }))) as { items?: Target[] };
-  const clusterTargets = (await apiCall('list ClusterTargets', () => custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: 'clustertargets' })).catch(() => ({ items: [] }))) as { items?: Target[] };
+  const targets = (await apiCall(`list Targets in namespace ${namespace}`, () => custom.listNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace, plural: 'targets' }))) as {
+    items?: Target[];
+  };
+  const clusterTargets = (await apiCall('list ClusterTargets', () => custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural: 'clustertargets' })).catch(() => ({
+    items: [],
+  }))) as { items?: Target[] };
   const all = [...(targets.items ?? []), ...(clusterTargets.items ?? [])].filter((t) => t.status?.virtualNodeName);
   const ready = all.find((t) => t.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) ?? all[0];
   if (!ready) throw new ValidationError(`no Target of namespace ${namespace} nor ClusterTarget has a virtual node: nothing can place pod ${namespace}/${pod.metadata?.name}`);
@@ -106,7 +114,9 @@ export async function explainCli(args: string[], io: CliIo): Promise<number> {
     // provider is asked anything.
     const pod = await apiCall(`read pod ${namespace}/${name}`, () => kc.makeApiClient(CoreV1Api).readNamespacedPod({ namespace, name }));
     if (pod.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) {
-      throw new ValidationError(`pod ${namespace}/${name} is not a proxy pod (no ${SOURCE_POD_MANIFEST_ANNOTATION} annotation): only elected pods, in namespaces labelled multicluster-scheduler=enabled, are placed by Admiralty`);
+      throw new ValidationError(
+        `pod ${namespace}/${name} is not a proxy pod (no ${SOURCE_POD_MANIFEST_ANNOTATION} annotation): only elected pods, in namespaces labelled multicluster-scheduler=enabled, are placed by Admiralty`,
+      );
     }
     const node = await nodeToAsk(kc, pod, namespace);
     const address = await providerAddress(kc, node, values['provider-address']);

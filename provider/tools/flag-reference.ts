@@ -12,7 +12,7 @@ export function renderFlagReference(): string {
     return `| \`--${f.flag}\` | ${f.env ? `\`${f.env}\`` : ''} | ${f.default !== undefined && f.default !== '' ? `\`${f.default}\`` : ''} | ${f.kind} | ${cell(f.help)}.${cell(values)} |`;
   });
   return [
-    '# The provider\'s flags',
+    "# The provider's flags",
     '',
     '<!-- Generated from provider/core/config.ts by `npm run docs:flags`; do not edit by hand. -->',
     '',

@@ -195,13 +195,28 @@ const REFUSALS_IN_CELL = 2;
 /** `NoNodeFits×3, DelegateNotPlaced×1 +2 more`, or `-`. */
 function refusalsCell(refusals: readonly RefusalCount[]): string {
   if (refusals.length === 0) return '-';
-  const shown = refusals.slice(0, REFUSALS_IN_CELL).map((r) => `${r.reason}×${r.count}`).join(', ');
+  const shown = refusals
+    .slice(0, REFUSALS_IN_CELL)
+    .map((r) => `${r.reason}×${r.count}`)
+    .join(', ');
   return refusals.length > REFUSALS_IN_CELL ? `${shown} +${refusals.length - REFUSALS_IN_CELL} more` : shown;
 }
 
 /** The report as tables for people: `wide` adds the total free room, outage, failover and reasons. Pure. */
 export function renderStatus(report: StatusReport, wide: boolean): string {
-  const header = ['TARGET', 'VIRTUAL NODE', 'READY', 'SUMMARY AGE', 'LARGEST FREE (CPU/MEM/PODS)', ...(wide ? ['TOTAL FREE'] : []), 'PROXIES', 'RUNNING', 'PENDING', 'REFUSALS (10M)', ...(wide ? ['OUTAGE SINCE', 'FAILOVER AFTER', 'REASON'] : [])];
+  const header = [
+    'TARGET',
+    'VIRTUAL NODE',
+    'READY',
+    'SUMMARY AGE',
+    'LARGEST FREE (CPU/MEM/PODS)',
+    ...(wide ? ['TOTAL FREE'] : []),
+    'PROXIES',
+    'RUNNING',
+    'PENDING',
+    'REFUSALS (10M)',
+    ...(wide ? ['OUTAGE SINCE', 'FAILOVER AFTER', 'REASON'] : []),
+  ];
   const rows = report.targets.map((t) => {
     const view = 'error' in t.provider ? undefined : t.provider;
     return [
@@ -231,11 +246,17 @@ export function renderStatus(report: StatusReport, wide: boolean): string {
   lines.push('');
   if (p.leader) {
     const renewed = p.leader.renewedSecondsAgo !== undefined ? `, renewed ${formatAge(p.leader.renewedSecondsAgo * 1000)} ago` : '';
-    const stale = p.leader.renewedSecondsAgo !== undefined && p.leader.leaseDurationSeconds !== undefined && p.leader.renewedSecondsAgo > p.leader.leaseDurationSeconds ? ' (expired: no replica leads)' : '';
+    const stale =
+      p.leader.renewedSecondsAgo !== undefined && p.leader.leaseDurationSeconds !== undefined && p.leader.renewedSecondsAgo > p.leader.leaseDurationSeconds ? ' (expired: no replica leads)' : '';
     lines.push(`Provider leader: ${p.leader.identity} (Lease ${p.leaseNamespace}/${PROVIDER_LEASE_NAME}${renewed})${stale}`);
   } else lines.push(`Provider leader: none (${p.leaseError ?? `no holder on Lease ${p.leaseNamespace}/${PROVIDER_LEASE_NAME}`})`);
   if (p.replicas.length > 0) {
-    lines.push(renderTable(['REPLICA', 'SEEN AS', 'PHASE', 'READY', 'LEADER'], p.replicas.map((r) => [r.name, r.seenAs === 'pod' ? 'pod' : 'Lease holder', r.phase ?? '-', r.ready === undefined ? '-' : String(r.ready), r.leader ? 'yes' : ''])));
+    lines.push(
+      renderTable(
+        ['REPLICA', 'SEEN AS', 'PHASE', 'READY', 'LEADER'],
+        p.replicas.map((r) => [r.name, r.seenAs === 'pod' ? 'pod' : 'Lease holder', r.phase ?? '-', r.ready === undefined ? '-' : String(r.ready), r.leader ? 'yes' : '']),
+      ),
+    );
   }
   if (!p.replicas.some((r) => r.seenAs === 'pod')) {
     lines.push(`  ${p.replicasError ?? `no pod labelled ${PROVIDER_POD_SELECTOR} in ${p.leaseNamespace}: replicas outside the cluster are seen only while they lead`}`);

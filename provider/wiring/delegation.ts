@@ -102,19 +102,21 @@ export async function wireDelegation(
   // Re-placement: pods whose delegate is stuck in a ready target go elsewhere (or say why not).
   // Only with the extender: its avoidance of the target is what sends the replacement elsewhere;
   // without it the controller's new pod could go back to wait in the same target.
-  const replacement = avoid && new ReplacementReconciler({
-    sourceCore: core,
-    proxies,
-    delegates: (key: string) => listedDelegates(key, true),
-    targetEvents: (key: string) => perTarget.get(key)?.events,
-    registry: clusters,
-    sourceClusterName: config.clusterName,
-    unschedulableAfterMs: config.replaceUnschedulableAfterMs,
-    avoid,
-    events,
-    clock,
-    metrics,
-  });
+  const replacement =
+    avoid &&
+    new ReplacementReconciler({
+      sourceCore: core,
+      proxies,
+      delegates: (key: string) => listedDelegates(key, true),
+      targetEvents: (key: string) => perTarget.get(key)?.events,
+      registry: clusters,
+      sourceClusterName: config.clusterName,
+      unschedulableAfterMs: config.replaceUnschedulableAfterMs,
+      avoid,
+      events,
+      clock,
+      metrics,
+    });
   const replacementController = replacement && w.newController('replacement', replacement);
   const delegation = new DelegationReconciler({
     mayCreateDelegates: (key) => outage.mayCreateDelegates(key),
@@ -191,19 +193,14 @@ export async function wireDelegation(
     const informer = <T extends KubernetesObject>(name: string, resource: string, list: InformerOptions<T>['list'], cached?: CachedObjects<T>) =>
       w.newInformer<T>({ ...cached, name, cluster: t.displayName, kubeConfig: t.kubeConfig, path: path(resource), list, labelSelector: ours, budget });
     const entry = {
-      delegates: informer<V1Pod>(
-        'delegates',
-        'pods',
-        (page) => (ns ? t.core.listNamespacedPod({ namespace: ns, ...page }) : t.core.listPodForAllNamespaces(page)),
-        { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy(config.clusterName) }, share: sharePodParts },
-      ),
-      configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', (page) =>
-        ns ? t.core.listNamespacedConfigMap({ namespace: ns, ...page }) : t.core.listConfigMapForAllNamespaces(page),
-      ),
+      delegates: informer<V1Pod>('delegates', 'pods', (page) => (ns ? t.core.listNamespacedPod({ namespace: ns, ...page }) : t.core.listPodForAllNamespaces(page)), {
+        transform: delegateFields,
+        indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy(config.clusterName) },
+        share: sharePodParts,
+      }),
+      configMaps: informer<V1ConfigMap>('configmap-copies', 'configmaps', (page) => (ns ? t.core.listNamespacedConfigMap({ namespace: ns, ...page }) : t.core.listConfigMapForAllNamespaces(page))),
       secrets: informer<V1Secret>('secret-copies', 'secrets', (page) => (ns ? t.core.listNamespacedSecret({ namespace: ns, ...page }) : t.core.listSecretForAllNamespaces(page))),
-      services: informer<V1Service>('service-copies', 'services', (page) =>
-        ns ? t.core.listNamespacedService({ namespace: ns, ...page }) : t.core.listServiceForAllNamespaces(page),
-      ),
+      services: informer<V1Service>('service-copies', 'services', (page) => (ns ? t.core.listNamespacedService({ namespace: ns, ...page }) : t.core.listServiceForAllNamespaces(page))),
       // Events carry no labels of ours: take the pod events the selector lets through, keep
       // those about our delegates (all of them until the proxies are known, which tell ours), so
       // the cache grows with our delegates' events, not with the target's; of those, what is
@@ -218,7 +215,13 @@ export async function wireDelegation(
         fieldSelector: podEvents,
         keep: (ev) =>
           (copiesEvent(config.delegateEvents, ev) || isAutoscalerVerdict(ev)) &&
-          (!proxies.hasSynced() || isAboutDelegateOf(ev, config.clusterName, (name, namespace) => proxies.get(name, namespace), (namespace) => proxies.list(namespace))),
+          (!proxies.hasSynced() ||
+            isAboutDelegateOf(
+              ev,
+              config.clusterName,
+              (name, namespace) => proxies.get(name, namespace),
+              (namespace) => proxies.list(namespace),
+            )),
         indexers: { [DelegateEventsReconciler.BY_POD_INDEX]: DelegateEventsReconciler.eventsByPod },
         budget,
       }),

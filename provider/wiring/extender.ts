@@ -82,8 +82,7 @@ export function wireExtender(w: Wiring, options: ExtenderWiringOptions): { binde
         placeTimeoutMs: w.config.delegatePlacementTimeoutSeconds * 1000,
         // The leader fences a target that comes back before it creates delegates there; a
         // standby cannot know when that is done, so it keeps off a target recently unreachable.
-        mayCreateDelegates: (key) =>
-          w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.monotonicMs()),
+        mayCreateDelegates: (key) => (w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.monotonicMs())),
       })
     : undefined;
   // A bind waiting for the target's scheduler goes on as soon as the delegate is placed; the

@@ -71,7 +71,10 @@ export function createOperatorViews(opts: OperatorViewsOptions): OperatorViews {
         throw err;
       }
       if (pod.metadata?.annotations?.[SOURCE_POD_MANIFEST_ANNOTATION] === undefined) {
-        return { code: 400, message: `pod ${namespace}/${name} is not a proxy pod: it has no ${SOURCE_POD_MANIFEST_ANNOTATION} annotation (was it elected, in a namespace labelled multicluster-scheduler=enabled?)` };
+        return {
+          code: 400,
+          message: `pod ${namespace}/${name} is not a proxy pod: it has no ${SOURCE_POD_MANIFEST_ANNOTATION} annotation (was it elected, in a namespace labelled multicluster-scheduler=enabled?)`,
+        };
       }
       const targets = explain(pod);
       const top = Math.max(-1, ...targets.filter((t) => t.passes).map((t) => t.score ?? 0));

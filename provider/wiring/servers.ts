@@ -37,7 +37,12 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
   const start = async () => {
     const admission = kc.makeApiClient(AdmissionregistrationV1Api);
     const dnsNames = config.webhookServiceName
-      ? [config.webhookServiceName, `${config.webhookServiceName}.${config.namespace}`, `${config.webhookServiceName}.${config.namespace}.svc`, `${config.webhookServiceName}.${config.namespace}.svc.cluster.local`]
+      ? [
+          config.webhookServiceName,
+          `${config.webhookServiceName}.${config.namespace}`,
+          `${config.webhookServiceName}.${config.namespace}.svc`,
+          `${config.webhookServiceName}.${config.namespace}.svc.cluster.local`,
+        ]
       : ['localhost'];
     const ipAddresses = config.webhookUrl ? [new URL(config.webhookUrl).hostname].filter((h) => /^[\d.]+$/.test(h)) : [];
     const certs = new WebhookCertificates({ core, admissionRegistration: admission, namespace: config.namespace, secretName: 'admiralty-webhook-cert', dnsNames, ipAddresses, clock });
@@ -124,6 +129,7 @@ export interface KubeletCaches {
 }
 
 /** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
+// eslint-disable-next-line max-lines-per-function -- the kubelet API's caches and backends, wired in one place
 export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
   const { config, kc, core, custom, clusters, registry, metrics, logger, events, clock, onHangup } = w;
   let stop: () => Promise<void> = async () => undefined;
@@ -132,12 +138,18 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
   const tellMetricsAvailability = async (target: TargetClient, available: boolean, reason: string) => {
     const { ref } = target;
     const plural = ref.kind === 'Target' ? 'targets' : 'clustertargets';
-    const obj = (await (ref.kind === 'Target'
-      ? custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ref.namespace, plural, name: ref.name })
-      : custom.getClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, name: ref.name })
+    const obj = (await (
+      ref.kind === 'Target'
+        ? custom.getNamespacedCustomObject({ group: API_GROUP, version: API_VERSION, namespace: ref.namespace, plural, name: ref.name })
+        : custom.getClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, name: ref.name })
     ).catch(() => undefined)) as { metadata?: { uid?: string } } | undefined;
     const involved = { kind: ref.kind, apiVersion: `${API_GROUP}/${API_VERSION}`, metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined, uid: obj?.metadata?.uid } };
-    events.record(involved, available ? 'Normal' : 'Warning', available ? 'MetricsAvailable' : 'MetricsUnavailable', available ? reason : `no usage figures for proxies on this target (kubectl top, HorizontalPodAutoscalers): ${reason}`);
+    events.record(
+      involved,
+      available ? 'Normal' : 'Warning',
+      available ? 'MetricsAvailable' : 'MetricsUnavailable',
+      available ? reason : `no usage figures for proxies on this target (kubectl top, HorizontalPodAutoscalers): ${reason}`,
+    );
   };
   const start = async () => {
     const serving = new KubeletServingCertificate({
@@ -170,7 +182,11 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
       operatorViews: createOperatorViews({ core, registry: clusters, explain: caches.explain, refusals: caches.refusals, clock }),
       resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
       nodeUsage: new ResourceUsage({
-        proxiesOn: (nodeName) => caches.proxies()?.list().filter((p) => p.spec?.nodeName === nodeName) ?? [],
+        proxiesOn: (nodeName) =>
+          caches
+            .proxies()
+            ?.list()
+            .filter((p) => p.spec?.nodeName === nodeName) ?? [],
         delegate: (targetKey, namespace, name) => caches.delegates(targetKey)?.get(name, namespace),
         registry: clusters,
         sourceClusterName: config.clusterName,

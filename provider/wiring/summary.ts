@@ -71,8 +71,7 @@ export function wireSummary(w: Wiring): void {
     pods.reselect();
   };
   /** A cluster-scoped informer over a class of objects whose fields `transform` keeps. */
-  const classes = <T extends KubernetesObject>(name: string, path: string, list: InformerOptions<T>['list'], transform: (obj: T) => T) =>
-    caches.informer<T>({ name, resource: path, list, transform });
+  const classes = <T extends KubernetesObject>(name: string, path: string, list: InformerOptions<T>['list'], transform: (obj: T) => T) => caches.informer<T>({ name, resource: path, list, transform });
   const nodeApi = kc.makeApiClient(NodeV1Api);
   const schedulingApi = kc.makeApiClient(SchedulingV1Api);
   const runtimeClasses = classes<V1RuntimeClass>('runtime-classes', '/apis/node.k8s.io/v1/runtimeclasses', (page) => nodeApi.listRuntimeClass(page), summaryRuntimeClassFields);
@@ -84,7 +83,11 @@ export function wireSummary(w: Wiring): void {
   // A failed write is tried again within the renew interval, not after minutes of backoff: after
   // its apiserver was down, a quiet cluster's summary must move again before sources take it
   // for stale (three intervals).
-  const c = w.newController('summary', new SummaryReconciler({ custom, nodes, pods, runtimeClasses, priorityClasses, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock, renewIntervalMs }), { maxBackoffMs: renewIntervalMs });
+  const c = w.newController(
+    'summary',
+    new SummaryReconciler({ custom, nodes, pods, runtimeClasses, priorityClasses, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock, renewIntervalMs }),
+    { maxBackoffMs: renewIntervalMs },
+  );
   c.watch(nodes, () => [SummaryReconciler.KEY]);
   c.watch(pods, () => [SummaryReconciler.KEY]);
   c.watch(runtimeClasses, () => [SummaryReconciler.KEY], { waitForSync: false });

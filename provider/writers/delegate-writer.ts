@@ -26,10 +26,7 @@ export interface DelegateWriterOptions {
  * the delegate itself (`of: 'delegate'`) was refused for a reason the pod's owner can act on;
  * the proxy's `Delegated` condition says so already.
  */
-export type DelegateCreation =
-  | { outcome: 'created'; delegate: V1Pod }
-  | { outcome: 'nameTaken' }
-  | { outcome: 'refused'; of: 'copies' | 'delegate'; refusal: NotDelegatedError };
+export type DelegateCreation = { outcome: 'created'; delegate: V1Pod } | { outcome: 'nameTaken' } | { outcome: 'refused'; of: 'copies' | 'delegate'; refusal: NotDelegatedError };
 
 /** Thrown when the target failed the delegate's creation for a reason that is not a refusal (retry it); `cause` is the API's error. */
 export class DelegateCreateError extends Error {}

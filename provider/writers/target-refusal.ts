@@ -24,7 +24,11 @@ export async function refusalOf(target: TargetClient, write: RefusedWrite, err: 
     const [access, self] = await Promise.allSettled([
       (async () =>
         target.authorization.createSelfSubjectAccessReview({
-          body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { verb: 'create', resource: WRITE_RESOURCE[write.kind], namespace: write.namespace } } },
+          body: {
+            apiVersion: 'authorization.k8s.io/v1',
+            kind: 'SelfSubjectAccessReview',
+            spec: { resourceAttributes: { verb: 'create', resource: WRITE_RESOURCE[write.kind], namespace: write.namespace } },
+          },
         }))(),
       (async () => target.authentication.createSelfSubjectReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' } }))(),
     ]);

@@ -38,10 +38,40 @@ setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
 const managedFields = (manager: string) => [
-  { manager, operation: 'Update', apiVersion: 'v1', time: T, fieldsType: 'FieldsV1', fieldsV1: { 'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} } }, 'f:spec': { 'f:containers': { 'k:{"name":"app"}': { '.': {}, 'f:image': {}, 'f:name': {}, 'f:resources': { '.': {}, 'f:requests': { '.': {}, 'f:cpu': {}, 'f:memory': {} } } } } } } },
-  { manager: 'kubelet', operation: 'Update', apiVersion: 'v1', time: T, subresource: 'status', fieldsType: 'FieldsV1', fieldsV1: { 'f:status': { 'f:conditions': {}, 'f:containerStatuses': {}, 'f:hostIP': {}, 'f:phase': {}, 'f:podIP': {}, 'f:startTime': {} } } },
+  {
+    manager,
+    operation: 'Update',
+    apiVersion: 'v1',
+    time: T,
+    fieldsType: 'FieldsV1',
+    fieldsV1: {
+      'f:metadata': { 'f:labels': { '.': {}, 'f:app': {} } },
+      'f:spec': { 'f:containers': { 'k:{"name":"app"}': { '.': {}, 'f:image': {}, 'f:name': {}, 'f:resources': { '.': {}, 'f:requests': { '.': {}, 'f:cpu': {}, 'f:memory': {} } } } } },
+    },
+  },
+  {
+    manager: 'kubelet',
+    operation: 'Update',
+    apiVersion: 'v1',
+    time: T,
+    subresource: 'status',
+    fieldsType: 'FieldsV1',
+    fieldsV1: { 'f:status': { 'f:conditions': {}, 'f:containerStatuses': {}, 'f:hostIP': {}, 'f:phase': {}, 'f:podIP': {}, 'f:startTime': {} } },
+  },
 ];
-const running: V1Pod['status'] = JSON.parse(JSON.stringify({ phase: 'Running', conditions: ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: T })), hostIP: '10.0.0.2', hostIPs: [{ ip: '10.0.0.2' }], podIP: '10.244.1.17', podIPs: [{ ip: '10.244.1.17' }], startTime: T, containerStatuses: [{ name: 'app', state: { running: { startedAt: T } }, lastState: {}, ready: true, restartCount: 0, image: 'nginx', imageID: '', started: true }], qosClass: 'Burstable' }));
+const running: V1Pod['status'] = JSON.parse(
+  JSON.stringify({
+    phase: 'Running',
+    conditions: ['PodReadyToStartContainers', 'Initialized', 'Ready', 'ContainersReady', 'PodScheduled'].map((type) => ({ type, status: 'True', lastProbeTime: null, lastTransitionTime: T })),
+    hostIP: '10.0.0.2',
+    hostIPs: [{ ip: '10.0.0.2' }],
+    podIP: '10.244.1.17',
+    podIPs: [{ ip: '10.244.1.17' }],
+    startTime: T,
+    containerStatuses: [{ name: 'app', state: { running: { startedAt: T } }, lastState: {}, ready: true, restartCount: 0, image: 'nginx', imageID: '', started: true }],
+    qosClass: 'Burstable',
+  }),
+);
 
 /** The offload benchmark's pod as an apiserver has it after defaulting and service-account admission. */
 function defaulted(name: string, annotations: Record<string, string>): V1Pod {
@@ -50,7 +80,17 @@ function defaulted(name: string, annotations: Record<string, string>): V1Pod {
     kind: 'Pod',
     metadata: { name, namespace: NS, labels: { app: 'bench' }, annotations },
     spec: {
-      containers: [{ name: 'app', image: 'nginx', resources: { requests: { cpu: '1m', memory: '1Mi' } }, terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File', imagePullPolicy: 'Always', volumeMounts: [{ name: 'kube-api-access-x7k2p', readOnly: true, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' }] }],
+      containers: [
+        {
+          name: 'app',
+          image: 'nginx',
+          resources: { requests: { cpu: '1m', memory: '1Mi' } },
+          terminationMessagePath: '/dev/termination-log',
+          terminationMessagePolicy: 'File',
+          imagePullPolicy: 'Always',
+          volumeMounts: [{ name: 'kube-api-access-x7k2p', readOnly: true, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' }],
+        },
+      ],
       restartPolicy: 'Always',
       terminationGracePeriodSeconds: 30,
       dnsPolicy: 'ClusterFirst',
@@ -58,11 +98,26 @@ function defaulted(name: string, annotations: Record<string, string>): V1Pod {
       serviceAccount: 'default',
       securityContext: {},
       schedulerName: 'default-scheduler',
-      tolerations: [{ key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 }, { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 }],
+      tolerations: [
+        { key: 'node.kubernetes.io/not-ready', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
+        { key: 'node.kubernetes.io/unreachable', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 },
+      ],
       priority: 0,
       enableServiceLinks: true,
       preemptionPolicy: 'PreemptLowerPriority',
-      volumes: [{ name: 'kube-api-access-x7k2p', projected: { sources: [{ serviceAccountToken: { expirationSeconds: 3607, path: 'token' } }, { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } }, { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } }], defaultMode: 420 } }],
+      volumes: [
+        {
+          name: 'kube-api-access-x7k2p',
+          projected: {
+            sources: [
+              { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
+              { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+              { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+            ],
+            defaultMode: 420,
+          },
+        },
+      ],
     },
   };
 }
@@ -73,11 +128,32 @@ function served<T extends KubernetesObject>(obj: T, uid: string, rv: number): T 
 }
 
 function scheduledEvent(pod: V1Pod, i: number): CoreV1Event {
-  return served({ apiVersion: 'v1', kind: 'Event', metadata: { name: `${pod.metadata!.name}.18a${i.toString(16)}`, namespace: NS }, involvedObject: { kind: 'Pod', namespace: NS, name: pod.metadata!.name, uid: pod.metadata!.uid, apiVersion: 'v1', resourceVersion: pod.metadata!.resourceVersion }, reason: 'Scheduled', message: `Successfully assigned ${NS}/${pod.metadata!.name} to kwok-c2-node-0`, source: {}, type: 'Normal', eventTime: '2026-11-23T11:00:00.123456Z' as unknown as Date, action: 'Binding', reportingComponent: 'default-scheduler', reportingInstance: 'default-scheduler-c2' }, `e-${i}`, 300_000 + i);
+  return served(
+    {
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name: `${pod.metadata!.name}.18a${i.toString(16)}`, namespace: NS },
+      involvedObject: { kind: 'Pod', namespace: NS, name: pod.metadata!.name, uid: pod.metadata!.uid, apiVersion: 'v1', resourceVersion: pod.metadata!.resourceVersion },
+      reason: 'Scheduled',
+      message: `Successfully assigned ${NS}/${pod.metadata!.name} to kwok-c2-node-0`,
+      source: {},
+      type: 'Normal',
+      eventTime: '2026-11-23T11:00:00.123456Z' as unknown as Date,
+      action: 'Binding',
+      reportingComponent: 'default-scheduler',
+      reportingInstance: 'default-scheduler-c2',
+    },
+    `e-${i}`,
+    300_000 + i,
+  );
 }
 
 /** A real informer over a scripted watch that sends `items` (as JSON text, parsed as client-node's Watch does) once started. */
-function informerOf<T extends KubernetesObject>(name: string, items: string[], cached: { transform?: (o: T) => T; keep?: (o: T) => boolean; indexers?: Record<string, (o: T) => string[]>; strings?: StringTable; share?: InformerOptions<T>['share'] } = {}): Informer<T> {
+function informerOf<T extends KubernetesObject>(
+  name: string,
+  items: string[],
+  cached: { transform?: (o: T) => T; keep?: (o: T) => boolean; indexers?: Record<string, (o: T) => string[]>; strings?: StringTable; share?: InformerOptions<T>['share'] } = {},
+): Informer<T> {
   const watch: WatchStarter = {
     async watch(_path, _query, onEvent) {
       for (const text of items) onEvent('ADDED', JSON.parse(text));
@@ -85,7 +161,17 @@ function informerOf<T extends KubernetesObject>(name: string, items: string[], c
       return { abort: () => undefined };
     },
   };
-  const informer: Informer<T> = new Informer<T>({ name, cluster: 'c1', kubeConfig: new KubeConfig(), path: '/', list: async () => ({ items: [], metadata: { resourceVersion: '1' } }), watch, logger: silentLogger(), clock: realClock, ...cached });
+  const informer: Informer<T> = new Informer<T>({
+    name,
+    cluster: 'c1',
+    kubeConfig: new KubeConfig(),
+    path: '/',
+    list: async () => ({ items: [], metadata: { resourceVersion: '1' } }),
+    watch,
+    logger: silentLogger(),
+    clock: realClock,
+    ...cached,
+  });
   return informer;
 }
 
@@ -124,7 +210,10 @@ function serverTexts(): { proxyTexts: string[]; delegateTexts: string[]; events:
   const delegates: V1Pod[] = [];
   const own: V1Pod[] = [];
   for (let i = 0; i < PODS; i++) {
-    const source = defaulted(`bench-${i}`, { 'multicluster.admiralty.io/elect': '', 'multicluster.admiralty.io/proxy-pod-scheduling-constraints': '{"nodeSelector":{"multicluster.admiralty.io/target-name":"c2"}}' });
+    const source = defaulted(`bench-${i}`, {
+      'multicluster.admiralty.io/elect': '',
+      'multicluster.admiralty.io/proxy-pod-scheduling-constraints': '{"nodeSelector":{"multicluster.admiralty.io/target-name":"c2"}}',
+    });
     const proxy = served(mutatePod(source, { namespace: NS, schedulerName: 'admiralty-proxy' }).pod, `p-${i}`, 100_000 + i);
     proxy.spec = { ...proxy.spec!, nodeName: VIRTUAL_NODE };
     proxy.status = running;
@@ -149,7 +238,13 @@ async function main(): Promise<void> {
   const proxiesSeen = proxyCache.informer;
   const rows: Array<[string, Held<V1Pod> | Held<CoreV1Event>, Held<V1Pod> | Held<CoreV1Event>]> = [
     ['proxies (source)', await held(() => informerOf<V1Pod>('proxies', proxyTexts)), proxyCache],
-    ['delegates (per target)', await held(() => informerOf<V1Pod>('delegates', delegateTexts)), await held(() => informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy('c1') }, strings, share }))],
+    [
+      'delegates (per target)',
+      await held(() => informerOf<V1Pod>('delegates', delegateTexts)),
+      await held(() =>
+        informerOf<V1Pod>('delegates', delegateTexts, { transform: delegateFields, indexers: { [DelegationReconciler.BY_PROXY_INDEX]: DelegationReconciler.delegatesByProxy('c1') }, strings, share }),
+      ),
+    ],
     [
       // As with --delegate-events=all: by default the cache keeps only Warnings and
       // cluster-autoscaler's verdicts, so these routine Scheduled events are not kept at all.
@@ -157,7 +252,13 @@ async function main(): Promise<void> {
       await held(() => informerOf<CoreV1Event>('delegate-events', events)),
       await held(() =>
         informerOf<CoreV1Event>('delegate-events', events, {
-          keep: (ev) => isAboutDelegateOf(ev, 'c1', (name, namespace) => proxiesSeen.get(name, namespace), (namespace) => proxiesSeen.list(namespace)),
+          keep: (ev) =>
+            isAboutDelegateOf(
+              ev,
+              'c1',
+              (name, namespace) => proxiesSeen.get(name, namespace),
+              (namespace) => proxiesSeen.list(namespace),
+            ),
           indexers: { [DelegateEventsReconciler.BY_POD_INDEX]: DelegateEventsReconciler.eventsByPod },
           strings,
         }),

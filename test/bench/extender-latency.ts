@@ -226,7 +226,11 @@ async function main(): Promise<void> {
       console.log(row(shape.name, 'noop', noop));
       console.log(row(shape.name, 'filter', filter, noop));
       console.log(row(shape.name, 'prioritize', prioritize, noop));
-      for (const [verb, r] of [['noop', noop], ['filter', filter], ['prioritize', prioritize]] as const) {
+      for (const [verb, r] of [
+        ['noop', noop],
+        ['filter', filter],
+        ['prioritize', prioritize],
+      ] as const) {
         if (r.latencies.length < requests) console.log(`${shape.name} ${verb}: stopped early at ${r.latencies.length} requests (time budget ${runBudgetMs / 1000} s)`);
       }
     }

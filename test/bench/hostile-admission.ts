@@ -60,21 +60,40 @@ const FIELDS: Field[] = [
   { limit: 'spec.containers[*].ports', build: (n) => pod({ containers: [container({ ports: times(n, (i) => ({ containerPort: 1000 + i })) })] }) },
   {
     limit: 'spec.volumes',
-    build: (n) => pod({ volumes: times(n, (i) => ({ name: `v${i}`, configMap: { name: `cm${i}` } })), containers: [container({ volumeMounts: times(Math.min(n, 512), (i) => ({ name: `v${i}`, mountPath: `/m/${i}` })) })] }),
+    build: (n) =>
+      pod({
+        volumes: times(n, (i) => ({ name: `v${i}`, configMap: { name: `cm${i}` } })),
+        containers: [container({ volumeMounts: times(Math.min(n, 512), (i) => ({ name: `v${i}`, mountPath: `/m/${i}` })) })],
+      }),
   },
   { limit: 'spec.imagePullSecrets', build: (n) => pod({ imagePullSecrets: times(n, (i) => ({ name: `pull${i}` })) }) },
   { limit: 'spec.hostAliases', build: (n) => pod({ hostAliases: times(n, (i) => ({ ip: '127.0.0.1', hostnames: [`h${i}.local`] })) }) },
-  { limit: 'spec.topologySpreadConstraints', build: (n) => pod({ topologySpreadConstraints: times(n, (i) => ({ maxSkew: 1, topologyKey: `k${i}`, whenUnsatisfiable: 'ScheduleAnyway', labelSelector: selector })) }) },
+  {
+    limit: 'spec.topologySpreadConstraints',
+    build: (n) => pod({ topologySpreadConstraints: times(n, (i) => ({ maxSkew: 1, topologyKey: `k${i}`, whenUnsatisfiable: 'ScheduleAnyway', labelSelector: selector })) }),
+  },
   { limit: 'spec.resourceClaims', build: (n) => pod({ resourceClaims: times(n, (i) => ({ name: `r${i}`, resourceClaimName: `claim${i}` })) }) },
   { limit: 'spec.nodeSelector', build: (n) => pod({ nodeSelector: entries(n, 'example.com/k') }) },
   { limit: 'metadata.labels', build: (n) => pod({}, { labels: entries(n, 'example.com/l') }) },
   {
     limit: 'spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms',
-    build: (n) => pod({ affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: times(n, (i) => ({ matchExpressions: expressions(1).map((e) => ({ ...e, key: `k${i}` })) })) } } } }),
+    build: (n) =>
+      pod({
+        affinity: {
+          nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: times(n, (i) => ({ matchExpressions: expressions(1).map((e) => ({ ...e, key: `k${i}` })) })) } },
+        },
+      }),
   },
   {
     limit: 'spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution',
-    build: (n) => pod({ affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: times(n, (i) => ({ weight: 1 + (i % 100), preference: { matchExpressions: [{ key: `k${i}`, operator: 'In', values: ['a'] }] } })) } } }),
+    build: (n) =>
+      pod({
+        affinity: {
+          nodeAffinity: {
+            preferredDuringSchedulingIgnoredDuringExecution: times(n, (i) => ({ weight: 1 + (i % 100), preference: { matchExpressions: [{ key: `k${i}`, operator: 'In', values: ['a'] }] } })),
+          },
+        },
+      }),
   },
   {
     limit: 'spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution',
@@ -86,9 +105,15 @@ const FIELDS: Field[] = [
   },
   {
     limit: 'selector[*].expressions[*].values',
-    build: (n) => pod({ affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'k', operator: 'In', values: times(n, (i) => `v${i}`) }] }] } } } }),
+    build: (n) =>
+      pod({
+        affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'k', operator: 'In', values: times(n, (i) => `v${i}`) }] }] } } },
+      }),
   },
-  { limit: 'selector[*].matchLabels', build: (n) => pod({ topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: entries(n, 'example.com/m') } }] }) },
+  {
+    limit: 'selector[*].matchLabels',
+    build: (n) => pod({ topologySpreadConstraints: [{ maxSkew: 1, topologyKey: 'zone', whenUnsatisfiable: 'ScheduleAnyway', labelSelector: { matchLabels: entries(n, 'example.com/m') } }] }),
+  },
 ];
 
 const review = (p: Pod) =>
@@ -145,9 +170,12 @@ if (chosen.length === 0) {
 console.log(`hostile-admission: one elected pod's review, in process, fastest of ${msPerPoint} ms of repetitions per point; ratio = time / time of the row before (the list doubled)`);
 /** The slope of the least-squares line through (log n, log time). */
 function exponent(points: { n: number; us: number }[]): number {
-  const xs = points.map((p) => Math.log(p.n)), ys = points.map((p) => Math.log(p.us));
-  const mx = xs.reduce((a, b) => a + b, 0) / xs.length, my = ys.reduce((a, b) => a + b, 0) / ys.length;
-  let num = 0, den = 0;
+  const xs = points.map((p) => Math.log(p.n)),
+    ys = points.map((p) => Math.log(p.us));
+  const mx = xs.reduce((a, b) => a + b, 0) / xs.length,
+    my = ys.reduce((a, b) => a + b, 0) / ys.length;
+  let num = 0,
+    den = 0;
   for (let i = 0; i < xs.length; i++) {
     num += (xs[i]! - mx) * (ys[i]! - my);
     den += (xs[i]! - mx) ** 2;
@@ -172,7 +200,8 @@ for (const f of chosen) {
   }
   // Apart: a denial stops at the first list over its limit, so it costs less than the allowed
   // review just below it, and one line through both would hide either slope.
-  const allowed = exponent(points.filter((p) => p.allowed)), denied = exponent(points.filter((p) => !p.allowed));
+  const allowed = exponent(points.filter((p) => p.allowed)),
+    denied = exponent(points.filter((p) => !p.allowed));
   exponents.push({ field: f.limit, exponent: Math.max(allowed, denied) });
   console.log(`  growth exponent: allowed ${allowed.toFixed(2)}, denied ${denied.toFixed(2)}`);
 }

@@ -40,7 +40,10 @@ async function main(): Promise<void> {
   writeFileSync(file, line.repeat(Math.ceil((MIB * 1024 * 1024) / line.length)));
   const proxy = `bench-logs-${Math.random().toString(36).slice(2, 7)}`;
   try {
-    await apply('c1', `apiVersion: v1\nkind: Pod\nmetadata: {name: ${proxy}, namespace: default, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: app, image: nginx}]\n`);
+    await apply(
+      'c1',
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: ${proxy}, namespace: default, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: app, image: nginx}]\n`,
+    );
     await waitFor('proxy Running', 120_000, async () => (await getJson('c1', 'pod', proxy, '-n', 'default')).status?.phase === 'Running');
     const delegates = await getJson('c2', 'pods', '-n', 'default', '-l', `multicluster.admiralty.io/parent-uid=${(await getJson('c1', 'pod', proxy, '-n', 'default')).metadata.uid}`);
     const delegate = delegates.items[0].metadata.name as string;

@@ -166,7 +166,13 @@ export function orderedStages(pods: readonly PodTimes[], milestones: readonly Mi
     );
     return Number.isNaN(v) ? Infinity : v;
   };
-  const order = [first, ...rest.map((m, i) => ({ m, i, at: median(m) })).sort((a, b) => a.at - b.at || a.i - b.i).map((x) => x.m)];
+  const order = [
+    first,
+    ...rest
+      .map((m, i) => ({ m, i, at: median(m) }))
+      .sort((a, b) => a.at - b.at || a.i - b.i)
+      .map((x) => x.m),
+  ];
   return order.slice(1).map((m, i) => ({ name: `${order[i]!.label} -> ${m!.label}`, from: order[i]!.key, to: m!.key }));
 }
 
@@ -445,7 +451,14 @@ const fmt = (n: number | undefined, digits: number): string => (n === undefined 
 /** Lays rows out in columns, the first left-aligned, the others right-aligned. */
 function columns(rows: readonly string[][]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
-  return rows.map((r) => r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((r) =>
+      r
+        .map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /** The readable table of every size and run: times, latency percentiles, provider CPU and RSS, deletion. */
@@ -577,7 +590,11 @@ export function renderProviderCpu(results: readonly SizeResult[]): string {
       if (!r.offloaded.startMachine || alongside <= 0) return [];
       const provider = r.offloaded.providerCpuSeconds;
       return [
-        ...(sandbox > 0 ? [`${r.size} offloaded, provider CPU against the direct run: ${fmt(provider, 1)} s while starting, ${fmt(provider / sandbox, 2)} per CPU second the sandbox spent starting the pods directly (${fmt(sandbox, 1)} s)`] : []),
+        ...(sandbox > 0
+          ? [
+              `${r.size} offloaded, provider CPU against the direct run: ${fmt(provider, 1)} s while starting, ${fmt(provider / sandbox, 2)} per CPU second the sandbox spent starting the pods directly (${fmt(sandbox, 1)} s)`,
+            ]
+          : []),
         `${r.size} offloaded, provider CPU against the rest of the run: ${fmt(provider / alongside, 3)} per CPU second the other processes spent while the pods started (${fmt(alongside, 1)} s)`,
       ];
     })
@@ -762,7 +779,9 @@ export function renderSvg(results: readonly SizeResult[], title: string): string
       parts.push(`<text x="${(left + w + 6).toFixed(1)}" y="${y + 14}" font-size="12">${escapeXml(fmt(seconds, 1))} s</text>`);
       y += rowHeight;
     }
-    parts.push(`<text x="${left}" y="${y + 12}" font-size="11" fill="#555">ratio ${escapeXml(fmt(r.offloaded.allRunningSeconds / r.direct.allRunningSeconds, 2))}, start p50 ${escapeXml(fmt(r.direct.startLatencyP50Ms, 0))} / ${escapeXml(fmt(r.offloaded.startLatencyP50Ms, 0))} ms, p99 ${escapeXml(fmt(r.direct.startLatencyP99Ms, 0))} / ${escapeXml(fmt(r.offloaded.startLatencyP99Ms, 0))} ms</text>`);
+    parts.push(
+      `<text x="${left}" y="${y + 12}" font-size="11" fill="#555">ratio ${escapeXml(fmt(r.offloaded.allRunningSeconds / r.direct.allRunningSeconds, 2))}, start p50 ${escapeXml(fmt(r.direct.startLatencyP50Ms, 0))} / ${escapeXml(fmt(r.offloaded.startLatencyP50Ms, 0))} ms, p99 ${escapeXml(fmt(r.direct.startLatencyP99Ms, 0))} / ${escapeXml(fmt(r.offloaded.startLatencyP99Ms, 0))} ms</text>`,
+    );
     y += 30;
   }
   const largest = [...results].sort((a, b) => b.size - a.size)[0];

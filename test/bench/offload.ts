@@ -213,7 +213,6 @@ async function deleteAllBenchPods(core: CoreV1Api, namespace: string): Promise<v
   }
 }
 
-
 async function main(args: OffloadArgs): Promise<void> {
   let startedSandbox = false;
   if (!sandbox.isUp()) {
@@ -257,7 +256,9 @@ async function main(args: OffloadArgs): Promise<void> {
   console.log("stages (p50/p99 of each pod's own gap, in the order observed):");
   console.log(renderStages(results));
   console.log('');
-  console.log("steady rates, pods a second (the first second's burst left out): kube-scheduler's client sends 50 requests a second after a burst of 100 unless configured otherwise, and binds each pod with one:");
+  console.log(
+    "steady rates, pods a second (the first second's burst left out): kube-scheduler's client sends 50 requests a second after a burst of 100 unless configured otherwise, and binds each pod with one:",
+  );
   console.log(renderRates(results));
   console.log('');
   console.log("c1's provider, while the pods started and while they were deleted:");

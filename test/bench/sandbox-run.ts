@@ -7,7 +7,20 @@ import { CoreV1Api, KubeConfig, Watch, type V1Node, type V1Pod } from '@kubernet
 import { kubeConfigFor, kubectl } from '../e2e/support.js';
 import { Sandbox } from '../sandbox/sandbox.js';
 import { cpuSeconds, machineCpu, peakRss, providerPid, rssMiB, sandboxCpuSeconds } from './bench-support.js';
-import { counterDelta, memoryFigures, metricByLabel, podCapacityPlan, requestsByKind, watchesClosed, watchEventsSent, type MachineFigures, type MemoryFigures, type PodTimes, type QueueFigures, type RequestFigures } from './offload-report.js';
+import {
+  counterDelta,
+  memoryFigures,
+  metricByLabel,
+  podCapacityPlan,
+  requestsByKind,
+  watchesClosed,
+  watchEventsSent,
+  type MachineFigures,
+  type MemoryFigures,
+  type PodTimes,
+  type QueueFigures,
+  type RequestFigures,
+} from './offload-report.js';
 
 export const sandbox = new Sandbox();
 
@@ -336,7 +349,12 @@ export async function ensureCapacity(size: number, log: (line: string) => void):
   const core = kubeConfigFor('c2').makeApiClient(CoreV1Api);
   const nodes = (await core.listNode({ labelSelector: 'type=kwok' })).items;
   const running = (await core.listPodForAllNamespaces()).items.filter((p) => p.spec?.nodeName && holdsRoom(p)).length;
-  const plan = podCapacityPlan(nodes.map((n: V1Node) => Number(n.status?.allocatable?.pods ?? 0)), running, size, CAPACITY_MARGIN);
+  const plan = podCapacityPlan(
+    nodes.map((n: V1Node) => Number(n.status?.allocatable?.pods ?? 0)),
+    running,
+    size,
+    CAPACITY_MARGIN,
+  );
   if (plan === undefined) return async () => undefined;
   const perNode = String(plan);
   log(`raising the pod capacity of c2's ${nodes.length} kwok nodes to ${perNode} each (${size} pods + ${running} running + ${CAPACITY_MARGIN})`);

@@ -172,8 +172,14 @@ export function renderScaleTable(baseline: IdleFigures, results: readonly ScaleR
   });
   const all = [head, ...rows];
   const widths = head.map((_, i) => Math.max(...all.map((row) => row[i]!.length)));
-  const line = (row: string[]) => row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
-  const baselineLine = `baseline, no benchmark target: provider RSS ${f1(baseline.providerRssMiB)} MiB, ${f2(sum(baseline.requestsPerSecond))} apiserver requests/s (${Object.entries(baseline.requestsPerSecond)
+  const line = (row: string[]) =>
+    row
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  const baselineLine = `baseline, no benchmark target: provider RSS ${f1(baseline.providerRssMiB)} MiB, ${f2(sum(baseline.requestsPerSecond))} apiserver requests/s (${Object.entries(
+    baseline.requestsPerSecond,
+  )
     .map(([c, n]) => `${c} ${f2(n)}`)
     .join(', ')})`;
   return [baselineLine, line(head), ...rows.map(line)].join('\n');
@@ -184,7 +190,11 @@ export function renderScaleStages(results: readonly ScaleResult[]): string {
   return results
     .map((r) => {
       const stages = (r.offloaded.stages ?? []).map((s) => `${s.name} ${f1(s.p50Ms / 1000)}/${f1(s.p99Ms / 1000)}`).join('; ');
-      const extender = r.offloaded.extenderSeconds ? Object.entries(r.offloaded.extenderSeconds).map(([verb, s]) => `${verb || 'all'} ${f1(s)} s`).join(', ') : '-';
+      const extender = r.offloaded.extenderSeconds
+        ? Object.entries(r.offloaded.extenderSeconds)
+            .map(([verb, s]) => `${verb || 'all'} ${f1(s)} s`)
+            .join(', ')
+        : '-';
       return `${r.targets} targets: ${stages || '-'}; extender requests' summed durations ${extender} (concurrent requests overlap; a bind waits for the target to place the delegate), provider CPU ${f1(r.offloaded.providerCpuSeconds)} s`;
     })
     .join('\n');

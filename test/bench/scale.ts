@@ -223,7 +223,12 @@ async function run(names: readonly string[], pods: number, concurrency: number, 
     };
   } finally {
     for (const w of watches) w.stop();
-    await pool([...names], 4, (namespace) => core.deleteCollectionNamespacedPod({ namespace, labelSelector: `app=${LABEL}` }).then(() => undefined, () => undefined));
+    await pool([...names], 4, (namespace) =>
+      core.deleteCollectionNamespacedPod({ namespace, labelSelector: `app=${LABEL}` }).then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
   }
 }
 
@@ -240,7 +245,9 @@ async function main(args: ScaleArgs): Promise<void> {
   let baseline: IdleFigures | undefined;
   const restores: (() => Promise<void>)[] = [];
   try {
-    log(`targets ${args.targets.join(', ')}, ${args.pods} pods each size, creation concurrency ${args.concurrency}; ${cpus().length} CPUs, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`);
+    log(
+      `targets ${args.targets.join(', ')}, ${args.pods} pods each size, creation concurrency ${args.concurrency}; ${cpus().length} CPUs, load average ${loadBefore.map((l) => l.toFixed(2)).join(' ')}`,
+    );
     restores.push(await ensureCapacity(args.pods, log));
     log(`baseline: ${args.idleSeconds} s idle with no benchmark target`);
     baseline = await measureIdle(args.idleSeconds);
@@ -285,7 +292,17 @@ async function main(args: ScaleArgs): Promise<void> {
   const outDir = resolve(REPO_ROOT, args.outDir);
   mkdirSync(outDir, { recursive: true });
   const base = join(outDir, `scale-${startedAt.toISOString().replace(/[:.]/g, '-')}`);
-  const json = { benchmark: 'scale', startedAt: startedAt.toISOString(), cpus: cpus().length, loadAverageBefore: loadBefore, loadAverageAfter: loadavg(), args, baseline, results, goals: scaleGoals(baseline, results) };
+  const json = {
+    benchmark: 'scale',
+    startedAt: startedAt.toISOString(),
+    cpus: cpus().length,
+    loadAverageBefore: loadBefore,
+    loadAverageAfter: loadavg(),
+    args,
+    baseline,
+    results,
+    goals: scaleGoals(baseline, results),
+  };
   writeFileSync(`${base}.json`, JSON.stringify(json, null, 1) + '\n');
   writeFileSync(`${base}.svg`, renderScaleSvg(results, `scale: cost against targets, ${args.pods} pods, ${startedAt.toISOString()}`));
   log(`wrote ${relative(process.cwd(), `${base}.json`)} and ${relative(process.cwd(), `${base}.svg`)}`);

@@ -49,13 +49,10 @@ function review(i: number): string {
 function post(agent: https.Agent, port: number, caPem: string, path: string, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const req = https.request(
-      { host: '127.0.0.1', port, path, method: 'POST', agent, ca: caPem, servername: 'localhost', headers: { 'content-type': 'application/json' } },
-      (res) => {
-        res.resume();
-        res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - started) : reject(new Error(`${path}: HTTP ${res.statusCode}`))));
-      },
-    );
+    const req = https.request({ host: '127.0.0.1', port, path, method: 'POST', agent, ca: caPem, servername: 'localhost', headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - started) : reject(new Error(`${path}: HTTP ${res.statusCode}`))));
+    });
     req.on('error', reject);
     req.end(body);
   });
@@ -108,14 +105,11 @@ async function main(): Promise<void> {
     const half = (deadline - performance.now()) / 2;
     const noop = (await run('noop', '/noop', port, ca.certPem, requests, performance.now() + half)).sort((a, b) => a - b);
     const mutate = (await run('mutate', '/mutate', port, ca.certPem, requests, deadline)).sort((a, b) => a - b);
-    const row = (name: string, l: number[]) =>
-      `${name.padEnd(8)} n=${String(l.length).padStart(6)}  p50=${percentile(l, 50).toFixed(2)} ms  p99=${percentile(l, 99).toFixed(2)} ms`;
+    const row = (name: string, l: number[]) => `${name.padEnd(8)} n=${String(l.length).padStart(6)}  p50=${percentile(l, 50).toFixed(2)} ms  p99=${percentile(l, 99).toFixed(2)} ms`;
     console.log(`requests=${requests} concurrency=${concurrency} (HTTPS, keep-alive, 127.0.0.1)`);
     console.log(row('noop', noop));
     console.log(row('mutate', mutate));
-    console.log(
-      `ratio mutate/noop: p50 x${(percentile(mutate, 50) / percentile(noop, 50)).toFixed(2)}  p99 x${(percentile(mutate, 99) / percentile(noop, 99)).toFixed(2)}`,
-    );
+    console.log(`ratio mutate/noop: p50 x${(percentile(mutate, 50) / percentile(noop, 50)).toFixed(2)}  p99 x${(percentile(mutate, 99) / percentile(noop, 99)).toFixed(2)}`);
   } finally {
     await webhook.close();
   }

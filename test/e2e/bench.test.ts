@@ -72,14 +72,18 @@ describe('bench', () => {
     expect(result.offloaded.startWatchBytes.c1.pods).to.be.above(result.offloaded.startWatchEvents.c1.pods);
     expect(sink.out).to.match(/^10 offloaded, start, c1: .*; watch events sent a pod: pods [\d.]+ \([\d.]+ KiB\)/m);
     expect(sink.out).to.match(/^10 offloaded, start: cores \d+ % busy \(of \d+\); sandbox CPU [\d.]+ s \(/m);
-    expect(sink.out).to.match(/^10 offloaded, CPU floor: [\d.]+ CPU s outside the providers \(theirs [\d.]+ s\) on \d+ cores take at least [\d.]+ s, ratio [\d.]+ with providers that cost nothing; measured [\d.]+$/m);
+    expect(sink.out).to.match(
+      /^10 offloaded, CPU floor: [\d.]+ CPU s outside the providers \(theirs [\d.]+ s\) on \d+ cores take at least [\d.]+ s, ratio [\d.]+ with providers that cost nothing; measured [\d.]+$/m,
+    );
     expect(sink.out).to.match(/^10 offloaded, provider CPU against the direct run: [\d.]+ s while starting, [\d.]+ per CPU second the sandbox spent starting the pods directly \([\d.]+ s\)$/m);
     expect(sink.out).to.match(/^10 offloaded, provider CPU against the rest of the run: \d\.\d{3} per CPU second the other processes spent while the pods started \([\d.]+ s\)$/m);
     expect(sink.out).to.match(/^10 offloaded, provider memory at its highest sampled RSS: \d+ MiB = V8 heap \d+ \(\d+ used; .*\bnew \d+.*\) \+ external \d+ \+ the rest -?\d+$/m);
     expect(result.offloaded.providerMemoryAtPeak.rssMiB).to.be.above(result.offloaded.providerMemoryAtPeak.heapUsedMiB);
     expect(result.offloaded.stages.map((s: { pods: number }) => s.pods)).to.deep.equal([10, 10, 10, 10, 10, 10]);
     expect(result.offloadedPods).to.have.length(10);
-    expect(sink.out).to.match(/^10 pods, a second after the first second: direct created [\d.-]+, bound [\d.-]+; offloaded: proxies created [\d.-]+, delegates created [\d.-]+, delegates bound [\d.-]+, proxies bound [\d.-]+, proxies Running [\d.-]+$/m);
+    expect(sink.out).to.match(
+      /^10 pods, a second after the first second: direct created [\d.-]+, bound [\d.-]+; offloaded: proxies created [\d.-]+, delegates created [\d.-]+, delegates bound [\d.-]+, proxies bound [\d.-]+, proxies Running [\d.-]+$/m,
+    );
     // The goals: at 10 pods, only the p99 one applies; printed and in the JSON, met or not.
     expect(sink.out).to.match(/^10 pods, start p99, offloaded over direct: \d+\.\d\d \([\d.]+ s against [\d.]+ s\), goal at most 1\.5: (met|not met)$/m);
     expect(figures.goals.map((g: { size: number; goal: string }) => `${g.size} ${g.goal}`)).to.deep.equal(['10 start p99, offloaded over direct']);
@@ -118,9 +122,16 @@ describe('bench', () => {
     const code = await benchCli(['api-transport', '40', '10', '1'], io, capturing(sink));
     expect(code, sink.out + sink.err).to.equal(0);
     const ways = [...sink.out.matchAll(/^api-transport: ([a-z0-9-]+): +client CPU ([\d.]+) s \([\d.]+ ms a call\), c2's apiserver CPU ([\d.]+) s, wall ([\d.]+) s$/gm)];
-    expect(ways.map((m) => m[1]), sink.out).to.deep.equal(['client-node', 'provider', 'https', 'http2']);
+    expect(
+      ways.map((m) => m[1]),
+      sink.out,
+    ).to.deep.equal(['client-node', 'provider', 'https', 'http2']);
     // Each way made its calls: the client and c2's apiserver both worked.
-    for (const m of ways) expect([Number(m[2]), Number(m[3]), Number(m[4])].every((n) => n > 0), m[0]).to.equal(true);
+    for (const m of ways)
+      expect(
+        [Number(m[2]), Number(m[3]), Number(m[4])].every((n) => n > 0),
+        m[0],
+      ).to.equal(true);
     expect(sink.out).to.match(/^api-transport 40 calls: client CPU against client-node: provider [\d.]+, https [\d.]+, http2 [\d.]+$/m);
     expect(await kubectl('c2', 'get', 'namespaces', '-o', 'name')).not.to.match(/bench-transport-/);
     // Its own bad input: a clear usage line and exit 2.

@@ -49,7 +49,9 @@ describe('bursting into an autoscaled target', function () {
   });
 
   it('scales c2 from zero for a pod that fits no current node anywhere, and runs it there', async () => {
-    await nodeGroups([{ name: group, minSize: 0, maxSize: 1, provisionDelaySeconds: 2, template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { 'topology.kubernetes.io/region': 'eu' } } }]);
+    await nodeGroups([
+      { name: group, minSize: 0, maxSize: 1, provisionDelaySeconds: 2, template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { 'topology.kubernetes.io/region': 'eu' } } },
+    ]);
     const t0 = Date.now();
     // 40 cpu: every real node of c1 and c2 has 32.
     await apply('c1', electedDeployment('big', ns, 1, '40'));

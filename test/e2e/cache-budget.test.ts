@@ -61,8 +61,10 @@ describe('Lists in pages, and the cache budget of a target', function () {
       // of this namespace's makes at least two in c2.
       await authorizeSource(ns);
       const custom = providerLikeKubeConfig().makeApiClient(CustomObjectsApi);
-      const listed = await listedInPages<KubernetesObject>('/apis/multicluster.admiralty.io/v1alpha1/sources', 1, (q) =>
-        custom.listClusterCustomObject({ group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'sources', ...q }) as Promise<KubernetesListObject<KubernetesObject>>,
+      const listed = await listedInPages<KubernetesObject>(
+        '/apis/multicluster.admiralty.io/v1alpha1/sources',
+        1,
+        (q) => custom.listClusterCustomObject({ group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'sources', ...q }) as Promise<KubernetesListObject<KubernetesObject>>,
       );
       // Other tests' namespaces (and their Sources) come and go meanwhile: these two stay.
       expect(listed.names).to.include.members(['default/c1', `${ns}/c1`]);
@@ -105,7 +107,9 @@ describe('Lists in pages, and the cache budget of a target', function () {
       });
       expect(condition.status).to.equal('False');
       // Refused as the watch sent it, then by each list after the informer's backoff.
-      expect(condition.message).to.match(/cache budget of 1 MiB \(--target-cache-budget-mib\), (at .*\/forged-[12]|listing \/api\/v1\/namespaces\/[^/]+\/configmaps .*); informer configmap-copies stopped taking them$/);
+      expect(condition.message).to.match(
+        /cache budget of 1 MiB \(--target-cache-budget-mib\), (at .*\/forged-[12]|listing \/api\/v1\/namespaces\/[^/]+\/configmaps .*); informer configmap-copies stopped taking them$/,
+      );
       const node = await getJson('c1', 'node', c2Node);
       expect(node.status.conditions.find((c: any) => c.type === 'Ready')).to.deep.include({ status: 'False', reason: 'CacheBudgetExceeded' });
       // The other Target of the namespace (its own cluster) has a budget of its own.

@@ -91,7 +91,12 @@ describe('Helm chart (charts/admiralty)', function () {
     const d = await objects('clusterName=c1');
     const n = await objects('clusterName=c1', ...NON_DEFAULT);
     const cfg = (objs: Obj[]) => {
-      const parsed = parseConfig(provider(objs).args.slice(1).map((a: string) => a.replace('$(CLUSTER_NAME)', 'c1').replace('$(POD_IP)', '10.0.0.7')), {});
+      const parsed = parseConfig(
+        provider(objs)
+          .args.slice(1)
+          .map((a: string) => a.replace('$(CLUSTER_NAME)', 'c1').replace('$(POD_IP)', '10.0.0.7')),
+        {},
+      );
       if (!parsed.ok) throw new Error(parsed.errors.join('; '));
       return parsed.config;
     };
@@ -151,7 +156,9 @@ describe('Helm chart (charts/admiralty)', function () {
       'Deployment/admiralty-proxy-scheduler',
     ]);
     expect(find(d, 'Deployment', 'admiralty-proxy-scheduler').spec.template.spec.containers[0].image).to.equal('registry.k8s.io/kube-scheduler:v1.36.3');
-    expect(find(await objects('clusterName=c1', 'proxyScheduler.image.tag=v1.31.0'), 'Deployment', 'admiralty-proxy-scheduler').spec.template.spec.containers[0].image).to.equal('registry.k8s.io/kube-scheduler:v1.31.0');
+    expect(find(await objects('clusterName=c1', 'proxyScheduler.image.tag=v1.31.0'), 'Deployment', 'admiralty-proxy-scheduler').spec.template.spec.containers[0].image).to.equal(
+      'registry.k8s.io/kube-scheduler:v1.31.0',
+    );
     expect(cfg(d)).to.include({ proxySchedulerName: 'admiralty-proxy' });
     expect(cfg(d).enable).to.include('extender');
     expect(schedulerObjects(n)).to.deep.equal([]);
@@ -172,7 +179,11 @@ describe('Helm chart (charts/admiralty)', function () {
   });
 
   it('refuses a render without clusterName, and values outside its schema', async () => {
-    const refusal = (...args: string[]) => helmRun('template', 'admiralty', CHART, ...args).then(() => '', (e) => String(e.stderr));
+    const refusal = (...args: string[]) =>
+      helmRun('template', 'admiralty', CHART, ...args).then(
+        () => '',
+        (e) => String(e.stderr),
+      );
     expect(await refusal()).to.contain('clusterName is required');
     expect(await refusal('--set', 'clusterName=c1', '--set', 'webhook.failurePolicy=Sometimes')).to.contain('failurePolicy');
     expect(await refusal('--set', 'clusterName=c1', '--set', 'proxyScheduler.enbled=false')).to.contain('enbled');
@@ -195,7 +206,10 @@ describe('Helm chart (charts/admiralty)', function () {
       const kubeconfig = join(dir, 'kubeconfig');
       const server = `https://127.0.0.1:${sandbox.ports('c1').apiserver}`;
       const ca = readFileSync(join(sandbox.dir, 'pki', 'ca.crt')).toString('base64');
-      writeFileSync(kubeconfig, `apiVersion: v1\nkind: Config\nclusters: [{name: c1, cluster: {server: "${server}", certificate-authority-data: ${ca}}}]\nusers: [{name: u, user: {token: ${token}}}]\ncontexts: [{name: c1, context: {cluster: c1, user: u}}]\ncurrent-context: c1\n`);
+      writeFileSync(
+        kubeconfig,
+        `apiVersion: v1\nkind: Config\nclusters: [{name: c1, cluster: {server: "${server}", certificate-authority-data: ${ca}}}]\nusers: [{name: u, user: {token: ${token}}}]\ncontexts: [{name: c1, context: {cluster: c1, user: u}}]\ncurrent-context: c1\n`,
+      );
       const cli = (...args: string[]) => run(process.execPath, [join(REPO_ROOT, 'bin', 'admiralty.js'), 'cleanup', '--kubeconfig', kubeconfig, ...args]);
       // Every namespace, in a dry run (the sandbox's own proxies keep their finalizers): the
       // server authorizes a dry-run patch as a real one.

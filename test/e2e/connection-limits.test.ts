@@ -154,7 +154,10 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
     ({ c2Node } = await connectNamespace(ns));
     ({ kubelet: kubeletPort, webhook: webhookPort } = sandbox.providerPorts('c1', 0));
     // A proxy whose delegate runs in c2, with logs and usage figures kwok makes up there.
-    await apply('c1', `apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  terminationGracePeriodSeconds: 0\n  containers: [{name: app, image: nginx, resources: {requests: {cpu: 100m}}}]\n`);
+    await apply(
+      'c1',
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  terminationGracePeriodSeconds: 0\n  containers: [{name: app, image: nginx, resources: {requests: {cpu: 100m}}}]\n`,
+    );
     await waitFor('web Running', 90_000, async () => (await getJson('c1', 'pod', 'web', '-n', ns)).status?.phase === 'Running');
     const uid = (await getJson('c1', 'pod', 'web', '-n', ns)).metadata.uid;
     const [delegate] = (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${uid}`)).items;
@@ -163,7 +166,10 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
     const logFile = join(logDir, `${ns}.log`);
     writeFileSync(logFile, cri(new Date(Date.now() - 2_000), 'before the flood') + cri(new Date(), 'still here'));
     await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Logs\nmetadata: {name: ${delegate.metadata.name}, namespace: ${ns}}\nspec:\n  logs:\n  - logsFile: ${logFile}\n`);
-    await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterResourceUsage\nmetadata: {name: ${usage}}\nspec:\n  selector: {matchNamespaces: [${ns}]}\n  usages:\n  - usage: {cpu: {value: 20m}, memory: {value: 20Mi}}\n`);
+    await apply(
+      'c2',
+      `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterResourceUsage\nmetadata: {name: ${usage}}\nspec:\n  selector: {matchNamespaces: [${ns}]}\n  usages:\n  - usage: {cpu: {value: 20m}, memory: {value: 20Mi}}\n`,
+    );
     // The virtual node has figures in c1's metrics API before the flood (two scrapes on each side).
     await waitFor(`figures for ${c2Node} in c1's metrics API`, 150_000, async () => (await kubectl('c1', 'get', '--raw', `/apis/metrics.k8s.io/v1beta1/nodes/${c2Node}`).catch(() => '')) !== '');
     // The logs answer before the flood, so that a failure under it is the flood's doing.
@@ -211,7 +217,9 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
     expectFloodHeld('after the flood');
     // The servers' own word: the webhook counts each refusal by reason, the kubelet API logs
     // each with the address (a metric label must stay bounded, so no address there).
-    expect((await webhookClosed('connection_limit_per_address')) - webhookClosedBefore, 'webhook refusals counted by the provider').to.equal(FLOOD / 2 - WEBHOOK_CONNECTION_LIMITS.maxConnectionsPerAddress);
+    expect((await webhookClosed('connection_limit_per_address')) - webhookClosedBefore, 'webhook refusals counted by the provider').to.equal(
+      FLOOD / 2 - WEBHOOK_CONNECTION_LIMITS.maxConnectionsPerAddress,
+    );
     const refusals = () =>
       readFileSync(providerLog())
         .subarray(providerLogStart)
@@ -222,7 +230,9 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
     await waitFor('the kubelet API refusals in the provider log', 10_000, () => refusals().length >= FLOOD / 2 - DEFAULT_CONNECTION_LIMITS.maxConnectionsPerAddress);
     const logged = refusals();
     expect(logged.length, 'kubelet API refusals logged').to.equal(FLOOD / 2 - DEFAULT_CONNECTION_LIMITS.maxConnectionsPerAddress);
-    expect(new Set(logged.map((l) => `${l.reason} ${l.address} ${l.maxConnectionsPerAddress}`))).to.deep.equal(new Set([`connection_limit_per_address ${FLOOD_ADDRESS} ${DEFAULT_CONNECTION_LIMITS.maxConnectionsPerAddress}`]));
+    expect(new Set(logged.map((l) => `${l.reason} ${l.address} ${l.maxConnectionsPerAddress}`))).to.deep.equal(
+      new Set([`connection_limit_per_address ${FLOOD_ADDRESS} ${DEFAULT_CONNECTION_LIMITS.maxConnectionsPerAddress}`]),
+    );
   });
 
   it('answers /healthz on both ports to a new connection from 127.0.0.1 without a client certificate', async () => {
@@ -254,7 +264,10 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
   });
 
   it('admits an elected pod (the webhook mutates it) and the proxy scheduler places it through the extender, to Running with its delegate', async () => {
-    await apply('c1', `apiVersion: v1\nkind: Pod\nmetadata: {name: admitted, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers: [{name: app, image: nginx}]\n`);
+    await apply(
+      'c1',
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: admitted, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  terminationGracePeriodSeconds: 0\n  containers: [{name: app, image: nginx}]\n`,
+    );
     const pod = await getJson('c1', 'pod', 'admitted', '-n', ns);
     expect(pod.metadata.annotations, 'what the webhook writes').to.have.property(SOURCE_POD_MANIFEST_ANNOTATION);
     expect(pod.spec.schedulerName).to.equal('admiralty-proxy');
@@ -271,7 +284,9 @@ describe('fair connection limits: 2000 idle TLS connections from 127.0.0.2 to th
       stamp = raw ? JSON.parse(raw).timestamp : '';
       return stamp !== '' && Date.parse(stamp) > floodFullMs;
     });
-    console.log(`      ${c2Node}: sample at ${stamp}, ${((Date.parse(stamp) - floodFullMs) / 1000).toFixed(1)} s after the flood filled the caps, read ${((Date.now() - floodFullMs) / 1000).toFixed(1)} s after`);
+    console.log(
+      `      ${c2Node}: sample at ${stamp}, ${((Date.parse(stamp) - floodFullMs) / 1000).toFixed(1)} s after the flood filled the caps, read ${((Date.now() - floodFullMs) / 1000).toFixed(1)} s after`,
+    );
     const errors = readFileSync(metricsServerLog)
       .subarray(metricsServerLogStart)
       .toString('utf8')

@@ -25,7 +25,16 @@ const EXTERNAL_IP = '203.0.113.10';
 const SOURCE_RANGE = '198.51.100.0/24';
 
 /** Spec fields that claim an address, a node port or a load balancer: none may be in a copy. */
-const CLAIMING_FIELDS = ['externalIPs', 'loadBalancerIP', 'loadBalancerSourceRanges', 'loadBalancerClass', 'externalTrafficPolicy', 'healthCheckNodePort', 'allocateLoadBalancerNodePorts', 'externalName'];
+const CLAIMING_FIELDS = [
+  'externalIPs',
+  'loadBalancerIP',
+  'loadBalancerSourceRanges',
+  'loadBalancerClass',
+  'externalTrafficPolicy',
+  'healthCheckNodePort',
+  'allocateLoadBalancerNodePorts',
+  'externalName',
+];
 
 /** The Warning events of `reason` on Service `name` of `ns` in c1. */
 async function serviceEvents(ns: string, name: string, reason: string): Promise<any[]> {
@@ -93,7 +102,9 @@ describe('copy safety: what a copy claims in a target, and whose copies a delega
       expect(source.metadata.annotations).to.include({ [LB_ANNOTATION]: 'nlb' });
       const copy = await getJson('c2', 'service', 'lb', '-n', ns);
       expectClaimsNothing(copy, source);
-      expect(copy.spec.ports.map((p: any) => ({ name: p.name, port: p.port, targetPort: p.targetPort, protocol: p.protocol }))).to.deep.equal([{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }]);
+      expect(copy.spec.ports.map((p: any) => ({ name: p.name, port: p.port, targetPort: p.targetPort, protocol: p.protocol }))).to.deep.equal([
+        { name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' },
+      ]);
       expect(copy.metadata.annotations).to.include({ [CILIUM_GLOBAL_SERVICE_ANNOTATION]: 'true', [GLOBAL_ANNOTATION]: 'true', [IS_DELEGATE_ANNOTATION]: '' });
 
       await waitFor('a CopyFieldsDropped event on lb', 30_000, async () => (await serviceEvents(ns, 'lb', 'CopyFieldsDropped')).length > 0);
@@ -140,7 +151,10 @@ describe('copy safety: what a copy claims in a target, and whose copies a delega
       providerStopped = await sandbox.stop('c1', 'provider');
       expect(providerStopped, "c1's provider was running").to.equal(true);
       await apply('c1', loadBalancer('legacy', ns));
-      await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'ext', namespace: ns }, spec: { type: 'ExternalName', externalName: 'db.example.com', selector: { app: 'web' } } }));
+      await apply(
+        'c1',
+        JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'ext', namespace: ns }, spec: { type: 'ExternalName', externalName: 'db.example.com', selector: { app: 'web' } } }),
+      );
       const legacy = await getJson('c1', 'service', 'legacy', '-n', ns);
       const ext = await getJson('c1', 'service', 'ext', '-n', ns);
       // What the version before allow-listed copies wrote: the rerouted Service's whole spec

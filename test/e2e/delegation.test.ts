@@ -83,7 +83,17 @@ describe('delegation', function () {
     });
 
     it('moves everything to c2 when the template asks for region eu', async () => {
-      await kubectl('c1', 'patch', 'deployment', 'nginx', '-n', ns, '--type=merge', '-p', JSON.stringify({ spec: { template: { spec: { nodeSelector: { 'topology.kubernetes.io/region': 'eu' } } } } }));
+      await kubectl(
+        'c1',
+        'patch',
+        'deployment',
+        'nginx',
+        '-n',
+        ns,
+        '--type=merge',
+        '-p',
+        JSON.stringify({ spec: { template: { spec: { nodeSelector: { 'topology.kubernetes.io/region': 'eu' } } } } }),
+      );
       await kubectl('c1', 'rollout', 'status', 'deployment/nginx', '-n', ns, '--timeout=180s');
       await waitFor('old proxies and delegates gone', 120_000, async () => (await proxies(ns)).length === 10 && (await delegates('c1', ns)).length === 0 && (await delegates('c2', ns)).length === 10);
       for (const p of await proxies(ns)) expect(p.spec.nodeName).to.equal(nodes.c2Node);
@@ -104,7 +114,21 @@ describe('delegation', function () {
     it('deletes the delegate first when a proxy is deleted, leaving no finalizer behind, in two writes of the proxy', async () => {
       const [p] = await proxies(ns);
       // Every write of the proxy, as each of c1's pod watchers gets it: its change, grace period and finalizers.
-      const watch = spawn(sandbox.kubectlPath, ['--kubeconfig', sandbox.kubeconfigPath, '--context', 'c1', 'get', 'pod', p.metadata.name, '-n', ns, '-w', '--output-watch-events', '-o', 'jsonpath={.type} {.object.metadata.deletionGracePeriodSeconds} {.object.metadata.finalizers}{"\\n"}']);
+      const watch = spawn(sandbox.kubectlPath, [
+        '--kubeconfig',
+        sandbox.kubeconfigPath,
+        '--context',
+        'c1',
+        'get',
+        'pod',
+        p.metadata.name,
+        '-n',
+        ns,
+        '-w',
+        '--output-watch-events',
+        '-o',
+        'jsonpath={.type} {.object.metadata.deletionGracePeriodSeconds} {.object.metadata.finalizers}{"\\n"}',
+      ]);
       let seen = '';
       watch.stdout.on('data', (chunk: Buffer) => (seen += chunk.toString()));
       try {
@@ -146,7 +170,11 @@ describe('delegation', function () {
       for (const cluster of ['c1', 'c2']) {
         for (const kind of ['pods', 'services', 'configmaps', 'secrets']) {
           const items = (await getJson(cluster, kind, '-n', ns)).items;
-          for (const o of items) expect((o.metadata.finalizers ?? []).filter((f: string) => f.startsWith('multicluster.admiralty.io/')), `${cluster} ${kind} ${o.metadata.name}`).to.deep.equal([]);
+          for (const o of items)
+            expect(
+              (o.metadata.finalizers ?? []).filter((f: string) => f.startsWith('multicluster.admiralty.io/')),
+              `${cluster} ${kind} ${o.metadata.name}`,
+            ).to.deep.equal([]);
         }
       }
     });
@@ -313,7 +341,10 @@ spec:
       // default (--delegate-events=warnings) leaves that routine event in c2.
       const [delegate] = (await getJson('c2', 'pods', '-n', ns, '-l', `${PARENT_UID}=${smallUid}`)).items;
       const inC2 = (await getJson('c2', 'events', '-n', ns, '--field-selector', `involvedObject.name=${delegate.metadata.name}`)).items;
-      expect(inC2.map((e: any) => e.reason), "c2's own events about the delegate").to.include('Scheduled');
+      expect(
+        inC2.map((e: any) => e.reason),
+        "c2's own events about the delegate",
+      ).to.include('Scheduled');
       expect((await copiedEvents('small')).map((e) => e.reason)).to.deep.equal(['BackOff']);
 
       // Copies have names derived from the original event: a restart copies none twice.
@@ -336,7 +367,7 @@ spec:
       expect(after.map((e) => e.metadata.name)).to.have.length(before.length);
     });
 
-    it("asks c2 for the events it may keep only: its events watch leaves the routine reasons to the server", async function () {
+    it('asks c2 for the events it may keep only: its events watch leaves the routine reasons to the server', async function () {
       if (!sandbox.auditedWatches('c2', sourceUser('c1'))) this.skip(); // a sandbox started before audit logging
       // Each watch of events that c1's provider opened in c2 for this namespace's Target (the
       // default, --delegate-events=warnings), each answered.
@@ -355,8 +386,10 @@ spec:
     after(() => disconnectNamespace(ns));
 
     it('ends with exactly 100 delegates and 100 Running proxies when the provider is SIGKILLed twice while delegating them', async () => {
-      const pods = Array.from({ length: 100 }, (_, i) =>
-        `apiVersion: v1\nkind: Pod\nmetadata: {name: p-${i}, namespace: ${ns}, labels: {app: restart}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  containers: [{name: c, image: nginx}]\n`,
+      const pods = Array.from(
+        { length: 100 },
+        (_, i) =>
+          `apiVersion: v1\nkind: Pod\nmetadata: {name: p-${i}, namespace: ${ns}, labels: {app: restart}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  containers: [{name: c, image: nginx}]\n`,
       );
       // The provider serves the webhook too: create while it is up (in production another
       // replica serves admission while the leader restarts), then kill it mid-delegation.

@@ -51,7 +51,7 @@ const id = (o: Obj) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.nam
  * and kwok only, and kwok leaves Job pods Running: the test runs the post-delete hook's command
  * itself, as the pod's kubelet would, and writes the pod's outcome.
  */
-describe('Helm: the Quick start\'s helm install and helm uninstall, in a cluster of their own', function () {
+describe("Helm: the Quick start's helm install and helm uninstall, in a cluster of their own", function () {
   this.timeout(180_000);
   const { install, uninstall } = quickStartCommands();
   // The Quick start's values, as `helm template` renders them: what the release must hold.
@@ -64,7 +64,9 @@ describe('Helm: the Quick start\'s helm install and helm uninstall, in a cluster
   const helm = (args: string[]) =>
     new Promise<{ code: number; stdout: string; stderr: string }>((res) => {
       // From the repository root, where the Quick start's `charts/admiralty` is.
-      execFile(helmPath(), args, { cwd: REPO_ROOT, env: helmEnv, maxBuffer: 64 << 20, signal: stopHelm.signal }, (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+      execFile(helmPath(), args, { cwd: REPO_ROOT, env: helmEnv, maxBuffer: 64 << 20, signal: stopHelm.signal }, (err, stdout, stderr) =>
+        res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
     });
 
   before(async function () {
@@ -93,7 +95,7 @@ describe('Helm: the Quick start\'s helm install and helm uninstall, in a cluster
     expect(uninstall).to.deep.equal(['helm', 'uninstall', 'admiralty', '-n', 'admiralty']);
   });
 
-  it('installs: the release is deployed and holds the chart\'s objects, CRDs, RBAC that works, the webhook configuration and the proxy scheduler', async () => {
+  it("installs: the release is deployed and holds the chart's objects, CRDs, RBAC that works, the webhook configuration and the proxy scheduler", async () => {
     const out = await helm(install.slice(1));
     expect(out.code, out.stderr).to.equal(0);
     const status = await helm(['status', 'admiralty', '-n', 'admiralty', '-o', 'json']);
@@ -102,7 +104,9 @@ describe('Helm: the Quick start\'s helm install and helm uninstall, in a cluster
     // The release holds what the chart renders with the same values, CRDs and hooks aside.
     const rendered = (await chartObjects(...sets)).filter((o) => o.kind !== 'CustomResourceDefinition' && !o.metadata.annotations?.['helm.sh/hook']);
     const manifest = (await helm(['get', 'manifest', 'admiralty', '-n', 'admiralty'])).stdout;
-    const released = parseAllDocuments(manifest).map((d) => d.toJS()).filter(Boolean);
+    const released = parseAllDocuments(manifest)
+      .map((d) => d.toJS())
+      .filter(Boolean);
     expect(released.map(id).sort()).to.deep.equal(rendered.map(id).sort());
     // And each of them is in the cluster.
     writeFileSync(join(dir, 'release.yaml'), manifest);
@@ -138,7 +142,7 @@ describe('Helm: the Quick start\'s helm install and helm uninstall, in a cluster
     expect(await can('admiralty', 'delete', 'namespaces')).to.equal('no');
   });
 
-  it('uninstalls: the post-delete hook Job runs `admiralty cleanup` with its own ServiceAccount and completes; the release\'s objects are gone, the CRDs stay', async () => {
+  it("uninstalls: the post-delete hook Job runs `admiralty cleanup` with its own ServiceAccount and completes; the release's objects are gone, the CRDs stay", async () => {
     // What a provider leaves behind once it is gone: a proxy pod being deleted, held by our
     // finalizer; a followed ConfigMap with ours and another owner's.
     await sb.kubectl('c1', 'create', 'namespace', 'app');
@@ -165,9 +169,24 @@ describe('Helm: the Quick start\'s helm install and helm uninstall, in a cluster
     const container = pod.spec.containers[0];
     expect(container.args).to.deep.equal(['cleanup']);
     expect(pod.spec.serviceAccountName).to.equal('admiralty-cleanup');
-    const token = (await sb.kubectl('c1', 'create', 'token', pod.spec.serviceAccountName, '-n', 'admiralty', '--bound-object-kind=Pod', `--bound-object-name=${pod.metadata.name}`, `--bound-object-uid=${pod.metadata.uid}`)).trim();
+    const token = (
+      await sb.kubectl(
+        'c1',
+        'create',
+        'token',
+        pod.spec.serviceAccountName,
+        '-n',
+        'admiralty',
+        '--bound-object-kind=Pod',
+        `--bound-object-name=${pod.metadata.name}`,
+        `--bound-object-uid=${pod.metadata.uid}`,
+      )
+    ).trim();
     const cli = shippedCli();
-    const run = asPodContainer({ dir, token, ca: readFileSync(join(sb.dir, 'pki', 'ca.crt')), namespace: 'admiralty', apiserverPort: sb.ports('c1').apiserver }, cli.command, [...cli.args, ...container.args]);
+    const run = asPodContainer({ dir, token, ca: readFileSync(join(sb.dir, 'pki', 'ca.crt')), namespace: 'admiralty', apiserverPort: sb.ports('c1').apiserver }, cli.command, [
+      ...cli.args,
+      ...container.args,
+    ]);
     const cleanup = await new Promise<{ code: number; stdout: string; stderr: string }>((res) => {
       execFile(run.file, run.args, { cwd: REPO_ROOT, env: run.env }, (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
     });
@@ -182,7 +201,8 @@ describe('Helm: the Quick start\'s helm install and helm uninstall, in a cluster
     await waitFor('helm uninstall done, the hook pod reported Succeeded', 120_000, async () => {
       if (done) return true;
       const phase = (await sb.kubectl('c1', 'get', 'pod', pod.metadata.name, '-n', 'admiralty', '--ignore-not-found', '-o', 'jsonpath={.status.phase}')).trim();
-      if (phase !== '' && phase !== 'Succeeded') await sb.kubectl('c1', 'patch', 'pod', pod.metadata.name, '-n', 'admiralty', '--subresource=status', '--type=merge', '-p', succeeded).catch(() => undefined);
+      if (phase !== '' && phase !== 'Succeeded')
+        await sb.kubectl('c1', 'patch', 'pod', pod.metadata.name, '-n', 'admiralty', '--subresource=status', '--type=merge', '-p', succeeded).catch(() => undefined);
       return false;
     });
 
@@ -190,9 +210,23 @@ describe('Helm: the Quick start\'s helm install and helm uninstall, in a cluster
     const out = await uninstalling;
     expect(out.code, out.stderr).to.equal(0);
     expect(out.stdout).to.contain('release "admiralty" uninstalled');
-    const events: Obj[] = JSON.parse(await sb.kubectl('c1', 'get', 'events', '-n', 'admiralty', '--field-selector', 'involvedObject.kind=Job,involvedObject.name=admiralty-cleanup', '-o', 'json')).items;
+    const events: Obj[] = JSON.parse(
+      await sb.kubectl('c1', 'get', 'events', '-n', 'admiralty', '--field-selector', 'involvedObject.kind=Job,involvedObject.name=admiralty-cleanup', '-o', 'json'),
+    ).items;
     expect(events.map((e) => e.reason)).to.include('Completed');
-    const hookObjects = await sb.kubectl('c1', 'get', 'job/admiralty-cleanup', 'serviceaccount/admiralty-cleanup', 'clusterrole/admiralty-cleanup', 'clusterrolebinding/admiralty-cleanup', '-n', 'admiralty', '--ignore-not-found', '-o', 'name');
+    const hookObjects = await sb.kubectl(
+      'c1',
+      'get',
+      'job/admiralty-cleanup',
+      'serviceaccount/admiralty-cleanup',
+      'clusterrole/admiralty-cleanup',
+      'clusterrolebinding/admiralty-cleanup',
+      '-n',
+      'admiralty',
+      '--ignore-not-found',
+      '-o',
+      'name',
+    );
     expect(hookObjects).to.equal('');
 
     // The cleanup's effect: the proxy pod is gone, the ConfigMap keeps only the other owner's finalizer.

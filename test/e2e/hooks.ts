@@ -35,7 +35,9 @@ export const mochaHooks = {
     // A cluster without its audit log proves nothing: that fails the gate too, rather than
     // passing as if no request had been refused.
     const refused = users.flatMap((user) =>
-      clusters.flatMap((c) => sandbox.forbiddenRequests(c, user)?.map((r) => `${user} in ${c}: ${r}`) ?? [`${user} in ${c}: no audit log at ${sandbox.auditLogPath(c)}, so no refusal can be ruled out`]),
+      clusters.flatMap(
+        (c) => sandbox.forbiddenRequests(c, user)?.map((r) => `${user} in ${c}: ${r}`) ?? [`${user} in ${c}: no audit log at ${sandbox.auditLogPath(c)}, so no refusal can be ruled out`],
+      ),
     );
     if (startedHere && process.env.KEEP_SANDBOX !== '1') await sandbox.down();
     if (refused.length) throw new Error(`an identity needed more than the shipped RBAC and policies allow; refused:\n  ${[...new Set(refused)].join('\n  ')}`);

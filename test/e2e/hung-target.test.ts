@@ -89,7 +89,11 @@ describe('a hung target', function () {
 
     // Running (the delegate's status copied back by a delegation worker) before any call to c2
     // could have reached its deadline and given its worker back.
-    await waitFor("c1's pods Running while c2 hangs", REQUEST_DEADLINE_MS - 5_000, async () => (await phases(ns, 'pinned=c1')).every((p) => p === 'Running') && (await phases(ns, 'pinned=c1')).length === 3);
+    await waitFor(
+      "c1's pods Running while c2 hangs",
+      REQUEST_DEADLINE_MS - 5_000,
+      async () => (await phases(ns, 'pinned=c1')).every((p) => p === 'Running') && (await phases(ns, 'pinned=c1')).length === 3,
+    );
     expect(await slowReconciles('delegation'), 'delegation reconciles that ended after waiting on c2').to.equal(slowDelegations);
     expect((await phases(ns, 'pinned=c2')).length, "c2's proxies wait for their delegates' deletion").to.equal(inC2);
 
@@ -100,7 +104,11 @@ describe('a hung target', function () {
     await kubectl('c1', 'label', 'services', '-n', ns, '-l', 'group=hung', 'tier=changed');
     const slowServices = await slowReconciles('services');
     await apply('c1', JSON.stringify(service('fresh', ns, { pinned: 'c1' })));
-    await waitFor('the new Service rerouted while c2 hangs', REQUEST_DEADLINE_MS - 5_000, async () => JSON.stringify((await getJson('c1', 'service', 'fresh', '-n', ns)).spec.selector) !== JSON.stringify({ pinned: 'c1' }));
+    await waitFor(
+      'the new Service rerouted while c2 hangs',
+      REQUEST_DEADLINE_MS - 5_000,
+      async () => JSON.stringify((await getJson('c1', 'service', 'fresh', '-n', ns)).spec.selector) !== JSON.stringify({ pinned: 'c1' }),
+    );
     expect(await slowReconciles('services'), 'services reconciles that ended after waiting on c2').to.equal(slowServices);
 
     sandbox.thaw('c2', 'kube-apiserver');

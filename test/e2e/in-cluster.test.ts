@@ -10,7 +10,9 @@ import { must } from '../support/must.js';
 
 /** The image's own environment: the ENV lines of the Dockerfile's last stage, which the container's env overrides. */
 function imageEnv(): Record<string, string> {
-  const lines = readFileSync(join(REPO_ROOT, 'manifests', 'image', 'Dockerfile'), 'utf8').split('\n').map((l) => l.trim());
+  const lines = readFileSync(join(REPO_ROOT, 'manifests', 'image', 'Dockerfile'), 'utf8')
+    .split('\n')
+    .map((l) => l.trim());
   const runtime = lines.slice(lines.map((l) => l.startsWith('FROM ')).lastIndexOf(true));
   const env: Record<string, string> = {};
   for (const line of runtime) {
@@ -88,7 +90,10 @@ describe('in cluster: the provider as the chart deploys it', function () {
 
     const token = (await kubectl('c1', 'create', 'token', 'admiralty', '-n', 'admiralty', '--duration=1h')).trim();
     const cli = shippedCli();
-    const pod = asPodContainer({ dir, token, ca: readFileSync(join(sandbox.dir, 'pki', 'ca.crt')), namespace: 'admiralty', apiserverPort: ports.apiserver, env: { ...image, ...env } }, cli.command, [...cli.args, ...args]);
+    const pod = asPodContainer({ dir, token, ca: readFileSync(join(sandbox.dir, 'pki', 'ca.crt')), namespace: 'admiralty', apiserverPort: ports.apiserver, env: { ...image, ...env } }, cli.command, [
+      ...cli.args,
+      ...args,
+    ]);
     const log = createWriteStream(join(sandbox.dir, 'logs', 'c1-provider-in-cluster.log'));
     child = spawn(pod.file, pod.args, { cwd: REPO_ROOT, env: pod.env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.pipe(log);
@@ -111,7 +116,10 @@ describe('in cluster: the provider as the chart deploys it', function () {
 
     // A pod that only c2's nodes (region eu) can take.
     await connectNamespace(ns);
-    await apply('c1', `apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: c, image: nginx}]\n`);
+    await apply(
+      'c1',
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  nodeSelector: {topology.kubernetes.io/region: eu}\n  containers: [{name: c, image: nginx}]\n`,
+    );
     await waitFor('the proxy Running', 90_000, async () => {
       running();
       return (await getJson('c1', 'pod', 'p', '-n', ns)).status?.phase === 'Running';

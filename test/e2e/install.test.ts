@@ -25,7 +25,13 @@ describe('install and observability', function () {
 
   it('applies the whole of manifests/ to a real apiserver (server-side dry run)', async () => {
     const out = await kubectl('c1', 'apply', '--dry-run=server', '-k', join(REPO_ROOT, 'manifests'));
-    for (const obj of ['customresourcedefinition.apiextensions.k8s.io/targets.multicluster.admiralty.io', 'deployment.apps/admiralty', 'deployment.apps/admiralty-proxy-scheduler', 'mutatingwebhookconfiguration.admissionregistration.k8s.io/admiralty', 'clusterrole.rbac.authorization.k8s.io/multicluster-scheduler-source']) {
+    for (const obj of [
+      'customresourcedefinition.apiextensions.k8s.io/targets.multicluster.admiralty.io',
+      'deployment.apps/admiralty',
+      'deployment.apps/admiralty-proxy-scheduler',
+      'mutatingwebhookconfiguration.admissionregistration.k8s.io/admiralty',
+      'clusterrole.rbac.authorization.k8s.io/multicluster-scheduler-source',
+    ]) {
       expect(out).to.include(obj);
     }
   });

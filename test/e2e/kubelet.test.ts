@@ -153,7 +153,12 @@ describe('kubelet API of virtual nodes', function () {
       });
       expect(ws.protocol).to.equal('v5.channel.k8s.io');
       expect(code).to.equal(1000);
-      expect(messages.filter(([c]) => c === 1).map(([, t]) => t).join('')).to.equal('ws on c2\n');
+      expect(
+        messages
+          .filter(([c]) => c === 1)
+          .map(([, t]) => t)
+          .join(''),
+      ).to.equal('ws on c2\n');
       const outcome = JSON.parse(messages.find(([c]) => c === 3)![1]);
       // The target's Status, passed through: kwok reports a non-zero exit as an internal error
       // naming the exit status rather than as NonZeroExitCode.
@@ -191,7 +196,10 @@ describe('kubelet API of virtual nodes', function () {
         child.kill();
       }
       const lines = out.replace(/\0/g, '').split(/\r?\n/);
-      expect(lines.some((l) => /^\/dev\/pts\/\d+$/.test(l)), `a pseudo-terminal in:\n${out}`).to.equal(true);
+      expect(
+        lines.some((l) => /^\/dev\/pts\/\d+$/.test(l)),
+        `a pseudo-terminal in:\n${out}`,
+      ).to.equal(true);
       expect(lines).to.include.members(['40 100', 'got:typed-by-hand']);
       // The terminal echoed what was typed, as a TTY does; a pipe would not.
       expect(lines).to.include('typed-by-hand');
@@ -225,8 +233,14 @@ describe('kubelet API of virtual nodes', function () {
       }
       // What it showed is the container's output, in the order written, and nothing else (the
       // complete lines: kubectl may have been stopped in the middle of one).
-      const shown = out.split('\n').slice(0, -1).map((l) => Number(/^written while attached (\d+)$/.exec(l)?.[1] ?? NaN));
-      expect(shown.every((n) => Number.isInteger(n) && n < written), `kubectl attach printed:\n${out}`).to.equal(true);
+      const shown = out
+        .split('\n')
+        .slice(0, -1)
+        .map((l) => Number(/^written while attached (\d+)$/.exec(l)?.[1] ?? NaN));
+      expect(
+        shown.every((n) => Number.isInteger(n) && n < written),
+        `kubectl attach printed:\n${out}`,
+      ).to.equal(true);
       expect(shown).to.deep.equal([...shown].sort((a, b) => a - b));
       // Served by the provider's kubelet API, the proxy's node's, which bridged it to c2; a
       // session is counted once it has ended, a moment after kubectl is stopped.
@@ -243,7 +257,10 @@ describe('kubelet API of virtual nodes', function () {
       });
       await new Promise<void>((r) => echo.listen(0, '127.0.0.1', () => r()));
       const echoPort = (echo.address() as net.AddressInfo).port;
-      await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: PortForward\nmetadata: {name: ${delegate}, namespace: ${ns}}\nspec:\n  forwards:\n  - ports: [8080]\n    target: {address: 127.0.0.1, port: ${echoPort}}\n`);
+      await apply(
+        'c2',
+        `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: PortForward\nmetadata: {name: ${delegate}, namespace: ${ns}}\nspec:\n  forwards:\n  - ports: [8080]\n    target: {address: 127.0.0.1, port: ${echoPort}}\n`,
+      );
       const child = spawn(sandbox.kubectlPath, ['--kubeconfig', sandbox.kubeconfigPath, '--context', 'c1', 'port-forward', '--address', '127.0.0.1', `pod/${proxy}`, '-n', ns, '0:8080']);
       let out = '';
       child.stdout.on('data', (b) => (out += b));

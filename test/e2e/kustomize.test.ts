@@ -20,7 +20,7 @@ const id = (o: Obj) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.nam
  * control plane and kwok only: kwok runs the Deployments' pods as fakes, so no provider runs
  * and the objects it would leave behind (finalizers, a virtual node) are written by the test.
  */
-describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps of manifests/README.md, in a cluster of their own', function () {
+describe("kustomize: the Quick start's kubectl apply -k and the uninstall steps of manifests/README.md, in a cluster of their own", function () {
   this.timeout(180_000);
   const quickStart = docSection('README.md', '## Quick start on real clusters');
   const kustomizeStep = /or with kustomize:([\s\S]*?)\n\d\. /.exec(quickStart)?.[1] ?? '';
@@ -113,7 +113,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  it('reads the commands from the docs: the Quick start\'s apply, the same as manifests/README.md\'s, and the uninstall steps, with the check that all is gone, that include the README\'s', () => {
+  it("reads the commands from the docs: the Quick start's apply, the same as manifests/README.md's, and the uninstall steps, with the check that all is gone, that include the README's", () => {
     expect(apply).to.deep.equal(['kubectl apply -k manifests/']);
     expect(inlineCommands(docSection('manifests/README.md', '## Install'), 'kubectl')).to.include(apply[0]);
     expect(kustomizeStep).to.match(/set `clusterName` in `manifests\/config\.yaml` and the image in\s+`manifests\/deployment\.yaml`/);
@@ -145,12 +145,17 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     writeFileSync(deployment, readFileSync(deployment, 'utf8').replace(image, `registry.example/admiralty-ts:${tag}`));
 
     await run(apply[0]!);
-    rendered = parseAllDocuments(await run('kubectl kustomize manifests/')).map((d) => d.toJS()).filter(Boolean);
+    rendered = parseAllDocuments(await run('kubectl kustomize manifests/'))
+      .map((d) => d.toJS())
+      .filter(Boolean);
     writeFileSync(join(dir, 'rendered.yaml'), await run('kubectl kustomize manifests/'));
     const live: Obj[] = JSON.parse(await kubectl('get', '-f', join(dir, 'rendered.yaml'), '-o', 'json')).items;
     expect(live.map(id).sort()).to.deep.equal(rendered.map(id).sort());
     for (const kind of ['Namespace', 'CustomResourceDefinition', 'Deployment', 'MutatingWebhookConfiguration', 'ClusterRole', 'ClusterRoleBinding', 'Service', 'PodDisruptionBudget']) {
-      expect(live.map((o) => o.kind), kind).to.include(kind);
+      expect(
+        live.map((o) => o.kind),
+        kind,
+      ).to.include(kind);
     }
     const crds = live.filter((o) => o.kind === 'CustomResourceDefinition').map((o) => `crd/${o.metadata.name}`);
     await kubectl('wait', '--for=condition=Established', '--timeout=30s', ...crds);
@@ -163,13 +168,18 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
         d = JSON.parse(await kubectl('get', 'deployment', name, '-n', 'admiralty', '-o', 'json'));
         return d.status.availableReplicas === d.spec.replicas;
       });
-      const selector = Object.entries(d.spec.selector.matchLabels as Record<string, string>).map(([k, v]) => `${k}=${v}`).join(',');
+      const selector = Object.entries(d.spec.selector.matchLabels as Record<string, string>)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(',');
       const pods: Obj[] = JSON.parse(await kubectl('get', 'pods', '-n', 'admiralty', '-l', selector, '-o', 'json')).items;
       expect(pods, `pods of ${name}`).to.have.length(d.spec.replicas);
       for (const pod of pods) {
         expect(pod.spec.nodeName, `${pod.metadata.name} bound`).to.be.a('string').and.not.equal('');
         expect(pod.spec.serviceAccountName, pod.metadata.name).to.equal(d.spec.template.spec.serviceAccountName);
-        expect(pod.spec.containers.map((c: Obj) => c.image), pod.metadata.name).to.deep.equal(d.spec.template.spec.containers.map((c: Obj) => c.image));
+        expect(
+          pod.spec.containers.map((c: Obj) => c.image),
+          pod.metadata.name,
+        ).to.deep.equal(d.spec.template.spec.containers.map((c: Obj) => c.image));
       }
     }
   });
@@ -190,7 +200,7 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     const [scale, cleanup, deleteAll, showCrds, nudge, allGone, deleteNodes] = uninstall;
 
     await step(scale!, 30_000, () => namespaceState('admiralty'));
-    await waitFor('the provider\'s pods gone', 60_000, async () => (await kubectl('get', 'pods', '-n', 'admiralty', '-l', 'app.kubernetes.io/component=provider', '-o', 'name')) === '');
+    await waitFor("the provider's pods gone", 60_000, async () => (await kubectl('get', 'pods', '-n', 'admiralty', '-l', 'app.kubernetes.io/component=provider', '-o', 'name')) === '');
     expect(JSON.parse(await kubectl('get', 'deployment', 'admiralty', '-n', 'admiralty', '-o', 'json')).spec.replicas).to.equal(0);
 
     // With the user's credentials (the kubeconfig kubectl uses).
@@ -213,7 +223,12 @@ describe('kustomize: the Quick start\'s kubectl apply -k and the uninstall steps
     // A kubectl still waiting once the docs' check finds every object gone is stopped, as the
     // docs say it may be. Anything left at the deadline fails.
     const report = await nudgingStuckCrds(
-      step(deleteAll!, 120_000, () => namespaceState('admiralty'), async () => (await run(allGone!)).trim()),
+      step(
+        deleteAll!,
+        120_000,
+        () => namespaceState('admiralty'),
+        async () => (await run(allGone!)).trim(),
+      ),
       async () => parse(await run(showCrds!))?.items ?? [],
       () => run(nudge!),
     );

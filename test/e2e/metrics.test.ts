@@ -89,7 +89,7 @@ describe('resource metrics of virtual nodes (a target without metrics-server)', 
     expect(summary.pods).to.deep.equal([]);
   });
 
-  it("tells the Target once (MetricsUnavailable), however often it is scraped", async () => {
+  it('tells the Target once (MetricsUnavailable), however often it is scraped', async () => {
     // Three reads of the target (the usage is reused 5 s; the node's sample time says when it was read).
     const readAt = async () => parsePrometheusText((await viaNodeProxy(c2Node, '/metrics/resource')).body).samples.find((s) => s.name === 'node_cpu_usage_seconds_total')!.timestampMs;
     let last = await readAt();
@@ -107,7 +107,7 @@ describe('resource metrics of virtual nodes (a target without metrics-server)', 
     expect(events[0].message).to.include('metrics.k8s.io API is not served');
   });
 
-  it("authorizes scrapers on nodes/metrics and nodes/stats of the node, as a kubelet does", async () => {
+  it('authorizes scrapers on nodes/metrics and nodes/stats of the node, as a kubelet does', async () => {
     const sa = 'scraper';
     await kubectl('c1', 'create', 'serviceaccount', sa, '-n', ns);
     // metrics-server's own rights on nodes: get nodes/metrics, not nodes/stats.
@@ -205,7 +205,7 @@ describe('kubectl top and HorizontalPodAutoscalers on offloaded pods (metrics-se
     await kubectl('c2', 'delete', 'clusterresourceusage', usage, '--ignore-not-found');
   });
 
-  it("kubectl top pod of a proxy in c1 prints what kwok simulates for its delegate in c2", async () => {
+  it('kubectl top pod of a proxy in c1 prints what kwok simulates for its delegate in c2', async () => {
     const delegate = (await delegateOf('web'))!;
     let c1: Awaited<ReturnType<typeof top>>;
     // c2's metrics-server needs two scrapes for a rate, then c1's needs two of the virtual node.
@@ -219,7 +219,7 @@ describe('kubectl top and HorizontalPodAutoscalers on offloaded pods (metrics-se
     expect(c1!.memoryMi).to.equal(c2!.memoryMi).and.to.equal(20);
   });
 
-  it("kubectl top node of the virtual node prints the sum over its proxies", async () => {
+  it('kubectl top node of the virtual node prints the sum over its proxies', async () => {
     let node: Awaited<ReturnType<typeof top>>;
     await waitFor(`figures for ${c2Node} with both pods`, 120_000, async () => (node = await top('c1', 'node', c2Node)) !== undefined && node.memoryMi === 30);
     const delegates = await Promise.all(['web', 'api'].map(async (p) => (await top('c2', 'pod', (await delegateOf(p))!, '-n', ns))!));
@@ -267,7 +267,9 @@ describe('kubectl top and HorizontalPodAutoscalers on offloaded pods (metrics-se
     // Back to 10m: the HPA waits for figures from every replica, then scales in.
     await setUsage('10m');
     await waitFor('the Deployment scaled back in to 1', 240_000, async () => (await getJson('c1', 'deployment', 'load', '-n', ns)).spec.replicas === 1);
-    const events: string[] = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.kind=HorizontalPodAutoscaler,reason=SuccessfulRescale')).items.map((e: any) => e.message as string);
+    const events: string[] = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.kind=HorizontalPodAutoscaler,reason=SuccessfulRescale')).items.map(
+      (e: any) => e.message as string,
+    );
     console.log(`      ${events.join('; ')}`);
     expect(events.some((m) => m.startsWith('New size: 3'))).to.equal(true);
     expect(events.some((m) => m.startsWith('New size: 1'))).to.equal(true);

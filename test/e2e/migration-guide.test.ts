@@ -23,7 +23,16 @@ function admiraltyCrd(kind: string, plural: string, scope: 'Namespaced' | 'Clust
       group: GROUP,
       names: { kind, listKind: `${kind}List`, plural, singular: kind.toLowerCase(), shortNames: [shortName] },
       scope,
-      versions: [{ name: 'v1alpha1', served: true, storage: true, subresources: { status: {} }, schema: { openAPIV3Schema: { type: 'object', properties: { apiVersion: { type: 'string' }, kind: { type: 'string' }, metadata: { type: 'object' }, ...properties } } }, ...extra }],
+      versions: [
+        {
+          name: 'v1alpha1',
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          schema: { openAPIV3Schema: { type: 'object', properties: { apiVersion: { type: 'string' }, kind: { type: 'string' }, metadata: { type: 'object' }, ...properties } } },
+          ...extra,
+        },
+      ],
     },
   };
 }
@@ -46,17 +55,36 @@ function admiraltyChart(dir: string): void {
   const spec = (properties: Record<string, unknown>) => ({ spec: { type: 'object', properties }, status: { type: 'object' } });
   const secretRef = { name: str, key: str, context: str };
   const crds = [
-    admiraltyCrd('Target', 'targets', 'Namespaced', 'tg', spec({ self: { type: 'boolean' }, kubeconfigSecret: { type: 'object', properties: secretRef }, excludedLabelsRegexp: { type: 'string', nullable: true } })),
-    admiraltyCrd('ClusterTarget', 'clustertargets', 'Cluster', 'ctg', spec({ self: { type: 'boolean' }, kubeconfigSecret: { type: 'object', properties: { namespace: str, ...secretRef } }, excludedLabelsRegexp: { type: 'string', nullable: true } })),
+    admiraltyCrd(
+      'Target',
+      'targets',
+      'Namespaced',
+      'tg',
+      spec({ self: { type: 'boolean' }, kubeconfigSecret: { type: 'object', properties: secretRef }, excludedLabelsRegexp: { type: 'string', nullable: true } }),
+    ),
+    admiraltyCrd(
+      'ClusterTarget',
+      'clustertargets',
+      'Cluster',
+      'ctg',
+      spec({ self: { type: 'boolean' }, kubeconfigSecret: { type: 'object', properties: { namespace: str, ...secretRef } }, excludedLabelsRegexp: { type: 'string', nullable: true } }),
+    ),
     admiraltyCrd('Source', 'sources', 'Namespaced', 'src', spec({ userName: str, serviceAccountName: str })),
     admiraltyCrd('ClusterSource', 'clustersources', 'Cluster', 'csrc', spec({ userName: str, serviceAccount: { type: 'object', properties: { name: str, namespace: str } } })),
     admiraltyCrd('ClusterSummary', 'clustersummaries', 'Cluster', 'mcsum', { capacity: quantities, allocatable: quantities }),
-    admiraltyCrd('PodChaperon', 'podchaperons', 'Namespaced', 'chap', { spec: anything, status: anything }, {
-      additionalPrinterColumns: [
-        { name: 'reserved', type: 'string', jsonPath: `.metadata.annotations.multicluster\\.admiralty\\.io/is-reserved` },
-        { name: 'allowed', type: 'string', jsonPath: `.metadata.annotations.multicluster\\.admiralty\\.io/is-allowed` },
-      ],
-    }),
+    admiraltyCrd(
+      'PodChaperon',
+      'podchaperons',
+      'Namespaced',
+      'chap',
+      { spec: anything, status: anything },
+      {
+        additionalPrinterColumns: [
+          { name: 'reserved', type: 'string', jsonPath: `.metadata.annotations.multicluster\\.admiralty\\.io/is-reserved` },
+          { name: 'allowed', type: 'string', jsonPath: `.metadata.annotations.multicluster\\.admiralty\\.io/is-allowed` },
+        ],
+      },
+    ),
   ];
   // JSON is YAML, and has no `{{` for Helm to read as a template action.
   for (const crd of crds) writeFileSync(join(dir, 'templates', 'crds', `${crd.spec.names.plural}.yaml`), JSON.stringify(crd, null, 1));
@@ -67,7 +95,11 @@ function admiraltyChart(dir: string): void {
       apiVersion: 'apps/v1',
       kind: 'Deployment',
       metadata: { name: 'admiralty-controller-manager', namespace: 'admiralty', labels },
-      spec: { replicas: 2, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { serviceAccountName: 'admiralty', containers: [{ name: 'controller-manager', image: 'public.ecr.aws/admiralty/admiralty-agent:0.17.0' }] } } },
+      spec: {
+        replicas: 2,
+        selector: { matchLabels: labels },
+        template: { metadata: { labels }, spec: { serviceAccountName: 'admiralty', containers: [{ name: 'controller-manager', image: 'public.ecr.aws/admiralty/admiralty-agent:0.17.0' }] } },
+      },
     },
     { apiVersion: 'v1', kind: 'Service', metadata: { name: 'admiralty-controller-manager', namespace: 'admiralty' }, spec: { selector: labels, ports: [{ port: 443, targetPort: 9443 }] } },
     {
@@ -95,7 +127,12 @@ function admiraltyChart(dir: string): void {
         { apiGroups: [''], resources: ['pods'], verbs: ['list'] },
       ],
     },
-    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'admiralty-cluster-summary-viewer' }, rules: [{ apiGroups: [GROUP], resources: ['clustersummaries'], verbs: ['get', 'list', 'watch'] }] },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'admiralty-cluster-summary-viewer' },
+      rules: [{ apiGroups: [GROUP], resources: ['clustersummaries'], verbs: ['get', 'list', 'watch'] }],
+    },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRoleBinding',
@@ -152,7 +189,12 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
 
     // Admiralty installed as its user guide says (release admiralty in namespace admiralty) ...
     await run('helm install admiralty ./admiralty-0.17 -n admiralty --create-namespace');
-    await kubectl('wait', '--for=condition=Established', '--timeout=30s', ...['targets', 'clustertargets', 'sources', 'clustersources', 'clustersummaries', 'podchaperons'].map((p) => `crd/${p}.${GROUP}`));
+    await kubectl(
+      'wait',
+      '--for=condition=Established',
+      '--timeout=30s',
+      ...['targets', 'clustertargets', 'sources', 'clustersources', 'clustersummaries', 'podchaperons'].map((p) => `crd/${p}.${GROUP}`),
+    );
     // ... and what it runs with: Targets, Sources and their ServiceAccount (owned by the Source, as
     // its source controller makes it), the cluster's summary, finalizers on a proxy pod being
     // deleted and on followed objects, a PodChaperon and its delegate pod, its virtual node; and
@@ -163,7 +205,12 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
     const admiraltyObjects: Obj[] = [
       ...kept.map(([kind, ns, name, spec]) => custom(kinds[kind]!, ns, name, { spec })),
       custom('ClusterSummary', undefined, 'singleton', { capacity: { cpu: '8', pods: '220' }, allocatable: { cpu: '7', pods: '220' } }),
-      { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'proxy', namespace: 'app', labels: { [HAS_FINALIZER_LABEL]: 'true' }, finalizers: [ADMIRALTY_FINALIZER] }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
+      {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'proxy', namespace: 'app', labels: { [HAS_FINALIZER_LABEL]: 'true' }, finalizers: [ADMIRALTY_FINALIZER] },
+        spec: { containers: [{ name: 'c', image: 'busybox' }] },
+      },
       { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'followed', namespace: 'app', labels: { [HAS_FINALIZER_LABEL]: 'true' }, finalizers: [ADMIRALTY_FINALIZER, 'example.com/keep'] } },
       {
         apiVersion: 'networking.k8s.io/v1',
@@ -171,14 +218,44 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
         metadata: { name: 'global', namespace: 'app', labels: { [HAS_FINALIZER_LABEL]: 'true' }, annotations: { [`${GROUP}/global`]: 'true' }, finalizers: [ADMIRALTY_FINALIZER] },
         spec: { defaultBackend: { service: { name: 'web', port: { number: 80 } } } },
       },
-      custom('PodChaperon', 'app', 'proxy-x7k2p', { metadata: { name: 'proxy-x7k2p', namespace: 'app', labels: { [`${GROUP}/parent-uid`]: '0d1e2f' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } }),
-      ...['admiralty-app-c2', 'admiralty-namespace-app-c2'].map((name) => ({ apiVersion: 'v1', kind: 'Node', metadata: { name, labels: { 'virtual-kubelet.io/provider': 'admiralty', type: 'virtual-kubelet' } } })),
+      custom('PodChaperon', 'app', 'proxy-x7k2p', {
+        metadata: { name: 'proxy-x7k2p', namespace: 'app', labels: { [`${GROUP}/parent-uid`]: '0d1e2f' } },
+        spec: { containers: [{ name: 'c', image: 'busybox' }] },
+      }),
+      ...['admiralty-app-c2', 'admiralty-namespace-app-c2'].map((name) => ({
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name, labels: { 'virtual-kubelet.io/provider': 'admiralty', type: 'virtual-kubelet' } },
+      })),
     ];
     await sb.applyYaml('c1', admiraltyObjects.map((o) => JSON.stringify(o)).join('\n---\n'));
     const source = await get('source', 'c1', '-n', 'app');
-    await sb.applyYaml('c1', JSON.stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'c1', namespace: 'app', ownerReferences: [{ apiVersion: `${GROUP}/v1alpha1`, kind: 'Source', name: 'c1', uid: source.metadata.uid, controller: true, blockOwnerDeletion: true }] } }));
+    await sb.applyYaml(
+      'c1',
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: {
+          name: 'c1',
+          namespace: 'app',
+          ownerReferences: [{ apiVersion: `${GROUP}/v1alpha1`, kind: 'Source', name: 'c1', uid: source.metadata.uid, controller: true, blockOwnerDeletion: true }],
+        },
+      }),
+    );
     const chaperon = await get('podchaperon', 'proxy-x7k2p', '-n', 'app');
-    await sb.applyYaml('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'proxy-x7k2p', namespace: 'app', ownerReferences: [{ apiVersion: `${GROUP}/v1alpha1`, kind: 'PodChaperon', name: 'proxy-x7k2p', uid: chaperon.metadata.uid, controller: true, blockOwnerDeletion: true }] }, spec: { containers: [{ name: 'c', image: 'busybox' }] } }));
+    await sb.applyYaml(
+      'c1',
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name: 'proxy-x7k2p',
+          namespace: 'app',
+          ownerReferences: [{ apiVersion: `${GROUP}/v1alpha1`, kind: 'PodChaperon', name: 'proxy-x7k2p', uid: chaperon.metadata.uid, controller: true, blockOwnerDeletion: true }],
+        },
+        spec: { containers: [{ name: 'c', image: 'busybox' }] },
+      }),
+    );
     await kubectl('delete', 'pod', 'proxy', '-n', 'app', '--wait=false');
   });
 
@@ -206,14 +283,18 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
     const script = /```sh\n([\s\S]*?)```/.exec(steps.get(1) ?? '')?.[1];
     expect(script, 'step 1 has a sh block').to.be.a('string');
     expect(script).to.not.match(/\byq\b/);
-    const release = (await run('helm get manifest admiralty -n admiralty'));
+    const release = await run('helm get manifest admiralty -n admiralty');
     writeFileSync(join(dir, 'admiralty-release.yaml'), release);
     await run(script!);
 
     const left = (await kubectl('get', '-f', join(dir, 'admiralty-release.yaml'), '--ignore-not-found', '-o', 'name')).trim().split('\n');
-    expect(left.sort()).to.deep.equal(['clustersources', 'clustersummaries', 'clustertargets', 'podchaperons', 'sources', 'targets'].map((p) => `customresourcedefinition.apiextensions.k8s.io/${p}.${GROUP}`));
-    for (const gone of ['deployment/admiralty-controller-manager', 'service/admiralty-controller-manager', 'serviceaccount/admiralty']) expect(await kubectl('get', gone, '-n', 'admiralty', '--ignore-not-found', '-o', 'name')).to.equal('');
-    for (const gone of ['mutatingwebhookconfiguration/admiralty', 'clusterrole/admiralty-source', 'clusterrole/admiralty-cluster-summary-viewer', 'clusterrolebinding/admiralty-source']) expect(await kubectl('get', gone, '--ignore-not-found', '-o', 'name')).to.equal('');
+    expect(left.sort()).to.deep.equal(
+      ['clustersources', 'clustersummaries', 'clustertargets', 'podchaperons', 'sources', 'targets'].map((p) => `customresourcedefinition.apiextensions.k8s.io/${p}.${GROUP}`),
+    );
+    for (const gone of ['deployment/admiralty-controller-manager', 'service/admiralty-controller-manager', 'serviceaccount/admiralty'])
+      expect(await kubectl('get', gone, '-n', 'admiralty', '--ignore-not-found', '-o', 'name')).to.equal('');
+    for (const gone of ['mutatingwebhookconfiguration/admiralty', 'clusterrole/admiralty-source', 'clusterrole/admiralty-cluster-summary-viewer', 'clusterrolebinding/admiralty-source'])
+      expect(await kubectl('get', gone, '--ignore-not-found', '-o', 'name')).to.equal('');
     expect((await sh('helm status admiralty -n admiralty')).stderr).to.contain('not found');
     expect((await run('helm list -A -q')).trim()).to.equal('');
     await expectKept();
@@ -238,7 +319,10 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
     for (const file of readdirSync(join(CHART, 'crds'))) {
       const ours = parse(readFileSync(join(CHART, 'crds', file), 'utf8'));
       const live = await get('crd', ours.metadata.name);
-      expect(live.spec.versions.map((v: Obj) => v.schema), ours.metadata.name).to.deep.equal(ours.spec.versions.map((v: Obj) => v.schema));
+      expect(
+        live.spec.versions.map((v: Obj) => v.schema),
+        ours.metadata.name,
+      ).to.deep.equal(ours.spec.versions.map((v: Obj) => v.schema));
       expect(live.spec.versions[0].additionalPrinterColumns, ours.metadata.name).to.deep.equal(ours.spec.versions[0].additionalPrinterColumns);
     }
     await expectKept();
@@ -247,7 +331,8 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
   });
 
   it("step 4: the Quick start's helm install takes the release name back", async () => {
-    const install = /```sh\n\s*(helm install [\s\S]*?)```/.exec(docSection('README.md', '## Quick start on real clusters'))![1]!
+    const install = /```sh\n\s*(helm install [\s\S]*?)```/
+      .exec(docSection('README.md', '## Quick start on real clusters'))![1]!
       .replace('<a name unique to this cluster>', 'c1')
       .replace('<registry>', 'registry.example');
     expect(steps.get(4)).to.contain('[Quick start](../README.md#quick-start-on-real-clusters)');
@@ -259,7 +344,11 @@ describe("the migration guide's steps, against a stand-in for an Admiralty 0.17 
   it("step 5: Admiralty's virtual node, its PodChaperons (their pods with them) and their CRD go; ours stay", async () => {
     const [listNodes, deleteNode, deleteChaperons, nudgeCrd] = inlineCommands(steps.get(5) ?? '', 'kubectl');
     expect(listNodes).to.equal('kubectl get nodes -l virtual-kubelet.io/provider=admiralty');
-    const listed = (await run(listNodes!)).trim().split('\n').slice(1).map((l) => l.split(/\s+/)[0]!);
+    const listed = (await run(listNodes!))
+      .trim()
+      .split('\n')
+      .slice(1)
+      .map((l) => l.split(/\s+/)[0]!);
     expect(listed.sort()).to.deep.equal(['admiralty-app-c2', 'admiralty-namespace-app-c2']);
     const theirs = listed.filter((n) => !n.startsWith('admiralty-namespace-') && !n.startsWith('admiralty-cluster-'));
     expect(deleteNode).to.equal('kubectl delete node <name>');

@@ -43,7 +43,13 @@ describe('migrating from Admiralty 0.17', function () {
       const { placement: p2, ...cSpec } = c.spec;
       expect(tSpec).to.deep.equal(target, 'nothing pruned');
       expect(cSpec).to.deep.equal(clusterTarget, 'nothing pruned');
-      expect([p1, p2]).to.deep.equal([{ weight: 1, priority: 0 }, { weight: 1, priority: 0 }], 'our own field, defaulted');
+      expect([p1, p2]).to.deep.equal(
+        [
+          { weight: 1, priority: 0 },
+          { weight: 1, priority: 0 },
+        ],
+        'our own field, defaulted',
+      );
       // c2's nodes share region=eu (the default Target's virtual node shows it); excluded here.
       for (const node of [t.status.virtualNodeName, c.status.virtualNodeName]) {
         expect((await getJson('c1', 'node', node)).metadata.labels).to.not.have.property('topology.kubernetes.io/region');
@@ -81,14 +87,28 @@ describe('migrating from Admiralty 0.17', function () {
       // roles, a User subject without apiGroup), but owned by another Source: not to be taken.
       // (A real one: the garbage collector deletes the RoleBinding of an owner that does not exist.)
       await apply('c2', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Source\nmetadata: {name: c1-earlier, namespace: ${ns}}\nspec: {userName: someone-else}\n`);
-      const owner = async (name: string) => [{ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'Source', name, uid: (await getJson('c2', 'source', name, '-n', ns)).metadata.uid, controller: true, blockOwnerDeletion: true }];
+      const owner = async (name: string) => [
+        { apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'Source', name, uid: (await getJson('c2', 'source', name, '-n', ns)).metadata.uid, controller: true, blockOwnerDeletion: true },
+      ];
       const subjects = [{ kind: 'User', name: SOURCE_USER }];
       const create = async (obj: unknown) => {
         const r = await kubectlStdin('c2', JSON.stringify(obj), 'create', '-f', '-');
         expect(r.code, r.stderr).to.equal(0);
       };
-      await create({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: rb, namespace: ns, ownerReferences: await owner('c1-earlier') }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admiralty-source' }, subjects });
-      await create({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: crb, ownerReferences: await owner('c1-earlier') }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admiralty-cluster-summary-viewer' }, subjects });
+      await create({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: rb, namespace: ns, ownerReferences: await owner('c1-earlier') },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admiralty-source' },
+        subjects,
+      });
+      await create({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name: crb, ownerReferences: await owner('c1-earlier') },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admiralty-cluster-summary-viewer' },
+        subjects,
+      });
       const before = await getJson('c2', 'clusterrolebinding', crb);
 
       // The Source as written for Admiralty 0.17.

@@ -69,7 +69,10 @@ describe('operator view: kubectl admiralty status and explain', function () {
       }
       return true;
     });
-    for (const [cluster, node] of [['c1', nodes.c1Node], ['c2', nodes.c2Node]] as const) {
+    for (const [cluster, node] of [
+      ['c1', nodes.c1Node],
+      ['c2', nodes.c2Node],
+    ] as const) {
       expect(row(report, cluster)).to.deep.include({ ready: 'True', virtualNode: node });
       expect(row(report, cluster).provider).to.include({ ready: true, reason: 'TargetReady' });
       expect(row(report, cluster).summaryAgeSeconds).to.be.a('number');
@@ -108,7 +111,11 @@ describe('operator view: kubectl admiralty status and explain', function () {
       // it to serve new namespaces (their default ServiceAccount) again.
       const probe = `${ns}-back`;
       await kubectl('c2', 'create', 'namespace', probe);
-      await waitFor("c2's controller-manager serving new namespaces", 120_000, async () => (await kubectl('c2', 'get', 'serviceaccount', 'default', '-n', probe, '-o', 'name').catch(() => '')).trim() !== '');
+      await waitFor(
+        "c2's controller-manager serving new namespaces",
+        120_000,
+        async () => (await kubectl('c2', 'get', 'serviceaccount', 'default', '-n', probe, '-o', 'name').catch(() => '')).trim() !== '',
+      );
       await kubectl('c2', 'delete', 'namespace', probe, '--wait=false');
     }
   });
@@ -127,9 +134,12 @@ describe('operator view: kubectl admiralty status and explain', function () {
 
   it('explain names the reason of a pod too big for any node of c2, and that c1 passed', async () => {
     await squeeze('c2', ns, 500);
-    await apply('c1', `apiVersion: v1\nkind: Pod\nmetadata: {name: big, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: "2"}}}]\n`);
+    await apply(
+      'c1',
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: big, namespace: ${ns}, annotations: {multicluster.admiralty.io/elect: ""}}\nspec:\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: "2"}}}]\n`,
+    );
     let e: any;
-    await waitFor("explain to judge c2 from its squeezed summary", 60_000, async () => {
+    await waitFor('explain to judge c2 from its squeezed summary', 60_000, async () => {
       e = await json('explain', 'big', '-n', ns);
       return verdict(e, 'c2')?.passes === false;
     });
@@ -176,11 +186,14 @@ describe('operator view: kubectl admiralty status and explain', function () {
     const pki = join(sandbox.dir, 'pki');
     const denied = await new Promise<{ status: number; body: string }>((res, rej) => {
       https
-        .get({ host: '127.0.0.1', port: sandbox.ports('c1').kubelet, path: `/admiralty/explain/${ns}/held`, ca: readFileSync(join(pki, 'ca.crt')), headers: { Authorization: `Bearer ${token}` } }, (r) => {
-          let body = '';
-          r.on('data', (c) => (body += c));
-          r.on('end', () => res({ status: r.statusCode ?? 0, body }));
-        })
+        .get(
+          { host: '127.0.0.1', port: sandbox.ports('c1').kubelet, path: `/admiralty/explain/${ns}/held`, ca: readFileSync(join(pki, 'ca.crt')), headers: { Authorization: `Bearer ${token}` } },
+          (r) => {
+            let body = '';
+            r.on('data', (c) => (body += c));
+            r.on('end', () => res({ status: r.statusCode ?? 0, body }));
+          },
+        )
         .on('error', rej);
     });
     expect(denied).to.deep.equal({ status: 403, body: `Forbidden (user=system:serviceaccount:${ns}:outsider, verb=get, resource=pods, namespace=${ns}, name=held)` });

@@ -54,7 +54,11 @@ describe('target outage', function () {
     // new namespace again (its default ServiceAccount), as the test files after this one expect.
     const probe = `${ns}-back`;
     await kubectl('c2', 'create', 'namespace', probe);
-    await waitFor("c2's controller-manager serving new namespaces", 120_000, async () => (await kubectl('c2', 'get', 'serviceaccount', 'default', '-n', probe, '-o', 'name').catch(() => '')).trim() !== '');
+    await waitFor(
+      "c2's controller-manager serving new namespaces",
+      120_000,
+      async () => (await kubectl('c2', 'get', 'serviceaccount', 'default', '-n', probe, '-o', 'name').catch(() => '')).trim() !== '',
+    );
     await kubectl('c2', 'delete', 'namespace', probe, '--wait=false');
   });
 
@@ -104,7 +108,10 @@ describe('target outage', function () {
     expect(reachable(stay).message).to.include('stays bound to it');
     const reasons = (await getJson('c1', 'events', '-n', ns)).items.map((e: any) => `${e.involvedObject.name}:${e.reason}`);
     expect(reasons).to.include.members(['bare:TargetUnreachable', 'bare-asking:CannotFailOver']);
-    expect(reasons.some((r: string) => r.endsWith(':FailingOver')), `FailingOver events in ${reasons.join(', ')}`).to.equal(true);
+    expect(
+      reasons.some((r: string) => r.endsWith(':FailingOver')),
+      `FailingOver events in ${reasons.join(', ')}`,
+    ).to.equal(true);
     // One condition write per proxy per transition: the bare pod's event was not repeated.
     const unreachableEvents = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.name=bare,reason=TargetUnreachable')).items;
     expect(unreachableEvents.map((e: any) => e.count ?? 1)).to.deep.equal([1]);

@@ -51,7 +51,10 @@ describe('exact placement', function () {
   it('never binds to c2 a pod that only the sum of its nodes could hold; says why, and runs it in c1', async () => {
     await squeeze('c2', ns, 12_000);
     const freeTotal = await followedFree('c2', nodes.c2Node);
-    expect([...(await freeCpu('c2')).values()].every((m) => m <= 12_000), 'every c2 node still at most 12 cpu free').to.equal(true);
+    expect(
+      [...(await freeCpu('c2')).values()].every((m) => m <= 12_000),
+      'every c2 node still at most 12 cpu free',
+    ).to.equal(true);
     // c2 offers the sum of its free cpu (24 cpu over two nodes): enough for kube-scheduler's own
     // resource check, so only the extender's per-node judgement keeps the pod off c2.
     expect(freeTotal).to.be.at.least(16_000);
@@ -115,10 +118,10 @@ describe('exact placement', function () {
     await waitFor('two pods Running', 90_000, async () => (await running()).length === 2);
     for (const p of await running()) expect(p.spec.nodeName, p.metadata.name).to.equal(nodes.c2Node);
     const delegates = await delegatesIn('c2', ns);
-    expect(delegates.map((d) => d.spec.containers[0].ports), 'the delegates keep the port').to.deep.equal([
-      [{ containerPort: 8080, hostPort: 18080, protocol: 'TCP' }],
-      [{ containerPort: 8080, hostPort: 18080, protocol: 'TCP' }],
-    ]);
+    expect(
+      delegates.map((d) => d.spec.containers[0].ports),
+      'the delegates keep the port',
+    ).to.deep.equal([[{ containerPort: 8080, hostPort: 18080, protocol: 'TCP' }], [{ containerPort: 8080, hostPort: 18080, protocol: 'TCP' }]]);
     expect(new Set(delegates.map((d) => d.spec.nodeName)).size, 'one a node').to.equal(2);
     // The third: c2's summary shows the port used on both nodes, and the extender's filter says
     // so (a try made before the summary showed it is refused at bind by c2's own scheduler).
@@ -141,7 +144,11 @@ describe('exact placement', function () {
       const names = Array.from({ length: 6 }, (_, i) => `p${i}`);
       await Promise.all(names.map((n) => apply('c1', electedPod(n, ns, '100m'))));
       const started = Date.now();
-      await waitFor('every pod Running', 90_000, async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => p.status.phase === 'Running').length === names.length);
+      await waitFor(
+        'every pod Running',
+        90_000,
+        async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => p.status.phase === 'Running').length === names.length,
+      );
       console.log(`      ${names.length} pods Running in ${((Date.now() - started) / 1000).toFixed(1)} s`);
       for (const p of (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items) expect(p.spec.nodeName, p.metadata.name).to.equal(nodes.c1Node);
       expect(await delegatesIn('c2', ns)).to.deep.equal([]);
@@ -242,16 +249,26 @@ describe('exact placement', function () {
     };
     /** The low-priority pods: name, UID and whether they are being deleted. */
     const lowPods = async (): Promise<string[]> =>
-      (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => lows.includes(p.metadata.name)).map((p: any) => `${p.metadata.name}/${p.metadata.uid}/${p.metadata.deletionTimestamp ?? ''}`).sort();
+      (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items
+        .filter((p: any) => lows.includes(p.metadata.name))
+        .map((p: any) => `${p.metadata.name}/${p.metadata.uid}/${p.metadata.deletionTimestamp ?? ''}`)
+        .sort();
 
     beforeEach(async () => {
       low = `${ns}-low`;
       high = `${ns}-high`;
       for (const cluster of ['c1', 'c2']) {
-        await apply(cluster, `apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${low}}\nvalue: 100\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${high}}\nvalue: 1000\n`);
+        await apply(
+          cluster,
+          `apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${low}}\nvalue: 100\n---\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: ${high}}\nvalue: 1000\n`,
+        );
       }
       for (const n of lows) await apply('c1', withPriority(n, '14', low));
-      await waitFor('the four low-priority pods Running', 90_000, async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => p.status.phase === 'Running').length === 4);
+      await waitFor(
+        'the four low-priority pods Running',
+        90_000,
+        async () => (await getJson('c1', 'pods', '-n', ns, '-l', 'app=placement')).items.filter((p: any) => p.status.phase === 'Running').length === 4,
+      );
     });
 
     afterEach(async () => {
@@ -265,7 +282,11 @@ describe('exact placement', function () {
       // deleted three of them in the first 30 s, then their replacements.
       const before = await lowPods();
       await apply('c1', withPriority('high', '40', high));
-      await waitFor("the high-priority pod's FailedScheduling", 60_000, async () => (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.name=high,reason=FailedScheduling')).items.length > 0);
+      await waitFor(
+        "the high-priority pod's FailedScheduling",
+        60_000,
+        async () => (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.name=high,reason=FailedScheduling')).items.length > 0,
+      );
       await sleep(20_000);
       expect(await lowPods(), 'the same four pods, none being deleted').to.deep.equal(before);
       const preempted = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'reason=Preempted')).items;
@@ -311,7 +332,10 @@ describe('exact placement', function () {
       const [delegate] = (await delegatesIn('c2', ns)).filter((d: any) => d.metadata.annotations['multicluster.admiralty.io/parent-name'] === 'high');
       expect(delegate.spec.nodeName).to.not.equal(first);
       const guardedLeft = (await lowPods()).filter((p) => guarded.includes(p.split('/')[0]!));
-      expect(guardedLeft.filter((p) => !p.endsWith('/')), 'no guarded proxy being deleted').to.deep.equal([]);
+      expect(
+        guardedLeft.filter((p) => !p.endsWith('/')),
+        'no guarded proxy being deleted',
+      ).to.deep.equal([]);
       expect(guardedLeft).to.have.length(2);
     });
   });
@@ -320,7 +344,10 @@ describe('exact placement', function () {
     // 4 cpu free on every node of both clusters (16 in all), then two bursts of 7 pods of 1 cpu.
     await squeeze('c1', ns, 4_000);
     await squeeze('c2', ns, 4_000);
-    for (const [cluster, node] of [['c1', nodes.c1Node], ['c2', nodes.c2Node]] as const) {
+    for (const [cluster, node] of [
+      ['c1', nodes.c1Node],
+      ['c2', nodes.c2Node],
+    ] as const) {
       expect(await followedFree(cluster, node), `what c1's view of ${cluster} offers`).to.be.at.most(8_000);
     }
     const burst = (tag: string) => Promise.all(Array.from({ length: 7 }, (_, i) => apply('c1', electedPod(`${tag}-${i}`, ns, '1'))));

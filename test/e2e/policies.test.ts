@@ -1,5 +1,20 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, electedDeployment, followedFree, freeCpu, getJson, kubectl, liveProxies, running, settleTeardowns, squeeze, uniqueName, waitFor } from './support.js';
+import {
+  apply,
+  connectNamespace,
+  disconnectNamespace,
+  electedDeployment,
+  followedFree,
+  freeCpu,
+  getJson,
+  kubectl,
+  liveProxies,
+  running,
+  settleTeardowns,
+  squeeze,
+  uniqueName,
+  waitFor,
+} from './support.js';
 
 const POLICY = 'multicluster.admiralty.io/placement-policy';
 

@@ -95,10 +95,15 @@ describe('preemption inside a target', function () {
       message = (await getJson('c1', 'pod', 'polite', '-n', ns)).status.conditions?.find((c: any) => c.type === 'PodScheduled')?.message ?? '';
       return message.includes('preemptionPolicy');
     });
-    expect(message, message).to.match(/no node in [\w-]+\/c2 fits: \d+ Insufficient cpu \(largest free 0\); preempting pods of priority below 100000 would make room on \d+ node\(s\), but the pod's preemptionPolicy is Never/);
+    expect(message, message).to.match(
+      /no node in [\w-]+\/c2 fits: \d+ Insufficient cpu \(largest free 0\); preempting pods of priority below 100000 would make room on \d+ node\(s\), but the pod's preemptionPolicy is Never/,
+    );
     expect((await getJson('c1', 'pod', 'polite', '-n', ns)).spec.nodeName).to.equal(undefined);
     expect((await getJson('c2', 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items, 'no delegate made').to.deep.equal([]);
-    const after = (await getJson('c2', 'pods', '-n', ns, '-l', 'role=filler')).items.filter((p: any) => !p.metadata.deletionTimestamp).map((p: any) => p.metadata.uid).sort();
+    const after = (await getJson('c2', 'pods', '-n', ns, '-l', 'role=filler')).items
+      .filter((p: any) => !p.metadata.deletionTimestamp)
+      .map((p: any) => p.metadata.uid)
+      .sort();
     expect(after, 'every filler still there').to.deep.equal(before);
   });
 });

@@ -70,7 +70,7 @@ describe('preferred node affinity across targets', function () {
     await waitFor('c2 full', 15_000, async () => (await roomFor('c2', 10_000)) === 0);
   }
 
-  it("a Deployment preferring region eu runs on c2 (whose real nodes are in eu) while c2 has room, then overflows to c1", async () => {
+  it('a Deployment preferring region eu runs on c2 (whose real nodes are in eu) while c2 has room, then overflows to c1', async () => {
     const room = await c2RoomForTwo();
     await c2ThenOverflow('eu-first', room, { spec: preferring(prefer(50, REGION, ['eu'])) });
   });

@@ -46,7 +46,10 @@ describe('provider confinement (admission policies where RBAC cannot narrow)', f
   const approveAsProvider = async (name: string) => {
     const csr = await getJson('c1', 'csr', name);
     const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-    csr.status = { ...csr.status, conditions: [...(csr.status?.conditions ?? []), { type: 'Approved', status: 'True', reason: 'AdmiraltyAutoApproved', message: 'e2e', lastUpdateTime: now, lastTransitionTime: now }] };
+    csr.status = {
+      ...csr.status,
+      conditions: [...(csr.status?.conditions ?? []), { type: 'Approved', status: 'True', reason: 'AdmiraltyAutoApproved', message: 'e2e', lastUpdateTime: now, lastTransitionTime: now }],
+    };
     return asProvider(['replace', '--raw', dryRun(`/apis/certificates.k8s.io/v1/certificatesigningrequests/${name}/approval`), '-f', '-'], JSON.stringify(csr));
   };
 
@@ -82,18 +85,21 @@ describe('provider confinement (admission policies where RBAC cannot narrow)', f
     await kubectl('c1', 'create', 'namespace', ns);
     cleanups.push(() => kubectl('c1', 'delete', 'namespace', ns, '--wait=false'));
     const name = 'admiralty-source-not-ours';
-    await apply('c1', `apiVersion: rbac.authorization.k8s.io/v1
+    await apply(
+      'c1',
+      `apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: ${name}, namespace: ${ns}}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: multicluster-scheduler-source}
 subjects: [{kind: ServiceAccount, name: default, namespace: ${ns}}]
-`);
+`,
+    );
     refusedBy('admiralty-provider-bindings', await asProvider(['delete', '--raw', dryRun(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings/${name}`)]));
     const label = JSON.stringify([{ op: 'add', path: '/metadata/labels', value: { 'multicluster.admiralty.io/source-name': 'x', 'multicluster.admiralty.io/source-namespace': ns } }]);
     refusedBy('admiralty-provider-bindings', await asProvider(['patch', 'rolebinding', name, '-n', ns, '--type=json', '-p', label, '--dry-run=server']));
   });
 
-  it('refuses the provider deleting the Lease, or writing the labels, of a real (kwok) node, and allows a dry-run delete of its virtual node\'s Lease', async () => {
+  it("refuses the provider deleting the Lease, or writing the labels, of a real (kwok) node, and allows a dry-run delete of its virtual node's Lease", async () => {
     const nodes = (await getJson<{ items: { metadata: { name: string; labels?: Record<string, string> } }[] }>('c1', 'nodes')).items;
     const real = nodes.find((n) => n.metadata.labels?.['virtual-kubelet.io/provider'] !== 'admiralty')!.metadata.name;
     const virtual = nodes.find((n) => n.metadata.labels?.['virtual-kubelet.io/provider'] === 'admiralty')!.metadata.name;
@@ -106,7 +112,9 @@ subjects: [{kind: ServiceAccount, name: default, namespace: ${ns}}]
 
   it('refuses the provider approving, or deleting, a kubelet-serving CSR for another node name that it did not file, even under its own name prefix', async () => {
     const name = uniqueName('admiralty-kubelet-serving-e2e-other');
-    const real = (await getJson<{ items: { metadata: { name: string; labels?: Record<string, string> } }[] }>('c1', 'nodes')).items.find((n) => n.metadata.labels?.['virtual-kubelet.io/provider'] !== 'admiralty')!.metadata.name;
+    const real = (await getJson<{ items: { metadata: { name: string; labels?: Record<string, string> } }[] }>('c1', 'nodes')).items.find(
+      (n) => n.metadata.labels?.['virtual-kubelet.io/provider'] !== 'admiralty',
+    )!.metadata.name;
     await apply('c1', csrYaml(name, real));
     cleanups.push(() => kubectl('c1', 'delete', 'csr', name, '--ignore-not-found'));
     refusedBy('admiralty-provider-csrs', await approveAsProvider(name));
@@ -121,10 +129,13 @@ subjects: [{kind: ServiceAccount, name: default, namespace: ${ns}}]
     expect((await getJson('c1', 'csr', name)).spec.username).to.equal(PROVIDER_USER);
     allowed(await approveAsProvider(name));
     allowed(await asProvider(['delete', 'csr', name]));
-    refusedBy('admiralty-provider-csrs', await asProvider(['create', '--raw', dryRun('/apis/certificates.k8s.io/v1/certificatesigningrequests'), '-f', '-'], csrYaml(uniqueName('e2e-serving'), 'admiralty-e2e')));
+    refusedBy(
+      'admiralty-provider-csrs',
+      await asProvider(['create', '--raw', dryRun('/apis/certificates.k8s.io/v1/certificatesigningrequests'), '-f', '-'], csrYaml(uniqueName('e2e-serving'), 'admiralty-e2e')),
+    );
   });
 
-  it('finds the policies\' refusals of the provider in the audit log, as the suite\'s final check does, where only dry runs are left out', async () => {
+  it("finds the policies' refusals of the provider in the audit log, as the suite's final check does, where only dry runs are left out", async () => {
     const byPolicy = () => {
       const refused = sandbox.forbiddenRequests('c1', PROVIDER_USER, { includeDryRuns: true }) ?? [];
       return POLICIES.filter((p) => refused.some((r) => r.endsWith(`(ValidatingAdmissionPolicy ${p})`)));

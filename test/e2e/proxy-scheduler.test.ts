@@ -29,7 +29,18 @@ function getStatus(path: string, auth: { cert?: Buffer; key?: Buffer; token?: st
 function postToWebhookServer(path: string, body: string, client: { cert?: Buffer; key?: Buffer }): Promise<{ status: number; body: string }> {
   return new Promise((res, rej) => {
     const req = https.request(
-      { host: '127.0.0.1', port: sandbox.ports('c1').webhook, path, method: 'POST', rejectUnauthorized: false, cert: client.cert, key: client.key, agent: false, timeout: 5000, headers: { 'content-type': 'application/json' } },
+      {
+        host: '127.0.0.1',
+        port: sandbox.ports('c1').webhook,
+        path,
+        method: 'POST',
+        rejectUnauthorized: false,
+        cert: client.cert,
+        key: client.key,
+        agent: false,
+        timeout: 5000,
+        headers: { 'content-type': 'application/json' },
+      },
       (r) => {
         let text = '';
         r.on('data', (d) => (text += d));
@@ -139,7 +150,10 @@ describe('proxy scheduler (c1)', function () {
           stream.on('close', () => res({ status, body }));
         });
       });
-      const refused = await Promise.race([Promise.any(answers.map((a) => a.then((r) => (r.status === 503 ? r : Promise.reject(new Error(`${r.status}`)))))), new Promise<undefined>((r) => setTimeout(r, 30_000))]);
+      const refused = await Promise.race([
+        Promise.any(answers.map((a) => a.then((r) => (r.status === 503 ? r : Promise.reject(new Error(`${r.status}`)))))),
+        new Promise<undefined>((r) => setTimeout(r, 30_000)),
+      ]);
       expect(refused, 'a 503 for the body past the budget').to.not.equal(undefined);
       expect(refused!.body).to.match(/this connection/);
       // While those bodies are held, the apiserver's own admission calls go through.
@@ -157,7 +171,10 @@ describe('proxy scheduler (c1)', function () {
     const pki = ensurePki(join(sandbox.dir, 'pki'));
     const binding = JSON.stringify({ PodName: 'nobody', PodNamespace: 'default', PodUID: '00000000-0000-0000-0000-000000000000', Node: 'admiralty-namespace-default-c2' });
     const filter = JSON.stringify({ Pod: { metadata: { name: 'nobody', namespace: 'default' }, spec: { containers: [] } }, NodeNames: ['admiralty-namespace-default-c2'] });
-    for (const [verb, body] of [['bind', binding], ['filter', filter]] as const) {
+    for (const [verb, body] of [
+      ['bind', binding],
+      ['filter', filter],
+    ] as const) {
       const anonymous = await postToWebhookServer(`/scheduler/${verb}`, body, {});
       expect(anonymous.status, `${verb} without a certificate`).to.equal(401);
       expect(anonymous.body).to.match(/requires a client certificate/);

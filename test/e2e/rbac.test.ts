@@ -18,7 +18,8 @@ function providerMay(cluster: string, a: Attributes): Promise<boolean> {
   });
 }
 
-const describeAttrs = (a: Attributes) => `${a.verb} ${a.group ? `${a.group}/` : ''}${a.resource}${a.subresource ? `/${a.subresource}` : ''}${a.name ? ` ${a.name}` : ''} in ${a.namespace || 'all namespaces'}`;
+const describeAttrs = (a: Attributes) =>
+  `${a.verb} ${a.group ? `${a.group}/` : ''}${a.resource}${a.subresource ? `/${a.subresource}` : ''}${a.name ? ` ${a.name}` : ''} in ${a.namespace || 'all namespaces'}`;
 
 interface Binding {
   kind: string;
@@ -38,7 +39,10 @@ describe('least privilege of the provider (exactly the shipped RBAC)', function 
       .map((b) => `${b.kind} ${b.metadata.namespace ?? ''}/${b.metadata.name}`);
     expect(shipped).to.have.length.greaterThan(0);
     for (const cluster of ['c1', 'c2']) {
-      const all = [...(await getJson<{ items: Binding[] }>(cluster, 'clusterrolebindings')).items.map((b) => ({ ...b, kind: 'ClusterRoleBinding' })), ...(await getJson<{ items: Binding[] }>(cluster, 'rolebindings', '-A')).items.map((b) => ({ ...b, kind: 'RoleBinding' }))];
+      const all = [
+        ...(await getJson<{ items: Binding[] }>(cluster, 'clusterrolebindings')).items.map((b) => ({ ...b, kind: 'ClusterRoleBinding' })),
+        ...(await getJson<{ items: Binding[] }>(cluster, 'rolebindings', '-A')).items.map((b) => ({ ...b, kind: 'RoleBinding' })),
+      ];
       const toProvider = all.filter((b) => (b.subjects ?? []).some((s) => s.kind === 'ServiceAccount' && s.name === saName && s.namespace === saNamespace));
       const found = toProvider.map((b) => `${b.kind} ${b.metadata.namespace ?? ''}/${b.metadata.name}`);
       expect(found.filter((f) => shipped.includes(f)).sort(), `${cluster}: every shipped binding is installed`).to.deep.equal([...shipped].sort());
@@ -50,8 +54,13 @@ describe('least privilege of the provider (exactly the shipped RBAC)', function 
       // Nor through a group: no binding to all service accounts (of its namespace), but the
       // apiserver's own defaults (same-name system: role and binding, e.g. issuer discovery).
       const isDefault = (b: Binding) => b.metadata.name.startsWith('system:') && b.roleRef.name === b.metadata.name;
-      const groups = all.filter((b) => !isDefault(b) && (b.subjects ?? []).some((s) => s.kind === 'Group' && (s.name === 'system:serviceaccounts' || s.name === `system:serviceaccounts:${saNamespace}`)));
-      expect(groups.map((b) => b.metadata.name), `${cluster}: bindings to service-account groups`).to.deep.equal([]);
+      const groups = all.filter(
+        (b) => !isDefault(b) && (b.subjects ?? []).some((s) => s.kind === 'Group' && (s.name === 'system:serviceaccounts' || s.name === `system:serviceaccounts:${saNamespace}`)),
+      );
+      expect(
+        groups.map((b) => b.metadata.name),
+        `${cluster}: bindings to service-account groups`,
+      ).to.deep.equal([]);
     }
   });
 

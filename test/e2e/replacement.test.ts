@@ -69,13 +69,18 @@ describe('re-placement', function () {
       return bound?.spec?.nodeName === node;
     });
     await kubectl('c2', 'delete', 'pod', 'probe', '-n', ns, '--grace-period=0', '--force');
-    const preferExtra = { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, preference: { matchExpressions: [{ key: 'e2e-replace', operator: 'In', values: [ns] }] } }] } };
+    const preferExtra = {
+      nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, preference: { matchExpressions: [{ key: 'e2e-replace', operator: 'In', values: [ns] }] } }] },
+    };
     await apply('c1', electedDeployment('web', ns, 3, '100m', { annotations: { 'multicluster.admiralty.io/placement-policy': 'burst' }, spec: { affinity: preferExtra } }));
     expect(Object.fromEntries(await running(ns, 'web', 3))).to.deep.equal({ [nodes.c2Node]: 3 });
     const before = await liveProxies(ns, 'web');
     for (const p of before) {
       const ds = await delegatesOf('c2', ns, p.metadata.uid);
-      expect(ds.map((d) => d.spec.nodeName), `delegate of ${p.metadata.name}`).to.deep.equal([node]);
+      expect(
+        ds.map((d) => d.spec.nodeName),
+        `delegate of ${p.metadata.name}`,
+      ).to.deep.equal([node]);
     }
 
     const oldNames = new Set(before.map((p) => p.metadata.name));
@@ -93,7 +98,11 @@ describe('re-placement', function () {
     expect(new Set(events.map((e: any) => e.involvedObject.name))).to.deep.equal(oldNames);
     for (const e of events) {
       expect(e.type).to.equal('Warning');
-      expect(e.message).to.match(new RegExp(`^delegate \\S+ ran on node ${node}, which ${ns}/c2 no longer has: deleting the proxy and its delegate so that its ReplicaSet \\S+ recreates it on another target; ${ns}/c2 is avoided for the ReplicaSet's pods until \\S+$`));
+      expect(e.message).to.match(
+        new RegExp(
+          `^delegate \\S+ ran on node ${node}, which ${ns}/c2 no longer has: deleting the proxy and its delegate so that its ReplicaSet \\S+ recreates it on another target; ${ns}/c2 is avoided for the ReplicaSet's pods until \\S+$`,
+        ),
+      );
     }
     // No pod lost, none doubled: each live proxy has exactly one delegate, in c1; the old ones leave c2.
     for (const p of await liveProxies(ns, 'web')) {

@@ -7,7 +7,10 @@ import { apply, getJson, kubectl, kubectlStdin, sandbox, uniqueName, waitFor } f
 /** The ground every other test stands on: real control planes, fake nodes, logs and exec. */
 describe('sandbox', () => {
   it('has two Ready fake nodes per cluster with their region label', async () => {
-    for (const [cluster, region] of [['c1', 'us'], ['c2', 'eu']] as const) {
+    for (const [cluster, region] of [
+      ['c1', 'us'],
+      ['c2', 'eu'],
+    ] as const) {
       const nodes = await getJson(cluster, 'nodes', '-l', 'type=kwok');
       expect(nodes.items).to.have.length(2);
       for (const n of nodes.items) {
@@ -22,7 +25,10 @@ describe('sandbox', () => {
   it("serves each cluster's metrics API through metrics-server, from the usage kwok simulates", async () => {
     // The sandbox's ClusterResourceUsage of namespace default: what the pod's annotations say.
     const name = uniqueName('usage');
-    await apply('c2', `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: default, annotations: {kwok.x-k8s.io/usage-cpu: 42m, kwok.x-k8s.io/usage-memory: 7Mi}}\nspec:\n  containers: [{name: app, image: busybox}]\n`);
+    await apply(
+      'c2',
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: ${name}, namespace: default, annotations: {kwok.x-k8s.io/usage-cpu: 42m, kwok.x-k8s.io/usage-memory: 7Mi}}\nspec:\n  containers: [{name: app, image: busybox}]\n`,
+    );
     try {
       let out = '';
       // Two scrapes of the fake node (10 s apart, at the path its annotation names, on the port its
@@ -48,10 +54,7 @@ describe('sandbox', () => {
       mkdirSync(dir, { recursive: true });
       const file = join(dir, `${ns}.log`);
       writeFileSync(file, `${new Date().toISOString()} stdout F first line of ${ns}\n`);
-      await apply(
-        'c2',
-        `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Logs\nmetadata: {name: p, namespace: ${ns}}\nspec:\n  logs:\n  - logsFile: ${file}\n    follow: true\n`,
-      );
+      await apply('c2', `apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Logs\nmetadata: {name: p, namespace: ${ns}}\nspec:\n  logs:\n  - logsFile: ${file}\n    follow: true\n`);
       await apply('c2', `apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ${ns}}\nspec:\n  containers: [{name: app, image: busybox}]\n`);
       await waitFor('pod p Running', 60_000, async () => (await kubectl('c2', 'get', 'pod', 'p', '-n', ns, '-o', 'jsonpath={.status.phase}')) === 'Running');
 
@@ -73,7 +76,13 @@ describe('sandbox', () => {
     const loop = Number(readFileSync(join(sandbox.dir, 'pids', 'c1-provider.pid'), 'utf8'));
     const childOf = (pid: number) => {
       try {
-        return Number(execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' }).trim().split('\n')[0]) || undefined;
+        return (
+          Number(
+            execFileSync('pgrep', ['-P', String(pid)], { encoding: 'utf8' })
+              .trim()
+              .split('\n')[0],
+          ) || undefined
+        );
       } catch {
         return undefined;
       }
@@ -97,7 +106,10 @@ describe('sandbox', () => {
     await waitFor('a new provider, Ready', 60_000, async () => {
       const next = childOf(loop);
       if (!next || next === provider) return false;
-      return fetch(`http://127.0.0.1:${sandbox.ports('c1').metrics}/readyz`).then((r) => r.ok, () => false);
+      return fetch(`http://127.0.0.1:${sandbox.ports('c1').metrics}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
     });
   });
 });

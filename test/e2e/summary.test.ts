@@ -41,7 +41,10 @@ describe('ClusterSummary', function () {
     const ns = uniqueName('summary');
     await kubectl('c2', 'create', 'namespace', ns);
     try {
-      await apply('c2', `apiVersion: v1\nkind: Pod\nmetadata: {name: hog, namespace: ${ns}}\nspec:\n  nodeName: ${target}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: 700m}}}]\n`);
+      await apply(
+        'c2',
+        `apiVersion: v1\nkind: Pod\nmetadata: {name: hog, namespace: ${ns}}\nspec:\n  nodeName: ${target}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: 700m}}}]\n`,
+      );
       const freeOn = async () => {
         const s = await getJson('c2', 'clustersummary', 'singleton');
         return milliCpu(s.nodePools.flatMap((p: any) => p.nodes).find((n: any) => n.name === target).free.cpu);
@@ -59,15 +62,26 @@ describe('ClusterSummary', function () {
   it("leaves the pods of virtual nodes (in c1, its proxies) out at the server: c1's summary watch names each virtual node", async function () {
     const watches = sandbox.auditedWatches('c1', PROVIDER_USER);
     if (!watches) this.skip(); // a sandbox started before audit logging
-    const virtualNodes = (await kubectl('c1', 'get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'name')).split('\n').filter(Boolean).map((n) => n.replace('node/', ''));
+    const virtualNodes = (await kubectl('c1', 'get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'name'))
+      .split('\n')
+      .filter(Boolean)
+      .map((n) => n.replace('node/', ''));
     expect(virtualNodes.length).to.be.at.least(1);
     // The newest watch of all pods by c1's provider with the summary's selection of assigned pods.
     const newest = watches.filter((w) => w.path === '/api/v1/pods' && w.fieldSelector.startsWith('spec.nodeName!=,status.phase!=Succeeded')).at(-1)?.fieldSelector ?? '';
     expect(newest.split(','), 'the summary watch leaves out every virtual node').to.include.members(virtualNodes.map((n) => `spec.nodeName!=${n}`));
     // And c1's summary counts c1's real nodes only.
     const summary = await getJson('c1', 'clustersummary', 'singleton');
-    const realNodes = (await getJson('c1', 'nodes')).items.filter((n: any) => !virtualNodes.includes(n.metadata.name)).map((n: any) => n.metadata.name).sort();
-    expect(summary.nodePools.flatMap((p: any) => p.nodes).map((n: any) => n.name).sort()).to.deep.equal(realNodes);
+    const realNodes = (await getJson('c1', 'nodes')).items
+      .filter((n: any) => !virtualNodes.includes(n.metadata.name))
+      .map((n: any) => n.metadata.name)
+      .sort();
+    expect(
+      summary.nodePools
+        .flatMap((p: any) => p.nodes)
+        .map((n: any) => n.name)
+        .sort(),
+    ).to.deep.equal(realNodes);
   });
 
   it("is renewed by c2's provider every renew interval; once it stops, c1 takes Target c2 out of placement (ClusterSummaryStale), and back once it writes again", async function () {
@@ -103,7 +117,9 @@ describe('ClusterSummary', function () {
       // (its monotonic clock, from when it first saw that version), not by the test's clock.
       const unchangedS = Number(/has not changed for (\d+) s/.exec(condition.message)?.[1]);
       expect(unchangedS, `seconds unchanged in: ${condition.message}`).to.be.at.least(3 * 3 + 10);
-      expect(condition.message).to.match(/^the target at https:\/\/\S+: its ClusterSummary has not changed for \d+ s, though its writer rewrites it every 3 s at the longest \(last written at .*, by its clock\): the provider there \(its summary component\) is down or cannot write/);
+      expect(condition.message).to.match(
+        /^the target at https:\/\/\S+: its ClusterSummary has not changed for \d+ s, though its writer rewrites it every 3 s at the longest \(last written at .*, by its clock\): the provider there \(its summary component\) is down or cannot write/,
+      );
       const node = await getJson('c1', 'node', c2Node);
       expect(node.status.conditions.find((c: any) => c.type === 'Ready')).to.deep.include({ status: 'False', reason: 'ClusterSummaryStale' });
       // Its own cluster's Target keeps its summary, written by c1's provider.

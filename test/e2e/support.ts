@@ -129,7 +129,10 @@ export async function disconnectNamespace(ns: string): Promise<void> {
     kubectl('c1', 'wait', '--for=delete', `namespace/${ns}`, '--timeout=120s')
       .catch(() => undefined)
       .then(() => kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found'))
-      .then(() => undefined, () => undefined),
+      .then(
+        () => undefined,
+        () => undefined,
+      ),
   );
 }
 
@@ -155,7 +158,10 @@ export async function squeeze(cluster: string, ns: string, keepMilli: number): P
   const free = await freeCpu(cluster);
   for (const [node, milli] of free) {
     if (milli <= keepMilli) continue;
-    await apply(cluster, `apiVersion: v1\nkind: Pod\nmetadata: {name: hog-${node}, namespace: ${ns}, labels: {role: hog}}\nspec:\n  nodeName: ${node}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: ${milli - keepMilli}m}}}]\n`);
+    await apply(
+      cluster,
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: hog-${node}, namespace: ${ns}, labels: {role: hog}}\nspec:\n  nodeName: ${node}\n  containers: [{name: c, image: busybox, resources: {requests: {cpu: ${milli - keepMilli}m}}}]\n`,
+    );
   }
   await waitFor(`every ${cluster} node down to ${keepMilli}m free`, 30_000, async () => [...(await freeCpu(cluster)).values()].every((m) => m <= keepMilli));
 }
@@ -333,7 +339,9 @@ export function userShell(sb: Sandbox, cwd: string, opts: { helm?: boolean; sign
   const env = { PATH: path, KUBECONFIG: sb.kubeconfigPath, HOME: join(cwd, '.home') };
   return (command) =>
     new Promise((res) => {
-      execFile('bash', ['-c', `set -euo pipefail\n${command}`], { cwd, env, maxBuffer: 64 << 20, signal: opts.signal }, (err, stdout, stderr) => res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+      execFile('bash', ['-c', `set -euo pipefail\n${command}`], { cwd, env, maxBuffer: 64 << 20, signal: opts.signal }, (err, stdout, stderr) =>
+        res({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
     });
 }
 
@@ -347,7 +355,7 @@ export function userShell(sb: Sandbox, cwd: string, opts: { helm?: boolean; sign
 export async function nudgingStuckCrds(deleting: Promise<unknown>, left: () => Promise<any[]>, nudge: () => Promise<unknown>, afterMs = 30_000): Promise<string> {
   let done = false;
   const nudged = (async () => {
-    for (const started = Date.now(); Date.now() - started < afterMs; ) {
+    for (const started = Date.now(); Date.now() - started < afterMs;) {
       await new Promise((r) => setTimeout(r, 1000));
       if (done) return '';
     }

@@ -22,7 +22,10 @@ describe('targets and virtual nodes', function () {
   it('lists one Ready virtual node per target, with taint, role, capacity and the target nodes’ region', async () => {
     const nodes = await getJson('c1', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty');
     const byName = new Map<string, any>(nodes.items.map((n: any) => [n.metadata.name, n]));
-    for (const [name, region] of [['admiralty-namespace-default-c1', 'us'], ['admiralty-namespace-default-c2', 'eu']] as const) {
+    for (const [name, region] of [
+      ['admiralty-namespace-default-c1', 'us'],
+      ['admiralty-namespace-default-c2', 'eu'],
+    ] as const) {
       const n = byName.get(name);
       expect(n, name).to.exist;
       expect(readyOf(n)).to.equal('True');
@@ -59,7 +62,10 @@ describe('targets and virtual nodes', function () {
     const ns = uniqueName('get-targets');
     await kubectl('c1', 'create', 'namespace', ns);
     try {
-      await apply('c1', `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: broken, namespace: ${ns}}\nspec: {kubeconfigSecret: {name: missing}, placement: {weight: 3, priority: 2}}\n`);
+      await apply(
+        'c1',
+        `apiVersion: multicluster.admiralty.io/v1alpha1\nkind: Target\nmetadata: {name: broken, namespace: ${ns}}\nspec: {kubeconfigSecret: {name: missing}, placement: {weight: 3, priority: 2}}\n`,
+      );
       await waitFor('Target broken says SecretNotFound', 60_000, async () => targetReady(await getJson('c1', 'target', 'broken', '-n', ns))?.reason === 'SecretNotFound');
       const broken = await table('c1', getTargets!, '-n', ns);
       // The name its node will have once it works (the status says it from the start).
@@ -103,7 +109,8 @@ describe('targets and virtual nodes', function () {
         { name: 'garbage', secret: 'this is: [not a kubeconfig', reason: 'KubeconfigInvalid' },
         {
           name: 'unreachable',
-          secret: 'apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: "https://127.0.0.1:1"}}]\nusers: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n',
+          secret:
+            'apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: "https://127.0.0.1:1"}}]\nusers: [{name: x, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: x, user: x}}]\ncurrent-context: x\n',
           reason: 'TargetUnreachable',
         },
       ];
@@ -116,8 +123,10 @@ describe('targets and virtual nodes', function () {
         const cond = targetReady(await getJson('c1', 'target', c.name, '-n', ns));
         expect(cond.status).to.equal('False');
         expect(cond.message).to.be.a('string').and.not.empty;
-        await waitFor(`event ${c.reason}`, 30_000, async () =>
-          (await kubectl('c1', 'get', 'events', '-n', ns, '--field-selector', `involvedObject.name=${c.name},reason=${c.reason}`, '-o', 'name')).trim() !== '',
+        await waitFor(
+          `event ${c.reason}`,
+          30_000,
+          async () => (await kubectl('c1', 'get', 'events', '-n', ns, '--field-selector', `involvedObject.name=${c.name},reason=${c.reason}`, '-o', 'name')).trim() !== '',
         );
       }
       // The healthy targets are not disturbed.
@@ -166,7 +175,12 @@ describe('targets and virtual nodes', function () {
     await kubectl('c1', 'create', 'namespace', ns);
     try {
       const cases = [
-        { name: 'token-file', reason: 'KubeconfigUnsupported', listener: await listen(), kubeconfig: (p: number) => kc(`https://127.0.0.1:${p}`, `token-file: ${tokenFile}`, ', insecure-skip-tls-verify: true') },
+        {
+          name: 'token-file',
+          reason: 'KubeconfigUnsupported',
+          listener: await listen(),
+          kubeconfig: (p: number) => kc(`https://127.0.0.1:${p}`, `token-file: ${tokenFile}`, ', insecure-skip-tls-verify: true'),
+        },
         { name: 'proxy-url', reason: 'KubeconfigUnsupported', listener: await listen(), kubeconfig: (p: number) => kc('https://10.0.0.1:6443', 'token: t', `, proxy-url: "http://127.0.0.1:${p}"`) },
         { name: 'query', reason: 'KubeconfigInvalid', listener: await listen(), kubeconfig: (p: number) => kc(`https://127.0.0.1:${p}/?`, 'token: t') },
         { name: 'newline-token', reason: 'KubeconfigInvalid', listener: await listen(), kubeconfig: (p: number) => kc(`https://127.0.0.1:${p}`, 'token: "canary-token\\n"') },

@@ -123,7 +123,15 @@ describe('tenancy: a Binding cannot write what makes a pod a proxy', function ()
     const name = 'unbound';
     await apply('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns }, spec: { schedulerName: 'nobody', containers: [{ name: 'app', image: 'nginx' }] } }));
     const bind = (path: string, metadata: Record<string, unknown>) =>
-      kubectlStdin('c1', JSON.stringify({ apiVersion: 'v1', kind: 'Binding', metadata: { name, ...metadata }, target: { apiVersion: 'v1', kind: 'Node', name: 'nowhere' } }), 'create', '--raw', path, '-f', '-');
+      kubectlStdin(
+        'c1',
+        JSON.stringify({ apiVersion: 'v1', kind: 'Binding', metadata: { name, ...metadata }, target: { apiVersion: 'v1', kind: 'Node', name: 'nowhere' } }),
+        'create',
+        '--raw',
+        path,
+        '-f',
+        '-',
+      );
     for (const path of [`/api/v1/namespaces/${ns}/pods/${name}/binding`, `/api/v1/namespaces/${ns}/bindings`]) {
       for (const metadata of [{ annotations: { [ELECT]: '' } }, { annotations: { [MANIFEST]: FORGED } }, { labels: { [LABEL]: 'true' } }]) {
         const refused = await bind(path, metadata);
@@ -166,12 +174,22 @@ describe('tenancy: a ClusterTarget with a kubeconfig, authorized by a ClusterSou
     }
     // In c2: one ClusterSource for c1's identity (the ServiceAccount c1's kubeconfig Secret names) grants it every namespace.
     const [saNamespace, saName] = SOURCE_USER.split(':').slice(2);
-    await apply('c2', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterSource', metadata: { name: ct }, spec: { serviceAccount: { name: saName, namespace: saNamespace } } }));
+    await apply(
+      'c2',
+      JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterSource', metadata: { name: ct }, spec: { serviceAccount: { name: saName, namespace: saNamespace } } }),
+    );
     for (const ns of namespaces) {
-      await waitFor(`the ClusterSource bound for ${ns}`, 30_000, async () => (await kubectl('c2', 'auth', 'can-i', 'create', 'pods', '-n', ns, '--as', SOURCE_USER).catch(() => 'no')).trim() === 'yes');
+      await waitFor(
+        `the ClusterSource bound for ${ns}`,
+        30_000,
+        async () => (await kubectl('c2', 'auth', 'can-i', 'create', 'pods', '-n', ns, '--as', SOURCE_USER).catch(() => 'no')).trim() === 'yes',
+      );
     }
     // In c1: a ClusterTarget that reads c2's kubeconfig from a Secret (not self), no namespaced Target at all.
-    await apply('c1', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterTarget', metadata: { name: ct }, spec: { kubeconfigSecret: { namespace: 'default', name: 'c2' } } }));
+    await apply(
+      'c1',
+      JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterTarget', metadata: { name: ct }, spec: { kubeconfigSecret: { namespace: 'default', name: 'c2' } } }),
+    );
     let node = '';
     await waitFor('the ClusterTarget Ready', 60_000, async () => {
       const t = await getJson('c1', 'clustertarget', ct);
@@ -185,7 +203,10 @@ describe('tenancy: a ClusterTarget with a kubeconfig, authorized by a ClusterSou
       expect(Object.fromEntries(await running(ns, 'web', 2))).to.deep.equal({ [node]: 2 });
       for (const proxy of await liveProxies(ns, 'web')) {
         const delegates = (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${proxy.metadata.uid}`)).items;
-        expect(delegates.map((d: any) => [d.metadata.namespace, d.status.phase]), `delegate of ${ns}/${proxy.metadata.name}`).to.deep.equal([[ns, 'Running']]);
+        expect(
+          delegates.map((d: any) => [d.metadata.namespace, d.status.phase]),
+          `delegate of ${ns}/${proxy.metadata.name}`,
+        ).to.deep.equal([[ns, 'Running']]);
       }
     }
   });
@@ -223,7 +244,10 @@ describe('tenancy: a ClusterTarget whose identity has a Source in some namespace
       await kubectl('c1', 'label', 'namespace', n, 'multicluster-scheduler=enabled');
     }
     await apply('c1', await sandbox.exportKubeconfig('c2', home, ct, ct));
-    await apply('c1', JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterTarget', metadata: { name: ct }, spec: { kubeconfigSecret: { namespace: 'default', name: ct } } }));
+    await apply(
+      'c1',
+      JSON.stringify({ apiVersion: 'multicluster.admiralty.io/v1alpha1', kind: 'ClusterTarget', metadata: { name: ct }, spec: { kubeconfigSecret: { namespace: 'default', name: ct } } }),
+    );
     // Ready, and its status says that only `home` of these may use it: the probe has asked c2 about both.
     let node = '';
     await waitFor('the ClusterTarget Ready, placing pods of its Source namespace only', 60_000, async () => {
@@ -243,10 +267,13 @@ describe('tenancy: a ClusterTarget whose identity has a Source in some namespace
     // bind never tried (no Delegated condition), so nothing was written in c2.
     const advice = `the cluster of ClusterTarget ${ct} does not authorize this source (user "${user}") to create pods in namespace ${ns}: create a Source in namespace ${ns} of that cluster with spec.userName "${user}", or a ClusterSource for every namespace`;
     const events = async () => (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.name=waiting')).items;
-    await waitFor('the filter\'s reason in a FailedScheduling event', 60_000, async () => (await events()).some((e: any) => e.reason === 'FailedScheduling' && e.message.includes(advice)));
+    await waitFor("the filter's reason in a FailedScheduling event", 60_000, async () => (await events()).some((e: any) => e.reason === 'FailedScheduling' && e.message.includes(advice)));
     const waiting = await getJson('c1', 'pod', 'waiting', '-n', ns);
     expect(waiting.spec.nodeName, 'not bound').to.equal(undefined);
-    expect(waiting.status?.conditions?.find((c: any) => c.type === DELEGATED), 'no bind was tried').to.equal(undefined);
+    expect(
+      waiting.status?.conditions?.find((c: any) => c.type === DELEGATED),
+      'no bind was tried',
+    ).to.equal(undefined);
     expect((await getJson('c2', 'pods', '-n', ns)).items).to.deep.equal([]);
 
     // The operator creates the Source the message names: the pending pod is placed on the next
@@ -304,7 +331,10 @@ describe('tenancy: a Target with a kubeconfig, created before its Source in the 
     });
     const early = await getJson('c1', 'pod', 'early', '-n', ns);
     expect(early.spec.nodeName, 'not bound').to.equal(undefined);
-    expect(early.status?.conditions?.find((c: any) => c.type === DELEGATED), 'no bind was tried').to.equal(undefined);
+    expect(
+      early.status?.conditions?.find((c: any) => c.type === DELEGATED),
+      'no bind was tried',
+    ).to.equal(undefined);
     expect((await getJson('c2', 'pods', '-n', ns)).items).to.deep.equal([]);
 
     // The operator creates the Source: the next probe makes the Target Ready, and the pod is
@@ -318,7 +348,7 @@ describe('tenancy: a Target with a kubeconfig, created before its Source in the 
     // shows (no 403 could double the pod's back-off), and the wait's deadline is for a bind
     // that never comes.
     console.log(`      ${ns}/early bound ${seconds.toFixed(1)} s after its Source was created`);
-    expect((await ready())).to.include({ status: 'True', reason: 'TargetReady' });
+    expect(await ready()).to.include({ status: 'True', reason: 'TargetReady' });
     const delegates = (await getJson('c2', 'pods', '-n', ns, '-l', `multicluster.admiralty.io/parent-uid=${early.metadata.uid}`)).items;
     expect(delegates.map((d: any) => d.metadata.namespace)).to.deep.equal([ns]);
   });

@@ -73,7 +73,7 @@ describe('tools', () => {
       await kubectl('c2', 'delete', 'namespace', ns, '--wait=false', '--ignore-not-found');
     });
 
-    it('in a dry run changes nothing; for real, strips our finalizers (a self target\'s binding\'s too) so that objects can go', async () => {
+    it("in a dry run changes nothing; for real, strips our finalizers (a self target's binding's too) so that objects can go", async () => {
       await apply(
         'c2',
         [

@@ -87,7 +87,6 @@ describe('federation topologies', function () {
       await waitFor('no pod left in any cluster', 120_000, async () => (await allPods(s)).length === 0);
       expect(refusals(s)).to.deep.equal([]);
     });
-
   });
 
   describe('hub of 3 clusters (c2 and c3 send to c1)', () => {

@@ -123,10 +123,29 @@ describe('volumes', function () {
     const driver = `gpu-${ns}.e2e.admiralty.io`;
     const node = [...(await freeCpu('c2')).keys()].sort()[1];
     // The test plays the device driver: the class, and two devices published on one node.
-    await apply('c2', JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: { name: driver }, spec: { selectors: [{ cel: { expression: `device.driver == "${driver}"` } }] } }));
-    await apply('c2', JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceSlice', metadata: { name: `${ns}-gpu` }, spec: { driver, nodeName: node, pool: { name: node, generation: 1, resourceSliceCount: 1 }, devices: [{ name: 'gpu-0' }, { name: 'gpu-1' }] } }));
+    await apply(
+      'c2',
+      JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: { name: driver }, spec: { selectors: [{ cel: { expression: `device.driver == "${driver}"` } }] } }),
+    );
+    await apply(
+      'c2',
+      JSON.stringify({
+        apiVersion: 'resource.k8s.io/v1',
+        kind: 'ResourceSlice',
+        metadata: { name: `${ns}-gpu` },
+        spec: { driver, nodeName: node, pool: { name: node, generation: 1, resourceSliceCount: 1 }, devices: [{ name: 'gpu-0' }, { name: 'gpu-1' }] },
+      }),
+    );
     made.push(`deviceclass/${driver}`, `resourceslice/${ns}-gpu`);
-    await apply('c2', JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'ResourceClaimTemplate', metadata: { name: 'gpu', namespace: ns }, spec: { spec: { devices: { requests: [{ name: 'gpu', exactly: { deviceClassName: driver } }] } } } }));
+    await apply(
+      'c2',
+      JSON.stringify({
+        apiVersion: 'resource.k8s.io/v1',
+        kind: 'ResourceClaimTemplate',
+        metadata: { name: 'gpu', namespace: ns },
+        spec: { spec: { devices: { requests: [{ name: 'gpu', exactly: { deviceClassName: driver } }] } } },
+      }),
+    );
     const gpuPod = (name: string, only?: string) => {
       const pod = JSON.parse(podWithClaim(name, ns, 'unused', only));
       delete pod.spec.volumes;

@@ -69,7 +69,10 @@ describe('admission webhook', function () {
       names.push(plainHere);
       await apply('c1', pod(plainHere, 'default', false));
       await apply('c1', pod('elected-elsewhere', ns, true));
-      for (const [n, namespace] of [[plainHere, 'default'], ['elected-elsewhere', ns]] as const) {
+      for (const [n, namespace] of [
+        [plainHere, 'default'],
+        ['elected-elsewhere', ns],
+      ] as const) {
         await waitFor(`${n} Running`, 60_000, async () => (await getJson('c1', 'pod', n, '-n', namespace)).status.phase === 'Running');
         const p = await getJson('c1', 'pod', n, '-n', namespace);
         expect(p.metadata.annotations?.[MANIFEST]).to.equal(undefined);
@@ -168,7 +171,9 @@ describe('admission webhook under hostile pods', function () {
     names.push(ordinary);
     const healthz = () =>
       new Promise<number>((res, rej) => {
-        const socket = tls.connect({ host: '127.0.0.1', port: sandbox.providerPorts('c1', 0).kubelet, rejectUnauthorized: false }, () => socket.end('GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'));
+        const socket = tls.connect({ host: '127.0.0.1', port: sandbox.providerPorts('c1', 0).kubelet, rejectUnauthorized: false }, () =>
+          socket.end('GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n'),
+        );
         let reply = '';
         socket.on('data', (d) => (reply += d));
         socket.on('end', () => res(Number(/^HTTP\/1\.1 (\d+)/.exec(reply)?.[1] ?? 0)));

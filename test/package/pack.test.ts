@@ -29,8 +29,20 @@ describe('the published package', () => {
   after(() => rmSync(dir, { recursive: true, force: true }));
 
   it('ships the command, the compiled code, the manifests and the chart, and no tests or sandbox', () => {
-    expect(files).to.include.members(['bin/admiralty.js', 'bin/kubectl-admiralty.js', 'dist/bundle/cli.js', 'dist/provider/cli.js', 'dist/provider/main.js', 'manifests/kustomization.yaml', 'charts/admiralty/Chart.yaml', 'charts/admiralty/crds/targets.yaml', 'package.json']);
-    expect(files.filter((f) => /^(test|provider|webhook|certs|scheduler)\//.test(f) || f.startsWith('dist/test/') || f.endsWith('.ts') || f.includes('/go/') || f === 'charts/render-manifests.sh')).to.deep.equal([]);
+    expect(files).to.include.members([
+      'bin/admiralty.js',
+      'bin/kubectl-admiralty.js',
+      'dist/bundle/cli.js',
+      'dist/provider/cli.js',
+      'dist/provider/main.js',
+      'manifests/kustomization.yaml',
+      'charts/admiralty/Chart.yaml',
+      'charts/admiralty/crds/targets.yaml',
+      'package.json',
+    ]);
+    expect(
+      files.filter((f) => /^(test|provider|webhook|certs|scheduler)\//.test(f) || f.startsWith('dist/test/') || f.endsWith('.ts') || f.includes('/go/') || f === 'charts/render-manifests.sh'),
+    ).to.deep.equal([]);
   });
 
   it("bundles no copy of tr46's mapping table (node-fetch's whatwg-url is the platform URL)", () => {
@@ -53,7 +65,10 @@ describe('the published package', () => {
     const kubectl = join(buildBinaries('control-plane'), 'kubectl');
     const env = { PATH: `${join(dir, 'node_modules', '.bin')}${delimiter}${process.env.PATH}`, HOME: dir };
     const help = (await run(kubectl, ['admiralty', '--help'], { cwd: dir, env })).stdout;
-    expect(help).to.contain('usage: kubectl admiralty <command>').and.match(/^ {2}status /m).and.match(/^ {2}explain /m);
+    expect(help)
+      .to.contain('usage: kubectl admiralty <command>')
+      .and.match(/^ {2}status /m)
+      .and.match(/^ {2}explain /m);
     expect((await run(kubectl, ['admiralty', 'status', '--help'], { cwd: dir, env })).stdout).to.contain('usage: kubectl admiralty status');
     expect((await run(kubectl, ['admiralty', 'explain', '--help'], { cwd: dir, env })).stdout).to.contain('usage: kubectl admiralty explain POD');
   });
@@ -64,7 +79,10 @@ describe('the published package', () => {
     // Without --cluster-name the provider stops at its configuration check, after every module
     // of main.js (and each dependency they import) has loaded.
     const env = { PATH: process.env.PATH };
-    const err = await run(bin, ['provider'], { cwd: dir, env }).then(() => undefined, (e: { code: number; stderr: string }) => e);
+    const err = await run(bin, ['provider'], { cwd: dir, env }).then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e,
+    );
     expect(err?.code).to.equal(2);
     expect(err?.stderr).to.contain('config: ').and.not.contain('ERR_MODULE_NOT_FOUND');
     expect((await run(bin, ['export-kubeconfig', '--help'], { cwd: dir })).stdout).to.contain('usage: admiralty export-kubeconfig');

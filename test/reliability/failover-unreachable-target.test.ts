@@ -12,7 +12,10 @@ async function tarpitReady(replica: number, ns: string): Promise<string | undefi
   try {
     const res = await fetch(`http://127.0.0.1:${metricsPort(replica)}/metrics`, { signal: AbortSignal.timeout(2000) });
     const line = `admiralty_target_ready{target="Target/${ns}/tarpit"} `;
-    return (await res.text()).split('\n').find((l) => l.startsWith(line))?.slice(line.length);
+    return (await res.text())
+      .split('\n')
+      .find((l) => l.startsWith(line))
+      ?.slice(line.length);
   } catch {
     return undefined;
   }
@@ -40,7 +43,11 @@ describe('two provider replicas: the leader dies while a Target never answers', 
   withTwoReplicasAnd(ns);
 
   it('the replica that leads next delegates to c1 and to c2: of 20 pods pinned half to each, 10 Running with one delegate in c1 and 10 in c2, none lost or duplicated', async () => {
-    const head = { scenario: 'leader SIGKILLed while a Target never answers', load: `${PODS} elected pods after the takeover, ${PODS / 2} pinned to c1 and ${PODS / 2} to c2`, faults: 'SIGKILL of the leading replica of 2; a Target whose server accepts and never answers' };
+    const head = {
+      scenario: 'leader SIGKILLed while a Target never answers',
+      load: `${PODS} elected pods after the takeover, ${PODS / 2} pinned to c1 and ${PODS / 2} to c2`,
+      faults: 'SIGKILL of the leading replica of 2; a Target whose server accepts and never answers',
+    };
     await recorded(ns, head, async (row) => {
       await tarpit.addTarget(ns);
       // Both replicas have probed it (not ready), so both hold its caches, which never list.
@@ -76,7 +83,10 @@ describe('two provider replicas: the leader dies while a Target never answers', 
         const delegates = (await getJson(cluster, 'pods', '-n', ns, '-l', 'multicluster.admiralty.io/parent-cluster-name=c1')).items as any[];
         const running = delegates.filter((d) => d.status?.phase === 'Running' && !d.metadata.deletionTimestamp);
         expect(running.map((d) => d.metadata.annotations?.['multicluster.admiralty.io/parent-name']).sort(), `Running delegates in ${cluster}`).to.deep.equal(
-          Array.from({ length: PODS }, (_, i) => i).filter((i) => target(i) === cluster).map((i) => `after-${cluster}-${i}`).sort(),
+          Array.from({ length: PODS }, (_, i) => i)
+            .filter((i) => target(i) === cluster)
+            .map((i) => `after-${cluster}-${i}`)
+            .sort(),
         );
       }
       // The killed replica comes back (as its Deployment would bring it) and is Ready, the

@@ -38,7 +38,7 @@ describe('reliability: the provider stopped while pods come and go', function ()
       await kubectl('c1', 'scale', 'deployment', 'web', '-n', ns, '--replicas=20');
       const some = (await kubectl('c1', 'get', 'pods', '-n', ns, '-l', 'app=web', '-o', 'name')).trim().split('\n').slice(0, 5);
       await kubectl('c1', 'delete', '-n', ns, '--wait=false', ...some);
-      await sleep(Math.max(0, OUTAGE_S * 1000 / 2 - (Date.now() - downAt)));
+      await sleep(Math.max(0, (OUTAGE_S * 1000) / 2 - (Date.now() - downAt)));
       await kubectl('c1', 'scale', 'deployment', 'web', '-n', ns, '--replicas=40');
       await sleep(Math.max(0, OUTAGE_S * 1000 - (Date.now() - downAt)));
 

@@ -66,7 +66,8 @@ spec:
 export function withTwoReplicasAnd(ns: string): void {
   before(async () => {
     const replicas = sandbox.providerReplicas('c1');
-    if (replicas < 2) throw new Error(`the sandbox runs ${replicas} provider replica in c1; this scenario needs 2: run it with npm run test:reliability, or start the sandbox with --provider-replicas 2`);
+    if (replicas < 2)
+      throw new Error(`the sandbox runs ${replicas} provider replica in c1; this scenario needs 2: run it with npm run test:reliability, or start the sandbox with --provider-replicas 2`);
     await connectNamespace(ns);
   });
   after(async () => {

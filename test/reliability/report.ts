@@ -57,7 +57,14 @@ export function table(): string {
   const cells = (r: ReliabilityRow, isHead = false) => [r.scenario, r.load, r.faults, r.outcome, isHead ? 'lost' : count(r.lost), isHead ? 'duplicates' : count(r.duplicates)];
   const all = [cells(head, true), ...rows.map((r) => cells(r))];
   const widths = all[0]!.map((_, i) => Math.max(...all.map((c) => c[i]!.length)));
-  return all.map((c) => c.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return all
+    .map((c) =>
+      c
+        .map((v, i) => v.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /** What a namespace's proxies and delegates add up to. */

@@ -46,7 +46,7 @@ describe('reliability: a target down 90 s with delegates running', function () {
     await settleTeardowns();
   });
 
-  it("marks the proxies left in c2 unreachable, moves every opted-in replica out of c2, and once c2 is back has each of the 40 proxies Running with exactly one delegate, no orphan", async () => {
+  it('marks the proxies left in c2 unreachable, moves every opted-in replica out of c2, and once c2 is back has each of the 40 proxies Running with exactly one delegate, no orphan', async () => {
     const head = { scenario: 'target apiserver down with delegates running', load: `2 Deployments of ${REPLICAS}, one with failover-after 30s`, faults: `c2's kube-apiserver down ${OUTAGE_S} s` };
     await recorded(ns, head, async (row) => {
       await apply('c1', deployment('stays', ns, {}));
@@ -66,7 +66,9 @@ describe('reliability: a target down 90 s with delegates running', function () {
       await waitFor(`${nodes.c2Node} NotReady`, 60_000, async () => readyOf(await getJson('c1', 'node', nodes.c2Node)) !== 'True');
       const notReadyS = (Date.now() - stoppedMs) / 1000;
       row.outcome = `NotReady after ${notReadyS.toFixed(0)} s`;
-      await waitFor("the proxies left on c2 say it is unreachable", 60_000, async () => (await onC2('stays')).every((p: any) => p.status?.conditions?.some((c: any) => c.type === COND && c.status === 'False')));
+      await waitFor('the proxies left on c2 say it is unreachable', 60_000, async () =>
+        (await onC2('stays')).every((p: any) => p.status?.conditions?.some((c: any) => c.type === COND && c.status === 'False')),
+      );
       await sleep(Math.max(0, OUTAGE_S * 1000 - (Date.now() - stoppedMs)));
       const movedAway = (await onC2('moves')).length;
       row.outcome += `; ${movesOnC2 - movedAway}/${movesOnC2} opted-in replicas moved`;
@@ -83,7 +85,7 @@ describe('reliability: a target down 90 s with delegates running', function () {
       const ok = last.running === 2 * REPLICAS && last.orphans.length === 0 && last.duplicated.length === 0;
       row.outcome += ok ? `; converged ${convergedS.toFixed(0)} s after c2's return` : `; not converged: ${last.running}/${last.proxies} Running, ${last.orphans.length} orphans`;
       Object.assign(row, tally(last, 2 * REPLICAS));
-      expect(movedAway, "the opted-in replicas left c2").to.equal(0);
+      expect(movedAway, 'the opted-in replicas left c2').to.equal(0);
       expect(last).to.deep.include({ proxies: 2 * REPLICAS, running: 2 * REPLICAS, lost: [], duplicated: [], orphans: [] });
     });
   });

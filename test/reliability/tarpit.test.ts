@@ -94,7 +94,11 @@ describe('reliability: a tarpit target beside c2', function () {
       row.outcome += `, ${withTarpit.seconds.toFixed(1)} s with (ratio ${ratio.toFixed(2)}, a figure)`;
       Object.assign(row, tally(last, PODS));
       console.log(`      tarpit: ${PODS} pods Running in ${without.seconds.toFixed(1)} s without, ${withTarpit.seconds.toFixed(1)} s with (ratio ${ratio.toFixed(2)})`);
-      for (const [name, b] of [['without', without], ['with', withTarpit]] as const) console.log(`      ${name}: placed ${b.placed}; warnings: ${b.warnings || 'none'}`);
+      for (const [name, b] of [
+        ['without', without],
+        ['with', withTarpit],
+      ] as const)
+        console.log(`      ${name}: placed ${b.placed}; warnings: ${b.warnings || 'none'}`);
       expect(last).to.deep.include({ proxies: PODS, running: PODS, lost: [], duplicated: [], orphans: [] });
       expect(withTarpit.onHealthy, "the burst's proxies on c1's and c2's virtual nodes").to.equal(PODS);
       // The fault was there all along: the tarpit never answered, so its Target is not Ready.

@@ -103,7 +103,10 @@ export function planScaleUp(pods: readonly V1Pod[], groups: readonly NodeGroup[]
       break;
     }
     if (!grown) {
-      const text = [...reasons].sort(([a], [b]) => (a < b ? -1 : 1)).map(([why, n]) => `${n} ${why}`).join(', ');
+      const text = [...reasons]
+        .sort(([a], [b]) => (a < b ? -1 : 1))
+        .map(([why, n]) => `${n} ${why}`)
+        .join(', ');
       notTriggered.push({ pod, message: `pod didn't trigger scale-up: ${text}` });
     }
   }
@@ -151,7 +154,10 @@ function rejection(pod: V1Pod, room: Room, req: ResourceAmounts): string | undef
   const spec = pod.spec ?? { containers: [] };
   const free = room.free;
   if (!matchesNodeSelectorAndAffinity(spec, { name: room.labels['kubernetes.io/hostname'] ?? '', labels: room.labels })) return REASON_AFFINITY;
-  const taint = untoleratedTaint((room.taints ?? []).filter((t) => t.effect !== 'PreferNoSchedule'), spec.tolerations);
+  const taint = untoleratedTaint(
+    (room.taints ?? []).filter((t) => t.effect !== 'PreferNoSchedule'),
+    spec.tolerations,
+  );
   if (taint) return `node(s) had untolerated taint {${taint.key}: ${taint.value ?? ''}}`;
   for (const [name, amount] of [...req].sort(([a], [b]) => (a < b ? -1 : 1))) {
     if (amount > 0n && amount > (free.get(name) ?? 0n)) return name === 'pods' ? 'Too many pods' : `Insufficient ${name}`;
@@ -255,33 +261,39 @@ export class ClusterAutoscalerStandIn {
   private provision(g: NodeGroup): void {
     this.provisioning.set(g.name, (this.provisioning.get(g.name) ?? 0) + 1);
     if (g.failProvisioning) {
-      setTimeout(() => {
-        this.provisioning.set(g.name, (this.provisioning.get(g.name) ?? 1) - 1);
-        const until = Date.now() + (g.backoffSeconds ?? 300) * 1000;
-        this.backoffUntil.set(g.name, until);
-        this.log(`scale-up of ${g.name} failed: no node registered in ${g.maxNodeProvisionSeconds ?? 10} s; in backoff until ${new Date(until).toISOString()}`);
-      }, (g.maxNodeProvisionSeconds ?? 10) * 1000);
+      setTimeout(
+        () => {
+          this.provisioning.set(g.name, (this.provisioning.get(g.name) ?? 1) - 1);
+          const until = Date.now() + (g.backoffSeconds ?? 300) * 1000;
+          this.backoffUntil.set(g.name, until);
+          this.log(`scale-up of ${g.name} failed: no node registered in ${g.maxNodeProvisionSeconds ?? 10} s; in backoff until ${new Date(until).toISOString()}`);
+        },
+        (g.maxNodeProvisionSeconds ?? 10) * 1000,
+      );
       return;
     }
-    setTimeout(() => {
-      const name = `${g.name}-${randomBytes(3).toString('hex')}`;
-      const node: V1Node = {
-        apiVersion: 'v1',
-        kind: 'Node',
-        metadata: {
-          name,
-          annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
-          labels: { ...g.template.labels, [NODE_GROUP_LABEL]: g.name, 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
-        },
-        spec: { taints: g.template.taints },
-        status: { capacity: g.template.allocatable, allocatable: g.template.allocatable },
-      };
-      this.core
-        .createNode({ body: node })
-        .then(() => this.log(`node ${name} of ${g.name} created`))
-        .catch((err: unknown) => this.log(`creating node ${name} failed: ${(err as Error).message}`))
-        .finally(() => this.provisioning.set(g.name, (this.provisioning.get(g.name) ?? 1) - 1));
-    }, (g.provisionDelaySeconds ?? 3) * 1000);
+    setTimeout(
+      () => {
+        const name = `${g.name}-${randomBytes(3).toString('hex')}`;
+        const node: V1Node = {
+          apiVersion: 'v1',
+          kind: 'Node',
+          metadata: {
+            name,
+            annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+            labels: { ...g.template.labels, [NODE_GROUP_LABEL]: g.name, 'kubernetes.io/hostname': name, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
+          },
+          spec: { taints: g.template.taints },
+          status: { capacity: g.template.allocatable, allocatable: g.template.allocatable },
+        };
+        this.core
+          .createNode({ body: node })
+          .then(() => this.log(`node ${name} of ${g.name} created`))
+          .catch((err: unknown) => this.log(`creating node ${name} failed: ${(err as Error).message}`))
+          .finally(() => this.provisioning.set(g.name, (this.provisioning.get(g.name) ?? 1) - 1));
+      },
+      (g.provisionDelaySeconds ?? 3) * 1000,
+    );
   }
 
   private async record(pod: V1Pod, reason: string, message: string): Promise<void> {

@@ -70,10 +70,7 @@ export function ensurePki(dir: string): SandboxPki {
   const sign = (name: string, subject: string, ext: string, ca = 'ca') => {
     openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-subj', subject, '-keyout', `${name}.key`, '-out', `${name}.csr`], dir);
     writeFileSync(p(`${name}.ext`), ext);
-    openssl(
-      ['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-days', '3650', '-out', `${name}.crt`, '-extfile', `${name}.ext`],
-      dir,
-    );
+    openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-days', '3650', '-out', `${name}.crt`, '-extfile', `${name}.ext`], dir);
   };
   sign(
     'apiserver',

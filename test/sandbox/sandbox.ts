@@ -38,7 +38,18 @@ export function shippedCli(): { command: string; args: string[] } {
  * schedulerName admiralty-proxy, that places proxy pods) runs in the sources only (c1 in the
  * default topology).
  */
-export const CLUSTER_COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'metrics-server', 'provider', 'provider-front', 'proxy-scheduler', 'cluster-autoscaler-stand-in'] as const;
+export const CLUSTER_COMPONENTS = [
+  'etcd',
+  'kube-apiserver',
+  'kube-controller-manager',
+  'kube-scheduler',
+  'kwok',
+  'metrics-server',
+  'provider',
+  'provider-front',
+  'proxy-scheduler',
+  'cluster-autoscaler-stand-in',
+] as const;
 export type Component = (typeof CLUSTER_COMPONENTS)[number];
 
 /**
@@ -310,7 +321,15 @@ export class Sandbox {
       writeFileSync(this.statePath, JSON.stringify(state, null, 2));
     }
     const region = REGIONS[state.clusters.indexOf(cluster) % REGIONS.length];
-    const groups = [{ name: `${cluster}-burst`, minSize: 0, maxSize: 3, provisionDelaySeconds: 3, template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { 'topology.kubernetes.io/region': region } } }];
+    const groups = [
+      {
+        name: `${cluster}-burst`,
+        minSize: 0,
+        maxSize: 3,
+        provisionDelaySeconds: 3,
+        template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { 'topology.kubernetes.io/region': region } },
+      },
+    ];
     const exists = await this.kubectl(cluster, 'get', 'configmap', '-n', 'kube-system', STAND_IN_CONFIGMAP, '--ignore-not-found', '-o', 'name');
     if (!exists.trim()) await this.kubectl(cluster, 'create', 'configmap', '-n', 'kube-system', STAND_IN_CONFIGMAP, `--from-literal=node-groups=${JSON.stringify(groups)}`);
     startProcess(this.spec(cluster, 'cluster-autoscaler-stand-in', state));
@@ -530,7 +549,14 @@ export class Sandbox {
           cwd: REPO_ROOT,
           marker: `--listen=${p.webhook}`,
           restart: true,
-          args: ['--import', 'tsx', join(REPO_ROOT, 'test', 'sandbox', 'tcp-front.ts'), `--listen=${p.webhook}`, `--backends=${replicas.map((r) => r.webhook).join(',')}`, `--readyz=${replicas.map((r) => r.metrics).join(',')}`],
+          args: [
+            '--import',
+            'tsx',
+            join(REPO_ROOT, 'test', 'sandbox', 'tcp-front.ts'),
+            `--listen=${p.webhook}`,
+            `--backends=${replicas.map((r) => r.webhook).join(',')}`,
+            `--readyz=${replicas.map((r) => r.metrics).join(',')}`,
+          ],
         };
       }
       case 'cluster-autoscaler-stand-in':
@@ -620,10 +646,15 @@ export class Sandbox {
     if (!existsSync(log)) return undefined;
     // Refusals while a restarted apiserver was not ready yet say nothing about our RBAC.
     const starting = existsSync(this.apiserverStartsPath(cluster))
-      ? readFileSync(this.apiserverStartsPath(cluster), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { startedMs: number; readyMs: number })
+      ? readFileSync(this.apiserverStartsPath(cluster), 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { startedMs: number; readyMs: number })
       : [];
     const dir = dirname(log);
-    const files = readdirSync(dir).filter((f) => f.startsWith('audit') && f.endsWith('.log')).map((f) => join(dir, f));
+    const files = readdirSync(dir)
+      .filter((f) => f.startsWith('audit') && f.endsWith('.log'))
+      .map((f) => join(dir, f));
     const refused: string[] = [];
     for (const f of files) {
       for (const line of readFileSync(f, 'utf8').split('\n')) {
@@ -639,7 +670,8 @@ export class Sandbox {
         };
         if (e.user?.username !== user) continue;
         // The apiserver's own words for a policy's Deny: "ValidatingAdmissionPolicy '<name>' with binding '<name>' denied request: …".
-        const policy = e.responseStatus?.code && e.responseStatus.code >= 400 ? /ValidatingAdmissionPolicy '([^']+)' with binding '[^']+' denied request/.exec(e.responseStatus.message ?? '')?.[1] : undefined;
+        const policy =
+          e.responseStatus?.code && e.responseStatus.code >= 400 ? /ValidatingAdmissionPolicy '([^']+)' with binding '[^']+' denied request/.exec(e.responseStatus.message ?? '')?.[1] : undefined;
         if (e.annotations?.['authorization.k8s.io/decision'] !== 'forbid' && !policy) continue;
         if (!opts.includeDryRuns && new URL(e.requestURI ?? '/', 'https://x').searchParams.has('dryRun')) continue;
         const at = Date.parse(e.stageTimestamp ?? '');
@@ -688,7 +720,9 @@ export class Sandbox {
       'omitStages: [RequestReceived]',
       'rules:',
       `- level: Metadata`,
-      `  users: [${this.auditedUsers(state).map((u) => `"${u}"`).join(', ')}]`,
+      `  users: [${this.auditedUsers(state)
+        .map((u) => `"${u}"`)
+        .join(', ')}]`,
       '- level: None',
       '',
     ].join('\n');
@@ -740,7 +774,9 @@ export class Sandbox {
     } catch (err) {
       const spec = this.spec(cluster, component, state);
       const tail = logTail(spec.logFile);
-      throw new Error(`${(err as Error).message} (process ${isRunning(spec) ? 'running' : 'not running'}); ${tail ? `the end of ${spec.logFile}:\n${tail}` : `no log at ${spec.logFile}`}`, { cause: err });
+      throw new Error(`${(err as Error).message} (process ${isRunning(spec) ? 'running' : 'not running'}); ${tail ? `the end of ${spec.logFile}:\n${tail}` : `no log at ${spec.logFile}`}`, {
+        cause: err,
+      });
     }
   }
 
@@ -770,7 +806,10 @@ export class Sandbox {
     await waitFor(`${cluster} default ServiceAccount`, 60_000, async () => (await kubectl('get', 'serviceaccount', 'default', '-n', 'default', '-o', 'name').catch(() => '')).includes('default'));
     await waitFor(`${cluster} fake nodes Ready`, 60_000, async () => {
       const out = await kubectl('get', 'nodes', '-l', 'type=kwok', '-o', 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}').catch(() => '');
-      const ready = out.trim().split(/\s+/).filter((s) => s === 'True');
+      const ready = out
+        .trim()
+        .split(/\s+/)
+        .filter((s) => s === 'True');
       return ready.length === 2;
     });
     this.log(`${cluster}: control plane and 2 fake nodes ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -991,7 +1030,11 @@ webhooks:
       .map(Number)
       .find((pid) => {
         try {
-          return readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /, '').split(' ')[1] === String(loop) && isOurs(pid, spec.marker);
+          return (
+            readFileSync(`/proc/${pid}/stat`, 'utf8')
+              .replace(/^.*\) /, '')
+              .split(' ')[1] === String(loop) && isOurs(pid, spec.marker)
+          );
         } catch {
           return false;
         }
@@ -1022,10 +1065,24 @@ webhooks:
     if (!certB64 || !keyB64) throw new Error(`${cluster}: Secret admiralty/admiralty-proxy-scheduler-client has no tls.crt and tls.key`);
     writeFileSync(paths.certFile, Buffer.from(certB64, 'base64'));
     writeFileSync(paths.keyFile, Buffer.from(keyB64, 'base64'), { mode: 0o600 });
-    const webhookUrl = new URL(this.providerArgs(cluster, state).find((a) => a.startsWith('--webhook-url='))!.slice('--webhook-url='.length));
+    const webhookUrl = new URL(
+      this.providerArgs(cluster, state)
+        .find((a) => a.startsWith('--webhook-url='))!
+        .slice('--webhook-url='.length),
+    );
     const shipped = shippedSchedulerConfig(readFileSync(join(REPO_ROOT, 'manifests', 'scheduler', 'config.yaml'), 'utf8'));
     // The provider's certificate carries its webhook URL's host as an IP SAN (provider/main.ts).
-    writeFileSync(paths.config, outOfClusterSchedulerConfig(shipped, { webhookOrigin: webhookUrl.origin, serverName: webhookUrl.hostname, caFile: paths.caFile, certFile: paths.certFile, keyFile: paths.keyFile, kubeconfig: paths.kubeconfig }));
+    writeFileSync(
+      paths.config,
+      outOfClusterSchedulerConfig(shipped, {
+        webhookOrigin: webhookUrl.origin,
+        serverName: webhookUrl.hostname,
+        caFile: paths.caFile,
+        certFile: paths.certFile,
+        keyFile: paths.keyFile,
+        kubeconfig: paths.kubeconfig,
+      }),
+    );
     startProcess(this.spec(cluster, 'proxy-scheduler', state));
     await waitFor(`${cluster} proxy scheduler`, 60_000, () => httpsUnverifiedOk(`https://127.0.0.1:${this.ports(cluster, state).proxyScheduler}/readyz`));
   }
@@ -1045,7 +1102,11 @@ webhooks:
       for (const t of remote) {
         await waitFor(`${t} ServiceAccount ${source}`, 30_000, async () => (await this.kubectl(t, 'get', 'sa', source, '-n', 'default', '-o', 'name').catch(() => '')).includes(source));
         // The Target only once the Source role is bound there: earlier, the source's lists are refused.
-        await waitFor(`${t} Source role of ${source} bound`, 30_000, async () => (await this.kubectl(t, 'auth', 'can-i', 'list', 'pods', '-n', 'default', '--as', sourceUser(source)).catch(() => 'no')).trim() === 'yes');
+        await waitFor(
+          `${t} Source role of ${source} bound`,
+          30_000,
+          async () => (await this.kubectl(t, 'auth', 'can-i', 'list', 'pods', '-n', 'default', '--as', sourceUser(source)).catch(() => 'no')).trim() === 'yes',
+        );
         await this.applyYaml(source, await this.exportKubeconfig(t, 'default', source, t));
       }
       const targetYaml = targets.map((t) =>
@@ -1059,8 +1120,21 @@ webhooks:
     await Promise.all(
       topologyLinks(topologyOf(state), state.clusters).sources.map(({ cluster: source, targets }) =>
         waitFor(`virtual nodes of ${source} Ready`, 60_000, async () => {
-          const out = await this.kubectl(source, 'get', 'nodes', '-l', 'virtual-kubelet.io/provider=admiralty', '-o', 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}').catch(() => '');
-          return out.trim().split(/\s+/).filter((s) => s === 'True').length === targets.length;
+          const out = await this.kubectl(
+            source,
+            'get',
+            'nodes',
+            '-l',
+            'virtual-kubelet.io/provider=admiralty',
+            '-o',
+            'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}',
+          ).catch(() => '');
+          return (
+            out
+              .trim()
+              .split(/\s+/)
+              .filter((s) => s === 'True').length === targets.length
+          );
         }),
       ),
     );

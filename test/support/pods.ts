@@ -26,4 +26,3 @@ export function pod(o: PodFixture = {}): V1Pod {
     ...(status ? { status } : {}),
   };
 }
-

@@ -54,7 +54,10 @@ export async function serveUpgrade(ctx: KubeletContext, req: IncomingMessage, so
 
 /** Whether the request asks for WebSocket rather than SPDY/3.1; throws a 400 for anything else, or for WebSocket port-forward. */
 function isWebSocketUpgrade(req: IncomingMessage, path: KubeletPath): boolean {
-  const upgrade = String(req.headers.upgrade ?? '').toLowerCase().split(',').map((s) => s.trim());
+  const upgrade = String(req.headers.upgrade ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((s) => s.trim());
   const websocket = upgrade.includes('websocket') && !upgrade.includes('spdy/3.1');
   if (!upgrade.includes('spdy/3.1') && !websocket) {
     throw new HttpError(400, `unsupported upgrade "${req.headers.upgrade ?? ''}"; SPDY/3.1 and websocket are served`);
@@ -68,11 +71,7 @@ function isWebSocketUpgrade(req: IncomingMessage, path: KubeletPath): boolean {
 
 /** The exec or attach the query asks for, in the delegate's container; a bad query is a 400. */
 function execRequestOf(url: URL, path: KubeletPath, resolved: ResolvedPod): ExecRequest {
-  const parsed = parseExecQuery(
-    url.searchParams,
-    { namespace: resolved.target.namespace, pod: resolved.target.pod, container: path.container },
-    path.route as 'exec' | 'attach',
-  );
+  const parsed = parseExecQuery(url.searchParams, { namespace: resolved.target.namespace, pod: resolved.target.pod, container: path.container }, path.route as 'exec' | 'attach');
   if (typeof parsed === 'string') throw new HttpError(400, parsed);
   return parsed;
 }

@@ -193,10 +193,7 @@ export class HeaderCompressor {
  * shared zlib state diverges from the peer's.
  */
 export class HeaderDecompressor {
-  private readonly pipe = new SyncFlushPipe(
-    zlib.createInflate({ dictionary: spdyHeaderDictionary() }),
-    MAX_HEADER_BLOCK_BYTES,
-  );
+  private readonly pipe = new SyncFlushPipe(zlib.createInflate({ dictionary: spdyHeaderDictionary() }), MAX_HEADER_BLOCK_BYTES);
 
   async decompress(compressed: Buffer): Promise<SpdyHeaders> {
     return decodeHeaderBlock(await this.pipe.run(compressed));

@@ -18,8 +18,7 @@ export interface SpdyConnectOptions {
 
 /** What the upgrade produced: a running client session, or the refusal response. */
 export type SpdyConnectResult =
-  | { upgraded: true; session: SpdySession; protocol: string | undefined; socket: Duplex }
-  | { upgraded: false; statusCode: number; headers: http.IncomingHttpHeaders; body: string };
+  { upgraded: true; session: SpdySession; protocol: string | undefined; socket: Duplex } | { upgraded: false; statusCode: number; headers: http.IncomingHttpHeaders; body: string };
 
 /**
  * The client side of a SPDY/3.1 upgrade, as client-go's `spdy.RoundTripper` performs it: POST
@@ -50,9 +49,7 @@ export function connectSpdy(opts: SpdyConnectOptions): Promise<SpdyConnectResult
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () =>
-        resolve({ upgraded: false, statusCode: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }),
-      );
+      res.on('end', () => resolve({ upgraded: false, statusCode: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
     });
     req.on('timeout', () => req.destroy(new Error('SPDY upgrade timed out')));
     req.on('error', reject);

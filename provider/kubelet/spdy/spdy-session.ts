@@ -88,7 +88,10 @@ export class SpdyStream extends Duplex {
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
     if (this.localFin || this.resetStatus !== undefined) return cb();
-    this.session.sendData(this.id, chunk, false).then(() => cb(), () => cb());
+    this.session.sendData(this.id, chunk, false).then(
+      () => cb(),
+      () => cb(),
+    );
   }
 
   override _final(cb: (err?: Error | null) => void): void {
@@ -242,9 +245,7 @@ export class SpdySession extends EventEmitter {
     if (this.closed) return;
     if (!this.goneAway) {
       this.goneAway = true;
-      await this.enqueue(() =>
-        encodeFrame({ type: 'goaway', lastGoodStreamId: this.lastPeerStreamId, status: 0 }),
-      ).catch(() => undefined);
+      await this.enqueue(() => encodeFrame({ type: 'goaway', lastGoodStreamId: this.lastPeerStreamId, status: 0 })).catch(() => undefined);
     }
     await this.outChain;
     this.socket.end();
@@ -458,9 +459,7 @@ export class SpdySession extends EventEmitter {
         if (stream.unackedBytes >= this.windowUpdateThresholdBytes && !stream.remoteFin) {
           const delta = stream.unackedBytes;
           stream.unackedBytes = 0;
-          void this.enqueue(() => encodeFrame({ type: 'window_update', streamId: stream.id, deltaWindowSize: delta })).catch(
-            () => undefined,
-          );
+          void this.enqueue(() => encodeFrame({ type: 'window_update', streamId: stream.id, deltaWindowSize: delta })).catch(() => undefined);
         }
         return;
       }

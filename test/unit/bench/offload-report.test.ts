@@ -214,7 +214,13 @@ describe('offload benchmark report', () => {
       {
         size: 100,
         direct: figures({ stages: [{ name: 'created -> bound', p50Ms: 12, p99Ms: 40, endP50Ms: 70, pods: 100 }] }),
-        offloaded: figures({ allRunningSeconds: 12.34, proxiesGoneSeconds: 3.2, providerRestarted: true, startLatencyP50Ms: NaN, stages: [{ name: 'proxy bound -> delegate created', p50Ms: 250, p99Ms: 800, endP50Ms: 900, pods: 100 }] }),
+        offloaded: figures({
+          allRunningSeconds: 12.34,
+          proxiesGoneSeconds: 3.2,
+          providerRestarted: true,
+          startLatencyP50Ms: NaN,
+          stages: [{ name: 'proxy bound -> delegate created', p50Ms: 250, p99Ms: 800, endP50Ms: 900, pods: 100 }],
+        }),
       },
     ];
 
@@ -286,7 +292,18 @@ describe('offload benchmark report: provider metrics', () => {
   });
 
   it('renders the non-zero queues, reconciles and webhook connections of each run, largest first', () => {
-    const base: RunFigures = { allRunningSeconds: 1, startLatencyP50Ms: 1, startLatencyP99Ms: 1, deletionSeconds: 1, providerCpuSeconds: 0, providerDeletionCpuSeconds: 0, providerPeakRssMiB: 1, providerRssBeforeMiB: 1, providerRestarted: false, stages: [] };
+    const base: RunFigures = {
+      allRunningSeconds: 1,
+      startLatencyP50Ms: 1,
+      startLatencyP99Ms: 1,
+      deletionSeconds: 1,
+      providerCpuSeconds: 0,
+      providerDeletionCpuSeconds: 0,
+      providerPeakRssMiB: 1,
+      providerRssBeforeMiB: 1,
+      providerRestarted: false,
+      stages: [],
+    };
     const offloaded: RunFigures = {
       ...base,
       startQueues: { peakQueueDepth: { summary: 0, delegation: 3, 'delegate-events': 9 }, reconciles: { delegation: 30 }, webhookConnections: { h2: 2, 'http/1.1': 0 } },
@@ -301,7 +318,18 @@ describe('offload benchmark report: provider metrics', () => {
   });
 
   it('renders how busy the machine was in each phase, the sandbox CPU in all and its busiest processes first', () => {
-    const base: RunFigures = { allRunningSeconds: 1, startLatencyP50Ms: 1, startLatencyP99Ms: 1, deletionSeconds: 1, providerCpuSeconds: 0, providerDeletionCpuSeconds: 0, providerPeakRssMiB: 1, providerRssBeforeMiB: 1, providerRestarted: false, stages: [] };
+    const base: RunFigures = {
+      allRunningSeconds: 1,
+      startLatencyP50Ms: 1,
+      startLatencyP99Ms: 1,
+      deletionSeconds: 1,
+      providerCpuSeconds: 0,
+      providerDeletionCpuSeconds: 0,
+      providerPeakRssMiB: 1,
+      providerRssBeforeMiB: 1,
+      providerRestarted: false,
+      stages: [],
+    };
     const seven = { a: 1, b: 2, c: 3, d: 4, e: 5, f: 6, g: 7 };
     const direct: RunFigures = { ...base, startMachine: { cpuSecondsByProcess: { 'c2-etcd': 2.04, 'c2-kube-apiserver': 10 }, benchCpuSeconds: 1.25, busy: 0.976, cores: 2 } };
     const offloaded: RunFigures = { ...base, deletionMachine: { cpuSecondsByProcess: seven, benchCpuSeconds: 0, busy: 0.5, cores: 2 } };
@@ -315,9 +343,12 @@ describe('offload benchmark report: provider metrics', () => {
     const direct = figures({ allRunningSeconds: 20 });
     const machine = { cpuSecondsByProcess: { 'c1-kube-apiserver': 30, 'c1-provider': 12, 'c1-provider-1': 3, 'c2-provider': 2, 'c2-etcd': 6 }, benchCpuSeconds: 4, busy: 1, cores: 2 };
     const offloaded = figures({ allRunningSeconds: 45, startMachine: machine });
-    expect(renderCpuFloor([{ size: 1000, direct, offloaded }, { size: 5, direct, offloaded: figures() }])).to.equal(
-      '1000 offloaded, CPU floor: 40.0 CPU s outside the providers (theirs 17.0 s) on 2 cores take at least 20.0 s, ratio 1.00 with providers that cost nothing; measured 2.25',
-    );
+    expect(
+      renderCpuFloor([
+        { size: 1000, direct, offloaded },
+        { size: 5, direct, offloaded: figures() },
+      ]),
+    ).to.equal('1000 offloaded, CPU floor: 40.0 CPU s outside the providers (theirs 17.0 s) on 2 cores take at least 20.0 s, ratio 1.00 with providers that cost nothing; measured 2.25');
     // A core each: c1's 30 CPU s on its core set the floor; the client is on neither.
     expect(renderCpuFloor([{ size: 1000, direct, offloaded }], true)).to.equal(
       '1000 offloaded, CPU floor: 30.0 CPU s outside the providers (theirs 17.0 s) in c1, the busier cluster, on its 1 of 2 cores take at least 30.0 s, ratio 1.50 with providers that cost nothing; measured 2.25',
@@ -340,7 +371,12 @@ describe('offload benchmark report: provider metrics', () => {
       const pods = (keys: (keyof PodTimes)[]): PodTimes[] => Array.from({ length: 300 }, (_, i) => Object.fromEntries(keys.map((k) => [k, i * 10])) as PodTimes);
       const directPods = pods(['sent', 'created', 'bound', 'running']);
       const offloadedPods = pods(['sent', 'created', 'delegateCreated', 'delegateBound', 'bound', 'running']);
-      expect(renderRates([{ size: 300, direct: figures(), offloaded: figures(), directPods, offloadedPods }, { size: 5, direct: figures(), offloaded: figures() }])).to.equal(
+      expect(
+        renderRates([
+          { size: 300, direct: figures(), offloaded: figures(), directPods, offloadedPods },
+          { size: 5, direct: figures(), offloaded: figures() },
+        ]),
+      ).to.equal(
         '300 pods, a second after the first second: direct created 100.5, bound 100.5; offloaded: proxies created 100.5, delegates created 100.5, delegates bound 100.5, proxies bound 100.5, proxies Running 100.5',
       );
     });
@@ -354,7 +390,11 @@ describe('offload benchmark report: provider metrics', () => {
       const results: SizeResult[] = [
         { size: 100, direct: figures({ startLatencyP99Ms: 1000 }), offloaded: figures({ startLatencyP99Ms: 1600, providerCpuSeconds: 3 }) },
         { size: 1000, direct, offloaded: figures({ allRunningSeconds: 25, startLatencyP99Ms: 9000, providerCpuSeconds: 8.04, startMachine: machine }) },
-        { size: 5000, direct: figures({ allRunningSeconds: 100, startLatencyP99Ms: 80_000 }), offloaded: figures({ allRunningSeconds: 131, startLatencyP99Ms: 12_000, providerCpuSeconds: 41, providerPeakRssMiB: 190 }) },
+        {
+          size: 5000,
+          direct: figures({ allRunningSeconds: 100, startLatencyP99Ms: 80_000 }),
+          offloaded: figures({ allRunningSeconds: 131, startLatencyP99Ms: 12_000, providerCpuSeconds: 41, providerPeakRssMiB: 190 }),
+        },
       ];
       expect(renderGoals(results).split('\n')).to.deep.equal([
         // 1.6 over 1.5: the only goal at 100 pods.
@@ -404,7 +444,13 @@ describe('offload benchmark report: provider metrics', () => {
     });
     // Against the direct run, the benchmark client is not the sandbox: 24 s, not 30. Alongside,
     // every process but the providers, the client included: 14 + 12 + 7 = 33 s.
-    expect(renderProviderCpu([{ size: 1000, direct, offloaded }, { size: 5, direct: figures(), offloaded }, { size: 7, direct, offloaded: figures() }])).to.equal(
+    expect(
+      renderProviderCpu([
+        { size: 1000, direct, offloaded },
+        { size: 5, direct: figures(), offloaded },
+        { size: 7, direct, offloaded: figures() },
+      ]),
+    ).to.equal(
       [
         '1000 offloaded, provider CPU against the direct run: 9.4 s while starting, 0.39 per CPU second the sandbox spent starting the pods directly (24.0 s)',
         '1000 offloaded, provider CPU against the rest of the run: 0.284 per CPU second the other processes spent while the pods started (33.0 s)',

@@ -40,7 +40,12 @@ function resultOf(targets: number, pods: number, over: Partial<ScaleResult> = {}
     connectSeconds: 10,
     idle: { seconds: 30, providerRssMiB: 150, providerCpuSeconds: 1, requestsPerSecond: { c1: 52, c2: 51 } },
     direct: runOf({ allRunningSeconds: 80 }),
-    offloaded: runOf({ allRunningSeconds: 100, proxiesBoundPerSecond: 48.5, extenderSeconds: { filter: 3, bind: 2 }, stages: [{ name: 'sent -> proxy created', p50Ms: 100, p99Ms: 900, endP50Ms: 100, pods }] }),
+    offloaded: runOf({
+      allRunningSeconds: 100,
+      proxiesBoundPerSecond: 48.5,
+      extenderSeconds: { filter: 3, bind: 2 },
+      stages: [{ name: 'sent -> proxy created', p50Ms: 100, p99Ms: 900, endP50Ms: 100, pods }],
+    }),
     ...over,
   };
 }
@@ -48,7 +53,13 @@ function resultOf(targets: number, pods: number, over: Partial<ScaleResult> = {}
 describe('scale benchmark report', () => {
   it('parses --targets, --pods, --concurrency, --idle-seconds and --out, with defaults 10,50,100 targets and 10000 pods', () => {
     expect(parseScaleArgs([])).to.deep.equal({ targets: [10, 50, 100], pods: 10_000, concurrency: 20, idleSeconds: 30, outDir: '.bench' });
-    expect(parseScaleArgs(['--targets', '2,5', '--pods', '200', '--concurrency', '8', '--idle-seconds', '5', '--out', 'x'])).to.deep.equal({ targets: [2, 5], pods: 200, concurrency: 8, idleSeconds: 5, outDir: 'x' });
+    expect(parseScaleArgs(['--targets', '2,5', '--pods', '200', '--concurrency', '8', '--idle-seconds', '5', '--out', 'x'])).to.deep.equal({
+      targets: [2, 5],
+      pods: 200,
+      concurrency: 8,
+      idleSeconds: 5,
+      outDir: 'x',
+    });
   });
 
   it('refuses a bad argument by naming it', () => {
@@ -66,7 +77,7 @@ describe('scale benchmark report', () => {
     expect(podsPerTarget(7, 4).reduce((a, b) => a + b, 0)).to.equal(7);
   });
 
-  it("charges each target its share of the growth in provider RSS and apiserver requests over the baseline", () => {
+  it('charges each target its share of the growth in provider RSS and apiserver requests over the baseline', () => {
     // 150 - 100 MiB over 10 targets; (52 + 51) - (2 + 1) requests a second over 10 targets.
     expect(idleCostPerTarget(baseline, resultOf(10, 1000))).to.deep.equal({ rssMiB: 5, requestsPerSecond: 10 });
   });

@@ -4,10 +4,21 @@ import { expect } from 'chai';
 import { packageRoot } from '../../../provider/tools/package-root.js';
 
 const root = packageRoot();
-const pages = ['README.md', 'SECURITY.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const pages = [
+  'README.md',
+  'SECURITY.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 /** GitHub's anchor of a heading: lowercased, punctuation dropped, spaces as dashes. */
-const anchorOf = (heading: string) => heading.trim().toLowerCase().replace(/[^\w\- ]/g, '').replace(/ /g, '-');
+const anchorOf = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\w\- ]/g, '')
+    .replace(/ /g, '-');
 
 function anchors(page: string): Set<string> {
   const out = new Set<string>();
@@ -22,7 +33,9 @@ function anchors(page: string): Set<string> {
 
 /** The relative links of a page outside code blocks and spans: [text](target). */
 function links(page: string): string[] {
-  const text = readFileSync(join(root, page), 'utf8').replace(/```[\s\S]*?```/g, '').replace(/`[^`\n]*`/g, '');
+  const text = readFileSync(join(root, page), 'utf8')
+    .replace(/```[\s\S]*?```/g, '')
+    .replace(/`[^`\n]*`/g, '');
   return [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((l) => !/^[a-z]+:/.test(l));
 }
 

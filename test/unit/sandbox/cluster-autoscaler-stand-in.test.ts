@@ -2,7 +2,13 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { isUnschedulable, nodeRoom, planScaleUp, templateRoom, triggeredMessage, type NodeGroup } from '../../../test/sandbox/cluster-autoscaler-stand-in.js';
 
-const group = (name: string, o: Partial<NodeGroup> = {}): NodeGroup => ({ name, minSize: 0, maxSize: 2, template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { pool: name } }, ...o });
+const group = (name: string, o: Partial<NodeGroup> = {}): NodeGroup => ({
+  name,
+  minSize: 0,
+  maxSize: 2,
+  template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { pool: name } },
+  ...o,
+});
 const pod = (name: string, cpu: string, nodeSelector?: Record<string, string>): V1Pod => ({
   metadata: { name, namespace: 'default', uid: name },
   spec: { containers: [{ name: 'c', resources: { requests: { cpu } } }], nodeSelector },
@@ -37,14 +43,21 @@ describe('sandbox: cluster-autoscaler stand-in (test fixture)', () => {
   });
 
   it('says NotTriggerScaleUp, with the reasons of every group counted, when no group can or may grow', () => {
-    const plan = planScaleUp([pod('a', '40', { pool: 'burst' })], [group('burst', { maxSize: 1 }), group('small', { template: { allocatable: { cpu: '8', memory: '8Gi', pods: '110' }, labels: { pool: 'small' } } })], new Map([['burst', 1]]), []);
+    const plan = planScaleUp(
+      [pod('a', '40', { pool: 'burst' })],
+      [group('burst', { maxSize: 1 }), group('small', { template: { allocatable: { cpu: '8', memory: '8Gi', pods: '110' }, labels: { pool: 'small' } } })],
+      new Map([['burst', 1]]),
+      [],
+    );
     expect(plan.scaleUps).to.deep.equal([]);
     expect(plan.notTriggered.map((n) => n.message)).to.deep.equal(["pod didn't trigger scale-up: 1 max node group size reached, 1 node(s) didn't match Pod's node affinity/selector"]);
   });
 
   it('skips a group in backoff after a failed scale-up, in upstream words, and grows another that fits', () => {
     const backedOff = new Set(['burst']);
-    expect(planScaleUp([pod('a', '40')], [group('burst')], new Map(), [], backedOff).notTriggered.map((n) => n.message)).to.deep.equal(["pod didn't trigger scale-up: 1 in backoff after failed scale-up"]);
+    expect(planScaleUp([pod('a', '40')], [group('burst')], new Map(), [], backedOff).notTriggered.map((n) => n.message)).to.deep.equal([
+      "pod didn't trigger scale-up: 1 in backoff after failed scale-up",
+    ]);
     const plan = planScaleUp([pod('a', '40')], [group('burst'), group('spare')], new Map(), [], backedOff);
     expect(plan.scaleUps).to.deep.equal([{ group: 'spare', currentSize: 0, newSize: 1, maxSize: 2 }]);
   });

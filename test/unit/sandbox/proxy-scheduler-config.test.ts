@@ -6,7 +6,14 @@ import { packageRoot } from '../../../provider/tools/package-root.js';
 import { outOfClusterSchedulerConfig, shippedSchedulerConfig } from '../../../test/sandbox/proxy-scheduler-config.js';
 
 const shipped = shippedSchedulerConfig(readFileSync(join(packageRoot(), 'manifests', 'scheduler', 'config.yaml'), 'utf8'));
-const opts = { webhookOrigin: 'https://127.0.0.1:11007', serverName: '127.0.0.1', caFile: '/sandbox/c1/proxy-scheduler/ca.crt', certFile: '/sandbox/c1/proxy-scheduler/client.crt', keyFile: '/sandbox/c1/proxy-scheduler/client.key', kubeconfig: '/sandbox/c1/proxy-scheduler/kubeconfig' };
+const opts = {
+  webhookOrigin: 'https://127.0.0.1:11007',
+  serverName: '127.0.0.1',
+  caFile: '/sandbox/c1/proxy-scheduler/ca.crt',
+  certFile: '/sandbox/c1/proxy-scheduler/client.crt',
+  keyFile: '/sandbox/c1/proxy-scheduler/client.key',
+  kubeconfig: '/sandbox/c1/proxy-scheduler/kubeconfig',
+};
 
 describe('sandbox proxy scheduler config', () => {
   it('is the shipped config but for the extender address, its TLS name, CA and client certificate, and the kubeconfig', () => {

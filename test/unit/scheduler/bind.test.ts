@@ -31,7 +31,6 @@ function proxy(): V1Pod {
   };
 }
 
-
 /** A delegate cache the test plays the target's scheduler on. */
 class DelegateCache {
   readonly pods = new Map<string, V1Pod>();
@@ -285,10 +284,24 @@ describe('scheduler: Binder', () => {
 
   describe('in a target with burst capacity', () => {
     let events: CoreV1Event[];
-    const unschedulable = (d: V1Pod): V1Pod => ({ ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }] } });
+    const unschedulable = (d: V1Pod): V1Pod => ({
+      ...d,
+      status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }] },
+    });
     /** cluster-autoscaler's word on the delegate, a moment after the target's scheduler said Unschedulable. */
     const autoscalerSays = (reason: string, message: string) => (d: V1Pod) => {
-      clock.setTimeout(() => events.push({ metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' }, reason, message, lastTimestamp: new Date(), source: { component: 'cluster-autoscaler' } }), 20);
+      clock.setTimeout(
+        () =>
+          events.push({
+            metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' },
+            involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' },
+            reason,
+            message,
+            lastTimestamp: new Date(),
+            source: { component: 'cluster-autoscaler' },
+          }),
+        20,
+      );
       return unschedulable(d);
     };
 
@@ -347,7 +360,14 @@ describe('scheduler: Binder', () => {
         events: { record: (obj, type, reason, message) => recorded.push({ type, reason, message, name: obj.metadata?.name }) },
         lowerPriorityPods: (key, node) => (key === KEY && node === 'c2-node-2' ? 3 : undefined),
       });
-      decide = (d) => ({ ...d, status: { phase: 'Pending', nominatedNodeName: 'c2-node-2', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }] } });
+      decide = (d) => ({
+        ...d,
+        status: {
+          phase: 'Pending',
+          nominatedNodeName: 'c2-node-2',
+          conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 Insufficient cpu.' }],
+        },
+      });
       expect(await binder.bind(args)).to.deep.equal({ Error: '' });
       expect(source.createNamespacedPodBinding.calledOnce).to.equal(true);
       expect(targetCore.deleteNamespacedPod.called).to.equal(false);
@@ -358,7 +378,8 @@ describe('scheduler: Binder', () => {
           type: 'Normal',
           reason: 'PreemptingInTarget',
           name: 'web',
-          message: 'c2 preempts pods of lower priority on its node c2-node-2 for this pod (its summary counted 3 such pod(s) there; its scheduler evicts the fewest that make room); the delegate runs there once they are gone',
+          message:
+            'c2 preempts pods of lower priority on its node c2-node-2 for this pod (its summary counted 3 such pod(s) there; its scheduler evicts the fewest that make room); the delegate runs there once they are gone',
         },
       ]);
     });
@@ -373,7 +394,20 @@ describe('scheduler: Binder', () => {
   });
 
   describe('a delegate with a generic ephemeral volume', () => {
-    const awaiting = (d: V1Pod, name = 'web-x-data'): V1Pod => ({ ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: `0/2 nodes are available: waiting for ephemeral volume controller to create the persistentvolumeclaim "${name}".` }] } });
+    const awaiting = (d: V1Pod, name = 'web-x-data'): V1Pod => ({
+      ...d,
+      status: {
+        phase: 'Pending',
+        conditions: [
+          {
+            type: 'PodScheduled',
+            status: 'False',
+            reason: 'Unschedulable',
+            message: `0/2 nodes are available: waiting for ephemeral volume controller to create the persistentvolumeclaim "${name}".`,
+          },
+        ],
+      },
+    });
     beforeEach(() => {
       const withEphemeral = proxy();
       withEphemeral.spec!.volumes = [{ name: 'data', ephemeral: { volumeClaimTemplate: { spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } } } }];
@@ -398,7 +432,17 @@ describe('scheduler: Binder', () => {
 
     it("refuses at once on the target's next verdict", async () => {
       decide = (d) => {
-        clock.setTimeout(() => cache.pods.set(`${d.metadata!.namespace}/${d.metadata!.name}`, { ...d, status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 node(s) did not find available persistent volumes to bind.' }] } }), 30);
+        clock.setTimeout(
+          () =>
+            cache.pods.set(`${d.metadata!.namespace}/${d.metadata!.name}`, {
+              ...d,
+              status: {
+                phase: 'Pending',
+                conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 node(s) did not find available persistent volumes to bind.' }],
+              },
+            }),
+          30,
+        );
         return awaiting(d);
       };
       const { answer, movedMs } = await bindOnFakeClock();
@@ -415,7 +459,17 @@ describe('scheduler: Binder', () => {
     options = { ...options, targetEvents: () => ({ get: () => undefined, list: () => events }) };
     // No word from the target's scheduler (the pod waits out of its queue); its claim controller says why.
     decide = (d) => {
-      clock.setTimeout(() => events.push({ metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' }, reason: 'FailedResourceClaimCreation', type: 'Warning', message: 'PodResourceClaim gpu: resource claim template "gpu": not found' }), 20);
+      clock.setTimeout(
+        () =>
+          events.push({
+            metadata: { name: `${d.metadata!.name}.1`, namespace: 'default' },
+            involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'default', uid: 'delegate-uid' },
+            reason: 'FailedResourceClaimCreation',
+            type: 'Warning',
+            message: 'PodResourceClaim gpu: resource claim template "gpu": not found',
+          }),
+        20,
+      );
       // The delegates cache keeps no resourceClaims: the proxy says the delegate asks for them.
       return { ...d, spec: { ...d.spec!, resourceClaims: undefined } };
     };
@@ -447,7 +501,8 @@ describe('scheduler: Binder', () => {
       authentication: { createSelfSubjectReview: sinon.stub().resolves({ status: { userInfo: { username: 'system:serviceaccount:default:c1' } } }) },
     });
     const r = await binder.bind(args);
-    const message = 'the cluster of ClusterTarget c2 does not authorize this source (user "system:serviceaccount:default:c1") to create pods in namespace default: create a Source in namespace default of that cluster with spec.userName "system:serviceaccount:default:c1", or a ClusterSource for every namespace';
+    const message =
+      'the cluster of ClusterTarget c2 does not authorize this source (user "system:serviceaccount:default:c1") to create pods in namespace default: create a Source in namespace default of that cluster with spec.userName "system:serviceaccount:default:c1", or a ClusterSource for every namespace';
     expect(r.Error).to.equal(message);
     expect(memory.refusal(UID, KEY, Date.now())).to.not.equal(undefined);
     sinon.assert.calledOnce(source.patchNamespacedPodStatus);
@@ -485,7 +540,7 @@ describe('scheduler: Binder', () => {
     expect(memory.refusal(UID, KEY, Date.now())).to.include({ count: 2 });
   });
 
-  it("creates the delegate after its copies, naming them as the follow reconciler says; a copy name taken by another object refuses the target", async () => {
+  it('creates the delegate after its copies, naming them as the follow reconciler says; a copy name taken by another object refuses the target', async () => {
     const withEnv = proxy();
     withEnv.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'settings' } }];
     source.readNamespacedPod.resolves(withEnv);

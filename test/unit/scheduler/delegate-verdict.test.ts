@@ -58,7 +58,11 @@ describe('scheduler: delegate verdicts', () => {
   });
 
   describe('claimCreationFailure', () => {
-    const withTemplate = (): V1Pod => ({ ...delegate(), metadata: { name: 'web-x', namespace: 'default', uid: 'd-uid' }, spec: { containers: [{ name: 'c', image: 'busybox' }], resourceClaims: [{ name: 'gpu', resourceClaimTemplateName: 'gpu' }] } });
+    const withTemplate = (): V1Pod => ({
+      ...delegate(),
+      metadata: { name: 'web-x', namespace: 'default', uid: 'd-uid' },
+      spec: { containers: [{ name: 'c', image: 'busybox' }], resourceClaims: [{ name: 'gpu', resourceClaimTemplateName: 'gpu' }] },
+    });
     const event = (uid: string, reason = 'FailedResourceClaimCreation', type = 'Warning'): CoreV1Event => ({
       metadata: { name: `web-x.${uid}`, namespace: 'default' },
       involvedObject: { kind: 'Pod', name: 'web-x', namespace: 'default', uid },

@@ -58,19 +58,16 @@ describe('scheduler: createExtenderClientGuard over a real TLS server', () => {
   /** A POST on a fresh connection (no agent: every call is its own handshake). */
   const post = (path: string, client?: CertKeyPair): Promise<Reply> =>
     new Promise((resolve, reject) => {
-      const req = https.request(
-        { host: '127.0.0.1', port, path, method: 'POST', ca: ca.certPem, cert: client?.certPem, key: client?.keyPem, agent: false },
-        (res) => {
-          let body = '';
-          res.on('data', (d) => (body += d));
-          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-        },
-      );
+      const req = https.request({ host: '127.0.0.1', port, path, method: 'POST', ca: ca.certPem, cert: client?.certPem, key: client?.keyPem, agent: false }, (res) => {
+        let body = '';
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
       req.on('error', reject);
       req.end('{}');
     });
 
-  const refusals = async () => Object.fromEntries(((await metrics.getSingleMetric('admiralty_scheduler_extender_refused_requests_total')!.get()).values).map((v) => [v.labels.reason, v.value]));
+  const refusals = async () => Object.fromEntries((await metrics.getSingleMetric('admiralty_scheduler_extender_refused_requests_total')!.get()).values.map((v) => [v.labels.reason, v.value]));
 
   const table: { name: string; client?: CertKeyPair; status: number; body: RegExp }[] = [
     { name: 'no certificate', status: 401, body: /requires a client certificate/ },

@@ -92,7 +92,11 @@ describe('scheduler: Extender.explain', () => {
     extender.explain(proxy('big', { cpu: '3' }));
     expect(counted).to.deep.equal([]);
     const filter = extender.routes.find((r) => r.path === FILTER_PATH)!;
-    await filter.handle({ path: FILTER_PATH, connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: proxy('big', { cpu: '3' }), NodeNames: [virtualNodeName(C1), virtualNodeName(C2), virtualNodeName(DOWN)] })) });
+    await filter.handle({
+      path: FILTER_PATH,
+      connection: undefined as never,
+      body: Buffer.from(JSON.stringify({ Pod: proxy('big', { cpu: '3' }), NodeNames: [virtualNodeName(C1), virtualNodeName(C2), virtualNodeName(DOWN)] })),
+    });
     expect(counted).to.deep.equal([
       ['Target/ns/c2', 'filter', 'NoNodeFits'],
       ['ClusterTarget/down', 'filter', 'TargetNotReady'],

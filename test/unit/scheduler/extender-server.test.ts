@@ -6,7 +6,14 @@ import { Registry } from 'prom-client';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import { createTargetClient } from '../../../provider/clusters/target-client.js';
 import { realClock } from '../../../provider/core/clock.js';
-import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PLACEMENT_POLICY_ANNOTATION, SOURCE_POD_MANIFEST_ANNOTATION, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
+import {
+  ELECT_ANNOTATION,
+  HAS_FINALIZER_LABEL,
+  NAMESPACE_ENABLED_LABEL,
+  PLACEMENT_POLICY_ANNOTATION,
+  SOURCE_POD_MANIFEST_ANNOTATION,
+  VIRTUAL_KUBELET_PROVIDER_LABEL,
+} from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
 import { virtualNodeName } from '../../../provider/model/names.js';
 import type { TargetPlacement } from '../../../provider/model/target.js';
@@ -85,23 +92,23 @@ describe('scheduler: createExtenderRoutes', () => {
     };
     const routes = createExtenderRoutes({
       registry,
-        targetState: (key) => states[key],
-        policy: () => policy,
-        targetPlacement: (key) => placements[key],
-        namespace: (name) => namespaces[name],
-        authorization: (key, namespace) => {
-          if (namespace === 'explodes') throw new Error('reading /etc/secret-token: abc123');
-          return unauthorized.get(`${key}|${namespace}`);
-        },
-        groupPlacements: () => groupPlacements,
-        proxiesOn: (name) => (name === V(BUSY) ? [lowProxy] : []),
-        delegateOf: (key, p) => (key === 'ClusterTarget/busy' && p === lowProxy ? busyDelegate : undefined),
-        events: { record: (obj, type, reason, message) => events.push({ uid: obj.metadata.uid, type, reason, message }) },
-        logger: silentLogger(),
-        metricsRegistry: metrics,
-        memory,
-        binder,
-      });
+      targetState: (key) => states[key],
+      policy: () => policy,
+      targetPlacement: (key) => placements[key],
+      namespace: (name) => namespaces[name],
+      authorization: (key, namespace) => {
+        if (namespace === 'explodes') throw new Error('reading /etc/secret-token: abc123');
+        return unauthorized.get(`${key}|${namespace}`);
+      },
+      groupPlacements: () => groupPlacements,
+      proxiesOn: (name) => (name === V(BUSY) ? [lowProxy] : []),
+      delegateOf: (key, p) => (key === 'ClusterTarget/busy' && p === lowProxy ? busyDelegate : undefined),
+      events: { record: (obj, type, reason, message) => events.push({ uid: obj.metadata.uid, type, reason, message }) },
+      logger: silentLogger(),
+      metricsRegistry: metrics,
+      memory,
+      binder,
+    });
     // Served with another route, as on the webhook's server.
     server = http.createServer(createRouter({ routes: [{ method: 'GET', path: '/healthz', handle: () => text(200, 'ok') }, ...routes], logger: silentLogger() }));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -241,7 +248,9 @@ describe('scheduler: createExtenderRoutes', () => {
     expect(await scores({ Pod: proxy('1'), NodeNames: [V(ROOMY), V(BUSY)] })).to.deep.equal({ [V(ROOMY)]: 10, [V(BUSY)]: 9 });
     // The pod's own term (saved manifest only, as in exact mode) on a real node of busy.
     const own = proxy('100m');
-    own.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(pod('web', { cpu: '100m' }, { affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: prefer(5, 'kubernetes.io/hostname', 'b1') } } }));
+    own.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = JSON.stringify(
+      pod('web', { cpu: '100m' }, { affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: prefer(5, 'kubernetes.io/hostname', 'b1') } } }),
+    );
     expect(await scores({ Pod: own, NodeNames: [V(ROOMY), V(BUSY)] })).to.deep.equal({ [V(BUSY)]: 10, [V(ROOMY)]: 9 });
     // Only a node that fits counts: b1 has 0.5 cpu free, too little for 1.
     const large = proxy('1');
@@ -347,8 +356,9 @@ describe('scheduler: createExtenderRoutes', () => {
     expect((other.json as ExtenderFilterResult).NodeNames).to.deep.equal([V(ROOMY)]);
   });
 
-  it("does not offer a target to a pod whose namespace its cluster does not authorize us in, and says what to create", async () => {
-    const why = 'the cluster of ClusterTarget roomy does not authorize this source (user "u") to create pods in namespace batch: create a Source in namespace batch of that cluster with spec.userName "u", or a ClusterSource for every namespace';
+  it('does not offer a target to a pod whose namespace its cluster does not authorize us in, and says what to create', async () => {
+    const why =
+      'the cluster of ClusterTarget roomy does not authorize this source (user "u") to create pods in namespace batch: create a Source in namespace batch of that cluster with spec.userName "u", or a ClusterSource for every namespace';
     unauthorized.set('ClusterTarget/roomy|batch', why);
     try {
       const inBatch = proxy('1');
@@ -378,7 +388,9 @@ describe('scheduler: createExtenderRoutes', () => {
     memory.avoid('rs-avoiding', 'ClusterTarget/roomy', 'delegate web-0-x1 ran on node n9, which roomy no longer has', until);
     const r = (await post('/scheduler/filter', { Pod: owned('replacement'), NodeNames: [V(ROOMY), REAL] })).json as ExtenderFilterResult;
     expect(r.NodeNames).to.deep.equal([REAL]);
-    expect(r.FailedNodes).to.deep.equal({ [V(ROOMY)]: `avoided for the pods of ReplicaSet web-abc until ${new Date(until).toISOString()}, after a re-placement: delegate web-0-x1 ran on node n9, which roomy no longer has` });
+    expect(r.FailedNodes).to.deep.equal({
+      [V(ROOMY)]: `avoided for the pods of ReplicaSet web-abc until ${new Date(until).toISOString()}, after a re-placement: delegate web-0-x1 ran on node n9, which roomy no longer has`,
+    });
     // A bare pod, or another controller's, is not affected.
     expect(((await post('/scheduler/filter', { Pod: proxy('1'), NodeNames: [V(ROOMY)] })).json as ExtenderFilterResult).NodeNames).to.deep.equal([V(ROOMY)]);
     // Lapsed: the target takes the controller's pods again.
@@ -458,7 +470,9 @@ describe('scheduler: createExtenderRoutes', () => {
       delete lowProxy.status;
     }
     // Whole pods (an extender config without nodeCacheCapable) are read by their UIDs.
-    expect((await post(PREEMPT_PATH, { Pod: high, NodeNameToVictims: { [V(BUSY)]: { Pods: [lowProxy], NumPDBViolations: 0 } } })).json).to.deep.equal({ NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 } } });
+    expect((await post(PREEMPT_PATH, { Pod: high, NodeNameToVictims: { [V(BUSY)]: { Pods: [lowProxy], NumPDBViolations: 0 } } })).json).to.deep.equal({
+      NodeNameToMetaVictims: { [V(BUSY)]: { Pods: [{ UID: 'low-uid' }], NumPDBViolations: 0 } },
+    });
   });
 
   it("lets a pod preempt again only once the room its victims freed has had time to show in the target's summary", async () => {
@@ -496,11 +510,13 @@ describe('scheduler: createExtenderRoutes', () => {
 
   it('is served alongside other routes (the webhook’s, on its server)', async () => {
     const text = await new Promise<string>((resolve, reject) => {
-      http.get({ host: '127.0.0.1', port, path: '/healthz' }, (res) => {
-        let t = '';
-        res.on('data', (c) => (t += c));
-        res.on('end', () => resolve(t));
-      }).on('error', reject);
+      http
+        .get({ host: '127.0.0.1', port, path: '/healthz' }, (res) => {
+          let t = '';
+          res.on('data', (c) => (t += c));
+          res.on('end', () => resolve(t));
+        })
+        .on('error', reject);
     });
     expect(text).to.equal('ok');
   });
@@ -532,7 +548,13 @@ describe('scheduler: createExtenderRoutes, while a bind is in flight', () => {
   function proxy(name: string, cpu = '3', onNode?: string): V1Pod {
     const manifest = { metadata: { name, namespace: 'default' }, spec: onNode ? { nodeSelector: { 'kubernetes.io/hostname': onNode } } : {} };
     return {
-      metadata: { name, namespace: 'default', uid: `uid-${name}`, labels: { [HAS_FINALIZER_LABEL]: 'true' }, annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
+      metadata: {
+        name,
+        namespace: 'default',
+        uid: `uid-${name}`,
+        labels: { [HAS_FINALIZER_LABEL]: 'true' },
+        annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
+      },
       spec: { schedulerName: 'admiralty-proxy', containers: [{ name: 'c', image: 'x', resources: { requests: { cpu } } }] },
     };
   }
@@ -574,7 +596,8 @@ describe('scheduler: createExtenderRoutes, while a bind is in flight', () => {
     const state = { nodes: nodesOf(nodes), readAtMs: 0, podsResourceVersion: '5' };
     const routes = createExtenderRoutes({ registry, targetState: () => state, policy: { kind: 'spread' }, delegate: (_key, ns, name) => cache.get(name, ns), logger: silentLogger(), memory, binder });
     const filter = routes.find((r) => r.path === FILTER_PATH)!;
-    const call = (p: V1Pod) => (filter.handle({ path: FILTER_PATH, connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: p, NodeNames: [V(C2)] })) }) as { json: ExtenderFilterResult }).json;
+    const call = (p: V1Pod) =>
+      (filter.handle({ path: FILTER_PATH, connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: p, NodeNames: [V(C2)] })) }) as { json: ExtenderFilterResult }).json;
     /** Starts A's bind; resolves, with the bind's result to come, once its delegate waits for the target's scheduler. */
     const bindA = async () => {
       const bound = binder.bind({ PodName: 'a', PodNamespace: 'default', PodUID: 'uid-a', Node: V(C2) });
@@ -628,8 +651,19 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
   function proxy(name: string, spec: Partial<V1Pod['spec']> = {}, nodeName?: string): V1Pod {
     const manifest = { metadata: { name, namespace: 'default', labels: { app: 'web' } }, spec };
     return {
-      metadata: { name, namespace: 'default', uid: `uid-${name}`, labels: { app: 'web', [HAS_FINALIZER_LABEL]: 'true' }, annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) } },
-      spec: { schedulerName: 'admiralty-proxy', nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' }, containers: [{ name: 'c', image: 'x', resources: { requests: { cpu: '1' } } }], ...(nodeName ? { nodeName } : {}) },
+      metadata: {
+        name,
+        namespace: 'default',
+        uid: `uid-${name}`,
+        labels: { app: 'web', [HAS_FINALIZER_LABEL]: 'true' },
+        annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
+      },
+      spec: {
+        schedulerName: 'admiralty-proxy',
+        nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' },
+        containers: [{ name: 'c', image: 'x', resources: { requests: { cpu: '1' } } }],
+        ...(nodeName ? { nodeName } : {}),
+      },
     };
   }
   const SPREAD = { topologySpreadConstraints: [{ maxSkew: 1, topologyKey: REGION, whenUnsatisfiable: 'DoNotSchedule', labelSelector: { matchLabels: { app: 'web' } } }] };
@@ -666,7 +700,9 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
     const t = setup([{ proxy: proxy('a', SPREAD, V(US)), targetKey: 'ClusterTarget/us' }]);
     const r = t.filter(proxy('b', SPREAD));
     expect(r.NodeNames).to.deep.equal([V(EU)]);
-    expect(r.FailedAndUnresolvableNodes).to.deep.equal({ [V(US)]: `no node in us fits: 1 node(s) didn't match pod topology spread constraints (${REGION}=us has 1 matching pod, the fewest in a domain is 0, maxSkew 1)` });
+    expect(r.FailedAndUnresolvableNodes).to.deep.equal({
+      [V(US)]: `no node in us fits: 1 node(s) didn't match pod topology spread constraints (${REGION}=us has 1 matching pod, the fewest in a domain is 0, maxSkew 1)`,
+    });
   });
 
   it("counts a domain of a target the proxy's own constraints exclude only when nodeAffinityPolicy is Ignore", () => {
@@ -678,7 +714,13 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
     const t = setup(placed);
     const excludingOther = (spec: object) => {
       const p = proxy('c', spec);
-      p.spec!.affinity = { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'multicluster.admiralty.io/cluster-target-name', operator: 'NotIn', values: ['other'] }] }] } } };
+      p.spec!.affinity = {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchExpressions: [{ key: 'multicluster.admiralty.io/cluster-target-name', operator: 'NotIn', values: ['other'] }] }],
+          },
+        },
+      };
       return p;
     };
     expect(t.filter(excludingOther(SPREAD)).NodeNames).to.deep.equal([V(US), V(EU)]);
@@ -701,11 +743,17 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
     const t = setup([{ proxy: proxy('a', ANTI, V(US)), targetKey: 'ClusterTarget/us' }]);
     const r = t.filter(proxy('x'));
     expect(r.NodeNames).to.deep.equal([V(EU)]);
-    expect(r.FailedAndUnresolvableNodes).to.deep.equal({ [V(US)]: `no node in us fits: 1 node(s) didn't satisfy existing pods anti-affinity rules (${REGION}=us has 1 pod whose anti-affinity matches this pod)` });
+    expect(r.FailedAndUnresolvableNodes).to.deep.equal({
+      [V(US)]: `no node in us fits: 1 node(s) didn't satisfy existing pods anti-affinity rules (${REGION}=us has 1 pod whose anti-affinity matches this pod)`,
+    });
   });
 
-  it("ranks a pod with no constraints of its own away from the region of a bound proxy whose preferred anti-affinity matches it", () => {
-    const preferred = { affinity: { podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 10, podAffinityTerm: ANTI.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]! }] } } };
+  it('ranks a pod with no constraints of its own away from the region of a bound proxy whose preferred anti-affinity matches it', () => {
+    const preferred = {
+      affinity: {
+        podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 10, podAffinityTerm: ANTI.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]! }] },
+      },
+    };
     const t = setup([{ proxy: proxy('a', preferred, V(EU)), targetKey: 'ClusterTarget/eu' }], { policy: { kind: 'pack' } });
     // Pack alone would rank eu first (see the ScheduleAnyway test below).
     expect(t.prioritize(proxy('x'))).to.deep.equal([
@@ -718,7 +766,10 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
   it('breaks a tie for a pod with topology, and counts the pod it ranked first before its bind shows', () => {
     // us and eu are alike under spread: kube-scheduler would pick one at random, unknown here.
     const t = setup();
-    expect(t.prioritize(proxy('x')).map((h) => h.Score), 'a pod without topology: a tie').to.deep.equal([10, 10]);
+    expect(
+      t.prioritize(proxy('x')).map((h) => h.Score),
+      'a pod without topology: a tie',
+    ).to.deep.equal([10, 10]);
     const a = proxy('a', ANTI);
     expect(t.prioritize(a)).to.deep.equal([
       { Host: V(US), Score: 9 },

@@ -99,15 +99,12 @@ describe('scheduler: fitsTarget', () => {
       pod: pod(
         'p',
         {},
-        affinity(
-          { exprs: [expr('zone', 'In', ['a']), expr(TARGET_NAMESPACE_LABEL, 'In', ['default'])] },
-          { exprs: [expr('zone', 'In', ['a']), expr(CLUSTER_TARGET_NAME_LABEL, 'Exists')] },
-        ),
+        affinity({ exprs: [expr('zone', 'In', ['a']), expr(TARGET_NAMESPACE_LABEL, 'In', ['default'])] }, { exprs: [expr('zone', 'In', ['a']), expr(CLUSTER_TARGET_NAME_LABEL, 'Exists')] }),
       ),
       fits: true,
     },
     {
-      name: "a term that excludes the target is left out, and the others still judge the nodes",
+      name: 'a term that excludes the target is left out, and the others still judge the nodes',
       pod: pod('p', {}, affinity({ exprs: [expr(CLUSTER_TARGET_NAME_LABEL, 'In', ['c3'])] }, { exprs: [expr('zone', 'In', ['b']), expr(CLUSTER_TARGET_NAME_LABEL, 'In', ['c2'])] })),
       fits: false,
       reason: "no node in c2 fits: 1 node(s) didn't match Pod's node affinity/selector",
@@ -190,7 +187,12 @@ describe('scheduler: fitsTarget', () => {
     const table: { name: string; requests: Record<string, string>; running?: V1Pod[]; fits: boolean; reason?: string }[] = [
       { name: 'fits in an empty node', requests: { cpu: '2', memory: '4Gi' }, fits: true },
       { name: 'too much cpu', requests: { cpu: '2500m' }, fits: false, reason: 'no node in c2 fits: 1 Insufficient cpu (largest free 2)' },
-      { name: 'cpu and memory both short are both counted', requests: { cpu: '3', memory: '5Gi' }, fits: false, reason: 'no node in c2 fits: 1 Insufficient cpu (largest free 2), 1 Insufficient memory (largest free 4Gi)' },
+      {
+        name: 'cpu and memory both short are both counted',
+        requests: { cpu: '3', memory: '5Gi' },
+        fits: false,
+        reason: 'no node in c2 fits: 1 Insufficient cpu (largest free 2), 1 Insufficient memory (largest free 4Gi)',
+      },
       { name: 'running pods hold their requests', requests: { cpu: '1500m' }, running: [runningOn('n1', { cpu: '1' })], fits: false },
       { name: 'terminal pods hold nothing', requests: { cpu: '1500m' }, running: [runningOn('n1', { cpu: '1' }, 'Succeeded'), runningOn('n1', { cpu: '1' }, 'Failed')], fits: true },
       { name: 'pods on other nodes do not count', requests: { cpu: '1500m' }, running: [runningOn('n9', { cpu: '2' })], fits: true },
@@ -306,7 +308,12 @@ describe('scheduler: fitsTarget and host ports (judged per real node, as NodePor
   ];
   for (const c of cases) {
     it(c.name, () => {
-      const r = fit(withPorts('p', c.wants), nodes, c.held.map(([n, ports], i) => withPorts(`h${i}`, ports, n)), opts);
+      const r = fit(
+        withPorts('p', c.wants),
+        nodes,
+        c.held.map(([n, ports], i) => withPorts(`h${i}`, ports, n)),
+        opts,
+      );
       expect(r.fittingNodes).to.deep.equal(c.fitting);
     });
   }
@@ -319,7 +326,7 @@ describe('scheduler: fitsTarget and host ports (judged per real node, as NodePor
     expect(fit(pod('p', { cpu: '100m' }), nodes, [], { ...opts, assumedPorts: promised }).fittingNodes).to.deep.equal(['n1', 'n2']);
   });
 
-  it("says why when every node holds the port, resolvably (evicting a pod could free it)", () => {
+  it('says why when every node holds the port, resolvably (evicting a pod could free it)', () => {
     const held = [withPorts('a', [{ hostPort: 18080 }], 'n1'), withPorts('b', [{ hostPort: 18080 }], 'n2')];
     const r = fit(withPorts('p', [{ hostPort: 18080 }]), nodes, held, opts);
     expect(r).to.include({ fits: false, reason: "no node in c2 fits: 2 node(s) didn't have free ports for the requested pod ports", unresolvable: false });
@@ -378,7 +385,7 @@ describe('scheduler: fitsTarget with burst capacity', () => {
   });
 });
 
-describe('scheduler: fitsTarget with the target\'s RuntimeClasses', () => {
+describe("scheduler: fitsTarget with the target's RuntimeClasses", () => {
   const taint = { key: 'sandbox', value: 'gvisor', effect: 'NoSchedule' };
   const nodes = [node('plain'), node('sandboxed', { labels: { runtime: 'gvisor' }, taints: [taint] })];
   /** c2's classes as its summary publishes them. */
@@ -431,7 +438,7 @@ describe('scheduler: fitsTarget with the target\'s RuntimeClasses', () => {
     expect(fit(ofClass({ cpu: '4' }), nodes, [], opts)).to.deep.include({ fits: true, fittingNodes: ['plain'] });
   });
 
-  it('fits no node of a target without the pod\'s PriorityClass, and judges nothing of it where the names are unknown', () => {
+  it("fits no node of a target without the pod's PriorityClass, and judges nothing of it where the names are unknown", () => {
     const urgent = pod('p', { cpu: '1' }, { priorityClassName: 'urgent' });
     expect(fit(urgent, nodes, [], { ...opts, priorityClasses: new Set(['low']) })).to.include({ fits: false, unresolvable: true, reason: 'no node in c2 fits: c2 has no PriorityClass urgent' });
     expect(fit(urgent, nodes, [], { ...opts, priorityClasses: new Set(['urgent']) }).fits).to.equal(true);
@@ -469,7 +476,13 @@ describe('scheduler: likelyNode', () => {
   });
 
   it("honours the pod's preferred node affinity before free room: the node matching the most weight wins, room breaks ties among equals", () => {
-    const prefer = (...terms: [number, string][]) => ({ affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: terms.map(([weight, zone]) => ({ weight, preference: { matchExpressions: [{ key: 'zone', operator: 'In', values: [zone] }] } })) } } });
+    const prefer = (...terms: [number, string][]) => ({
+      affinity: {
+        nodeAffinity: {
+          preferredDuringSchedulingIgnoredDuringExecution: terms.map(([weight, zone]) => ({ weight, preference: { matchExpressions: [{ key: 'zone', operator: 'In', values: [zone] }] } })),
+        },
+      },
+    });
     // By room alone cpu would take n2 (8 cpu free against 4).
     expect(likelyNode(pod('p', { cpu: '1' }, prefer([10, 'a'])), nodes, opts)).to.equal('n1');
     expect(likelyNode(pod('p', { cpu: '1' }, prefer([10, 'a'], [20, 'b'])), nodes, opts)).to.equal('n2');
@@ -487,7 +500,7 @@ describe('scheduler: waitingRequests', () => {
     return d;
   };
 
-  it("sums our delegates without a node, and the proxies being placed whose delegate is not there yet, one pod slot each", () => {
+  it('sums our delegates without a node, and the proxies being placed whose delegate is not there yet, one pod slot each', () => {
     const placingProxy = pod('web-2', { cpu: '2' });
     placingProxy.metadata!.uid = 'u3';
     const alreadyCreated = pod('web-1', { cpu: '5' });

@@ -35,18 +35,49 @@ describe('scheduler: PlacementMemory', () => {
   it('sums assumptions per node until a summary read late enough covers them, when the summary does not say its pod version', () => {
     const m = new PlacementMemory({ summaryLagMs: 1000 });
     m.assume('t', 'n1', new Map([['cpu', 1n]]), 100);
-    m.assume('t', 'n1', new Map([['cpu', 2n], ['pods', 1n]]), 600);
+    m.assume(
+      't',
+      'n1',
+      new Map([
+        ['cpu', 2n],
+        ['pods', 1n],
+      ]),
+      600,
+    );
     m.assume('t', 'n2', new Map([['cpu', 5n]]), 600);
-    expect(m.assumedOn('t', { readAtMs: 1000 })).to.deep.equal(new Map([['n1', new Map([['cpu', 3n], ['pods', 1n]])], ['n2', new Map([['cpu', 5n]])]]));
+    expect(m.assumedOn('t', { readAtMs: 1000 })).to.deep.equal(
+      new Map([
+        [
+          'n1',
+          new Map([
+            ['cpu', 3n],
+            ['pods', 1n],
+          ]),
+        ],
+        ['n2', new Map([['cpu', 5n]])],
+      ]),
+    );
     // A summary read at 1200 covers the delegate placed at 100, not those of 600.
-    expect(m.assumedOn('t', { readAtMs: 1200 }).get('n1')).to.deep.equal(new Map([['cpu', 2n], ['pods', 1n]]));
+    expect(m.assumedOn('t', { readAtMs: 1200 }).get('n1')).to.deep.equal(
+      new Map([
+        ['cpu', 2n],
+        ['pods', 1n],
+      ]),
+    );
     expect(m.assumedOn('t', { readAtMs: 5000 }).size).to.equal(0);
     expect(m.assumedOn('other', { readAtMs: 0 }).size).to.equal(0);
   });
 
   describe('with a summary that says which pod version it counts', () => {
-    const delegate = (name: string, rv: string, nodeName?: string, phase = 'Running') => ({ metadata: { namespace: 'ns', name, resourceVersion: rv }, spec: { nodeName, containers: [] }, status: { phase } });
-    const cache = (...pods: ReturnType<typeof delegate>[]) => (namespace: string, name: string) => pods.find((p) => p.metadata.namespace === namespace && p.metadata.name === name);
+    const delegate = (name: string, rv: string, nodeName?: string, phase = 'Running') => ({
+      metadata: { namespace: 'ns', name, resourceVersion: rv },
+      spec: { nodeName, containers: [] },
+      status: { phase },
+    });
+    const cache =
+      (...pods: ReturnType<typeof delegate>[]) =>
+      (namespace: string, name: string) =>
+        pods.find((p) => p.metadata.namespace === namespace && p.metadata.name === name);
     const cpu = (n: bigint) => new Map([['cpu', n]]);
 
     it('keeps an assumption, however late the summary is read, until that summary has reached the version its delegate was bound at', () => {
@@ -197,7 +228,10 @@ describe('scheduler: PlacementMemory', () => {
       spec: { nodeName, containers: [] },
       status: { phase: 'Pending', conditions },
     });
-    const cache = (...pods: V1Pod[]) => (namespace: string, name: string) => pods.find((p) => p.metadata!.namespace === namespace && p.metadata!.name === name);
+    const cache =
+      (...pods: V1Pod[]) =>
+      (namespace: string, name: string) =>
+        pods.find((p) => p.metadata!.namespace === namespace && p.metadata!.name === name);
     const read = { readAtMs: 1000, podsResourceVersion: '50' };
 
     it('takes room from when the bind begins, on the node guessed once, each guess seeing those before it', () => {
@@ -209,8 +243,18 @@ describe('scheduler: PlacementMemory', () => {
         asked.push(`${pod.metadata!.name} seeing ${[...assumed.keys()].join(',')}`);
         return assumed.has('n1') ? 'n2' : 'n1';
       };
-      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(new Map([['n1', cpu(3n)], ['n2', cpu(2n)]]));
-      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(new Map([['n1', cpu(3n)], ['n2', cpu(2n)]]));
+      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(
+        new Map([
+          ['n1', cpu(3n)],
+          ['n2', cpu(2n)],
+        ]),
+      );
+      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(
+        new Map([
+          ['n1', cpu(3n)],
+          ['n2', cpu(2n)],
+        ]),
+      );
       expect(asked).to.deep.equal(['a seeing ', 'b seeing n1']);
       // No node fits (a pod for burst capacity, counted there): it takes no node's room.
       m.reserve('t', bound('c'), cpu(1n), 0, d('c'));
@@ -251,16 +295,31 @@ describe('scheduler: PlacementMemory', () => {
       m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
       m.assume('t', 'n2', cpu(5n), 0, d('y'));
       const guess = () => 'n1';
-      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(new Map([['n1', cpu(4n)], ['n2', cpu(5n)]]));
+      expect(m.assumedOn('t', read, cache(), guess)).to.deep.equal(
+        new Map([
+          ['n1', cpu(4n)],
+          ['n2', cpu(5n)],
+        ]),
+      );
       m.release('t', d('a'));
       m.release('t', d('a'));
       // The last walk's positions still hold: one placed after the release is looked at (the
       // summary counts z already), y, now second, when it changes.
       m.assume('t', 'n4', cpu(7n), 0, d('z'));
       const later = cache(delegate('y', '60', 'n3'), delegate('z', '40', 'n4'));
-      expect(m.assumedOn('t', read, later, guess)).to.deep.equal(new Map([['n1', cpu(1n)], ['n2', cpu(5n)]]));
+      expect(m.assumedOn('t', read, later, guess)).to.deep.equal(
+        new Map([
+          ['n1', cpu(1n)],
+          ['n2', cpu(5n)],
+        ]),
+      );
       m.delegateChanged('t', 'ns', 'y');
-      expect(m.assumedOn('t', read, later, guess)).to.deep.equal(new Map([['n1', cpu(1n)], ['n3', cpu(5n)]]));
+      expect(m.assumedOn('t', read, later, guess)).to.deep.equal(
+        new Map([
+          ['n1', cpu(1n)],
+          ['n3', cpu(5n)],
+        ]),
+      );
     });
 
     it('becomes the assumption of its delegate once placed: counted once, on the node placed, then ended by the summary like any', () => {
@@ -291,11 +350,21 @@ describe('scheduler: PlacementMemory', () => {
       };
       m.assumedOn('t', read, cache(), guess);
       expect(seen).to.deep.equal(['a: ', 'b: n1=80']);
-      expect(m.assumedPortsOn('t')).to.deep.equal(new Map([['n1', port80], ['n2', port80]]));
+      expect(m.assumedPortsOn('t')).to.deep.equal(
+        new Map([
+          ['n1', port80],
+          ['n2', port80],
+        ]),
+      );
       // Placed elsewhere than guessed: the ports move with it.
       m.assume('t', 'n3', cpu(1n), 900, d('a'), port80);
       m.assumedOn('t', read, cache(delegate('a', '51', 'n3')));
-      expect(m.assumedPortsOn('t')).to.deep.equal(new Map([['n3', port80], ['n2', port80]]));
+      expect(m.assumedPortsOn('t')).to.deep.equal(
+        new Map([
+          ['n3', port80],
+          ['n2', port80],
+        ]),
+      );
       // Refused: given back at once. Counted by the summary: gone.
       m.release('t', d('b'));
       expect(m.assumedPortsOn('t')).to.deep.equal(new Map([['n3', port80]]));

@@ -8,7 +8,12 @@ const spread = { kind: 'spread' } as const;
 
 function pod(annotations?: Record<string, string>, owner?: { uid: string; controller?: boolean }): V1Pod {
   return {
-    metadata: { name: 'p', namespace: 'ns', annotations, ownerReferences: owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: owner.uid, controller: owner.controller }] : undefined },
+    metadata: {
+      name: 'p',
+      namespace: 'ns',
+      annotations,
+      ownerReferences: owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: owner.uid, controller: owner.controller }] : undefined,
+    },
     spec: { containers: [] },
   };
 }

@@ -16,7 +16,10 @@ function victim(name: string, on: string, cpu: string, priority: number): { cand
 
 /** Two 32-cpu nodes, each running two of these victims. */
 function cluster(victims: ReturnType<typeof victim>[]) {
-  const nodes = nodesOf([node('n0', { allocatable: { cpu: '32', pods: '110' } }), node('n1', { allocatable: { cpu: '32', pods: '110' } })], victims.map((v) => v.delegate));
+  const nodes = nodesOf(
+    [node('n0', { allocatable: { cpu: '32', pods: '110' } }), node('n1', { allocatable: { cpu: '32', pods: '110' } })],
+    victims.map((v) => v.delegate),
+  );
   return { nodes, candidates: victims.map((v) => v.candidate) };
 }
 
@@ -150,7 +153,10 @@ describe('scheduler: budgetViolators (upstream filterPodsWithPDBViolation)', () 
   });
 
   it('reads the same from what the budgets cache keeps', () => {
-    const full: V1PodDisruptionBudget = { ...budget('web', 1, { disruptedPods: { a: new Date() }, currentHealthy: 3 }), metadata: { name: 'p', namespace: 'default', resourceVersion: '5', managedFields: [{ manager: 'kubectl' }] } };
+    const full: V1PodDisruptionBudget = {
+      ...budget('web', 1, { disruptedPods: { a: new Date() }, currentHealthy: 3 }),
+      metadata: { name: 'p', namespace: 'default', resourceVersion: '5', managedFields: [{ manager: 'kubectl' }] },
+    };
     const kept = budgetFields(full);
     expect(kept.metadata).to.deep.equal({ name: 'p', namespace: 'default', resourceVersion: '5' });
     expect(names(budgetViolators([a, b, c], [kept]))).to.deep.equal(names(budgetViolators([a, b, c], [full])));

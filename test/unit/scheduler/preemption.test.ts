@@ -18,7 +18,11 @@ const CLASSES: V1PriorityClass[] = [
 
 /** A pod of the target itself on `nodeName`, of the given priority (as its admission set it). */
 function targetPod(nodeName: string, cpu: string, priority: number): V1Pod {
-  return { metadata: { name: `t-${nodeName}-${priority}-${cpu}`, namespace: 'batch' }, spec: { nodeName, priority, containers: [{ name: 'c', resources: { requests: { cpu } } }] }, status: { phase: 'Running' } };
+  return {
+    metadata: { name: `t-${nodeName}-${priority}-${cpu}`, namespace: 'batch' },
+    spec: { nodeName, priority, containers: [{ name: 'c', resources: { requests: { cpu } } }] },
+    status: { phase: 'Running' },
+  };
 }
 
 /** c2: two 4-cpu nodes, full: n1 of priority-10 pods, n2 of a priority-10 and a priority-1000 pod. */
@@ -29,7 +33,12 @@ function fullTarget(classes: V1PriorityClass[] = CLASSES) {
   return { summary, nodes: nodesOfSummary(summary), values: priorityClassValuesOfSummary(summary), names: priorityClassesOfSummary(summary) };
 }
 
-const opts = (t: ReturnType<typeof fullTarget>) => ({ targetName: 'c2', targetLabels: targetIdentityLabels({ kind: 'ClusterTarget', namespace: '', name: 'c2' }), priorityClasses: t.names, priorityClassValues: t.values });
+const opts = (t: ReturnType<typeof fullTarget>) => ({
+  targetName: 'c2',
+  targetLabels: targetIdentityLabels({ kind: 'ClusterTarget', namespace: '', name: 'c2' }),
+  priorityClasses: t.names,
+  priorityClassValues: t.values,
+});
 
 describe('scheduler: preemption inside targets', () => {
   describe('delegatePriority', () => {
@@ -51,8 +60,16 @@ describe('scheduler: preemption inside targets', () => {
     });
 
     it("does not preempt when the pod's preemptionPolicy is Never, or its class's in the target", () => {
-      expect(delegatePriority({ containers: [], priorityClassName: 'low', preemptionPolicy: 'Never' }, classes, 'c2')).to.deep.equal({ priority: 10, preempts: false, why: "the pod's preemptionPolicy is Never" });
-      expect(delegatePriority({ containers: [], priorityClassName: 'never' }, classes, 'c2')).to.deep.equal({ priority: 500, preempts: false, why: 'its PriorityClass never in c2 has preemptionPolicy Never' });
+      expect(delegatePriority({ containers: [], priorityClassName: 'low', preemptionPolicy: 'Never' }, classes, 'c2')).to.deep.equal({
+        priority: 10,
+        preempts: false,
+        why: "the pod's preemptionPolicy is Never",
+      });
+      expect(delegatePriority({ containers: [], priorityClassName: 'never' }, classes, 'c2')).to.deep.equal({
+        priority: 500,
+        preempts: false,
+        why: 'its PriorityClass never in c2 has preemptionPolicy Never',
+      });
     });
 
     it('is undefined when the classes are unknown, or the target lacks the class', () => {
@@ -63,7 +80,14 @@ describe('scheduler: preemption inside targets', () => {
 
   describe('priorityClassValuesOfSummary', () => {
     it('maps the classes by name, takes the lowest of two global defaults, and is undefined without values', () => {
-      const s = { metadata: {}, priorityClassValues: [{ name: 'a', value: 5, globalDefault: true as const }, { name: 'b', value: 3, globalDefault: true as const }, { name: 'c', value: 1 }] };
+      const s = {
+        metadata: {},
+        priorityClassValues: [
+          { name: 'a', value: 5, globalDefault: true as const },
+          { name: 'b', value: 3, globalDefault: true as const },
+          { name: 'c', value: 1 },
+        ],
+      };
       const out = priorityClassValuesOfSummary(s)!;
       expect([...out.byName.keys()]).to.deep.equal(['a', 'b', 'c']);
       expect(out.globalDefault?.name).to.equal('b');
@@ -84,7 +108,10 @@ describe('scheduler: preemption inside targets', () => {
 
     it('counts free room and preemptible room less what is assumed on the node', () => {
       const t = fullTarget();
-      const requests = new Map([['cpu', 3_000_000_000n], ['pods', 1_000_000_000n]]);
+      const requests = new Map([
+        ['cpu', 3_000_000_000n],
+        ['pods', 1_000_000_000n],
+      ]);
       expect(nodesFreedByPreemption(requests, t.nodes, 1000)).to.deep.equal(['n1']);
       expect(nodesFreedByPreemption(requests, t.nodes, 100000)).to.deep.equal(['n1', 'n2']);
       const assumed = new Map([['n1', new Map([['cpu', 2_000_000_000n]])]]);
@@ -120,9 +147,14 @@ describe('scheduler: preemption inside targets', () => {
     it('says that preemption would make room but the pod may not preempt, for preemptionPolicy Never', () => {
       const t = fullTarget();
       const own = fitsTarget(pod('p', { cpu: '3' }, { priorityClassName: 'urgent', preemptionPolicy: 'Never' }), t.nodes, opts(t));
-      expect(own).to.deep.include({ fits: false, reason: "no node in c2 fits: 2 Insufficient cpu (largest free 0); preempting pods of priority below 100000 would make room on 2 node(s), but the pod's preemptionPolicy is Never" });
+      expect(own).to.deep.include({
+        fits: false,
+        reason: "no node in c2 fits: 2 Insufficient cpu (largest free 0); preempting pods of priority below 100000 would make room on 2 node(s), but the pod's preemptionPolicy is Never",
+      });
       const byClass = fitsTarget(pod('p', { cpu: '3' }, { priorityClassName: 'polite' }), t.nodes, opts(t));
-      expect(byClass.reason).to.equal('no node in c2 fits: 2 Insufficient cpu (largest free 0); preempting pods of priority below 100000 would make room on 2 node(s), but its PriorityClass polite in c2 has preemptionPolicy Never');
+      expect(byClass.reason).to.equal(
+        'no node in c2 fits: 2 Insufficient cpu (largest free 0); preempting pods of priority below 100000 would make room on 2 node(s), but its PriorityClass polite in c2 has preemptionPolicy Never',
+      );
     });
 
     it('judges no preemption where the summary publishes no class values (an earlier writer)', () => {
@@ -159,7 +191,16 @@ describe('scheduler: preemption inside targets', () => {
       const summary = buildClusterSummary([node('n1')], [delegate, targetPod('n1', '1', 10)], undefined, undefined, { priority: CLASSES });
       const nodes = nodesOfSummary(summary);
       const proxy: V1Pod = { metadata: { name: 'low', namespace: 'default', uid: 'u1' }, spec: { priority: 10, containers: [] } };
-      const candidates = [{ proxy, node: 'n1', requests: new Map([['cpu', 3_000_000_000n], ['pods', 1_000_000_000n]]) }];
+      const candidates = [
+        {
+          proxy,
+          node: 'n1',
+          requests: new Map([
+            ['cpu', 3_000_000_000n],
+            ['pods', 1_000_000_000n],
+          ]),
+        },
+      ];
       const t = { ...opts(fullTarget()), priorityClassValues: priorityClassValuesOfSummary(summary) };
       // Counting the target's own preemption, the pod would fit with no proxy gone, and none would be chosen.
       const chosen = victimsOnOneNode(pod('p', { cpu: '3' }, { priority: 100000, priorityClassName: 'urgent' }), nodes, candidates, t);

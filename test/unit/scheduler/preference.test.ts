@@ -20,10 +20,14 @@ const fieldTerm = (weight: number, ...names: string[]): V1PreferredSchedulingTer
  */
 function proxy(own: V1PreferredSchedulingTerm[], onProxy: V1PreferredSchedulingTerm[] = []): V1Pod {
   const original = pod('web', { cpu: '1' }, own.length ? { affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: own } } } : {});
-  const p = pod('web', { cpu: '1' }, {
-    nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' },
-    ...(onProxy.length ? { affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: onProxy } } } : {}),
-  });
+  const p = pod(
+    'web',
+    { cpu: '1' },
+    {
+      nodeSelector: { [VIRTUAL_KUBELET_PROVIDER_LABEL]: 'admiralty' },
+      ...(onProxy.length ? { affinity: { nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: onProxy } } } : {}),
+    },
+  );
   p.metadata!.annotations = { [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(original) };
   return p;
 }
@@ -114,7 +118,16 @@ describe('scheduler: podPreferences and preferenceScore', () => {
   it('judges a pool of many nodes once per label set', () => {
     // 5000 nodes of one pool share one labels object: the count of matches stays one per pool.
     const labels = { [REGION]: 'eu' };
-    const many: FitNode[] = Array.from({ length: 5000 }, (_, i) => ({ name: `n${i}`, hostname: `n${i}`, labels, taints: [], unschedulable: false, notReady: false, allocatable: new Map(), free: new Map() }));
+    const many: FitNode[] = Array.from({ length: 5000 }, (_, i) => ({
+      name: `n${i}`,
+      hostname: `n${i}`,
+      labels,
+      taints: [],
+      unschedulable: false,
+      notReady: false,
+      allocatable: new Map(),
+      free: new Map(),
+    }));
     let reads = 0;
     const counting = new Proxy(labels, {
       getOwnPropertyDescriptor: (t, k) => {

@@ -73,8 +73,18 @@ describe('scheduler: rankTargets', () => {
   describe('preference first, then the policy', () => {
     const pref = (preference: number, placement?: TargetPlacement): Partial<ScoredTarget> => ({ preference, ...(placement ? { placement } : {}) });
     const cases: { name: string; policy: PlacementPolicy; targets: ScoredTarget[]; scores: Record<string, number> }[] = [
-      { name: "spread: the preferred target first, though fuller (the default's tie-breaking loses)", policy: spread, targets: [target('eu', 6, pref(10)), target('us', 0)], scores: { eu: 10, us: 9 } },
-      { name: 'spread: higher preference first, then most free cpu among equals', policy: spread, targets: [target('a', 1, pref(5)), target('b', 4, pref(50)), target('c', 3, pref(5))], scores: { b: 10, a: 9, c: 8 } },
+      {
+        name: "spread: the preferred target first, though fuller (the default's tie-breaking loses)",
+        policy: spread,
+        targets: [target('eu', 6, pref(10)), target('us', 0)],
+        scores: { eu: 10, us: 9 },
+      },
+      {
+        name: 'spread: higher preference first, then most free cpu among equals',
+        policy: spread,
+        targets: [target('a', 1, pref(5)), target('b', 4, pref(50)), target('c', 3, pref(5))],
+        scores: { b: 10, a: 9, c: 8 },
+      },
       { name: 'pack still holds among equally preferred targets', policy: pack, targets: [target('roomy', 1, pref(50)), target('full', 6, pref(50))], scores: { full: 10, roomy: 9 } },
       { name: 'pack: preference over best-fit', policy: pack, targets: [target('roomy', 1, pref(50)), target('full', 6, pref(1))], scores: { roomy: 10, full: 9 } },
       {

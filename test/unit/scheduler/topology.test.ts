@@ -1,7 +1,18 @@
 import { expect } from 'chai';
 import type { V1PodAffinityTerm, V1PodSpec, V1TopologySpreadConstraint } from '@kubernetes/client-node';
 import { SOURCE_POD_MANIFEST_ANNOTATION, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL, VIRTUAL_KUBELET_PROVIDER_LABEL } from '../../../provider/core/keys.js';
-import { hasRequiredTopology, mayHavePodTerms, podTerms, podTopology, softTopologyScores, topologyFilter, unconstrainedTopology, type PlacedPod, type PodTopology, type TopologyTarget } from '../../../scheduler/topology.js';
+import {
+  hasRequiredTopology,
+  mayHavePodTerms,
+  podTerms,
+  podTopology,
+  softTopologyScores,
+  topologyFilter,
+  unconstrainedTopology,
+  type PlacedPod,
+  type PodTopology,
+  type TopologyTarget,
+} from '../../../scheduler/topology.js';
 import { node, nodesOf, pod } from './fixtures.js';
 
 const REGION = 'topology.kubernetes.io/region';
@@ -44,7 +55,12 @@ function web(spec: Partial<V1PodSpec>, labels: Record<string, string> = { app: '
 }
 
 /** The verdict on each target, every node of it a candidate: true, or the reason. */
-function verdicts(spec: Partial<V1PodSpec>, pods: PlacedPod[], targets: TopologyTarget[] = [c1, c2], opts: { labels?: Record<string, string>; namespaceLabels?: Record<string, Record<string, string>> } = {}): Record<string, true | string> {
+function verdicts(
+  spec: Partial<V1PodSpec>,
+  pods: PlacedPod[],
+  targets: TopologyTarget[] = [c1, c2],
+  opts: { labels?: Record<string, string>; namespaceLabels?: Record<string, Record<string, string>> } = {},
+): Record<string, true | string> {
   const topology = podTopology(web(spec, opts.labels), (n) => opts.namespaceLabels?.[n]);
   expect(topology, 'the pod has topology constraints').to.not.equal(undefined);
   const judge = topologyFilter(topology!, targets, pods);
@@ -66,16 +82,21 @@ const holding = (pods: PlacedPod[], affinity: V1PodSpec['affinity'], labels?: Re
 /** The verdict on each target of a `topology` already built, every node a candidate: true, or the reason. */
 function judged(topology: PodTopology, pods: PlacedPod[], targets: TopologyTarget[] = [c1, c2]): Record<string, true | string> {
   const judge = topologyFilter(topology, targets, pods);
-  return Object.fromEntries(targets.map((t) => {
-    const v = judge(t.key, t.nodes);
-    return [t.key.split('/')[1], v.fits ? true : v.reason];
-  }));
+  return Object.fromEntries(
+    targets.map((t) => {
+      const v = judge(t.key, t.nodes);
+      return [t.key.split('/')[1], v.fits ? true : v.reason];
+    }),
+  );
 }
 
 describe('scheduler: podTerms and mayHavePodTerms', () => {
-  it('podTerms is undefined for a pod without pod (anti-)affinity terms, and reads matchLabelKeys from the holder\'s own labels', () => {
+  it("podTerms is undefined for a pod without pod (anti-)affinity terms, and reads matchLabelKeys from the holder's own labels", () => {
     expect(podTerms(web({ topologySpreadConstraints: [spread(REGION)] }), () => undefined)).to.equal(undefined);
-    const terms = podTerms(web({ affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term(REGION, { labelSelector: {}, matchLabelKeys: ['tenant'] })] } } }, { app: 'web', tenant: 'a' }), () => undefined)!;
+    const terms = podTerms(
+      web({ affinity: { podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [term(REGION, { labelSelector: {}, matchLabelKeys: ['tenant'] })] } } }, { app: 'web', tenant: 'a' }),
+      () => undefined,
+    )!;
     expect(terms.antiAffinity).to.have.length(1);
     expect(terms.antiAffinity[0]!.selector({ tenant: 'a' })).to.equal(true);
     expect(terms.antiAffinity[0]!.selector({ tenant: 'b' })).to.equal(false);
@@ -200,7 +221,10 @@ describe('scheduler: topologyFilter', () => {
         name: 'a node without the key fails (missing required label)',
         spec: { topologySpreadConstraints: [spread('rack')] },
         pods: [],
-        want: { c1: `2 ${"node(s) didn't match pod topology spread constraints (missing required label)"} (no rack)`, c2: `2 ${"node(s) didn't match pod topology spread constraints (missing required label)"} (no rack)` },
+        want: {
+          c1: `2 ${"node(s) didn't match pod topology spread constraints (missing required label)"} (no rack)`,
+          c2: `2 ${"node(s) didn't match pod topology spread constraints (missing required label)"} (no rack)`,
+        },
       },
     ];
     for (const row of table) {
@@ -226,7 +250,7 @@ describe('scheduler: topologyFilter', () => {
     it('a node without the key passes', () => {
       expect(verdicts(anti(term('rack')), on(c1, 1))).to.deep.equal({ c1: true, c2: true });
     });
-    it("pods of other namespaces count only when the term names them, or its namespaceSelector selects theirs", () => {
+    it('pods of other namespaces count only when the term names them, or its namespaceSelector selects theirs', () => {
       expect(verdicts(anti(term(REGION)), on(c1, 1, { namespace: 'other' }))).to.deep.equal({ c1: true, c2: true });
       expect(verdicts(anti(term(REGION, { namespaces: ['other'] })), on(c1, 1, { namespace: 'other' })).c1).to.be.a('string');
       const bySelector = anti(term(REGION, { namespaceSelector: { matchLabels: { team: 'a' } } }));
@@ -251,7 +275,10 @@ describe('scheduler: topologyFilter', () => {
     });
     it('no matching pod, and the pod does not match its own term: nowhere', () => {
       const v = verdicts(affine(term(REGION)), [], [c1, c2], { labels: { app: 'other' } });
-      expect(v).to.deep.equal({ c1: `2 node(s) didn't match pod affinity rules (${REGION}=us has no matching pod)`, c2: `2 node(s) didn't match pod affinity rules (${REGION}=eu has no matching pod)` });
+      expect(v).to.deep.equal({
+        c1: `2 node(s) didn't match pod affinity rules (${REGION}=us has no matching pod)`,
+        c2: `2 node(s) didn't match pod affinity rules (${REGION}=eu has no matching pod)`,
+      });
     });
     it('a node without the key fails', () => {
       expect(verdicts(affine(term('rack')), on(c2, 1)).c2).to.equal(`2 node(s) didn't match pod affinity rules (no rack)`);
@@ -262,7 +289,10 @@ describe('scheduler: topologyFilter', () => {
     const antiX = (t: V1PodAffinityTerm = term(REGION, { labelSelector: { matchLabels: { app: 'x' } } })) => ({ podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [t] } });
     const x = unconstrainedTopology(web({}, { app: 'x' }));
     it("keeps a pod with no constraints of its own out of the region of a counted pod whose anti-affinity matches it, in kube-scheduler's words with the domain", () => {
-      expect(judged(x, holding(on(c1, 1), antiX()))).to.deep.equal({ c1: `2 node(s) didn't satisfy existing pods anti-affinity rules (${REGION}=us has 1 pod whose anti-affinity matches this pod)`, c2: true });
+      expect(judged(x, holding(on(c1, 1), antiX()))).to.deep.equal({
+        c1: `2 node(s) didn't satisfy existing pods anti-affinity rules (${REGION}=us has 1 pod whose anti-affinity matches this pod)`,
+        c2: true,
+      });
     });
     it('keeps nothing out when the term does not select the pod, or names only other namespaces', () => {
       expect(judged(unconstrainedTopology(web({}, { app: 'y' })), holding(on(c1, 1), antiX()))).to.deep.equal({ c1: true, c2: true });
@@ -313,10 +343,17 @@ describe('scheduler: topologyFilter', () => {
 
 describe('scheduler: softTopologyScores', () => {
   const soft = (key: string, maxSkew = 1) => spread(key, maxSkew, { whenUnsatisfiable: 'ScheduleAnyway' });
-  const weighted = (kind: 'podAffinity' | 'podAntiAffinity', weight: number, t: V1PodAffinityTerm) => ({ affinity: { [kind]: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight, podAffinityTerm: t }] } } });
+  const weighted = (kind: 'podAffinity' | 'podAntiAffinity', weight: number, t: V1PodAffinityTerm) => ({
+    affinity: { [kind]: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight, podAffinityTerm: t }] } },
+  });
   const scores = (spec: Partial<V1PodSpec>, pods: PlacedPod[], targets: TopologyTarget[] = [c1, c2]) => {
     const topology = podTopology(web(spec), () => undefined)!;
-    const out = softTopologyScores(topology, targets, pods, targets.map((t) => ({ key: t.key, nodes: t.nodes })));
+    const out = softTopologyScores(
+      topology,
+      targets,
+      pods,
+      targets.map((t) => ({ key: t.key, nodes: t.nodes })),
+    );
     return out && Object.fromEntries([...out].map(([k, v]) => [k.split('/')[1], v]));
   };
 
@@ -342,7 +379,12 @@ describe('scheduler: softTopologyScores', () => {
     const x = unconstrainedTopology(web({}, { app: 'x' }));
     const selectsX = term(REGION, { labelSelector: { matchLabels: { app: 'x' } } });
     const symmetric = (pods: PlacedPod[]) => {
-      const out = softTopologyScores(x, [c1, c2], pods, [c1, c2].map((t) => ({ key: t.key, nodes: t.nodes })));
+      const out = softTopologyScores(
+        x,
+        [c1, c2],
+        pods,
+        [c1, c2].map((t) => ({ key: t.key, nodes: t.nodes })),
+      );
       return out && Object.fromEntries([...out].map(([k, v]) => [k.split('/')[1], v]));
     };
     it('is undefined when neither the pod nor a counted pod has terms to score', () => {
@@ -363,7 +405,12 @@ describe('scheduler: softTopologyScores', () => {
       // The pod prefers app=db (weight 10, in c1); a pod in c2 prefers the pod with weight 20.
       const own = podTopology(web(weighted('podAffinity', 10, term(REGION, { labelSelector: { matchLabels: { app: 'db' } } })), { app: 'x' }), () => undefined)!;
       const pods = [...on(c1, 1, { app: 'db' }), ...holding(on(c2, 1), weighted('podAffinity', 20, selectsX).affinity)];
-      const out = softTopologyScores(own, [c1, c2], pods, [c1, c2].map((t) => ({ key: t.key, nodes: t.nodes })))!;
+      const out = softTopologyScores(
+        own,
+        [c1, c2],
+        pods,
+        [c1, c2].map((t) => ({ key: t.key, nodes: t.nodes })),
+      )!;
       expect(Object.fromEntries([...out].map(([k, v]) => [k.split('/')[1], v]))).to.deep.equal({ c1: 0, c2: 100 });
     });
   });

@@ -24,7 +24,9 @@ describe('parsePrometheusText', () => {
   });
 
   it('reads a labelled summary written label set by label set', () => {
-    const body = ['# TYPE rpc summary', 'rpc{quantile="0.5",m="a"} 1', 'rpc_sum{m="a"} 3', 'rpc_count{m="a"} 2', 'rpc{quantile="0.5",m="b"} 4', 'rpc_sum{m="b"} 4', 'rpc_count{m="b"} 1', ''].join('\n');
+    const body = ['# TYPE rpc summary', 'rpc{quantile="0.5",m="a"} 1', 'rpc_sum{m="a"} 3', 'rpc_count{m="a"} 2', 'rpc{quantile="0.5",m="b"} 4', 'rpc_sum{m="b"} 4', 'rpc_count{m="b"} 1', ''].join(
+      '\n',
+    );
     expect(parsePrometheusText(body).samples).to.have.length(6);
   });
 

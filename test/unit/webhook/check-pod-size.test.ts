@@ -5,7 +5,8 @@ import { checkPodSize, POD_LIST_LIMITS } from '../../../webhook/check-pod-size.j
 import { mutatePod } from '../../../webhook/mutate-pod.js';
 import type { V1Pod } from '@kubernetes/client-node';
 
-const elected = (spec: Record<string, unknown>): V1Pod => ({ metadata: { name: 'p', namespace: 'default', annotations: { [ELECT_ANNOTATION]: '' } }, spec: { containers: [{ name: 'c', image: 'x' }], ...spec } }) as V1Pod;
+const elected = (spec: Record<string, unknown>): V1Pod =>
+  ({ metadata: { name: 'p', namespace: 'default', annotations: { [ELECT_ANNOTATION]: '' } }, spec: { containers: [{ name: 'c', image: 'x' }], ...spec } }) as V1Pod;
 const tolerations = (n: number) => Array.from({ length: n }, (_, i) => ({ key: `k${i}`, operator: 'Exists' }));
 
 describe('webhook: checkPodSize', () => {
@@ -16,7 +17,13 @@ describe('webhook: checkPodSize', () => {
     { name: 'nodeSelector entries', spec: { nodeSelector: Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`k${i}`, 'v'])) }, field: 'spec.nodeSelector', limit: 128 },
     {
       name: 'values of a node affinity requirement',
-      spec: { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'a', operator: 'In', values: Array.from({ length: 300 }, (_, i) => `v${i}`) }] }] } } } },
+      spec: {
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'a', operator: 'In', values: Array.from({ length: 300 }, (_, i) => `v${i}`) }] }] },
+          },
+        },
+      },
       field: 'spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values',
       limit: 256,
     },

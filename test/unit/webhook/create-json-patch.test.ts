@@ -12,7 +12,10 @@ function applyPatch(doc: unknown, ops: JsonPatchOp[]): unknown {
       root = op.op === 'remove' ? null : structuredClone(op.value);
       continue;
     }
-    const tokens = op.path.slice(1).split('/').map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const tokens = op.path
+      .slice(1)
+      .split('/')
+      .map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
     const last = tokens.pop()!;
     let parent = root as Record<string, unknown>;
     for (const t of tokens) {
@@ -53,9 +56,7 @@ describe('webhook: createJsonPatch', () => {
   it('emits nothing for equal documents and escapes pointers', () => {
     expect(createJsonPatch({ a: [1, { b: 2 }] }, { a: [1, { b: 2 }] })).to.deep.equal([]);
     expect(escapePointerToken('a~/b')).to.equal('a~0~1b');
-    expect(createJsonPatch({ m: {} }, { m: { 'multicluster.admiralty.io/elect': '' } })).to.deep.equal([
-      { op: 'add', path: '/m/multicluster.admiralty.io~1elect', value: '' },
-    ]);
+    expect(createJsonPatch({ m: {} }, { m: { 'multicluster.admiralty.io/elect': '' } })).to.deep.equal([{ op: 'add', path: '/m/multicluster.admiralty.io~1elect', value: '' }]);
   });
 
   it('takes a Date for its JSON string, and sends only JSON', () => {
@@ -68,9 +69,7 @@ describe('webhook: createJsonPatch', () => {
     // A getter that throws: a walk of the shared subtree (or a copy of after) would meet it.
     Object.defineProperty(shared.containers[0], 'trap', { enumerable: true, get: () => expect.fail('the shared subtree was read') });
     const before = { metadata: { name: 'p' }, spec: shared };
-    expect(createJsonPatch(before, { metadata: { name: 'p', labels: { a: 'b' } }, spec: shared }, { beforeIsJson: true })).to.deep.equal([
-      { op: 'add', path: '/metadata/labels', value: { a: 'b' } },
-    ]);
+    expect(createJsonPatch(before, { metadata: { name: 'p', labels: { a: 'b' } }, spec: shared }, { beforeIsJson: true })).to.deep.equal([{ op: 'add', path: '/metadata/labels', value: { a: 'b' } }]);
   });
 
   it('turns a source pod into its proxy', () => {

@@ -113,13 +113,7 @@ describe('webhook: createWebhookRoutes', () => {
     expect(body.response.patchType).to.equal('JSONPatch');
     const ops = JSON.parse(Buffer.from(body.response.patch, 'base64').toString('utf8')) as JsonPatchOp[];
     const paths = ops.map((o) => o.path).sort();
-    expect(paths).to.deep.equal([
-      '/metadata/annotations/multicluster.admiralty.io~1sourcepod-manifest',
-      '/metadata/finalizers',
-      '/metadata/labels',
-      '/spec/nodeSelector',
-      '/spec/tolerations',
-    ]);
+    expect(paths).to.deep.equal(['/metadata/annotations/multicluster.admiralty.io~1sourcepod-manifest', '/metadata/finalizers', '/metadata/labels', '/spec/nodeSelector', '/spec/tolerations']);
     const nodeSelector = ops.find((o) => o.path === '/spec/nodeSelector') as { value: unknown };
     expect(nodeSelector.value).to.deep.equal({ 'virtual-kubelet.io/provider': 'admiralty' });
   });

@@ -242,7 +242,9 @@ describe('webhook: createWebhookServer', () => {
 
     it('destroys, and reports, a connection that opens no stream in time', async () => {
       const session = await connect();
-      expect(await sessionClosedWithin(session)).to.be.a('number').and.at.least(500);
+      expect(await sessionClosedWithin(session))
+        .to.be.a('number')
+        .and.at.least(500);
       expect(closed).to.deep.equal(['first_request_timeout']);
     });
 
@@ -253,7 +255,9 @@ describe('webhook: createWebhookServer', () => {
       expect(await sessionClosedWithin(session, 1_000)).to.equal('open');
       releases.forEach((r) => r());
       expect((await slow).body).to.equal('slow');
-      expect(await sessionClosedWithin(session)).to.be.a('number').and.at.least(500);
+      expect(await sessionClosedWithin(session))
+        .to.be.a('number')
+        .and.at.least(500);
       expect(closed).to.deep.equal([]);
     });
 

@@ -76,7 +76,8 @@ function annotations(r: Gen): Record<string, unknown> {
 
 /** A pod, mostly well-formed at the top, with hostile values where users can put them. */
 function pod(r: Gen): Record<string, unknown> {
-  const containers = r() < 0.8 ? Array.from({ length: 1 + int(r, 3) }, (_, i) => (r() < 0.9 ? { name: `c${i}`, image: 'nginx', resources: r() < 0.3 ? anyValue(r) : undefined } : anyValue(r))) : anyValue(r);
+  const containers =
+    r() < 0.8 ? Array.from({ length: 1 + int(r, 3) }, (_, i) => (r() < 0.9 ? { name: `c${i}`, image: 'nginx', resources: r() < 0.3 ? anyValue(r) : undefined } : anyValue(r))) : anyValue(r);
   const spec: Record<string, unknown> = { containers };
   if (r() < 0.3) spec.nodeSelector = r() < 0.5 ? { [pick(r, NASTY_KEYS)]: pick(r, NASTY_STRINGS) } : anyValue(r);
   if (r() < 0.3) spec.tolerations = r() < 0.5 ? [{ key: pick(r, NASTY_KEYS), operator: pick(r, ['Exists', 'Equal', 'Bogus']) }] : anyValue(r);
@@ -177,7 +178,11 @@ describe('webhook: hostile AdmissionReviews', function () {
   it('refuses a constraints annotation over 16 KiB before parsing it', () => {
     const big = `nodeSelector: {${Array.from({ length: 3000 }, (_, i) => `k${i}: v`).join(', ')}}`;
     const pod = { metadata: { name: 'p', annotations: { [ELECT_ANNOTATION]: '', [PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION]: big } }, spec: { containers: [{ name: 'c', image: 'x' }] } };
-    const body = { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, namespace: 'default', operation: 'CREATE', object: pod } };
+    const body = {
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: { uid: 'u', kind: { group: '', version: 'v1', kind: 'Pod' }, namespace: 'default', operation: 'CREATE', object: pod },
+    };
     const outcome = reviewAdmission(body, (p, namespace) => mutatePod(p, { namespace }));
     const response = (outcome as unknown as { review: { response: { allowed: boolean; status: { message: string } } } }).review.response;
     expect(response.allowed).to.equal(false);

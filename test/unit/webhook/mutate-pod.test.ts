@@ -1,13 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { ValidationError } from '../../../provider/core/errors.js';
-import {
-  ELECT_ANNOTATION,
-  HAS_FINALIZER_LABEL,
-  PROXY_FINALIZER,
-  PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION as CONSTRAINTS,
-  SOURCE_POD_MANIFEST_ANNOTATION,
-} from '../../../provider/core/keys.js';
+import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, PROXY_FINALIZER, PROXY_POD_SCHEDULING_CONSTRAINTS_ANNOTATION as CONSTRAINTS, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../provider/core/keys.js';
 import { savedSourcePodManifest } from '../../../provider/model/delegate-pod.js';
 import { mutatePod } from '../../../webhook/mutate-pod.js';
 import { rememberingConstraintsParser } from '../../../webhook/parse-proxy-scheduling-constraints.js';
@@ -23,9 +17,7 @@ const nodeAffinity = {
   requiredDuringSchedulingIgnoredDuringExecution: {
     nodeSelectorTerms: [{ matchExpressions: [{ key: 'topology.kubernetes.io/region', operator: 'In', values: ['eu'] }] }],
   },
-  preferredDuringSchedulingIgnoredDuringExecution: [
-    { weight: 10, preference: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['gold'] }] } },
-  ],
+  preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 10, preference: { matchExpressions: [{ key: 'tier', operator: 'In', values: ['gold'] }] } }],
 };
 const podAntiAffinity = {
   requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: { app: 'web' } } }],
@@ -121,7 +113,11 @@ describe('webhook: mutatePod', () => {
   describe('refuses', () => {
     const forgedManifest = JSON.stringify({ spec: { containers: [{ name: 'web', image: 'nginx', securityContext: { privileged: true } }] } });
     const refusals: [string, () => V1Pod, RegExp][] = [
-      ['a pod that brings its own source manifest', () => sourcePod({ [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: forgedManifest }), /sourcepod-manifest annotation is written by admiralty only/],
+      [
+        'a pod that brings its own source manifest',
+        () => sourcePod({ [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: forgedManifest }),
+        /sourcepod-manifest annotation is written by admiralty only/,
+      ],
       [
         'a source manifest on a pod with only some of the proxy marks',
         () => {
@@ -215,11 +211,7 @@ describe('webhook: mutatePod', () => {
       'topology.kubernetes.io/region': 'us',
       'virtual-kubelet.io/provider': 'admiralty',
     });
-    expect(spec.tolerations).to.deep.equal([
-      { key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' },
-      { key: 'spot', operator: 'Exists' },
-      ...PROXY_TOLERATIONS,
-    ]);
+    expect(spec.tolerations).to.deep.equal([{ key: 'dedicated', operator: 'Equal', value: 'gpu', effect: 'NoSchedule' }, { key: 'spot', operator: 'Exists' }, ...PROXY_TOLERATIONS]);
     expect(spec.affinity).to.deep.equal({
       nodeAffinity: {
         requiredDuringSchedulingIgnoredDuringExecution: {
@@ -227,9 +219,7 @@ describe('webhook: mutatePod', () => {
         },
       },
     });
-    expect(spec.topologySpreadConstraints).to.deep.equal([
-      { maxSkew: 2, topologyKey: 'multicluster.admiralty.io/cluster-target-name', whenUnsatisfiable: 'ScheduleAnyway' },
-    ]);
+    expect(spec.topologySpreadConstraints).to.deep.equal([{ maxSkew: 2, topologyKey: 'multicluster.admiralty.io/cluster-target-name', whenUnsatisfiable: 'ScheduleAnyway' }]);
     // The saved manifest still has the user's own constraints, for the delegate.
     const saved = JSON.parse(proxy.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION]!) as V1Pod;
     expect(saved.spec!.affinity).to.deep.equal({ nodeAffinity, podAntiAffinity });
@@ -270,7 +260,9 @@ describe('webhook: mutatePod', () => {
         caught = err;
       }
       expect(caught).to.be.instanceOf(ValidationError);
-      expect((caught as Error).message).to.include(CONSTRAINTS).and.match(message);
+      expect((caught as Error).message)
+        .to.include(CONSTRAINTS)
+        .and.match(message);
     });
   }
 
@@ -340,7 +332,10 @@ describe('mutatePod target scope', () => {
   }
 
   it('leaves a user term that already holds an exact scope expression as it is (it can only narrow)', () => {
-    const mine = [{ key: 'multicluster.admiralty.io/cluster-target-name', operator: 'In', values: ['a'] }, { key: 'multicluster.admiralty.io/cluster-target-name', operator: 'Exists' }];
+    const mine = [
+      { key: 'multicluster.admiralty.io/cluster-target-name', operator: 'In', values: ['a'] },
+      { key: 'multicluster.admiralty.io/cluster-target-name', operator: 'Exists' },
+    ];
     const pod = elected({ nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: mine }] } } });
     expect(terms(mutatePod(pod, { namespace: 'team-a' }).pod)).to.deep.equal([{ matchExpressions: mine }]);
   });
@@ -399,7 +394,7 @@ describe('mutatePod exact mode (a proxy scheduler with the extender)', () => {
   });
 });
 
-describe('mutatePod with the webhook routes\' remembering constraints parser', () => {
+describe("mutatePod with the webhook routes' remembering constraints parser", () => {
   const texts = [
     'tolerations: [{key: spot, operator: Exists}]',
     JSON.stringify({ nodeSelector: { 'topology.kubernetes.io/region': 'eu' }, affinity: { nodeAffinity } }),

@@ -36,7 +36,10 @@ function fakeApis() {
       secrets.set(name, { ...structuredClone(body), metadata: { ...body.metadata, resourceVersion: String(++version) } });
     },
   };
-  let config: V1MutatingWebhookConfiguration = { metadata: { name: CONFIG }, webhooks: [{ name: 'proxypods.multicluster.admiralty.io', clientConfig: {}, admissionReviewVersions: ['v1'], sideEffects: 'None' }] };
+  let config: V1MutatingWebhookConfiguration = {
+    metadata: { name: CONFIG },
+    webhooks: [{ name: 'proxypods.multicluster.admiralty.io', clientConfig: {}, admissionReviewVersions: ['v1'], sideEffects: 'None' }],
+  };
   const admissionRegistration = {
     readMutatingWebhookConfiguration: async () => structuredClone(config),
     patchMutatingWebhookConfiguration: async ({ body }: { body: { op: string; path: string; value: string }[] }) => {
@@ -213,7 +216,10 @@ describe('webhook: WebhookCertificateRotation, two replicas through a CA rotatio
       clock.advance(5 * MINUTE_MS);
       await flush();
     }
-    expect(a.state.errors.some((e) => /could not be set to the new CA/.test(e)), 'refused to serve the new CA').to.equal(true);
+    expect(
+      a.state.errors.some((e) => /could not be set to the new CA/.test(e)),
+      'refused to serve the new CA',
+    ).to.equal(true);
     expect(verifySignedBy(a.state.served!.certPem, firstCa!)).to.equal(true);
     expect(apis.caBundle()).to.deep.equal([firstCa]);
     apis.faults.patchFails = false;

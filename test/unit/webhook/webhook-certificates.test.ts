@@ -157,7 +157,12 @@ describe('webhook: WebhookCertificates', () => {
     });
     const result = await make({ dnsNames: ['new.admiralty.svc'] }).ensureServingCertificate();
     const replaceResults = await Promise.all(
-      store.core.replaceNamespacedSecret.getCalls().map((c) => c.returnValue.then(() => 'ok', (e: { code: number }) => e.code)),
+      store.core.replaceNamespacedSecret.getCalls().map((c) =>
+        c.returnValue.then(
+          () => 'ok',
+          (e: { code: number }) => e.code,
+        ),
+      ),
     );
     // The other replica's write succeeded, ours got 409; then we took theirs instead of writing again.
     expect(replaceResults).to.deep.equal(['ok', 409]);

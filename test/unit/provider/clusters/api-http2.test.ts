@@ -262,13 +262,10 @@ describe('apiCallsOverHttp2', () => {
     expect(seen.calls.map((c) => c.version)).to.deep.equal(['1.1', '1.1']);
   });
 
-  it('follows no redirect, over HTTP/2 or HTTP/1.1: a target\'s server may not send our calls elsewhere', async () => {
+  it("follows no redirect, over HTTP/2 or HTTP/1.1: a target's server may not send our calls elsewhere", async () => {
     const elsewhere = await startServer();
     for (const http1Only of [false, true]) {
-      const { port } = await startServer(
-        (_req, res) => void res.writeHead(307, { location: `https://127.0.0.1:${elsewhere.port}/api/v1/namespaces` }).end(),
-        { http1Only },
-      );
+      const { port } = await startServer((_req, res) => void res.writeHead(307, { location: `https://127.0.0.1:${elsewhere.port}/api/v1/namespaces` }).end(), { http1Only });
       const err = await failure(coreApi(port).listNamespace());
       expect((err as { code?: number }).code).to.equal(307);
     }
@@ -312,7 +309,7 @@ describe('apiCallsOverHttp2', () => {
     for (const [protocol, mib] of Object.entries(held)) expect(mib, protocol).to.be.below(4);
   });
 
-  it('keeps to the server\'s limit of concurrent streams', async () => {
+  it("keeps to the server's limit of concurrent streams", async () => {
     const { port, seen } = await startServer((req, res) => void setTimeout(() => answer(req, res, seen), 10), { settings: { maxConcurrentStreams: 3 } });
     const api = coreApi(port);
     await Promise.all(Array.from({ length: 30 }, () => api.listNamespace()));

@@ -105,7 +105,7 @@ describe('reuseConnections', () => {
     expect(createAgent(cluster, { ca: Buffer.from('ca-1'), cert: 'cert', key: 'key', servername: 'other' })).to.not.equal(a);
   });
 
-  it('keeps client-node\'s own agent for a cluster behind a proxy', () => {
+  it("keeps client-node's own agent for a cluster behind a proxy", () => {
     const kc = reuseConnections(kubeConfig({ proxyUrl: 'http://127.0.0.1:1' }));
     const createAgent = createAgentOf(kc);
     const a = createAgent(kc.getCurrentCluster(), {});

@@ -70,7 +70,14 @@ describe('withRequestDeadline', () => {
       expect(await signalOf()).to.equal(first);
       // Thirty calls at once wait on the same signal (one listener each), and all fail at its deadline.
       const started = Date.now();
-      const outcomes = await Promise.all(Array.from({ length: 30 }, () => api.listNamespace().then(() => 'answered', (e: unknown) => classifyApiError(e))));
+      const outcomes = await Promise.all(
+        Array.from({ length: 30 }, () =>
+          api.listNamespace().then(
+            () => 'answered',
+            (e: unknown) => classifyApiError(e),
+          ),
+        ),
+      );
       expect(outcomes).to.deep.equal(Array(30).fill('Network'));
       // Not before the timeout; that they fail at all (one shared signal aborting them) is on the
       // test's timeout, not on a wall-clock upper bound.
@@ -81,7 +88,12 @@ describe('withRequestDeadline', () => {
       expect(first?.aborted).to.equal(true);
       expect(later?.aborted).to.equal(false);
       const again = Date.now();
-      expect(await api.listNamespace().then(() => 'answered', (e: unknown) => classifyApiError(e))).to.equal('Network');
+      expect(
+        await api.listNamespace().then(
+          () => 'answered',
+          (e: unknown) => classifyApiError(e),
+        ),
+      ).to.equal('Network');
       expect(Date.now() - again, 'ms until the later call failed').to.be.at.least(290);
       await new Promise((r) => setImmediate(r));
       expect(warnings.map((w) => w.message)).to.deep.equal([]);
@@ -101,7 +113,13 @@ describe('withRequestDeadline', () => {
 
   it('without it, the same call is still pending after the deadline would have passed', async () => {
     const api = kubeConfig().makeApiClient(CoreV1Api);
-    const outcome = await Promise.race([api.listNamespace().then(() => 'answered', () => 'failed'), new Promise((r) => setTimeout(() => r('pending'), 600))]);
+    const outcome = await Promise.race([
+      api.listNamespace().then(
+        () => 'answered',
+        () => 'failed',
+      ),
+      new Promise((r) => setTimeout(() => r('pending'), 600)),
+    ]);
     expect(outcome).to.equal('pending');
   });
 });

@@ -97,10 +97,7 @@ describe('a Target KubeConfig resolves names through the policy on every connect
 
   /** A target at https://localhost:<port>: a name, so only the connect-time lookup can judge it. */
   function kubeConfigFor(policy: ServerAddressPolicy) {
-    return buildTargetKubeConfig(
-      { contextName: 'x', cluster: { name: 'c', server: `https://localhost:${port}`, skipTLSVerify: false }, user: { name: 'u', token: 'abc' } },
-      policy,
-    );
+    return buildTargetKubeConfig({ contextName: 'x', cluster: { name: 'c', server: `https://localhost:${port}`, skipTLSVerify: false }, user: { name: 'u', token: 'abc' } }, policy);
   }
 
   function causes(err: unknown): unknown[] {
@@ -111,10 +108,13 @@ describe('a Target KubeConfig resolves names through the policy on every connect
 
   it('refuses a name that resolves to loopback before any byte leaves (API client path)', async () => {
     const kc = kubeConfigFor(new ServerAddressPolicy({ allowLoopback: false, ownAddresses: [] }));
-    const err = await kc.makeApiClient(CoreV1Api).listNamespace().then(
-      () => expect.fail('the request went through'),
-      (e: unknown) => e,
-    );
+    const err = await kc
+      .makeApiClient(CoreV1Api)
+      .listNamespace()
+      .then(
+        () => expect.fail('the request went through'),
+        (e: unknown) => e,
+      );
     expect(String((err as Error).message)).to.match(/server localhost resolves to (127\.0\.0\.1|::1), which is not allowed: it is loopback/);
     expect(connections).to.equal(0);
   });
@@ -135,7 +135,10 @@ describe('a Target KubeConfig resolves names through the policy on every connect
 
   it('connects when the policy allows the address (the hook is really on the path)', async () => {
     const kc = kubeConfigFor(new ServerAddressPolicy({ allowLoopback: true, ownAddresses: [] }));
-    await kc.makeApiClient(CoreV1Api).listNamespace().catch(() => undefined);
+    await kc
+      .makeApiClient(CoreV1Api)
+      .listNamespace()
+      .catch(() => undefined);
     expect(connections).to.be.greaterThan(0);
   });
 });

@@ -1,12 +1,6 @@
 import { expect } from 'chai';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Secret } from '@kubernetes/client-node';
-import {
-  createTargetClient,
-  displayName,
-  kubeConfigFromSecret,
-  parseTargetKey,
-  targetKey,
-} from '../../../../provider/clusters/target-client.js';
+import { createTargetClient, displayName, kubeConfigFromSecret, parseTargetKey, targetKey } from '../../../../provider/clusters/target-client.js';
 import { ServerAddressPolicy } from '../../../../provider/clusters/server-address-policy.js';
 import { KubeconfigError } from '../../../../provider/clusters/target-kubeconfig.js';
 import type { TargetRef } from '../../../../provider/model/types.js';
@@ -124,8 +118,7 @@ describe('kubeConfigFromSecret', () => {
   }
 
   describe('fingerprint', () => {
-    const fp = (data: Record<string, string>, ref: Partial<Parameters<typeof kubeConfigFromSecret>[1]> = {}) =>
-      kubeConfigFromSecret(secret(data), { ...REF, ...ref }, POLICY).fingerprint;
+    const fp = (data: Record<string, string>, ref: Partial<Parameters<typeof kubeConfigFromSecret>[1]> = {}) => kubeConfigFromSecret(secret(data), { ...REF, ...ref }, POLICY).fingerprint;
     const base = fp({ config: kubeconfigYaml() });
 
     it('is stable for the same content and context', () => {

@@ -122,7 +122,12 @@ describe('Target kubeconfigs: tokens and inline data', () => {
     // 10^12 items once expanded; the alias cap stops the expansion at its first few. An expansion
     // would not end within the test's timeout.
     const lines = ['a0: &a0 [x, x, x, x, x, x, x, x, x, x]'];
-    for (let i = 1; i < 12; i++) lines.push(`a${i}: &a${i} [${Array(10).fill(`*a${i - 1}`).join(', ')}]`);
+    for (let i = 1; i < 12; i++)
+      lines.push(
+        `a${i}: &a${i} [${Array(10)
+          .fill(`*a${i - 1}`)
+          .join(', ')}]`,
+      );
     const err = refusal(lines.join('\n'));
     expect(err.reason).to.equal('KubeconfigInvalid');
     expect(err.message).to.match(/Excessive alias count/);
@@ -152,13 +157,23 @@ describe('Target kubeconfigs: tokens and inline data', () => {
     expect(refused!.reason).to.equal('KubeconfigInvalid');
     expect(refused!.message).to.match(/indented deeper than 64 columns/);
     expect(refused!.fingerprint).to.be.a('string');
-    expect(() => kubeConfigFromSecret(deep, REF, POLICY, undefined, refused), 'the same refusal, not parsed again').to.throw().that.equals(refused);
+    expect(() => kubeConfigFromSecret(deep, REF, POLICY, undefined, refused), 'the same refusal, not parsed again')
+      .to.throw()
+      .that.equals(refused);
     const fixed = kubeConfigFromSecret(secretOf(kubeconfig()), REF, POLICY, undefined, refused);
     expect(fixed.kubeConfig.getCurrentUser()?.token).to.be.a('string');
   });
 
   it('accepts what `admiralty export-kubeconfig` writes, with CA data and a token', () => {
-    const secret = buildKubeconfigSecret({ secretName: 's', secretNamespace: 'ns', server: 'https://c2.example:6443', caData: PEM_B64, token: 'eyJhbGciOi.abc.def', namespace: 'default', clusterName: 'c2' });
+    const secret = buildKubeconfigSecret({
+      secretName: 's',
+      secretNamespace: 'ns',
+      server: 'https://c2.example:6443',
+      caData: PEM_B64,
+      token: 'eyJhbGciOi.abc.def',
+      namespace: 'default',
+      clusterName: 'c2',
+    });
     const text = secret.stringData!.config!;
     const { kubeConfig } = kubeConfigFromSecret(secretOf(text), REF, POLICY);
     expect(kubeConfig.getCurrentCluster()).to.deep.include({ server: 'https://c2.example:6443', caData: PEM_B64, skipTLSVerify: false });
@@ -167,7 +182,9 @@ describe('Target kubeconfigs: tokens and inline data', () => {
   });
 
   it('accepts inert fields kubeconfig writers add (preferences, extensions) and client certificates', () => {
-    const text = kubeconfig(`client-certificate-data: ${PEM_B64}, client-key-data: ${PEM_B64}`, 'server: https://10.0.0.1, tls-server-name: api.internal, extensions: [{name: x, extension: {}}]') + 'preferences: {}\n';
+    const text =
+      kubeconfig(`client-certificate-data: ${PEM_B64}, client-key-data: ${PEM_B64}`, 'server: https://10.0.0.1, tls-server-name: api.internal, extensions: [{name: x, extension: {}}]') +
+      'preferences: {}\n';
     const parsed = parseTargetKubeconfig(text, { policy: POLICY });
     expect(parsed.cluster).to.deep.equal({ name: 'c', server: 'https://10.0.0.1', caData: undefined, tlsServerName: 'api.internal', skipTLSVerify: false });
     expect(parsed.user).to.deep.include({ certData: PEM_B64, keyData: PEM_B64, token: undefined });

@@ -206,7 +206,10 @@ describe('Controller driven by a fake clock', () => {
     // Its list, late: nothing of it reaches the controller any more.
     answer({ items: [{ metadata: { name: 'late', namespace: 'ns', resourceVersion: '1' } }], metadata: { resourceVersion: '1' } });
     await settle();
-    expect(target.list().map((p) => p.metadata!.name), 'the informer itself did list').to.deep.equal(['late']);
+    expect(
+      target.list().map((p) => p.metadata!.name),
+      'the informer itself did list',
+    ).to.deep.equal(['late']);
     expect(calls).to.deep.equal(['ns/proxy']);
     source.stop();
     target.stop();

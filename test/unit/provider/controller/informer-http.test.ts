@@ -245,7 +245,16 @@ describe('Informer against a local API server (client-node list, LineWatch)', ()
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromOptions({ clusters: [{ name: 'c', server, skipTLSVerify: true }], users: [{ name: 'u' }], contexts: [{ name: 'c', cluster: 'c', user: 'u' }], currentContext: 'c' });
     const core = kubeConfig.makeApiClient(CoreV1Api);
-    informer = new Informer<V1Pod>({ name: 'pods', cluster: 'c1', kubeConfig, path: '/api/v1/pods', list: ({ fieldSelector }) => core.listPodForAllNamespaces({ fieldSelector }), fieldSelector: () => selector, logger: silentLogger(), clock });
+    informer = new Informer<V1Pod>({
+      name: 'pods',
+      cluster: 'c1',
+      kubeConfig,
+      path: '/api/v1/pods',
+      list: ({ fieldSelector }) => core.listPodForAllNamespaces({ fieldSelector }),
+      fieldSelector: () => selector,
+      logger: silentLogger(),
+      clock,
+    });
     informer.on('delete', (p) => events.push(`delete ${p.metadata?.name}`));
     api.items = [podAt('a', '5'), podAt('b', '6')];
     informer.start();

@@ -223,7 +223,10 @@ describe('Informer list and watch loop', () => {
       expect(api.watches[i]!.query.resourceVersion).to.equal(String(10 + i));
     }
     expect(api.lists).to.equal(2);
-    expect(waits.every((w) => w >= 1_000 && w <= 1_300), `waits ${waits}`).to.equal(true);
+    expect(
+      waits.every((w) => w >= 1_000 && w <= 1_300),
+      `waits ${waits}`,
+    ).to.equal(true);
     expect(informer.list().map((p) => p.metadata!.resourceVersion)).to.deep.equal(['15']);
     clock.advance(1_000);
     api.watches[5]!.end();
@@ -296,7 +299,7 @@ describe('Informer list and watch loop', () => {
     expect(api.lists).to.equal(before + 1);
   });
 
-  it("ignores the late callbacks of a watch it aborted itself, so an idle restart does not loop", async () => {
+  it('ignores the late callbacks of a watch it aborted itself, so an idle restart does not loop', async () => {
     informer.start();
     await settle();
     // Silence for longer than idleRestartMs: the watch is restarted from the same version.
@@ -342,7 +345,12 @@ describe('Informer list and watch loop', () => {
  * An informer over `api` with the given `transform`, `keep`, `indexers`, `strings` or `share`, telling `record` every object it
  * hands out and by which event.
  */
-function recordingInformer(api: ReturnType<typeof fakeApi>, record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void, filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers' | 'strings' | 'share'>, path = '/api/v1/pods'): Informer<V1Pod> {
+function recordingInformer(
+  api: ReturnType<typeof fakeApi>,
+  record: (verb: 'add' | 'update' | 'delete', p: V1Pod) => void,
+  filters: Pick<InformerOptions<V1Pod>, 'transform' | 'keep' | 'indexers' | 'strings' | 'share'>,
+  path = '/api/v1/pods',
+): Informer<V1Pod> {
   const informer = new Informer<V1Pod>({
     name: 'pods',
     cluster: 'c1',
@@ -448,7 +456,7 @@ describe('Informer keep', () => {
 });
 
 describe('Informer of one namespace', () => {
-  it("takes nothing of another namespace that its server sends, from the list or the watch, and still moves the version on", async () => {
+  it('takes nothing of another namespace that its server sends, from the list or the watch, and still moves the version on', async () => {
     // A namespaced Target's server is whoever wrote its kubeconfig: its answers may name any namespace.
     const api = fakeApi();
     const inNs = (name: string, namespace: string, rv: string): V1Pod => ({ metadata: { name, namespace, resourceVersion: rv } });
@@ -505,7 +513,10 @@ describe('Informer share', () => {
     const api = fakeApi();
     const table = new SubtreeTable();
     const strings = new StringTable();
-    const tolerated = (name: string, rv: string, key: string): V1Pod => ({ metadata: { name, namespace: 'ns', resourceVersion: rv }, spec: { containers: [{ name: 'c' }], tolerations: [{ key, operator: 'Exists' }] } });
+    const tolerated = (name: string, rv: string, key: string): V1Pod => ({
+      metadata: { name, namespace: 'ns', resourceVersion: rv },
+      spec: { containers: [{ name: 'c' }], tolerations: [{ key, operator: 'Exists' }] },
+    });
     const informer = recordingInformer(api, () => undefined, { keep: (p) => p.spec?.tolerations?.[0]?.key !== 'refused', strings, share: { table, parts: sharePodParts } });
     api.items = [tolerated('a', '1', 'gpu')];
     informer.start();
@@ -524,7 +535,10 @@ describe('Informer share', () => {
     const podAt = (name: string, rv: string): V1Pod => pod({ name, namespace: 'ns', resourceVersion: rv, spec: { containers: [{ name: 'c' }] } });
     const offered: Array<[string, string | undefined]> = [];
     const informer = recordingInformer(api, () => undefined, {
-      share: { table: new SubtreeTable(), parts: (p, _table, previous) => offered.push([`${p.metadata!.name}@${p.metadata!.resourceVersion}`, previous && `${previous.metadata!.name}@${previous.metadata!.resourceVersion}`]) },
+      share: {
+        table: new SubtreeTable(),
+        parts: (p, _table, previous) => offered.push([`${p.metadata!.name}@${p.metadata!.resourceVersion}`, previous && `${previous.metadata!.name}@${previous.metadata!.resourceVersion}`]),
+      },
     });
     api.items = [podAt('a', '1')];
     informer.start();
@@ -548,7 +562,9 @@ describe('Informer share', () => {
 describe('Informer indexers', () => {
   it('finds by index exactly what a walk of the cache finds, through adds, changes of value, refusals, deletes and relists', async () => {
     const api = fakeApi();
-    const app = (name: string, rv: string, value: string | undefined, ns = 'ns'): V1Pod => ({ metadata: { name, namespace: ns, resourceVersion: rv, labels: value === undefined ? {} : { app: value } } });
+    const app = (name: string, rv: string, value: string | undefined, ns = 'ns'): V1Pod => ({
+      metadata: { name, namespace: ns, resourceVersion: rv, labels: value === undefined ? {} : { app: value } },
+    });
     const byApp = (p: V1Pod) => (p.metadata?.labels?.app ? [`${p.metadata.namespace}/${p.metadata.labels.app}`] : []);
     const informer = recordingInformer(api, () => undefined, { indexers: { app: byApp }, keep: (p) => p.metadata?.labels?.app !== 'refused' });
     const walk = (value: string) => informer.list().filter((p) => byApp(p).includes(value));

@@ -3,7 +3,8 @@ import { StringTable } from '../../../../provider/controller/string-table.js';
 import { SubtreeTable, sameJson } from '../../../../provider/controller/subtree-table.js';
 
 describe('SubtreeTable', () => {
-  const tolerations = () => JSON.parse('[{"key":"dedicated","operator":"Equal","value":"web","effect":"NoSchedule"},{"key":"node.kubernetes.io/not-ready","operator":"Exists","tolerationSeconds":300}]');
+  const tolerations = () =>
+    JSON.parse('[{"key":"dedicated","operator":"Equal","value":"web","effect":"NoSchedule"},{"key":"node.kubernetes.io/not-ready","operator":"Exists","tolerationSeconds":300}]');
 
   it('gives a value of the same JSON the copy it holds, and other values their own', () => {
     const table = new SubtreeTable();

@@ -66,7 +66,10 @@ describe('parseConfig: --admission-workers and --admission-deadline', () => {
   it("refuses more than 16 workers and a deadline outside 100ms to 4s (the apiserver's 5 s), saying why", () => {
     const many = parse('--admission-workers=17');
     expect(!many.ok && many.errors).to.deep.equal(['--admission-workers: 17 is more than 16 (each worker holds up to 256 MiB of heap)']);
-    for (const [bad, ms] of [['50ms', 50], ['5s', 5000]] as const) {
+    for (const [bad, ms] of [
+      ['50ms', 50],
+      ['5s', 5000],
+    ] as const) {
       const r = parse(`--admission-deadline=${bad}`);
       expect(!r.ok && r.errors).to.deep.equal([`--admission-deadline: ${ms} ms is not from 100ms to 4s (the apiserver gives the webhook 5 s)`]);
     }
@@ -93,7 +96,7 @@ describe('parseConfig: leader election timings', () => {
 });
 
 describe('parseConfig: graceful shutdown', () => {
-  it('drains 5 s and then stops within 20 s by default: 25 s, under the Deployment\'s 30 s grace period', () => {
+  it("drains 5 s and then stops within 20 s by default: 25 s, under the Deployment's 30 s grace period", () => {
     expect(configOf().shutdownDelaySeconds).to.equal(5);
     expect(configOf().shutdownTimeoutSeconds).to.equal(20);
   });

@@ -25,7 +25,7 @@ describe('DEFAULT_CONNECTION_LIMITS', () => {
     expect(WEBHOOK_CONNECTION_LIMITS.maxConnections).to.be.above(600);
   });
 
-  it("lets one address take as many webhook connections too, so that an apiserver on HTTP/1.1 is not cut by the per-address cap", () => {
+  it('lets one address take as many webhook connections too, so that an apiserver on HTTP/1.1 is not cut by the per-address cap', () => {
     expect(WEBHOOK_CONNECTION_LIMITS.maxConnectionsPerAddress).to.be.above(600);
   });
 

@@ -38,8 +38,20 @@ describe('createRouter', () => {
   const routes: Route[] = [
     { method: 'GET', path: '/healthz', handle: () => text(200, 'ok') },
     { method: 'POST', path: '/echo', maxBodyBytes: 16, handle: (c) => (calls.push(c), json(200, { got: c.body.toString('utf8') })) },
-    { method: 'POST', path: '/throws', handle: () => { throw new Error('boom'); } },
-    { method: 'POST', path: '/rejects', handle: async () => { throw new Error('boom'); } },
+    {
+      method: 'POST',
+      path: '/throws',
+      handle: () => {
+        throw new Error('boom');
+      },
+    },
+    {
+      method: 'POST',
+      path: '/rejects',
+      handle: async () => {
+        throw new Error('boom');
+      },
+    },
     { method: 'POST', path: '/guarded/x', handle: (c) => (calls.push(c), text(200, 'in')) },
   ];
   const router = createRouter({
@@ -139,7 +151,7 @@ describe('createRouter', () => {
 });
 
 describe('createRouter body budget', () => {
-  it('defaults to two bodies of the default limit per connection and 64 MiB in all, more for a route that takes more, and 64 KiB of each connection\'s own', () => {
+  it("defaults to two bodies of the default limit per connection and 64 MiB in all, more for a route that takes more, and 64 KiB of each connection's own", () => {
     const MiB = 2 ** 20;
     const mutate: Route = { method: 'POST', path: '/mutate', handle: () => text(200, '') };
     const healthz: Route = { method: 'GET', path: '/healthz', maxBodyBytes: 1000 * MiB, handle: () => text(200, '') };
@@ -199,7 +211,7 @@ describe('createRouter body budget', () => {
     return { answer, finish: () => (stream.end('x'.repeat(64 - bytes)), answer) };
   };
 
-  it('refuses a body past its connection\'s budget, then one past the server\'s, and takes calls again once bodies are taken', async () => {
+  it("refuses a body past its connection's budget, then one past the server's, and takes calls again once bodies are taken", async () => {
     const { connect } = await serve({ totalBytes: 150, perConnectionBytes: 100 });
     const a = await connect();
     const b = await connect();

@@ -8,7 +8,6 @@ import { LeaderElector } from '../../../../provider/core/leader-election.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { bareApiError } from '../../../support/api-errors.js';
 
-
 /** One Lease in memory, with resourceVersion checks as the API server does them. */
 class FakeLeases {
   lease?: V1Lease;
@@ -199,9 +198,11 @@ describe('LeaderElector', () => {
     const replace = leases.api.replaceNamespacedLease;
     leases.api.replaceNamespacedLease = (p: { body: V1Lease }) => {
       leases.api.replaceNamespacedLease = replace;
-      return new Promise((res, rej) => clock.setTimeout(() => {
-        replace(p).then(res, rej);
-      }, 1500));
+      return new Promise((res, rej) =>
+        clock.setTimeout(() => {
+          replace(p).then(res, rej);
+        }, 1500),
+      );
     };
     // Fine steps: each answer is taken at its own time, not at the end of a second.
     const step = async (seconds: number) => {
@@ -285,7 +286,10 @@ describe('LeaderElector', () => {
     expect(a.isLeader(), 'the renew deadline passed').to.equal(false);
     expect(log).to.deep.equal(['a started', 'a stopped at 10s']);
     expect(leases.signals.length).to.be.greaterThan(0);
-    expect(leases.signals.every((s) => s.aborted), 'the hung calls were aborted').to.equal(true);
+    expect(
+      leases.signals.every((s) => s.aborted),
+      'the hung calls were aborted',
+    ).to.equal(true);
     // b saw the last renewal at t=0 and may take over only after t=15: a stepped down before.
     await advance(4);
     expect(b.isLeader()).to.equal(false);

@@ -9,7 +9,11 @@ describe('errorFields', () => {
     ['only the first line of a message', new Error('first line\nsecond line'), 'first line'],
     ['the cause chain, outermost first', new Error('reconcile', { cause: new Error('write', { cause: new Error('ECONNRESET') }) }), 'reconcile: write: ECONNRESET'],
     ['a string thrown', 'plain', 'plain'],
-    ['an ApiException: the Status message, not the body and headers', new ApiException(404, 'HTTP-Code: 404\nMessage: ...\nBody: {...}\nHeaders: {...}', '{"kind":"Status","message":"pods \\"p\\" not found"}', { 'set-cookie': 'secret' }), 'HTTP 404: pods "p" not found'],
+    [
+      'an ApiException: the Status message, not the body and headers',
+      new ApiException(404, 'HTTP-Code: 404\nMessage: ...\nBody: {...}\nHeaders: {...}', '{"kind":"Status","message":"pods \\"p\\" not found"}', { 'set-cookie': 'secret' }),
+      'HTTP 404: pods "p" not found',
+    ],
     ['an ApiException whose body is an object', new ApiException(409, 'conflict', { kind: 'Status', message: 'the object has been modified' }, {}), 'HTTP 409: the object has been modified'],
     ['an ApiException whose body is no Status', new ApiException(502, 'bad gateway', '<html>bad gateway</html>', {}), 'HTTP 502'],
     ['an ApiException as a cause', new Error('create delegate', { cause: new ApiException(403, 'x', '{"message":"forbidden"}', {}) }), 'create delegate: HTTP 403: forbidden'],
@@ -88,7 +92,7 @@ describe('createLogger redacts credentials, whoever logs them', () => {
     return { logger: createLogger({ format, level: 'debug', stream }), lines };
   }
 
-  it("keeps a token out of the log when node-fetch echoes an illegal Authorization header in its error", async () => {
+  it('keeps a token out of the log when node-fetch echoes an illegal Authorization header in its error', async () => {
     // What client-node's fetch does with a token that ends in a newline: the error text is the header.
     const { Headers } = await import('node-fetch');
     let err: unknown;

@@ -47,7 +47,10 @@ describe('unreadAnswer', () => {
   const status = (code: number, reason: string) => ({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason, code, message: `${reason} (test)` });
 
   it('sends the call as it is, and resolves without deserializing the answer (an empty object)', async () => {
-    answers = [{ status: 201, body: pod }, { status: 201, body: pod }];
+    answers = [
+      { status: 201, body: pod },
+      { status: 201, body: pod },
+    ];
     const unread = await core().createNamespacedPod({ namespace: 'ns', body: pod }, unreadAnswer());
     const read = await core().createNamespacedPod({ namespace: 'ns', body: pod });
     expect(received.map((r) => [r.method, r.url])).to.deep.equal([
@@ -76,8 +79,16 @@ describe('unreadAnswer', () => {
   });
 
   it('keeps the Status of a failure, so that errors classify as without it', async () => {
-    answers = [{ status: 409, body: status(409, 'AlreadyExists') }, { status: 404, body: status(404, 'NotFound') }, { status: 409, body: status(409, 'Conflict') }];
-    const failure = (p: Promise<unknown>) => p.then(() => expect.fail('succeeded'), (e: unknown) => e);
+    answers = [
+      { status: 409, body: status(409, 'AlreadyExists') },
+      { status: 404, body: status(404, 'NotFound') },
+      { status: 409, body: status(409, 'Conflict') },
+    ];
+    const failure = (p: Promise<unknown>) =>
+      p.then(
+        () => expect.fail('succeeded'),
+        (e: unknown) => e,
+      );
     const exists = await failure(core().createNamespacedPod({ namespace: 'ns', body: pod }, unreadAnswer()));
     expect(isAlreadyExists(exists)).to.equal(true);
     expect(classifyApiError(await failure(core().createNamespacedEvent({ namespace: 'gone', body: { metadata: { name: 'e' }, involvedObject: {} } }, unreadAnswer())))).to.equal('NotFound');
@@ -88,7 +99,10 @@ describe('unreadAnswer', () => {
   });
 
   it('answers a delete that succeeds (200 with the object, 202 while it terminates) with an empty object', async () => {
-    answers = [{ status: 200, body: pod }, { status: 202, body: pod }];
+    answers = [
+      { status: 200, body: pod },
+      { status: 202, body: pod },
+    ];
     for (let i = 0; i < 2; i++) expect((await core().deleteNamespacedPod({ name: 'p', namespace: 'ns', body: { preconditions: { uid: 'u1' } } }, unreadAnswer())).metadata).to.equal(undefined);
     expect(received.map((r) => [r.method, JSON.parse(r.body).preconditions.uid])).to.deep.equal([
       ['DELETE', 'u1'],
@@ -98,7 +112,10 @@ describe('unreadAnswer', () => {
 
   it('adds to other options: a patch keeps its Content-Type', async () => {
     answers = [{ status: 200, body: pod }];
-    const patched = await core().patchNamespacedPodStatus({ name: 'p', namespace: 'ns', body: { status: { phase: 'Running' } } }, unreadAnswer(setHeaderOptions('Content-Type', PatchStrategy.MergePatch)));
+    const patched = await core().patchNamespacedPodStatus(
+      { name: 'p', namespace: 'ns', body: { status: { phase: 'Running' } } },
+      unreadAnswer(setHeaderOptions('Content-Type', PatchStrategy.MergePatch)),
+    );
     expect(received[0]!.contentType).to.equal(PatchStrategy.MergePatch);
     expect(JSON.parse(received[0]!.body)).to.deep.equal({ status: { phase: 'Running' } });
     expect(patched.metadata).to.equal(undefined);

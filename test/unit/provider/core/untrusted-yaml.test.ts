@@ -54,14 +54,7 @@ describe('parseUntrustedYaml', () => {
     // Each of these, a few KB long, nests thousands of block collections on one line: the parser
     // runs out of stack on the first parse, and the second parse of the same text aborted the
     // whole process (V8's RegExp compiler, out of memory) before the check counted indicators.
-    for (const text of [
-      `${'- '.repeat(3000)}x`,
-      `${'? '.repeat(3000)}x`,
-      `${'- ? '.repeat(1500)}x`,
-      `${'-\t'.repeat(3000)}x`,
-      `\t${'- '.repeat(3000)}x`,
-      `a:\n  b:\n${' '.repeat(60)}- - - x`,
-    ]) {
+    for (const text of [`${'- '.repeat(3000)}x`, `${'? '.repeat(3000)}x`, `${'- ? '.repeat(1500)}x`, `${'-\t'.repeat(3000)}x`, `\t${'- '.repeat(3000)}x`, `a:\n  b:\n${' '.repeat(60)}- - - x`]) {
       expect(refusal(text), JSON.stringify(text.slice(0, 12))).to.match(/^indented deeper than 64 columns/);
     }
     // Up to the limit, and dashes that are content, still parse.
@@ -72,7 +65,12 @@ describe('parseUntrustedYaml', () => {
 
   it('refuses an alias bomb and text over the size limit', () => {
     const bomb = ['a: &a [x, x, x, x, x, x, x, x, x, x]'];
-    for (let i = 1; i < 9; i++) bomb.push(`${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(10).fill(`*${String.fromCharCode(96 + i)}`).join(', ')}]`);
+    for (let i = 1; i < 9; i++)
+      bomb.push(
+        `${String.fromCharCode(97 + i)}: &${String.fromCharCode(97 + i)} [${Array(10)
+          .fill(`*${String.fromCharCode(96 + i)}`)
+          .join(', ')}]`,
+      );
     expect(refusal(bomb.join('\n'))).to.match(/^not valid YAML: .*alias/i);
     expect(refusal('a: b\n', { maxBytes: 3 })).to.equal('larger than 3 bytes (5 bytes)');
   });

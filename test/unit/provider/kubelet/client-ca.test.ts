@@ -26,8 +26,16 @@ describe('readClusterClientCa', () => {
   const failures: [string, () => Promise<V1ConfigMap>, RegExp][] = [
     ['no client CA published', async () => ({ data: { 'requestheader-client-ca-file': PEM } }), /has no client-ca-file \(the apiserver runs without --client-ca-file\)/],
     ['a value that is no certificate', async () => ({ data: { 'client-ca-file': 'garbage' } }), /has no client-ca-file/],
-    ['no right to read it', async () => Promise.reject(new ApiException(403, 'Forbidden', '{"kind":"Status","message":"configmaps is forbidden"}', {})), /forbidden: bind the Role extension-apiserver-authentication-reader in kube-system/],
-    ['no such ConfigMap', async () => Promise.reject(new ApiException(404, 'NotFound', '{"kind":"Status","message":"not found"}', {})), /^reading ConfigMap kube-system\/extension-apiserver-authentication: not found$/],
+    [
+      'no right to read it',
+      async () => Promise.reject(new ApiException(403, 'Forbidden', '{"kind":"Status","message":"configmaps is forbidden"}', {})),
+      /forbidden: bind the Role extension-apiserver-authentication-reader in kube-system/,
+    ],
+    [
+      'no such ConfigMap',
+      async () => Promise.reject(new ApiException(404, 'NotFound', '{"kind":"Status","message":"not found"}', {})),
+      /^reading ConfigMap kube-system\/extension-apiserver-authentication: not found$/,
+    ],
   ];
   for (const [what, answer, reason] of failures) {
     it(`says why there is no CA: ${what}`, async () => {

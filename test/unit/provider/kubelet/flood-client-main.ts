@@ -5,9 +5,7 @@ import { once } from 'node:events';
 // The child half of flood-client.ts: see there.
 process.once('message', (m: { port: number; tls: boolean; preamble: string; unit: string; totalBytes: number; stallMs: number; pieceBytes?: number }) => {
   void (async () => {
-    const socket: net.Socket = m.tls
-      ? tls.connect({ port: m.port, host: '127.0.0.1', rejectUnauthorized: false })
-      : net.connect(m.port, '127.0.0.1');
+    const socket: net.Socket = m.tls ? tls.connect({ port: m.port, host: '127.0.0.1', rejectUnauthorized: false }) : net.connect(m.port, '127.0.0.1');
     await once(socket, m.tls ? 'secureConnect' : 'connect');
     socket.on('error', () => undefined);
     socket.pause(); // never read
@@ -35,8 +33,14 @@ process.once('message', (m: { port: number; tls: boolean; preamble: string; unit
         const ac = new AbortController();
         let timer: NodeJS.Timeout | undefined;
         const drained = await Promise.race([
-          once(socket, 'drain', { signal: ac.signal }).then(() => true, () => false),
-          once(socket, 'close', { signal: ac.signal }).then(() => false, () => false),
+          once(socket, 'drain', { signal: ac.signal }).then(
+            () => true,
+            () => false,
+          ),
+          once(socket, 'close', { signal: ac.signal }).then(
+            () => false,
+            () => false,
+          ),
           new Promise<boolean>((r) => (timer = setTimeout(() => r(false), m.stallMs))),
         ]);
         ac.abort(); // drop the losers' listeners

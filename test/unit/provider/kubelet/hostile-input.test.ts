@@ -47,9 +47,10 @@ class SinkExec implements ExecBackend {
   stdinBytes = 0;
   async exec(_req: unknown, io: ExecIO) {
     io.stdin?.on('data', (c: Buffer) => (this.stdinBytes += c.length));
-    if (io.resize) void (async () => {
-      for await (const s of io.resize!) this.resizes.push(s);
-    })();
+    if (io.resize)
+      void (async () => {
+        for await (const s of io.resize!) this.resizes.push(s);
+      })();
     if (!io.signal.aborted) await once(io.signal, 'abort');
     return { exitCode: 0 };
   }
@@ -198,7 +199,9 @@ describe('kubelet API under hostile input', function () {
     await server.close();
   });
   after(() => {
-    const table = rows.map((r) => `      ${r.attack.padEnd(44)} ${r.outcome.padEnd(34)} ${r.peakRssMiB.toFixed(1).padStart(7)} ${r.heapAfterMiB.toFixed(1).padStart(7)} ${r.maxDelayMs.toFixed(1).padStart(7)}`);
+    const table = rows.map(
+      (r) => `      ${r.attack.padEnd(44)} ${r.outcome.padEnd(34)} ${r.peakRssMiB.toFixed(1).padStart(7)} ${r.heapAfterMiB.toFixed(1).padStart(7)} ${r.maxDelayMs.toFixed(1).padStart(7)}`,
+    );
     console.log(`\n      ${'attack'.padEnd(44)} ${'answer'.padEnd(34)} ${'RSS+MiB'.padStart(7)} ${'heap+MiB'.padStart(7)} ${'ELD ms'.padStart(7)}\n${table.join('\n')}\n`);
   });
 

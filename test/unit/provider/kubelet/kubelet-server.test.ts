@@ -6,13 +6,7 @@ import { Registry } from 'prom-client';
 import { KubeConfig } from '@kubernetes/client-node';
 import { silentLogger, type Logger } from '../../../../provider/core/logger.js';
 import type { NodeUsage } from '../../../../provider/model/resource-metrics.js';
-import {
-  createKubeletServer,
-  parseKubeletPath,
-  parseNodeScopedPath,
-  type KubeletServer,
-  type PodResolver,
-} from '../../../../provider/kubelet/kubelet-server.js';
+import { createKubeletServer, parseKubeletPath, parseNodeScopedPath, type KubeletServer, type PodResolver } from '../../../../provider/kubelet/kubelet-server.js';
 import { userFromClientCertificate, type KubeletAuthorizer, type KubeletRequestAttributes, type KubeletUser } from '../../../../provider/kubelet/auth.js';
 import type { ExecBackend, ExecIO, ExecRequest } from '../../../../provider/kubelet/remotecommand.js';
 import type { ContainerLogOptions, LogBackend } from '../../../../provider/kubelet/logs.js';
@@ -198,7 +192,7 @@ describe('kubelet server', () => {
 
   describe('node-scoped reads (/metrics/resource, /stats/summary)', () => {
     const bearer = { Authorization: 'Bearer good' };
-    it('names the node by the path or by the node proxy\'s X-Forwarded-Uri, nothing else', () => {
+    it("names the node by the path or by the node proxy's X-Forwarded-Uri, nothing else", () => {
       expect(parseNodeScopedPath('/metrics/resource/admiralty-cluster-c1', undefined)).to.deep.equal({ route: 'metricsResource', nodeName: 'admiralty-cluster-c1' });
       expect(parseNodeScopedPath('/stats/summary', '/api/v1/nodes/n1/proxy/stats/summary')).to.deep.equal({ route: 'statsSummary', nodeName: 'n1' });
       expect(parseNodeScopedPath('/metrics/resource', '/api/v1/nodes/https:n1:10250/proxy/metrics/resource')).to.deep.equal({ route: 'metricsResource', nodeName: 'n1' });
@@ -334,11 +328,7 @@ describe('kubelet server', () => {
 
   describe('exec over SPDY', () => {
     it('negotiates v4, bridges stdin/stdout/stderr and reports exit code 3 as a NonZeroExitCode Status', async () => {
-      const res = await spdy('/exec/ns/p/c?command=cat&command=-n&input=1&output=1&error=1', [
-        'v5.channel.k8s.io',
-        'v4.channel.k8s.io',
-        'v3.channel.k8s.io',
-      ]);
+      const res = await spdy('/exec/ns/p/c?command=cat&command=-n&input=1&output=1&error=1', ['v5.channel.k8s.io', 'v4.channel.k8s.io', 'v3.channel.k8s.io']);
       expect(res.upgraded).to.equal(true);
       if (!res.upgraded) return;
       expect(res.protocol).to.equal('v4.channel.k8s.io');

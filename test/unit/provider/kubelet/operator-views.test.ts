@@ -38,7 +38,15 @@ describe('kubelet server: operator views', () => {
   it('parses /admiralty/summary/<node> and /admiralty/explain/<namespace>/<pod>, nothing else', () => {
     expect(parseOperatorPath('/admiralty/summary/admiralty-cluster-c2')).to.deep.equal({ view: 'summary', node: 'admiralty-cluster-c2' });
     expect(parseOperatorPath('/admiralty/explain/ns/web-0')).to.deep.equal({ view: 'explain', namespace: 'ns', pod: 'web-0' });
-    for (const bad of ['/admiralty/explain/ns', '/admiralty/explain/ns/p/x', '/admiralty/summary/', '/admiralty/explain/NS/p', '/admiralty/explain/ns/%2e%2e', '/other/summary/n', '/admiralty/explain/ns/%E0']) {
+    for (const bad of [
+      '/admiralty/explain/ns',
+      '/admiralty/explain/ns/p/x',
+      '/admiralty/summary/',
+      '/admiralty/explain/NS/p',
+      '/admiralty/explain/ns/%2e%2e',
+      '/other/summary/n',
+      '/admiralty/explain/ns/%E0',
+    ]) {
       expect(parseOperatorPath(bad), bad).to.equal(null);
     }
   });

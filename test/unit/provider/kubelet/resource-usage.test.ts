@@ -19,7 +19,11 @@ function proxy(name: string, uid: string, startedMs: number, namespace = 'defaul
     status: { startTime: new Date(startedMs), containerStatuses: [{ name: 'app', ready: true, restartCount: 0, image: 'i', imageID: '', state: { running: { startedAt: new Date(startedMs) } } }] },
   };
 }
-const sample = (timestampMs: number, cpuNanoCores: number, memory = 2 ** 20): PodSample => ({ timestampMs, windowMs: 15_000, containers: [{ name: 'app', cpuNanoCores, memoryWorkingSetBytes: memory }] });
+const sample = (timestampMs: number, cpuNanoCores: number, memory = 2 ** 20): PodSample => ({
+  timestampMs,
+  windowMs: 15_000,
+  containers: [{ name: 'app', cpuNanoCores, memoryWorkingSetBytes: memory }],
+});
 
 function setup() {
   const clock = new FakeClock(T0);
@@ -114,12 +118,14 @@ describe('ResourceUsage', () => {
   it('sums the proxies into the node, whose CPU counter never goes back when a proxy goes', async () => {
     const s = setup();
     s.proxies.push(proxy('web-b', 'ub', T0 - 10_000));
-    s.setMetrics(new Map([
-      [s.delegate('web-a', 'ua'), sample(T0, 100_000_000, 2 ** 20)],
-      [s.delegate('web-b', 'ub'), sample(T0, 300_000_000, 2 ** 21)],
-      // A delegate of no proxy bound here (another source, or gone): not counted.
-      ['stranger-x1', sample(T0, 900_000_000)],
-    ]));
+    s.setMetrics(
+      new Map([
+        [s.delegate('web-a', 'ua'), sample(T0, 100_000_000, 2 ** 20)],
+        [s.delegate('web-b', 'ub'), sample(T0, 300_000_000, 2 ** 21)],
+        // A delegate of no proxy bound here (another source, or gone): not counted.
+        ['stranger-x1', sample(T0, 900_000_000)],
+      ]),
+    );
     const first = (await s.usage.nodeUsage(NODE))!;
     expect(first.pods.map((p) => p.name)).to.deep.equal(['web-a', 'web-b']);
     expect(first).to.deep.include({ cpuNanoCores: 400_000_000, memoryWorkingSetBytes: 3 * 2 ** 20 });
@@ -154,10 +160,12 @@ describe('ResourceUsage', () => {
     const odd = proxy('web-b', 'ub', T0 - 10_000);
     odd.status!.containerStatuses![0]!.state!.running!.startedAt = 'yesterday' as unknown as Date;
     s.proxies.push(odd);
-    s.setMetrics(new Map([
-      [s.delegate('web-a', 'ua'), sample(T0, 100_000_000)],
-      [s.delegate('web-b', 'ub'), sample(T0, 300_000_000)],
-    ]));
+    s.setMetrics(
+      new Map([
+        [s.delegate('web-a', 'ua'), sample(T0, 100_000_000)],
+        [s.delegate('web-b', 'ub'), sample(T0, 300_000_000)],
+      ]),
+    );
     const first = (await s.usage.nodeUsage(NODE))!;
     // Unknown start: as if it had run at its rate over the sample's window.
     expect(first.pods[1]!.containers[0]).to.deep.include({ startTimeMs: undefined, cpuCoreSeconds: 0.3 * 15 });

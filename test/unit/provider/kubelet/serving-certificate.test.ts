@@ -7,12 +7,7 @@ import { readCertificate } from '../../../../certs/read-certificate.js';
 import type { CertKeyPair } from '../../../../certs/cert-types.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import type { Logger } from '../../../../provider/core/logger.js';
-import {
-  KubeletServingCertificate,
-  SELF_APPROVAL_REASON,
-  type CsrClient,
-  type KubeletServingCertificateOptions,
-} from '../../../../provider/kubelet/serving-certificate.js';
+import { KubeletServingCertificate, SELF_APPROVAL_REASON, type CsrClient, type KubeletServingCertificateOptions } from '../../../../provider/kubelet/serving-certificate.js';
 
 const START = Date.UTC(2030, 0, 1);
 const POLL_MS = 500;
@@ -104,9 +99,7 @@ function fakeApi(clock: FakeClock, behaviour: FakeApiBehaviour = {}): FakeApi {
       if (behaviour.conditionAfterApproval) {
         csr.status!.conditions = [...(csr.status!.conditions ?? []), behaviour.conditionAfterApproval];
       } else if (pollsAfterApproval > signAfter && !csr.status!.certificate) {
-        const request = behaviour.signWrongKey
-          ? forge.pki.certificationRequestToPem(wrongKeyRequest())
-          : Buffer.from(csr.spec.request, 'base64').toString('utf8');
+        const request = behaviour.signWrongKey ? forge.pki.certificationRequestToPem(wrongKeyRequest()) : Buffer.from(csr.spec.request, 'base64').toString('utf8');
         csr.status!.certificate = Buffer.from(signRequest(Buffer.from(request).toString('base64'), ca, clock.now())).toString('base64');
       }
     }
@@ -187,7 +180,9 @@ describe('provider/kubelet: KubeletServingCertificate', () => {
     expect(info.ipAddresses).to.deep.equal(['10.0.0.7']);
     expect(info.dnsNames).to.deep.equal(['admiralty.admiralty.svc']);
     expect(logger.warn.calledOnce).to.equal(true);
-    expect(logger.warn.firstCall.args[0]).to.match(/self-signed/).and.to.match(/--kubelet-certificate-authority/);
+    expect(logger.warn.firstCall.args[0])
+      .to.match(/self-signed/)
+      .and.to.match(/--kubelet-certificate-authority/);
   };
 
   it('files a kubelet-serving CSR, approves it, and returns the certificate that appears on the second poll', async () => {

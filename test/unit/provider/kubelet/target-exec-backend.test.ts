@@ -138,7 +138,11 @@ describe('target exec backend', () => {
     };
     target = await fakeTarget((ws) => ws.send(frame(3, JSON.stringify(failure)))); // never closes
     const started = Date.now();
-    const result = await createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100 }).exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal });
+    const result = await createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100 }).exec(request, {
+      stdout: new PassThrough(),
+      stderr: new PassThrough(),
+      signal: new AbortController().signal,
+    });
     expect(result).to.deep.equal({ status: failure });
     expect(Date.now() - started, 'ms: it read on for the grace').to.be.at.least(99);
   });
@@ -201,7 +205,10 @@ describe('target exec backend', () => {
     });
     const err = await createTargetExecBackend(target.kubeConfig)
       .exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal })
-      .then(() => undefined, (e: Error) => e);
+      .then(
+        () => undefined,
+        (e: Error) => e,
+      );
     expect(err?.message).to.match(/closed before the command reported its status/);
   });
 
@@ -217,7 +224,10 @@ describe('target exec backend', () => {
     const stdout = new Writable({ write: (chunk: Buffer, _e, done) => ((received += chunk.length), done()) });
     const err = await createTargetExecBackend(target.kubeConfig)
       .exec(request, { stdout, signal: new AbortController().signal })
-      .then(() => undefined, (e: Error) => e);
+      .then(
+        () => undefined,
+        (e: Error) => e,
+      );
     expect(err?.message).to.match(/closed before the command reported its status/);
     expect(received).to.equal(0);
   });
@@ -238,10 +248,13 @@ describe('target exec backend', () => {
     stdin.write('hi\n');
     stdin.end();
     expect(await running).to.deep.equal({ status: { metadata: {}, status: 'Success' } });
-    expect(received.map((b) => [...b])).to.deep.equal([[0, ...Buffer.from('hi\n')], [255, 0]]);
+    expect(received.map((b) => [...b])).to.deep.equal([
+      [0, ...Buffer.from('hi\n')],
+      [255, 0],
+    ]);
   });
 
-  it('stops reading the caller\'s stdin while the target does not take it (bounded buffering)', async function () {
+  it("stops reading the caller's stdin while the target does not take it (bounded buffering)", async function () {
     this.timeout(15_000);
     let targetSocket: { pause(): void } | undefined;
     target = await fakeTarget((ws) => {
@@ -302,7 +315,10 @@ describe('target exec backend', () => {
     try {
       const err = await createTargetExecBackend(kubeConfigFor(wss))
         .exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal })
-        .then(() => undefined, (e: Error) => e);
+        .then(
+          () => undefined,
+          (e: Error) => e,
+        );
       expect(err?.message).to.match(/the target refused exec: HTTP 403/);
     } finally {
       await new Promise<void>((r) => wss.close(() => r()));
@@ -352,7 +368,10 @@ describe('target exec backend', () => {
       });
       const err = await createTargetExecBackend(kubeConfig)
         .exec(request, { stdout: new PassThrough(), signal: new AbortController().signal })
-        .then(() => undefined, (e: Error) => e);
+        .then(
+          () => undefined,
+          (e: Error) => e,
+        );
       await stopped;
       console.log(`      ${(written / 2 ** 20).toFixed(1)} MiB of a 64 MiB refusal written before the connection closed`);
       expect(err?.message).to.match(/^the target refused exec: HTTP 500: a+…$/);
@@ -366,7 +385,10 @@ describe('target exec backend', () => {
       const kubeConfig = await refusingTarget((socket) => socket.write(chunk(status))); // never ends
       const err = await createTargetExecBackend(kubeConfig, { refusalBodyTimeoutMs: 100 })
         .exec(request, { stdout: new PassThrough(), signal: new AbortController().signal })
-        .then(() => undefined, (e: Error) => e);
+        .then(
+          () => undefined,
+          (e: Error) => e,
+        );
       expect(err?.message).to.equal('the target refused exec: HTTP 500: first line [2Jsecond line');
     });
   });
@@ -377,7 +399,9 @@ describe('target exec backend', () => {
       closedByClient = new Promise((r) => ws.once('close', () => r()));
     });
     const ac = new AbortController();
-    const running = createTargetExecBackend(target.kubeConfig).exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: ac.signal }).catch((e: Error) => e);
+    const running = createTargetExecBackend(target.kubeConfig)
+      .exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: ac.signal })
+      .catch((e: Error) => e);
     for (let i = 0; i < 100 && !closedByClient; i++) await new Promise((r) => setTimeout(r, 10));
     ac.abort();
     await closedByClient;

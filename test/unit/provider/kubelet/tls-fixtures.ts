@@ -46,13 +46,9 @@ export function makeTlsFixtures() {
     { name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] },
   ]);
   const client = (cn: string, orgs: string[], signer: { cert?: forge.pki.Certificate; key?: forge.pki.rsa.PrivateKey } = { cert: ca.cert, key: ca.key }) =>
-    makeCert(
-      [{ name: 'commonName', value: cn }, ...orgs.map((o) => ({ name: 'organizationName', value: o }))],
-      signer,
-      [
-        { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
-        { name: 'extKeyUsage', clientAuth: true },
-      ],
-    );
+    makeCert([{ name: 'commonName', value: cn }, ...orgs.map((o) => ({ name: 'organizationName', value: o }))], signer, [
+      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
+      { name: 'extKeyUsage', clientAuth: true },
+    ]);
   return { ca, server, client };
 }

@@ -129,7 +129,11 @@ describe('kubelet server: remotecommand over WebSocket', () => {
     expect(c.ws.protocol).to.equal('v5.channel.k8s.io');
     expect(await c.closed).to.equal(1000);
     // First an empty "established" message on stdout, then the output, then the outcome.
-    expect(c.messages.slice(0, 3)).to.deep.equal([[1, ''], [1, 'out\n'], [2, 'err\n']]);
+    expect(c.messages.slice(0, 3)).to.deep.equal([
+      [1, ''],
+      [1, 'out\n'],
+      [2, 'err\n'],
+    ]);
     // Byte for byte what the kubelet's json.Marshal of the metav1.Status gives.
     expect(status(c.messages)).to.deep.equal([
       '{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: exit status 3",' +
@@ -176,7 +180,12 @@ describe('kubelet server: remotecommand over WebSocket', () => {
     c.send(0, 'world');
     c.send(255, Buffer.from([0]));
     await c.closed;
-    expect(c.messages.filter(([ch]) => ch === 1).map(([, t]) => t).join('')).to.equal('got hello world');
+    expect(
+      c.messages
+        .filter(([ch]) => ch === 1)
+        .map(([, t]) => t)
+        .join(''),
+    ).to.equal('got hello world');
   });
 
   it('ignores the close signal before v5 (the channel does not exist there)', async () => {
@@ -194,7 +203,12 @@ describe('kubelet server: remotecommand over WebSocket', () => {
     c.send(255, Buffer.from([0]));
     c.send(0, 'still open');
     await c.closed;
-    expect(c.messages.filter(([ch]) => ch === 1).map(([, t]) => t).join('')).to.equal('got still open');
+    expect(
+      c.messages
+        .filter(([ch]) => ch === 1)
+        .map(([, t]) => t)
+        .join(''),
+    ).to.equal('got still open');
   });
 
   it('announces the session with an empty message on the lowest channel it will write', async () => {
@@ -292,7 +306,14 @@ describe('kubelet server: remotecommand over WebSocket', () => {
         port,
         path: '/exec/ns/web/app?command=true&output=1',
         ca: tls.ca.certPem,
-        headers: { Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '8', 'Sec-WebSocket-Key': 'not-a-key', 'Sec-WebSocket-Protocol': 'v5.channel.k8s.io', Authorization: 'Bearer good' },
+        headers: {
+          Connection: 'Upgrade',
+          Upgrade: 'websocket',
+          'Sec-WebSocket-Version': '8',
+          'Sec-WebSocket-Key': 'not-a-key',
+          'Sec-WebSocket-Protocol': 'v5.channel.k8s.io',
+          Authorization: 'Bearer good',
+        },
       });
       req.on('response', (r) => resolve(r.statusCode ?? 0));
       req.on('upgrade', () => reject(new Error('upgraded')));

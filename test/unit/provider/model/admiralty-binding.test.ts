@@ -32,16 +32,32 @@ describe('admiraltyBindingMismatch', () => {
   const owner = ADMIRALTY.metadata!.ownerReferences![0]!;
   const cases: Array<[string, V1ClusterRoleBinding, string]> = [
     ['a label (someone else’s, or ours for another Source)', { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, labels: { team: 'a' } } }, 'it has labels (team)'],
-    ['an annotation (e.g. applied with kubectl)', { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{}' } } }, 'it has annotations (kubectl.kubernetes.io/last-applied-configuration)'],
+    [
+      'an annotation (e.g. applied with kubectl)',
+      { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, annotations: { 'kubectl.kubernetes.io/last-applied-configuration': '{}' } } },
+      'it has annotations (kubectl.kubernetes.io/last-applied-configuration)',
+    ],
     ['no owner', { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, ownerReferences: [] } }, 'its owner is not this Source (uid src-uid)'],
     ['an earlier Source of the same name', { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, ownerReferences: [{ ...owner, uid: 'old' }] } }, 'its owner is not this Source (uid src-uid)'],
     ['a ClusterSource of the same name', { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, ownerReferences: [{ ...owner, kind: 'ClusterSource' }] } }, 'its owner is not this Source (uid src-uid)'],
     ['another group', { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, ownerReferences: [{ ...owner, apiVersion: 'example.com/v1' }] } }, 'its owner is not this Source (uid src-uid)'],
     ['a non-controller reference', { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, ownerReferences: [{ ...owner, controller: false }] } }, 'its owner is not this Source (uid src-uid)'],
     ['a second owner', { ...ADMIRALTY, metadata: { ...ADMIRALTY.metadata, ownerReferences: [owner, { ...owner, name: 'x', uid: 'x' }] } }, 'its owner is not this Source (uid src-uid)'],
-    ['another role', { ...ADMIRALTY, roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: 'cluster-admin' } }, 'its roleRef is ClusterRole/cluster-admin, not ClusterRole/admiralty-cluster-summary-viewer'],
-    ['a Role of that name', { ...ADMIRALTY, roleRef: { apiGroup: RBAC, kind: 'Role', name: 'admiralty-cluster-summary-viewer' } }, 'its roleRef is Role/admiralty-cluster-summary-viewer, not ClusterRole/admiralty-cluster-summary-viewer'],
-    ['Admiralty’s other role', { ...ADMIRALTY, roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: 'admiralty-source' } }, 'its roleRef is ClusterRole/admiralty-source, not ClusterRole/admiralty-cluster-summary-viewer'],
+    [
+      'another role',
+      { ...ADMIRALTY, roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: 'cluster-admin' } },
+      'its roleRef is ClusterRole/cluster-admin, not ClusterRole/admiralty-cluster-summary-viewer',
+    ],
+    [
+      'a Role of that name',
+      { ...ADMIRALTY, roleRef: { apiGroup: RBAC, kind: 'Role', name: 'admiralty-cluster-summary-viewer' } },
+      'its roleRef is Role/admiralty-cluster-summary-viewer, not ClusterRole/admiralty-cluster-summary-viewer',
+    ],
+    [
+      'Admiralty’s other role',
+      { ...ADMIRALTY, roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: 'admiralty-source' } },
+      'its roleRef is ClusterRole/admiralty-source, not ClusterRole/admiralty-cluster-summary-viewer',
+    ],
     ['an extra subject', { ...ADMIRALTY, subjects: [...SUBJECTS, { kind: 'Group', apiGroup: RBAC, name: 'system:authenticated' }] }, 'its subjects are not those of this Source'],
   ];
   for (const [what, existing, reason] of cases) {

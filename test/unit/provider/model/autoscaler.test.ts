@@ -28,7 +28,11 @@ describe('autoscalerVerdict', () => {
   });
 
   it('ignores events about another pod, an earlier pod of the same name, or another kind', () => {
-    const events = [ev('TriggeredScaleUp', '2026-01-01T10:00:00Z', { name: 'other' }), ev('TriggeredScaleUp', '2026-01-01T10:00:00Z', { uid: 'old' }), ev('TriggeredScaleUp', '2026-01-01T10:00:00Z', { kind: 'Node' })];
+    const events = [
+      ev('TriggeredScaleUp', '2026-01-01T10:00:00Z', { name: 'other' }),
+      ev('TriggeredScaleUp', '2026-01-01T10:00:00Z', { uid: 'old' }),
+      ev('TriggeredScaleUp', '2026-01-01T10:00:00Z', { kind: 'Node' }),
+    ];
     expect(autoscalerVerdict(pod, events)).to.equal(undefined);
     expect(events.map(isAutoscalerVerdict)).to.deep.equal([true, true, false]);
   });

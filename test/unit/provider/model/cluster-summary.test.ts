@@ -104,7 +104,16 @@ describe('buildClusterSummary: node pools and what is free', () => {
   const nodes = [
     worker('a1', { pool: 'general', zone: 'a' }),
     worker('a2', { pool: 'general', zone: 'a' }),
-    worker('g1', { pool: 'gpu', zone: 'a' }, { taints: [{ key: 'gpu', value: 'true', effect: 'NoSchedule' }, { key: 'soft', effect: 'PreferNoSchedule' }] }),
+    worker(
+      'g1',
+      { pool: 'gpu', zone: 'a' },
+      {
+        taints: [
+          { key: 'gpu', value: 'true', effect: 'NoSchedule' },
+          { key: 'soft', effect: 'PreferNoSchedule' },
+        ],
+      },
+    ),
     worker('c1', { pool: 'general', zone: 'a' }, { unschedulable: true }),
     worker('n1', { pool: 'general', zone: 'a' }, {}, [{ type: 'Ready', status: 'False' }]),
   ];
@@ -157,8 +166,26 @@ describe('buildClusterSummary: node pools and what is free', () => {
   it('orders nodes, taints and pools by code units, whatever the locale says', () => {
     // ICU's collation puts `a` before `B` and ignores the case first; code units put `B` (0x42) first.
     const mixed = [
-      worker('b-node', { pool: 'x' }, { taints: [{ key: 'b', effect: 'NoSchedule' }, { key: 'B', effect: 'NoSchedule' }] }),
-      worker('B-node', { pool: 'x' }, { taints: [{ key: 'b', effect: 'NoSchedule' }, { key: 'B', effect: 'NoSchedule' }] }),
+      worker(
+        'b-node',
+        { pool: 'x' },
+        {
+          taints: [
+            { key: 'b', effect: 'NoSchedule' },
+            { key: 'B', effect: 'NoSchedule' },
+          ],
+        },
+      ),
+      worker(
+        'B-node',
+        { pool: 'x' },
+        {
+          taints: [
+            { key: 'b', effect: 'NoSchedule' },
+            { key: 'B', effect: 'NoSchedule' },
+          ],
+        },
+      ),
       worker('a-node', { pool: 'Z' }),
     ];
     const s = buildClusterSummary(mixed);
@@ -179,7 +206,9 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
   const good = { metadata: { name: 'singleton' }, allocatable: { cpu: '4' }, nodePools: [pool], podsResourceVersion: '12' };
 
   it('takes what buildClusterSummary writes, and a summary without pools', () => {
-    const built = buildClusterSummary([{ metadata: { name: 'w', labels: { zone: 'a' } }, spec: { taints: [{ key: 'k', effect: 'NoExecute' }] }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } }]);
+    const built = buildClusterSummary([
+      { metadata: { name: 'w', labels: { zone: 'a' } }, spec: { taints: [{ key: 'k', effect: 'NoExecute' }] }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } },
+    ]);
     expect(clusterSummaryProblem(JSON.parse(JSON.stringify(built)))).to.equal(undefined);
     expect(clusterSummaryProblem(good)).to.equal(undefined);
     expect(clusterSummaryProblem({ metadata: {} })).to.equal(undefined);
@@ -207,16 +236,48 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     ['an overhead of numbers', { ...good, runtimeClasses: [{ name: 'g', overhead: { cpu: 1 } }] }, 'runtimeClasses[0].overhead and .nodeSelector must map names to strings'],
     ['a class toleration with a numeric key', { ...good, runtimeClasses: [{ name: 'g', tolerations: [{ key: 1 }] }] }, 'runtimeClasses[0].tolerations must be a list of tolerations'],
     ['priority classes that are not names', { ...good, priorityClasses: [{ name: 'high' }] }, 'priorityClasses must be a list of names'],
-    ['a class toleration of fractional seconds', { ...good, runtimeClasses: [{ name: 'g', tolerations: [{ tolerationSeconds: 0.5 }] }] }, 'runtimeClasses[0].tolerations must be a list of tolerations'],
-    ['host ports not a list', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: { port: 80 } }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
-    ['a host port past 65535', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 70000, protocol: 'TCP' }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
-    ['a host port without a protocol', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 80 }] }] }] }, 'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol'],
-    ['priority buckets not a list', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: { 10: { cpu: '1' } } }] }] }, 'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests'],
-    ['a bucket of fractional priority', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: [{ priority: 1.5, requests: {} }] }] }] }, 'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests'],
-    ['a bucket of numeric requests', { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: [{ priority: 1, requests: { cpu: 1 } }] }] }] }, 'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests'],
+    [
+      'a class toleration of fractional seconds',
+      { ...good, runtimeClasses: [{ name: 'g', tolerations: [{ tolerationSeconds: 0.5 }] }] },
+      'runtimeClasses[0].tolerations must be a list of tolerations',
+    ],
+    [
+      'host ports not a list',
+      { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: { port: 80 } }] }] },
+      'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol',
+    ],
+    [
+      'a host port past 65535',
+      { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 70000, protocol: 'TCP' }] }] }] },
+      'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol',
+    ],
+    [
+      'a host port without a protocol',
+      { ...good, nodePools: [{ ...pool, nodes: [{ ...node, hostPorts: [{ port: 80 }] }] }] },
+      'nodePools[0].nodes[0].hostPorts must be a list of ports (1 to 65535) with a protocol',
+    ],
+    [
+      'priority buckets not a list',
+      { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: { 10: { cpu: '1' } } }] }] },
+      'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests',
+    ],
+    [
+      'a bucket of fractional priority',
+      { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: [{ priority: 1.5, requests: {} }] }] }] },
+      'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests',
+    ],
+    [
+      'a bucket of numeric requests',
+      { ...good, nodePools: [{ ...pool, nodes: [{ ...node, heldByPriority: [{ priority: 1, requests: { cpu: 1 } }] }] }] },
+      'nodePools[0].nodes[0].heldByPriority must be a list of buckets with an integer priority and requests',
+    ],
     ['class values not a list', { ...good, priorityClassValues: { high: 10 } }, 'priorityClassValues must be a list of classes with a name and an integer value'],
     ['a class value in a string', { ...good, priorityClassValues: [{ name: 'high', value: '10' }] }, 'priorityClassValues must be a list of classes with a name and an integer value'],
-    ['a class whose globalDefault is a string', { ...good, priorityClassValues: [{ name: 'high', value: 10, globalDefault: 'yes' }] }, 'priorityClassValues must be a list of classes with a name and an integer value'],
+    [
+      'a class whose globalDefault is a string',
+      { ...good, priorityClassValues: [{ name: 'high', value: 10, globalDefault: 'yes' }] },
+      'priorityClassValues must be a list of classes with a name and an integer value',
+    ],
   ];
   for (const [why, obj, problem] of bad) {
     it(`says why of ${why}`, () => expect(clusterSummaryProblem(obj)).to.equal(problem));
@@ -237,7 +298,9 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
     const amounts = Object.fromEntries(Array.from({ length: 30 }, (_, i) => [`example.com/r${i}`, '1']));
     const fatNodes = Array.from({ length: MAX_SUMMARY_NODES }, (_, i) => ({ name: `n${i}`, allocatable: amounts, free: amounts }));
     expect(clusterSummaryProblem({ ...good, nodePools: [{ labels: {}, nodes: fatNodes }] })).to.equal(tooMany);
-    expect(clusterSummaryProblem({ ...good, metadata: { name: 'singleton', labels: Object.fromEntries(Array.from({ length: MAX_SUMMARY_ENTRIES + 1 }, (_, i) => [`l${i}`, 'v'])) } })).to.equal(tooMany);
+    expect(clusterSummaryProblem({ ...good, metadata: { name: 'singleton', labels: Object.fromEntries(Array.from({ length: MAX_SUMMARY_ENTRIES + 1 }, (_, i) => [`l${i}`, 'v'])) } })).to.equal(
+      tooMany,
+    );
     const classes = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `rc${i}` }));
     expect(clusterSummaryProblem({ metadata: {}, runtimeClasses: classes(MAX_SUMMARY_ENTRIES) })).to.equal(undefined);
     expect(clusterSummaryProblem({ metadata: {}, runtimeClasses: classes(MAX_SUMMARY_ENTRIES + 1) })).to.equal(tooMany);
@@ -253,8 +316,17 @@ describe("clusterSummaryProblem (a target's server may answer anything)", () => 
 
   it('takes priority buckets and class values as buildClusterSummary writes them', () => {
     const n: V1Node = { metadata: { name: 'w', labels: {} }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } };
-    const p: V1Pod = { metadata: { name: 'p', namespace: 'd' }, spec: { nodeName: 'w', priority: 10, containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] }, status: { phase: 'Running' } };
-    const built = buildClusterSummary([n], [p], undefined, undefined, { priority: [{ metadata: { name: 'low' }, value: 10, globalDefault: true, preemptionPolicy: 'Never' }, { metadata: { name: 'high' }, value: 100 }] });
+    const p: V1Pod = {
+      metadata: { name: 'p', namespace: 'd' },
+      spec: { nodeName: 'w', priority: 10, containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] },
+      status: { phase: 'Running' },
+    };
+    const built = buildClusterSummary([n], [p], undefined, undefined, {
+      priority: [
+        { metadata: { name: 'low' }, value: 10, globalDefault: true, preemptionPolicy: 'Never' },
+        { metadata: { name: 'high' }, value: 100 },
+      ],
+    });
     expect(built.nodePools![0]!.nodes[0]!.heldByPriority).to.have.length(1);
     expect(clusterSummaryProblem(JSON.parse(JSON.stringify(built)))).to.equal(undefined);
   });
@@ -269,7 +341,9 @@ describe('summary fields for priority', () => {
   });
 
   it("keeps a PriorityClass's value, preemption policy and global default", () => {
-    expect(summaryPriorityClassFields({ metadata: { name: 'low', resourceVersion: '3', labels: { a: 'b' } }, value: 10, preemptionPolicy: 'Never', globalDefault: true, description: 'x' })).to.deep.equal({
+    expect(
+      summaryPriorityClassFields({ metadata: { name: 'low', resourceVersion: '3', labels: { a: 'b' } }, value: 10, preemptionPolicy: 'Never', globalDefault: true, description: 'x' }),
+    ).to.deep.equal({
       metadata: { name: 'low', resourceVersion: '3' },
       value: 10,
       preemptionPolicy: 'Never',
@@ -321,7 +395,10 @@ describe('buildClusterSummary: runtime classes', () => {
   });
 
   it('publishes the names of the PriorityClasses, sorted, from what their informer keeps', () => {
-    const pcs = [{ metadata: { name: 'system-node-critical' }, value: 2000001000 }, { metadata: { name: 'high', labels: { a: 'b' } }, value: 1000, description: 'x' }];
+    const pcs = [
+      { metadata: { name: 'system-node-critical' }, value: 2000001000 },
+      { metadata: { name: 'high', labels: { a: 'b' } }, value: 1000, description: 'x' },
+    ];
     const summary = buildClusterSummary([], [], undefined, undefined, { priority: pcs.map(summaryPriorityClassFields) });
     expect(summary.priorityClasses).to.deep.equal(['high', 'system-node-critical']);
     expect(buildClusterSummary([], [])).to.not.have.property('priorityClasses');
@@ -350,12 +427,31 @@ describe("the extender's nodes of a summary", () => {
 
   it("match a pod's hostname selector by their own name, and the pool's labels by the pool's", () => {
     const summary = buildClusterSummary(
-      ['w1', 'w2'].map((name) => ({ metadata: { name, labels: { zone: 'a', 'kubernetes.io/hostname': name } }, status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] } })),
+      ['w1', 'w2'].map((name) => ({
+        metadata: { name, labels: { zone: 'a', 'kubernetes.io/hostname': name } },
+        status: { allocatable: { cpu: '4' }, conditions: [{ type: 'Ready', status: 'True' }] },
+      })),
     );
     const nodes = nodesOfSummary(summary);
     const spec = (nodeSelector: Record<string, string>) => ({ containers: [], nodeSelector });
     expect(nodes.filter((n) => matchesNodeSelectorAndAffinity(spec({ 'kubernetes.io/hostname': 'w2', zone: 'a' }), n)).map((n) => n.name)).to.deep.equal(['w2']);
-    const hostIn = { containers: [], affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: ['w1'] }, { key: 'zone', operator: 'Exists' }] }] } } } };
+    const hostIn = {
+      containers: [],
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [
+              {
+                matchExpressions: [
+                  { key: 'kubernetes.io/hostname', operator: 'In', values: ['w1'] },
+                  { key: 'zone', operator: 'Exists' },
+                ],
+              },
+            ],
+          },
+        },
+      },
+    };
     expect(nodes.filter((n) => matchesNodeSelectorAndAffinity(hostIn, n)).map((n) => n.name)).to.deep.equal(['w1']);
     expect(nodes.filter((n) => matchesNodeSelectorAndAffinity(spec({ zone: 'b' }), n))).to.have.length(0);
   });
@@ -367,14 +463,20 @@ describe('summaryPodFields', () => {
     spec: {
       nodeName: 'a1',
       overhead: { cpu: '100m' },
-      initContainers: [{ name: 'side', image: 'i', restartPolicy: 'Always', resources: { requests: { cpu: '250m' } } }, { name: 'init', image: 'i', resources: { requests: { cpu: '2' } } }],
+      initContainers: [
+        { name: 'side', image: 'i', restartPolicy: 'Always', resources: { requests: { cpu: '250m' } } },
+        { name: 'init', image: 'i', resources: { requests: { cpu: '2' } } },
+      ],
       containers: [
         {
           name: 'c',
           image: 'i',
           env: [{ name: 'A', value: 'b' }],
           resources: { requests: { cpu: '1', memory: '1Gi' }, limits: { memory: '2Gi' } },
-          ports: [{ containerPort: 80, hostPort: 8080 }, { containerPort: 9090, name: 'metrics' }],
+          ports: [
+            { containerPort: 80, hostPort: 8080 },
+            { containerPort: 9090, name: 'metrics' },
+          ],
         },
       ],
       volumes: [{ name: 'v', emptyDir: {} }],
@@ -409,7 +511,10 @@ describe('buildClusterSummary: host ports', () => {
   it('writes, per node, the host ports its running pods hold: sorted, once each, 0.0.0.0 and TCP as the defaults they are', () => {
     const pods = [
       holding('a', 'n1', [{ hostPort: 443 }, { hostPort: 80, protocol: 'UDP' }]),
-      holding('b', 'n1', [{ hostPort: 80, hostIP: '0.0.0.0' }, { hostPort: 80, hostIP: '10.0.0.1' }]),
+      holding('b', 'n1', [
+        { hostPort: 80, hostIP: '0.0.0.0' },
+        { hostPort: 80, hostIP: '10.0.0.1' },
+      ]),
       holding('c', 'n1', [{ hostPort: 443, protocol: 'TCP' }]),
       holding('done', 'n2', [{ hostPort: 22 }], 'Failed'),
     ];
@@ -427,10 +532,20 @@ describe('buildClusterSummary: host ports', () => {
 });
 
 describe('isVirtualNode (pods the summary informer does not keep)', () => {
-  const real: V1Node = { metadata: { name: 'n1', labels: { 'kubernetes.io/hostname': 'n1' } }, status: { allocatable: { cpu: '4', memory: '8Gi', pods: '110' }, conditions: [{ type: 'Ready', status: 'True' }] } };
-  const ours: V1Node = { metadata: { name: 'admiralty-cluster-c2', labels: { 'virtual-kubelet.io/provider': 'admiralty' } }, status: { allocatable: { cpu: '1000', pods: '10000' }, conditions: [{ type: 'Ready', status: 'True' }] } };
+  const real: V1Node = {
+    metadata: { name: 'n1', labels: { 'kubernetes.io/hostname': 'n1' } },
+    status: { allocatable: { cpu: '4', memory: '8Gi', pods: '110' }, conditions: [{ type: 'Ready', status: 'True' }] },
+  };
+  const ours: V1Node = {
+    metadata: { name: 'admiralty-cluster-c2', labels: { 'virtual-kubelet.io/provider': 'admiralty' } },
+    status: { allocatable: { cpu: '1000', pods: '10000' }, conditions: [{ type: 'Ready', status: 'True' }] },
+  };
   const other: V1Node = { metadata: { name: 'vk-other', labels: { 'virtual-kubelet.io/provider': 'other' } }, status: { allocatable: { cpu: '1000' } } };
-  const bound = (name: string, nodeName: string): V1Pod => ({ metadata: { name, namespace: 'ns' }, spec: { nodeName, containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] }, status: { phase: 'Running' } });
+  const bound = (name: string, nodeName: string): V1Pod => ({
+    metadata: { name, namespace: 'ns' },
+    spec: { nodeName, containers: [{ name: 'c', resources: { requests: { cpu: '1' } } }] },
+    status: { phase: 'Running' },
+  });
   const nodes = [real, ours, other];
   const pods = [bound('a', 'n1'), bound('proxy', 'admiralty-cluster-c2'), bound('b', 'vk-other'), bound('c', 'n1')];
 
@@ -447,7 +562,10 @@ describe('isVirtualNode (pods the summary informer does not keep)', () => {
 });
 
 describe('sightSummary and summaryStaleness (a reader tells a stopped writer from a quiet cluster)', () => {
-  const summary = (resourceVersion: string | undefined, renewIntervalSeconds?: number) => ({ metadata: { name: 'singleton', ...(resourceVersion ? { resourceVersion } : {}) }, ...(renewIntervalSeconds ? { renewIntervalSeconds } : {}) });
+  const summary = (resourceVersion: string | undefined, renewIntervalSeconds?: number) => ({
+    metadata: { name: 'singleton', ...(resourceVersion ? { resourceVersion } : {}) },
+    ...(renewIntervalSeconds ? { renewIntervalSeconds } : {}),
+  });
 
   it('keeps the first sighting of a version, and starts again at a new one', () => {
     const first = sightSummary(undefined, { ...summary('5', 30), renewTime: 't1' }, 1_000);
@@ -458,11 +576,13 @@ describe('sightSummary and summaryStaleness (a reader tells a stopped writer fro
     expect(sightSummary(undefined, { ...summary(undefined, 30), renewTime: 't1' }, 0)).to.deep.include({ version: 't1', sinceMs: 0 });
   });
 
-  it('is stale only past three renew intervals and one probe period, on the reader\'s clock', () => {
+  it("is stale only past three renew intervals and one probe period, on the reader's clock", () => {
     const s = { ...summary('5', 30), renewTime: 't1' };
     const seen = sightSummary(undefined, s, 0);
     expect(summaryStaleness(seen, s, 100_000, 10_000)).to.equal(undefined);
-    expect(summaryStaleness(seen, s, 100_001, 10_000)).to.match(/^its ClusterSummary has not changed for 100 s, though its writer rewrites it every 30 s at the longest \(last written at t1, by its clock\): /);
+    expect(summaryStaleness(seen, s, 100_001, 10_000)).to.match(
+      /^its ClusterSummary has not changed for 100 s, though its writer rewrites it every 30 s at the longest \(last written at t1, by its clock\): /,
+    );
   });
 
   it('never calls a summary stale that promises no renewal', () => {

@@ -77,9 +77,7 @@ function sourcePod(): V1Pod {
         },
         { name: 'builder-token-abcde', secret: { secretName: 'builder-token-abcde' } },
       ],
-      initContainers: [
-        { name: 'init', image: 'busybox', volumeMounts: [{ name: 'kube-api-access-x1y2z', mountPath: SA_PATH, readOnly: true }] },
-      ],
+      initContainers: [{ name: 'init', image: 'busybox', volumeMounts: [{ name: 'kube-api-access-x1y2z', mountPath: SA_PATH, readOnly: true }] }],
       containers: [
         {
           name: 'main',
@@ -262,7 +260,7 @@ describe('buildDelegatePod', () => {
     expect(d.metadata!.labels).to.include({ app: 'web', 'multicluster.admiralty.io/pod-template-hash': '7d9c' });
   });
 
-  it('builds the same delegate from the manifest the webhook saves as from the whole pod (an earlier version\'s, Admiralty\'s)', () => {
+  it("builds the same delegate from the manifest the webhook saves as from the whole pod (an earlier version's, Admiralty's)", () => {
     const src = sourcePod();
     src.spec!.nodeSelector = { disk: 'hdd' };
     src.spec!.schedulerName = 'custom';
@@ -270,7 +268,9 @@ describe('buildDelegatePod', () => {
     expect(saved.length, 'smaller than the whole pod').to.be.below(JSON.stringify(src).length / 2);
     const d = buildDelegatePod(proxyOf(src, saved), { sourceClusterName: 'c1' });
     expect(d).to.deep.equal(buildDelegatePod(proxyOf(src), { sourceClusterName: 'c1' }));
-    expect(d.spec).to.include({ schedulerName: 'custom' }).and.deep.include({ nodeSelector: { disk: 'hdd' } });
+    expect(d.spec)
+      .to.include({ schedulerName: 'custom' })
+      .and.deep.include({ nodeSelector: { disk: 'hdd' } });
   });
 
   it('accepts a YAML manifest (written by Admiralty)', () => {
@@ -323,7 +323,7 @@ describe('buildDelegatePod', () => {
 });
 
 describe('delegateSourceView (for reading) and delegateSourcePod (for building)', () => {
-  it('give the same pod; the view shares the proxy\'s objects, the pod does not', () => {
+  it("give the same pod; the view shares the proxy's objects, the pod does not", () => {
     const proxy = proxyOf(sourcePod());
     const view = delegateSourceView(proxy);
     const pod = delegateSourcePod(proxy);
@@ -348,7 +348,7 @@ describe('delegateSourceView (for reading) and delegateSourcePod (for building)'
   });
 });
 
-describe('delegateNameOf (the delegation reconciler\'s lookups)', () => {
+describe("delegateNameOf (the delegation reconciler's lookups)", () => {
   const cachedManifest = (p: V1Pod) => proxyFields(structuredClone(p));
   const valid: [string, () => V1Pod][] = [
     ['a proxy', () => proxyOf(sourcePod())],
@@ -361,7 +361,7 @@ describe('delegateNameOf (the delegation reconciler\'s lookups)', () => {
         return proxyOf(src);
       },
     ],
-    ['a proxy with a YAML manifest (Admiralty\'s)', () => proxyOf(sourcePod(), 'spec:\n  containers:\n  - name: main\n')],
+    ["a proxy with a YAML manifest (Admiralty's)", () => proxyOf(sourcePod(), 'spec:\n  containers:\n  - name: main\n')],
   ];
   for (const [what, make] of valid) {
     it(`names the delegate of ${what} as buildDelegatePod does`, () => {
@@ -407,7 +407,7 @@ describe('delegate ownership helpers', () => {
 });
 
 describe('savedSourcePodManifest (what the webhook saves)', () => {
-  it('keeps the name, namespace and the spec\'s scheduling fields of the pod, as JSON', () => {
+  it("keeps the name, namespace and the spec's scheduling fields of the pod, as JSON", () => {
     const src = sourcePod();
     const saved = JSON.parse(savedSourcePodManifest(src));
     expect(saved.metadata).to.deep.equal({ name: 'web-abc', generateName: 'web-', namespace: 'team' });
@@ -415,8 +415,11 @@ describe('savedSourcePodManifest (what the webhook saves)', () => {
     expect(saved.spec).to.deep.equal({ nodeSelector, affinity, tolerations, topologySpreadConstraints, schedulerName });
   });
 
-  it('keeps generateName where the pod has no name yet (a ReplicaSet\'s), and nothing undefined', () => {
-    const saved = savedSourcePodManifest({ metadata: { generateName: 'web-', namespace: 'team' }, spec: { containers: [{ name: 'main' }], schedulerName: 'default-scheduler', nodeSelector: undefined } });
+  it("keeps generateName where the pod has no name yet (a ReplicaSet's), and nothing undefined", () => {
+    const saved = savedSourcePodManifest({
+      metadata: { generateName: 'web-', namespace: 'team' },
+      spec: { containers: [{ name: 'main' }], schedulerName: 'default-scheduler', nodeSelector: undefined },
+    });
     expect(JSON.parse(saved)).to.deep.equal({ apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'web-', namespace: 'team' }, spec: { schedulerName: 'default-scheduler' } });
   });
 
@@ -462,7 +465,10 @@ describe('offVirtualNodes', () => {
     [
       'pod affinity only: kept beside it',
       { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'zone' }] } },
-      { podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'zone' }] }, nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [notVirtual] }] } } },
+      {
+        podAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [{ topologyKey: 'zone' }] },
+        nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [notVirtual] }] } },
+      },
     ],
     [
       'ORed terms: ANDed into each, matchFields and preferences kept',
@@ -504,7 +510,11 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     source.spec!.initContainers![0]!.resources = { requests: { memory: '1Gi' } };
     source.spec!.initContainers!.push({ name: 'side', image: 'envoy', restartPolicy: 'Always', resources: { requests: { cpu: '250m' }, limits: { memory: '64Mi' } } });
     source.spec!.containers[0]!.resources = { requests: { cpu: '1' }, limits: { memory: '2Gi' } };
-    source.spec!.containers[0]!.env = [{ name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'api', key: 't' } } }, { name: 'MODE', valueFrom: { configMapKeyRef: { name: 'modes', key: 'm' } } }, { name: 'PLAIN', value: 'x' }];
+    source.spec!.containers[0]!.env = [
+      { name: 'TOKEN', valueFrom: { secretKeyRef: { name: 'api', key: 't' } } },
+      { name: 'MODE', valueFrom: { configMapKeyRef: { name: 'modes', key: 'm' } } },
+      { name: 'PLAIN', value: 'x' },
+    ];
     source.spec!.containers[0]!.envFrom = [{ configMapRef: { name: 'settings' } }, { secretRef: { name: 'more' } }];
     source.spec!.containers[0]!.command = ['nginx', '-g', 'daemon off;'];
     source.spec!.containers[0]!.readinessProbe = { httpGet: { path: '/', port: 80 } };
@@ -515,7 +525,13 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     const mount = { name: token.name, mountPath: SA_PATH, readOnly: true };
     return {
       ...built,
-      metadata: { ...built.metadata, uid: 'delegate-uid', resourceVersion: '7', creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date, annotations: { ...built.metadata!.annotations, 'example.com/from-target': 'x' } },
+      metadata: {
+        ...built.metadata,
+        uid: 'delegate-uid',
+        resourceVersion: '7',
+        creationTimestamp: '2024-01-01T00:00:00Z' as unknown as Date,
+        annotations: { ...built.metadata!.annotations, 'example.com/from-target': 'x' },
+      },
       spec: {
         ...built.spec!,
         ...(nodeName ? { nodeName } : {}),
@@ -544,7 +560,10 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     initContainerStatuses: [{ name: 'init', ready: true, restartCount: 0, image: 'busybox', imageID: 'sha', state: { terminated: { exitCode: 0, startedAt: t, finishedAt: t } } }],
     qosClass: 'Burstable',
   });
-  const pending = liveDelegate(undefined, { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available', lastTransitionTime: t }] });
+  const pending = liveDelegate(undefined, {
+    phase: 'Pending',
+    conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available', lastTransitionTime: t }],
+  });
   const deleting: V1Pod = { ...running, metadata: { ...running.metadata, deletionTimestamp: t, deletionGracePeriodSeconds: 30 } };
   const proxy = proxyOf(sourcePod());
   proxy.metadata!.uid = running.metadata!.labels![PARENT_UID_LABEL];
@@ -560,15 +579,46 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     ['waitingRequests', (d) => [...waitingRequests([d], [], 'c1')]],
     ['referencedNames', (d) => referencedNames(d.spec!)],
     ['serviceAccountTokenVolumeNames', (d) => [...serviceAccountTokenVolumeNames(d.spec!)]],
-    ['proxyEventFor', (d) => proxyEventFor({ metadata: { name: 'e', namespace: 'team', uid: 'e-uid' }, involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'team', uid: d.metadata!.uid }, reason: 'Pulled', message: 'ok', lastTimestamp: t }, d, proxy, 'c1', 'c2')],
+    [
+      'proxyEventFor',
+      (d) =>
+        proxyEventFor(
+          {
+            metadata: { name: 'e', namespace: 'team', uid: 'e-uid' },
+            involvedObject: { kind: 'Pod', name: d.metadata!.name, namespace: 'team', uid: d.metadata!.uid },
+            reason: 'Pulled',
+            message: 'ok',
+            lastTimestamp: t,
+          },
+          d,
+          proxy,
+          'c1',
+          'c2',
+        ),
+    ],
     ...([0, 120_000, 3_600_000] as const).map((afterMs): [string, (d: V1Pod) => unknown] => [
       `decideReplacement ${afterMs} ms on`,
       (d) =>
-        decideReplacement({ proxy, delegate: d, targetName: 'c2', summary: { nodeNames: new Set(['n2']), readAtMs: Date.parse('2024-01-01T00:01:00Z') + afterMs }, unschedulableAfterMs: 60_000, coolDownMs: 60_000, nowMs: Date.parse('2024-01-01T00:01:00Z') + afterMs }),
+        decideReplacement({
+          proxy,
+          delegate: d,
+          targetName: 'c2',
+          summary: { nodeNames: new Set(['n2']), readAtMs: Date.parse('2024-01-01T00:01:00Z') + afterMs },
+          unschedulableAfterMs: 60_000,
+          coolDownMs: 60_000,
+          nowMs: Date.parse('2024-01-01T00:01:00Z') + afterMs,
+        }),
     ]),
-    ['the name, namespace, resourceVersion and deletion the informer and writes use', (d) => [d.metadata?.name, d.metadata?.namespace, d.metadata?.resourceVersion, d.metadata?.uid, d.metadata?.deletionTimestamp, d.metadata?.deletionGracePeriodSeconds, d.spec?.nodeName]],
+    [
+      'the name, namespace, resourceVersion and deletion the informer and writes use',
+      (d) => [d.metadata?.name, d.metadata?.namespace, d.metadata?.resourceVersion, d.metadata?.uid, d.metadata?.deletionTimestamp, d.metadata?.deletionGracePeriodSeconds, d.spec?.nodeName],
+    ],
   ];
-  for (const [state, delegate] of [['running', running], ['pending, unschedulable', pending], ['deleting', deleting]] as const) {
+  for (const [state, delegate] of [
+    ['running', running],
+    ['pending, unschedulable', pending],
+    ['deleting', deleting],
+  ] as const) {
     for (const [reader, read] of readers) {
       it(`${reader} reads the same of a ${state} delegate from what is kept`, () => {
         expect(read(delegateFields(structuredClone(delegate)))).to.deep.equal(read(structuredClone(delegate)));
@@ -588,7 +638,10 @@ describe('delegateFields (what the caches of delegates keep)', () => {
     const kept = delegateFields(structuredClone(running));
     expect(Object.keys(kept.spec!).sort()).to.deep.equal(['containers', 'imagePullSecrets', 'initContainers', 'nodeName', 'overhead', 'resources', 'serviceAccountName', 'volumes']);
     expect(Object.keys(kept.spec!.containers[0]!).sort()).to.deep.equal(['env', 'envFrom', 'name', 'resources', 'volumeMounts']);
-    expect(kept.spec!.initContainers!.map((c) => Object.keys(c).sort())).to.deep.equal([['name', 'resources'], ['name', 'resources', 'restartPolicy']]);
+    expect(kept.spec!.initContainers!.map((c) => Object.keys(c).sort())).to.deep.equal([
+      ['name', 'resources'],
+      ['name', 'resources', 'restartPolicy'],
+    ]);
     expect(kept.metadata).to.deep.equal(running.metadata);
     expect(kept.status).to.deep.equal(running.status);
   });

@@ -1,15 +1,7 @@
 import { expect } from 'chai';
 import type { V1ConfigMap, V1Secret } from '@kubernetes/client-node';
 import { ValidationError } from '../../../../provider/core/errors.js';
-import {
-  buildConfigMapCopy,
-  buildSecretCopy,
-  copyNeedsRecreate,
-  copyNeedsUpdate,
-  copyRefusal,
-  isCopyOf,
-  isOwnedCopy,
-} from '../../../../provider/model/follow.js';
+import { buildConfigMapCopy, buildSecretCopy, copyNeedsRecreate, copyNeedsUpdate, copyRefusal, isCopyOf, isOwnedCopy } from '../../../../provider/model/follow.js';
 
 const meta = {
   name: 'cfg',
@@ -38,7 +30,12 @@ describe('buildConfigMapCopy', () => {
     });
   });
   it('takes the name it is given (the per-source copy name)', () => {
-    expect(buildConfigMapCopy({ metadata: meta }, { sourceClusterName: 'c1', name: 'cfg-0123456789' }).metadata).to.deep.equal({ name: 'cfg-0123456789', namespace: 'team', labels: parentLabels, annotations: parentAnnotations });
+    expect(buildConfigMapCopy({ metadata: meta }, { sourceClusterName: 'c1', name: 'cfg-0123456789' }).metadata).to.deep.equal({
+      name: 'cfg-0123456789',
+      namespace: 'team',
+      labels: parentLabels,
+      annotations: parentAnnotations,
+    });
   });
   it('refuses a source without uid', () => {
     expect(() => buildConfigMapCopy({ metadata: { name: 'x', namespace: 'y' } }, { sourceClusterName: 'c1' })).to.throw(ValidationError);
@@ -87,7 +84,7 @@ describe('copy ownership and updates', () => {
     metadata: { labels: { 'multicluster.admiralty.io/parent-uid': 'u', 'multicluster.admiralty.io/parent-cluster-name': cluster }, annotations: { 'multicluster.admiralty.io/parent-name': parent } },
   });
   const copies: [string, { metadata: object }, boolean][] = [
-    ["our copy of it", copyOf('c1', 'cfg'), true],
+    ['our copy of it', copyOf('c1', 'cfg'), true],
     ['our copy of another object (a hash collision, or an earlier copy of an object named like it)', copyOf('c1', 'other'), false],
     ["another source's", copyOf('c2', 'cfg'), false],
     ['foreign', { metadata: {} }, false],

@@ -124,8 +124,16 @@ describe('names', () => {
 
   describe('admiraltyName (Admiralty compatibility)', () => {
     const cases: [string, Parameters<typeof admiraltyName>[0], string][] = [
-      ['source CRB, plain', [{ value: 'admiralty-source', kind: 'constant' }, { value: 'default' }, { value: 'cluster1' }, { value: 'cluster-summary-viewer', kind: 'constant' }], 'admiralty-source-default-cluster1-cluster-summary-viewer'],
-      ['source CRB, hyphenated namespace', [{ value: 'admiralty-source', kind: 'constant' }, { value: 'my-ns' }, { value: 'cluster1' }, { value: 'cluster-summary-viewer', kind: 'constant' }], 'admiralty-source-my-ns-cluster1-cluster-summary-viewer-a5116f3f32'],
+      [
+        'source CRB, plain',
+        [{ value: 'admiralty-source', kind: 'constant' }, { value: 'default' }, { value: 'cluster1' }, { value: 'cluster-summary-viewer', kind: 'constant' }],
+        'admiralty-source-default-cluster1-cluster-summary-viewer',
+      ],
+      [
+        'source CRB, hyphenated namespace',
+        [{ value: 'admiralty-source', kind: 'constant' }, { value: 'my-ns' }, { value: 'cluster1' }, { value: 'cluster-summary-viewer', kind: 'constant' }],
+        'admiralty-source-my-ns-cluster1-cluster-summary-viewer-a5116f3f32',
+      ],
       ['Admiralty virtual node with hyphen', [{ value: 'admiralty', kind: 'constant' }, { value: 'my-ns', kind: 'optional' }, { value: 'c2' }], 'admiralty-my-ns-c2-ef70f3d678'],
       ['single variable part with hyphen', [{ value: 'admiralty-source', kind: 'constant' }, { value: 'my-source' }], 'admiralty-source-my-source'],
       ['finalizer style', [{ value: 'default', kind: 'optional' }, { value: 'foo-bar' }], 'default-foo-bar-b1f5f88a38'],

@@ -42,7 +42,10 @@ describe('referenced objects', () => {
     expect(referencedNames(spec).secret).to.deep.equal(['regcred', 'secret-csi', 'secret-env', 'secret-envfrom', 'secret-proj', 'secret-vol']);
   });
   it('leaves out kube-root-ca.crt wherever it is named: every target publishes its own', () => {
-    const own: V1PodSpec = { containers: [{ name: 'c', env: [{ name: 'CA', valueFrom: { configMapKeyRef: { name: 'kube-root-ca.crt', key: 'ca.crt' } } }] }], volumes: [{ name: 'ca', projected: { sources: [{ configMap: { name: 'kube-root-ca.crt' } }] } }] };
+    const own: V1PodSpec = {
+      containers: [{ name: 'c', env: [{ name: 'CA', valueFrom: { configMapKeyRef: { name: 'kube-root-ca.crt', key: 'ca.crt' } } }] }],
+      volumes: [{ name: 'ca', projected: { sources: [{ configMap: { name: 'kube-root-ca.crt' } }] } }],
+    };
     expect(referencedNames(own).configmap).to.deep.equal([]);
   });
   it('handles a bare spec', () => {
@@ -100,21 +103,9 @@ describe('withCopyNames', () => {
 describe('serviceAccountTokenVolumeNames', () => {
   const cases: [string, V1PodSpec, string[]][] = [
     ['none', { containers: [{ name: 'a' }] }, []],
-    [
-      'kube-api-access without token source is a user volume',
-      { containers: [{ name: 'a' }], volumes: [{ name: 'kube-api-access-mine', configMap: { name: 'x' } }] },
-      [],
-    ],
-    [
-      'legacy token of the default service account',
-      { containers: [{ name: 'a' }], volumes: [{ name: 'v', secret: { secretName: 'default-token-xyz' } }] },
-      ['v'],
-    ],
-    [
-      'anything mounted at the token path',
-      { containers: [{ name: 'a', volumeMounts: [{ name: 'custom', mountPath: `${SA_PATH}/` }] }], volumes: [{ name: 'custom', emptyDir: {} }] },
-      ['custom'],
-    ],
+    ['kube-api-access without token source is a user volume', { containers: [{ name: 'a' }], volumes: [{ name: 'kube-api-access-mine', configMap: { name: 'x' } }] }, []],
+    ['legacy token of the default service account', { containers: [{ name: 'a' }], volumes: [{ name: 'v', secret: { secretName: 'default-token-xyz' } }] }, ['v']],
+    ['anything mounted at the token path', { containers: [{ name: 'a', volumeMounts: [{ name: 'custom', mountPath: `${SA_PATH}/` }] }], volumes: [{ name: 'custom', emptyDir: {} }] }, ['custom']],
   ];
   for (const [why, spec, want] of cases) {
     it(why, () => expect([...serviceAccountTokenVolumeNames(spec!)].sort()).to.deep.equal(want));

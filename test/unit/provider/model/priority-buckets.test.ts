@@ -98,7 +98,16 @@ describe('model: priority buckets', () => {
         {
           labels: {},
           nodes: [
-            { name: 'a', allocatable: {}, free: {}, heldByPriority: [{ priority: 1, requests: { cpu: '2', pods: '1' } }, { priority: 5, requests: { cpu: 'lots', pods: '2' } }, { priority: 100, requests: { cpu: '1', pods: '1' } }] },
+            {
+              name: 'a',
+              allocatable: {},
+              free: {},
+              heldByPriority: [
+                { priority: 1, requests: { cpu: '2', pods: '1' } },
+                { priority: 5, requests: { cpu: 'lots', pods: '2' } },
+                { priority: 100, requests: { cpu: '1', pods: '1' } },
+              ],
+            },
             { name: 'b', allocatable: {}, free: {}, notReady: true, heldByPriority: [{ priority: 1, requests: { cpu: '8' } }] },
             { name: 'c', allocatable: {}, free: {}, unschedulable: true, heldByPriority: [{ priority: 1, requests: { cpu: '8' } }] },
           ],
@@ -107,7 +116,19 @@ describe('model: priority buckets', () => {
     });
 
     it("sums the buckets below the cluster's highest user class, of the nodes that take new pods, skipping quantities that do not parse", () => {
-      expect(preemptibleHeld(summary([{ name: 'x', value: 100 }, { name: 'y', value: 3 }]))).to.deep.equal(new Map([['cpu', 2_000_000_000n], ['pods', 3_000_000_000n]]));
+      expect(
+        preemptibleHeld(
+          summary([
+            { name: 'x', value: 100 },
+            { name: 'y', value: 3 },
+          ]),
+        ),
+      ).to.deep.equal(
+        new Map([
+          ['cpu', 2_000_000_000n],
+          ['pods', 3_000_000_000n],
+        ]),
+      );
       expect(preemptibleHeld(summary([{ name: 'x', value: 101 }])).get('pods')).to.equal(4_000_000_000n);
     });
 

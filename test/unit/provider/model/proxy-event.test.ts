@@ -54,7 +54,9 @@ describe('proxy events (copies of delegate events)', () => {
   });
 
   it('copies nothing that is not about one of this cluster’s delegates', () => {
-    expect(proxyEventFor(event(), delegate({ labels: { 'multicluster.admiralty.io/parent-cluster-name': 'other', 'multicluster.admiralty.io/parent-uid': 'x' } }), proxy(), 'c1', 't')).to.equal(undefined);
+    expect(proxyEventFor(event(), delegate({ labels: { 'multicluster.admiralty.io/parent-cluster-name': 'other', 'multicluster.admiralty.io/parent-uid': 'x' } }), proxy(), 'c1', 't')).to.equal(
+      undefined,
+    );
     expect(proxyEventFor(event({ involvedObject: { kind: 'Node', name: 'web-0a1b2c3d4e' } }), delegate(), proxy(), 'c1', 't')).to.equal(undefined);
     expect(proxyEventFor(event({ involvedObject: { kind: 'Pod', name: 'someone-else', namespace: 'shop' } }), delegate(), proxy(), 'c1', 't')).to.equal(undefined);
     // Same name, another pod (the delegate was recreated): the old pod's events are not ours.
@@ -88,7 +90,13 @@ describe('proxy events (copies of delegate events)', () => {
   });
 
   it('takes the time and count of events written through the newer events API', () => {
-    const series = event({ lastTimestamp: undefined, firstTimestamp: undefined, count: undefined, eventTime: new Date('2026-11-22T09:00:00Z'), series: { count: 7, lastObservedTime: new Date('2026-11-22T09:30:00Z') } });
+    const series = event({
+      lastTimestamp: undefined,
+      firstTimestamp: undefined,
+      count: undefined,
+      eventTime: new Date('2026-11-22T09:00:00Z'),
+      series: { count: 7, lastObservedTime: new Date('2026-11-22T09:30:00Z') },
+    });
     expect(eventTime(series)?.toISOString()).to.equal('2026-11-22T09:30:00.000Z');
     const copy = proxyEventFor(series, delegate(), proxy(), 'c1', 't')!;
     expect(copy.count).to.equal(7);

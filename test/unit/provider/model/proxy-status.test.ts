@@ -6,7 +6,16 @@ import { checkTenancy } from '../../../../provider/model/tenancy.js';
 import { schedulingPod } from '../../../../scheduler/fit.js';
 import { SubtreeTable } from '../../../../provider/controller/subtree-table.js';
 import { sharePodParts } from '../../../../provider/model/shared-pod-parts.js';
-import { buildProxyAnnotations, buildProxyStatus, cachedSourcePodManifest, proxyFields, proxyStatusEquals, proxyStatusPatch, statusEquals, UNCACHED_PROXY_STATUS_FIELDS } from '../../../../provider/model/proxy-status.js';
+import {
+  buildProxyAnnotations,
+  buildProxyStatus,
+  cachedSourcePodManifest,
+  proxyFields,
+  proxyStatusEquals,
+  proxyStatusPatch,
+  statusEquals,
+  UNCACHED_PROXY_STATUS_FIELDS,
+} from '../../../../provider/model/proxy-status.js';
 
 function proxy(status: V1PodStatus = {}, annotations: Record<string, string> = {}): V1Pod {
   return {
@@ -161,7 +170,9 @@ describe('proxyFields (the proxies cache)', () => {
     qosClass: 'Burstable',
     ephemeralContainerStatuses: [{ name: 'debug', ready: false, restartCount: 0, image: 'busybox', imageID: '' }],
   };
-  const delegate: V1Pod = { status: { ...running, conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: t as unknown as Date }], containerStatuses: [{ ...running.containerStatuses![0]!, restartCount: 3 }] } };
+  const delegate: V1Pod = {
+    status: { ...running, conditions: [{ type: 'Ready', status: 'False', lastTransitionTime: t as unknown as Date }], containerStatuses: [{ ...running.containerStatuses![0]!, restartCount: 3 }] },
+  };
 
   // As the cache has it with the wiring's sharePodParts: a proxy of the same workload came
   // first, so the parts this one repeats are that one's frozen copies.
@@ -181,7 +192,11 @@ describe('proxyFields (the proxies cache)', () => {
     ['the phase, start time and conditions (hadDelegate, outage, replacement, counted proxies)', (p) => [p.status?.phase, p.status?.startTime, p.status?.conditions]],
     ['metadata but the manifest, and spec', (p) => [{ ...p.metadata, annotations: { ...p.metadata?.annotations, 'multicluster.admiralty.io/sourcepod-manifest': undefined } }, p.spec]],
   ];
-  for (const [state, status] of [['running', running], ['pending', { phase: 'Pending', qosClass: 'BestEffort' }], ['without a status', undefined]] as const) {
+  for (const [state, status] of [
+    ['running', running],
+    ['pending', { phase: 'Pending', qosClass: 'BestEffort' }],
+    ['without a status', undefined],
+  ] as const) {
     for (const [reader, read] of readers) {
       it(`${reader} reads the same of a ${state} proxy from what is kept`, () => {
         expect(read(proxyFields(full(status as V1PodStatus)))).to.deep.equal(read(full(status as V1PodStatus)));
@@ -229,7 +244,11 @@ describe('proxyFields (the proxies cache)', () => {
   for (const [what, m] of manifests) {
     // The pods these return carry the proxy's status too, which the cache keeps less of (above).
     const podOf = (p: V1Pod) => [p.metadata, p.spec];
-    for (const [reader, read] of [['delegateSourcePod', (p: V1Pod) => podOf(delegateSourcePod(p))], ['schedulingPod (the extender)', (p: V1Pod) => podOf(schedulingPod(p))], ['buildDelegatePod', (p: V1Pod) => buildDelegatePod(p, { sourceClusterName: 'c1' })]] as const) {
+    for (const [reader, read] of [
+      ['delegateSourcePod', (p: V1Pod) => podOf(delegateSourcePod(p))],
+      ['schedulingPod (the extender)', (p: V1Pod) => podOf(schedulingPod(p))],
+      ['buildDelegatePod', (p: V1Pod) => buildDelegatePod(p, { sourceClusterName: 'c1' })],
+    ] as const) {
       it(`${reader} reads the same of ${what} from what is kept`, () => {
         expect(outcome(() => read(proxyFields(withManifest(m))))).to.deep.equal(outcome(() => read(withManifest(m))));
       });
@@ -247,7 +266,9 @@ describe('proxyFields (the proxies cache)', () => {
     expect(JSON.parse(cachedSourcePodManifest(manifests[4]![1]))).to.deep.equal({ spec: scheduling });
     for (const [, m] of manifests.slice(5)) expect(cachedSourcePodManifest(m)).to.equal(m);
     // Not vacuous: the delegate takes the manifest's scheduling fields, from the kept one too.
-    expect(buildDelegatePod(proxyFields(withManifest(manifests[1]![1])), { sourceClusterName: 'c1' }).spec).to.include({ schedulerName: 'custom' }).and.deep.include({ nodeSelector: { zone: 'a' } });
+    expect(buildDelegatePod(proxyFields(withManifest(manifests[1]![1])), { sourceClusterName: 'c1' }).spec)
+      .to.include({ schedulerName: 'custom' })
+      .and.deep.include({ nodeSelector: { zone: 'a' } });
   });
 
   it('drops the container statuses and IPs, and keeps the rest of the status', () => {

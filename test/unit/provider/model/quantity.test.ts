@@ -83,7 +83,12 @@ describe('quantity', () => {
       it(`${resource} ${nano} -> ${want}`, () => expect(formatQuantity(nano, resource)).to.equal(want));
     }
     it('round-trips', () => {
-      for (const [q, r] of [['1500m', 'cpu'], ['16Gi', 'memory'], ['110', 'pods'], ['123456789', 'memory']]) {
+      for (const [q, r] of [
+        ['1500m', 'cpu'],
+        ['16Gi', 'memory'],
+        ['110', 'pods'],
+        ['123456789', 'memory'],
+      ]) {
         expect(formatQuantity(parseQuantity(q!), r!)).to.equal(q);
       }
     });

@@ -13,7 +13,13 @@ describe('explainRefusal', () => {
   const cases: [string, typeof target, RefusedWrite, RefusalFacts, { reason: string; message: string } | undefined][] = [
     ['a missing namespace', target, pod, { kind: 'NotFound', targetMessage: 'namespaces "apps" not found' }, { reason: 'TargetNamespaceMissing', message: 'namespace apps does not exist in apps/c2' }],
     ['a missing namespace, for a copy', clusterTarget, conf, { kind: 'NotFound', targetMessage: '' }, { reason: 'TargetNamespaceMissing', message: 'namespace apps does not exist in c2' }],
-    ['an invalid delegate', target, pod, { kind: 'Invalid', targetMessage: 'spec.containers: Required value' }, { reason: 'DelegateInvalid', message: 'apps/c2 rejected the delegate: spec.containers: Required value' }],
+    [
+      'an invalid delegate',
+      target,
+      pod,
+      { kind: 'Invalid', targetMessage: 'spec.containers: Required value' },
+      { reason: 'DelegateInvalid', message: 'apps/c2 rejected the delegate: spec.containers: Required value' },
+    ],
     ['an invalid copy (retried as an error)', target, conf, { kind: 'Invalid', targetMessage: 'x' }, undefined],
     [
       "a delegate a Target's cluster does not authorize: a Source in that namespace, for that user",
@@ -42,12 +48,31 @@ describe('explainRefusal', () => {
       { kind: 'Forbidden', targetMessage: TEXT, authorized: false },
       {
         reason: 'SourceNotAuthorized',
-        message: "the cluster of Target apps/c2 does not authorize this source (the user of the Target's kubeconfig) to create secrets in namespace apps: create a Source in namespace apps of that cluster for that user",
+        message:
+          "the cluster of Target apps/c2 does not authorize this source (the user of the Target's kubeconfig) to create secrets in namespace apps: create a Source in namespace apps of that cluster for that user",
       },
     ],
-    ['a delegate refused by admission (authorized)', target, pod, { kind: 'Forbidden', targetMessage: TEXT, authorized: true, user: USER }, { reason: 'DelegateForbidden', message: `apps/c2 refused to create the delegate: ${TEXT}` }],
-    ['a delegate refused when the target would not say why', target, pod, { kind: 'Forbidden', targetMessage: TEXT }, { reason: 'DelegateForbidden', message: `apps/c2 refused to create the delegate: ${TEXT}` }],
-    ['a copy refused by admission', clusterTarget, conf, { kind: 'Forbidden', targetMessage: 'exceeded quota: configmaps', authorized: true }, { reason: 'CopyForbidden', message: "c2 refused this cluster's copy of configmap apps/conf: exceeded quota: configmaps" }],
+    [
+      'a delegate refused by admission (authorized)',
+      target,
+      pod,
+      { kind: 'Forbidden', targetMessage: TEXT, authorized: true, user: USER },
+      { reason: 'DelegateForbidden', message: `apps/c2 refused to create the delegate: ${TEXT}` },
+    ],
+    [
+      'a delegate refused when the target would not say why',
+      target,
+      pod,
+      { kind: 'Forbidden', targetMessage: TEXT },
+      { reason: 'DelegateForbidden', message: `apps/c2 refused to create the delegate: ${TEXT}` },
+    ],
+    [
+      'a copy refused by admission',
+      clusterTarget,
+      conf,
+      { kind: 'Forbidden', targetMessage: 'exceeded quota: configmaps', authorized: true },
+      { reason: 'CopyForbidden', message: "c2 refused this cluster's copy of configmap apps/conf: exceeded quota: configmaps" },
+    ],
   ];
   for (const [why, t, write, facts, expected] of cases) {
     it(`explains ${why}`, () => {
@@ -65,7 +90,15 @@ describe('clusterTargetRights', () => {
     ['rights unknown (the review failed): as before', { namespaces: ns([]) }, { reason: 'TargetReady', message: reachable }],
     [
       'a Source in some namespaces',
-      { clusterWide: false, user: USER, namespaces: ns([['web', true], ['batch', false], ['api', true]]) },
+      {
+        clusterWide: false,
+        user: USER,
+        namespaces: ns([
+          ['web', true],
+          ['batch', false],
+          ['api', true],
+        ]),
+      },
       {
         reason: 'NoClusterSource',
         message: `${reachable}; no ClusterSource there authorizes this source (user "${USER}") in every namespace, so only pods of the namespaces where a Source does are offered this target (api, web); not in batch`,

@@ -27,7 +27,10 @@ function unschedulable(sinceMs: number): V1Pod {
   return {
     metadata: { name: 'web-0-x1', namespace: 'apps', creationTimestamp: new Date(sinceMs - 1000) },
     spec: { containers: [{ name: 'c' }] },
-    status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 node(s) were unschedulable.', lastTransitionTime: new Date(sinceMs) }] },
+    status: {
+      phase: 'Pending',
+      conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available: 2 node(s) were unschedulable.', lastTransitionTime: new Date(sinceMs) }],
+    },
   };
 }
 
@@ -73,7 +76,9 @@ describe('decideReplacement', () => {
       const first = decideReplacement(input(proxy(), unschedulable(T0 - AFTER)));
       expect(first.replace).to.equal(undefined);
       expect(first.condition).to.include({ type: COND, status: 'False', reason: 'CannotReplace' });
-      expect(first.condition?.message).to.match(/^delegate web-0-x1 is Unschedulable in apps\/c2 since 2026-01-01T09:59:00.000Z, .*the pod has no controller to recreate it on another target, so it stays$/);
+      expect(first.condition?.message).to.match(
+        /^delegate web-0-x1 is Unschedulable in apps\/c2 since 2026-01-01T09:59:00.000Z, .*the pod has no controller to recreate it on another target, so it stays$/,
+      );
       expect(first.event).to.deep.include({ type: 'Warning', reason: 'CannotReplace' });
       const later = decideReplacement(input(proxy(), unschedulable(T0 - AFTER), { nowMs: T0 + 30_000 }));
       expect(later.condition?.message).to.equal(first.condition?.message);
@@ -155,7 +160,12 @@ describe('decideReplacement', () => {
 
     it('marks a bare pod', () => {
       const d = decideReplacement(input(proxy({ phase: 'Running' }), bound('c2-node-9', T0 - 3_600_000)));
-      expect(d.condition).to.include({ type: COND, status: 'False', reason: 'CannotReplace', message: 'delegate web-0-x1 ran on node c2-node-9, which apps/c2 no longer has; the pod has no controller to recreate it on another target, so it stays' });
+      expect(d.condition).to.include({
+        type: COND,
+        status: 'False',
+        reason: 'CannotReplace',
+        message: 'delegate web-0-x1 ran on node c2-node-9, which apps/c2 no longer has; the pod has no controller to recreate it on another target, so it stays',
+      });
     });
   });
 

@@ -161,7 +161,16 @@ describe('parsePodMetricsList', () => {
   });
 
   it("reads metrics-server's PodMetricsList: CPU in nanocores, memory in bytes, timestamp and window", () => {
-    const body = { kind: 'PodMetricsList', apiVersion: 'metrics.k8s.io/v1beta1', items: [item('web-x', [{ name: 'app', usage: { cpu: '250m', memory: '2048Ki' } }, { name: 'side', usage: { cpu: '123456n', memory: '1Mi' } }])] };
+    const body = {
+      kind: 'PodMetricsList',
+      apiVersion: 'metrics.k8s.io/v1beta1',
+      items: [
+        item('web-x', [
+          { name: 'app', usage: { cpu: '250m', memory: '2048Ki' } },
+          { name: 'side', usage: { cpu: '123456n', memory: '1Mi' } },
+        ]),
+      ],
+    };
     expect(Object.fromEntries(parsePodMetricsList(body))).to.deep.equal({
       'web-x': {
         timestampMs: Date.UTC(2026, 10, 23, 10, 0, 15),
@@ -185,7 +194,10 @@ describe('parsePodMetricsList', () => {
         item('no-time', [ok], { timestamp: 'yesterday' }),
         item('bad-window', [ok], { window: 'forever' }),
         item('bad-container', [{ name: 'a b', usage: { cpu: '1m', memory: '1Mi' } }]),
-        item('too-many', Array.from({ length: POD_METRICS_LIMITS.maxContainers + 1 }, (_, i) => ({ ...ok, name: `c${i}` }))),
+        item(
+          'too-many',
+          Array.from({ length: POD_METRICS_LIMITS.maxContainers + 1 }, (_, i) => ({ ...ok, name: `c${i}` })),
+        ),
         item('not-a-list', 'x' as unknown as unknown[]),
         'not an object',
         item('good', [ok]),

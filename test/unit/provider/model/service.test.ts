@@ -61,11 +61,7 @@ describe('originalSelector', () => {
     ['rerouted', svc({ [`${P}app`]: 'web' }, { [ORIG]: 'app=web' }), { app: 'web' }],
     ['user replaced the selector since', svc({ app: 'shop' }, { [ORIG]: 'app=web' }), { app: 'shop' }],
     ['malformed annotation', svc({ app: 'web' }, { [ORIG]: 'garbage' }), { app: 'web' }],
-    [
-      'rerouted with a no-prefix regexp',
-      svc({ app: 'web', [`${P}tier`]: 'f' }, { [ORIG]: 'app=web,tier=f', [`${P}no-prefix-label-regexp`]: '^app=' }),
-      { app: 'web', tier: 'f' },
-    ],
+    ['rerouted with a no-prefix regexp', svc({ app: 'web', [`${P}tier`]: 'f' }, { [ORIG]: 'app=web,tier=f', [`${P}no-prefix-label-regexp`]: '^app=' }), { app: 'web', tier: 'f' }],
   ];
   for (const [why, s, want] of cases) {
     it(why, () => expect(originalSelector(s)).to.deep.equal(want));
@@ -176,7 +172,13 @@ describe('buildServiceCopy', () => {
     });
   }
   it('leaves out ports[].nodePort and names it once among the drops', () => {
-    const s = withSpec({ type: 'NodePort', ports: [{ port: 80, nodePort: 30080 }, { port: 443, nodePort: 30443 }] });
+    const s = withSpec({
+      type: 'NodePort',
+      ports: [
+        { port: 80, nodePort: 30080 },
+        { port: 443, nodePort: 30443 },
+      ],
+    });
     expect(copyOf(s).spec!.ports).to.deep.equal([{ port: 80 }, { port: 443 }]);
     expect(serviceCopyDrops(s)).to.deep.equal(['type NodePort', 'ports[].nodePort']);
   });
@@ -208,7 +210,14 @@ describe('buildServiceCopy', () => {
 
   it('names every drop of a LoadBalancer Service with external IPs, in a fixed order', () => {
     const s = withSpec(
-      { type: 'LoadBalancer', externalIPs: ['203.0.113.10'], loadBalancerSourceRanges: ['0.0.0.0/0'], externalTrafficPolicy: 'Cluster', allocateLoadBalancerNodePorts: true, ports: [{ port: 80, nodePort: 30080 }] },
+      {
+        type: 'LoadBalancer',
+        externalIPs: ['203.0.113.10'],
+        loadBalancerSourceRanges: ['0.0.0.0/0'],
+        externalTrafficPolicy: 'Cluster',
+        allocateLoadBalancerNodePorts: true,
+        ports: [{ port: 80, nodePort: 30080 }],
+      },
       { 'service.beta.kubernetes.io/aws-load-balancer-scheme': 'internet-facing', 'metallb.universe.tf/address-pool': 'public' },
     );
     expect(serviceCopyDrops(s)).to.deep.equal([
@@ -284,7 +293,11 @@ describe('buildServiceCopy', () => {
     ['an annotation differs', { ...stored, metadata: { ...stored.metadata, annotations: {} } }, true],
     ["an earlier version's copy has external IPs", { ...stored, spec: { ...stored.spec, externalIPs: ['203.0.113.10'] } }, true],
     ["an earlier version's copy is a LoadBalancer", { ...stored, spec: { ...stored.spec, type: 'LoadBalancer', ports: [{ ...stored.spec!.ports![0]!, nodePort: 31000 }] } }, true],
-    ["an earlier version's copy has a load-balancer annotation", { ...stored, metadata: { ...stored.metadata, annotations: { ...stored.metadata!.annotations, 'metallb.universe.tf/address-pool': 'p' } } }, true],
+    [
+      "an earlier version's copy has a load-balancer annotation",
+      { ...stored, metadata: { ...stored.metadata, annotations: { ...stored.metadata!.annotations, 'metallb.universe.tf/address-pool': 'p' } } },
+      true,
+    ],
   ];
   for (const [why, existing, want] of updates) {
     it(`serviceCopyNeedsUpdate: ${why}`, () => expect(serviceCopyNeedsUpdate(existing, copy)).to.equal(want));

@@ -19,7 +19,11 @@ function workloadPod(i: number, readyAt: string): V1Pod {
         ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-84dc84948d', uid: 'rs-uid', controller: true, blockOwnerDeletion: true }],
       },
       spec: {
-        affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'multicluster.admiralty.io/target-namespace', operator: 'In', values: ['default'] }] }] } } },
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'multicluster.admiralty.io/target-namespace', operator: 'In', values: ['default'] }] }] },
+          },
+        },
         containers: [
           {
             name: 'web',
@@ -37,7 +41,10 @@ function workloadPod(i: number, readyAt: string): V1Pod {
         volumes: [
           {
             name: `kube-api-access-${i}`,
-            projected: { defaultMode: 420, sources: [{ serviceAccountToken: { expirationSeconds: 3607, path: 'token' } }, { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } }] },
+            projected: {
+              defaultMode: 420,
+              sources: [{ serviceAccountToken: { expirationSeconds: 3607, path: 'token' } }, { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } }],
+            },
           },
         ],
       },
@@ -85,7 +92,16 @@ describe('sharePodParts', () => {
       expect(part(a), String(part)).to.equal(part(b));
       expect(Object.isFrozen(part(a)), String(part)).to.equal(true);
     }
-    const own: Array<(p: V1Pod) => unknown> = [(p) => p.metadata, (p) => p.spec, (p) => p.spec!.volumes![0], (p) => p.spec!.containers[0], (p) => p.spec!.containers[0]!.volumeMounts, (p) => p.status, (p) => p.status!.containerStatuses![0], (p) => p.status!.podIPs];
+    const own: Array<(p: V1Pod) => unknown> = [
+      (p) => p.metadata,
+      (p) => p.spec,
+      (p) => p.spec!.volumes![0],
+      (p) => p.spec!.containers[0],
+      (p) => p.spec!.containers[0]!.volumeMounts,
+      (p) => p.status,
+      (p) => p.status!.containerStatuses![0],
+      (p) => p.status!.podIPs,
+    ];
     for (const part of own) {
       expect(part(a), String(part)).to.not.equal(part(b));
       expect(Object.isFrozen(part(a)), String(part)).to.equal(false);
@@ -141,12 +157,14 @@ describe('sharePodParts', () => {
     next.spec!.tolerations!.push({ key: 'spot', operator: 'Exists' });
     next.metadata!.resourceVersion = '200';
     const shared = sharePodParts(next, table, previous);
-    expect(shared).to.deep.equal((() => {
-      const p = workloadPod(1, '2026-11-25T06:44:16Z');
-      p.spec!.tolerations!.push({ key: 'spot', operator: 'Exists' });
-      p.metadata!.resourceVersion = '200';
-      return p;
-    })());
+    expect(shared).to.deep.equal(
+      (() => {
+        const p = workloadPod(1, '2026-11-25T06:44:16Z');
+        p.spec!.tolerations!.push({ key: 'spot', operator: 'Exists' });
+        p.metadata!.resourceVersion = '200';
+        return p;
+      })(),
+    );
     const unchanged: Array<(p: V1Pod) => unknown> = [
       (p) => p.metadata!.labels,
       (p) => p.metadata!.annotations,

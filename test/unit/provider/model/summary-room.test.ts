@@ -3,7 +3,12 @@ import { summaryRoom } from '../../../../provider/model/summary-room.js';
 import type { ClusterSummary } from '../../../../provider/model/types.js';
 
 describe('model: summaryRoom', () => {
-  const node = (name: string, free: Record<string, string>, extra: { notReady?: boolean; unschedulable?: boolean } = {}) => ({ name, allocatable: { cpu: '8', memory: '16Gi', pods: '110' }, free, ...extra });
+  const node = (name: string, free: Record<string, string>, extra: { notReady?: boolean; unschedulable?: boolean } = {}) => ({
+    name,
+    allocatable: { cpu: '8', memory: '16Gi', pods: '110' },
+    free,
+    ...extra,
+  });
 
   it('takes the largest free amount of each resource on one node that takes pods, and their sum', () => {
     const summary: ClusterSummary = {

@@ -31,16 +31,48 @@ describe('resolveTargetKeys', () => {
 
   it('drops satisfied requirements and the terms that exclude the target; a term left empty matched every node', () => {
     const keepsReal = resolveTargetKeys(spec(required([expr(TARGET_NAME_LABEL, 'In', ['c3'])], [expr(TARGET_NAME_LABEL, 'In', ['c2']), expr('zone', 'In', ['a'])], [expr('gpu', 'Exists')])), C2);
-    expect(keepsReal?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms).to.deep.equal([{ matchExpressions: [expr('zone', 'In', ['a'])] }, { matchExpressions: [expr('gpu', 'Exists')] }]);
+    expect(keepsReal?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms).to.deep.equal([
+      { matchExpressions: [expr('zone', 'In', ['a'])] },
+      { matchExpressions: [expr('gpu', 'Exists')] },
+    ]);
 
-    const anyNode = resolveTargetKeys(spec({ affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [expr(TARGET_NAMESPACE_LABEL, 'Exists')] }, { matchExpressions: [expr('zone', 'In', ['a'])] }] }, preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [expr('zone', 'In', ['b'])] } }] }, podAntiAffinity: {} } }), C2);
-    expect(anyNode?.affinity).to.deep.equal({ nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [expr('zone', 'In', ['b'])] } }] }, podAntiAffinity: {} });
+    const anyNode = resolveTargetKeys(
+      spec({
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [expr(TARGET_NAMESPACE_LABEL, 'Exists')] }, { matchExpressions: [expr('zone', 'In', ['a'])] }] },
+            preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [expr('zone', 'In', ['b'])] } }],
+          },
+          podAntiAffinity: {},
+        },
+      }),
+      C2,
+    );
+    expect(anyNode?.affinity).to.deep.equal({
+      nodeAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 1, preference: { matchExpressions: [expr('zone', 'In', ['b'])] } }] },
+      podAntiAffinity: {},
+    });
 
     // With matchFields left, the term still judges the node's name.
-    const fields = resolveTargetKeys(spec({ affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [expr(VIRTUAL_KUBELET_PROVIDER_LABEL, 'In', ['admiralty'])], matchFields: [expr('metadata.name', 'In', ['n1'])] }] } } } }), C2);
-    expect(fields?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms).to.deep.equal([{ matchExpressions: [], matchFields: [expr('metadata.name', 'In', ['n1'])] }]);
+    const fields = resolveTargetKeys(
+      spec({
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: {
+              nodeSelectorTerms: [{ matchExpressions: [expr(VIRTUAL_KUBELET_PROVIDER_LABEL, 'In', ['admiralty'])], matchFields: [expr('metadata.name', 'In', ['n1'])] }],
+            },
+          },
+        },
+      }),
+      C2,
+    );
+    expect(fields?.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms).to.deep.equal([
+      { matchExpressions: [], matchFields: [expr('metadata.name', 'In', ['n1'])] },
+    ]);
 
-    expect(resolveTargetKeys(spec(required([expr(TARGET_NAME_LABEL, 'NotIn', ['c2'])], [expr(TARGET_NAME_LABEL, 'DoesNotExist'), expr('zone', 'In', ['a'])])), C2), 'every term excludes it').to.equal(undefined);
+    expect(resolveTargetKeys(spec(required([expr(TARGET_NAME_LABEL, 'NotIn', ['c2'])], [expr(TARGET_NAME_LABEL, 'DoesNotExist'), expr('zone', 'In', ['a'])])), C2), 'every term excludes it').to.equal(
+      undefined,
+    );
   });
 
   it('leaves the spec it was given as it was', () => {

@@ -44,7 +44,12 @@ describe('parseTarget', () => {
       'Target',
       { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: true, excludedLabelsRegexp: null, placement: { weight: 0, priority: -3 } },
     ],
-    ['empty regexp means none', target({ self: true, excludedLabelsRegexp: '' }), 'Target', { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: true, excludedLabelsRegexp: null, placement: D }],
+    [
+      'empty regexp means none',
+      target({ self: true, excludedLabelsRegexp: '' }),
+      'Target',
+      { ref: { kind: 'Target', namespace: 'default', name: 'c2' }, self: true, excludedLabelsRegexp: null, placement: D },
+    ],
   ];
   for (const [why, obj, kind, spec] of valid) {
     it(`accepts ${why}`, () => expect(parseTarget(obj, kind)).to.deep.equal({ ok: true, spec }));
@@ -65,8 +70,20 @@ describe('parseTarget', () => {
     ['fractional weight', target({ self: true, placement: { weight: 1.5 } }), 'Target', 'InvalidSpec', /weight must be an integer/],
     ['huge weight', target({ self: true, placement: { weight: 1e9 } }), 'Target', 'InvalidSpec', /weight must be an integer/],
     ['string priority', target({ self: true, placement: { priority: '1' as unknown as number } }), 'Target', 'InvalidSpec', /^spec.placement.priority must be an integer from -1000 to 1000$/],
-    ['burst capacity of another resource', target({ self: true, placement: { burstCapacity: { gpu: '1' } as never } }), 'Target', 'InvalidSpec', /^spec.placement.burstCapacity.gpu: only cpu, memory, pods are allowed$/],
-    ['burst capacity not a quantity', target({ self: true, placement: { burstCapacity: { cpu: 'lots' } } }), 'Target', 'InvalidSpec', /^spec.placement.burstCapacity.cpu must be a quantity of at least 0$/],
+    [
+      'burst capacity of another resource',
+      target({ self: true, placement: { burstCapacity: { gpu: '1' } as never } }),
+      'Target',
+      'InvalidSpec',
+      /^spec.placement.burstCapacity.gpu: only cpu, memory, pods are allowed$/,
+    ],
+    [
+      'burst capacity not a quantity',
+      target({ self: true, placement: { burstCapacity: { cpu: 'lots' } } }),
+      'Target',
+      'InvalidSpec',
+      /^spec.placement.burstCapacity.cpu must be a quantity of at least 0$/,
+    ],
     ['negative burst capacity', target({ self: true, placement: { burstCapacity: { memory: '-1Gi' } } }), 'Target', 'InvalidSpec', /burstCapacity.memory must be a quantity/],
     ['empty burst capacity', target({ self: true, placement: { burstCapacity: {} } }), 'Target', 'InvalidSpec', /must name at least one of cpu, memory, pods$/],
   ];

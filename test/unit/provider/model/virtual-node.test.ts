@@ -2,13 +2,7 @@ import { expect } from 'chai';
 import { V1MicroTime } from '@kubernetes/client-node';
 import type { V1Node } from '@kubernetes/client-node';
 import { ValidationError } from '../../../../provider/core/errors.js';
-import {
-  buildNodeLease,
-  buildVirtualNode,
-  buildVirtualNodeMetadataPatch,
-  buildVirtualNodeStatusPatch,
-  type VirtualNodeInput,
-} from '../../../../provider/model/virtual-node.js';
+import { buildNodeLease, buildVirtualNode, buildVirtualNodeMetadataPatch, buildVirtualNodeStatusPatch, type VirtualNodeInput } from '../../../../provider/model/virtual-node.js';
 
 const NOW = '2024-05-01T10:00:00.000Z';
 const LATER = '2024-05-01T10:01:00.000Z';
@@ -123,10 +117,21 @@ describe('buildVirtualNode', () => {
       [
         'plus what our running proxies hold (kube-scheduler subtracts them again)',
         { cpu: '3', memory: '10Gi', pods: '100' },
-        new Map([['cpu', 1_500_000_000n], ['pods', 2_000_000_000n]]),
+        new Map([
+          ['cpu', 1_500_000_000n],
+          ['pods', 2_000_000_000n],
+        ]),
         { cpu: '4500m', memory: '10Gi', pods: '102' },
       ],
-      ['never above the target allocatable', { cpu: '7', memory: '30Gi', pods: '219' }, new Map([['cpu', 2_000_000_000n], ['pods', 5_000_000_000n]]), { cpu: '7800m', memory: '30Gi', pods: '220' }],
+      [
+        'never above the target allocatable',
+        { cpu: '7', memory: '30Gi', pods: '219' },
+        new Map([
+          ['cpu', 2_000_000_000n],
+          ['pods', 5_000_000_000n],
+        ]),
+        { cpu: '7800m', memory: '30Gi', pods: '220' },
+      ],
       ['without a quantity the target wrote wrong', { cpu: 'lots', memory: '1Gi', pods: '1' }, undefined, { cpu: '0', memory: '1Gi', pods: '1' }],
     ];
     for (const [why, free, held, want] of cases) {
@@ -168,13 +173,29 @@ describe('buildVirtualNode', () => {
     // can take a pod only by scaling up must not be refused by it.
     const n = (cores: number) => BigInt(cores) * 1_000_000_000n;
     it('adds the capacity to what is free, and a bound past any pod for what it leaves out', () => {
-      const node = buildVirtualNode(input({ summary: { ...input().summary!, free: { cpu: '3', memory: '10Gi', pods: '100' } }, burstCapacity: new Map([['cpu', n(64)], ['pods', n(10)]]) }));
+      const node = buildVirtualNode(
+        input({
+          summary: { ...input().summary!, free: { cpu: '3', memory: '10Gi', pods: '100' } },
+          burstCapacity: new Map([
+            ['cpu', n(64)],
+            ['pods', n(10)],
+          ]),
+        }),
+      );
       // 1 EiB and 10 GiB, in GiB.
       expect(node.status!.allocatable).to.deep.equal({ cpu: '67', memory: `${2 ** 30 + 10}Gi`, pods: '110' });
       expect(node.status!.capacity).to.deep.equal({ cpu: '72', memory: `${2 ** 30 + 32}Gi`, pods: '230' });
     });
     it('offers it on a target with no nodes at all (scale from zero)', () => {
-      const node = buildVirtualNode(input({ summary: { metadata: { name: 'singleton' }, capacity: {}, allocatable: {}, free: {} }, burstCapacity: new Map([['cpu', n(64)], ['memory', n(256 * 2 ** 30)]]) }));
+      const node = buildVirtualNode(
+        input({
+          summary: { metadata: { name: 'singleton' }, capacity: {}, allocatable: {}, free: {} },
+          burstCapacity: new Map([
+            ['cpu', n(64)],
+            ['memory', n(256 * 2 ** 30)],
+          ]),
+        }),
+      );
       expect(node.status!.allocatable).to.deep.equal({ cpu: '64', memory: '256Gi', pods: '1000000' });
     });
     it('offers nothing without a summary (a target that is not ready)', () => {
@@ -273,9 +294,7 @@ describe('buildVirtualNodeStatusPatch', () => {
 
   it('sets a new transition time when Ready flips, and null for resources no longer there', () => {
     const e = stored(buildVirtualNode(input({ summary: { metadata: {}, capacity: { cpu: '1', 'nvidia.com/gpu': '2' } } })));
-    const desired = buildVirtualNode(
-      input({ now: LATER, summary: { metadata: {}, capacity: { cpu: '1' } }, health: { ready: false, reason: 'R', message: 'M', lastTransitionTime: LATER } }),
-    );
+    const desired = buildVirtualNode(input({ now: LATER, summary: { metadata: {}, capacity: { cpu: '1' } }, health: { ready: false, reason: 'R', message: 'M', lastTransitionTime: LATER } }));
     const patch = buildVirtualNodeStatusPatch(e, desired)!;
     expect(patch.capacity).to.deep.equal({ cpu: '1', memory: '0', pods: '0', 'nvidia.com/gpu': null });
     expect(patch.conditions![0]!.lastTransitionTime!.toISOString()).to.equal(LATER);

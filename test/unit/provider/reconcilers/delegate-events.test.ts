@@ -8,7 +8,6 @@ import { DelegateEventsReconciler, type IndexedEvents } from '../../../../provid
 import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { bareApiError } from '../../../support/api-errors.js';
 
-
 /** An in-memory cache keyed by namespace/name. */
 function cache<T extends { metadata?: { name?: string; namespace?: string } }>(items: T[]): ObjectCache<T> & { items: T[] } {
   return {
@@ -39,7 +38,10 @@ const delegate: V1Pod = {
   },
 };
 /** The delegate's proxy in the source, bound to the target's virtual node. */
-const proxyOf = (over: Partial<V1Pod['metadata']> = {}, nodeName = 'admiralty-shop-eu'): V1Pod => ({ metadata: { name: 'web', namespace: 'shop', uid: 'p-uid', ...over }, spec: { containers: [], nodeName } });
+const proxyOf = (over: Partial<V1Pod['metadata']> = {}, nodeName = 'admiralty-shop-eu'): V1Pod => ({
+  metadata: { name: 'web', namespace: 'shop', uid: 'p-uid', ...over },
+  spec: { containers: [], nodeName },
+});
 
 const scheduled = (over: Partial<CoreV1Event> = {}): CoreV1Event => ({
   metadata: { name: 'web-abc.1', namespace: 'shop', uid: 'e-uid' },
@@ -184,7 +186,10 @@ describe('DelegateEventsReconciler', () => {
         "a delegate naming a proxy of another namespace (the target's word)",
         () => {
           proxies.items[0] = proxyOf({ name: 'coredns', namespace: 'kube-system' });
-          delegates.items[0] = { ...delegate, metadata: { ...delegate.metadata, annotations: { 'multicluster.admiralty.io/parent-name': 'coredns', 'multicluster.admiralty.io/parent-namespace': 'kube-system' } } };
+          delegates.items[0] = {
+            ...delegate,
+            metadata: { ...delegate.metadata, annotations: { 'multicluster.admiralty.io/parent-name': 'coredns', 'multicluster.admiralty.io/parent-namespace': 'kube-system' } },
+          };
         },
       ],
     ];
@@ -204,7 +209,10 @@ describe('DelegateEventsReconciler', () => {
     core.createNamespacedEvent.rejects(bareApiError(404, 'NotFound'));
     await r.reconcile(key);
     core.createNamespacedEvent.rejects(bareApiError(500, 'InternalError'));
-    const err = await r.reconcile(key).then(() => undefined, (e: Error) => e);
+    const err = await r.reconcile(key).then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(err?.message).to.match(/copying event shop\/web-abc.1 of Target\/shop\/eu to proxy shop\/web/);
     // Not remembered as written: the retry writes.
     core.createNamespacedEvent.resolves({});

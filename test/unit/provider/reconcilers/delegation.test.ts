@@ -4,14 +4,7 @@ import { ApiException, type V1Namespace, type V1Pod, type V1PodStatus } from '@k
 import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { CopyConflictError, NotDelegatedError, TerminalError } from '../../../../provider/core/errors.js';
-import {
-  PARENT_CLUSTER_NAME_LABEL,
-  PARENT_NAME_ANNOTATION,
-  PARENT_NAMESPACE_ANNOTATION,
-  PARENT_UID_LABEL,
-  PROXY_FINALIZER,
-  SOURCE_POD_MANIFEST_ANNOTATION,
-} from '../../../../provider/core/keys.js';
+import { PARENT_CLUSTER_NAME_LABEL, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL, PROXY_FINALIZER, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../../provider/core/keys.js';
 import { buildDelegatePod } from '../../../../provider/model/delegate-pod.js';
 import { buildProxyStatus, proxyFields } from '../../../../provider/model/proxy-status.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
@@ -28,9 +21,7 @@ const UID = 'proxy-uid-1';
 const KEY = `${NS}/web-0`;
 const T0 = Date.parse('2024-05-01T10:00:00.000Z');
 
-
 /** Informer cache fake: objects by `<ns>/<name>`. */
-
 
 function proxy(over: { status?: V1Pod['status']; nodeName?: string | null; deleting?: boolean; finalizers?: string[]; owner?: boolean } = {}): V1Pod {
   const manifest: V1Pod = {
@@ -84,7 +75,18 @@ interface Recorded {
   name?: string;
 }
 
-function setup(opts: { proxies?: V1Pod[]; delegates?: V1Pod[]; noDelegateCache?: boolean; follow?: boolean; targetNamespace?: string; namespaces?: V1Namespace[]; otherTargetDelegates?: V1Pod[]; mayCreateDelegates?: (key: string) => boolean } = {}) {
+function setup(
+  opts: {
+    proxies?: V1Pod[];
+    delegates?: V1Pod[];
+    noDelegateCache?: boolean;
+    follow?: boolean;
+    targetNamespace?: string;
+    namespaces?: V1Namespace[];
+    otherTargetDelegates?: V1Pod[];
+    mayCreateDelegates?: (key: string) => boolean;
+  } = {},
+) {
   const source = coreStub();
   // Named plain 't1' even as a Target: the events' expected texts say so.
   const { target, core: targetCore } = fakeTarget('t1', { namespace: opts.targetNamespace, displayName: 't1' });
@@ -224,7 +226,10 @@ describe('DelegationReconciler', () => {
     it('reports a missing target namespace and retries', async () => {
       const { reconciler, targetCore, source: sourceCore, events } = setup({ proxies: [proxy()] });
       targetCore.createNamespacedPod.rejects(apiError(404, 'NotFound'));
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
       expect((err as Error).cause).to.be.instanceOf(ApiException);
       expect(events.map((e) => e.reason)).to.deep.equal(['TargetNamespaceMissing']);
@@ -237,7 +242,9 @@ describe('DelegationReconciler', () => {
     });
 
     it('does not rewrite a condition that already says why', async () => {
-      const p = proxy({ status: { phase: 'Pending', conditions: [{ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'TargetNamespaceMissing', message: `namespace ${NS} does not exist in t1` }] } });
+      const p = proxy({
+        status: { phase: 'Pending', conditions: [{ type: 'multicluster.admiralty.io/Delegated', status: 'False', reason: 'TargetNamespaceMissing', message: `namespace ${NS} does not exist in t1` }] },
+      });
       const { reconciler, targetCore, source: sourceCore } = setup({ proxies: [p] });
       targetCore.createNamespacedPod.rejects(apiError(404, 'NotFound'));
       await reconciler.reconcile(KEY).catch(() => undefined);
@@ -247,7 +254,10 @@ describe('DelegationReconciler', () => {
     it('reports a refusal of the target and retries', async () => {
       const { reconciler, targetCore, events } = setup({ proxies: [proxy()] });
       targetCore.createNamespacedPod.rejects(apiError(403, 'Forbidden'));
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateForbidden']]);
     });
@@ -260,7 +270,10 @@ describe('DelegationReconciler', () => {
         authorization: { createSelfSubjectAccessReview: sinon.stub().resolves({ status: { allowed: false } }) },
         authentication: { createSelfSubjectReview: sinon.stub().resolves({ status: { userInfo: { username: user } } }) },
       });
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
       const message = `the cluster of Target t1 does not authorize this source (user "${user}") to create pods in namespace ${NS}: create a Source in namespace ${NS} of that cluster with spec.userName "${user}"`;
       expect(events.map((e) => [e.type, e.reason, e.message])).to.deep.equal([['Warning', 'SourceNotAuthorized', message]]);
@@ -271,7 +284,10 @@ describe('DelegationReconciler', () => {
     it('makes no delegate when the target refuses a copy: Delegated=False with the reason the follow reconciler gave', async () => {
       const { reconciler, targetCore, follow, source: sourceCore } = setup({ proxies: [proxy()] });
       follow.ensureCopies.rejects(new NotDelegatedError('SourceNotAuthorized', 'the cluster of ClusterTarget t1 does not authorize this source'));
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(NotDelegatedError).and.not.instanceOf(TerminalError);
       sinon.assert.notCalled(targetCore.createNamespacedPod);
       const [{ body }] = sourceCore.patchNamespacedPodStatus.firstCall.args as unknown as [{ body: { status: { conditions: Record<string, unknown>[] } } }];
@@ -292,7 +308,10 @@ describe('DelegationReconciler', () => {
     it('makes no delegate while a copy name is taken by an object that is not that copy: Delegated=False CopyConflict, and retries', async () => {
       const { reconciler, targetCore, follow, source: sourceCore } = setup({ proxies: [proxy()] });
       follow.ensureCopies.rejects(new CopyConflictError('configmap apps/settings-0123456789 in t1 is taken'));
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(CopyConflictError).and.not.instanceOf(TerminalError);
       sinon.assert.notCalled(targetCore.createNamespacedPod);
       const [{ body }] = sourceCore.patchNamespacedPodStatus.firstCall.args as unknown as [{ body: { status: { conditions: Record<string, unknown>[] } } }];
@@ -319,7 +338,10 @@ describe('DelegationReconciler', () => {
       for (const [why, opts, reason] of refusals) {
         it(`${why}: no copies, no delegate, a Warning and Delegated=False ${reason}`, async () => {
           const { reconciler, targetCore, follow, events, source: sourceCore } = setup({ proxies: [proxy()], ...opts });
-          const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+          const err = await reconciler.reconcile(KEY).then(
+            () => undefined,
+            (e: unknown) => e,
+          );
           expect(err).to.be.instanceOf(TerminalError);
           sinon.assert.notCalled(targetCore.createNamespacedPod);
           sinon.assert.notCalled(follow.ensureCopies);
@@ -350,7 +372,10 @@ describe('DelegationReconciler', () => {
       const p = proxy();
       p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = '[1]';
       const { reconciler, targetCore, events } = setup({ proxies: [p] });
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(TerminalError);
       expect(events.map((e) => e.reason)).to.deep.equal(['InvalidProxy']);
       sinon.assert.notCalled(targetCore.createNamespacedPod);
@@ -361,7 +386,10 @@ describe('DelegationReconciler', () => {
       const d = delegateOf(p, { status: { phase: 'Running' } });
       p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = '[1]';
       const { reconciler, source, events } = setup({ proxies: [p], delegates: [d] });
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(TerminalError);
       expect(events.map((e) => e.reason)).to.deep.equal(['InvalidProxy']);
       sinon.assert.notCalled(source.patchNamespacedPodStatus);
@@ -389,7 +417,7 @@ describe('DelegationReconciler', () => {
       sinon.assert.notCalled(source.patchNamespacedPod);
     });
 
-    it("reads such a node once per recheck period for all its proxies, and releases a terminating one once it is gone", async () => {
+    it('reads such a node once per recheck period for all its proxies, and releases a terminating one once it is gone', async () => {
       const named = (name: string, deleting = false): V1Pod => {
         const p = proxy({ nodeName: 'admiralty-cluster-unknown', deleting });
         return { ...p, metadata: { ...p.metadata, name, uid: `${name}-uid` } };
@@ -463,7 +491,10 @@ describe('DelegationReconciler', () => {
       const p = proxy();
       const { reconciler, source } = setup({ proxies: [p], delegates: [delegateOf(p, { status: { phase: 'Running' } })] });
       source.patchNamespacedPodStatus.rejects(apiError(409, 'Conflict'));
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(Error).and.not.instanceOf(TerminalError);
       expect((err as Error).cause).to.be.instanceOf(ApiException);
     });
@@ -487,7 +518,10 @@ describe('DelegationReconciler', () => {
       const foreign = delegateOf(p);
       foreign.metadata!.labels = { app: 'someone-else' };
       const { reconciler, source, targetCore, events } = setup({ proxies: [p], delegates: [foreign] });
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(TerminalError);
       expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'DelegateNameConflict']]);
       sinon.assert.notCalled(targetCore.deleteNamespacedPod);
@@ -641,7 +675,10 @@ describe('DelegationReconciler', () => {
       const p = proxy({ deleting: true });
       const { reconciler, source, proxies } = setup({ proxies: [p] });
       source.patchNamespacedPod.onFirstCall().rejects(apiError(422, 'Invalid'));
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(Error);
       expect((err as Error).message).to.equal(`removing the finalizer of proxy ${NS}/web-0`);
       sinon.assert.calledOnce(source.deleteNamespacedPod);
@@ -679,7 +716,10 @@ describe('DelegationReconciler', () => {
     it('fails the release, finalizer kept, when the grace-0 delete fails otherwise', async () => {
       const { reconciler, source } = setup({ proxies: [proxy({ deleting: true })] });
       source.deleteNamespacedPod.rejects(apiError(500, 'InternalError'));
-      const err = await reconciler.reconcile(KEY).then(() => undefined, (e: unknown) => e);
+      const err = await reconciler.reconcile(KEY).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect((err as Error).message).to.equal(`deleting proxy ${NS}/web-0 for good`);
       sinon.assert.notCalled(source.patchNamespacedPod);
     });
@@ -747,7 +787,12 @@ describe('DelegationReconciler', () => {
   });
 
   describe('the delegate disappears', () => {
-    const running = { phase: 'Running', startTime: new Date(T0), containerStatuses: [{ name: 'web', image: 'nginx', imageID: '', ready: true, restartCount: 0, started: true, state: { running: { startedAt: new Date(T0) } } }], conditions: [{ type: 'Ready', status: 'True' }] };
+    const running = {
+      phase: 'Running',
+      startTime: new Date(T0),
+      containerStatuses: [{ name: 'web', image: 'nginx', imageID: '', ready: true, restartCount: 0, started: true, state: { running: { startedAt: new Date(T0) } } }],
+      conditions: [{ type: 'Ready', status: 'True' }],
+    };
 
     it('deletes a controlled proxy (its owner replaces it) and does not recreate the delegate', async () => {
       const { reconciler, source, targetCore, events } = setup({ proxies: [proxy({ owner: true, status: running })] });

@@ -5,14 +5,7 @@ import { ClusterRegistry } from '../../../../provider/clusters/cluster-registry.
 import type { TargetClient } from '../../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { CopyConflictError, NotDelegatedError, TerminalError } from '../../../../provider/core/errors.js';
-import {
-  PARENT_CLUSTER_NAME_LABEL,
-  PARENT_NAME_ANNOTATION,
-  PARENT_NAMESPACE_ANNOTATION,
-  PARENT_UID_LABEL,
-  PROXY_FINALIZER,
-  SOURCE_POD_MANIFEST_ANNOTATION,
-} from '../../../../provider/core/keys.js';
+import { PARENT_CLUSTER_NAME_LABEL, PARENT_NAME_ANNOTATION, PARENT_NAMESPACE_ANNOTATION, PARENT_UID_LABEL, PROXY_FINALIZER, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../../provider/core/keys.js';
 import { buildConfigMapCopy, buildSecretCopy } from '../../../../provider/model/follow.js';
 import { copyName } from '../../../../provider/model/names.js';
 import { DelegationReconciler } from '../../../../provider/reconcilers/delegation.js';
@@ -28,7 +21,6 @@ const NS = 'apps';
 
 /** This source's copy name for `name`. */
 const copy = (name: string) => copyName(name, CLUSTER);
-
 
 /** A target whose API behaves like an empty cluster for the copies and the delegate: reads miss, writes succeed. */
 function copyTarget(name: string, o: { self?: boolean; namespace?: string } = {}): { target: TargetClient; core: CoreStub } {
@@ -81,7 +73,10 @@ function copyOf<T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {},
 }
 
 /** The copy an earlier version made: the original's own name. */
-const earlierCopyOf = <T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {}): T => ({ ...copyOf(src, over, src.metadata!.name!), metadata: { ...copyOf(src, over, src.metadata!.name!).metadata, uid: `earlier-copy-of-${src.metadata!.name}` } });
+const earlierCopyOf = <T extends V1ConfigMap | V1Secret>(src: T, over: Partial<T> = {}): T => ({
+  ...copyOf(src, over, src.metadata!.name!),
+  metadata: { ...copyOf(src, over, src.metadata!.name!).metadata, uid: `earlier-copy-of-${src.metadata!.name}` },
+});
 
 /** One of our delegates in a target, made by an earlier version: it names the original `configMap`. */
 const earlierDelegate = (name: string, configMap: string, cluster = CLUSTER): V1Pod => ({
@@ -89,7 +84,20 @@ const earlierDelegate = (name: string, configMap: string, cluster = CLUSTER): V1
   spec: { containers: [{ name: 'app', envFrom: [{ configMapRef: { name: configMap } }] }] },
 });
 
-function setup(opts: { proxies?: V1Pod[]; configMaps?: V1ConfigMap[]; secrets?: V1Secret[]; t1ConfigMaps?: V1ConfigMap[]; t1Secrets?: V1Secret[]; t1Delegates?: V1Pod[] | 'not cached'; t2ConfigMaps?: V1ConfigMap[]; t2Namespace?: string; namespaces?: V1Namespace[]; placing?: { proxy: V1Pod; targetKey: string }[] } = {}) {
+function setup(
+  opts: {
+    proxies?: V1Pod[];
+    configMaps?: V1ConfigMap[];
+    secrets?: V1Secret[];
+    t1ConfigMaps?: V1ConfigMap[];
+    t1Secrets?: V1Secret[];
+    t1Delegates?: V1Pod[] | 'not cached';
+    t2ConfigMaps?: V1ConfigMap[];
+    t2Namespace?: string;
+    namespaces?: V1Namespace[];
+    placing?: { proxy: V1Pod; targetKey: string }[];
+  } = {},
+) {
   // The originals live in the source's API, read by name (the reconciler caches none of them).
   const source = coreStub();
   const originals = { configMaps: new MapCache<V1ConfigMap>(...(opts.configMaps ?? [])), secrets: new MapCache<V1Secret>(...(opts.secrets ?? [])) };
@@ -145,7 +153,7 @@ describe('FollowReconciler', () => {
       expect(FollowReconciler.keysOfProxy({ metadata: { name: 'x', namespace: NS } })).to.deep.equal([]);
     });
 
-    it("maps a proxy from its own spec, without reading the saved manifest (its scheduling fields reference nothing)", () => {
+    it('maps a proxy from its own spec, without reading the saved manifest (its scheduling fields reference nothing)', () => {
       const p = proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' });
       p.metadata!.annotations![SOURCE_POD_MANIFEST_ANNOTATION] = 'not a manifest';
       expect(FollowReconciler.keysOfProxy(p)).to.deep.equal([`configmap/${NS}/conf`, `secret/${NS}/pw`]);
@@ -190,7 +198,10 @@ describe('FollowReconciler', () => {
     it("returns the names of this source's copies, and leaves a same-name object of the target, or of another source, alone", async () => {
       const p = proxy('p', nodeOf('t1'), { configMap: 'conf', secret: 'pw' });
       const theirs: V1ConfigMap = { metadata: { name: 'conf', namespace: NS, uid: 'theirs', labels: { team: 'x' } }, data: { mode: 'dev' } };
-      const otherSource = { ...copyOf(configMap('conf', { mode: 'c9' })), metadata: { ...copyOf(configMap('conf')).metadata, name: copyName('conf', 'c9'), labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: 'c9' } } };
+      const otherSource = {
+        ...copyOf(configMap('conf', { mode: 'c9' })),
+        metadata: { ...copyOf(configMap('conf')).metadata, name: copyName('conf', 'c9'), labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: 'c9' } },
+      };
       const { follow, t1, events } = setup({ proxies: [p], configMaps: [configMap('conf')], secrets: [secret('pw')], t1ConfigMaps: [theirs, otherSource] });
       const names = await follow.ensureCopies(p, t1.target);
       expect(names).to.deep.equal({ configmap: new Map([['conf', copy('conf')]]), secret: new Map([['pw', copy('pw')]]) });
@@ -209,7 +220,10 @@ describe('FollowReconciler', () => {
       it(`refuses a copy name taken by ${why}, never touching it, and says so on the proxy`, async () => {
         const p = proxy('p', nodeOf('t1'), { configMap: 'conf' });
         const { follow, t1, events } = setup({ proxies: [p], configMaps: [configMap('conf')], t1ConfigMaps: [squatter] });
-        const err = await follow.ensureCopies(p, t1.target).then(() => undefined, (e: unknown) => e);
+        const err = await follow.ensureCopies(p, t1.target).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(err).to.be.instanceOf(CopyConflictError);
         sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
         sinon.assert.notCalled(t1.core.replaceNamespacedConfigMap);
@@ -219,11 +233,14 @@ describe('FollowReconciler', () => {
       });
     }
 
-    it("refuses to send a ServiceAccount token of this cluster anywhere: CopyRefused, with a Warning on the proxy, and no copy", async () => {
+    it('refuses to send a ServiceAccount token of this cluster anywhere: CopyRefused, with a Warning on the proxy, and no copy', async () => {
       const token: V1Secret = { ...secret('ci-admin-token'), type: 'kubernetes.io/service-account-token', data: { token: 'ZXlKLi4u' } };
       const p = proxy('p', nodeOf('t1'), { secret: 'ci-admin-token' });
       const { follow, t1, events } = setup({ proxies: [p], secrets: [token] });
-      const err = await follow.ensureCopies(p, t1.target).then(() => undefined, (e: unknown) => e);
+      const err = await follow.ensureCopies(p, t1.target).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(NotDelegatedError).and.include({ reason: 'CopyRefused' });
       sinon.assert.notCalled(t1.core.createNamespacedSecret);
       sinon.assert.notCalled(t1.core.replaceNamespacedSecret);
@@ -247,12 +264,19 @@ describe('FollowReconciler', () => {
       t2.core.readNamespacedSecret.rejects(apiError(403, 'Forbidden'));
       const createSelfSubjectAccessReview = sinon.stub().resolves({ status: { allowed: false } });
       Object.assign(t2.target, { authorization: { createSelfSubjectAccessReview }, authentication: { createSelfSubjectReview: sinon.stub().resolves({ status: { userInfo: { username: 'c1' } } }) } });
-      const err = await follow.ensureCopies(p, t2.target).then(() => undefined, (e: unknown) => e);
+      const err = await follow.ensureCopies(p, t2.target).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(NotDelegatedError).and.include({ reason: 'SourceNotAuthorized' });
       expect(createSelfSubjectAccessReview.firstCall.args[0].body.spec.resourceAttributes).to.deep.equal({ verb: 'create', resource: 'secrets', namespace: NS });
       sinon.assert.notCalled(t2.core.createNamespacedSecret);
       expect(events).to.deep.equal([
-        { type: 'Warning', reason: 'SourceNotAuthorized', message: `the cluster of Target t2 does not authorize this source (user "c1") to create secrets in namespace ${NS}: create a Source in namespace ${NS} of that cluster with spec.userName "c1"` },
+        {
+          type: 'Warning',
+          reason: 'SourceNotAuthorized',
+          message: `the cluster of Target t2 does not authorize this source (user "c1") to create secrets in namespace ${NS}: create a Source in namespace ${NS} of that cluster with spec.userName "c1"`,
+        },
       ]);
     });
 
@@ -261,14 +285,25 @@ describe('FollowReconciler', () => {
       const planted: V1ConfigMap = { metadata: { name: copy('conf'), namespace: NS, uid: 'theirs' } };
       const read = setup({ proxies: [p], configMaps: [configMap('conf')] });
       read.t1.core.readNamespacedConfigMap.resolves(planted);
-      expect(await read.follow.ensureCopies(p, read.t1.target).then(() => undefined, (e: unknown) => e)).to.be.instanceOf(CopyConflictError);
+      expect(
+        await read.follow.ensureCopies(p, read.t1.target).then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+      ).to.be.instanceOf(CopyConflictError);
       sinon.assert.notCalled(read.t1.core.createNamespacedConfigMap);
       // Made after our read: the create says AlreadyExists, and a second read says whose it is.
-      for (const [made, conflict] of [[planted, true], [copyOf(configMap('conf')), false]] as const) {
+      for (const [made, conflict] of [
+        [planted, true],
+        [copyOf(configMap('conf')), false],
+      ] as const) {
         const race = setup({ proxies: [p], configMaps: [configMap('conf')] });
         race.t1.core.readNamespacedConfigMap.onFirstCall().rejects(notFound()).onSecondCall().resolves(made);
         race.t1.core.createNamespacedConfigMap.rejects(alreadyExists());
-        const err = await race.follow.ensureCopies(p, race.t1.target).then(() => undefined, (e: unknown) => e);
+        const err = await race.follow.ensureCopies(p, race.t1.target).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(err instanceof CopyConflictError, made.metadata!.uid).to.equal(conflict);
       }
     });
@@ -283,8 +318,23 @@ describe('FollowReconciler', () => {
     });
 
     const othersCopies: [string, V1ConfigMap][] = [
-      ['a copy made for another source', { metadata: { name: copyName('conf', 'c9'), namespace: NS, uid: 'c9-copy', labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: 'c9' }, annotations: { [PARENT_NAME_ANNOTATION]: 'conf' } }, data: { mode: 'c9' } }],
-      ["an Admiralty copy of a source with no cluster name", { metadata: { name: copyName('conf', 'c9'), namespace: NS, uid: 'adm', labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: '' } } }],
+      [
+        'a copy made for another source',
+        {
+          metadata: {
+            name: copyName('conf', 'c9'),
+            namespace: NS,
+            uid: 'c9-copy',
+            labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: 'c9' },
+            annotations: { [PARENT_NAME_ANNOTATION]: 'conf' },
+          },
+          data: { mode: 'c9' },
+        },
+      ],
+      [
+        'an Admiralty copy of a source with no cluster name',
+        { metadata: { name: copyName('conf', 'c9'), namespace: NS, uid: 'adm', labels: { [PARENT_UID_LABEL]: 'x', [PARENT_CLUSTER_NAME_LABEL]: '' } } },
+      ],
       ['an older Admiralty copy (parent-uid as an annotation)', { metadata: { name: copyName('conf', 'c9'), namespace: NS, uid: 'old', annotations: { [PARENT_UID_LABEL]: 'x' } } }],
     ];
     for (const [why, theirs] of othersCopies) {
@@ -292,11 +342,17 @@ describe('FollowReconciler', () => {
         const p = proxy('p', nodeOf('t1'), { configMap: copyName('conf', 'c9') });
         const { follow, t1, events } = setup({ proxies: [p] });
         t1.core.readNamespacedConfigMap.resolves(theirs);
-        const err = await follow.ensureCopies(p, t1.target).then(() => undefined, (e: unknown) => e);
+        const err = await follow.ensureCopies(p, t1.target).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         expect(err).to.be.instanceOf(CopyConflictError).and.include({ reason: 'CopyConflict' });
         sinon.assert.notCalled(t1.core.createNamespacedConfigMap);
         expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'CopyConflict']]);
-        expect(events[0]!.message).to.contain(`configmap ${NS}/${copyName('conf', 'c9')}`).and.contain('belongs to another source').and.not.contain('c9"');
+        expect(events[0]!.message)
+          .to.contain(`configmap ${NS}/${copyName('conf', 'c9')}`)
+          .and.contain('belongs to another source')
+          .and.not.contain('c9"');
       });
     }
 
@@ -312,7 +368,11 @@ describe('FollowReconciler', () => {
       expect(await follow.ensureCopies(withOurs, t1.target)).to.deep.equal({ configmap: new Map(), secret: new Map() });
       // This source's copies are in the copies cache: no read.
       sinon.assert.notCalled(t1.core.readNamespacedConfigMap);
-      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([['Normal', 'CopySourceMissing'], ['Normal', 'CopySourceMissing'], ['Normal', 'CopySourceMissing']]);
+      expect(events.map((e) => [e.type, e.reason])).to.deep.equal([
+        ['Normal', 'CopySourceMissing'],
+        ['Normal', 'CopySourceMissing'],
+        ['Normal', 'CopySourceMissing'],
+      ]);
     });
 
     it('updates an outdated copy of ours, with its resourceVersion', async () => {
@@ -371,7 +431,13 @@ describe('FollowReconciler', () => {
     it('keeps the copies of a proxy the extender is placing on a target, before it is bound there', async () => {
       const conf = configMap('conf');
       const placing = proxy('p1', undefined, { configMap: 'conf' });
-      const { follow, t1, t2 } = setup({ proxies: [placing], configMaps: [conf], t1ConfigMaps: [copyOf(conf)], t2ConfigMaps: [copyOf(conf)], placing: [{ proxy: placing, targetKey: 'ClusterTarget/t1' }] });
+      const { follow, t1, t2 } = setup({
+        proxies: [placing],
+        configMaps: [conf],
+        t1ConfigMaps: [copyOf(conf)],
+        t2ConfigMaps: [copyOf(conf)],
+        placing: [{ proxy: placing, targetKey: 'ClusterTarget/t1' }],
+      });
       await follow.reconcile(`configmap/${NS}/conf`);
       sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
       // Not bound yet: another replica's extender may be placing it on t2.
@@ -483,7 +549,12 @@ describe('FollowReconciler', () => {
       const earlier = earlierCopyOf(configMap('conf', { mode: 'old' }));
 
       it('is kept, in sync, while a delegate of ours there names it, beside the per-source copy new delegates use', async () => {
-        const { follow, t1 } = setup({ proxies: [proxy('p1', nodeOf('t1'), { configMap: 'conf' })], configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('old-delegate', 'conf')] });
+        const { follow, t1 } = setup({
+          proxies: [proxy('p1', nodeOf('t1'), { configMap: 'conf' })],
+          configMaps: [conf],
+          t1ConfigMaps: [earlier],
+          t1Delegates: [earlierDelegate('old-delegate', 'conf')],
+        });
         expect(await follow.reconcile(`configmap/${NS}/conf`)).to.deep.equal({ requeueAfterMs: 60_000 });
         sinon.assert.notCalled(t1.core.deleteNamespacedConfigMap);
         sinon.assert.calledOnce(t1.core.replaceNamespacedConfigMap);
@@ -512,7 +583,10 @@ describe('FollowReconciler', () => {
       });
 
       const gone: [string, Parameters<typeof setup>[0]][] = [
-        ['no delegate names it any more (a proxy still uses the original)', { proxies: [proxy('p1', nodeOf('t1'), { configMap: 'conf' })], configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('new-delegate', copy('conf'))] }],
+        [
+          'no delegate names it any more (a proxy still uses the original)',
+          { proxies: [proxy('p1', nodeOf('t1'), { configMap: 'conf' })], configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('new-delegate', copy('conf'))] },
+        ],
         ["only another source's delegate names it", { proxies: [], configMaps: [conf], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('theirs', 'conf', 'c9')] }],
         ['the original is gone', { proxies: [], configMaps: [], t1ConfigMaps: [earlier], t1Delegates: [earlierDelegate('old-delegate', 'conf')] }],
       ];
@@ -543,7 +617,10 @@ describe('FollowReconciler', () => {
 
     it('drops a malformed key', async () => {
       const { follow } = setup();
-      const err = await follow.reconcile('pod/apps/x').then(() => undefined, (e: unknown) => e);
+      const err = await follow.reconcile('pod/apps/x').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(err).to.be.instanceOf(TerminalError);
     });
   });

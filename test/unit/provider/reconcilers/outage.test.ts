@@ -22,8 +22,6 @@ const AFTER = 'multicluster.admiralty.io/failover-after';
 const COND = 'multicluster.admiralty.io/TargetReachable';
 const FINALIZER = 'multicluster.admiralty.io/delegate';
 
-
-
 function proxy(name: string, o: { owner?: boolean; annotations?: Record<string, string>; conditions?: V1PodCondition[]; nodeName?: string; deleting?: boolean; grace?: number } = {}): V1Pod {
   return {
     metadata: {
@@ -404,7 +402,10 @@ describe('OutageReconciler', () => {
       s.health(false);
       await s.reconciler.reconcile(KEY);
       s.health(true);
-      const error = await s.reconciler.reconcile(KEY).then(() => undefined, (err: Error) => err);
+      const error = await s.reconciler.reconcile(KEY).then(
+        () => undefined,
+        (err: Error) => err,
+      );
       expect(pages).to.equal(MAX_FENCE_DELEGATES / 500 + 1);
       const said = `fencing ${NS}/c2 stopped: the server offered more than ${MAX_FENCE_DELEGATES} delegates of this source in ${NS}/c2 (at most ${MAX_FENCE_DELEGATES} delegates, more pods than a cluster holds, and 10 min); no new delegate goes there until a pass ends, and the next pass starts in 5 min`;
       expect(error?.message).to.equal(said);
@@ -438,7 +439,10 @@ describe('OutageReconciler', () => {
         return {};
       }) as never);
       s.health(true);
-      const error = await s.reconciler.reconcile(KEY).then(() => undefined, (err: Error) => err);
+      const error = await s.reconciler.reconcile(KEY).then(
+        () => undefined,
+        (err: Error) => err,
+      );
       expect(error?.message).to.match(/^fencing apps\/c2 stopped: the pass did not end within 10 min \(.*\); delegation there goes on, and the next pass starts in 5 min$/);
       // 1.5 min a page: six end at 9 min; the seventh's first delete ends past the deadline, and its second is not made.
       expect(pages).to.equal(7);

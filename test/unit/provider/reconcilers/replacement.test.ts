@@ -21,7 +21,6 @@ const AFTER = 60_000;
 const COOL = 300_000;
 const COND = 'multicluster.admiralty.io/Replaceable';
 
-
 function proxy(name: string, o: { owner?: boolean; nodeName?: string | null; conditions?: V1PodCondition[] } = {}): V1Pod {
   return {
     metadata: {
@@ -70,7 +69,11 @@ function setup(o: { proxies: V1Pod[]; delegates: V1Pod[]; ready?: boolean; summa
   registry.set(target, NODE);
   registry.setHealth(KEY, o.ready === false ? { ready: false, reason: 'TargetUnreachable', message: 'down', sinceMs: T0 } : { ready: true, reason: 'TargetReady', message: 'ok', sinceMs: T0 });
   const nodes = o.summaryNodes ?? ['c2-node-0', 'c2-node-1'];
-  registry.setSummary(KEY, { metadata: { name: 'singleton' }, nodePools: [{ labels: {}, nodes: nodes.map((name) => ({ name, allocatable: {}, free: {} })) }], podsResourceVersion: o.podsResourceVersion }, T0);
+  registry.setSummary(
+    KEY,
+    { metadata: { name: 'singleton' }, nodePools: [{ labels: {}, nodes: nodes.map((name) => ({ name, allocatable: {}, free: {} })) }], podsResourceVersion: o.podsResourceVersion },
+    T0,
+  );
   const events: { name?: string; type: string; reason: string; message: string }[] = [];
   const sink: EventSink = { record: (obj, type, reason, message) => events.push({ name: obj.metadata.name, type, reason, message }) };
   const avoided: [string, string, string, number][] = [];
@@ -138,7 +141,10 @@ describe('ReplacementReconciler', () => {
     const stale = delegate('web-0', { unschedulableSinceMs: T0 - 10 * AFTER });
     const s = setup({ proxies: [proxy('web-0', { owner: true })], delegates: [stale] });
     // Its scheduler placed it meanwhile: the target says so.
-    s.targetCore.readNamespacedPod.resolves({ ...delegate('web-0', { node: 'c2-node-1' }), status: { phase: 'Running', conditions: [{ type: 'PodScheduled', status: 'True', lastTransitionTime: new Date(T0 - AFTER) }] } });
+    s.targetCore.readNamespacedPod.resolves({
+      ...delegate('web-0', { node: 'c2-node-1' }),
+      status: { phase: 'Running', conditions: [{ type: 'PodScheduled', status: 'True', lastTransitionTime: new Date(T0 - AFTER) }] },
+    });
     await s.reconciler.reconcile(KEY);
     sinon.assert.calledOnceWithMatch(s.targetCore.readNamespacedPod, { name: 'web-0-x1', namespace: NS });
     expect(s.source.deleteNamespacedPod.called).to.equal(false);

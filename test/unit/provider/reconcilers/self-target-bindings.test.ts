@@ -60,9 +60,15 @@ describe('SelfTargetBindings', () => {
   });
 
   it('never replaces or deletes a same-name binding that is not ours', async () => {
-    const theirs: V1RoleBinding = { metadata: { name: 'admiralty-self-target-home', namespace: 'team-a', uid: 'x' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' } };
+    const theirs: V1RoleBinding = {
+      metadata: { name: 'admiralty-self-target-home', namespace: 'team-a', uid: 'x' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
+    };
     const w = setup(theirs);
-    const err = await w.bindings.ensure(REF, 'uid-1').then(() => undefined, (e: Error) => e);
+    const err = await w.bindings.ensure(REF, 'uid-1').then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(err?.message).to.match(/not ours/);
     await w.bindings.remove(REF);
     sinon.assert.notCalled(w.rbac.deleteNamespacedRoleBinding);
@@ -109,7 +115,10 @@ describe('SelfTargetBindings', () => {
     w.rbac.readNamespacedRoleBinding.rejects(forbidden);
     await w.bindings.remove(REF);
     sinon.assert.notCalled(w.rbac.deleteNamespacedRoleBinding);
-    const err = await w.bindings.ensure(REF, 'uid-1').then(() => undefined, (e: Error) => e);
+    const err = await w.bindings.ensure(REF, 'uid-1').then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(err?.message).to.match(/reading the binding admiralty-self-target-home/);
   });
 

@@ -84,7 +84,9 @@ describe('ServiceReconciler', () => {
 
   describe('key mappers', () => {
     it('maps services, copies and proxies to <ns>/<name> of the source Service', () => {
-      const { reconciler } = setup({ services: [service(), { ...service({ name: 'other' }), spec: { selector: { app: 'db' } } }, { ...service({ name: 'copy', annotations: { [IS_DELEGATE_ANNOTATION]: '' } }) }] });
+      const { reconciler } = setup({
+        services: [service(), { ...service({ name: 'other' }), spec: { selector: { app: 'db' } } }, { ...service({ name: 'copy', annotations: { [IS_DELEGATE_ANNOTATION]: '' } }) }],
+      });
       expect(ServiceReconciler.keyOf(service())).to.equal(KEY);
       expect(ServiceReconciler.keysOfCopy(copyOf(service()))).to.deep.equal([KEY]);
       expect(ServiceReconciler.keysOfCopy(service())).to.deep.equal([]);
@@ -155,7 +157,14 @@ describe('ServiceReconciler', () => {
     /** A LoadBalancer Service with external IPs, as the source's apiserver stores it. */
     const exposed = (): V1Service => {
       const s = service({ annotations: { 'metallb.universe.tf/address-pool': 'public' } });
-      s.spec = { ...s.spec, type: 'LoadBalancer', externalIPs: ['203.0.113.10'], externalTrafficPolicy: 'Cluster', allocateLoadBalancerNodePorts: true, ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }] };
+      s.spec = {
+        ...s.spec,
+        type: 'LoadBalancer',
+        externalIPs: ['203.0.113.10'],
+        externalTrafficPolicy: 'Cluster',
+        allocateLoadBalancerNodePorts: true,
+        ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }],
+      };
       return s;
     };
     const DROPS = 'type LoadBalancer, allocateLoadBalancerNodePorts, externalIPs, externalTrafficPolicy, ports[].nodePort, annotation metallb.universe.tf/address-pool';
@@ -197,12 +206,26 @@ describe('ServiceReconciler', () => {
       const rerouted = buildReroutedService(exposed());
       const old = copyOf(rerouted);
       old.metadata!.annotations = { ...old.metadata!.annotations, 'metallb.universe.tf/address-pool': 'public' };
-      old.spec = { ...old.spec, type: 'LoadBalancer', externalIPs: ['203.0.113.10'], externalTrafficPolicy: 'Cluster', healthCheckNodePort: 30001, ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }] };
+      old.spec = {
+        ...old.spec,
+        type: 'LoadBalancer',
+        externalIPs: ['203.0.113.10'],
+        externalTrafficPolicy: 'Cluster',
+        healthCheckNodePort: 30001,
+        ports: [{ port: 80, targetPort: 8080, nodePort: 30080 }],
+      };
       const { reconciler, t1, events } = setup({ services: [rerouted], proxies: [p1], delegates: { t1: [delegateOf(p1)] }, copies: { t1: [old] } });
       await reconciler.reconcile(KEY);
       sinon.assert.calledOnce(t1.core.replaceNamespacedService);
       const body = t1.core.replaceNamespacedService.firstCall.args[0].body;
-      expect(body.spec).to.deep.equal({ type: 'ClusterIP', selector: { 'multicluster.admiralty.io/app': 'web' }, ports: [{ port: 80, targetPort: 8080 }], clusterIP: '10.100.0.5', clusterIPs: ['10.100.0.5'], ipFamilies: undefined });
+      expect(body.spec).to.deep.equal({
+        type: 'ClusterIP',
+        selector: { 'multicluster.admiralty.io/app': 'web' },
+        ports: [{ port: 80, targetPort: 8080 }],
+        clusterIP: '10.100.0.5',
+        clusterIPs: ['10.100.0.5'],
+        ipFamilies: undefined,
+      });
       expect(body.metadata?.annotations).to.not.have.property('metallb.universe.tf/address-pool');
       expect(body.metadata?.resourceVersion).to.equal('9');
       expect(events.map((e) => [e.reason, e.message])).to.deep.equal([['CopyFieldsDropped', `the copies in t1 are ClusterIP Services without: ${DROPS}`]]);
@@ -252,7 +275,12 @@ describe('ServiceReconciler', () => {
       const p1 = proxy('p1', nodeOf('t1'));
       const p2 = proxy('p2', nodeOf('t2'));
       const theirs: V1Service = { metadata: { name: 'web', namespace: NS, uid: 'theirs' } };
-      const { reconciler, source, t1, t2, events } = setup({ services: [external], proxies: [p1, p2], delegates: { t1: [delegateOf(p1)], t2: [delegateOf(p2)] }, copies: { t1: [copyOf(service())], t2: [theirs] } });
+      const { reconciler, source, t1, t2, events } = setup({
+        services: [external],
+        proxies: [p1, p2],
+        delegates: { t1: [delegateOf(p1)], t2: [delegateOf(p2)] },
+        copies: { t1: [copyOf(service())], t2: [theirs] },
+      });
       await reconciler.reconcile(KEY);
       sinon.assert.notCalled(source.replaceNamespacedService);
       for (const t of [t1, t2]) {

@@ -271,12 +271,15 @@ describe('SourcesReconciler.reconcile', () => {
       expect(events.record.secondCall.args[3]).to.equal(`replacing ClusterRoleBinding ${VIEWER_CRB}, left by Admiralty for this Source, with ours`);
     });
 
-    it("replaces both ClusterRoleBindings of a ClusterSource made by Admiralty", async () => {
+    it('replaces both ClusterRoleBindings of a ClusterSource made by Admiralty', async () => {
       const t = targetCluster();
       const owner = { kind: 'ClusterSource', name: 'cluster1', uid: 'csrc-uid' };
       const subjects = [{ kind: 'ServiceAccount', name: 'cluster1', namespace: 'admiralty' }];
       t.clusterRoleBindings.set('admiralty-cluster-source-cluster1', admiraltyBinding('admiralty-cluster-source-cluster1', owner, 'admiralty-source', subjects));
-      t.clusterRoleBindings.set('admiralty-cluster-source-cluster1-cluster-summary-viewer', admiraltyBinding('admiralty-cluster-source-cluster1-cluster-summary-viewer', owner, 'admiralty-cluster-summary-viewer', subjects));
+      t.clusterRoleBindings.set(
+        'admiralty-cluster-source-cluster1-cluster-summary-viewer',
+        admiraltyBinding('admiralty-cluster-source-cluster1-cluster-summary-viewer', owner, 'admiralty-cluster-summary-viewer', subjects),
+      );
 
       await reconciler(t, [], [CLUSTER_SOURCE]).reconcile('ClusterSource/cluster1');
 

@@ -63,8 +63,14 @@ describe('SummaryReconciler.reconcile', () => {
         // Neither node reports Ready, so neither adds to what is free for new pods.
         free: {},
         nodePools: [
-          { labels: { 'kubernetes.io/os': 'linux', zone: 'a' }, nodes: [{ name: 'worker-1', allocatable: { cpu: '3500m', memory: '7Gi', pods: '110' }, free: { cpu: '3500m', memory: '7Gi', pods: '110' }, notReady: true }] },
-          { labels: { 'kubernetes.io/os': 'linux', zone: 'b' }, nodes: [{ name: 'worker-2', allocatable: { cpu: '2', memory: '4Gi', pods: '110' }, free: { cpu: '2', memory: '4Gi', pods: '110' }, notReady: true }] },
+          {
+            labels: { 'kubernetes.io/os': 'linux', zone: 'a' },
+            nodes: [{ name: 'worker-1', allocatable: { cpu: '3500m', memory: '7Gi', pods: '110' }, free: { cpu: '3500m', memory: '7Gi', pods: '110' }, notReady: true }],
+          },
+          {
+            labels: { 'kubernetes.io/os': 'linux', zone: 'b' },
+            nodes: [{ name: 'worker-2', allocatable: { cpu: '2', memory: '4Gi', pods: '110' }, free: { cpu: '2', memory: '4Gi', pods: '110' }, notReady: true }],
+          },
         ],
         renewIntervalSeconds: 30,
         renewTime: '1970-01-01T00:00:00.000Z',
@@ -146,7 +152,11 @@ describe('SummaryReconciler.reconcile', () => {
   });
 
   const changes: [string, V1Node[], Partial<ClusterSummary>][] = [
-    ['a node joins', [WORKER_1, WORKER_2, node('worker-3', { zone: 'c', 'kubernetes.io/os': 'linux' }, { cpu: '2', memory: '4Gi', pods: '110' })], { capacity: { cpu: '8', memory: '16Gi', pods: '330' } }],
+    [
+      'a node joins',
+      [WORKER_1, WORKER_2, node('worker-3', { zone: 'c', 'kubernetes.io/os': 'linux' }, { cpu: '2', memory: '4Gi', pods: '110' })],
+      { capacity: { cpu: '8', memory: '16Gi', pods: '330' } },
+    ],
     ['a node leaves', [WORKER_1], { capacity: { cpu: '4', memory: '8Gi', pods: '110' }, allocatable: { cpu: '3500m', memory: '7Gi', pods: '110' } }],
     ['a shared label changes', [WORKER_1, node('worker-2', { zone: 'b', 'kubernetes.io/os': 'windows' }, { cpu: '2', memory: '4Gi', pods: '110' })], { metadata: { name: 'singleton', labels: {} } }],
     ['no real node is left', [VIRTUAL], { capacity: {}, allocatable: {} }],
@@ -188,7 +198,13 @@ describe('SummaryReconciler.reconcile', () => {
     const { api, state } = customApi(undefined);
     const clock = new FakeClock(Date.parse('2026-01-01T11:00:00.000Z'));
     let rv = '100';
-    const r = new SummaryReconciler({ custom: api as unknown as CustomObjectsApi, nodes: nodesCache([WORKER_1]), pods: { get: () => undefined, list: () => [] }, podsResourceVersion: () => rv, clock });
+    const r = new SummaryReconciler({
+      custom: api as unknown as CustomObjectsApi,
+      nodes: nodesCache([WORKER_1]),
+      pods: { get: () => undefined, list: () => [] },
+      podsResourceVersion: () => rv,
+      clock,
+    });
     await r.reconcile();
     // NTP steps the clock back an hour; a pod changes a second later.
     clock.stepWallClock(-3_600_000);
@@ -198,11 +214,17 @@ describe('SummaryReconciler.reconcile', () => {
     expect(state.stored!.podsResourceVersion, `not written (asked to wait ${result.requeueAfterMs} ms)`).to.equal('105');
   });
 
-  it("records the pod version its cache reflects, and rewrites when only that moved (a source waits for it), at most once per second", async () => {
+  it('records the pod version its cache reflects, and rewrites when only that moved (a source waits for it), at most once per second', async () => {
     const { api, state } = customApi(undefined);
     const clock = new FakeClock(0);
     let rv = '100';
-    const r = new SummaryReconciler({ custom: api as unknown as CustomObjectsApi, nodes: nodesCache([WORKER_1]), pods: { get: () => undefined, list: () => [] }, podsResourceVersion: () => rv, clock });
+    const r = new SummaryReconciler({
+      custom: api as unknown as CustomObjectsApi,
+      nodes: nodesCache([WORKER_1]),
+      pods: { get: () => undefined, list: () => [] },
+      podsResourceVersion: () => rv,
+      clock,
+    });
     await r.reconcile();
     expect(state.stored!.podsResourceVersion).to.equal('100');
     clock.advance(1000);

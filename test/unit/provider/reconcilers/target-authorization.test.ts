@@ -73,9 +73,22 @@ describe('TargetAuthorization', () => {
 
   it('without cluster-wide rights, asks for each opted-in namespace and refuses those without a Source, naming it', async () => {
     const authz = make();
-    const t = target(new Map([['', false], ['a', true], ['b', false]]));
+    const t = target(
+      new Map([
+        ['', false],
+        ['a', true],
+        ['b', false],
+      ]),
+    );
     const rights = await authz.refresh(t.client);
-    expect(rights).to.deep.equal({ clusterWide: false, user: USER, namespaces: new Map([['a', true], ['b', false]]) });
+    expect(rights).to.deep.equal({
+      clusterWide: false,
+      user: USER,
+      namespaces: new Map([
+        ['a', true],
+        ['b', false],
+      ]),
+    });
     expect(t.asked.sort()).to.deep.equal(['', 'a', 'b']);
     expect(authz.refuses(KEY, 'a')).to.equal(undefined);
     expect(authz.refuses(KEY, 'b')).to.equal(advice('b'));
@@ -86,7 +99,11 @@ describe('TargetAuthorization', () => {
 
   it('offers a refused namespace again on the first refresh after a Source is created there', async () => {
     const authz = make();
-    const rights = new Map([['', false], ['a', true], ['b', false]]);
+    const rights = new Map([
+      ['', false],
+      ['a', true],
+      ['b', false],
+    ]);
     const t = target(rights);
     await authz.refresh(t.client);
     expect(authz.refuses(KEY, 'b')).to.equal(advice('b'));
@@ -101,7 +118,7 @@ describe('TargetAuthorization', () => {
     expect(other.stats().whoAmI).to.equal(1);
   });
 
-  it("keeps a namespace whose delegate the bind saw refused off the target until the next refresh, which answers for it", async () => {
+  it('keeps a namespace whose delegate the bind saw refused off the target until the next refresh, which answers for it', async () => {
     const authz = make();
     const rights = new Map([['', true]]);
     const t = target(rights);
@@ -121,7 +138,13 @@ describe('TargetAuthorization', () => {
 
   it('leaves unknown (offered) what the target would not answer, failed or late', async () => {
     const authz = make();
-    const t = target(new Map([['', false], ['a', false]]), { hang: new Set(['b']) });
+    const t = target(
+      new Map([
+        ['', false],
+        ['a', false],
+      ]),
+      { hang: new Set(['b']) },
+    );
     const refresh = authz.refresh(t.client);
     // Let the other reviews settle, then the hung one runs out of time.
     for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
@@ -149,7 +172,11 @@ describe('TargetAuthorization', () => {
   it("asks a namespaced Target's cluster one review, in the Target's namespace, and follows it from then on", async () => {
     const authz = make();
     // Cluster-wide and in `b` it would say yes: neither is asked, a Target serves namespace `a` only.
-    const rights = new Map([['', true], ['a', false], ['b', true]]);
+    const rights = new Map([
+      ['', true],
+      ['a', false],
+      ['b', true],
+    ]);
     const t = target(rights, { namespaced: true });
     expect(authz.refused(TARGET_KEY, 'a', 'refused at bind'), 'not followed before a first refresh').to.equal(false);
     expect(await authz.refresh(t.client)).to.deep.equal({ user: USER, namespaces: new Map([['a', false]]) });
@@ -182,7 +209,14 @@ describe('TargetAuthorization', () => {
 
   it('forgets a target', async () => {
     const authz = make();
-    await authz.refresh(target(new Map([['', false], ['a', false]])).client);
+    await authz.refresh(
+      target(
+        new Map([
+          ['', false],
+          ['a', false],
+        ]),
+      ).client,
+    );
     expect(authz.refuses(KEY, 'a')).to.not.equal(undefined);
     authz.forget(KEY);
     expect(authz.refuses(KEY, 'a')).to.equal(undefined);

@@ -36,18 +36,24 @@ describe('TargetPasses', () => {
     const boom = new Error('boom in a');
     const visited: string[] = [];
     let thrown: unknown;
-    await passes.each('k', [target('a'), target('b')], async (t) => {
-      visited.push(t.displayName);
-      if (t.displayName === 'a') throw boom;
-    }).catch((err) => (thrown = err));
+    await passes
+      .each('k', [target('a'), target('b')], async (t) => {
+        visited.push(t.displayName);
+        if (t.displayName === 'a') throw boom;
+      })
+      .catch((err) => (thrown = err));
     expect(thrown).to.equal(boom);
     expect(visited).to.deep.equal(['a', 'b']);
 
     thrown = undefined;
-    await passes.each('k', [target('a'), target('b'), target('c')], async (t) => {
-      if (t.displayName !== 'b') throw new Error(`boom in ${t.displayName}`);
-    }).catch((err) => (thrown = err));
+    await passes
+      .each('k', [target('a'), target('b'), target('c')], async (t) => {
+        if (t.displayName !== 'b') throw new Error(`boom in ${t.displayName}`);
+      })
+      .catch((err) => (thrown = err));
     expect((thrown as Error).message).to.equal('2 targets failed, the first: boom in a');
-    expect((thrown as Error).cause).to.be.an('error').with.property('message', 'boom in a');
+    expect((thrown as Error).cause)
+      .to.be.an('error')
+      .with.property('message', 'boom in a');
   });
 });

@@ -483,7 +483,11 @@ describe('TargetsReconciler.reconcile', () => {
     let refuse = true;
     const w = setup({
       probe: async () =>
-        Promise.reject(refuse ? new ApiException(403, 'Forbidden', '{"kind":"Status","reason":"Forbidden","message":"no"}', {}) : Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:6443'), { code: 'ECONNREFUSED' })),
+        Promise.reject(
+          refuse
+            ? new ApiException(403, 'Forbidden', '{"kind":"Status","reason":"Forbidden","message":"no"}', {})
+            : Object.assign(new Error('connect ECONNREFUSED 10.0.0.1:6443'), { code: 'ECONNREFUSED' }),
+        ),
     });
     w.targets.put(selfTarget());
     await w.reconciler.reconcile(KEY);
@@ -761,8 +765,12 @@ describe('TargetsReconciler.reconcile', () => {
       expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
     });
 
-    it("says on a ClusterTarget without a ClusterSource where a Source lets its pods go, and turns TargetReady once a ClusterSource does", async () => {
-      const rights = new Map([['', false], ['web', true], ['batch', false]]);
+    it('says on a ClusterTarget without a ClusterSource where a Source lets its pods go, and turns TargetReady once a ClusterSource does', async () => {
+      const rights = new Map([
+        ['', false],
+        ['web', true],
+        ['batch', false],
+      ]);
       const reviews = sinon.stub(AuthorizationV1Api.prototype, 'createSelfSubjectAccessReview').callsFake((async ({ body }: { body: { spec: { resourceAttributes: { namespace?: string } } } }) => ({
         status: { allowed: rights.get(body.spec.resourceAttributes.namespace ?? '') },
       })) as never);
@@ -805,7 +813,10 @@ describe('TargetsReconciler.reconcile', () => {
     });
 
     it("asks a Target's cluster, in the Target's namespace only, whether it may create pods: TargetForbidden naming the Source until it may, then TargetReady", async () => {
-      const rights = new Map([['', true], ['default', false]]);
+      const rights = new Map([
+        ['', true],
+        ['default', false],
+      ]);
       const reviews = sinon.stub(AuthorizationV1Api.prototype, 'createSelfSubjectAccessReview').callsFake((async ({ body }: { body: { spec: { resourceAttributes: { namespace?: string } } } }) => ({
         status: { allowed: rights.get(body.spec.resourceAttributes.namespace ?? '') },
       })) as never);
@@ -815,7 +826,8 @@ describe('TargetsReconciler.reconcile', () => {
       w.targets.put({ metadata: { name: 'local', namespace: 'default', uid: 'target-uid', generation: 1 }, spec: { kubeconfigSecret: { name: 'kc' } } });
       w.src.secrets.set('default/kc', kubeconfigSecret('https://remote.example:6443'));
       const ready = () => w.src.custom.patchNamespacedCustomObjectStatus.lastCall.args[0].body.status.conditions[0];
-      const advice = 'the cluster of Target default/local does not authorize this source (user "c1") to create pods in namespace default: create a Source in namespace default of that cluster with spec.userName "c1"';
+      const advice =
+        'the cluster of Target default/local does not authorize this source (user "c1") to create pods in namespace default: create a Source in namespace default of that cluster with spec.userName "c1"';
 
       // Listing pods there would work (a read-only grant, say): creating them would not.
       await w.reconciler.reconcile(KEY);
@@ -919,7 +931,15 @@ describe('TargetsReconciler.reconcile', () => {
       expect(w.registry.health(KEY)).to.deep.include({ ready: true, reason: 'TargetReady' });
       sinon.assert.notCalled(w.selfBindings.ensure);
       sinon.assert.notCalled(w.selfBindings.remove);
-      for (const stub of [w.src.core.createNode, w.src.core.patchNode, w.src.core.patchNodeStatus, w.src.core.deleteNode, w.src.custom.patchNamespacedCustomObjectStatus, w.src.coordination.createNamespacedLease, w.src.coordination.replaceNamespacedLease]) {
+      for (const stub of [
+        w.src.core.createNode,
+        w.src.core.patchNode,
+        w.src.core.patchNodeStatus,
+        w.src.core.deleteNode,
+        w.src.custom.patchNamespacedCustomObjectStatus,
+        w.src.coordination.createNamespacedLease,
+        w.src.coordination.replaceNamespacedLease,
+      ]) {
         sinon.assert.notCalled(stub);
       }
       expect(w.events).to.deep.equal([]);

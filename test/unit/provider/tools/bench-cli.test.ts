@@ -38,8 +38,14 @@ describe('admiralty bench', () => {
     const script = join(root, 'test', 'bench', 'offload.ts');
     for (const [args, passed] of [
       [[], []],
-      [['--sizes', '100,1000,5000'], ['--sizes', '100,1000,5000']],
-      [['--sizes=10', '--out', 'x'], ['--sizes=10', '--out', 'x']],
+      [
+        ['--sizes', '100,1000,5000'],
+        ['--sizes', '100,1000,5000'],
+      ],
+      [
+        ['--sizes=10', '--out', 'x'],
+        ['--sizes=10', '--out', 'x'],
+      ],
     ] as [string[], string[]][]) {
       const calls: Parameters<BenchRunner>[] = [];
       const { io: cliIo } = io();

@@ -3,7 +3,6 @@ import { cleanupCli, finalizerPatch, removeOurFinalizers, stripOurFinalizers, ty
 import { FOLLOW_FINALIZER, HAS_FINALIZER_LABEL, PROXY_FINALIZER } from '../../../../provider/core/keys.js';
 import { bareApiError } from '../../../support/api-errors.js';
 
-
 /** An in-memory kind that applies JSON patches the way the API server does (test, replace, remove). */
 class FakeResource implements FinalizerResource {
   readonly objects = new Map<string, ObjectMeta & { labels?: Record<string, string> }>();

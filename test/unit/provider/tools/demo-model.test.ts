@@ -46,7 +46,9 @@ describe('demo model', () => {
     });
 
     it('reads a real `kubectl get pods -o json` shape, and an empty list', () => {
-      const list = JSON.parse('{"apiVersion":"v1","items":[{"kind":"Pod","metadata":{"name":"x"},"spec":{"nodeName":"c2-node-0"},"status":{"phase":"Running"}}],"kind":"List","metadata":{"resourceVersion":""}}');
+      const list = JSON.parse(
+        '{"apiVersion":"v1","items":[{"kind":"Pod","metadata":{"name":"x"},"spec":{"nodeName":"c2-node-0"},"status":{"phase":"Running"}}],"kind":"List","metadata":{"resourceVersion":""}}',
+      );
       expect(tallyPods(list).byNode).to.deep.equal({ 'c2-node-0': 1 });
       expect(tallyPods({ items: [] })).to.deep.equal({ total: 0, terminating: 0, running: 0, byPhase: {}, byNode: {} });
       expect(tallyPods({}).total).to.equal(0);
@@ -110,9 +112,7 @@ describe('demo model', () => {
       expect(d.spec.selector.matchLabels).to.deep.equal({ app: 'nginx' });
       expect(d.spec.template.metadata.labels).to.deep.equal({ app: 'nginx' });
       expect(d.spec.template.metadata.annotations).to.deep.equal({ [ELECT_ANNOTATION]: '' });
-      expect(d.spec.template.spec.containers).to.deep.equal([
-        { name: 'nginx', image: 'nginx', ports: [{ containerPort: 80 }], resources: { requests: { cpu: '100m', memory: '32Mi' } } },
-      ]);
+      expect(d.spec.template.spec.containers).to.deep.equal([{ name: 'nginx', image: 'nginx', ports: [{ containerPort: 80 }], resources: { requests: { cpu: '100m', memory: '32Mi' } } }]);
     });
   });
 });

@@ -96,7 +96,9 @@ describe('export-kubeconfig', () => {
           res.setHeader('Content-Type', 'application/json');
           if (req.method === 'POST' && req.url?.startsWith('/api/v1/namespaces/team1/serviceaccounts/c1/token')) {
             const seconds = Math.min(body.spec.expirationSeconds, 86400); // this server caps at a day
-            res.end(JSON.stringify({ ...body, spec: { ...body.spec, expirationSeconds: seconds }, status: { token: 'minted-token', expirationTimestamp: new Date(Date.UTC(2030, 0, 1)).toISOString() } }));
+            res.end(
+              JSON.stringify({ ...body, spec: { ...body.spec, expirationSeconds: seconds }, status: { token: 'minted-token', expirationTimestamp: new Date(Date.UTC(2030, 0, 1)).toISOString() } }),
+            );
             return;
           }
           res.statusCode = 404;

@@ -16,7 +16,10 @@ function input(): StatusInput {
   const target = (name: string, ready: 'True' | 'False', extra: { reason?: string; message?: string } = {}) => ({
     metadata: { name, namespace: 'ns' },
     spec: {},
-    status: { virtualNodeName: `admiralty-namespace-ns-${name}`, conditions: [{ type: 'Ready', status: ready, reason: extra.reason ?? 'TargetReady', message: extra.message ?? '', lastTransitionTime: iso(NOW) }] },
+    status: {
+      virtualNodeName: `admiralty-namespace-ns-${name}`,
+      conditions: [{ type: 'Ready', status: ready, reason: extra.reason ?? 'TargetReady', message: extra.message ?? '', lastTransitionTime: iso(NOW) }],
+    },
   });
   const proxy = (name: string, node: string | undefined, phase?: string) => ({ metadata: { name, namespace: 'ns' }, spec: { containers: [], nodeName: node }, status: phase ? { phase } : {} });
   return {
@@ -39,7 +42,8 @@ function input(): StatusInput {
             { source: 'bind', reason: 'DelegateNotPlaced', count: 2, lastMessage: 'ns/c1: 0/1 nodes are available', lastAt: iso(NOW - 30_000) },
             { source: 'filter', reason: 'KeptOffAfterRefusal', count: 1, lastMessage: 'refused 3 s ago: ns/c1: 0/1 nodes are available', lastAt: iso(NOW - 27_000) },
           ],
-          summary: { readAt: iso(NOW - 7000), largestFree: { cpu: '3', memory: '4Gi', pods: '100' }, totalFree: { cpu: '5', memory: '6Gi', pods: '200' }, nodes: 2, schedulableNodes: 2 } },
+          summary: { readAt: iso(NOW - 7000), largestFree: { cpu: '3', memory: '4Gi', pods: '100' }, totalFree: { cpu: '5', memory: '6Gi', pods: '200' }, nodes: 2, schedulableNodes: 2 },
+        },
       ],
       ['admiralty-namespace-ns-c2', { error: 'the provider answered 403: Forbidden' }],
     ]),
@@ -65,7 +69,11 @@ describe('tools: status and explain output', () => {
       { name: 'admiralty-7d9-x', seenAs: 'pod', phase: 'Running', ready: true, leader: true },
       { name: 'admiralty-7d9-y', seenAs: 'pod', phase: 'Running', ready: false, leader: false },
     ]);
-    expect(c1!.refusals.map((r) => [r.reason, r.count])).to.deep.equal([['NoNodeFits', 4], ['DelegateNotPlaced', 2], ['KeptOffAfterRefusal', 1]]);
+    expect(c1!.refusals.map((r) => [r.reason, r.count])).to.deep.equal([
+      ['NoNodeFits', 4],
+      ['DelegateNotPlaced', 2],
+      ['KeptOffAfterRefusal', 1],
+    ]);
     expect(c2!.refusals).to.deep.equal([]);
   });
 
@@ -103,7 +111,15 @@ describe('tools: status and explain output', () => {
       pod: 'ns/big',
       phase: 'Pending',
       targets: [
-        { targetKey: 'Target/ns/c1', target: 'ns/c1', node: 'n1', passes: true, score: 10, why: 'fits on 2 of 3 node(s) of ns/c1; the most free on one of them: cpu 3, memory 4Gi', ranking: 'spread (the default): the most free cpu first' },
+        {
+          targetKey: 'Target/ns/c1',
+          target: 'ns/c1',
+          node: 'n1',
+          passes: true,
+          score: 10,
+          why: 'fits on 2 of 3 node(s) of ns/c1; the most free on one of them: cpu 3, memory 4Gi',
+          ranking: 'spread (the default): the most free cpu first',
+        },
         { targetKey: 'Target/ns/c2', target: 'ns/c2', node: 'n2', passes: false, reason: 'no node in ns/c2 fits: 2 Insufficient cpu (largest free 500m)', unresolvable: false },
       ],
       best: ['ns/c1'],
@@ -118,7 +134,9 @@ describe('tools: status and explain output', () => {
         'Would be bound to: ns/c1',
       ].join('\n'),
     );
-    expect(renderExplanation({ ...e, best: [], boundTo: { node: 'n2', target: 'ns/c2' } }, false)).to.match(/^Pod ns\/big: Pending, bound to n2 \(target ns\/c2\)\n[\s\S]*No target can take it now\.$/);
+    expect(renderExplanation({ ...e, best: [], boundTo: { node: 'n2', target: 'ns/c2' } }, false)).to.match(
+      /^Pod ns\/big: Pending, bound to n2 \(target ns\/c2\)\n[\s\S]*No target can take it now\.$/,
+    );
   });
 
   it('reads -o json, yaml and wide, refuses other formats, and prints ages as kubectl does', () => {
@@ -128,11 +146,14 @@ describe('tools: status and explain output', () => {
     expect(renderTable(['A', 'B'], [['xx', 'y']])).to.equal('A    B\nxx   y');
   });
 
-  it('impersonates the --as user with the context\'s own credentials', () => {
+  it("impersonates the --as user with the context's own credentials", () => {
     const dir = mkdtempSync(join(tmpdir(), 'kc-'));
     try {
       const file = join(dir, 'config');
-      writeFileSync(file, 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]\nusers: [{name: admin, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: admin}}]\ncurrent-context: x\n');
+      writeFileSync(
+        file,
+        'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]\nusers: [{name: admin, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: admin}}]\ncurrent-context: x\n',
+      );
       const { kc } = loadOperatorKubeconfig({ kubeconfig: file, as: 'reader' }, {});
       expect(kc.getCurrentUser()).to.deep.include({ name: 'admin', token: 't', impersonateUser: 'reader' });
     } finally {

@@ -16,9 +16,21 @@ describe('wiring: createOperatorViews', () => {
   const c2 = createTargetClient({ kind: 'Target', namespace: 'ns', name: 'c2' }, kc, 'fp', false);
   registry.set(c2, 'admiralty-namespace-ns-c2');
   registry.setHealth(c2.key, { ready: false, reason: 'TargetUnreachable', message: 'connect ECONNREFUSED', sinceMs: 0, outageSinceMs: Date.UTC(2026, 0, 1) });
-  registry.setSummary(c2.key, { metadata: { name: 'singleton' }, renewTime: '2026-01-01T00:00:00Z', nodePools: [{ labels: {}, nodes: [{ name: 'n', allocatable: { cpu: '4' }, free: { cpu: '2', memory: '1Gi', pods: '9' } }] }] }, Date.UTC(2026, 0, 1, 0, 0, 5));
+  registry.setSummary(
+    c2.key,
+    {
+      metadata: { name: 'singleton' },
+      renewTime: '2026-01-01T00:00:00Z',
+      nodePools: [{ labels: {}, nodes: [{ name: 'n', allocatable: { cpu: '4' }, free: { cpu: '2', memory: '1Gi', pods: '9' } }] }],
+    },
+    Date.UTC(2026, 0, 1, 0, 0, 5),
+  );
   const pods: Record<string, V1Pod> = {
-    'ns/proxy': { metadata: { name: 'proxy', namespace: 'ns', annotations: { [SOURCE_POD_MANIFEST_ANNOTATION]: '{}' } }, spec: { containers: [], nodeName: 'admiralty-namespace-ns-c2' }, status: { phase: 'Running' } },
+    'ns/proxy': {
+      metadata: { name: 'proxy', namespace: 'ns', annotations: { [SOURCE_POD_MANIFEST_ANNOTATION]: '{}' } },
+      spec: { containers: [], nodeName: 'admiralty-namespace-ns-c2' },
+      status: { phase: 'Running' },
+    },
     'ns/plain': { metadata: { name: 'plain', namespace: 'ns' }, spec: { containers: [] } },
   };
   const verdicts: TargetVerdict[] = [
@@ -55,7 +67,14 @@ describe('wiring: createOperatorViews', () => {
         message: 'connect ECONNREFUSED',
         outageSince: '2026-01-01T00:00:00.000Z',
         refusals: [{ source: 'filter', reason: 'TargetNotReady', count: 1, lastMessage: 'target ns/c2 is not ready: TargetUnreachable', lastAt: '2026-01-01T00:01:00.000Z' }],
-        summary: { readAt: '2026-01-01T00:00:05.000Z', renewTime: '2026-01-01T00:00:00Z', largestFree: { cpu: '2', memory: '1Gi', pods: '9' }, totalFree: { cpu: '2', memory: '1Gi', pods: '9' }, nodes: 1, schedulableNodes: 1 },
+        summary: {
+          readAt: '2026-01-01T00:00:05.000Z',
+          renewTime: '2026-01-01T00:00:00Z',
+          largestFree: { cpu: '2', memory: '1Gi', pods: '9' },
+          totalFree: { cpu: '2', memory: '1Gi', pods: '9' },
+          nodes: 1,
+          schedulableNodes: 1,
+        },
       },
     });
     expect(views.summaryAttributes('admiralty-namespace-ns-c2')).to.deep.equal({ verb: 'get', group: 'multicluster.admiralty.io', resource: 'targets', namespace: 'ns', name: 'c2' });

@@ -34,7 +34,10 @@ describe('refusalOf', () => {
   it("keeps the target's message when its authorizer allows the write (admission refused it)", async () => {
     const { target } = reviewingTarget(true);
     const refusal = await refusalOf(target, { kind: 'pod', namespace: 'apps' }, apiError(403, 'Forbidden', 'pods "web" is forbidden: violates PodSecurity "restricted:latest"'));
-    expect({ reason: refusal!.reason, message: refusal!.message }).to.deep.equal({ reason: 'DelegateForbidden', message: 'c2 refused to create the delegate: pods "web" is forbidden: violates PodSecurity "restricted:latest"' });
+    expect({ reason: refusal!.reason, message: refusal!.message }).to.deep.equal({
+      reason: 'DelegateForbidden',
+      message: 'c2 refused to create the delegate: pods "web" is forbidden: violates PodSecurity "restricted:latest"',
+    });
   });
 
   it("keeps the target's message when the reviews fail: they never hide the refusal", async () => {

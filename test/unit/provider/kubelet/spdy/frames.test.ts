@@ -54,11 +54,7 @@ describe('SPDY/3 frame codec', () => {
   }
 
   it('reassembles frames split at arbitrary byte boundaries and yields them in order', () => {
-    const wire = Buffer.concat([
-      hex('8003 0006 00 000004 00000001'),
-      hex('00000001 00 000003 616263'),
-      hex('00000001 01 000000'),
-    ]);
+    const wire = Buffer.concat([hex('8003 0006 00 000004 00000001'), hex('00000001 00 000003 616263'), hex('00000001 01 000000')]);
     const parser = new FrameParser();
     const frames = [];
     for (const byte of wire) frames.push(...parser.push(Buffer.from([byte])));

@@ -2,13 +2,7 @@ import zlib from 'node:zlib';
 import { expect } from 'chai';
 import { SpdyProtocolError } from '../../../../../provider/kubelet/spdy/frames.js';
 import { spdyHeaderDictionary } from '../../../../../provider/kubelet/spdy/dictionary.js';
-import {
-  decodeHeaderBlock,
-  encodeHeaderBlock,
-  HeaderCompressor,
-  HeaderDecompressor,
-  MAX_HEADER_BLOCK_BYTES,
-} from '../../../../../provider/kubelet/spdy/header-codec.js';
+import { decodeHeaderBlock, encodeHeaderBlock, HeaderCompressor, HeaderDecompressor, MAX_HEADER_BLOCK_BYTES } from '../../../../../provider/kubelet/spdy/header-codec.js';
 
 function adler32(buf: Buffer): number {
   let a = 1;
@@ -116,7 +110,13 @@ describe('SPDY/3 header blocks', () => {
     });
 
     it('merges repeated names in order, and a __proto__ name is just a name', () => {
-      const h = decodeHeaderBlock(rawBlock([['x', 'a\0b'], ['__proto__', 'p'], ['X', 'c']]));
+      const h = decodeHeaderBlock(
+        rawBlock([
+          ['x', 'a\0b'],
+          ['__proto__', 'p'],
+          ['X', 'c'],
+        ]),
+      );
       expect(h.x).to.deep.equal(['a', 'b', 'c']);
       expect(Object.getPrototypeOf(h)).to.equal(null);
       expect(h['__proto__']).to.deep.equal(['p']);
