@@ -658,6 +658,10 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
       else failed[c.name] = verdict.reason;
       if (remember) opts.refusals?.record(target.key, 'filter', verdict.code, verdict.reason);
     }
+    // One node left: kube-scheduler binds the pod there without asking prioritize.
+    const [only, ...more] = kept;
+    const onlyTarget = only !== undefined && more.length === 0 ? registry.byNodeName(only) : undefined;
+    if (remember && onlyTarget) rememberChoice(args.Pod, onlyTarget.key);
     const result: ExtenderFilterResult = { FailedNodes: failed, FailedAndUnresolvableNodes: unresolvable, Error: '' };
     if (kept.size === 0 && Object.keys(failed).length + Object.keys(unresolvable).length > 0) {
       // Nothing left: answer with an error rather than a plain rejection. kube-scheduler parks a
@@ -735,6 +739,25 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
   /** Pods already warned about an unusable policy annotation (bounded; oldest forgotten first). */
   const warned = new Set<string>();
 
+  /**
+   * Remembers that kube-scheduler is about to bind the pod to a target's virtual node: prioritize
+   * ranked it first alone, or the filter kept no other (kube-scheduler then calls no prioritize,
+   * and may filter the next pod before this one's bind begins). Read by topology and weights.
+   */
+  const rememberChoice = (proxy: V1Pod, targetKey: string): void => {
+    const uid = proxy.metadata?.uid;
+    if (!uid) return;
+    chosen.delete(uid);
+    // The pod's labels and namespace, not the pod: topology counts it by those.
+    const c: Chosen = { group: placementGroup(proxy), targetKey, atMs: clock.now(), namespace: proxy.metadata?.namespace ?? '', labels: proxy.metadata?.labels ?? {} };
+    const terms = termsOfProxy(proxy);
+    chosen.set(uid, terms ? { ...c, terms } : c);
+    chosenWithTerms.delete(uid);
+    if (terms) chosenWithTerms.set(uid, chosen.get(uid) as Chosen & { terms: PodTerms });
+    while (chosen.size > MAX_REMEMBERED_PODS) chosen.delete(chosen.keys().next().value!);
+    while (chosenWithTerms.size > MAX_REMEMBERED_PODS) chosenWithTerms.delete(chosenWithTerms.keys().next().value!);
+  };
+
   /** How many pods of the pod's group each target has, bound, being bound, or just chosen. */
   const groupCounts = (pod: V1Pod): Map<string, number> => {
     const uid = pod.metadata?.uid ?? '';
@@ -803,17 +826,7 @@ export function createExtender(opts: ExtenderRoutesOptions): Extender {
     }
     const byHost = new Map(scored.map((t) => [t.host, scores.get(t.key) ?? 0]));
     const only = top.length === 1 ? top[0] : undefined;
-    if (remember && uid && only) {
-      chosen.delete(uid);
-      // The pod's labels and namespace, not the pod: topology counts it by those.
-      const c: Chosen = { group: placementGroup(args.Pod), targetKey: only.key, atMs: clock.now(), namespace: args.Pod.metadata?.namespace ?? '', labels: args.Pod.metadata?.labels ?? {} };
-      const terms = termsOfProxy(args.Pod);
-      chosen.set(uid, terms ? { ...c, terms } : c);
-      chosenWithTerms.delete(uid);
-      if (terms) chosenWithTerms.set(uid, chosen.get(uid) as Chosen & { terms: PodTerms });
-      while (chosen.size > MAX_REMEMBERED_PODS) chosen.delete(chosen.keys().next().value!);
-      while (chosenWithTerms.size > MAX_REMEMBERED_PODS) chosenWithTerms.delete(chosenWithTerms.keys().next().value!);
-    }
+    if (remember && only) rememberChoice(args.Pod, only.key);
     return hosts.map((h) => (byHost.has(h.Host) ? { Host: h.Host, Score: byHost.get(h.Host)! } : h));
   };
 

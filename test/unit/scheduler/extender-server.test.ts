@@ -775,9 +775,17 @@ describe('scheduler: createExtenderRoutes, topology across targets', () => {
       { Host: V(US), Score: 9 },
       { Host: V(EU), Score: 10 },
     ]);
-    expect(t.filter(proxy('b', ANTI)).NodeNames).to.deep.equal([V(US)]);
     // Not the pod itself.
     expect(t.filter(a).NodeNames).to.deep.equal([V(US), V(EU)]);
+    expect(t.filter(proxy('b', ANTI)).NodeNames).to.deep.equal([V(US)]);
+  });
+
+  it('counts a pod its filter left one target to before its bind shows, since kube-scheduler then binds it without a prioritize', () => {
+    const t = setup([{ proxy: proxy('a', ANTI, V(US)), targetKey: 'ClusterTarget/us' }]);
+    expect(t.filter(proxy('b', ANTI)).NodeNames, 'b: only eu left').to.deep.equal([V(EU)]);
+    const r = t.filter(proxy('c', ANTI));
+    expect(r.NodeNames, 'c: b counted in eu').to.deep.equal([]);
+    expect(r.Error).to.include(`${V(EU)}: no node in eu fits: 1 node(s) didn't match pod anti-affinity rules (${REGION}=eu has 1 matching pod)`);
   });
 
   it('ranks by ScheduleAnyway spread before the policy: pack would take eu (first by name), the spread takes us', () => {
