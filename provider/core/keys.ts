@@ -166,3 +166,13 @@ export const CLUSTER_SOURCE_NAME_LABEL = `${KEY_PREFIX}cluster-source-name`;
 export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
 export const OS_LABEL = 'kubernetes.io/os';
 export const ARCH_LABEL = 'kubernetes.io/arch';
+
+/**
+ * Label on the Leases of sharded replicas (provider/sharding: each replica writes its own
+ * membership Lease and the fence Leases of the targets it owns; every replica of the group lists
+ * them): the group's name, so several provider installations can share a namespace.
+ */
+export const MEMBERSHIP_LABEL = `${KEY_PREFIX}membership`;
+export const TARGET_FENCE_LABEL = `${KEY_PREFIX}target-fence`;
+/** Annotation on a target's fence Lease (its first claimant writes; operators read): the target's key, which the Lease name only hashes. */
+export const TARGET_KEY_ANNOTATION = `${KEY_PREFIX}target-key`;

@@ -228,7 +228,7 @@ function renewed(lease: V1Lease, identity: string, leaseDurationSeconds: number,
  * object-parameter API takes the observable kind) replaces the signal that
  * `withRequestDeadline` set, which is longer than any renew deadline.
  */
-function abortWith(signal: AbortSignal): never {
+export function abortWith(signal: AbortSignal): never {
   return {
     middleware: [
       {

@@ -13,7 +13,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['provider/core', 'certs'],
   ['provider/model'],
   ['provider/controller'],
-  ['provider/clusters'],
+  ['provider/clusters', 'provider/sharding'],
   ['provider/writers'],
   ['provider/reconcilers', 'scheduler', 'webhook'],
   ['provider/kubelet'],
