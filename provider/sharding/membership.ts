@@ -75,6 +75,8 @@ export class Membership {
   private held?: V1Lease;
   /** The group's other Leases by name. */
   private readonly observed = new Map<string, Observed>();
+  /** Leases that vanished while live, until they would have expired: `isLive` only. */
+  private readonly vanished = new Map<string, Observed>();
   private published = '';
   private current: readonly string[] = [];
 
@@ -109,8 +111,12 @@ export class Membership {
       this.observe(lease);
     } catch (err) {
       if (!isNotFound(err)) throw err;
+      // A Lease deleted while it was live (by an operator, or by a graceful leaver whose
+      // releases failed) keeps its holder live until it would have expired: its holder may
+      // still be writing. One we never saw live is not.
+      const before = this.observed.get(name) ?? this.vanished.get(name);
       this.observed.delete(name);
-      return false;
+      return before !== undefined && before.holder === identity && this.live(before);
     }
     const seen = this.observed.get(name);
     return seen !== undefined && seen.holder === identity && this.live(seen);
@@ -235,7 +241,12 @@ export class Membership {
       seen.add(name);
       this.observe(lease);
     }
-    for (const name of this.observed.keys()) if (!seen.has(name)) this.observed.delete(name);
+    for (const [name, o] of this.vanished) if (!this.live(o)) this.vanished.delete(name);
+    for (const [name, o] of this.observed) {
+      if (seen.has(name)) continue;
+      this.observed.delete(name);
+      if (this.live(o)) this.vanished.set(name, o);
+    }
     for (const [name, o] of this.observed) {
       if (this.o.clock.monotonicMs() - o.atMs > 2 * o.leaseDurationSeconds * 1000) await this.collect(name, o, signal);
     }
@@ -244,6 +255,7 @@ export class Membership {
   /** Notes `lease`'s record, and when it first showed, unless it is a graceful leaver's or has no holder. */
   private observe(lease: V1Lease): void {
     const name = lease.metadata!.name!;
+    this.vanished.delete(name);
     const holder = lease.spec?.holderIdentity ?? '';
     if (!holder || lease.metadata?.deletionTimestamp) {
       this.observed.delete(name);

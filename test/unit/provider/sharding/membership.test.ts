@@ -169,4 +169,21 @@ describe('Membership', () => {
     expect(await a.isLive('nobody')).to.equal(false);
     expect(await a.isLive('a')).to.equal(true);
   });
+
+  it('isLive keeps a peer whose Lease was deleted while live live until that Lease would have expired, while members drops it at once', async () => {
+    const a = member('a');
+    await a.run();
+    store.put({
+      metadata: { name: memberLeaseName('b'), namespace: NS, labels: { [MEMBERSHIP_LABEL]: 'g1' } },
+      spec: { holderIdentity: 'b', leaseDurationSeconds: 15, renewTime: new Date(clock.now()) as never },
+    });
+    await advance(2000); // a's list sees b at 2 s
+    expect(a.members()).to.deep.equal(['a', 'b']);
+    store.leases.delete(`${NS}/${memberLeaseName('b')}`);
+    await advance(2000);
+    expect(a.members()).to.deep.equal(['a']);
+    expect(await a.isLive('b')).to.equal(true);
+    await advance(14_000);
+    expect(await a.isLive('b')).to.equal(false);
+  });
 });
