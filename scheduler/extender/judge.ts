@@ -12,7 +12,7 @@ import { assumedOn, judgedAs, type ExtenderContext } from './context.js';
 import type { FilterRefusal, TargetState, TopologyJudge } from './types.js';
 
 /** The filter's verdict on one target (see `judge`). */
-type Judgement = { kept: true; why: () => string } | { kept: false; code: FilterRefusal; reason: string; unresolvable: boolean };
+export type Judgement = { kept: true; why: () => string } | { kept: false; code: FilterRefusal; reason: string; unresolvable: boolean };
 
 /** What each placement policy ranks by, in words. */
 export const POLICY_WORDS: Record<PlacementPolicy['kind'], string> = {
