@@ -1,0 +1,56 @@
+import { candidates, delegateSpecOf, isVirtual, rememberChoice, type ExtenderContext } from './context.js';
+import { topologyOf } from './federation.js';
+import { judge, leftOut } from './judge.js';
+import type { ExtenderArgs, ExtenderFilterResult } from './types.js';
+
+/**
+ * kube-scheduler's `filter` (see `createExtenderRoutes`).
+ * `remember: false` (explain): rejections are not counted in `refusals`.
+ */
+export function filter(ctx: ExtenderContext, args: ExtenderArgs, remember = true): ExtenderFilterResult {
+  const { opts, registry } = ctx;
+  const pod = delegateSpecOf(args.Pod);
+  const failed: Record<string, string> = {};
+  const unresolvable: Record<string, string> = {};
+  const kept = new Set<string>();
+  const offered = candidates(args);
+  const topology = topologyOf(ctx, args.Pod, pod);
+  for (const c of offered) {
+    if (!isVirtual(ctx, c)) {
+      kept.add(c.name);
+      continue;
+    }
+    const target = registry.byNodeName(c.name);
+    if (!target) {
+      unresolvable[c.name] = `virtual node ${c.name} has no known target`;
+      continue;
+    }
+    const verdict = judge(ctx, args.Pod, pod, target, topology);
+    if (verdict.kept) {
+      kept.add(c.name);
+      continue;
+    }
+    if (verdict.unresolvable) unresolvable[c.name] = verdict.reason;
+    else failed[c.name] = verdict.reason;
+    if (remember) opts.refusals?.record(target.key, 'filter', verdict.code, verdict.reason);
+  }
+  // One node left: kube-scheduler binds the pod there without asking prioritize.
+  const [only, ...more] = kept;
+  const onlyTarget = only !== undefined && more.length === 0 ? registry.byNodeName(only) : undefined;
+  if (remember && onlyTarget) rememberChoice(ctx, args.Pod, onlyTarget.key);
+  const result: ExtenderFilterResult = { FailedNodes: failed, FailedAndUnresolvableNodes: unresolvable, Error: '' };
+  if (kept.size === 0 && Object.keys(failed).length + Object.keys(unresolvable).length > 0) {
+    // Nothing left: answer with an error rather than a plain rejection. kube-scheduler parks a
+    // pod that its plugins and we rejected until a node event its plugins care about (labels,
+    // taints) or a 5-minute flush, but what changed our verdict (a target's summary, a refusal
+    // that lapsed) is no node event; after an error it retries within its backoff (10 s at most).
+    // The error is all the pod's condition and event then say: the targets kube-scheduler left
+    // out are named too.
+    const reasons = Object.entries({ ...failed, ...unresolvable }).map(([node, why]) => `${node}: ${why}`);
+    reasons.push(...leftOut(ctx, args.Pod, pod, new Set(offered.map((c) => c.name)), topology));
+    result.Error = `no target can run this pod now (retried with backoff): ${reasons.join('; ')}`;
+  }
+  if (args.NodeNames) result.NodeNames = args.NodeNames.filter((n) => kept.has(n));
+  if (args.Nodes) result.Nodes = { items: (args.Nodes.items ?? []).filter((n) => kept.has(n.metadata!.name!)) };
+  return result;
+}
