@@ -53,18 +53,26 @@ describe('withRequestDeadline', () => {
   };
   /** When a signal made at time 0 with a timeout of 300 ms aborts. */
   const DEADLINE_MS = 300 + DEADLINE_SHARING_MS;
+  /**
+   * Moves the fake clock to 1 ms short of `deadlineMs` from now, checks the call is still
+   * pending there, then to the deadline: resolves with the call's outcome once it settles.
+   */
+  const outcomeAtDeadline = async (timers: sinon.SinonFakeTimers, call: { value?: string }, deadlineMs: number, what: string) => {
+    await turn();
+    timers.tick(deadlineMs - 1);
+    await turn();
+    expect(call.value, `${what} settled before its deadline`).to.equal(undefined);
+    timers.tick(1);
+    while (call.value === undefined) await turn();
+    return call.value;
+  };
 
   it('aborts an API call to a server that never answers at its deadline, as a retryable network failure, and closes the socket', async () => {
     const timers = fakeClock();
     const api = withRequestDeadline(kubeConfig(), 300).makeApiClient(CoreV1Api);
     const call = outcomeOf(api.listNamespace());
     while (sockets.size === 0) await turn();
-    timers.tick(DEADLINE_MS - 1);
-    await turn();
-    expect(call.value, 'settled before the deadline').to.equal(undefined);
-    timers.tick(1);
-    while (call.value === undefined) await turn();
-    expect(call.value).to.equal('Network');
+    expect(await outcomeAtDeadline(timers, call, DEADLINE_MS, 'the call')).to.equal('Network');
     // The aborted request does not leave its connection behind in the tarpit: that it goes at
     // all is on the test's timeout.
     while (sockets.size > 0) await turn();
@@ -107,14 +115,7 @@ describe('withRequestDeadline', () => {
       expect(later).to.not.equal(first);
       expect(first?.aborted).to.equal(true);
       expect(later?.aborted).to.equal(false);
-      const call = outcomeOf(api.listNamespace());
-      await turn();
-      timers.tick(DEADLINE_MS - 1);
-      await turn();
-      expect(call.value, 'the later call settled before its deadline').to.equal(undefined);
-      timers.tick(1);
-      while (call.value === undefined) await turn();
-      expect(call.value).to.equal('Network');
+      expect(await outcomeAtDeadline(timers, outcomeOf(api.listNamespace()), DEADLINE_MS, 'the later call')).to.equal('Network');
       await turn();
       expect(warnings.map((w) => w.message)).to.deep.equal([]);
     } finally {
