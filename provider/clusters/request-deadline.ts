@@ -32,10 +32,13 @@ export function withRequestDeadline(kc: KubeConfig, timeoutMs: number): KubeConf
     if (context.getSignal()) return;
     const now = performance.now();
     if (!shared || now >= shared.untilMs || shared.signal.aborted) {
-      const signal = AbortSignal.timeout(timeoutMs + DEADLINE_SHARING_MS);
+      // What AbortSignal.timeout does (an unref'd timer, a TimeoutError), on the global
+      // setTimeout, which a test's fake clock reaches and AbortSignal.timeout's timer is not.
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), timeoutMs + DEADLINE_SHARING_MS).unref();
       // Each call waiting on it listens; a burst has hundreds at once, which is no leak.
-      setMaxListeners(0, signal);
-      shared = { signal, untilMs: now + DEADLINE_SHARING_MS };
+      setMaxListeners(0, controller.signal);
+      shared = { signal: controller.signal, untilMs: now + DEADLINE_SHARING_MS };
     }
     context.setSignal(shared.signal);
   };

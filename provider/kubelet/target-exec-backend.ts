@@ -1,5 +1,6 @@
 import type { KubeConfig, V1Status } from '@kubernetes/client-node';
 import WebSocket from 'ws';
+import { realClock, type Clock, type ClockTimer } from '../core/clock.js';
 import { sanitizeRemoteText } from '../core/redact.js';
 import type { ExecBackend, ExecIO, ExecRequest, ExecResult } from './remotecommand.js';
 import { CHANNEL } from './ws-remotecommand.js';
@@ -51,6 +52,7 @@ export function targetExecUrl(server: string, mode: 'exec' | 'attach', req: Exec
  * the delegate's. The Status from the error channel is passed through verbatim. A refused
  * upgrade rejects with the HTTP code and the message of the refusal's Status, read from at most
  * the first 16 KiB of its body within `refusalBodyTimeoutMs` (10 s) and cut to one printable line.
+ * Both deadlines, and the `closeGraceMs` (5 s) of reading on after the Status, run on `clock`.
  *
  * Written on `ws` directly rather than client-node's Exec, which ends the output streams and
  * closes the connection as soon as the Status arrives (the target's apiserver copies each
@@ -58,9 +60,10 @@ export function targetExecUrl(server: string, mode: 'exec' | 'attach', req: Exec
  * ending the provider's own process.stdout.
  */
 // eslint-disable-next-line max-lines-per-function -- the backend is the one exec session it makes, below
-export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGraceMs?: number; refusalBodyTimeoutMs?: number } = {}): ExecBackend {
+export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGraceMs?: number; refusalBodyTimeoutMs?: number; clock?: Clock } = {}): ExecBackend {
   const closeGraceMs = opts.closeGraceMs ?? STATUS_TO_CLOSE_GRACE_MS;
   const refusalBodyTimeoutMs = opts.refusalBodyTimeoutMs ?? REFUSAL_BODY_TIMEOUT_MS;
+  const clock = opts.clock ?? realClock;
 
   // eslint-disable-next-line max-lines-per-function -- one exec session: its streams, the Status and the close grace share state
   const run = async (mode: 'exec' | 'attach', req: ExecRequest, io: ExecIO): Promise<ExecResult> => {
@@ -114,12 +117,12 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
         const chunks: Buffer[] = [];
         let size = 0;
         const refuse = () => {
-          clearTimeout(deadline);
+          clock.clearTimeout(deadline);
           res.destroy();
           const body = Buffer.concat(chunks).toString('utf8');
           reject(new Error(`the target refused ${mode}: HTTP ${res.statusCode}${body ? `: ${refusalMessage(body)}` : ''}`));
         };
-        const deadline = setTimeout(refuse, refusalBodyTimeoutMs);
+        const deadline = clock.setTimeout(refuse, refusalBodyTimeoutMs);
         res.on('data', (c: Buffer) => {
           chunks.push(c.subarray(0, MAX_REFUSAL_BODY_BYTES - size));
           size += c.length;
@@ -184,9 +187,9 @@ export function createTargetExecBackend(kubeConfig: KubeConfig, opts: { closeGra
 
     await Promise.race([gotStatus, closed]);
     // Output can follow the Status: read on until the target closes, within a grace period.
-    let grace: NodeJS.Timeout | undefined;
-    await Promise.race([closed, new Promise<void>((r) => (grace = setTimeout(r, closeGraceMs)))]);
-    clearTimeout(grace);
+    let grace: ClockTimer | undefined;
+    await Promise.race([closed, new Promise<void>((r) => (grace = clock.setTimeout(r, closeGraceMs)))]);
+    if (grace) clock.clearTimeout(grace);
     io.signal.removeEventListener('abort', onAbort);
     // The caller ends its outputs once we return, and a target that did not close within the
     // grace period may keep talking: nothing it sends may reach them now, and a polite close

@@ -46,8 +46,9 @@ export function parseQuantity(input: string | number): bigint {
   const [, sign, whole, fraction = '', suffix = ''] = m;
   let exp10 = 0;
   let exp2 = 0;
-  const binary = BINARY_EXPONENT[suffix];
-  const decimal = DECIMAL_EXPONENT[suffix];
+  // Own keys only: `constructor` or `toString` are no suffix, though a plain object inherits them.
+  const binary = Object.hasOwn(BINARY_EXPONENT, suffix) ? BINARY_EXPONENT[suffix] : undefined;
+  const decimal = Object.hasOwn(DECIMAL_EXPONENT, suffix) ? DECIMAL_EXPONENT[suffix] : undefined;
   if (binary !== undefined) {
     exp2 = binary;
   } else if (decimal !== undefined) {

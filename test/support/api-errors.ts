@@ -14,6 +14,9 @@ export const notFound = (): ApiException<string> => apiError(404, 'NotFound');
 /** A 409 AlreadyExists as client-node throws it. */
 export const alreadyExists = (): ApiException<string> => apiError(409, 'AlreadyExists');
 
+/** A 409 Conflict (a stale resourceVersion) as client-node throws it. */
+export const conflict = (): ApiException<string> => apiError(409, 'Conflict');
+
 /**
  * An HTTP error as a hand-written fake throws it: a plain Error `HTTP <code>` with that `code`,
  * and, when a `reason` is given, a Status body with that reason (and no message).

@@ -2,7 +2,7 @@ import type { Request, Response } from 'express';
 import express from 'express';
 import { parseOperatorPath } from '../operator-views.js';
 import { serveContainerLogs } from './container-logs.js';
-import { abandon, type KubeletContext } from './context.js';
+import { abandon, HttpError, requestUrl, type KubeletContext } from './context.js';
 import { serveNodeScoped } from './node-scoped.js';
 import { serveOperatorView } from './operator-view.js';
 import { parseNodeScopedPath } from './paths.js';
@@ -22,6 +22,23 @@ export function serveNotFound(ctx: KubeletContext, res: Response): void {
   ctx.observe('other', 404, started);
 }
 
+/**
+ * The path of the request's URL; undefined once it answered 400 to a target the URL parser
+ * refuses. Express routes an absolute-form target by the legacy parser's reading of it, which
+ * takes what the WHATWG parser refuses (`http://x:99999/metrics/resource`).
+ */
+function pathnameOr400(ctx: KubeletContext, req: Request, res: Response): string | undefined {
+  const started = process.hrtime.bigint();
+  try {
+    return requestUrl(req).pathname;
+  } catch (err) {
+    if (!(err instanceof HttpError)) throw err;
+    res.status(err.code).type('text/plain').send(err.message);
+    ctx.observe('other', err.code, started);
+    return undefined;
+  }
+}
+
 /** The plain (not upgraded) requests, each routed to its endpoint; upgrades go to `serveUpgrade`. */
 export function kubeletRoutes(ctx: KubeletContext): express.Express {
   const app = express();
@@ -33,12 +50,16 @@ export function kubeletRoutes(ctx: KubeletContext): express.Express {
     serveContainerLogs(ctx, req, res).catch((err: unknown) => abandon(ctx, 'containerLogs', res, err));
   });
   app.get(/^\/(metrics|stats)\//, (req, res, next) => {
-    const path = parseNodeScopedPath(new URL(req.url ?? '/', 'https://kubelet').pathname, req.get('x-forwarded-uri'));
+    const pathname = pathnameOr400(ctx, req, res);
+    if (pathname === undefined) return;
+    const path = parseNodeScopedPath(pathname, req.get('x-forwarded-uri'));
     if (!path) return next();
     serveNodeScoped(ctx, req, res, path).catch((err: unknown) => abandon(ctx, path.route, res, err));
   });
   app.get(/^\/admiralty\//, (req, res, next) => {
-    const path = parseOperatorPath(new URL(req.url ?? '/', 'https://kubelet').pathname);
+    const pathname = pathnameOr400(ctx, req, res);
+    if (pathname === undefined) return;
+    const path = parseOperatorPath(pathname);
     const views = ctx.operatorViews;
     if (!path || !views) return next();
     serveOperatorView(ctx, req, res, path, views).catch((err: unknown) => abandon(ctx, path.view, res, err));

@@ -1,6 +1,7 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { isUnschedulable, nodeRoom, planScaleUp, templateRoom, triggeredMessage, type NodeGroup } from '../../../test/sandbox/cluster-autoscaler-stand-in.js';
+import { pod as basePod } from '../../support/pods.js';
 
 const group = (name: string, o: Partial<NodeGroup> = {}): NodeGroup => ({
   name,
@@ -9,11 +10,14 @@ const group = (name: string, o: Partial<NodeGroup> = {}): NodeGroup => ({
   template: { allocatable: { cpu: '64', memory: '256Gi', pods: '110' }, labels: { pool: name } },
   ...o,
 });
-const pod = (name: string, cpu: string, nodeSelector?: Record<string, string>): V1Pod => ({
-  metadata: { name, namespace: 'default', uid: name },
-  spec: { containers: [{ name: 'c', resources: { requests: { cpu } } }], nodeSelector },
-  status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }] },
-});
+/** A pending pod that kube-scheduler found no room for. */
+const pod = (name: string, cpu: string, nodeSelector?: Record<string, string>): V1Pod =>
+  basePod({
+    name,
+    uid: name,
+    spec: { containers: [{ name: 'c', resources: { requests: { cpu } } }], nodeSelector },
+    status: { phase: 'Pending', conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }] },
+  });
 const names = (pods: V1Pod[]) => pods.map((p) => p.metadata!.name);
 
 describe('sandbox: cluster-autoscaler stand-in (test fixture)', () => {

@@ -4,7 +4,7 @@ import sinon from 'sinon';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import { FakeClock, realClock, type Clock } from '../../../provider/core/clock.js';
 import { CopyConflictError } from '../../../provider/core/errors.js';
-import { ELECT_ANNOTATION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, PARENT_UID_LABEL, SOURCE_POD_MANIFEST_ANNOTATION } from '../../../provider/core/keys.js';
+import { ELECT_ANNOTATION, NAMESPACE_ENABLED_LABEL, PARENT_UID_LABEL } from '../../../provider/core/keys.js';
 import { silentLogger } from '../../../provider/core/logger.js';
 import { buildDelegatePod } from '../../../provider/model/delegate-pod.js';
 import { Binder } from '../../../scheduler/bind.js';
@@ -12,23 +12,15 @@ import { PlacementMemory } from '../../../scheduler/placement-memory.js';
 import { apiError } from '../../support/api-errors.js';
 import { coreStub, type CoreStub } from '../../support/stubs.js';
 import { fakeTarget } from '../../support/targets.js';
+import { proxy as baseProxy } from '../../support/pods.js';
 
 const NODE = 'admiralty-cluster-c2';
 const KEY = 'ClusterTarget/c2';
 const UID = 'proxy-uid';
 
 function proxy(): V1Pod {
-  const manifest = { metadata: { name: 'web', namespace: 'default', annotations: { [ELECT_ANNOTATION]: '' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } };
-  return {
-    metadata: {
-      name: 'web',
-      namespace: 'default',
-      uid: UID,
-      labels: { [HAS_FINALIZER_LABEL]: 'true' },
-      annotations: { [ELECT_ANNOTATION]: '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
-    },
-    spec: { schedulerName: 'admiralty-proxy', containers: [{ name: 'web', image: 'nginx', resources: { requests: { cpu: '1' } } }] },
-  };
+  const sourcePod = { metadata: { name: 'web', namespace: 'default', annotations: { [ELECT_ANNOTATION]: '' } }, spec: { containers: [{ name: 'web', image: 'nginx' }] } };
+  return baseProxy({ name: 'web', uid: UID, elected: { sourcePod }, spec: { schedulerName: 'admiralty-proxy', containers: [{ name: 'web', image: 'nginx', resources: { requests: { cpu: '1' } } }] } });
 }
 
 /** A delegate cache the test plays the target's scheduler on. */

@@ -2,20 +2,14 @@ import { expect } from 'chai';
 import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
 import { PLACEMENT_POLICY_ANNOTATION } from '../../../provider/core/keys.js';
 import { groupPlacements, placementGroup, placementPolicyOf, type PolicyChoice } from '../../../scheduler/placement-policy.js';
+import { proxy } from '../../support/pods.js';
 
 const A = PLACEMENT_POLICY_ANNOTATION;
 const spread = { kind: 'spread' } as const;
 
+/** Pod `p`, of ReplicaSet `rs` when `owner` says which. */
 function pod(annotations?: Record<string, string>, owner?: { uid: string; controller?: boolean }): V1Pod {
-  return {
-    metadata: {
-      name: 'p',
-      namespace: 'ns',
-      annotations,
-      ownerReferences: owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'rs', uid: owner.uid, controller: owner.controller }] : undefined,
-    },
-    spec: { containers: [] },
-  };
+  return proxy({ namespace: 'ns', annotations, spec: {}, owner: owner && { name: 'rs', uid: owner.uid, controller: owner.controller } });
 }
 function namespace(annotations?: Record<string, string>): V1Namespace {
   return { metadata: { name: 'ns', annotations } };
@@ -75,34 +69,37 @@ describe('scheduler: placementGroup', () => {
 
 describe('scheduler: groupPlacements', () => {
   /** A proxy of ReplicaSet `rs` (or of none), bound to `node` when given. */
-  function proxy(uid: string, o: { rs?: string; node?: string; phase?: string; deleting?: boolean } = {}): V1Pod {
-    const p = pod(undefined, o.rs ? { uid: o.rs, controller: true } : undefined);
-    p.metadata!.uid = uid;
-    if (o.deleting) p.metadata!.deletionTimestamp = new Date(0);
-    p.spec!.nodeName = o.node;
-    p.status = { phase: o.phase ?? (o.node ? 'Running' : 'Pending') };
-    return p;
+  function proxyOf(uid: string, o: { rs?: string; node?: string; phase?: string; deleting?: boolean } = {}): V1Pod {
+    return proxy({
+      namespace: 'ns',
+      uid,
+      spec: {},
+      owner: o.rs ? { name: 'rs', uid: o.rs } : undefined,
+      deletedAt: o.deleting ? new Date(0) : undefined,
+      nodeName: o.node,
+      phase: o.phase ?? (o.node ? 'Running' : 'Pending'),
+    });
   }
   const targetOf = (node: string) => ({ 'vn-c1': 'Target/ns/c1', 'vn-c2': 'Target/ns/c2' })[node];
 
   it('counts the bound pods of the same group, then those being bound, and nothing else', () => {
-    const me = proxy('me', { rs: 'a' });
+    const me = proxyOf('me', { rs: 'a' });
     const proxies = [
       me,
-      proxy('bound-1', { rs: 'a', node: 'vn-c1' }),
-      proxy('bound-2', { rs: 'a', node: 'vn-c2' }),
-      proxy('other-group', { rs: 'b', node: 'vn-c1' }),
-      proxy('bare', { node: 'vn-c1' }),
-      proxy('done', { rs: 'a', node: 'vn-c1', phase: 'Succeeded' }),
-      proxy('leaving', { rs: 'a', node: 'vn-c1', deleting: true }),
-      proxy('real-node', { rs: 'a', node: 'worker-1' }),
-      proxy('pending', { rs: 'a' }),
+      proxyOf('bound-1', { rs: 'a', node: 'vn-c1' }),
+      proxyOf('bound-2', { rs: 'a', node: 'vn-c2' }),
+      proxyOf('other-group', { rs: 'b', node: 'vn-c1' }),
+      proxyOf('bare', { node: 'vn-c1' }),
+      proxyOf('done', { rs: 'a', node: 'vn-c1', phase: 'Succeeded' }),
+      proxyOf('leaving', { rs: 'a', node: 'vn-c1', deleting: true }),
+      proxyOf('real-node', { rs: 'a', node: 'worker-1' }),
+      proxyOf('pending', { rs: 'a' }),
     ];
     const placing = [
-      { proxy: proxy('pending', { rs: 'a' }), targetKey: 'Target/ns/c2' },
+      { proxy: proxyOf('pending', { rs: 'a' }), targetKey: 'Target/ns/c2' },
       // The cache shows it bound already: the cache wins.
-      { proxy: proxy('bound-1', { rs: 'a' }), targetKey: 'Target/ns/c2' },
-      { proxy: proxy('other-placing', { rs: 'b' }), targetKey: 'Target/ns/c2' },
+      { proxy: proxyOf('bound-1', { rs: 'a' }), targetKey: 'Target/ns/c2' },
+      { proxy: proxyOf('other-placing', { rs: 'b' }), targetKey: 'Target/ns/c2' },
     ];
     expect(Object.fromEntries(groupPlacements(me, proxies, targetOf, placing))).to.deep.equal({
       'bound-1': 'Target/ns/c1',
@@ -112,7 +109,7 @@ describe('scheduler: groupPlacements', () => {
   });
 
   it('groups the bare pods of a namespace together', () => {
-    const me = proxy('me');
-    expect([...groupPlacements(me, [proxy('bare', { node: 'vn-c2' }), proxy('owned', { rs: 'a', node: 'vn-c1' })], targetOf, []).keys()]).to.deep.equal(['bare']);
+    const me = proxyOf('me');
+    expect([...groupPlacements(me, [proxyOf('bare', { node: 'vn-c2' }), proxyOf('owned', { rs: 'a', node: 'vn-c1' })], targetOf, []).keys()]).to.deep.equal(['bare']);
   });
 });

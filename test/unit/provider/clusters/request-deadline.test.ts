@@ -1,8 +1,9 @@
 import { expect } from 'chai';
+import sinon from 'sinon';
 import { createServer, type Server, type Socket } from 'node:net';
 import { CoreV1Api, HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { classifyApiError } from '../../../../provider/core/errors.js';
-import { withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
+import { DEADLINE_SHARING_MS, withRequestDeadline } from '../../../../provider/clusters/request-deadline.js';
 
 describe('withRequestDeadline', () => {
   // A tarpit: accepts connections, reads what comes (so it sees the client close) and never
@@ -35,25 +36,50 @@ describe('withRequestDeadline', () => {
     return kc;
   }
 
-  it('aborts an API call to a server that never answers, as a retryable network failure, and closes the socket', async () => {
-    const api = withRequestDeadline(kubeConfig(), 300).makeApiClient(CoreV1Api);
-    const started = Date.now();
-    const err = await api.listNamespace().then(
-      () => expect.fail('answered'),
-      (e: unknown) => e,
+  // The deadline's timer and the clock of its sharing window, faked; sockets and TLS keep theirs.
+  let clock: sinon.SinonFakeTimers | undefined;
+  afterEach(() => clock?.restore());
+  const fakeClock = () => (clock = sinon.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] }));
+  /** A turn of the event loop, which the fake clock does not reach. */
+  const turn = () => new Promise((r) => setImmediate(r));
+  /** Each call's outcome once it settles: undefined while pending, else its classification. */
+  const outcomeOf = (call: Promise<unknown>) => {
+    const outcome: { value?: string } = {};
+    call.then(
+      () => (outcome.value = 'answered'),
+      (e: unknown) => (outcome.value = classifyApiError(e)),
     );
-    const elapsed = Date.now() - started;
-    expect(classifyApiError(err)).to.equal('Network');
-    // A real socket's deadline: what is asserted is the outcome (aborted, as a network failure)
-    // and that it did not come before the deadline. A call never aborted would wait on the
-    // tarpit forever: the test's timeout reports that, not a time bound here.
-    expect(elapsed, 'ms until the call failed').to.be.at.least(250);
-    // The aborted request does not leave its connection behind in the tarpit.
-    for (let i = 0; i < 100 && sockets.size > 0; i++) await new Promise((r) => setTimeout(r, 20));
-    expect(sockets.size).to.equal(0);
+    return outcome;
+  };
+  /** When a signal made at time 0 with a timeout of 300 ms aborts. */
+  const DEADLINE_MS = 300 + DEADLINE_SHARING_MS;
+  /**
+   * Moves the fake clock to 1 ms short of `deadlineMs` from now, checks the call is still
+   * pending there, then to the deadline: resolves with the call's outcome once it settles.
+   */
+  const outcomeAtDeadline = async (timers: sinon.SinonFakeTimers, call: { value?: string }, deadlineMs: number, what: string) => {
+    await turn();
+    timers.tick(deadlineMs - 1);
+    await turn();
+    expect(call.value, `${what} settled before its deadline`).to.equal(undefined);
+    timers.tick(1);
+    while (call.value === undefined) await turn();
+    return call.value;
+  };
+
+  it('aborts an API call to a server that never answers at its deadline, as a retryable network failure, and closes the socket', async () => {
+    const timers = fakeClock();
+    const api = withRequestDeadline(kubeConfig(), 300).makeApiClient(CoreV1Api);
+    const call = outcomeOf(api.listNamespace());
+    while (sockets.size === 0) await turn();
+    expect(await outcomeAtDeadline(timers, call, DEADLINE_MS, 'the call')).to.equal('Network');
+    // The aborted request does not leave its connection behind in the tarpit: that it goes at
+    // all is on the test's timeout.
+    while (sockets.size > 0) await turn();
   });
 
   it('gives calls that start close together one signal, never a deadline shorter than the timeout, and later calls a fresh one', async () => {
+    const timers = fakeClock();
     const kc = withRequestDeadline(kubeConfig(), 300);
     const api = kc.makeApiClient(CoreV1Api);
     const warnings: Error[] = [];
@@ -68,39 +94,34 @@ describe('withRequestDeadline', () => {
       };
       const first = await signalOf();
       expect(await signalOf()).to.equal(first);
-      // Thirty calls at once wait on the same signal (one listener each), and all fail at its deadline.
-      const started = Date.now();
-      const outcomes = await Promise.all(
-        Array.from({ length: 30 }, () =>
-          api.listNamespace().then(
-            () => 'answered',
-            (e: unknown) => classifyApiError(e),
-          ),
-        ),
-      );
-      expect(outcomes).to.deep.equal(Array(30).fill('Network'));
-      // Not before the timeout; that they fail at all (one shared signal aborting them) is on the
-      // test's timeout, not on a wall-clock upper bound.
-      expect(Date.now() - started, 'ms until they failed').to.be.at.least(290);
+      // Thirty calls wait on the same signal (one listener each): 29 at once, the last at the
+      // end of the sharing window, which still gets its whole timeout; all fail at its deadline.
+      const calls = Array.from({ length: 29 }, () => outcomeOf(api.listNamespace()));
+      timers.tick(DEADLINE_SHARING_MS - 1);
+      expect(await signalOf()).to.equal(first);
+      calls.push(outcomeOf(api.listNamespace()));
+      await turn();
+      timers.tick(300);
+      await turn();
+      expect(
+        calls.filter((c) => c.value !== undefined),
+        'settled before the deadline, the last within its timeout',
+      ).to.deep.equal([]);
+      timers.tick(1);
+      while (calls.some((c) => c.value === undefined)) await turn();
+      expect(calls.map((c) => c.value)).to.deep.equal(Array(30).fill('Network'));
       // A call started after the first signal fired gets a fresh one, with its whole timeout.
       const later = await signalOf();
       expect(later).to.not.equal(first);
       expect(first?.aborted).to.equal(true);
       expect(later?.aborted).to.equal(false);
-      const again = Date.now();
-      expect(
-        await api.listNamespace().then(
-          () => 'answered',
-          (e: unknown) => classifyApiError(e),
-        ),
-      ).to.equal('Network');
-      expect(Date.now() - again, 'ms until the later call failed').to.be.at.least(290);
-      await new Promise((r) => setImmediate(r));
+      expect(await outcomeAtDeadline(timers, outcomeOf(api.listNamespace()), DEADLINE_MS, 'the later call')).to.equal('Network');
+      await turn();
       expect(warnings.map((w) => w.message)).to.deep.equal([]);
     } finally {
       process.off('warning', onWarning);
     }
-  }).timeout(10_000);
+  });
 
   it('leaves a call that brings its own signal with it', async () => {
     const kc = withRequestDeadline(kubeConfig(), 300);
@@ -118,7 +139,8 @@ describe('withRequestDeadline', () => {
         () => 'answered',
         () => 'failed',
       ),
-      new Promise((r) => setTimeout(() => r('pending'), 600)),
+      // Real time: there is no timer of ours to fake here.
+      new Promise((r) => setTimeout(() => r('pending'), DEADLINE_MS + 100)),
     ]);
     expect(outcome).to.equal('pending');
   });

@@ -235,6 +235,16 @@ describe('kubelet server', () => {
       // Denied callers learn nothing about which nodes exist.
       expect((await get(port, '/metrics/resource/some-real-node', { headers: bearer })).status).to.equal(403);
     });
+
+    it('answers 400 to a request target the URL parser refuses, as it names no node, and goes on serving', async () => {
+      // An absolute-form target whose port is past 65535: express routes it by its path, which the
+      // URL parser then refuses (it once made a 500).
+      for (const target of ['http://x:99999/metrics/resource/admiralty-cluster-c1', 'http://x:99999/stats/summary']) {
+        expect(await get(port, target, { headers: bearer }), target).to.deep.equal({ status: 400, body: 'malformed request target' });
+      }
+      expect(auth.seen, 'asked about nothing').to.deep.equal([]);
+      expect((await get(port, '/metrics/resource/admiralty-cluster-c1', { headers: bearer })).status).to.equal(200);
+    });
   });
 
   describe('auth', () => {

@@ -95,6 +95,15 @@ describe('kubelet server: operator views', () => {
     expect(asked).to.deep.equal([]);
   });
 
+  it('answers 400 to a request target the URL parser refuses, and asks the views nothing', async () => {
+    await start(() => true);
+    // An absolute-form target whose port is past 65535: express routes it by its path, which the
+    // URL parser then refuses (it once made a 500).
+    expect(await get(port, 'http://x:99999/admiralty/explain/ns/web-0', { Authorization: 'Bearer good' })).to.deep.equal({ status: 400, body: 'malformed request target' });
+    expect(asked).to.deep.equal([]);
+    expect(auth.seen).to.deep.equal([]);
+  });
+
   it('answers 401 without credentials', async () => {
     await start(() => true);
     expect((await get(port, '/admiralty/explain/ns/web', {})).status).to.equal(401);

@@ -7,12 +7,16 @@ import { delegatePodName } from '../../../../provider/model/names.js';
 import { notFound } from '../../../support/api-errors.js';
 import { coreStub } from '../../../support/stubs.js';
 import { fakeTarget } from '../../../support/targets.js';
+import { proxy } from '../../../support/pods.js';
 
 const NODE_A = 'admiralty-namespace-team-a-t';
 const NODE_CT = 'admiralty-cluster-ct';
 
-function pod(namespace: string, nodeName: string, annotations: Record<string, string> = { 'multicluster.admiralty.io/elect': '', 'multicluster.admiralty.io/sourcepod-manifest': '{}' }): V1Pod {
-  return { metadata: { name: 'p', namespace, uid: `uid-${namespace}`, annotations, labels: { 'multicluster.admiralty.io/has-finalizer': 'true' } }, spec: { nodeName, containers: [] } };
+/** A proxy as the webhook leaves it, on `nodeName`, but for the annotations given, which replace the webhook's. */
+function pod(namespace: string, nodeName: string, annotations?: Record<string, string>): V1Pod {
+  const p = proxy({ namespace, uid: `uid-${namespace}`, elected: true, nodeName });
+  if (annotations) p.metadata!.annotations = annotations;
+  return p;
 }
 
 function setup(pods: V1Pod[], namespaces: V1Namespace[]) {

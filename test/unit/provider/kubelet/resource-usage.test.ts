@@ -7,17 +7,21 @@ import { ResourceUsage, type PodMetricsRead } from '../../../../provider/kubelet
 import { PARENT_CLUSTER_NAME_LABEL, PARENT_UID_LABEL } from '../../../../provider/core/keys.js';
 import { delegatePodName } from '../../../../provider/model/names.js';
 import { buildStatsSummary, type PodSample } from '../../../../provider/model/resource-metrics.js';
+import { proxy as baseProxy } from '../../../support/pods.js';
 
 const NODE = 'admiralty-namespace-default-c2';
 const T0 = Date.UTC(2026, 10, 23, 10);
 const target = { key: 'Target/default/c2', displayName: 'default/c2' } as TargetClient;
 
 function proxy(name: string, uid: string, startedMs: number, namespace = 'default'): V1Pod {
-  return {
-    metadata: { name, namespace, uid },
-    spec: { nodeName: NODE, containers: [{ name: 'app' }] },
+  return baseProxy({
+    name,
+    namespace,
+    uid,
+    spec: { containers: [{ name: 'app' }] },
+    nodeName: NODE,
     status: { startTime: new Date(startedMs), containerStatuses: [{ name: 'app', ready: true, restartCount: 0, image: 'i', imageID: '', state: { running: { startedAt: new Date(startedMs) } } }] },
-  };
+  });
 }
 const sample = (timestampMs: number, cpuNanoCores: number, memory = 2 ** 20): PodSample => ({
   timestampMs,

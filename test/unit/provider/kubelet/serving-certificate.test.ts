@@ -8,6 +8,7 @@ import type { CertKeyPair } from '../../../../certs/cert-types.js';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import type { Logger } from '../../../../provider/core/logger.js';
 import { KubeletServingCertificate, SELF_APPROVAL_REASON, type CsrClient, type KubeletServingCertificateOptions } from '../../../../provider/kubelet/serving-certificate.js';
+import { notFound } from '../../../support/api-errors.js';
 
 const START = Date.UTC(2030, 0, 1);
 const POLL_MS = 500;
@@ -79,7 +80,6 @@ function fakeApi(clock: FakeClock, behaviour: FakeApiBehaviour = {}): FakeApi {
   let pollsAfterApproval = 0;
   let approved = false;
   const signAfter = behaviour.signAfterPolls ?? 1;
-  const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
 
   const create = sinon.stub().callsFake(async ({ body }: { body: V1CertificateSigningRequest }) => {
     csr = clone(body);

@@ -5,6 +5,7 @@ import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { PassThrough, Readable, Writable, type Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { FakeClock } from '../../../../provider/core/clock.js';
 import { createTargetExecBackend, MAX_TARGET_MESSAGE_BYTES, STDIN_HIGH_WATER_BYTES } from '../../../../provider/kubelet/target-exec-backend.js';
 
 /** A kubeconfig whose cluster is the given loopback server (plain HTTP, as client-node allows with skipTLSVerify). */
@@ -123,12 +124,9 @@ describe('target exec backend', () => {
     expect(err).to.equal('late error\n');
   });
 
-  it('passes a failure Status through and gives up waiting for the close after the grace period', async function () {
-    // The target never closes, so only the grace timer ends the call. That it ends at all, and on
-    // the 100 ms given rather than the default 5 s, is left to this test's timeout: a real
-    // socket's timer, not a time to assert. What the code guarantees is the lower bound: it
-    // read on for the whole grace (a timer may fire a millisecond early by Date.now).
-    this.timeout(4_000);
+  it('passes a failure Status through and gives up waiting for the close when the grace period ends', async () => {
+    // The target never closes, so only the grace timer ends the call: on a fake clock, it is
+    // still reading one millisecond before the grace ends, and returns once it has.
     const failure = {
       metadata: {},
       status: 'Failure',
@@ -137,14 +135,18 @@ describe('target exec backend', () => {
       details: { causes: [{ reason: 'ExitCode', message: '3' }] },
     };
     target = await fakeTarget((ws) => ws.send(frame(3, JSON.stringify(failure)))); // never closes
-    const started = Date.now();
-    const result = await createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100 }).exec(request, {
-      stdout: new PassThrough(),
-      stderr: new PassThrough(),
-      signal: new AbortController().signal,
-    });
-    expect(result).to.deep.equal({ status: failure });
-    expect(Date.now() - started, 'ms: it read on for the grace').to.be.at.least(99);
+    const clock = new FakeClock();
+    let settled = false;
+    const result = createTargetExecBackend(target.kubeConfig, { closeGraceMs: 100, clock })
+      .exec(request, { stdout: new PassThrough(), stderr: new PassThrough(), signal: new AbortController().signal })
+      .finally(() => (settled = true));
+    // The grace timer is set once the Status came.
+    while (clock.pending() === 0) await new Promise((r) => setTimeout(r, 2));
+    clock.advance(99);
+    await new Promise((r) => setImmediate(r));
+    expect(settled, 'returned before the grace ended').to.equal(false);
+    clock.advance(1);
+    expect(await result).to.deep.equal({ status: failure });
   });
 
   it('closes the connection of a target that keeps talking after the Status, and passes nothing more on', async () => {

@@ -20,6 +20,7 @@ import { matchesNodeSelectorAndAffinity } from '../../../../scheduler/node-match
 import { nodesOfSummary } from '../../../../scheduler/target-nodes.js';
 import { priorityClassesOfSummary, runtimeClassesOfSummary } from '../../../../scheduler/target-classes.js';
 import { podRequestsWithOverhead } from '../../../../provider/model/resources.js';
+import { pod as basePod } from '../../../support/pods.js';
 
 function node(labels: Record<string, string>, capacity?: Record<string, string>, allocatable?: Record<string, string>): V1Node {
   return { metadata: { name: Object.values(labels)[0] ?? 'n', labels }, status: { capacity, allocatable } };
@@ -96,11 +97,8 @@ describe('buildClusterSummary: node pools and what is free', () => {
     spec: { ...extra },
     status: { allocatable: { cpu: '4', memory: '8Gi', pods: '10' }, conditions },
   });
-  const pod = (name: string, nodeName: string | undefined, cpu: string, phase = 'Running'): V1Pod => ({
-    metadata: { name, namespace: 'team' },
-    spec: { nodeName, containers: [{ name: 'c', resources: { requests: { cpu, memory: '1Gi' } } }] },
-    status: { phase },
-  });
+  const pod = (name: string, nodeName: string | undefined, cpu: string, phase = 'Running'): V1Pod =>
+    basePod({ name, namespace: 'team', spec: { nodeName, containers: [{ name: 'c', resources: { requests: { cpu, memory: '1Gi' } } }] }, status: { phase } });
   const nodes = [
     worker('a1', { pool: 'general', zone: 'a' }),
     worker('a2', { pool: 'general', zone: 'a' }),

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { V1Namespace, V1Pod, V1PodCondition } from '@kubernetes/client-node';
+import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
 import {
   conditionDiffers,
   decideOutage,
@@ -11,24 +11,15 @@ import {
   STANDBY_FENCE_GRACE_MS,
   standbyMayCreateDelegates,
 } from '../../../../provider/model/outage.js';
+import { proxy, type ProxyFixture } from '../../../support/pods.js';
 
 const AFTER = 'multicluster.admiralty.io/failover-after';
 const COND = 'multicluster.admiralty.io/TargetReachable';
 const T0 = Date.parse('2026-01-01T10:00:00.000Z');
 
-function pod(o: { annotations?: Record<string, string>; owner?: boolean; phase?: string; deleting?: boolean; conditions?: V1PodCondition[] } = {}): V1Pod {
-  return {
-    metadata: {
-      name: 'web-0',
-      namespace: 'apps',
-      uid: 'u1',
-      annotations: o.annotations,
-      ownerReferences: o.owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs', controller: true }] : undefined,
-      deletionTimestamp: o.deleting ? new Date(T0) : undefined,
-    },
-    status: { phase: o.phase ?? 'Running', conditions: o.conditions },
-  };
-}
+/** The proxy web-0, Running unless told; `deleting` since T0. */
+const pod = ({ deleting, ...o }: ProxyFixture & { deleting?: boolean } = {}): V1Pod =>
+  proxy({ name: 'web-0', namespace: 'apps', uid: 'u1', phase: 'Running', deletedAt: deleting ? new Date(T0) : undefined, ...o });
 const ns = (annotations?: Record<string, string>): V1Namespace => ({ metadata: { name: 'apps', annotations } });
 
 describe('isOutage', () => {

@@ -4,6 +4,7 @@ import { delegatePodName } from '../../../../provider/model/names.js';
 import { DELEGATE_EVENT_COPIES } from '../../../../provider/core/config.js';
 import { isAutoscalerVerdict, NOT_TRIGGER_SCALE_UP, TRIGGERED_SCALE_UP } from '../../../../provider/model/autoscaler.js';
 import { copiesEvent, eventTime, isAboutDelegateOf, proxyEventFor, proxyEventName, ROUTINE_POD_EVENT_REASONS, targetEventsSelector } from '../../../../provider/model/proxy-event.js';
+import { proxy as baseProxy, type ProxyFixture } from '../../../support/pods.js';
 
 const delegate = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({
   metadata: {
@@ -17,7 +18,7 @@ const delegate = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({
 });
 
 /** The proxy of {@link delegate}, as the source's cache has it. */
-const proxy = (over: Partial<V1Pod['metadata']> = {}): V1Pod => ({ metadata: { name: 'web', namespace: 'shop', uid: 'proxy-uid', ...over } });
+const proxy = (over: ProxyFixture = {}): V1Pod => baseProxy({ name: 'web', namespace: 'shop', uid: 'proxy-uid', ...over });
 
 const event = (over: Partial<CoreV1Event> = {}): CoreV1Event => ({
   metadata: { name: 'web-0a1b2c3d4e.17a', namespace: 'shop', uid: 'event-uid' },
@@ -167,7 +168,7 @@ describe('targetEventsSelector', () => {
 });
 
 describe('isAboutDelegateOf', () => {
-  const proxy = (name: string, uid: string): V1Pod => ({ metadata: { name, namespace: 'shop', uid } });
+  const proxy = (name: string, uid: string): V1Pod => baseProxy({ name, namespace: 'shop', uid });
   const longName = `web-${'x'.repeat(70)}`;
   const proxies = [proxy('web', 'u1'), proxy(longName, 'u2'), proxy('web-2', 'u3')];
   const byName = (name: string, namespace: string) => proxies.find((p) => p.metadata!.name === name && p.metadata!.namespace === namespace);

@@ -16,13 +16,10 @@ import {
   statusEquals,
   UNCACHED_PROXY_STATUS_FIELDS,
 } from '../../../../provider/model/proxy-status.js';
+import { proxy as baseProxy } from '../../../support/pods.js';
 
 function proxy(status: V1PodStatus = {}, annotations: Record<string, string> = {}): V1Pod {
-  return {
-    metadata: { name: 'p', namespace: 'ns', annotations },
-    spec: { containers: [{ name: 'main' }, { name: 'side' }], initContainers: [{ name: 'init' }] },
-    status,
-  };
+  return baseProxy({ namespace: 'ns', annotations, spec: { containers: [{ name: 'main' }, { name: 'side' }], initContainers: [{ name: 'init' }] }, status });
 }
 
 describe('buildProxyStatus', () => {

@@ -42,6 +42,11 @@ describe('quantity', () => {
       it(`rejects ${JSON.stringify(bad)}`, () => expect(() => parseQuantity(bad)).to.throw(ValidationError));
     }
 
+    // The suffix tables are plain objects: the names they inherit from Object.prototype are no suffix.
+    for (const bad of ['12constructor', '1toString', '1__proto__', '1hasOwnProperty']) {
+      it(`rejects ${JSON.stringify(bad)} as an unknown suffix`, () => expect(() => parseQuantity(bad)).to.throw(ValidationError, /unknown suffix/));
+    }
+
     // A target's server writes its ClusterSummary, and a tenant a Target's burst capacity: an
     // exponent of millions made a bigint of millions of digits, seconds of the event loop.
     const MAX = ((1n << 63n) - 1n) * G;

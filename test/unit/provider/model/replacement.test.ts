@@ -1,26 +1,27 @@
 import { expect } from 'chai';
-import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { SCALE_UP_PATIENCE_MS } from '../../../../provider/model/autoscaler.js';
 import { decideReplacement, NODE_LOST_GRACE_MS, type ReplacementInput } from '../../../../provider/model/replacement.js';
+import { proxy as baseProxy, type ProxyFixture } from '../../../support/pods.js';
 
 const COND = 'multicluster.admiralty.io/Replaceable';
 const T0 = Date.parse('2026-01-01T10:00:00.000Z');
 const AFTER = 60_000;
 const COOL = 300_000;
 
-function proxy(o: { owner?: boolean; phase?: string; deleting?: boolean; conditions?: V1PodCondition[] } = {}): V1Pod {
-  return {
-    metadata: {
-      name: 'web-0',
-      namespace: 'apps',
-      uid: 'u1',
-      ownerReferences: o.owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs-uid', controller: true }] : undefined,
-      deletionTimestamp: o.deleting ? new Date(T0) : undefined,
-    },
-    spec: { containers: [{ name: 'c' }], nodeName: 'admiralty-namespace-apps-c2' },
-    status: { phase: o.phase ?? 'Pending', conditions: o.conditions },
-  };
-}
+/** web-0, bound to c2's virtual node, Pending unless told; `deleting` since T0, `owner` ReplicaSet web-abc of UID rs-uid. */
+const proxy = ({ deleting, owner, ...o }: ProxyFixture & { deleting?: boolean; owner?: boolean } = {}): V1Pod =>
+  baseProxy({
+    name: 'web-0',
+    namespace: 'apps',
+    uid: 'u1',
+    spec: { containers: [{ name: 'c' }] },
+    nodeName: 'admiralty-namespace-apps-c2',
+    phase: 'Pending',
+    owner: owner && { uid: 'rs-uid' },
+    deletedAt: deleting ? new Date(T0) : undefined,
+    ...o,
+  });
 
 /** A delegate Unschedulable since `sinceMs`. */
 function unschedulable(sinceMs: number): V1Pod {

@@ -2,16 +2,16 @@ import { expect } from 'chai';
 import type { V1Namespace, V1Pod } from '@kubernetes/client-node';
 import { checkTenancy } from '../../../../provider/model/tenancy.js';
 import type { TargetRef } from '../../../../provider/model/types.js';
+import { proxy as baseProxy } from '../../../support/pods.js';
 
 const enabled = (name: string): V1Namespace => ({ metadata: { name, labels: { 'multicluster-scheduler': 'enabled' } } });
-const proxy = (
-  namespace: string,
-  annotations: Record<string, string> = { 'multicluster.admiralty.io/elect': '', 'multicluster.admiralty.io/sourcepod-manifest': '{}' },
-  labels: Record<string, string> = { 'multicluster.admiralty.io/has-finalizer': 'true' },
-): V1Pod => ({
-  metadata: { name: 'p', namespace, annotations, labels },
-  spec: { containers: [] },
-});
+/** A proxy as the webhook leaves it, but for the annotations or labels given, which replace the webhook's. */
+const proxy = (namespace: string, annotations?: Record<string, string>, labels?: Record<string, string>): V1Pod => {
+  const p = baseProxy({ namespace, elected: true, spec: {} });
+  if (annotations) p.metadata!.annotations = annotations;
+  if (labels) p.metadata!.labels = labels;
+  return p;
+};
 const targetOf = (namespace: string): TargetRef => ({ kind: 'Target', namespace, name: 't' });
 const clusterTarget: TargetRef = { kind: 'ClusterTarget', namespace: '', name: 'ct' };
 

@@ -13,6 +13,7 @@ import { MapCache } from './map-cache.js';
 import { apiError, notFound } from '../../../support/api-errors.js';
 import { coreStub } from '../../../support/stubs.js';
 import { fakeTarget } from '../../../support/targets.js';
+import { proxy as baseProxy } from '../../../support/pods.js';
 
 const CLUSTER = 'c1';
 const NODE = 'admiralty-cluster-t1';
@@ -30,23 +31,21 @@ function proxy(over: { status?: V1Pod['status']; nodeName?: string | null; delet
     metadata: { name: 'web-0', namespace: NS, labels: { app: 'web' }, annotations: { 'multicluster.admiralty.io/elect': '' } },
     spec: { containers: [{ name: 'web', image: 'nginx', volumeMounts: [{ name: 'conf', mountPath: '/etc/web' }] }], volumes: [{ name: 'conf', configMap: { name: 'web-conf' } }] },
   };
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {
-      name: 'web-0',
-      namespace: NS,
-      uid: UID,
-      resourceVersion: '10',
-      labels: { app: 'web', 'multicluster.admiralty.io/has-finalizer': 'true' },
-      annotations: { 'multicluster.admiralty.io/elect': '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
-      finalizers: over.finalizers ?? [PROXY_FINALIZER],
-      ...(over.deleting ? { deletionTimestamp: new Date(T0), deletionGracePeriodSeconds: 30 } : {}),
-      ...(over.owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs-uid', controller: true }] } : {}),
-    },
-    spec: { ...manifest.spec!, nodeName: over.nodeName === null ? undefined : (over.nodeName ?? NODE) },
+  return baseProxy({
+    typed: true,
+    name: 'web-0',
+    namespace: NS,
+    uid: UID,
+    resourceVersion: '10',
+    labels: { app: 'web' },
+    elected: { sourcePod: manifest },
+    finalizers: over.finalizers ?? [PROXY_FINALIZER],
+    ...(over.deleting ? { deletedAt: new Date(T0), deletionGracePeriodSeconds: 30 } : {}),
+    owner: over.owner && { uid: 'rs-uid' },
+    spec: manifest.spec,
+    nodeName: over.nodeName === null ? undefined : (over.nodeName ?? NODE),
     status: over.status ?? { phase: 'Pending' },
-  };
+  });
 }
 
 /** The delegate as the target would return it after create. */

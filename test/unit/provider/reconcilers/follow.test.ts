@@ -15,6 +15,7 @@ import { MapCache } from './map-cache.js';
 import { apiError, alreadyExists, notFound } from '../../../support/api-errors.js';
 import { coreStub, emptyCluster, type CoreStub } from '../../../support/stubs.js';
 import { fakeTarget } from '../../../support/targets.js';
+import { proxy as baseProxy } from '../../../support/pods.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -47,19 +48,16 @@ function proxy(name: string, nodeName: string | undefined, uses: { configMap?: s
       ],
     },
   };
-  return {
-    metadata: {
-      name,
-      namespace: NS,
-      uid: `${name}-uid`,
-      finalizers: [PROXY_FINALIZER],
-      labels: { 'multicluster.admiralty.io/has-finalizer': 'true' },
-      annotations: { 'multicluster.admiralty.io/elect': '', [SOURCE_POD_MANIFEST_ANNOTATION]: JSON.stringify(manifest) },
-    },
+  return baseProxy({
+    name,
+    namespace: NS,
+    uid: `${name}-uid`,
+    finalizers: [PROXY_FINALIZER],
+    elected: { sourcePod: manifest },
     // A real proxy keeps the containers of its manifest (the webhook changes scheduling fields only).
     spec: { ...manifest.spec!, nodeName },
-    status: { phase: 'Pending' },
-  };
+    phase: 'Pending',
+  });
 }
 
 const configMap = (name: string, data: Record<string, string> = { mode: 'prod' }): V1ConfigMap => ({ metadata: { name, namespace: NS, uid: `${name}-uid`, resourceVersion: '1' }, data });

@@ -12,6 +12,7 @@ import { MapCache } from './map-cache.js';
 import { apiError } from '../../../support/api-errors.js';
 import { coreStub } from '../../../support/stubs.js';
 import { fakeTarget } from '../../../support/targets.js';
+import { proxy as baseProxy, type ProxyFixture } from '../../../support/pods.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -22,22 +23,20 @@ const AFTER = 'multicluster.admiralty.io/failover-after';
 const COND = 'multicluster.admiralty.io/TargetReachable';
 const FINALIZER = 'multicluster.admiralty.io/delegate';
 
-function proxy(name: string, o: { owner?: boolean; annotations?: Record<string, string>; conditions?: V1PodCondition[]; nodeName?: string; deleting?: boolean; grace?: number } = {}): V1Pod {
-  return {
-    metadata: {
-      name,
-      namespace: NS,
-      uid: `uid-${name}`,
-      annotations: o.annotations,
-      finalizers: [FINALIZER, 'example.com/keep'],
-      ownerReferences: o.owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs', controller: true }] : undefined,
-      deletionTimestamp: o.deleting ? new Date(T0) : undefined,
-      deletionGracePeriodSeconds: o.deleting ? (o.grace ?? 0) : undefined,
-    },
-    spec: { containers: [{ name: 'c' }], nodeName: o.nodeName ?? NODE },
-    status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }, ...(o.conditions ?? [])] },
-  };
-}
+/** A Running, Ready proxy on {@link NODE}, with our finalizer and another; `deleting` since T0 with a grace of `grace` s (0). */
+const proxy = (name: string, { deleting, grace, conditions, ...o }: ProxyFixture & { deleting?: boolean; grace?: number } = {}): V1Pod =>
+  baseProxy({
+    name,
+    namespace: NS,
+    uid: `uid-${name}`,
+    finalizers: [FINALIZER, 'example.com/keep'],
+    spec: { containers: [{ name: 'c' }] },
+    nodeName: NODE,
+    phase: 'Running',
+    conditions: [{ type: 'Ready', status: 'True' }, ...(conditions ?? [])],
+    ...(deleting ? { deletedAt: new Date(T0), deletionGracePeriodSeconds: grace ?? 0 } : {}),
+    ...o,
+  });
 
 function delegate(name: string, parent: string, parentUid: string, cluster = CLUSTER): V1Pod {
   return {

@@ -11,6 +11,7 @@ import { MapCache } from './map-cache.js';
 import { apiError } from '../../../support/api-errors.js';
 import { coreStub } from '../../../support/stubs.js';
 import { fakeTarget } from '../../../support/targets.js';
+import { proxy as baseProxy, type ProxyFixture } from '../../../support/pods.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -21,18 +22,9 @@ const AFTER = 60_000;
 const COOL = 300_000;
 const COND = 'multicluster.admiralty.io/Replaceable';
 
-function proxy(name: string, o: { owner?: boolean; nodeName?: string | null; conditions?: V1PodCondition[] } = {}): V1Pod {
-  return {
-    metadata: {
-      name,
-      namespace: NS,
-      uid: `uid-${name}`,
-      ownerReferences: o.owner ? [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-abc', uid: 'rs', controller: true }] : undefined,
-    },
-    spec: { containers: [{ name: 'c' }], nodeName: o.nodeName === null ? undefined : (o.nodeName ?? NODE) },
-    status: { phase: 'Pending', conditions: o.conditions },
-  };
-}
+/** A Pending proxy, bound to {@link NODE} unless `nodeName` is null. */
+const proxy = (name: string, { nodeName, ...o }: Omit<ProxyFixture, 'nodeName'> & { nodeName?: string | null } = {}): V1Pod =>
+  baseProxy({ name, namespace: NS, uid: `uid-${name}`, spec: { containers: [{ name: 'c' }] }, nodeName: nodeName === null ? undefined : (nodeName ?? NODE), phase: 'Pending', ...o });
 
 /** The delegate of `parent`, Unschedulable since `sinceMs`, or bound to `node`. */
 function delegate(parent: string, o: { unschedulableSinceMs?: number; node?: string; cluster?: string } = {}): V1Pod {

@@ -4,11 +4,11 @@ import { ApiException, AuthenticationV1Api, AuthorizationV1Api, RbacAuthorizatio
 import { buildSelfTargetBinding } from '../../../../provider/model/self-target-binding.js';
 import type { TargetRef } from '../../../../provider/model/types.js';
 import { SelfTargetBindings } from '../../../../provider/reconcilers/self-target-bindings.js';
+import { notFound } from '../../../support/api-errors.js';
 
 const REF: TargetRef = { kind: 'Target', namespace: 'team-a', name: 'home' };
 const CT: TargetRef = { kind: 'ClusterTarget', namespace: '', name: 'home' };
 const ME = 'system:serviceaccount:admiralty:admiralty';
-const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
 
 function setup(existing?: V1RoleBinding) {
   const rbac = sinon.createStubInstance(RbacAuthorizationV1Api);

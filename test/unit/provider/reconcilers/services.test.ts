@@ -17,6 +17,7 @@ import { ServiceReconciler } from '../../../../provider/reconcilers/services.js'
 import { MapCache } from './map-cache.js';
 import { coreStub, emptyCluster } from '../../../support/stubs.js';
 import { fakeTarget } from '../../../support/targets.js';
+import { proxy as baseProxy } from '../../../support/pods.js';
 
 const CLUSTER = 'c1';
 const NS = 'apps';
@@ -34,10 +35,8 @@ const service = (over: Partial<V1Service['metadata']> = {}): V1Service => ({
   spec: { selector: { app: 'web' }, ports: [{ port: 80, targetPort: 8080 }], clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'] },
 });
 
-const proxy = (name: string, nodeName: string | undefined, labels: Record<string, string> = { app: 'web' }): V1Pod => ({
-  metadata: { name, namespace: NS, uid: `${name}-uid`, labels },
-  spec: { nodeName, containers: [{ name: 'app', image: 'nginx' }] },
-});
+const proxy = (name: string, nodeName: string | undefined, labels: Record<string, string> = { app: 'web' }): V1Pod =>
+  baseProxy({ name, namespace: NS, uid: `${name}-uid`, labels, spec: { containers: [{ name: 'app', image: 'nginx' }] }, nodeName });
 
 const delegateOf = (p: V1Pod, cluster = CLUSTER): V1Pod => ({
   metadata: {

@@ -4,11 +4,10 @@ import { ApiException, CoreV1Api, RbacAuthorizationV1Api, type V1ClusterRoleBind
 import type { ObjectCache } from '../../../../provider/controller/object-cache.js';
 import { SourcesReconciler } from '../../../../provider/reconcilers/sources.js';
 import type { ClusterSource, Source } from '../../../../provider/model/types.js';
+import { alreadyExists, notFound } from '../../../support/api-errors.js';
 
 const P = 'multicluster.admiralty.io/';
 const RBAC = 'rbac.authorization.k8s.io';
-const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
-const alreadyExists = () => new ApiException(409, 'AlreadyExists', '{"kind":"Status","reason":"AlreadyExists"}', {});
 
 const SOURCE: Source = { metadata: { name: 'cluster1', namespace: 'default', uid: 'src-uid' }, spec: { serviceAccountName: 'cluster1', userName: 'spiffe://c1' } };
 const CLUSTER_SOURCE: ClusterSource = { metadata: { name: 'cluster1', uid: 'csrc-uid' }, spec: { serviceAccount: { name: 'cluster1', namespace: 'admiralty' } } };

@@ -6,6 +6,7 @@ import type { ObjectCache } from '../../../../provider/controller/object-cache.j
 import { SummaryReconciler } from '../../../../provider/reconcilers/summary.js';
 import { buildClusterSummary } from '../../../../provider/model/cluster-summary.js';
 import type { ClusterSummary } from '../../../../provider/model/types.js';
+import { alreadyExists, conflict, notFound } from '../../../support/api-errors.js';
 
 const API = { group: 'multicluster.admiralty.io', version: 'v1alpha1', plural: 'clustersummaries' };
 
@@ -26,7 +27,7 @@ function customApi(stored: ClusterSummary | undefined) {
   const state = { stored };
   const api = {
     getClusterCustomObject: sinon.stub().callsFake(async () => {
-      if (!state.stored) throw new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
+      if (!state.stored) throw notFound();
       return structuredClone(state.stored);
     }),
     createClusterCustomObject: sinon.stub().callsFake(async ({ body }: { body: ClusterSummary }) => {
@@ -300,7 +301,7 @@ describe('SummaryReconciler.reconcile', () => {
 
   it('tolerates AlreadyExists on create (another replica won)', async () => {
     const { api } = customApi(undefined);
-    api.createClusterCustomObject.rejects(new ApiException(409, 'AlreadyExists', '{"kind":"Status","reason":"AlreadyExists"}', {}));
+    api.createClusterCustomObject.rejects(alreadyExists());
     expect(await reconciler(api, [WORKER_1], 5_000).reconcile()).to.deep.equal({ requeueAfterMs: 5_000 });
   });
 
@@ -325,14 +326,14 @@ describe('SummaryReconciler.reconcile', () => {
 
   it('lets a conflicting replace fail so the runner retries with a fresh read', async () => {
     const { api } = customApi({ metadata: { name: 'singleton', resourceVersion: '3', labels: {} }, capacity: {}, allocatable: {} });
-    const conflict = new ApiException(409, 'Conflict', '{"kind":"Status","reason":"Conflict"}', {});
-    api.replaceClusterCustomObject.rejects(conflict);
+    const stale = conflict();
+    api.replaceClusterCustomObject.rejects(stale);
     let error: unknown;
     try {
       await reconciler(api, [WORKER_1]).reconcile();
     } catch (err) {
       error = err;
     }
-    expect(error).to.equal(conflict);
+    expect(error).to.equal(stale);
   });
 });

@@ -28,15 +28,12 @@ import { TargetsReconciler } from '../../../../provider/reconcilers/targets.js';
 import { buildVirtualNode } from '../../../../provider/model/virtual-node.js';
 import type { ClusterSummary, Target, TargetRef } from '../../../../provider/model/types.js';
 import { MapCache } from './map-cache.js';
+import { alreadyExists, conflict, notFound } from '../../../support/api-errors.js';
 
 const T0 = Date.parse('2024-05-01T10:00:00.000Z');
 const NODE = 'admiralty-namespace-default-local';
 const KEY = 'Target/default/local';
 const P = 'multicluster.admiralty.io/';
-
-const notFound = () => new ApiException(404, 'NotFound', '{"kind":"Status","reason":"NotFound"}', {});
-const alreadyExists = () => new ApiException(409, 'AlreadyExists', '{"kind":"Status","reason":"AlreadyExists"}', {});
-const conflict = () => new ApiException(409, 'Conflict', '{"kind":"Status","reason":"Conflict"}', {});
 
 /** Informer cache fake: objects by `<ns>/<name>`. */
 
