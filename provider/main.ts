@@ -181,7 +181,7 @@ async function setupParts(wiring: Wiring): Promise<void> {
       ? setupExtender(wiring, {
           memory,
           refusals,
-          delegation: delegation && proxies && namespaces && beingPlaced && { delegation, proxies, namespaces, beingPlaced },
+          delegation,
           targets: enabled('targets') ? targetCaches(wiring) : undefined,
           authorization,
         })

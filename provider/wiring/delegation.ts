@@ -11,8 +11,8 @@ import type { BeingPlaced } from '../../scheduler/being-placed.js';
 import type { Wiring } from './wiring.js';
 import { delegatesCache, ownedBy, targetScope } from './caches.js';
 
-/** What delegation gives the rest of the wiring (the binder, the extender, the kubelet API). */
-export interface Delegation {
+/** What delegation gives the rest of the wiring (the binder, the extender, the kubelet API), with the caches it was set up with. */
+export interface Delegation extends DelegationOptions {
   delegates: (key: string) => Informer<V1Pod> | undefined;
   /** Pod events in a target (the binder reads cluster-autoscaler's word on a delegate there). */
   targetEvents: (key: string) => Informer<CoreV1Event> | undefined;
@@ -107,6 +107,7 @@ export async function setupDelegation(wiring: Wiring, options: DelegationOptions
   setupServices(parts);
   setupDelegateEvents(parts, replacement);
   return {
+    ...options,
     delegates: (key) => perTarget(key)?.delegates,
     targetEvents: (key) => perTarget(key)?.events,
     onDelegateChange,

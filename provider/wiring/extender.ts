@@ -1,8 +1,6 @@
-import { PolicyV1Api, type V1Namespace, type V1Pod, type V1PodDisruptionBudget } from '@kubernetes/client-node';
+import { PolicyV1Api, type V1Pod, type V1PodDisruptionBudget } from '@kubernetes/client-node';
 import { budgetFields } from '../../scheduler/preempt.js';
 import type { Route } from '../core/http-router.js';
-import type { BeingPlaced } from '../../scheduler/being-placed.js';
-import type { Informer } from '../controller/informer.js';
 import { standbyMayCreateDelegates } from '../model/outage.js';
 import { Binder } from '../../scheduler/bind.js';
 import { createExtender, type Extender, type TargetVerdict } from '../../scheduler/extender-server.js';
@@ -34,8 +32,8 @@ import type { Wiring } from './wiring.js';
 export interface ExtenderOptions {
   memory: PlacementMemory;
   refusals: RefusalLog;
-  /** With delegation: the proxies and opted-in namespaces caches, what the binder places, and delegation itself. */
-  delegation: { proxies: Informer<V1Pod>; namespaces: Informer<V1Namespace>; beingPlaced: BeingPlaced; delegation: Delegation } | undefined;
+  /** With delegation: its caches (proxies, opted-in namespaces, each target's delegates and events) and what the binder places. */
+  delegation: Delegation | undefined;
   targets: TargetInformers | undefined;
   authorization: TargetAuthorization | undefined;
 }
@@ -75,7 +73,8 @@ export function setupExtender(wiring: Wiring, options: ExtenderOptions): { route
  * delegation runs) looks again only at the assumptions whose delegate changed. No assumption
  * exists before the binder's first bind.
  */
-function newBinder(parts: ExtenderParts, { proxies, namespaces, beingPlaced, delegation }: NonNullable<ExtenderOptions['delegation']>): Binder {
+function newBinder(parts: ExtenderParts, delegation: Delegation): Binder {
+  const { proxies, namespaces, beingPlaced } = delegation;
   const { wiring, memory, refusals, authorization, targetPlacement } = parts;
   const binder = new Binder({
     sourceCore: wiring.core,
@@ -121,9 +120,9 @@ function newBinder(parts: ExtenderParts, { proxies, namespaces, beingPlaced, del
 /** The extender itself, over this replica's registry of targets and caches. */
 function newExtender(parts: ExtenderParts, binder: Binder | undefined): Extender {
   const { wiring, memory, refusals, authorization, targetOf, targetPlacement } = parts;
-  const proxies = parts.delegation?.proxies;
-  const delegation = parts.delegation?.delegation;
-  const namespaces = parts.delegation?.namespaces;
+  const { delegation } = parts;
+  const proxies = delegation?.proxies;
+  const namespaces = delegation?.namespaces;
   // Preemption spares the proxies a PodDisruptionBudget protects, as kube-scheduler does. Budgets
   // are few and small; only what upstream's check reads is kept.
   const policy = delegation && wiring.kc.makeApiClient(PolicyV1Api);
