@@ -18,6 +18,7 @@ import { DelegateCreateError, DelegateWriter, type DelegateCreation } from '../p
 import { asksClaimTemplates, claimCreationFailure, nominatedFor, preemptingFor, unschedulableVerdict } from './delegate-verdict.js';
 import type { EventRecorder } from '../provider/core/events.js';
 import { schedulingPod } from './fit.js';
+import { BeingPlaced, type Placement } from './being-placed.js';
 import type { PlacementMemory } from './placement-memory.js';
 import type { RefusalLog } from './refusal-log.js';
 
@@ -34,6 +35,8 @@ export interface ExtenderBindingResult {
   Error: string;
 }
 
+export type { Placement } from './being-placed.js';
+
 export interface BinderOptions {
   sourceCore: CoreV1Api;
   registry: Pick<ClusterRegistry, 'byNodeName' | 'health'>;
@@ -41,6 +44,8 @@ export interface BinderOptions {
   proxies: ObjectCache<V1Pod>;
   /** Source namespaces labelled `multicluster-scheduler=enabled`. */
   namespaces: ObjectCache<V1Namespace>;
+  /** Where the binder records what it is placing, shared with whoever reads it (follow); its own when absent. */
+  beingPlaced?: BeingPlaced;
   /** Per-target cache of our delegates, when its informer runs (else the binder reads the target). */
   delegates: (targetKey: string) => (ObjectCache<V1Pod> & { hasSynced(): boolean }) | undefined;
   /**
@@ -106,15 +111,6 @@ export interface BinderOptions {
   pollMs?: number;
 }
 
-/** A proxy being placed on a target: it uses that target before it is bound to its virtual node. */
-export interface Placement {
-  proxy: V1Pod;
-  targetKey: string;
-}
-
-/** How long a placement still counts after the bind, at most, while the proxies cache catches up. */
-const PLACED_GRACE_MS = 60_000;
-
 /** A target would not (or could not) take the pod: kube-scheduler is told, and the target is remembered as refusing. */
 class Refused extends Error {
   /** The reason's name, as {@link RefusalLog} counts it. */
@@ -164,8 +160,8 @@ class Refused extends Error {
  */
 export class Binder {
   private readonly inflight = new Map<string, Promise<ExtenderBindingResult>>();
-  /** By proxy UID: placements under way, and done ones until the proxies cache shows the bind. */
-  private readonly placements = new Map<string, Placement & { boundAtMs?: number }>();
+  /** Placements under way, and done ones until the proxies cache shows the bind. */
+  private readonly beingPlaced: BeingPlaced;
   private readonly placeTimeoutMs: number;
   private readonly pollMs: number;
   /** Binds waiting for a delegate to change, by {@link waitKey}. */
@@ -175,6 +171,7 @@ export class Binder {
 
   constructor(private readonly o: BinderOptions) {
     this.writer = new DelegateWriter(o);
+    this.beingPlaced = o.beingPlaced ?? new BeingPlaced(o);
     this.placeTimeoutMs = o.placeTimeoutMs ?? 20_000;
     this.pollMs = o.pollMs ?? 500;
   }
@@ -214,36 +211,17 @@ export class Binder {
    * undefined (the extender's topology, for a term with a namespaceSelector).
    */
   placing(namespace?: string): Placement[] {
-    this.forgetBound();
-    const out: Placement[] = [];
-    for (const p of this.placements.values()) if (namespace === undefined || p.proxy.metadata?.namespace === namespace) out.push({ proxy: p.proxy, targetKey: p.targetKey });
-    return out;
+    return this.beingPlaced.placing(namespace);
   }
 
   /** Proxies being placed on `targetKey` and not bound yet (their delegate may not exist yet). */
   placingOn(targetKey: string): V1Pod[] {
-    this.forgetBound();
-    return [...this.placements.values()].filter((p) => p.targetKey === targetKey && p.boundAtMs === undefined).map((p) => p.proxy);
+    return this.beingPlaced.placingOn(targetKey);
   }
 
-  /** How many placements are held: those under way, and bound ones until the proxies cache shows them (at most {@link PLACED_GRACE_MS}). */
+  /** How many placements are held: those under way, and bound ones until the proxies cache shows them (see {@link BeingPlaced}). */
   get held(): number {
-    return this.placements.size;
-  }
-
-  /**
-   * Drops the bound placements that the proxies cache shows bound, or that were bound longer
-   * than {@link PLACED_GRACE_MS} ago. Called on every read and every new placement, so that what
-   * is held stays bounded by the binds of the last minute, whoever asks (each record holds a
-   * whole proxy).
-   */
-  private forgetBound(): void {
-    const now = this.o.clock.now();
-    for (const [uid, p] of this.placements) {
-      if (p.boundAtMs === undefined) continue;
-      const cached = this.o.proxies.get(p.proxy.metadata!.name!, p.proxy.metadata!.namespace);
-      if ((cached?.metadata?.uid === uid && cached.spec?.nodeName) || now - p.boundAtMs > PLACED_GRACE_MS) this.placements.delete(uid);
-    }
+    return this.beingPlaced.held;
   }
 
   private async place(args: ExtenderBindingArgs): Promise<void> {
@@ -270,8 +248,7 @@ export class Binder {
       // The checks of buildDelegatePod, before anything is written; the delegate is built once,
       // with its copies' names.
       const delegateName = delegateNameOf(proxy, { sourceClusterName: this.o.sourceClusterName });
-      this.forgetBound();
-      this.placements.set(args.PodUID, { proxy, targetKey: target.key });
+      this.beingPlaced.begin(args.PodUID, { proxy, targetKey: target.key });
       // kube-scheduler filters the next pods while this bind waits for the target's scheduler:
       // they must not be offered the room this pod is taking.
       reserved = { namespace, name: delegateName };
@@ -280,7 +257,7 @@ export class Binder {
       const delegate = await this.createDelegate(proxy, delegateName, target);
       const placed = await this.waitPlaced(target, delegate, asksClaimTemplates(proxy));
       await this.bindProxy(proxy, node, target, placed);
-      this.placements.set(args.PodUID, { proxy, targetKey: target.key, boundAtMs: this.o.clock.now() });
+      this.beingPlaced.bound(args.PodUID, { proxy, targetKey: target.key });
       // A delegate waiting for a scale-up holds no node yet: it counts against burst capacity
       // while it waits. One whose node was nominated holds that node's room already.
       const placedOn = placed.spec?.nodeName ?? nominatedFor(placed);
@@ -294,7 +271,7 @@ export class Binder {
       const where = placed.spec?.nodeName ?? (placedOn ? `${placedOn} (nominated, not bound yet)` : '(waiting for a scale-up)');
       this.o.logger.debug('scheduler extender: bound', { pod: `${namespace}/${name}`, cluster: target.displayName, node: where });
     } catch (err) {
-      this.placements.delete(args.PodUID);
+      this.beingPlaced.drop(args.PodUID);
       if (reserved) this.o.memory.release(target.key, reserved);
       const refused = err instanceof Refused;
       const message = refused ? err.message : `${target.displayName}: ${(err as Error).message}`;

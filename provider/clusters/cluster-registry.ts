@@ -32,10 +32,11 @@ export interface TargetHealth {
  * The registry of target clusters: one client set per Target/ClusterTarget, replaced live when
  * its credentials change and removed when it is deleted. Controllers that work per target
  * (delegation, follow, services, the kubelet API) look targets up here and listen for
- * `added`/`removed` to start or stop their per-target watches. A broken target never blocks
- * the others: each entry is independent.
+ * `added`/`removed` to start or stop their per-target watches, and for `probed` (the key of a
+ * target just probed, whether or not it answered) to look at it again. A broken target never
+ * blocks the others: each entry is independent.
  */
-export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; removed: [TargetClient] }> {
+export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; removed: [TargetClient]; probed: [string] }> {
   private readonly clients = new Map<string, TargetClient>();
   private readonly healths = new Map<string, TargetHealth>();
   /** Virtual node name -> target key. */
@@ -44,8 +45,13 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
   private readonly budgets = new Map<string, CacheBudget>();
 
   /** `cacheBudgetBytes`: what each target's informers may hold together (see {@link cacheBudget}); unbounded without. */
-  constructor(private readonly o: { cacheBudgetBytes?: number } = {}) {
+  constructor(private readonly options: { cacheBudgetBytes?: number } = {}) {
     super();
+  }
+
+  /** Says that the target was just probed (its health and summary are fresh): emits `probed`. */
+  probed(key: string): void {
+    this.emit('probed', key);
   }
 
   /** Adds or replaces a target's clients. Emits `removed` for the old one, then `added`. Idempotent for the same fingerprint. */
@@ -116,7 +122,7 @@ export class ClusterRegistry extends EventEmitter<{ added: [TargetClient]; remov
    */
   cacheBudget(key: string): CacheBudget {
     let budget = this.budgets.get(key);
-    if (!budget) this.budgets.set(key, (budget = new CacheBudget(this.o.cacheBudgetBytes ?? Infinity)));
+    if (!budget) this.budgets.set(key, (budget = new CacheBudget(this.options.cacheBudgetBytes ?? Infinity)));
     return budget;
   }
 

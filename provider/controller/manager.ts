@@ -2,6 +2,8 @@ import type { Clock, ClockTimer } from '../core/clock.js';
 import { errorFields, type Logger } from '../core/logger.js';
 import { ClusterCaches, type CacheCluster, type InformerServices } from './cluster-caches.js';
 import type { Controller } from './controller.js';
+import type { CacheBudget } from './cache-budget.js';
+import { TargetCaches, type EngagedTarget, type EngageHandler } from './target-caches.js';
 
 /** A cache the manager starts, stops and waits for: an informer. */
 export interface Cache {
@@ -75,7 +77,7 @@ export interface ManagerOptions {
  * means "can serve": every always-on runnable started and its caches synced, whether or not
  * this replica leads.
  */
-export class Manager {
+export class Manager<T extends EngagedTarget = EngagedTarget> {
   private readonly runnables: Runnable[] = [];
   /** Started caches, with the runnables that hold them. */
   private readonly cacheUsers = new Map<Cache, Set<Runnable>>();
@@ -91,9 +93,12 @@ export class Manager {
 
   /** The caches of this process's cluster. */
   private readonly home?: ClusterCaches;
+  /** The caches of each target, while it is engaged. */
+  private readonly targets: TargetCaches<T>;
 
-  constructor(private readonly o: ManagerOptions) {
-    if (o.cluster) this.home = new ClusterCaches(o.cluster, this.informerServices());
+  constructor(private readonly options: ManagerOptions) {
+    if (options.cluster) this.home = new ClusterCaches(options.cluster, this.informerServices());
+    this.targets = new TargetCaches<T>(this.informerServices());
   }
 
   /**
@@ -106,8 +111,40 @@ export class Manager {
     return this.home;
   }
 
+  /**
+   * Adds what a part does when a target joins: it asks the target's caches for what it reads
+   * and registers its watches, undone when `signal` is aborted (see {@link EngageHandler}).
+   * The manager starts those caches and stops them when the target leaves or at shutdown.
+   * Before `start()` only.
+   */
+  onEngage(handler: EngageHandler<T>): void {
+    if (this.started) throw new Error('manager: onEngage after start');
+    this.targets.onEngage(handler);
+  }
+
+  /** {@link onEngage} for a value per target (its caches, say), looked up by the target's key while it is engaged. */
+  perTarget<V>(make: (target: T, caches: ClusterCaches) => V): (targetKey: string) => V | undefined {
+    if (this.started) throw new Error('manager: perTarget after start');
+    return this.targets.perTarget(make);
+  }
+
+  /** A target joins (or its clients change): see {@link onEngage}. `budget` bounds what its caches hold together. */
+  engage(target: T, budget?: CacheBudget): void {
+    this.targets.engage(target, budget);
+  }
+
+  /** A target leaves: its handlers' signals are aborted and its caches stop. */
+  disengage(targetKey: string): void {
+    this.targets.disengage(targetKey);
+  }
+
+  /** The keys of the targets engaged now. */
+  engagedTargets(): string[] {
+    return this.targets.keys();
+  }
+
   private informerServices(): InformerServices {
-    return { ...this.o.informers, logger: this.o.logger, clock: this.o.clock };
+    return { ...this.options.informers, logger: this.options.logger, clock: this.options.clock };
   }
 
   /** Adds a runnable; runnables start in the order added and stop in reverse. Before `start()` only. */
@@ -132,8 +169,8 @@ export class Manager {
     // First, with no start of its own: the caches every replica reads, which readiness waits for.
     if (warm.length > 0) this.runnables.unshift({ name: 'caches every replica reads', caches: warm, start: () => undefined, stop: () => undefined });
     for (const r of this.runnables.filter((x) => !x.needLeaderElection)) await this.startOne(r);
-    if (this.o.elector) {
-      this.elector = this.o.elector({ onStartedLeading: () => this.startedLeading(), onStoppedLeading: () => this.stoppedLeading() });
+    if (this.options.elector) {
+      this.elector = this.options.elector({ onStartedLeading: () => this.startedLeading(), onStoppedLeading: () => this.stoppedLeading() });
       void this.elector.run();
     } else this.startedLeading();
   }
@@ -158,9 +195,9 @@ export class Manager {
    */
   async stop(deadlineMs: number, drainMs = 0): Promise<void> {
     this.stopping = true;
-    if (drainMs > 0) this.o.logger.info('shutting down: not Ready; serving on while clients move to other replicas', { drainSeconds: drainMs / 1000 });
+    if (drainMs > 0) this.options.logger.info('shutting down: not Ready; serving on while clients move to other replicas', { drainSeconds: drainMs / 1000 });
     for (const r of this.runnables) if (this.running.has(r)) r.drain?.();
-    const { clock } = this.o;
+    const { clock } = this.options;
     const drained = new Promise<void>((res) => clock.setTimeout(res, drainMs));
     const deadline = clock.monotonicMs() + deadlineMs;
     await this.leaderTransition;
@@ -171,6 +208,8 @@ export class Manager {
     await drained;
     const rest = clock.monotonicMs() + deadlineMs;
     for (const r of [...this.runnables].reverse()) if (this.running.has(r)) await this.stopOne(r, Math.max(0, rest - clock.monotonicMs()));
+    // Last: the servers read the targets' caches until they stop.
+    this.targets.close();
   }
 
   /**
@@ -178,8 +217,8 @@ export class Manager {
    * leader's start in progress that does not end): the process then exits all the same.
    */
   async shutdown(deadlineMs: number, drainMs = 0): Promise<void> {
-    if (!(await within(this.o.clock, this.stop(deadlineMs, drainMs), drainMs + deadlineMs)))
-      this.o.logger.warn('shutdown: not every part stopped within its deadline', { deadlineSeconds: (drainMs + deadlineMs) / 1000 });
+    if (!(await within(this.options.clock, this.stop(deadlineMs, drainMs), drainMs + deadlineMs)))
+      this.options.logger.warn('shutdown: not every part stopped within its deadline', { deadlineSeconds: (drainMs + deadlineMs) / 1000 });
   }
 
   private startedLeading(): void {
@@ -189,33 +228,33 @@ export class Manager {
       const leaders = this.runnables.filter((r) => r.needLeaderElection);
       for (const r of leaders) {
         if (!this.leading || this.stopping) return;
-        await this.startOne(r).catch((err) => this.o.logger.error('could not start a leader runnable', { runnable: r.name, ...errorFields(err) }));
+        await this.startOne(r).catch((err) => this.options.logger.error('could not start a leader runnable', { runnable: r.name, ...errorFields(err) }));
       }
-      this.o.logger.info('leading: writers started', { runnables: leaders.map((r) => r.name) });
+      this.options.logger.info('leading: writers started', { runnables: leaders.map((r) => r.name) });
     });
   }
 
   private stoppedLeading(): void {
     this.leading = false;
-    const stepDownAt = this.o.clock.monotonicMs() + this.o.stepDownDeadlineMs;
+    const stepDownAt = this.options.clock.monotonicMs() + this.options.stepDownDeadlineMs;
     this.leaderTransition = this.leaderTransition
-      .then(() => this.stopLeaders(this.o.stepDownDeadlineMs))
+      .then(() => this.stopLeaders(this.options.stepDownDeadlineMs))
       .then(async (inTime) => {
         // A loss during a shutdown: the shutdown stops the writers already, on its own longer
         // deadline. Past the step-down deadline another replica may lead, so a writer still at
         // work then (a call that hangs) must not outlive this process, shutdown or not.
-        if (this.stopping && this.writersStopped) inTime = inTime && (await within(this.o.clock, this.writersStopped, stepDownAt - this.o.clock.monotonicMs()));
-        this.o.logger.warn(inTime ? 'leadership lost: writers stopped' : 'leadership lost: the writers did not stop within the step-down deadline');
-        if (!this.stopping || !inTime) this.o.onLostLeadership?.();
+        if (this.stopping && this.writersStopped) inTime = inTime && (await within(this.options.clock, this.writersStopped, stepDownAt - this.options.clock.monotonicMs()));
+        this.options.logger.warn(inTime ? 'leadership lost: writers stopped' : 'leadership lost: the writers did not stop within the step-down deadline');
+        if (!this.stopping || !inTime) this.options.onLostLeadership?.();
       });
   }
 
   /** Stops the leader's runnables within `deadlineMs`; resolves with whether every one stopped in time. */
   private async stopLeaders(deadlineMs: number): Promise<boolean> {
-    const deadline = this.o.clock.monotonicMs() + deadlineMs;
+    const deadline = this.options.clock.monotonicMs() + deadlineMs;
     const leaders = this.runnables.filter((r) => r.needLeaderElection && this.running.has(r)).reverse();
     // All at once: each stops taking work at its first step, so no writer waits for another.
-    const stopped = await Promise.all(leaders.map((r) => this.stopOne(r, Math.max(0, deadline - this.o.clock.monotonicMs()))));
+    const stopped = await Promise.all(leaders.map((r) => this.stopOne(r, Math.max(0, deadline - this.options.clock.monotonicMs()))));
     return stopped.every(Boolean);
   }
 
@@ -238,9 +277,9 @@ export class Manager {
     this.running.delete(r);
     let inTime = true;
     try {
-      inTime = await within(this.o.clock, Promise.resolve(r.stop(deadlineMs)), deadlineMs);
+      inTime = await within(this.options.clock, Promise.resolve(r.stop(deadlineMs)), deadlineMs);
     } catch (err) {
-      this.o.logger.warn('stopping a runnable failed', { runnable: r.name, ...errorFields(err) });
+      this.options.logger.warn('stopping a runnable failed', { runnable: r.name, ...errorFields(err) });
     }
     for (const c of r.caches ?? []) {
       const users = this.cacheUsers.get(c);
@@ -256,11 +295,11 @@ export class Manager {
 
 /**
  * A controller as the manager runs it: a writer, so on the leader only, reading `caches` (the
- * informers it watches that the manager owns; per-target informers are started by whoever
- * creates them).
+ * informers of this cluster it watches; a target's caches come and go with the target, see
+ * {@link Manager.onEngage}).
  */
-export function leaderController(c: Controller, caches: readonly Cache[]): Runnable {
-  return { name: c.name, needLeaderElection: true, caches, start: () => c.start(), stop: (ms) => c.stop(ms) };
+export function leaderController(controller: Controller, caches: readonly Cache[]): Runnable {
+  return { name: controller.name, needLeaderElection: true, caches, start: () => controller.start(), stop: (ms) => controller.stop(ms) };
 }
 
 /** Whether `p` settles within `ms` on `clock` (its rejection is thrown); the timer is cleared either way. */

@@ -67,7 +67,7 @@ interface Probe {
  * Secret, asks `authorization` where it may create pods), and records the clients,
  * the summary and the health (with its transition time) in the registry. It writes nothing to
  * any cluster: the virtual node, its Lease, the Target's status, events and the self binding are
- * the leader's ({@link TargetsReconciler}), which reads what this records.
+ * the leader's ({@link VirtualNodeReconciler}), which reads what this records.
  *
  * A self target's clients join the registry only once the apiserver says the provider's
  * binding of the source role is in force, so no per-target informer starts with rights it does

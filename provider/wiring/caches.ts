@@ -1,6 +1,18 @@
 import type { KubernetesListObject, KubernetesObject, V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { TargetClient } from '../clusters/target-client.js';
+import type { ClusterCaches } from '../controller/cluster-caches.js';
 import type { Informer } from '../controller/informer.js';
-import { API_GROUP, API_VERSION, HAS_FINALIZER_LABEL, NAMESPACE_ENABLED_LABEL, NAMESPACE_ENABLED_VALUE, VIRTUAL_KUBELET_PROVIDER_LABEL, VIRTUAL_KUBELET_PROVIDER_VALUE } from '../core/keys.js';
+import {
+  API_GROUP,
+  API_VERSION,
+  HAS_FINALIZER_LABEL,
+  PARENT_CLUSTER_NAME_LABEL,
+  NAMESPACE_ENABLED_LABEL,
+  NAMESPACE_ENABLED_VALUE,
+  VIRTUAL_KUBELET_PROVIDER_LABEL,
+  VIRTUAL_KUBELET_PROVIDER_VALUE,
+} from '../core/keys.js';
+import { delegateFields } from '../model/delegate-pod.js';
 import { proxyFields } from '../model/proxy-status.js';
 import { sharePodParts } from '../model/shared-pod-parts.js';
 import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '../../scheduler/topology.js';
@@ -27,11 +39,11 @@ const podAffinityIndex = (p: V1Pod) => (mayHavePodTerms(p) ? [POD_AFFINITY_INDEX
  * proxies and delegates (constraints, volume sources, conditions) are one shared copy (see
  * sharePodParts). Indexed by whether its terms judge the pods placed after it.
  */
-export function proxiesCache(w: Wiring, use: CacheUse = {}): Informer<V1Pod> {
-  return w.manager.caches().informer<V1Pod>({
+export function proxiesCache(wiring: Wiring, use: CacheUse = {}): Informer<V1Pod> {
+  return wiring.manager.caches().informer<V1Pod>({
     name: 'proxies',
     resource: '/api/v1/pods',
-    list: (page) => w.core.listPodForAllNamespaces(page),
+    list: (page) => wiring.core.listPodForAllNamespaces(page),
     labelSelector: `${HAS_FINALIZER_LABEL}=true`,
     transform: proxyFields,
     share: sharePodParts,
@@ -44,33 +56,63 @@ export function proxiesCache(w: Wiring, use: CacheUse = {}): Informer<V1Pod> {
  * The opted-in namespaces only: the tenancy check needs no more, and a namespace whose label
  * goes away leaves the cache (a watch with a selector reports it as deleted).
  */
-export function namespacesCache(w: Wiring, use: CacheUse = {}): Informer<V1Namespace> {
-  return w.manager.caches().informer<V1Namespace>({
+export function namespacesCache(wiring: Wiring, use: CacheUse = {}): Informer<V1Namespace> {
+  return wiring.manager.caches().informer<V1Namespace>({
     name: 'namespaces',
     resource: '/api/v1/namespaces',
-    list: (page) => w.core.listNamespace(page),
+    list: (page) => wiring.core.listNamespace(page),
     labelSelector: `${NAMESPACE_ENABLED_LABEL}=${NAMESPACE_ENABLED_VALUE}`,
     ...use,
   });
 }
 
 /** The virtual nodes of this provider. */
-export function virtualNodesCache(w: Wiring, use: CacheUse = {}): Informer<V1Node> {
-  return w.manager.caches().informer<V1Node>({
+export function virtualNodesCache(wiring: Wiring, use: CacheUse = {}): Informer<V1Node> {
+  return wiring.manager.caches().informer<V1Node>({
     name: 'virtual-nodes',
     resource: '/api/v1/nodes',
-    list: (page) => w.core.listNode(page),
+    list: (page) => wiring.core.listNode(page),
     labelSelector: `${VIRTUAL_KUBELET_PROVIDER_LABEL}=${VIRTUAL_KUBELET_PROVIDER_VALUE}`,
     ...use,
   });
 }
 
 /** One of our CRDs, all namespaces: `targets`, `clustertargets`, `sources`, `clustersources`. */
-export function crdCache<T extends KubernetesObject>(w: Wiring, plural: string, use: CacheUse = {}): Informer<T> {
-  return w.manager.caches().informer<T>({
+export function crdCache<T extends KubernetesObject>(wiring: Wiring, plural: string, use: CacheUse = {}): Informer<T> {
+  return wiring.manager.caches().informer<T>({
     name: plural,
     resource: `/apis/${API_GROUP}/${API_VERSION}/${plural}`,
-    list: (page) => w.custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, ...page }) as Promise<KubernetesListObject<T>>,
+    list: (page) => wiring.custom.listClusterCustomObject({ group: API_GROUP, version: API_VERSION, plural, ...page }) as Promise<KubernetesListObject<T>>,
     ...use,
+  });
+}
+
+/**
+ * Where a target's caches list: a Target's Source grants rights in the Target's namespace only,
+ * a ClusterTarget's everywhere. `namespace` is undefined for a ClusterTarget.
+ */
+export function targetScope(target: TargetClient): { namespace: string | undefined; path: (resource: string) => string } {
+  const namespace = target.ref.kind === 'Target' ? target.ref.namespace : undefined;
+  return { namespace, path: (resource) => (namespace ? `/api/v1/namespaces/${namespace}/${resource}` : `/api/v1/${resource}`) };
+}
+
+/** The label our delegates and copies carry in a target: the name of this (their source) cluster. */
+export const ownedBy = (sourceClusterName: string) => `${PARENT_CLUSTER_NAME_LABEL}=${sourceClusterName}`;
+
+/**
+ * Our delegates in a target (one of the target's caches, see `Manager.onEngage`): delegation,
+ * the binder, the extender and the virtual nodes read it. Those who look delegates up by their
+ * proxy add that index (`indexers`).
+ */
+export function delegatesCache(caches: ClusterCaches, target: TargetClient, sourceClusterName: string, indexers?: Record<string, (p: V1Pod) => string[]>): Informer<V1Pod> {
+  const { namespace, path } = targetScope(target);
+  return caches.informer<V1Pod>({
+    name: 'delegates',
+    resource: path('pods'),
+    list: (page) => (namespace ? target.core.listNamespacedPod({ namespace, ...page }) : target.core.listPodForAllNamespaces(page)),
+    labelSelector: ownedBy(sourceClusterName),
+    transform: delegateFields,
+    share: sharePodParts,
+    indexers,
   });
 }

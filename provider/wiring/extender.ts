@@ -1,7 +1,6 @@
 import { PolicyV1Api, type V1Pod, type V1PodDisruptionBudget } from '@kubernetes/client-node';
 import { budgetFields } from '../../scheduler/preempt.js';
 import type { Route } from '../core/http-router.js';
-import type { Informer } from '../controller/informer.js';
 import { standbyMayCreateDelegates } from '../model/outage.js';
 import { Binder } from '../../scheduler/bind.js';
 import { createExtender, type Extender, type TargetVerdict } from '../../scheduler/extender-server.js';
@@ -17,33 +16,30 @@ import { virtualNodeLabels } from '../model/virtual-node.js';
 import { delegateNameOf } from '../model/delegate-pod.js';
 import { groupPlacements } from '../../scheduler/placement-policy.js';
 import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '../../scheduler/topology.js';
-import type { DelegationWiring } from './delegation.js';
+import type { Delegation } from './delegation.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import type { TargetInformers } from './targets.js';
-import type { Wiring } from './wiring.js';
 import { namespacesCache, proxiesCache } from './caches.js';
+import type { Wiring } from './wiring.js';
 
 /**
  * The scheduler extender (filter, prioritize and, with delegation, bind) on the webhook's
  * server, which every replica runs. The filter and the binder share `authorization` (which
- * namespaces a ClusterTarget's cluster lets us create pods in). Returns the binder, which follow asks for the proxies it is
- * placing, and the extender's `explain` (for `kubectl admiralty explain`). Both count what they
- * turn away in `refusals` (for `kubectl admiralty status`).
+ * namespaces a ClusterTarget's cluster lets us create pods in). Both count what they turn away
+ * in `refusals` (for `kubectl admiralty status`). Returns the extender's routes (for the
+ * webhook's server) and its `explain` (for `kubectl admiralty explain`, on the kubelet API).
  */
-export interface ExtenderWiringOptions {
-  /** The webhook server's routes, which the extender's join. */
-  routes: Route[];
+export interface ExtenderOptions {
   memory: PlacementMemory;
   refusals: RefusalLog;
-  proxies: Informer<V1Pod> | undefined;
-  delegation: DelegationWiring | undefined;
+  /** With delegation: its caches (proxies, opted-in namespaces, each target's delegates and events) and what the binder places. */
+  delegation: Delegation | undefined;
   targets: TargetInformers | undefined;
   authorization: TargetAuthorization | undefined;
 }
 
-// eslint-disable-next-line max-lines-per-function -- split pending
-export function wireExtender(w: Wiring, options: ExtenderWiringOptions): { binder: Binder | undefined; explain: (pod: V1Pod) => TargetVerdict[] } {
-  const { routes, memory, refusals, proxies, delegation, targets, authorization } = options;
+/** How the extender reads a target's object and its `spec.placement`. */
+function targetReaders(targets: TargetInformers | undefined) {
   const targetOf = (key: string) => {
     const ref = parseTargetKey(key);
     return { ref, obj: ref.kind === 'Target' ? targets?.targets.get(ref.name, ref.namespace) : targets?.clusterTargets.get(ref.name) };
@@ -53,55 +49,85 @@ export function wireExtender(w: Wiring, options: ExtenderWiringOptions): { binde
     const parsed = obj && parseTargetPlacement(obj.spec);
     return parsed?.ok ? parsed.placement : undefined;
   };
-  const binder = delegation
-    ? new Binder({
-        sourceCore: w.core,
-        registry: w.clusters,
-        proxies: proxies!,
-        namespaces: delegation.namespaces,
-        delegates: delegation.delegates,
-        follow: delegation.follow,
-        targetEvents: delegation.targetEvents,
-        bursts: (key) => targetPlacement(key)?.burstCapacity !== undefined,
-        runtimeClasses: (key) => {
-          const read = w.clusters.summary(key);
-          return read && runtimeClassesOfSummary(read.summary);
-        },
-        memory,
-        refusals,
-        authorization,
-        events: w.events,
-        lowerPriorityPods: (key, node, proxy) => {
-          const read = w.clusters.summary(key);
-          return read && lowerPriorityPodsOn(read.summary, node, schedulingPod(proxy).spec ?? { containers: [] });
-        },
-        schedulerName: w.config.proxySchedulerName,
-        sourceClusterName: w.config.clusterName,
-        clock: w.clock,
-        logger: w.logger,
-        placeTimeoutMs: w.config.delegatePlacementTimeoutSeconds * 1000,
-        // The leader fences a target that comes back before it creates delegates there; a
-        // standby cannot know when that is done, so it keeps off a target recently unreachable.
-        mayCreateDelegates: (key) => (w.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(w.clusters.health(key), w.clock.monotonicMs())),
-      })
-    : undefined;
-  // A bind waiting for the target's scheduler goes on as soon as the delegate is placed; the
-  // memory (made with toldOfDelegateChanges when delegation runs) looks again only at the
-  // assumptions whose delegate changed. No assumption exists before the binder's first bind.
-  if (binder) {
-    delegation!.onDelegateChange((targetKey, delegate, verb) => {
-      binder.delegateChanged(targetKey, delegate);
-      const namespace = delegate.metadata?.namespace ?? '';
-      const name = delegate.metadata?.name ?? '';
-      memory.delegateChanged(targetKey, namespace, name);
-      if (verb === 'delete') memory.delegateGone(targetKey, namespace, name);
-    });
+  return { targetOf, targetPlacement };
+}
+
+/** What the binder and the extender are made of: see {@link setupExtender}. */
+type ExtenderParts = ExtenderOptions & ReturnType<typeof targetReaders> & { wiring: Wiring };
+
+export function setupExtender(wiring: Wiring, options: ExtenderOptions): { routes: Route[]; explain: (pod: V1Pod) => TargetVerdict[] } {
+  const parts: ExtenderParts = { ...options, ...targetReaders(options.targets), wiring };
+  const binder = options.delegation && newBinder(parts, options.delegation);
+  const extender = newExtender(parts, binder);
+  // The binder reads proxies and namespaces, preemption the budgets: kept warm on every replica.
+  if (options.delegation) {
+    proxiesCache(wiring, { everyReplica: true });
+    namespacesCache(wiring, { everyReplica: true });
   }
+  return { routes: extender.routes, explain: extender.explain };
+}
+
+/**
+ * The binder (the extender's bind, with delegation). A bind waiting for the target's scheduler
+ * goes on as soon as the delegate is placed; the memory (made with toldOfDelegateChanges when
+ * delegation runs) looks again only at the assumptions whose delegate changed. No assumption
+ * exists before the binder's first bind.
+ */
+function newBinder(parts: ExtenderParts, delegation: Delegation): Binder {
+  const { proxies, namespaces, beingPlaced } = delegation;
+  const { wiring, memory, refusals, authorization, targetPlacement } = parts;
+  const binder = new Binder({
+    sourceCore: wiring.core,
+    registry: wiring.clusters,
+    proxies,
+    beingPlaced,
+    namespaces,
+    delegates: delegation.delegates,
+    follow: delegation.follow,
+    targetEvents: delegation.targetEvents,
+    bursts: (key) => targetPlacement(key)?.burstCapacity !== undefined,
+    runtimeClasses: (key) => {
+      const read = wiring.clusters.summary(key);
+      return read && runtimeClassesOfSummary(read.summary);
+    },
+    memory,
+    refusals,
+    authorization,
+    events: wiring.events,
+    lowerPriorityPods: (key, node, proxy) => {
+      const read = wiring.clusters.summary(key);
+      return read && lowerPriorityPodsOn(read.summary, node, schedulingPod(proxy).spec ?? { containers: [] });
+    },
+    schedulerName: wiring.config.proxySchedulerName,
+    sourceClusterName: wiring.config.clusterName,
+    clock: wiring.clock,
+    logger: wiring.logger,
+    placeTimeoutMs: wiring.config.delegatePlacementTimeoutSeconds * 1000,
+    // The leader fences a target that comes back before it creates delegates there; a
+    // standby cannot know when that is done, so it keeps off a target recently unreachable.
+    mayCreateDelegates: (key) => (wiring.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(wiring.clusters.health(key), wiring.clock.monotonicMs())),
+  });
+  delegation.onDelegateChange((targetKey, delegate, verb) => {
+    binder.delegateChanged(targetKey, delegate);
+    const namespace = delegate.metadata?.namespace ?? '';
+    const name = delegate.metadata?.name ?? '';
+    memory.delegateChanged(targetKey, namespace, name);
+    if (verb === 'delete') memory.delegateGone(targetKey, namespace, name);
+  });
+  return binder;
+}
+
+/** The extender itself, over this replica's registry of targets and caches. */
+function newExtender(parts: ExtenderParts, binder: Binder | undefined): Extender {
+  const { wiring, memory, refusals, authorization, targetOf, targetPlacement } = parts;
+  const { delegation } = parts;
+  const proxies = delegation?.proxies;
+  const namespaces = delegation?.namespaces;
   // Preemption spares the proxies a PodDisruptionBudget protects, as kube-scheduler does. Budgets
   // are few and small; only what upstream's check reads is kept.
-  const policy = delegation && w.kc.makeApiClient(PolicyV1Api);
+  const policy = delegation && wiring.kc.makeApiClient(PolicyV1Api);
   const budgets = policy
-    ? w.manager.caches().informer<V1PodDisruptionBudget>({
+    ? wiring.manager.caches().informer<V1PodDisruptionBudget>({
         name: 'disruption-budgets',
         resource: '/apis/policy/v1/poddisruptionbudgets',
         list: (page) => policy.listPodDisruptionBudgetForAllNamespaces(page),
@@ -109,93 +135,83 @@ export function wireExtender(w: Wiring, options: ExtenderWiringOptions): { binde
         everyReplica: true,
       })
     : undefined;
-  // The routes go on the webhook's server; explain goes to the kubelet API.
-  let extender: Extender;
-  routes.push(
-    ...(extender = createExtender({
-      registry: w.clusters,
-      targetState: (key) => {
-        const read = w.clusters.summary(key);
-        return (
-          read && {
-            nodes: nodesOfSummary(read.summary),
-            readAtMs: read.readAtMs,
-            podsResourceVersion: read.summary.podsResourceVersion,
-            runtimeClasses: runtimeClassesOfSummary(read.summary),
-            priorityClasses: priorityClassesOfSummary(read.summary),
-            priorityClassValues: priorityClassValuesOfSummary(read.summary),
-          }
-        );
-      },
-      policy: { kind: 'spread' },
-      targetPlacement,
-      // What the targets reconciler writes on the virtual node, worked out the same way: the
-      // proxy scheduler sends node names only, and a standby has no cache of the virtual nodes.
-      virtualNodeLabels: (key) => {
-        const { ref, obj } = targetOf(key);
-        return virtualNodeLabels(ref, w.clusters.summary(key)?.summary.metadata?.labels, obj?.spec?.excludedLabelsRegexp);
-      },
-      delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
-      waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], w.config.clusterName),
-      // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only
-      // when no virtual node has room for a pod of higher priority): a scan of the proxies will do.
-      proxiesOn: proxies && ((node) => proxies.list().filter((p) => p.spec?.nodeName === node)),
-      disruptionBudgets: budgets && (() => budgets.list()),
-      delegateOf: delegation && ((key, proxy) => delegation.delegates(key)?.get(delegateNameOf(proxy, { sourceClusterName: w.config.clusterName }), proxy.metadata?.namespace)),
-      namespace: delegation && ((name) => delegation.namespaces.get(name)),
-      authorization: authorization && ((key, namespace) => authorization.refuses(key, namespace)),
-      groupPlacements:
-        proxies &&
-        ((pod) => {
-          const namespace = pod.metadata?.namespace;
-          return groupPlacements(pod, proxies.list(namespace), (node) => w.clusters.byNodeName(node)?.key, namespace && binder ? binder.placing(namespace) : []);
-        }),
-      // Topology counts the proxies bound to virtual nodes and those being bound: a scan of the
-      // proxies, only for pods with topology spread or pod (anti-)affinity.
-      placedProxies:
-        proxies &&
-        ((namespace) => {
-          const out: { proxy: V1Pod; targetKey: string }[] = [];
-          for (const p of proxies.list(namespace)) {
-            const key = p.spec?.nodeName ? w.clusters.byNodeName(p.spec.nodeName)?.key : undefined;
-            if (key) out.push({ proxy: p, targetKey: key });
-          }
-          if (binder) out.push(...binder.placing(namespace));
-          return out;
-        }),
-      // Those of every namespace whose own pod (anti-)affinity terms judge the pods placed after
-      // them: read from the proxies cache's index, for every pod the extender places.
-      affineProxies:
-        proxies &&
-        (() => {
-          const out: { proxy: V1Pod; targetKey: string }[] = [];
-          for (const p of proxies.byIndex(POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE)) {
-            const key = p.spec?.nodeName ? w.clusters.byNodeName(p.spec.nodeName)?.key : undefined;
-            if (key) out.push({ proxy: p, targetKey: key });
-          }
-          if (binder) for (const b of binder.placing()) if (mayHavePodTerms(b.proxy)) out.push(b);
-          return out;
-        }),
-      // Every replica may warn about an unusable placement-policy annotation: the proxy
-      // scheduler talks to one replica at a time, leader or not.
-      events: w.events,
-      memory,
-      refusals,
-      // Every replica binds: kube-scheduler keeps its connection to the extender, so through a
-      // Service its binds go to one replica, leader or not. The binder's writes are safe from
-      // any replica: the delegate's name is deterministic (AlreadyExists is adopted), the
-      // Binding succeeds once, and the leader's follow keeps the copies of proxies not bound
-      // yet (it does not see a standby's placements).
-      binder,
-      clock: w.clock,
-      logger: w.logger,
-      metricsRegistry: w.registry,
-    })).routes,
-  );
-  // The binder reads proxies and namespaces, preemption the budgets: kept warm on every replica.
-  if (delegation) {
-    proxiesCache(w, { everyReplica: true });
-    namespacesCache(w, { everyReplica: true });
-  }
-  return { binder, explain: extender.explain };
+  return createExtender({
+    registry: wiring.clusters,
+    targetState: (key) => {
+      const read = wiring.clusters.summary(key);
+      return (
+        read && {
+          nodes: nodesOfSummary(read.summary),
+          readAtMs: read.readAtMs,
+          podsResourceVersion: read.summary.podsResourceVersion,
+          runtimeClasses: runtimeClassesOfSummary(read.summary),
+          priorityClasses: priorityClassesOfSummary(read.summary),
+          priorityClassValues: priorityClassValuesOfSummary(read.summary),
+        }
+      );
+    },
+    policy: { kind: 'spread' },
+    targetPlacement,
+    // What the targets reconciler writes on the virtual node, worked out the same way: the
+    // proxy scheduler sends node names only, and a standby has no cache of the virtual nodes.
+    virtualNodeLabels: (key) => {
+      const { ref, obj } = targetOf(key);
+      return virtualNodeLabels(ref, wiring.clusters.summary(key)?.summary.metadata?.labels, obj?.spec?.excludedLabelsRegexp);
+    },
+    delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
+    waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], wiring.config.clusterName),
+    // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only
+    // when no virtual node has room for a pod of higher priority): a scan of the proxies will do.
+    proxiesOn: proxies && ((node) => proxies.list().filter((p) => p.spec?.nodeName === node)),
+    disruptionBudgets: budgets && (() => budgets.list()),
+    delegateOf: delegation && ((key, proxy) => delegation.delegates(key)?.get(delegateNameOf(proxy, { sourceClusterName: wiring.config.clusterName }), proxy.metadata?.namespace)),
+    namespace: namespaces && ((name) => namespaces.get(name)),
+    authorization: authorization && ((key, namespace) => authorization.refuses(key, namespace)),
+    groupPlacements:
+      proxies &&
+      ((pod) => {
+        const namespace = pod.metadata?.namespace;
+        return groupPlacements(pod, proxies.list(namespace), (node) => wiring.clusters.byNodeName(node)?.key, namespace && binder ? binder.placing(namespace) : []);
+      }),
+    // Topology counts the proxies bound to virtual nodes and those being bound: a scan of the
+    // proxies, only for pods with topology spread or pod (anti-)affinity.
+    placedProxies:
+      proxies &&
+      ((namespace) => {
+        const out: { proxy: V1Pod; targetKey: string }[] = [];
+        for (const p of proxies.list(namespace)) {
+          const key = p.spec?.nodeName ? wiring.clusters.byNodeName(p.spec.nodeName)?.key : undefined;
+          if (key) out.push({ proxy: p, targetKey: key });
+        }
+        if (binder) out.push(...binder.placing(namespace));
+        return out;
+      }),
+    // Those of every namespace whose own pod (anti-)affinity terms judge the pods placed after
+    // them: read from the proxies cache's index, for every pod the extender places.
+    affineProxies:
+      proxies &&
+      (() => {
+        const out: { proxy: V1Pod; targetKey: string }[] = [];
+        for (const p of proxies.byIndex(POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE)) {
+          const key = p.spec?.nodeName ? wiring.clusters.byNodeName(p.spec.nodeName)?.key : undefined;
+          if (key) out.push({ proxy: p, targetKey: key });
+        }
+        if (binder) for (const b of binder.placing()) if (mayHavePodTerms(b.proxy)) out.push(b);
+        return out;
+      }),
+    // Every replica may warn about an unusable placement-policy annotation: the proxy
+    // scheduler talks to one replica at a time, leader or not.
+    events: wiring.events,
+    memory,
+    refusals,
+    // Every replica binds: kube-scheduler keeps its connection to the extender, so through a
+    // Service its binds go to one replica, leader or not. The binder's writes are safe from
+    // any replica: the delegate's name is deterministic (AlreadyExists is adopted), the
+    // Binding succeeds once, and the leader's follow keeps the copies of proxies not bound
+    // yet (it does not see a standby's placements).
+    binder,
+    clock: wiring.clock,
+    logger: wiring.logger,
+    metricsRegistry: wiring.registry,
+  });
 }

@@ -29,9 +29,16 @@ import type { TargetVerdict } from '../../scheduler/extender-server.js';
 import type { RefusalLog } from '../../scheduler/refusal-log.js';
 import type { ObjectCache } from '../controller/object-cache.js';
 
-/** The webhook (and the extender on its server): every replica serves it; the certificate lives in a Secret so replicas share it. */
-export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Runnable {
-  const { config, kc, core, registry, metrics, logger, clock, onHangup } = w;
+/**
+ * The webhook (and the extender's routes, on its server): every replica serves it; the
+ * certificate lives in a Secret so replicas share it.
+ */
+export function setupWebhook(wiring: Wiring, options: { extenderRoutes: readonly Route[] }): void {
+  wiring.manager.add(webhookRunnable(wiring, options.extenderRoutes));
+}
+
+function webhookRunnable(wiring: Wiring, extenderRoutes: readonly Route[]): Runnable {
+  const { config, kc, core, registry, metrics, logger, clock, onHangup } = wiring;
   let stop: () => Promise<void> = async () => undefined;
   let drain = () => undefined as void;
   const start = async () => {
@@ -118,20 +125,24 @@ export function webhookRunnable(w: Wiring, extenderRoutes: readonly Route[]): Ru
   return { name: 'webhook', start, drain: () => drain(), stop: () => stop() };
 }
 
-/** The caches the kubelet API reads, once they are wired (none without delegation). */
-export interface KubeletCaches {
-  proxies: () => ObjectCache<V1Pod> | undefined;
-  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
+/** What the kubelet API reads (no caches without delegation, no extender's views without one). */
+export interface KubeletReads {
+  proxies: ObjectCache<V1Pod> | undefined;
+  delegates: ((targetKey: string) => ObjectCache<V1Pod> | undefined) | undefined;
   /** The extender's judgement of a proxy, for `kubectl admiralty explain`; undefined without an extender. */
-  explain: () => ((pod: V1Pod) => TargetVerdict[]) | undefined;
+  explain: ((pod: V1Pod) => TargetVerdict[]) | undefined;
   /** What the extender and binder turned away lately, per target; undefined without an extender. */
-  refusals: () => Pick<RefusalLog, 'recent'> | undefined;
+  refusals: Pick<RefusalLog, 'recent'> | undefined;
 }
 
 /** The kubelet API of the virtual nodes: every replica serves it, from its own registry of targets. */
+export function setupKubelet(wiring: Wiring, reads: KubeletReads): void {
+  wiring.manager.add(kubeletRunnable(wiring, reads));
+}
+
 // eslint-disable-next-line max-lines-per-function -- the kubelet API's caches and backends, wired in one place
-export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
-  const { config, kc, core, custom, clusters, registry, metrics, logger, events, clock, onHangup } = w;
+function kubeletRunnable(wiring: Wiring, reads: KubeletReads): Runnable {
+  const { config, kc, core, custom, clusters, registry, metrics, logger, events, clock, onHangup } = wiring;
   let stop: () => Promise<void> = async () => undefined;
   let drain = () => undefined as void;
   /** Says on the Target (or ClusterTarget) when its metrics API stops or starts answering. */
@@ -179,15 +190,11 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
       auth: createKubeletAuthorizer({ kubeConfig: kc }),
       logger,
       registry,
-      operatorViews: createOperatorViews({ core, registry: clusters, explain: caches.explain, refusals: caches.refusals, clock }),
+      operatorViews: createOperatorViews({ core, registry: clusters, explain: () => reads.explain, refusals: () => reads.refusals, clock }),
       resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
       nodeUsage: new ResourceUsage({
-        proxiesOn: (nodeName) =>
-          caches
-            .proxies()
-            ?.list()
-            .filter((p) => p.spec?.nodeName === nodeName) ?? [],
-        delegate: (targetKey, namespace, name) => caches.delegates(targetKey)?.get(name, namespace),
+        proxiesOn: (nodeName) => reads.proxies?.list().filter((p) => p.spec?.nodeName === nodeName) ?? [],
+        delegate: (targetKey, namespace, name) => reads.delegates?.(targetKey)?.get(name, namespace),
         registry: clusters,
         sourceClusterName: config.clusterName,
         clock,
@@ -225,35 +232,50 @@ export function kubeletRunnable(w: Wiring, caches: KubeletCaches): Runnable {
  * synced, not shutting down), on the leader and on a standby alike; `/leaderz` says which
  * replica leads, for operators and the sandbox's tests (no secret in it).
  */
-export function opsRunnable(o: { port: number; host: string; registry: Registry; manager: Pick<Manager, 'readiness' | 'isLeader'> }): Runnable {
+export function opsRunnable(options: OpsOptions): Runnable {
   let server: Server | undefined;
   return {
     name: 'metrics server',
-    start: async () => void (server = await startOpsServer(o)),
+    start: async () => void (server = await startOpsServer(options)),
     stop: () => new Promise<void>((res) => (server ? server.close(() => res()) : res())),
   };
 }
 
-async function startOpsServer(o: { port: number; host: string; registry: Registry; manager: Pick<Manager, 'readiness' | 'isLeader'> }): Promise<Server> {
+/** Where the ops server listens, what it exports, and whose readiness and leadership it says. */
+export interface OpsOptions {
+  port: number;
+  host: string;
+  registry: Registry;
+  manager: Pick<Manager, 'readiness' | 'isLeader'>;
+}
+
+/** Health and metrics, first to start so that probes answer while the rest starts (and last to stop). */
+export function setupOps(wiring: Wiring): void {
+  const { config, registry, manager } = wiring;
+  manager.add(opsRunnable({ port: config.metricsPort, host: config.metricsBindAddress, registry, manager }));
+}
+
+async function startOpsServer(options: OpsOptions): Promise<Server> {
+  const { registry, manager } = options;
   const ops = express();
   // Scrapers do not revalidate: an ETag would only cost a SHA-1 of every scrape.
   ops.disable('etag');
   ops.get('/metrics', async (_req, res) => {
-    res.set('Content-Type', o.registry.contentType).send(await o.registry.metrics());
+    res.set('Content-Type', registry.contentType).send(await registry.metrics());
   });
   ops.get('/healthz', (_req, res) => {
     res.send('ok');
   });
   ops.get('/readyz', (_req, res) => {
-    const r = o.manager.readiness();
+    const r = manager.readiness();
     if (r.ready) res.send('ok');
     else res.status(503).send(r.reason);
   });
   ops.get('/leaderz', (_req, res) => {
-    const leading = o.manager.isLeader();
+    const leading = manager.isLeader();
     res.status(leading ? 200 : 503).send(leading ? 'leader' : 'standby');
   });
   return new Promise((res) => {
-    const s = ops.listen(o.port, o.host, () => res(s));
+    const s = ops.listen(options.port, options.host, () => res(s));
   });
 }

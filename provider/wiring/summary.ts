@@ -44,8 +44,8 @@ export function assignedPodsSelector(virtualNodes: ReadonlySet<string>): string 
  * them; the controller does not wait for those, so a provider without the right to list them (a
  * role from an earlier version) still writes its summary, without them.
  */
-export function wireSummary(w: Wiring): void {
-  const { config, kc, core, custom, manager } = w;
+export function setupSummary(wiring: Wiring): void {
+  const { config, kc, core, custom, manager } = wiring;
   const caches = manager.caches();
   const nodes = caches.informer<V1Node>({ name: 'nodes', resource: '/api/v1/nodes', list: (page) => core.listNode(page) });
   const virtualNodes = new Set<string>();
@@ -83,15 +83,15 @@ export function wireSummary(w: Wiring): void {
   // A failed write is tried again within the renew interval, not after minutes of backoff: after
   // its apiserver was down, a quiet cluster's summary must move again before sources take it
   // for stale (three intervals).
-  const c = w.newController(
+  const controller = wiring.newController(
     'summary',
-    new SummaryReconciler({ custom, nodes, pods, runtimeClasses, priorityClasses, podsResourceVersion: () => pods.lastResourceVersion(), clock: w.clock, renewIntervalMs }),
+    new SummaryReconciler({ custom, nodes, pods, runtimeClasses, priorityClasses, podsResourceVersion: () => pods.lastResourceVersion(), clock: wiring.clock, renewIntervalMs }),
     { maxBackoffMs: renewIntervalMs },
   );
-  c.watch(nodes, () => [SummaryReconciler.KEY]);
-  c.watch(pods, () => [SummaryReconciler.KEY]);
-  c.watch(runtimeClasses, () => [SummaryReconciler.KEY], { waitForSync: false });
-  c.watch(priorityClasses, () => [SummaryReconciler.KEY], { waitForSync: false });
-  c.enqueue(SummaryReconciler.KEY);
-  manager.add(leaderController(c, [nodes, pods, runtimeClasses, priorityClasses]));
+  controller.watch(nodes, () => [SummaryReconciler.KEY]);
+  controller.watch(pods, () => [SummaryReconciler.KEY]);
+  controller.watch(runtimeClasses, () => [SummaryReconciler.KEY], { waitForSync: false });
+  controller.watch(priorityClasses, () => [SummaryReconciler.KEY], { waitForSync: false });
+  controller.enqueue(SummaryReconciler.KEY);
+  manager.add(leaderController(controller, [nodes, pods, runtimeClasses, priorityClasses]));
 }

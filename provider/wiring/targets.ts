@@ -1,19 +1,18 @@
-import { AuthenticationV1Api, AuthorizationV1Api, CoordinationV1Api, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { AuthenticationV1Api, AuthorizationV1Api, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { ServerAddressPolicy } from '../clusters/server-address-policy.js';
-import { Controller } from '../controller/controller.js';
+import type { Controller } from '../controller/controller.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
 import { perObject } from '../core/per-object.js';
 import { PROVIDER_VERSION } from '../core/version.js';
 import { delegatePodName } from '../model/names.js';
 import type { Target } from '../model/types.js';
-import type { ObjectCache } from '../controller/object-cache.js';
 import { SelfTargetBindings } from '../reconcilers/self-target-bindings.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
-import { AFTER_BINDING_MS, TargetsReconciler } from '../reconcilers/targets.js';
+import { AFTER_BINDING_MS, VirtualNodeReconciler } from '../reconcilers/virtual-nodes.js';
 import type { Wiring } from './wiring.js';
-import { crdCache, virtualNodesCache } from './caches.js';
+import { crdCache, delegatesCache, virtualNodesCache } from './caches.js';
 
 /** The caches of Targets and ClusterTargets, kept on every replica. */
 export interface TargetInformers {
@@ -23,87 +22,106 @@ export interface TargetInformers {
 
 /**
  * Targets: the registry (clients, summaries, health) filled on every replica by the read side,
- * and the virtual nodes, their Leases and the Targets' status written by the leader. Returns
- * the Target caches (the extender reads `spec.placement` there). `delegates` is a target's
- * delegate cache once delegation runs: a virtual node offers back the room of the proxies whose
- * delegates the target's summary counts. `authorization` is asked again on each probe of a
- * ClusterTarget from a Secret (see `TargetRegistryReconciler`).
+ * and the virtual nodes, their Leases and the Targets' status written by the leader. Each
+ * target in the registry is engaged in the manager (its caches come and go with it: see
+ * `Manager.onEngage`), and each probe is said on the registry (`probed`), which wakes the
+ * writer (the probe period is the node Lease period) and the parts that look at a target after
+ * its probe. `proxies` is the proxies cache when delegation runs: a virtual node then offers
+ * back the room of the proxies whose delegates the target's summary counts, read from the
+ * target's delegates cache. `authorization` is asked again on each probe of a ClusterTarget
+ * from a Secret (see `TargetRegistryReconciler`). Returns the Target caches (the extender
+ * reads `spec.placement` there).
  */
-export interface TargetsWiringOptions {
-  coordination: CoordinationV1Api;
+export interface TargetsOptions {
   proxies: Informer<V1Pod> | undefined;
-  /** Called with a target's key after each of its probes. */
-  afterProbe: (targetKey: string) => void;
-  delegates: (targetKey: string) => ObjectCache<V1Pod> | undefined;
   authorization?: TargetAuthorization;
 }
 
-export function wireTargets(w: Wiring, options: TargetsWiringOptions): TargetInformers {
-  const { config, kc, core, custom, manager } = w;
-  const { coordination, proxies, afterProbe, delegates, authorization } = options;
-  const targets = crdCache<Target & KubernetesObject>(w, 'targets');
-  const clusterTargets = crdCache<Target & KubernetesObject>(w, 'clustertargets');
-  const virtualNodes = virtualNodesCache(w);
+export function setupTargets(wiring: Wiring, options: TargetsOptions): TargetInformers {
+  const { kc, manager, clusters } = wiring;
+  const targets = targetCaches(wiring);
   const selfBindings = new SelfTargetBindings({
     rbac: kc.makeApiClient(RbacAuthorizationV1Api),
     authentication: kc.makeApiClient(AuthenticationV1Api),
     authorization: kc.makeApiClient(AuthorizationV1Api),
   });
-  // The writer is woken after every probe: the probe period is the node Lease period.
-  let writer: Controller | undefined;
-  const reader = w.newController(
+  // From the first probe on, whether or not this replica leads.
+  clusters.on('added', (target) => manager.engage(target, clusters.cacheBudget(target.key)));
+  clusters.on('removed', (target) => manager.disengage(target.key));
+  const reader = setupTargetRegistry(wiring, targets, selfBindings, options.authorization);
+  setupVirtualNodes(wiring, { targets, selfBindings, proxies: options.proxies, reader });
+  return targets;
+}
+
+/** The caches of Targets and ClusterTargets (this cluster's). */
+export function targetCaches(wiring: Wiring): TargetInformers {
+  return { targets: crdCache<Target & KubernetesObject>(wiring, 'targets'), clusterTargets: crdCache<Target & KubernetesObject>(wiring, 'clustertargets') };
+}
+
+/** The read side, on every replica: probes each target and records it in the registry. */
+function setupTargetRegistry(wiring: Wiring, { targets, clusterTargets }: TargetInformers, selfBindings: SelfTargetBindings, authorization: TargetAuthorization | undefined): Controller {
+  const { config, kc, core, manager, clusters } = wiring;
+  const reader = wiring.newController(
     'target-registry',
     new TargetRegistryReconciler({
       sourceKubeConfig: kc,
       sourceCore: core,
       targets,
       clusterTargets,
-      registry: w.clusters,
+      registry: clusters,
       serverPolicy: new ServerAddressPolicy({ allowLoopback: config.allowLoopbackTargets }),
       requestTimeoutMs: config.apiRequestTimeoutSeconds * 1000,
       selfBindings,
       authorization,
-      clock: w.clock,
+      clock: wiring.clock,
       leaseIntervalMs: config.nodeLeaseIntervalSeconds * 1000,
-      onHealth: (target, isReady) => w.metrics.targetReady.set({ target }, isReady ? 1 : 0),
-      onProbed: (key) => {
-        writer?.enqueue(key);
-        afterProbe(key);
-      },
+      onHealth: (target, isReady) => wiring.metrics.targetReady.set({ target }, isReady ? 1 : 0),
+      onProbed: (key) => clusters.probed(key),
     }),
   );
-  reader.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
-  reader.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
+  reader.watch(targets, (t) => [VirtualNodeReconciler.keyOf(t, 'Target')]);
+  reader.watch(clusterTargets, (t) => [VirtualNodeReconciler.keyOf(t, 'ClusterTarget')]);
   manager.add({ name: 'target-registry', caches: [targets, clusterTargets], start: () => reader.start(), stop: (ms) => reader.stop(ms) });
+  return reader;
+}
 
+/** The write side, on the leader: the virtual nodes, their Leases and the Targets' status. */
+function setupVirtualNodes(wiring: Wiring, options: { targets: TargetInformers; selfBindings: SelfTargetBindings; proxies: Informer<V1Pod> | undefined; reader: Controller }): void {
+  const { config, core, custom, manager, clusters } = wiring;
+  const { targets, clusterTargets } = options.targets;
+  const { proxies, reader } = options;
+  const virtualNodes = virtualNodesCache(wiring);
+  // What our proxies hold in each target: the delegates cache, shared with delegation's.
+  const delegates = proxies && manager.perTarget((target, caches) => delegatesCache(caches, target, config.clusterName));
   // A delegate's name hashes its proxy's UID: once per cached proxy, not once per proxy on every write of its node.
   const delegateNames = perObject((proxy: V1Pod) => delegatePodName(proxy.metadata?.name ?? '', config.clusterName, proxy.metadata?.uid ?? ''));
-  writer = w.newController(
+  const writer = wiring.newController(
     'targets',
-    new TargetsReconciler({
+    new VirtualNodeReconciler({
       sourceCore: core,
       sourceCustom: custom,
-      sourceCoordination: coordination,
+      sourceCoordination: wiring.coordination,
       targets,
       clusterTargets,
       virtualNodes,
-      registry: w.clusters,
+      registry: clusters,
       proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
-      delegateOf: (key, proxy) => delegates(key)?.get(delegateNames(proxy), proxy.metadata?.namespace),
-      selfBindings,
+      delegateOf: (key, proxy) => delegates?.(key)?.get(delegateNames(proxy), proxy.metadata?.namespace),
+      selfBindings: options.selfBindings,
       kubelet: { address: config.kubeletAddress, port: config.kubeletPort },
       kubeletVersion: PROVIDER_VERSION,
-      events: w.events,
-      clock: w.clock,
+      events: wiring.events,
+      clock: wiring.clock,
       nodeStatusIntervalMs: config.nodeStatusIntervalSeconds * 1000,
       onBindingWritten: (key) => reader.enqueueAfter(key, AFTER_BINDING_MS),
       // The extender's filter judges preemption in targets only for the proxy scheduler's pods.
       advertisePreemptible: config.proxySchedulerName !== '',
     }),
   );
-  writer.watch(targets, (o) => [TargetsReconciler.keyOf(o, 'Target')]);
-  writer.watch(clusterTargets, (o) => [TargetsReconciler.keyOf(o, 'ClusterTarget')]);
-  writer.watch(virtualNodes, (n) => TargetsReconciler.keyOfNode(n, { targets, clusterTargets }));
+  writer.watch(targets, (t) => [VirtualNodeReconciler.keyOf(t, 'Target')]);
+  writer.watch(clusterTargets, (t) => [VirtualNodeReconciler.keyOf(t, 'ClusterTarget')]);
+  writer.watch(virtualNodes, (n) => VirtualNodeReconciler.keyOfNode(n, { targets, clusterTargets }));
+  // Woken after every probe: the probe period is the node Lease period.
+  clusters.on('probed', (key) => writer.enqueue(key));
   manager.add(leaderController(writer, [targets, clusterTargets, virtualNodes, ...(proxies ? [proxies] : [])]));
-  return { targets, clusterTargets };
 }

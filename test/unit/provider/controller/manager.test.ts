@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { KubeConfig } from '@kubernetes/client-node';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { Controller } from '../../../../provider/controller/controller.js';
 import type { Informer } from '../../../../provider/controller/informer.js';
@@ -216,6 +217,22 @@ describe('Manager', () => {
     const m = new Manager({ logger: silentLogger(), clock: realClock, stepDownDeadlineMs: 1000 });
     await m.start();
     expect(() => m.add(runnable('late', log))).to.throw(/added after start/);
+  });
+
+  it('a target engaged after start gets the parts asked for on engage, and leaves at shutdown after every runnable stopped', async () => {
+    const m = new Manager({ logger: silentLogger(), clock: realClock, stepDownDeadlineMs: 1000 });
+    m.add(runnable('webhook', log));
+    m.onEngage((target, _caches, signal) => {
+      log.push(`engage ${target.key}`);
+      signal.addEventListener('abort', () => log.push(`leave ${target.key}`));
+    });
+    await m.start();
+    expect(() => m.onEngage(() => undefined)).to.throw(/onEngage after start/);
+    m.engage({ key: 't1', displayName: 't1', kubeConfig: new KubeConfig() });
+    expect(m.engagedTargets()).to.deep.equal(['t1']);
+    await m.stop(1000);
+    expect(log).to.deep.equal(['start webhook', 'engage t1', 'stop webhook', 'leave t1']);
+    expect(m.engagedTargets()).to.deep.equal([]);
   });
 
   it('leaderController: a real controller reconciles nothing on a standby, the keys it queued meanwhile once elected, and stops on loss', async () => {

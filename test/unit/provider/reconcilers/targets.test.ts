@@ -24,7 +24,7 @@ import { TARGET_NAME_LABEL } from '../../../../provider/core/keys.js';
 import type { EventSink } from '../../../../provider/core/event-sink.js';
 import { TargetAuthorization } from '../../../../provider/reconcilers/target-authorization.js';
 import { TargetRegistryReconciler } from '../../../../provider/reconcilers/target-registry.js';
-import { TargetsReconciler } from '../../../../provider/reconcilers/targets.js';
+import { VirtualNodeReconciler } from '../../../../provider/reconcilers/virtual-nodes.js';
 import { buildVirtualNode } from '../../../../provider/model/virtual-node.js';
 import type { ClusterSummary, Target, TargetRef } from '../../../../provider/model/types.js';
 import { MapCache } from './map-cache.js';
@@ -225,7 +225,7 @@ function setup(
   // The read side (every replica) and the write side (the leader), as main wires them: the
   // probe wakes the writer. One round here is one probe, then what the leader writes from it.
   const reader = new TargetRegistryReconciler(options);
-  const writer = new TargetsReconciler(options);
+  const writer = new VirtualNodeReconciler(options);
   const reconciler = {
     async reconcile(key: string) {
       const result = await reader.reconcile(key);
@@ -255,7 +255,7 @@ function readyOf(node: V1Node | undefined): V1NodeCondition | undefined {
   return node?.status?.conditions?.find((c) => c.type === 'Ready');
 }
 
-describe('TargetsReconciler.reconcile', () => {
+describe('VirtualNodeReconciler.reconcile', () => {
   afterEach(() => sinon.restore());
 
   describe('a self Target whose node is missing', () => {
@@ -1175,7 +1175,7 @@ function readyNodeOf(ref: TargetRef) {
   });
 }
 
-describe('TargetsReconciler.keyOfNode', () => {
+describe('VirtualNodeReconciler.keyOfNode', () => {
   const node = (labels: Record<string, string> | undefined): V1Node => ({ metadata: { name: 'n', labels } });
   const PROVIDER = { 'virtual-kubelet.io/provider': 'admiralty' };
   const cases: [string, V1Node, string[]][] = [
@@ -1188,7 +1188,7 @@ describe('TargetsReconciler.keyOfNode', () => {
     ['a Target name without its namespace', node({ ...PROVIDER, [`${P}target-name`]: 'c2' }), []],
   ];
   for (const [why, n, want] of cases) {
-    it(`maps ${why} to ${JSON.stringify(want)}`, () => expect(TargetsReconciler.keyOfNode(n)).to.deep.equal(want));
+    it(`maps ${why} to ${JSON.stringify(want)}`, () => expect(VirtualNodeReconciler.keyOfNode(n)).to.deep.equal(want));
   }
 
   const refs: TargetRef[] = [
@@ -1199,7 +1199,7 @@ describe('TargetsReconciler.keyOfNode', () => {
     it(`maps the node built for ${ref.kind} ${ref.name} back to the key of its object`, () => {
       const built = readyNodeOf(ref);
       const obj: Target = { metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined }, spec: { self: true } };
-      expect(TargetsReconciler.keyOfNode(built)).to.deep.equal([TargetsReconciler.keyOf(obj, ref.kind)]);
+      expect(VirtualNodeReconciler.keyOfNode(built)).to.deep.equal([VirtualNodeReconciler.keyOf(obj, ref.kind)]);
     });
   }
 
@@ -1219,12 +1219,12 @@ describe('TargetsReconciler.keyOfNode', () => {
       clusterTargets.put({ metadata: { name: 'b'.repeat(65) }, spec: { self: true } });
       (ref.kind === 'Target' ? targets : clusterTargets).put({ metadata: { name: ref.name, namespace: ref.kind === 'Target' ? ref.namespace : undefined }, spec: { self: true } });
       const want = [`${ref.kind}/${ref.kind === 'Target' ? `${ref.namespace}/` : ''}${ref.name}`];
-      expect(TargetsReconciler.keyOfNode(built, { targets, clusterTargets })).to.deep.equal(want);
+      expect(VirtualNodeReconciler.keyOfNode(built, { targets, clusterTargets })).to.deep.equal(want);
     });
   }
 });
 
-describe('TargetsReconciler: what a virtual node offers', () => {
+describe('VirtualNodeReconciler: what a virtual node offers', () => {
   afterEach(() => sinon.restore());
 
   it("advertises what is free in the target plus what this source's running proxies hold there", async () => {

@@ -15,7 +15,7 @@ import type { EventSink } from '../core/event-sink.js';
 import type { ObjectCache } from '../controller/object-cache.js';
 import type { SelfTargetBindings } from './self-target-bindings.js';
 
-export interface TargetsReconcilerOptions {
+export interface VirtualNodeReconcilerOptions {
   sourceCore: CoreV1Api;
   sourceCustom: CustomObjectsApi;
   sourceCoordination: CoordinationV1Api;
@@ -62,7 +62,7 @@ export const SELF_CLIENTS_GONE_MS = 500;
  * side, on every replica) last probed and recorded in the registry.
  *
  * Key: `Target/<ns>/<name>` or `ClusterTarget/<name>`. Woken after every probe of the target
- * (main wires `TargetRegistryReconciler`'s `onProbed` here, so the probe period is the Lease
+ * (the wiring enqueues it on the registry's `probed` event, so the probe period is the Lease
  * period), by its Target and by its virtual node: it renews the node Lease and patches the
  * node's labels and status when they change (and at least every `nodeStatusIntervalMs`). The
  * Target's `Ready` condition and events say why a target is not usable. One target's failure
@@ -73,7 +73,7 @@ export const SELF_CLIENTS_GONE_MS = 500;
  * binding goes with the target, once the read side has dropped the target's clients (their
  * watches stop with them): until then the binding's finalizer keeps it in force.
  */
-export class TargetsReconciler {
+export class VirtualNodeReconciler {
   private readonly lastStatusWriteMs = new Map<string, number>();
   /** Keys known to have no self binding left (saves a read per probe of every remote target). */
   private readonly unbound = new Set<string>();
@@ -85,7 +85,7 @@ export class TargetsReconciler {
   /** Each cached proxy's requests, computed once per version of it, not on every write of its node. */
   private readonly requestsOf = perObject(podRequestsWithOverhead);
 
-  constructor(private readonly o: TargetsReconcilerOptions) {
+  constructor(private readonly o: VirtualNodeReconcilerOptions) {
     this.nodeStatusIntervalMs = o.nodeStatusIntervalMs ?? 60_000;
   }
 
