@@ -1,4 +1,5 @@
-import { Observable, V1MicroTime, type CoordinationV1Api, type RequestContext, type ResponseContext, type V1Lease } from '@kubernetes/client-node';
+import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
+import { abortWith, AttemptDeadlineError, withAttemptDeadline } from './attempt-deadline.js';
 import type { Clock, ClockTimer } from './clock.js';
 import { isConflict, isNotFound } from './errors.js';
 import { errorFields, type Logger } from './logger.js';
@@ -22,11 +23,6 @@ export interface LeaderElectorOptions {
   onStoppedLeading(): void;
 }
 
-/** An attempt that did not finish in time (a network failure for the caller). */
-class AttemptDeadlineError extends Error {
-  readonly code = 'ETIMEDOUT';
-}
-
 /**
  * Leader election on a coordination.k8s.io Lease, with optimistic concurrency (a write with a
  * stale resourceVersion fails with 409 and we lost the race). A lease is taken over when it has
@@ -46,7 +42,8 @@ export class LeaderElector {
   private timer?: ClockTimer;
   /** When the attempt that last confirmed our lease started, on the monotonic clock (the lease says that time or later). */
   private lastRenewMs = 0;
-  private attempt?: AbortController;
+  /** The attempt in flight, which a stop aborts. */
+  private readonly inFlight = new Set<AbortController>();
   /** The lease record (holder and renew time) last seen, and when we first saw it (monotonic). */
   private observed?: { record: string; atMs: number };
   /** The lease as our last write returned it, while we lead: the next renewal writes it without reading first. */
@@ -84,7 +81,7 @@ export class LeaderElector {
       return;
     }
     try {
-      const ok = await this.withDeadline((signal) => this.tryAcquireOrRenew(signal), Math.max(0, budgetMs));
+      const ok = await withAttemptDeadline(this.o.clock, Math.max(0, budgetMs), this.inFlight, (signal) => this.tryAcquireOrRenew(signal), 'leader election attempt');
       if (this.stopped) return;
       if (ok) {
         this.lastRenewMs = startedMs;
@@ -100,27 +97,6 @@ export class LeaderElector {
       if (this.leading && this.o.clock.monotonicMs() - this.lastRenewMs >= renewDeadlineMs) this.lose('could not renew the lease in time');
     }
     this.schedule();
-  }
-
-  /**
-   * Runs one attempt with its API calls bound to an abort signal, and rejects once `ms` have
-   * passed on the injected clock whatever the calls do (a fake API may ignore the signal).
-   */
-  private withDeadline<T>(run: (signal: AbortSignal) => Promise<T>, ms: number): Promise<T> {
-    const controller = new AbortController();
-    this.attempt = controller;
-    let timer: ClockTimer | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = this.o.clock.setTimeout(() => {
-        const err = new AttemptDeadlineError(`leader election attempt did not finish within ${ms} ms`);
-        controller.abort(err);
-        reject(err);
-      }, ms);
-    });
-    return Promise.race([run(controller.signal), deadline]).finally(() => {
-      if (timer) this.o.clock.clearTimeout(timer);
-      if (this.attempt === controller) this.attempt = undefined;
-    });
   }
 
   private lose(why: string): void {
@@ -191,7 +167,7 @@ export class LeaderElector {
   async release(): Promise<void> {
     this.stopped = true;
     if (this.timer) this.o.clock.clearTimeout(this.timer);
-    this.attempt?.abort(new AttemptDeadlineError('elector stopped'));
+    for (const attempt of this.inFlight) attempt.abort(new AttemptDeadlineError('elector stopped'));
     this.held = undefined;
     if (!this.leading) return;
     this.leading = false;
@@ -221,24 +197,4 @@ function renewed(lease: V1Lease, identity: string, leaseDurationSeconds: number,
       leaseTransitions: (spec.leaseTransitions ?? 0) + (takeover ? 1 : 0),
     },
   };
-}
-
-/**
- * Per-call options that bind a generated client's request to `signal`: a middleware (the
- * object-parameter API takes the observable kind) replaces the signal that
- * `withRequestDeadline` set, which is longer than any renew deadline.
- */
-export function abortWith(signal: AbortSignal): never {
-  return {
-    middleware: [
-      {
-        pre: (ctx: RequestContext) => {
-          ctx.setSignal(signal);
-          return new Observable(Promise.resolve(ctx));
-        },
-        post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
-      },
-    ],
-    middlewareMergeStrategy: 'append',
-  } as never;
 }

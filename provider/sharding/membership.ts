@@ -2,9 +2,8 @@ import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/c
 import type { Clock, ClockTimer } from '../core/clock.js';
 import { isConflict, isNotFound } from '../core/errors.js';
 import { MEMBERSHIP_LABEL } from '../core/keys.js';
-import { abortWith } from '../core/leader-election.js';
 import { errorFields, type Logger } from '../core/logger.js';
-import { AttemptDeadlineError, withAttemptDeadline } from './attempt-deadline.js';
+import { abortWith, AttemptDeadlineError, withAttemptDeadline } from '../core/attempt-deadline.js';
 import { fnv1a64 } from './rendezvous.js';
 
 export interface MembershipOptions {
