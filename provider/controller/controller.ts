@@ -25,9 +25,23 @@ export interface ControllerOptions {
   shards?: WorkQueueShards;
   /** The longest wait before a failed key is tried again (default 5 min). */
   maxBackoffMs?: number;
+  /** With sharding: which keys this replica may reconcile (see {@link ControllerGate}). */
+  gate?: ControllerGate;
   clock: Clock;
   logger: Logger;
   metrics?: Metrics;
+}
+
+/**
+ * Which of a controller's keys this replica reconciles, when targets are sharded across replicas:
+ * a key belongs to one shard (a target's key, or undefined for the cluster-wide share), and only
+ * the shard's owner reconciles it. A key of a shard this replica does not own is dropped when
+ * a worker takes it (the owner saw the same event); a shard this replica claims is resynced
+ * ({@link Controller.resync}), so nothing dropped before the claim is lost.
+ */
+export interface ControllerGate {
+  shardOf(key: string): string | undefined;
+  owns(shard: string | undefined): boolean;
 }
 
 /**
@@ -37,11 +51,14 @@ export interface ControllerOptions {
 export class Controller {
   readonly name: string;
   private readonly queue: WorkQueue;
-  private readonly inFlight = new Set<Promise<void>>();
+  /** In-flight reconciles, with the shard each one writes (see {@link ControllerGate}). */
+  private readonly inFlight = new Map<Promise<void>, string | undefined>();
   private workers: Promise<void>[] = [];
   private started = false;
   /** The informers this controller watches: its workers start once each has listed. */
   private readonly caches: Array<{ hasSynced(): boolean }> = [];
+  /** Every watch's replay: what {@link resync} runs. */
+  private readonly replays = new Set<() => void>();
 
   constructor(private readonly o: ControllerOptions) {
     this.name = o.name;
@@ -85,7 +102,12 @@ export class Controller {
       for (const k of keys) this.queue.add(k);
     };
     for (const verb of VERBS) informer.on(verb, handler);
+    const replay = () => {
+      for (const obj of informer.list()) handler(obj);
+    };
+    this.replays.add(replay);
     return () => {
+      this.replays.delete(replay);
       for (const verb of VERBS) informer.off(verb, handler);
       const i = waitsFor ? this.caches.indexOf(informer) : -1;
       if (i >= 0) this.caches.splice(i, 1);
@@ -122,11 +144,36 @@ export class Controller {
         this.queue.done(key);
         return;
       }
+      const gate = this.o.gate;
+      const shard = gate?.shardOf(key);
+      if (gate && !gate.owns(shard)) {
+        // Another replica's: it saw the same event. Claiming the shard resyncs it here.
+        this.queue.forget(key);
+        this.queue.done(key);
+        continue;
+      }
       const p = this.process(key);
-      this.inFlight.add(p);
+      this.inFlight.set(p, shard);
       await p;
       this.inFlight.delete(p);
     }
+  }
+
+  /**
+   * Enqueues the keys of every object the watched informers hold, as if each had just changed:
+   * after this replica claims a shard, the keys it dropped while another replica owned it.
+   */
+  resync(): void {
+    for (const replay of this.replays) replay();
+  }
+
+  /**
+   * Resolves once no reconcile of `shard` is in flight. The gate must already refuse the shard
+   * (its owner released it), so none starts after: then this controller cannot write it again.
+   */
+  async quiesce(shard: string | undefined): Promise<void> {
+    const running = [...this.inFlight].filter(([, s]) => s === shard).map(([p]) => p);
+    await Promise.all(running);
   }
 
   private async process(key: string): Promise<void> {
@@ -157,7 +204,7 @@ export class Controller {
   /** Stops taking keys and waits for in-flight reconciles, at most `deadlineMs`. */
   async stop(deadlineMs: number): Promise<void> {
     this.queue.shutDown();
-    const all = Promise.all([...this.inFlight]).then(() => undefined);
+    const all = Promise.all([...this.inFlight.keys()]).then(() => undefined);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([all, new Promise<void>((res) => (timer = setTimeout(res, deadlineMs)))]);
     clearTimeout(timer);
