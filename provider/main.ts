@@ -20,6 +20,7 @@ import { LeaderElector } from './core/leader-election.js';
 import { createLogger, errorFields, type Logger } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
 import { TargetAuthorization } from './reconcilers/target-authorization.js';
+import { Shards } from './sharding/shards.js';
 import { BeingPlaced } from '../scheduler/being-placed.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { RefusalLog } from '../scheduler/refusal-log.js';
@@ -30,7 +31,7 @@ import { setupKubelet, setupOps, setupWebhook } from './wiring/servers.js';
 import { firstSignal } from './wiring/signals.js';
 import { setupSources } from './wiring/sources.js';
 import { setupSummary } from './wiring/summary.js';
-import { setupTargets, targetCaches } from './wiring/targets.js';
+import { setupTargets, targetCaches, targetIndex } from './wiring/targets.js';
 import type { Wiring } from './wiring/wiring.js';
 
 /**
@@ -93,6 +94,8 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
   const metrics = createMetrics(registry);
   const core = kc.makeApiClient(CoreV1Api);
   const coordination = kc.makeApiClient(CoordinationV1Api);
+  const identity = `${env.POD_NAME ?? hostname()}-${process.pid}`;
+  const shards = config.shardTargets ? newShards(config, coordination, identity, logger, clock, (n) => metrics.shardsOwned.set(n)) : undefined;
   const manager = new Manager<TargetClient>({
     logger,
     clock,
@@ -100,22 +103,24 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
     // One table of repeated string values, and one of repeated parts of objects, for every
     // informer of the process (see StringTable, SubtreeTable).
     informers: { strings: new StringTable(), subtrees: new SubtreeTable(), metrics },
-    elector: config.leaderElect
-      ? (callbacks) =>
-          new LeaderElector({
-            coordination,
-            namespace: config.leaderElectionNamespace,
-            name: 'admiralty-provider',
-            identity: `${env.POD_NAME ?? hostname()}-${process.pid}`,
-            leaseDurationSeconds: config.leaseDurationSeconds,
-            renewDeadlineSeconds: config.renewDeadlineSeconds,
-            retryPeriodSeconds: config.retryPeriodSeconds,
-            clock,
-            logger,
-            ...callbacks,
-          })
-      : undefined,
-    // The leader stepped down at its renew deadline; another replica may take the lease once
+    elector: shards
+      ? (callbacks) => shards.elector(callbacks)
+      : config.leaderElect
+        ? (callbacks) =>
+            new LeaderElector({
+              coordination,
+              namespace: config.leaderElectionNamespace,
+              name: 'admiralty-provider',
+              identity,
+              leaseDurationSeconds: config.leaseDurationSeconds,
+              renewDeadlineSeconds: config.renewDeadlineSeconds,
+              retryPeriodSeconds: config.retryPeriodSeconds,
+              clock,
+              logger,
+              ...callbacks,
+            })
+        : undefined,
+    // The leader stepped down (or, sharded, left the group) at its renew deadline; another replica may take the lease once
     // the lease duration has passed: the writers stop within the difference.
     stepDownDeadlineMs: (config.leaseDurationSeconds - config.renewDeadlineSeconds) * 1000,
     // The writers' controllers and per-target watches are built once: a fresh process starts
@@ -138,12 +143,38 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
     metrics,
     registry,
     manager,
+    shards,
+    writes: (targetKey) => (shards ? shards.owns(targetKey) : manager.isLeader()),
     onHangup: (listener) => {
       process.on('SIGHUP', listener);
       return () => void process.off('SIGHUP', listener);
     },
-    newController: (name, reconciler, opts) => new Controller({ name, reconciler, workers: config.workers, shards: opts?.shards, maxBackoffMs: opts?.maxBackoffMs, clock, logger, metrics }),
+    newController: (name, reconciler, opts) => {
+      const gate = shards && opts?.shardOf && shards.gate(opts.shardOf);
+      const controller = new Controller({ name, reconciler, workers: config.workers, shards: opts?.shards, maxBackoffMs: opts?.maxBackoffMs, gate, clock, logger, metrics });
+      if (gate) shards.register(controller);
+      return controller;
+    },
   };
+}
+
+/**
+ * With `--shard-targets`: the group is this installation's (its namespace), its Leases live
+ * beside the leader Lease, on the leader election's durations (see `Shards`).
+ */
+function newShards(config: ProviderConfig, coordination: CoordinationV1Api, identity: string, logger: Logger, clock: Clock, onOwned: (n: number) => void): Shards {
+  return new Shards({
+    coordination,
+    namespace: config.leaderElectionNamespace,
+    group: 'admiralty-provider',
+    identity,
+    leaseDurationSeconds: config.leaseDurationSeconds,
+    renewDeadlineSeconds: config.renewDeadlineSeconds,
+    retryPeriodSeconds: config.retryPeriodSeconds,
+    clock,
+    logger,
+    onOwned,
+  });
 }
 
 /**
@@ -172,9 +203,13 @@ async function setupParts(wiring: Wiring): Promise<void> {
   // probe: a Target's own namespace, or a ClusterTarget's opted-in namespaces. Read by the
   // extender's filter and the binder.
   const authorization = enabled('targets') ? new TargetAuthorization({ clock, namespaces: () => (namespaces?.list() ?? []).map((n) => n.metadata?.name ?? '').filter((n) => n !== '') }) : undefined;
+  // The targets by key and virtual node, from their caches: with sharding, the shards. An
+  // install without targets shards only the cluster-wide work.
+  const index = enabled('targets') ? targetIndex(wiring) : undefined;
+  if (!index) wiring.shards?.track({ keys: () => [], has: () => false, hasSynced: () => true });
   const delegation =
     proxies && namespaces && beingPlaced
-      ? await setupDelegation(wiring, { proxies, namespaces, beingPlaced, avoid: memory && ((owner, target, reason, untilMs) => memory.avoid(owner, target, reason, untilMs)) })
+      ? await setupDelegation(wiring, { proxies, namespaces, beingPlaced, targetIndex: index, avoid: memory && ((owner, target, reason, untilMs) => memory.avoid(owner, target, reason, untilMs)) })
       : undefined;
   const extender =
     memory && refusals

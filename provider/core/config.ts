@@ -38,6 +38,8 @@ export interface ProviderConfig {
   metricsPort: number;
   metricsBindAddress: string;
   leaderElect: boolean;
+  /** Targets sharded across the replicas by membership Leases, in place of one leader (see `Shards`). */
+  shardTargets: boolean;
   leaderElectionNamespace: string;
   leaseDurationSeconds: number;
   renewDeadlineSeconds: number;
@@ -126,7 +128,17 @@ export const FLAGS: Record<keyof ProviderConfig, FlagSpec> = {
   metricsPort: { flag: 'metrics-port', kind: 'port', default: '8080', help: 'port of /metrics, /healthz and /readyz' },
   metricsBindAddress: { flag: 'metrics-bind-address', kind: 'ip', default: '127.0.0.1', help: 'address of the metrics server' },
   leaderElect: { flag: 'leader-elect', kind: 'bool', default: 'true', help: 'elect a leader among replicas; every replica serves, only the leader runs the controllers that write' },
-  leaderElectionNamespace: { flag: 'leader-election-namespace', kind: 'string', help: 'namespace of the leader Lease (default: --namespace)' },
+  shardTargets: {
+    flag: 'shard-targets',
+    kind: 'bool',
+    default: 'false',
+    help: 'share the writing among the replicas: each holds a membership Lease and writes only the targets rendezvous hashing gives it (fenced by a Lease per target), in place of one elected leader writing all (--leader-elect is then not used)',
+  },
+  leaderElectionNamespace: {
+    flag: 'leader-election-namespace',
+    kind: 'string',
+    help: 'namespace of the leader Lease, and of the membership and target Leases with --shard-targets (default: --namespace)',
+  },
   leaseDurationSeconds: { flag: 'lease-duration-seconds', kind: 'int', default: '15', help: 'leader lease duration' },
   renewDeadlineSeconds: { flag: 'renew-deadline-seconds', kind: 'int', default: '10', help: 'a leader that cannot renew its lease within this steps down; less than --lease-duration-seconds' },
   retryPeriodSeconds: { flag: 'retry-period-seconds', kind: 'int', default: '2', help: 'leader election retry period' },

@@ -32,6 +32,7 @@ export function createMetrics(registry: Registry) {
       labelNames: ['target'],
       registers,
     }),
+    shardsOwned: new Gauge({ name: 'admiralty_shards_owned', help: 'With --shard-targets: the shards (targets, and the cluster-wide one) this replica owns.', registers }),
     targetReady: new Gauge({ name: 'admiralty_target_ready', help: '1 when a target is reachable and usable, else 0.', labelNames: ['target'], registers }),
     outageFailovers: new Counter({
       name: 'admiralty_outage_failovers_total',

@@ -8,7 +8,8 @@ import { isAutoscalerVerdict } from '../model/autoscaler.js';
 import type { CopyNames } from '../model/pod-references.js';
 import { copiesEvent, isAboutDelegateOf, targetEventsSelector } from '../model/proxy-event.js';
 import type { BeingPlaced } from '../../scheduler/being-placed.js';
-import type { Wiring } from './wiring.js';
+import { CLUSTER_WIDE, type Wiring } from './wiring.js';
+import type { TargetIndex } from './targets.js';
 import { delegatesCache, ownedBy, targetScope } from './caches.js';
 
 /** What delegation gives the rest of the wiring (the binder, the extender, the kubelet API), with the caches it was set up with. */
@@ -27,6 +28,8 @@ export interface DelegationOptions {
   namespaces: Informer<V1Namespace>;
   /** What the binder is placing: follow keeps their copies (see `BeingPlaced`). */
   beingPlaced: BeingPlaced;
+  /** The targets by virtual node: a proxy's shard is its target's (none without the targets part). */
+  targetIndex: TargetIndex | undefined;
   /** Keeps a target off a controller's pods for a while (the extender's placement memory); absent without the extender. */
   avoid: ((ownerUid: string, targetKey: string, reason: string, untilMs: number) => void) | undefined;
 }
@@ -59,6 +62,7 @@ interface DelegationParts {
   wiring: Wiring;
   reconcilers: Reconcilers;
   proxies: Informer<V1Pod>;
+  targetIndex: TargetIndex | undefined;
   namespaces: Informer<V1Namespace>;
   /** A target's caches, while it is engaged. */
   perTarget: (key: string) => DelegationCaches | undefined;
@@ -99,7 +103,7 @@ export async function setupDelegation(wiring: Wiring, options: DelegationOptions
     const entry = perTarget(key);
     return entry?.delegates.hasSynced() && (!andEvents || entry.events.hasSynced()) ? entry.delegates : undefined;
   };
-  const parts: DelegationParts = { wiring, reconcilers, proxies, namespaces, perTarget, listedDelegates };
+  const parts: DelegationParts = { wiring, reconcilers, proxies, namespaces, targetIndex: options.targetIndex, perTarget, listedDelegates };
   const follow = setupFollow(parts, options.beingPlaced);
   const outage = setupOutage(parts);
   const replacement = options.avoid && setupReplacement(parts, options.avoid);
@@ -246,7 +250,8 @@ function setupFollow(parts: DelegationParts, beingPlaced: BeingPlaced) {
     targetSecrets: (key: string) => perTarget(key)?.secrets,
     delegates: (key: string) => parts.listedDelegates(key),
   });
-  const controller = wiring.newController('follow', follow);
+  // Its keys span targets: the cluster-wide shard's.
+  const controller = wiring.newController('follow', follow, { shardOf: CLUSTER_WIDE });
   controller.watch(proxies, (p) => FollowReconciler.keysOfProxy(p));
   // Opting a namespace in or out changes what its proxies may do.
   controller.watch(namespaces, (n) => proxies.list(n.metadata?.name).flatMap((p) => FollowReconciler.keysOfProxy(p)));
@@ -272,7 +277,7 @@ function setupOutage(parts: DelegationParts) {
   const { OutageReconciler } = parts.reconcilers;
   const { core, clusters, config, events, clock, metrics } = wiring;
   const outage = new OutageReconciler({ sourceCore: core, proxies, namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock, metrics });
-  const controller = wiring.newController('outage', outage);
+  const controller = wiring.newController('outage', outage, { shardOf: (key) => key });
   controller.watch(proxies, (p) => OutageReconciler.keysOfProxy(clusters, p));
   clusters.on('probed', (key) => controller.enqueue(key));
   wiring.manager.add(leaderController(controller, [proxies, namespaces]));
@@ -302,7 +307,7 @@ function setupReplacement(parts: DelegationParts, avoid: NonNullable<DelegationO
     clock,
     metrics,
   });
-  const controller = wiring.newController('replacement', replacement);
+  const controller = wiring.newController('replacement', replacement, { shardOf: (key) => key });
   clusters.on('probed', (key) => controller.enqueue(key));
   wiring.manager.add(leaderController(controller, [proxies]));
   return controller;
@@ -327,7 +332,14 @@ function setupDelegationController(parts: DelegationParts, options: { follow: In
   });
   // A proxy's key is grouped by its virtual node (one per target): a target whose calls hang
   // holds at most --workers-per-target workers, and the others keep flowing.
+  // A proxy's shard is its target's; a proxy not bound (or gone) is the cluster-wide shard's.
+  const shardOf = (key: string) => {
+    const [namespace, name] = key.split('/');
+    const nodeName = name === undefined ? undefined : proxies.get(name, namespace)?.spec?.nodeName;
+    return nodeName ? parts.targetIndex?.keyOfNode(nodeName) : undefined;
+  };
   const controller = wiring.newController('delegation', delegation, {
+    shardOf,
     shards: {
       of: (key) => {
         const [namespace, name] = key.split('/');
@@ -371,7 +383,8 @@ function setupServices(parts: DelegationParts): void {
     targetServices: (key: string) => perTarget(key)?.services,
     delegates: (key: string) => parts.listedDelegates(key),
   });
-  const controller = wiring.newController('services', svc);
+  // Its keys span targets: the cluster-wide shard's.
+  const controller = wiring.newController('services', svc, { shardOf: CLUSTER_WIDE });
   controller.watch(services, (s) => [ServiceReconciler.keyOf(s)]);
   controller.watch(proxies, (p) => svc.keysOfProxy(p));
   wiring.manager.onEngage((target, _caches, signal) => {
@@ -407,7 +420,7 @@ function setupDelegateEvents(parts: DelegationParts, replacement: Controller | u
     logger: wiring.logger,
     copies: config.delegateEvents,
   });
-  const controller = wiring.newController('delegate-events', delegateEvents);
+  const controller = wiring.newController('delegate-events', delegateEvents, { shardOf: (key) => key.split('|')[0] });
   wiring.manager.onEngage((target, _caches, signal) => {
     const entry = perTarget(target.key)!;
     untilAborted(

@@ -103,9 +103,10 @@ function newBinder(parts: ExtenderParts, delegation: Delegation): Binder {
     clock: wiring.clock,
     logger: wiring.logger,
     placeTimeoutMs: wiring.config.delegatePlacementTimeoutSeconds * 1000,
-    // The leader fences a target that comes back before it creates delegates there; a
-    // standby cannot know when that is done, so it keeps off a target recently unreachable.
-    mayCreateDelegates: (key) => (wiring.manager.isLeader() ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(wiring.clusters.health(key), wiring.clock.monotonicMs())),
+    // The target's writer (the leader, or its shard's owner) fences a target that comes back
+    // before it creates delegates there; another replica cannot know when that is done, so it
+    // keeps off a target recently unreachable.
+    mayCreateDelegates: (key) => (wiring.writes(key) ? delegation.outage.mayCreateDelegates(key) : standbyMayCreateDelegates(wiring.clusters.health(key), wiring.clock.monotonicMs())),
   });
   delegation.onDelegateChange((targetKey, delegate, verb) => {
     binder.delegateChanged(targetKey, delegate);

@@ -3,7 +3,7 @@ import type { InformerOptions } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
 import { isVirtualNode, summaryPodFields, summaryPriorityClassFields, summaryRuntimeClassFields } from '../model/cluster-summary.js';
 import { SummaryReconciler } from '../reconcilers/summary.js';
-import type { Wiring } from './wiring.js';
+import { CLUSTER_WIDE, type Wiring } from './wiring.js';
 
 /**
  * kube-scheduler's own selection of assigned pods: bound to a node and not finished, of every
@@ -86,7 +86,7 @@ export function setupSummary(wiring: Wiring): void {
   const controller = wiring.newController(
     'summary',
     new SummaryReconciler({ custom, nodes, pods, runtimeClasses, priorityClasses, podsResourceVersion: () => pods.lastResourceVersion(), clock: wiring.clock, renewIntervalMs }),
-    { maxBackoffMs: renewIntervalMs },
+    { maxBackoffMs: renewIntervalMs, shardOf: CLUSTER_WIDE },
   );
   controller.watch(nodes, () => [SummaryReconciler.KEY]);
   controller.watch(pods, () => [SummaryReconciler.KEY]);

@@ -3,9 +3,11 @@ import { ServerAddressPolicy } from '../clusters/server-address-policy.js';
 import type { Controller } from '../controller/controller.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
+import { parseTargetKey } from '../clusters/target-client.js';
 import { perObject } from '../core/per-object.js';
 import { PROVIDER_VERSION } from '../core/version.js';
-import { delegatePodName } from '../model/names.js';
+import { delegatePodName, virtualNodeName } from '../model/names.js';
+import type { TargetSet } from '../sharding/shards.js';
 import type { Target } from '../model/types.js';
 import { SelfTargetBindings } from '../reconcilers/self-target-bindings.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
@@ -51,6 +53,70 @@ export function setupTargets(wiring: Wiring, options: TargetsOptions): TargetInf
   const reader = setupTargetRegistry(wiring, targets, selfBindings, options.authorization);
   setupVirtualNodes(wiring, { targets, selfBindings, proxies: options.proxies, reader });
   return targets;
+}
+
+/**
+ * The Targets and ClusterTargets that exist, by key and by virtual node name, from their caches
+ * alone: the same on every replica, whatever each one's probes found (a replica whose probe of
+ * a target failed still maps the target's proxies to it). What the shards are made of, and how
+ * a writer's key finds its shard.
+ */
+export class TargetIndex implements TargetSet {
+  private readonly byNode = new Map<string, string>();
+
+  constructor(private readonly informers: TargetInformers) {
+    const index = (kind: 'Target' | 'ClusterTarget') => (t: Target) => {
+      const key = VirtualNodeReconciler.keyOf(t, kind);
+      this.byNode.set(virtualNodeName({ kind, namespace: kind === 'Target' ? (t.metadata.namespace ?? '') : '', name: t.metadata.name ?? '' }), key);
+    };
+    const unindex = (kind: 'Target' | 'ClusterTarget') => (t: Target) =>
+      this.byNode.delete(virtualNodeName({ kind, namespace: kind === 'Target' ? (t.metadata.namespace ?? '') : '', name: t.metadata.name ?? '' }));
+    informers.targets.on('add', index('Target'));
+    informers.targets.on('delete', unindex('Target'));
+    informers.clusterTargets.on('add', index('ClusterTarget'));
+    informers.clusterTargets.on('delete', unindex('ClusterTarget'));
+  }
+
+  keys(): string[] {
+    return [...this.informers.targets.list().map((t) => VirtualNodeReconciler.keyOf(t, 'Target')), ...this.informers.clusterTargets.list().map((t) => VirtualNodeReconciler.keyOf(t, 'ClusterTarget'))];
+  }
+
+  has(key: string): boolean {
+    let ref;
+    try {
+      ref = parseTargetKey(key);
+    } catch {
+      return false;
+    }
+    return ref.kind === 'Target' ? this.informers.targets.get(ref.name, ref.namespace) !== undefined : this.informers.clusterTargets.get(ref.name) !== undefined;
+  }
+
+  /** The key of the target whose virtual node is `nodeName`, if that target exists. */
+  keyOfNode(nodeName: string): string | undefined {
+    return this.byNode.get(nodeName);
+  }
+
+  hasSynced(): boolean {
+    return this.informers.targets.hasSynced() && this.informers.clusterTargets.hasSynced();
+  }
+}
+
+/**
+ * The index of the targets; with sharding, the targets to shard, and a pass on each Target
+ * that comes or goes.
+ */
+export function targetIndex(wiring: Wiring): TargetIndex {
+  const informers = targetCaches(wiring);
+  const index = new TargetIndex(informers);
+  const { shards } = wiring;
+  if (shards) {
+    shards.track(index);
+    informers.targets.on('add', () => shards.changed());
+    informers.clusterTargets.on('add', () => shards.changed());
+    informers.targets.on('delete', (t) => shards.removed(VirtualNodeReconciler.keyOf(t, 'Target')));
+    informers.clusterTargets.on('delete', (t) => shards.removed(VirtualNodeReconciler.keyOf(t, 'ClusterTarget')));
+  }
+  return index;
 }
 
 /** The caches of Targets and ClusterTargets (this cluster's). */
@@ -117,6 +183,7 @@ function setupVirtualNodes(wiring: Wiring, options: { targets: TargetInformers; 
       // The extender's filter judges preemption in targets only for the proxy scheduler's pods.
       advertisePreemptible: config.proxySchedulerName !== '',
     }),
+    { shardOf: (key) => key },
   );
   writer.watch(targets, (t) => [VirtualNodeReconciler.keyOf(t, 'Target')]);
   writer.watch(clusterTargets, (t) => [VirtualNodeReconciler.keyOf(t, 'ClusterTarget')]);

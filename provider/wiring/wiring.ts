@@ -5,6 +5,7 @@ import type { TargetClient } from '../clusters/target-client.js';
 import type { Controller } from '../controller/controller.js';
 import type { Manager } from '../controller/manager.js';
 import type { WorkQueueShards } from '../controller/workqueue.js';
+import type { Shards } from '../sharding/shards.js';
 import type { Clock } from '../core/clock.js';
 import type { ProviderConfig } from '../core/config.js';
 import type { EventRecorder } from '../core/events.js';
@@ -30,7 +31,23 @@ export interface Wiring {
   metrics: Metrics;
   registry: Registry;
   manager: Manager<TargetClient>;
+  /** With `--shard-targets`: the shards of the targets among the replicas (see `Shards`); absent, the leader writes every target. */
+  shards?: Shards;
+  /** Whether this replica writes `targetKey` now: it owns its shard, or, without sharding, it leads. */
+  writes(targetKey: string): boolean;
   /** Calls `listener` on each SIGHUP (a forced certificate renewal) until the function it returns is called. */
   onHangup: (listener: () => void) => () => void;
-  newController: (name: string, reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> }, opts?: { shards?: WorkQueueShards; maxBackoffMs?: number }) => Controller;
+  /**
+   * A controller. A writer names the shard of each key (`shardOf`: the target the key writes to,
+   * or undefined for the cluster-wide share); with sharding, it then reconciles only the keys of
+   * the shards this replica owns. The read side (every replica) names none.
+   */
+  newController: (
+    name: string,
+    reconciler: { reconcile(key: string): Promise<{ requeueAfterMs?: number } | void> },
+    opts?: { shards?: WorkQueueShards; maxBackoffMs?: number; shardOf?: (key: string) => string | undefined },
+  ) => Controller;
 }
+
+/** A writer's `shardOf` for work that belongs to no one target: the cluster-wide shard's. */
+export const CLUSTER_WIDE = (): undefined => undefined;

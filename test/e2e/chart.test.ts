@@ -21,6 +21,7 @@ const NON_DEFAULT = [
   'image.pullPolicy=Always',
   'imagePullSecrets[0].name=pull',
   'replicaCount=3',
+  'sharding.enabled=true',
   'resources.requests.cpu=250m',
   'nodeSelector.pool=system',
   'tolerations[0].key=dedicated',
@@ -129,6 +130,9 @@ describe('Helm chart (charts/admiralty)', function () {
     expect(provider(n).resources.requests.cpu).to.equal('250m');
     expect(find(d, 'Deployment', 'admiralty').spec.template.spec.affinity.podAntiAffinity).to.be.an('object');
     expect(find(n, 'Deployment', 'admiralty').spec.template.spec).to.not.have.key('affinity');
+    // sharding.enabled
+    expect(cfg(d).shardTargets).to.equal(false);
+    expect(cfg(n).shardTargets).to.equal(true);
     // debug (and extraArgs after it: the last of a flag given twice wins)
     expect(cfg(d).logLevel).to.equal('info');
     expect(cfg(await objects('clusterName=c1', 'debug=true')).logLevel).to.equal('debug');
@@ -164,6 +168,15 @@ describe('Helm chart (charts/admiralty)', function () {
     expect(schedulerObjects(n)).to.deep.equal([]);
     expect(cfg(n)).to.include({ proxySchedulerName: '' });
     expect(cfg(n).enable).to.not.include('extender');
+  });
+
+  it('renders the HA example (examples/values-ha.yaml) as 3 replicas writing their shares of the targets', async () => {
+    const out = await helmRun('template', 'admiralty', CHART, '--namespace', 'admiralty', '-f', join(CHART, 'examples', 'values-ha.yaml'), '--set', 'clusterName=c1');
+    const objs = parseAllDocuments(out)
+      .map((d) => d.toJSON())
+      .filter(Boolean);
+    expect(find(objs, 'Deployment', 'admiralty').spec.replicas).to.equal(3);
+    expect(provider(objs).args).to.include('--shard-targets=true');
   });
 
   it('installs into the release namespace', async () => {

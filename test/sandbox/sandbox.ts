@@ -1017,6 +1017,24 @@ webhooks:
   }
 
   /**
+   * Stops one provider replica for good (its restart loop too), as scaling a Deployment down
+   * does: SIGTERM, so it drains and hands its work back. The front stops choosing it once its
+   * port refuses.
+   */
+  async stopProviderReplica(cluster: string, replica: number): Promise<void> {
+    await stopProcess(this.providerSpec(cluster, replica, this.requireState()));
+  }
+
+  /** Starts one provider replica again (scaling up), with `extraArgs` as {@link start} takes them; resolves once it is Ready. */
+  async startProviderReplica(cluster: string, replica: number, extraArgs: readonly string[] = []): Promise<void> {
+    const state = this.requireState();
+    shippedCli();
+    const spec = this.providerSpec(cluster, replica, state);
+    startProcess({ ...spec, args: [...spec.args, ...extraArgs] });
+    await waitFor(spec.name, 60_000, () => httpOk(`http://127.0.0.1:${this.providerPorts(cluster, replica, state).metrics}/readyz`));
+  }
+
+  /**
    * Kills one provider replica's process with `signal` and leaves its restart loop alone, which
    * starts it again a second later, as a kubelet restarts a container. Returns the killed pid.
    */
