@@ -19,7 +19,9 @@ export const mochaHooks = {
     // SANDBOX_PROVIDER_REPLICAS=2 runs c1's provider as leader and warm standby (the reliability
     // suite does). Not the e2e default: a few tests read the one provider's ports and pid.
     const providerReplicas = Number(process.env.SANDBOX_PROVIDER_REPLICAS ?? 1);
-    await sandbox.up({ providerReplicas, log: (l) => console.log(`  sandbox: ${l}`) });
+    // SANDBOX_GANGS=1 turns on Kubernetes' gang scheduling alpha in every cluster; off by default.
+    const gangs = process.env.SANDBOX_GANGS === '1';
+    await sandbox.up({ providerReplicas, gangs, log: (l) => console.log(`  sandbox: ${l}`) });
   },
   async afterAll(this: Mocha.Context) {
     this.timeout(240_000); // namespace teardowns may still be running (support.ts)

@@ -9,6 +9,8 @@ const USAGE = `usage: sandbox <command>
                                     a front stands in for their Service); idempotent.
                                     --autoscaler <cluster> (repeatable) also runs the cluster-autoscaler
                                     stand-in (a test fixture) there, on a sandbox already up too
+                                    --gangs (or SANDBOX_GANGS=1) turns on Kubernetes' gang scheduling
+                                    alpha in every cluster (Workload and PodGroup API, the gang plugin)
   down                              stop every process the sandbox started and remove its state
   status                            say what runs
   stop <cluster> <component>        stop one process, keeping its state (components: ${CLUSTER_COMPONENTS.join(', ')})
@@ -50,7 +52,8 @@ export async function sandboxCli(args: string[]): Promise<number> {
         }
         autoscalers.push(cluster);
       }
-      await sandbox.up({ clusters, topology: topology as Topology, providerReplicas, connect: !rest.includes('--no-connect'), autoscalers, log });
+      const gangs = rest.includes('--gangs') || process.env.SANDBOX_GANGS === '1';
+      await sandbox.up({ clusters, topology: topology as Topology, providerReplicas, connect: !rest.includes('--no-connect'), autoscalers, gangs, log });
       return 0;
     }
     case 'down':

@@ -67,6 +67,16 @@ const REGIONS = ['us', 'eu', 'ap', 'sa', 'af', 'me', 'oc', 'an'];
 /** Port offsets inside a cluster's block of ten. */
 const PORT = { etcd: 0, etcdPeer: 1, apiserver: 2, kcm: 3, scheduler: 4, kwok: 5, kubelet: 6, webhook: 7, metrics: 8, proxyScheduler: 9 } as const;
 
+/**
+ * Kubernetes' gang scheduling alpha, for the opt-in of {@link UpOptions.gangs}: GenericWorkload
+ * serves the Workload and PodGroup API and lets a pod name its group
+ * (`spec.schedulingGroup.podGroupName`); GangScheduling adds kube-scheduler's plugin that holds
+ * a group's pods at Permit until `minCount` of them have a place. Both are alpha in 1.36, off
+ * by default, and the API version is off by default too, so the apiserver needs both flags.
+ */
+const GANG_FEATURE_GATES = '--feature-gates=GenericWorkload=true,GangScheduling=true';
+const GANG_RUNTIME_CONFIG = '--runtime-config=scheduling.k8s.io/v1alpha2=true';
+
 /** The cluster that may run several provider replicas (the source of the default topology). */
 const REPLICATED_CLUSTER = FIRST_CLUSTER;
 
@@ -89,6 +99,8 @@ export interface SandboxState {
   completeJobPods?: boolean;
   /** The providers' `--log-level`; `debug` when absent (see {@link UpOptions.providerLogLevel}). */
   providerLogLevel?: ProviderLogLevel;
+  /** Whether the clusters run Kubernetes' gang scheduling alpha; off when absent (see {@link UpOptions.gangs}). */
+  gangs?: boolean;
 }
 
 /** The provider's log levels that the sandbox runs it at. */
@@ -124,6 +136,13 @@ export interface UpOptions {
    * measure includes no debug line that an install does not write.
    */
   providerLogLevel?: ProviderLogLevel;
+  /**
+   * Turn on Kubernetes' gang scheduling alpha in every cluster (default off): each
+   * kube-apiserver serves scheduling.k8s.io/v1alpha2 (Workload, PodGroup) and each cluster's
+   * kube-scheduler runs the gang plugin. The proxy scheduler keeps its shipped configuration,
+   * so proxies are still placed one by one. `up --gangs`, or SANDBOX_GANGS=1 for the e2e suite.
+   */
+  gangs?: boolean;
   log?: (line: string) => void;
 }
 
@@ -251,6 +270,10 @@ export class Sandbox {
     if (state && (state.providerReplicas ?? 1) !== replicas) {
       throw new Error(`the running sandbox has ${state.providerReplicas ?? 1} provider replica(s) in c1; run \`down\` first to change it`);
     }
+    const gangs = opts.gangs ?? false;
+    if (state && (state.gangs ?? false) !== gangs) {
+      throw new Error(`the running sandbox has gang scheduling ${state.gangs ? 'on' : 'off'}; run \`down\` first to change it`);
+    }
     if (state && this.isUp()) {
       this.log(`sandbox already up (${state.clusters.join(', ')})`);
       for (const c of opts.autoscalers ?? []) await this.startAutoscaler(c);
@@ -270,6 +293,7 @@ export class Sandbox {
         provider: opts.provider !== false && existsSync(join(REPO_ROOT, 'provider', 'main.ts')),
         ...(opts.completeJobPods === false ? { completeJobPods: false } : {}),
         ...(opts.providerLogLevel ? { providerLogLevel: opts.providerLogLevel } : {}),
+        ...(gangs ? { gangs: true } : {}),
       };
     } else {
       state.binDir = binDir;
@@ -459,6 +483,7 @@ export class Sandbox {
             '--audit-log-format=json',
             '--audit-log-maxsize=200',
             '--audit-log-maxbackup=1',
+            ...(state.gangs ? [GANG_FEATURE_GATES, GANG_RUNTIME_CONFIG] : []),
             '--profiling=false',
           ],
         };
@@ -488,7 +513,7 @@ export class Sandbox {
           ...base,
           command: bin('kube-scheduler'),
           marker: `--secure-port=${p.scheduler}`,
-          args: [`--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', `--secure-port=${p.scheduler}`, '--profiling=false'],
+          args: [`--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', `--secure-port=${p.scheduler}`, ...(state.gangs ? [GANG_FEATURE_GATES] : []), '--profiling=false'],
         };
       case 'kwok':
         return {
