@@ -17,6 +17,8 @@ export interface OutageReconcilerOptions {
   sourceCore: CoreV1Api;
   /** Source pods that are proxies (labelled by the webhook). */
   proxies: ObjectCache<V1Pod>;
+  /** The proxies bound to a node (the proxies cache's index); without it, every proxy is walked. */
+  proxiesOn?: (nodeName: string) => V1Pod[];
   /** Source namespaces labelled `multicluster-scheduler=enabled` (their failover-after annotation). */
   namespaces: ObjectCache<V1Namespace>;
   /** Targets' clients and health, as the targets reconciler records them. */
@@ -125,7 +127,7 @@ export class OutageReconciler {
       return;
     }
     const nodeName = this.o.registry.nodeNameOf(key) ?? virtualNodeName(target.ref);
-    const proxies = this.o.proxies.list().filter((p) => p.spec?.nodeName === nodeName);
+    const proxies = this.o.proxiesOn?.(nodeName) ?? this.o.proxies.list().filter((p) => p.spec?.nodeName === nodeName);
     const now = this.o.clock.now();
     if (isOutage(health)) {
       this.owed.add(key);

@@ -13,6 +13,7 @@ import {
   VIRTUAL_KUBELET_PROVIDER_VALUE,
 } from '../core/keys.js';
 import { delegateFields } from '../model/delegate-pod.js';
+import { PROXIES_BY_NODE_INDEX, proxyNodeIndex } from '../model/proxy-index.js';
 import { proxyFields } from '../model/proxy-status.js';
 import { sharePodParts } from '../model/shared-pod-parts.js';
 import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '../../scheduler/topology.js';
@@ -37,7 +38,7 @@ const podAffinityIndex = (p: V1Pod) => (mayHavePodTerms(p) ? [POD_AFFINITY_INDEX
  * nor IPs (delegation writes a proxy's status by patch and compares it by digest) and, of the
  * saved manifest, only its scheduling fields (see proxyFields); the parts it repeats of other
  * proxies and delegates (constraints, volume sources, conditions) are one shared copy (see
- * sharePodParts). Indexed by whether its terms judge the pods placed after it.
+ * sharePodParts). Indexed by whether its terms judge the pods placed after it, and by node.
  */
 export function proxiesCache(wiring: Wiring, use: CacheUse = {}): Informer<V1Pod> {
   return wiring.manager.caches().informer<V1Pod>({
@@ -47,9 +48,14 @@ export function proxiesCache(wiring: Wiring, use: CacheUse = {}): Informer<V1Pod
     labelSelector: `${HAS_FINALIZER_LABEL}=true`,
     transform: proxyFields,
     share: sharePodParts,
-    indexers: { [POD_AFFINITY_INDEX]: podAffinityIndex },
+    indexers: { [POD_AFFINITY_INDEX]: podAffinityIndex, [PROXIES_BY_NODE_INDEX]: proxyNodeIndex },
     ...use,
   });
+}
+
+/** The proxies bound to a node, from the proxies cache's index (see {@link proxiesCache}). */
+export function proxiesOnNode(proxies: Pick<Informer<V1Pod>, 'byIndex'>): (nodeName: string) => V1Pod[] {
+  return (nodeName) => proxies.byIndex(PROXIES_BY_NODE_INDEX, nodeName);
 }
 
 /**

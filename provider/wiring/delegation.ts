@@ -5,12 +5,13 @@ import type { Controller } from '../controller/controller.js';
 import type { Informer } from '../controller/informer.js';
 import { leaderController } from '../controller/manager.js';
 import { isAutoscalerVerdict } from '../model/autoscaler.js';
+import { virtualNodeName } from '../model/names.js';
 import type { CopyNames } from '../model/pod-references.js';
 import { copiesEvent, isAboutDelegateOf, targetEventsSelector } from '../model/proxy-event.js';
 import type { BeingPlaced } from '../../scheduler/being-placed.js';
 import { CLUSTER_WIDE, type Wiring } from './wiring.js';
 import type { TargetIndex } from './targets.js';
-import { delegatesCache, ownedBy, targetScope } from './caches.js';
+import { delegatesCache, ownedBy, proxiesOnNode, targetScope } from './caches.js';
 
 /** What delegation gives the rest of the wiring (the binder, the extender, the kubelet API), with the caches it was set up with. */
 export interface Delegation extends DelegationOptions {
@@ -276,7 +277,7 @@ function setupOutage(parts: DelegationParts) {
   const { wiring, proxies, namespaces } = parts;
   const { OutageReconciler } = parts.reconcilers;
   const { core, clusters, config, events, clock, metrics } = wiring;
-  const outage = new OutageReconciler({ sourceCore: core, proxies, namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock, metrics });
+  const outage = new OutageReconciler({ sourceCore: core, proxies, proxiesOn: proxiesOnNode(proxies), namespaces, registry: clusters, sourceClusterName: config.clusterName, events, clock, metrics });
   const controller = wiring.newController('outage', outage, { shardOf: (key) => key });
   controller.watch(proxies, (p) => OutageReconciler.keysOfProxy(clusters, p));
   clusters.on('probed', (key) => controller.enqueue(key));
@@ -359,8 +360,10 @@ function setupDelegationController(parts: DelegationParts, options: { follow: In
       signal,
       controller.watch(entry.delegates, (p) => DelegationReconciler.delegateToProxyKey(p, config.clusterName), PER_TARGET_ONLY),
     );
-    // Proxies bound to this target may have been waiting for its clients.
-    for (const p of proxies.list()) controller.enqueue(DelegationReconciler.proxyKey(p));
+    // Proxies bound to this target may have been waiting for its clients (those of its node: a
+    // walk of every proxy for each target that joins cost targets times proxies at a start).
+    const nodeName = wiring.clusters.nodeNameOf(target.key) ?? virtualNodeName(target.ref);
+    for (const p of proxiesOnNode(proxies)(nodeName)) controller.enqueue(DelegationReconciler.proxyKey(p));
   });
   wiring.manager.add(leaderController(controller, [proxies, namespaces]));
 }

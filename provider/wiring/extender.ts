@@ -19,7 +19,7 @@ import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '.
 import type { Delegation } from './delegation.js';
 import type { TargetAuthorization } from '../reconcilers/target-authorization.js';
 import type { TargetInformers } from './targets.js';
-import { namespacesCache, proxiesCache } from './caches.js';
+import { namespacesCache, proxiesCache, proxiesOnNode } from './caches.js';
 import type { Wiring } from './wiring.js';
 
 /**
@@ -163,7 +163,7 @@ function newExtender(parts: ExtenderParts, binder: Binder | undefined): Extender
     waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], wiring.config.clusterName),
     // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only
     // when no virtual node has room for a pod of higher priority): a scan of the proxies will do.
-    proxiesOn: proxies && ((node) => proxies.list().filter((p) => p.spec?.nodeName === node)),
+    proxiesOn: proxies && proxiesOnNode(proxies),
     disruptionBudgets: budgets && (() => budgets.list()),
     delegateOf: delegation && ((key, proxy) => delegation.delegates(key)?.get(delegateNameOf(proxy, { sourceClusterName: wiring.config.clusterName }), proxy.metadata?.namespace)),
     namespace: namespaces && ((name) => namespaces.get(name)),

@@ -23,10 +23,12 @@ import type { TargetClient } from '../clusters/target-client.js';
 import { API_GROUP, API_VERSION } from '../core/keys.js';
 import { createRouter, type Route } from '../core/http-router.js';
 import { createExtenderClientGuard, PROXY_SCHEDULER_CLIENT_CN } from '../../scheduler/extender-client-auth.js';
+import { proxiesOnNode } from './caches.js';
 import type { Wiring } from './wiring.js';
 import { createOperatorViews } from './operator-views.js';
 import type { TargetVerdict } from '../../scheduler/extender-server.js';
 import type { RefusalLog } from '../../scheduler/refusal-log.js';
+import type { Informer } from '../controller/informer.js';
 import type { ObjectCache } from '../controller/object-cache.js';
 
 /**
@@ -127,7 +129,7 @@ function webhookRunnable(wiring: Wiring, extenderRoutes: readonly Route[]): Runn
 
 /** What the kubelet API reads (no caches without delegation, no extender's views without one). */
 export interface KubeletReads {
-  proxies: ObjectCache<V1Pod> | undefined;
+  proxies: (ObjectCache<V1Pod> & Pick<Informer<V1Pod>, 'byIndex'>) | undefined;
   delegates: ((targetKey: string) => ObjectCache<V1Pod> | undefined) | undefined;
   /** The extender's judgement of a proxy, for `kubectl admiralty explain`; undefined without an extender. */
   explain: ((pod: V1Pod) => TargetVerdict[]) | undefined;
@@ -193,7 +195,7 @@ function kubeletRunnable(wiring: Wiring, reads: KubeletReads): Runnable {
       operatorViews: createOperatorViews({ core, registry: clusters, explain: () => reads.explain, refusals: () => reads.refusals, clock }),
       resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
       nodeUsage: new ResourceUsage({
-        proxiesOn: (nodeName) => reads.proxies?.list().filter((p) => p.spec?.nodeName === nodeName) ?? [],
+        proxiesOn: (nodeName) => (reads.proxies ? proxiesOnNode(reads.proxies)(nodeName) : []),
         delegate: (targetKey, namespace, name) => reads.delegates?.(targetKey)?.get(name, namespace),
         registry: clusters,
         sourceClusterName: config.clusterName,

@@ -14,7 +14,7 @@ import type { TargetAuthorization } from '../reconcilers/target-authorization.js
 import { TargetRegistryReconciler } from '../reconcilers/target-registry.js';
 import { AFTER_BINDING_MS, VirtualNodeReconciler } from '../reconcilers/virtual-nodes.js';
 import type { Wiring } from './wiring.js';
-import { crdCache, delegatesCache, virtualNodesCache } from './caches.js';
+import { crdCache, delegatesCache, proxiesOnNode, virtualNodesCache } from './caches.js';
 
 /** The caches of Targets and ClusterTargets, kept on every replica. */
 export interface TargetInformers {
@@ -171,7 +171,7 @@ function setupVirtualNodes(wiring: Wiring, options: { targets: TargetInformers; 
       clusterTargets,
       virtualNodes,
       registry: clusters,
-      proxiesOn: (nodeName) => (proxies ? proxies.list().filter((p) => p.spec?.nodeName === nodeName) : []),
+      proxiesOn: proxies ? proxiesOnNode(proxies) : () => [],
       delegateOf: (key, proxy) => delegates?.(key)?.get(delegateNames(proxy), proxy.metadata?.namespace),
       selfBindings: options.selfBindings,
       kubelet: { address: config.kubeletAddress, port: config.kubeletPort },

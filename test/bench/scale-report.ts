@@ -115,18 +115,27 @@ const f2 = (n: number | undefined): string => (n === undefined || !Number.isFini
 export const ratioOf = (r: ScaleResult): number => r.offloaded.allRunningSeconds / r.direct.allRunningSeconds;
 
 /**
- * What one more idle target costs: the growth of the provider's RSS and of both apiservers'
- * requests a second from the baseline (no benchmark target) to this size, per target.
+ * What one more idle target costs: the growth of the provider's RSS, of both apiservers'
+ * requests a second and of the provider's CPU (ms a second) from the baseline (no benchmark
+ * target) to this size, per target.
  */
-export function idleCostPerTarget(baseline: IdleFigures, r: ScaleResult): { rssMiB: number; requestsPerSecond: number } {
+export function idleCostPerTarget(baseline: IdleFigures, r: ScaleResult): { rssMiB: number; requestsPerSecond: number; cpuMsPerSecond: number } {
   return {
     rssMiB: (r.idle.providerRssMiB - baseline.providerRssMiB) / r.targets,
     requestsPerSecond: (sum(r.idle.requestsPerSecond) - sum(baseline.requestsPerSecond)) / r.targets,
+    cpuMsPerSecond: ((r.idle.providerCpuSeconds / r.idle.seconds - baseline.providerCpuSeconds / baseline.seconds) * 1000) / r.targets,
   };
 }
 
 /** Provider CPU seconds per 1000 pods while the offloaded pods started. */
 export const cpuPer1000 = (r: ScaleResult): number => (r.offloaded.providerCpuSeconds * 1000) / r.pods;
+
+/**
+ * {@link cpuPer1000} without what the provider spends idle at this size over the same time (the
+ * targets' probes, virtual nodes and Leases): what the pods themselves cost. At 100 targets
+ * the idle part was most of the difference from one target.
+ */
+export const cpuPer1000NetOfIdle = (r: ScaleResult): number => ((r.offloaded.providerCpuSeconds - (r.idle.providerCpuSeconds / r.idle.seconds) * r.offloaded.allRunningSeconds) * 1000) / r.pods;
 
 /** The one line per size that scripts read. */
 export function scaleSummaryLine(r: ScaleResult): string {
@@ -145,10 +154,10 @@ export function renderScaleTable(baseline: IdleFigures, results: readonly ScaleR
     'ratio',
     'p99 start direct/offl. s',
     'deletion direct/offl. s',
-    'provider CPU s (per 1000)',
+    'provider CPU s (per 1000; net of idle)',
     'peak RSS MiB',
     'idle RSS MiB',
-    'idle cost/target MiB, req/s',
+    'idle cost/target MiB, req/s, CPU ms/s',
     'req/pod c1, c2',
     'proxies bound/s',
   ];
@@ -162,10 +171,10 @@ export function renderScaleTable(baseline: IdleFigures, results: readonly ScaleR
       f2(ratioOf(r)),
       `${f1(r.direct.startLatencyP99Ms / 1000)} / ${f1(r.offloaded.startLatencyP99Ms / 1000)}`,
       `${f1(r.direct.deletionSeconds)} / ${f1(r.offloaded.deletionSeconds)}`,
-      `${f1(r.offloaded.providerCpuSeconds)} (${f1(cpuPer1000(r))})`,
+      `${f1(r.offloaded.providerCpuSeconds)} (${f1(cpuPer1000(r))}; ${f1(cpuPer1000NetOfIdle(r))})`,
       f1(r.offloaded.providerPeakRssMiB),
       f1(r.idle.providerRssMiB),
-      `${f2(idle.rssMiB)}, ${f2(idle.requestsPerSecond)}`,
+      `${f2(idle.rssMiB)}, ${f2(idle.requestsPerSecond)}, ${f2(idle.cpuMsPerSecond)}`,
       `${f2(r.offloaded.requestsPerPod.c1)}, ${f2(r.offloaded.requestsPerPod.c2)}`,
       f1(r.offloaded.proxiesBoundPerSecond),
     ];

@@ -632,7 +632,8 @@ export class Sandbox {
       // The image's NODE_OPTIONS, then any of the caller's (a benchmark's), which win.
       env: { ...process.env, NODE_ENV: 'sandbox', POD_NAME: name, NODE_OPTIONS: [SHIPPED_NODE_OPTIONS, process.env.NODE_OPTIONS].filter(Boolean).join(' ') },
       // Not shippedCli(): spec() also serves stop(), which must work without dist/.
-      args: [join(REPO_ROOT, 'bin', 'admiralty.js'), 'provider', ...this.providerArgs(cluster, state, replica)],
+      // SANDBOX_PROVIDER_NODE_ARGS: flags for node itself, which NODE_OPTIONS refuses (`--cpu-prof --cpu-prof-dir=…`, to profile a benchmark's provider).
+      args: [...(process.env.SANDBOX_PROVIDER_NODE_ARGS ?? '').split(' ').filter(Boolean), join(REPO_ROOT, 'bin', 'admiralty.js'), 'provider', ...this.providerArgs(cluster, state, replica)],
     };
   }
 

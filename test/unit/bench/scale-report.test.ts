@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import {
   cpuPer1000,
+  cpuPer1000NetOfIdle,
   idleCostPerTarget,
   parseScaleArgs,
   podsPerTarget,
@@ -77,9 +78,17 @@ describe('scale benchmark report', () => {
     expect(podsPerTarget(7, 4).reduce((a, b) => a + b, 0)).to.equal(7);
   });
 
-  it('charges each target its share of the growth in provider RSS and apiserver requests over the baseline', () => {
-    // 150 - 100 MiB over 10 targets; (52 + 51) - (2 + 1) requests a second over 10 targets.
-    expect(idleCostPerTarget(baseline, resultOf(10, 1000))).to.deep.equal({ rssMiB: 5, requestsPerSecond: 10 });
+  it('charges each target its share of the growth in provider RSS, apiserver requests and provider CPU over the baseline', () => {
+    // 150 - 100 MiB over 10 targets; (52 + 51) - (2 + 1) requests a second over 10 targets;
+    // (1 - 0.3) CPU s over 30 s, over 10 targets, is 2.33 ms a second each.
+    const cost = idleCostPerTarget(baseline, resultOf(10, 1000));
+    expect(cost).to.include({ rssMiB: 5, requestsPerSecond: 10 });
+    expect(cost.cpuMsPerSecond).to.be.closeTo(2.333, 0.001);
+  });
+
+  it('takes off the CPU per 1000 pods what the provider spends idle at that size over the run', () => {
+    // 60 CPU s in 100 s, idle at 1/30 CPU s a second: 60 - 3.33 over 1000 pods.
+    expect(cpuPer1000NetOfIdle(resultOf(10, 1000))).to.be.closeTo(56.667, 0.001);
   });
 
   it('prints one summary line per size in the form scripts read', () => {
@@ -94,10 +103,10 @@ describe('scale benchmark report', () => {
     expect(lines[0]).to.equal('baseline, no benchmark target: provider RSS 100.0 MiB, 3.00 apiserver requests/s (c1 2.00, c2 1.00)');
     expect(lines).to.have.length(4);
     expect(lines[2]).to.match(/^10 +1000 +80\.0 +100\.0 +1\.25 /);
-    // 60 CPU s over 1000 pods is 60 per 1000; over 10000 pods, 6.
-    expect(lines[2]).to.contain('60.0 (60.0)');
-    expect(lines[3]).to.contain('60.0 (6.0)');
-    expect(lines[2]).to.contain('5.00, 10.00');
+    // 60 CPU s over 1000 pods is 60 per 1000; over 10000 pods, 6; net of idle, 56.7 and 5.7.
+    expect(lines[2]).to.contain('60.0 (60.0; 56.7)');
+    expect(lines[3]).to.contain('60.0 (6.0; 5.7)');
+    expect(lines[2]).to.contain('5.00, 10.00, 2.33');
   });
 
   it("renders where an offloaded pod's time goes, with the extender requests' summed durations by verb", () => {
