@@ -20,6 +20,7 @@ import { LeaderElector } from './core/leader-election.js';
 import { createLogger, errorFields, type Logger } from './core/logger.js';
 import { createMetrics } from './core/metrics.js';
 import { TargetAuthorization } from './reconcilers/target-authorization.js';
+import { isEarlierProcessOf } from './sharding/membership.js';
 import { Shards } from './sharding/shards.js';
 import { BeingPlaced } from '../scheduler/being-placed.js';
 import { PlacementMemory } from '../scheduler/placement-memory.js';
@@ -59,7 +60,7 @@ export async function runProvider(argv: string[], env: NodeJS.ProcessEnv): Promi
   const wiring = newWiring(config, kc, env, logger, realClock);
   await setupParts(wiring);
   await wiring.manager.start();
-  logger.info('provider started', { cluster: config.clusterName, components: config.enable, leaderElect: config.leaderElect });
+  logger.info('provider started', { cluster: config.clusterName, components: config.enable, leaderElect: config.leaderElect, shardTargets: config.shardTargets });
   const signal = await firstSignal(process, ['SIGTERM', 'SIGINT'], (again) => logger.info('already shutting down; signal ignored', { signal: again }));
   logger.info('shutting down', { signal });
   // Not Ready and draining at once, the lease handed back, serving on through the delay while
@@ -94,8 +95,9 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
   const metrics = createMetrics(registry);
   const core = kc.makeApiClient(CoreV1Api);
   const coordination = kc.makeApiClient(CoordinationV1Api);
-  const identity = `${env.POD_NAME ?? hostname()}-${process.pid}`;
-  const shards = config.shardTargets ? newShards(config, coordination, identity, logger, clock, (n) => metrics.shardsOwned.set(n)) : undefined;
+  const pod = env.POD_NAME ?? hostname();
+  const identity = `${pod}-${process.pid}`;
+  const shards = config.shardTargets ? newShards(config, coordination, identity, logger, clock, (n) => metrics.shardsOwned.set(n), isEarlierProcessOf(pod)) : undefined;
   const manager = new Manager<TargetClient>({
     logger,
     clock,
@@ -120,8 +122,9 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
               ...callbacks,
             })
         : undefined,
-    // The leader stepped down (or, sharded, left the group) at its renew deadline; another replica may take the lease once
-    // the lease duration has passed: the writers stop within the difference.
+    // The leader stepped down (or, sharded, left the group) at its renew deadline; another
+    // replica may take the lease (or the shards) once the lease duration has passed: the
+    // writers stop within the difference.
     stepDownDeadlineMs: (config.leaseDurationSeconds - config.renewDeadlineSeconds) * 1000,
     // The writers' controllers and per-target watches are built once: a fresh process starts
     // clean, as a standby (the Deployment restarts it), while the other replicas keep serving.
@@ -162,7 +165,15 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
  * With `--shard-targets`: the group is this installation's (its namespace), its Leases live
  * beside the leader Lease, on the leader election's durations (see `Shards`).
  */
-function newShards(config: ProviderConfig, coordination: CoordinationV1Api, identity: string, logger: Logger, clock: Clock, onOwned: (n: number) => void): Shards {
+function newShards(
+  config: ProviderConfig,
+  coordination: CoordinationV1Api,
+  identity: string,
+  logger: Logger,
+  clock: Clock,
+  onOwned: (n: number) => void,
+  isPredecessor: (identity: string) => boolean,
+): Shards {
   return new Shards({
     coordination,
     namespace: config.leaderElectionNamespace,
@@ -174,6 +185,7 @@ function newShards(config: ProviderConfig, coordination: CoordinationV1Api, iden
     clock,
     logger,
     onOwned,
+    isPredecessor,
   });
 }
 

@@ -22,6 +22,11 @@ export interface MembershipOptions {
   clock: Clock;
   logger: Logger;
   /**
+   * Whether `identity` is an earlier process of this very replica (the same pod, restarted): it
+   * is known dead, so its Lease is not waited out. Main's identities are `<pod name>-<pid>`.
+   */
+  isPredecessor?: (identity: string) => boolean;
+  /**
    * Called with the live members, sorted, whenever that set changes. This replica is in it only
    * while its own Lease is confirmed: when it drops out, it owns no target and must stop every
    * target's writers.
@@ -239,6 +244,11 @@ export class Membership {
       if (!name || name === own) continue;
       seen.add(name);
       this.observe(lease);
+      // This pod's earlier process: dead, so its Lease goes now, not after two lease durations.
+      const holder = lease.spec?.holderIdentity ?? '';
+      if (holder !== '' && holder !== this.o.identity && this.o.isPredecessor?.(holder)) {
+        await this.collect(name, { holder, record: '', atMs: 0, leaseDurationSeconds: 0, uid: lease.metadata?.uid, resourceVersion: lease.metadata?.resourceVersion }, signal);
+      }
     }
     for (const [name, o] of this.vanished) if (!this.live(o)) this.vanished.delete(name);
     for (const [name, o] of this.observed) {
@@ -256,7 +266,10 @@ export class Membership {
     const name = lease.metadata!.name!;
     this.vanished.delete(name);
     const holder = lease.spec?.holderIdentity ?? '';
-    if (!holder || lease.metadata?.deletionTimestamp) {
+    // A container restarted in its pod: the process that held this Lease is gone, and waiting a
+    // lease duration for it held the targets it owned for 15 s more (the new process, having
+    // first seen its predecessor's Lease at its start, would count it live until then).
+    if (!holder || lease.metadata?.deletionTimestamp || (holder !== this.o.identity && this.o.isPredecessor?.(holder))) {
       this.observed.delete(name);
       return;
     }
@@ -308,4 +321,12 @@ export class Membership {
       if (!isNotFound(err)) this.o.logger.warn('could not delete the membership Lease', errorFields(err));
     }
   }
+}
+
+/**
+ * Whether an identity (`<pod>-<pid>`) is an earlier process of pod `pod`: a container restarted
+ * in its pod. A pod's name is unique among live pods, and its processes run one after the other.
+ */
+export function isEarlierProcessOf(pod: string, pid = process.pid): (identity: string) => boolean {
+  return (identity) => identity.startsWith(`${pod}-`) && /^\d+$/.test(identity.slice(pod.length + 1)) && identity !== `${pod}-${pid}`;
 }

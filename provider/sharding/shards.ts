@@ -42,6 +42,8 @@ export interface ShardsOptions {
   logger: Logger;
   /** Told the number of shards this replica owns after each pass. */
   onOwned?: (count: number) => void;
+  /** An earlier process of this replica's pod (see `MembershipOptions.isPredecessor`). */
+  isPredecessor?: (identity: string) => boolean;
 }
 
 /**
@@ -83,6 +85,7 @@ export class Shards {
       retryPeriodSeconds: o.retryPeriodSeconds,
       clock,
       logger,
+      isPredecessor: o.isPredecessor,
       onChange: () => this.changed(),
     });
     this.ownership = new TargetOwnership({ coordination, namespace, group, identity, membership: this.membership, clock, logger, stopWriters: (key) => this.stopWriters(key) });

@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import { FakeClock } from '../../../../provider/core/clock.js';
 import { MEMBERSHIP_LABEL } from '../../../../provider/core/keys.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
-import { memberLeaseName, Membership } from '../../../../provider/sharding/membership.js';
+import { isEarlierProcessOf, memberLeaseName, Membership } from '../../../../provider/sharding/membership.js';
 import { FakeLeaseStore } from '../../../support/fake-lease-store.js';
 import { must } from '../../../support/must.js';
 
@@ -29,8 +29,9 @@ describe('Membership', () => {
     for (const m of running) await m.stop().catch(() => {});
   });
 
-  function member(identity: string, group = 'g1'): Membership {
+  function member(identity: string, group = 'g1', isPredecessor?: (identity: string) => boolean): Membership {
     const m = new Membership({
+      isPredecessor,
       coordination: store.client(identity),
       namespace: NS,
       group,
@@ -141,6 +142,30 @@ describe('Membership', () => {
     clock.stepWallClock(3_600_000);
     await advance(20_000);
     expect(last('a')).to.deep.equal(['a', 'b']);
+  });
+
+  it("counts an earlier process of its own pod dead at once, deletes its Lease, and still waits out another pod's", async () => {
+    const stale = (holder: string) =>
+      store.put({
+        metadata: { name: memberLeaseName(holder), namespace: NS, labels: { [MEMBERSHIP_LABEL]: 'g1' } },
+        spec: { holderIdentity: holder, leaseDurationSeconds: 15, renewTime: new Date(clock.now()) as never },
+      });
+    // Pod p-1 restarted: its process 100 was SIGKILLed, 200 is the new one; pod p-2's 300 stopped renewing too.
+    stale('p-1-100');
+    stale('p-2-300');
+    const m = member('p-1-200', 'g1', isEarlierProcessOf('p-1', 200));
+    await m.run();
+    await advance(1000);
+    expect(await m.isLive('p-1-100'), 'its predecessor').to.equal(false);
+    expect(await m.isLive('p-2-300'), "another pod's process, first seen now").to.equal(true);
+    expect(m.members()).to.deep.equal(['p-1-200', 'p-2-300']);
+    expect(store.get(NS, memberLeaseName('p-1-100')), "the predecessor's Lease").to.equal(undefined);
+  });
+
+  it('takes as earlier processes of pod p-1 only identities p-1-<digits> other than its own', () => {
+    const earlier = isEarlierProcessOf('p-1', 200);
+    expect(['p-1-100', 'p-1-7'].map(earlier)).to.deep.equal([true, true]);
+    expect(['p-1-200', 'p-1-2-100', 'p-10-100', 'p-1-', 'p-1-x1', 'p-100'].map(earlier)).to.deep.equal([false, false, false, false, false, false]);
   });
 
   it('deletes the Lease of a member dead for two lease durations, and never a renewing one', async () => {
