@@ -7,13 +7,16 @@
 #   build.sh helm     helm, for the chart's tests (charts/admiralty)
 #   build.sh metrics-server
 #                     metrics-server, which the sandbox runs in every cluster (`kubectl top`, HPAs)
-#   build.sh kueue    Kueue's manager (cmd/kueue) and its CRDs, for queueing batch work in a source
-#                     cluster (issue 56); not run by the sandbox nor CI yet. Cold (empty Go build
-#                     cache, modules downloaded): 3 min 27 s on 2 cores shared with other work
+#   build.sh kueue    Kueue's manager (cmd/kueue) with its CRDs, RBAC and webhook configurations, for
+#                     queueing batch work in a source cluster (issue 56; `sandbox up --kueue`); not
+#                     in CI. Cold (empty Go build cache, modules downloaded): 3 min 27 s on 2 cores
+#                     shared with other work
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-modcacherw
 K8S=v1.36.3 ETCD=v3.6.14 KWOK=v0.8.0 HELM=v4.3.1 METRICS_SERVER=v0.9.0 KUEUE=v0.17.0
+# The folders of Kueue's module that the sandbox installs from (under config/components).
+KUEUE_FILES="crd/bases rbac webhook/manifests.yaml"
 what=${1:-control-plane}
 
 command -v go >/dev/null || { echo "sandbox: Go 1.26.x is required to build the control plane" >&2; exit 1; }
@@ -25,7 +28,9 @@ case "$what" in
   control-plane) key="k8s-${K8S}_etcd-${ETCD}_kwok-${KWOK}_$(go env GOVERSION)_$(sums etcd k8s kwok | sha256sum | cut -c1-12)" ;;
   helm) key="helm-${HELM}_$(go env GOVERSION)_$(sums helm | sha256sum | cut -c1-12)" ;;
   metrics-server) key="metrics-server-${METRICS_SERVER}_$(go env GOVERSION)_$(sums metrics-server | sha256sum | cut -c1-12)" ;;
-  kueue) key="kueue-${KUEUE}_$(go env GOVERSION)_$(sums kueue | sha256sum | cut -c1-12)" ;;
+  # What is copied next to the binary is in the key too: a cache made before a file was added
+  # is rebuilt rather than found without it.
+  kueue) key="kueue-${KUEUE}_$(go env GOVERSION)_$( (sums kueue; echo "$KUEUE_FILES") | sha256sum | cut -c1-12)" ;;
   *) echo "usage: build.sh [control-plane|helm|metrics-server|kueue]" >&2; exit 2 ;;
 esac
 root="${SANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/admiralty-ts-sandbox}"
@@ -56,10 +61,15 @@ elif [ "$what" = kueue ]; then
   KV="-X sigs.k8s.io/kueue/pkg/version"
   (cd "$here/go/kueue" && go build -trimpath -ldflags "-s -w $KV.GitVersion=$KUEUE $KV.BuildDate=2026-07-23T00:00:00Z" -o "$bin/kueue" sigs.k8s.io/kueue/cmd/kueue)
   go version -m "$bin/kueue" | grep -qP "^\tmod\tsigs\.k8s\.io/kueue\t\Q$KUEUE\E\t" || { echo "sandbox build: kueue's binary does not record sigs.k8s.io/kueue $KUEUE" >&2; exit 1; }
-  # Its CRDs, from the same module, copied so that installing them needs neither Go nor the
-  # module cache.
-  mkdir -p "$bin/kueue-crds"
-  cp "$(cd "$here/go/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)"/config/components/crd/bases/*.yaml "$bin/kueue-crds/"
+  # Its CRDs, its RBAC (a kustomization: namespace and name prefix come from whoever applies it)
+  # and its webhook configurations, from the same module, copied so that installing them needs
+  # neither Go nor the module cache.
+  src="$(cd "$here/go/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components"
+  mkdir -p "$bin/kueue-crds" "$bin/kueue-rbac"
+  cp "$src"/crd/bases/*.yaml "$bin/kueue-crds/"
+  cp "$src"/rbac/*.yaml "$bin/kueue-rbac/"
+  cp "$src"/webhook/manifests.yaml "$bin/kueue-webhooks.yaml"
+  chmod -R u+w "$bin/kueue-crds" "$bin/kueue-rbac" "$bin/kueue-webhooks.yaml"
 else
   V="-X k8s.io/component-base/version"; C="-X k8s.io/client-go/pkg/version"; D=2026-07-23T00:00:00Z
   ldk="-s -w $V.gitVersion=$K8S $V.gitMajor=1 $V.gitMinor=36 $V.gitTreeState=clean $V.buildDate=$D"
