@@ -21,7 +21,9 @@ export const mochaHooks = {
     const providerReplicas = Number(process.env.SANDBOX_PROVIDER_REPLICAS ?? 1);
     // SANDBOX_GANGS=1 turns on Kubernetes' gang scheduling alpha in every cluster; off by default.
     const gangs = process.env.SANDBOX_GANGS === '1';
-    await sandbox.up({ providerReplicas, gangs, log: (l) => console.log(`  sandbox: ${l}`) });
+    // SANDBOX_KUEUE=1 also runs Kueue in c1 (test/e2e/kueue.test.ts needs it); off by default.
+    const kueue = process.env.SANDBOX_KUEUE === '1';
+    await sandbox.up({ providerReplicas, gangs, kueue, log: (l) => console.log(`  sandbox: ${l}`) });
   },
   async afterAll(this: Mocha.Context) {
     this.timeout(240_000); // namespace teardowns may still be running (support.ts)

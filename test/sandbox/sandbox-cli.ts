@@ -11,10 +11,12 @@ const USAGE = `usage: sandbox <command>
                                     stand-in (a test fixture) there, on a sandbox already up too
                                     --gangs (or SANDBOX_GANGS=1) turns on Kubernetes' gang scheduling
                                     alpha in every cluster (Workload and PodGroup API, the gang plugin)
+                                    --kueue (or SANDBOX_KUEUE=1) also runs Kueue in c1 (component kueue:
+                                    its CRDs, RBAC and webhooks, its manager as its own ServiceAccount)
   down                              stop every process the sandbox started and remove its state
   status                            say what runs
   stop <cluster> <component>        stop one process, keeping its state (components: ${CLUSTER_COMPONENTS.join(', ')})
-  start <cluster> <component>       start it again (proxy-scheduler runs in the sources only)
+  start <cluster> <component>       start it again (proxy-scheduler runs in the sources only, kueue in c1 with --kueue)
   kubeconfig                        print the path of the kubeconfig (contexts c1, c2, …)`;
 
 /** The `sandbox` subcommand. Returns the process exit code. */
@@ -53,7 +55,8 @@ export async function sandboxCli(args: string[]): Promise<number> {
         autoscalers.push(cluster);
       }
       const gangs = rest.includes('--gangs') || process.env.SANDBOX_GANGS === '1';
-      await sandbox.up({ clusters, topology: topology as Topology, providerReplicas, connect: !rest.includes('--no-connect'), autoscalers, gangs, log });
+      const kueue = rest.includes('--kueue') || process.env.SANDBOX_KUEUE === '1';
+      await sandbox.up({ clusters, topology: topology as Topology, providerReplicas, connect: !rest.includes('--no-connect'), autoscalers, gangs, kueue, log });
       return 0;
     }
     case 'down':

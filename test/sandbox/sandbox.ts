@@ -3,11 +3,23 @@ import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import net from 'node:net';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { SHIPPED_NODE_OPTIONS } from '../../provider/core/heap-growth.js';
 import { packageRoot } from '../../provider/tools/package-root.js';
 import { STAND_IN_CONFIGMAP } from './cluster-autoscaler-stand-in.js';
+import {
+  KUEUE_CONVERTED_CRDS,
+  KUEUE_NAMESPACE,
+  KUEUE_SERVICE_ACCOUNT,
+  KUEUE_WEBHOOK_SECRET,
+  kueueConfiguration,
+  kueueCrd,
+  kueueNamespaceYaml,
+  kueueRbacKustomization,
+  kueueWebhookConfigurations,
+  type KueuePorts,
+} from './kueue.js';
 import { ensurePki, type SandboxPki } from './pki.js';
 import { outOfClusterSchedulerConfig, shippedSchedulerConfig } from './proxy-scheduler-config.js';
 import { isOurs, isRunning, logTail, readPid, signalProcess, startProcess, stopProcess, type ProcessSpec } from './processes.js';
@@ -48,15 +60,17 @@ export const CLUSTER_COMPONENTS = [
   'provider',
   'provider-front',
   'proxy-scheduler',
+  'kueue',
   'cluster-autoscaler-stand-in',
 ] as const;
 export type Component = (typeof CLUSTER_COMPONENTS)[number];
 
 /**
  * Builds, or finds in the cache, the pinned binaries of test/sandbox/build.sh (`control-plane`,
- * or `helm` for the chart's tests); returns their folder. The build's progress goes to stderr.
+ * `helm` for the chart's tests, `metrics-server`, `kueue`); returns their folder. The build's
+ * progress goes to stderr.
  */
-export function buildBinaries(what: 'control-plane' | 'helm' | 'metrics-server'): string {
+export function buildBinaries(what: 'control-plane' | 'helm' | 'metrics-server' | 'kueue'): string {
   const out = execFileSync('bash', [join(REPO_ROOT, 'test', 'sandbox', 'build.sh'), what], { stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8' });
   return out.trim().split('\n').pop()!;
 }
@@ -80,6 +94,9 @@ const GANG_RUNTIME_CONFIG = '--runtime-config=scheduling.k8s.io/v1alpha2=true';
 /** The cluster that may run several provider replicas (the source of the default topology). */
 const REPLICATED_CLUSTER = FIRST_CLUSTER;
 
+/** The cluster that runs Kueue with {@link UpOptions.kueue}: the source of the default topology. */
+export const KUEUE_CLUSTER = FIRST_CLUSTER;
+
 export interface SandboxState {
   basePort: number;
   clusters: string[];
@@ -101,6 +118,8 @@ export interface SandboxState {
   providerLogLevel?: ProviderLogLevel;
   /** Whether the clusters run Kubernetes' gang scheduling alpha; off when absent (see {@link UpOptions.gangs}). */
   gangs?: boolean;
+  /** Where Kueue's manager and its files are (build.sh kueue) when c1 runs Kueue; off when absent (see {@link UpOptions.kueue}). */
+  kueueBinDir?: string;
 }
 
 /** The provider's log levels that the sandbox runs it at. */
@@ -143,6 +162,13 @@ export interface UpOptions {
    * so proxies are still placed one by one. `up --gangs`, or SANDBOX_GANGS=1 for the e2e suite.
    */
   gangs?: boolean;
+  /**
+   * Run Kueue (build.sh kueue) in c1 (default off): its CRDs, namespace kueue-system, its own
+   * ServiceAccount with the RBAC of its module, its webhooks, and its manager as a process
+   * (component `kueue`). `up --kueue`, or SANDBOX_KUEUE=1 for the e2e suite; a running sandbox
+   * must go down to change it.
+   */
+  kueue?: boolean;
   log?: (line: string) => void;
 }
 
@@ -203,6 +229,16 @@ export class Sandbox {
     return state.basePort + state.clusters.length * 10 + (replicas > 1 ? replicas * 3 : 0) + i;
   }
 
+  /**
+   * The ports of Kueue's manager (webhook, metrics, health): three after every other port of the
+   * sandbox (the clusters' blocks, the provider replicas', metrics-server's).
+   */
+  kueuePorts(state = this.requireState()): KueuePorts {
+    const replicas = state.providerReplicas ?? 1;
+    const b = state.basePort + state.clusters.length * 11 + (replicas > 1 ? replicas * 3 : 0);
+    return { webhook: b, metrics: b + 1, health: b + 2 };
+  }
+
   /** Whether every process of every cluster is running. */
   isUp(): boolean {
     const s = this.state();
@@ -221,6 +257,7 @@ export class Sandbox {
       if (c === 'provider-front') return s.provider && this.providerReplicas(cluster, s) > 1;
       if (c === 'cluster-autoscaler-stand-in') return s.autoscalers?.includes(cluster) ?? false;
       if (c === 'metrics-server') return s.metricsServerBinDir !== undefined;
+      if (c === 'kueue') return s.kueueBinDir !== undefined && cluster === KUEUE_CLUSTER;
       return true;
     });
   }
@@ -274,6 +311,10 @@ export class Sandbox {
     if (state && (state.gangs ?? false) !== gangs) {
       throw new Error(`the running sandbox has gang scheduling ${state.gangs ? 'on' : 'off'}; run \`down\` first to change it`);
     }
+    const kueue = opts.kueue ?? false;
+    if (state && (state.kueueBinDir !== undefined) !== kueue) {
+      throw new Error(`the running sandbox runs ${state.kueueBinDir ? 'Kueue' : 'no Kueue'}; run \`down\` first to change it`);
+    }
     if (state && this.isUp()) {
       this.log(`sandbox already up (${state.clusters.join(', ')})`);
       for (const c of opts.autoscalers ?? []) await this.startAutoscaler(c);
@@ -281,9 +322,10 @@ export class Sandbox {
     }
     const binDir = this.build();
     const metricsServerBinDir = buildBinaries('metrics-server');
+    const kueueBinDir = kueue ? buildBinaries('kueue') : undefined;
     if (!state) {
       state = {
-        basePort: await this.pickBasePort(wantClusters.length * 11 + (replicas > 1 ? replicas * 3 : 0)),
+        basePort: await this.pickBasePort(wantClusters.length * 11 + (replicas > 1 ? replicas * 3 : 0) + (kueue ? 3 : 0)),
         clusters: wantClusters,
         providerReplicas: replicas,
         ...(topology === 'star' ? {} : { topology }),
@@ -294,10 +336,12 @@ export class Sandbox {
         ...(opts.completeJobPods === false ? { completeJobPods: false } : {}),
         ...(opts.providerLogLevel ? { providerLogLevel: opts.providerLogLevel } : {}),
         ...(gangs ? { gangs: true } : {}),
+        ...(kueueBinDir ? { kueueBinDir } : {}),
       };
     } else {
       state.binDir = binDir;
       state.metricsServerBinDir = metricsServerBinDir;
+      if (kueueBinDir) state.kueueBinDir = kueueBinDir;
       if (opts.providerLogLevel) state.providerLogLevel = opts.providerLogLevel;
     }
     writeFileSync(this.statePath, JSON.stringify(state, null, 2));
@@ -308,14 +352,20 @@ export class Sandbox {
     const pki = ensurePki(join(this.dir, 'pki'));
     this.writeKubeconfigs(state, pki);
     await Promise.all(state.clusters.map((c) => this.upCluster(c, state!)));
-    if (state.provider) {
-      await this.installManifests(state);
-      await Promise.all(state.clusters.map((c) => this.startProvider(c, state!)));
-      await Promise.all(this.sources(state).map((c) => this.startProxyScheduler(c, state!)));
-      if (opts.connect !== false) await this.connect(state);
-    }
+    // Kueue needs only c1's control plane: it starts while the providers do.
+    const withKueue = this.components(state, KUEUE_CLUSTER).includes('kueue');
+    await Promise.all([this.upProviders(state, opts.connect !== false), ...(withKueue ? [this.startKueue(KUEUE_CLUSTER, state)] : [])]);
     for (const c of new Set([...(state.autoscalers ?? []), ...(opts.autoscalers ?? [])])) await this.startAutoscaler(c);
     this.log(`sandbox up in ${((Date.now() - started) / 1000).toFixed(1)} s: clusters ${state.clusters.join(', ')} (${topologyOf(state)}); kubeconfig ${this.kubeconfigPath}`);
+  }
+
+  /** Our objects, the providers and the proxy schedulers, then the connections (unless `connect` is false); nothing without a provider. */
+  private async upProviders(state: SandboxState, connect: boolean): Promise<void> {
+    if (!state.provider) return;
+    await this.installManifests(state);
+    await Promise.all(state.clusters.map((c) => this.startProvider(c, state)));
+    await Promise.all(this.sources(state).map((c) => this.startProxyScheduler(c, state)));
+    if (connect) await this.connect(state);
   }
 
   /** The clusters that send pods, in the sandbox's topology. */
@@ -593,6 +643,17 @@ export class Sandbox {
           restart: true,
           args: ['--import', 'tsx', join(REPO_ROOT, 'test', 'sandbox', 'cluster-autoscaler-stand-in-main.ts'), `--kubeconfig=${kubeconfig}`, '--scan-interval-ms=2000'],
         };
+      case 'kueue': {
+        const paths = this.kueuePaths(cluster);
+        return {
+          ...base,
+          command: join(state.kueueBinDir ?? '', 'kueue'),
+          marker: `--config=${paths.config}`,
+          // As its Deployment would restart it.
+          restart: true,
+          args: [`--config=${paths.config}`, `--kubeconfig=${paths.kubeconfig}`],
+        };
+      }
       case 'proxy-scheduler': {
         const saKubeconfig = this.proxySchedulerPaths(cluster).kubeconfig;
         return {
@@ -641,6 +702,77 @@ export class Sandbox {
   private proxySchedulerPaths(cluster: string) {
     const d = join(this.clusterDir(cluster), 'proxy-scheduler');
     return { dir: d, config: join(d, 'config.yaml'), caFile: join(d, 'ca.crt'), certFile: join(d, 'client.crt'), keyFile: join(d, 'client.key'), kubeconfig: join(d, 'kubeconfig') };
+  }
+
+  /** Files of Kueue's manager in `cluster`: its Configuration, its ServiceAccount's kubeconfig, the folder its certificate rotator writes to, its RBAC's kustomization. */
+  private kueuePaths(cluster: string) {
+    const d = join(this.clusterDir(cluster), 'kueue');
+    return { dir: d, config: join(d, 'config.yaml'), kubeconfig: join(d, 'kubeconfig'), certDir: join(d, 'certs'), rbac: join(d, 'rbac') };
+  }
+
+  /**
+   * Installs Kueue in `cluster` as its default install does, out of cluster (see kueue.ts): its
+   * CRDs (server-side: some are too large for a client-side apply's annotation), namespace,
+   * Secret and webhook Service, its RBAC from its module for ServiceAccount
+   * kueue-system/kueue-controller-manager, its webhook configurations; then runs its manager
+   * with a token kubeconfig of that ServiceAccount and waits for its /readyz, which it answers
+   * once its certificates are in place and its webhook server listens. Idempotent; `start c1
+   * kueue` calls it too (a new token, the same objects).
+   */
+  private async startKueue(cluster: string, state: SandboxState): Promise<void> {
+    const t0 = Date.now();
+    const bin = state.kueueBinDir!;
+    const ports = this.kueuePorts(state);
+    const paths = this.kueuePaths(cluster);
+    mkdirSync(paths.rbac, { recursive: true });
+    mkdirSync(paths.certDir, { recursive: true });
+    const crds = readdirSync(join(bin, 'kueue-crds'))
+      .filter((f) => f.endsWith('.yaml'))
+      .sort()
+      .map((f) => kueueCrd(readFileSync(join(bin, 'kueue-crds', f), 'utf8'), ports.webhook));
+    await this.applyServerSide(cluster, [kueueNamespaceYaml(ports.webhook), ...crds].join('---\n'));
+    await this.kubectl(cluster, 'wait', '--for=condition=Established', '--timeout=60s', ...KUEUE_CONVERTED_CRDS.map((n) => `crd/${n}`));
+    // kustomize takes no absolute path for a base.
+    writeFileSync(join(paths.rbac, 'kustomization.yaml'), kueueRbacKustomization(relative(paths.rbac, join(bin, 'kueue-rbac'))));
+    await this.kubectl(cluster, 'apply', '--server-side', '--field-manager=sandbox', '-k', paths.rbac);
+    await this.applyServerSide(cluster, kueueWebhookConfigurations(readFileSync(join(bin, 'kueue-webhooks.yaml'), 'utf8'), ports.webhook));
+    await this.writeServiceAccountKubeconfig(cluster, state, KUEUE_SERVICE_ACCOUNT, paths.kubeconfig, KUEUE_NAMESPACE);
+    writeFileSync(paths.config, kueueConfiguration(ports, paths.certDir));
+    startProcess(this.spec(cluster, 'kueue', state));
+    await this.mountKueueCertificate(cluster, paths.certDir);
+    await waitFor(`${cluster} kueue`, 90_000, () => httpOk(`http://127.0.0.1:${ports.health}/readyz`));
+    this.log(`${cluster}: kueue ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  }
+
+  /**
+   * Stands in for the kubelet's Secret volume of Kueue's Deployment: its certificate rotator
+   * writes the serving certificate into Secret kueue-webhook-server-cert and then waits for the
+   * files to appear in its `webhook.certDir`, where a pod has that Secret mounted. Copies
+   * `tls.crt` and `tls.key` once the Secret has them (at once on a restart). The certificate
+   * lasts longer than any sandbox, so a rotation, which a volume would follow, never comes.
+   */
+  private async mountKueueCertificate(cluster: string, certDir: string): Promise<void> {
+    let pair: string[] = [];
+    await waitFor(`${cluster} Secret ${KUEUE_NAMESPACE}/${KUEUE_WEBHOOK_SECRET} filled in by kueue`, 60_000, async () => {
+      const out = await this.kubectl(cluster, 'get', 'secret', KUEUE_WEBHOOK_SECRET, '-n', KUEUE_NAMESPACE, '-o', 'jsonpath={.data.tls\\.crt} {.data.tls\\.key}').catch(() => '');
+      pair = out.trim().split(' ').filter(Boolean);
+      return pair.length === 2;
+    });
+    writeFileSync(join(certDir, 'tls.key'), Buffer.from(pair[1]!, 'base64'), { mode: 0o600 });
+    writeFileSync(join(certDir, 'tls.crt'), Buffer.from(pair[0]!, 'base64'));
+  }
+
+  /** Applies YAML given as a string, server-side (field manager `sandbox`). */
+  private applyServerSide(cluster: string, yaml: string): Promise<string> {
+    return new Promise((res, rej) => {
+      const child = execFile(
+        this.kubectlPath,
+        ['--kubeconfig', this.kubeconfigPath, '--context', cluster, 'apply', '--server-side', '--field-manager=sandbox', '-f', '-'],
+        { maxBuffer: 64 << 20 },
+        (err, stdout, stderr) => (err ? rej(new Error(`kubectl apply --server-side on ${cluster} failed: ${stderr || err.message}`)) : res(stdout)),
+      );
+      child.stdin!.end(yaml);
+    });
   }
 
   /** Audit log of one cluster's apiserver: one JSON event per line, the requests of the identities of {@link auditedUsers} only. */
@@ -1232,6 +1364,8 @@ webhooks:
     if (component === 'proxy-scheduler' && extraArgs.length > 0) throw new Error('the proxy scheduler takes its flags from its config file, not extraArgs');
     // It reads the provider's CA at start: take the current one from its Secret.
     if (component === 'proxy-scheduler') return this.startProxyScheduler(cluster, state);
+    if (component === 'kueue' && extraArgs.length > 0) throw new Error('kueue takes its settings from its Configuration file, not extraArgs');
+    if (component === 'kueue') return this.startKueue(cluster, state);
     // Every replica, with the same flags.
     if (component === 'provider') return this.startProvider(cluster, state, extraArgs);
     const startedMs = Date.now();
