@@ -97,7 +97,19 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
   const coordination = kc.makeApiClient(CoordinationV1Api);
   const pod = env.POD_NAME ?? hostname();
   const identity = `${pod}-${process.pid}`;
-  const shards = config.shardTargets ? newShards(config, coordination, identity, logger, clock, (n) => metrics.shardsOwned.set(n), isEarlierProcessOf(pod)) : undefined;
+  // Who this replica is and how its Leases are timed, for the leader election or the shards.
+  const leases = {
+    coordination,
+    namespace: config.leaderElectionNamespace,
+    identity,
+    leaseDurationSeconds: config.leaseDurationSeconds,
+    renewDeadlineSeconds: config.renewDeadlineSeconds,
+    retryPeriodSeconds: config.retryPeriodSeconds,
+    clock,
+    logger,
+  };
+  // With --shard-targets: the group is this installation's (its namespace).
+  const shards = config.shardTargets ? new Shards({ ...leases, group: 'admiralty-provider', onOwned: (n) => metrics.shardsOwned.set(n), isPredecessor: isEarlierProcessOf(pod) }) : undefined;
   const manager = new Manager<TargetClient>({
     logger,
     clock,
@@ -105,23 +117,7 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
     // One table of repeated string values, and one of repeated parts of objects, for every
     // informer of the process (see StringTable, SubtreeTable).
     informers: { strings: new StringTable(), subtrees: new SubtreeTable(), metrics },
-    elector: shards
-      ? (callbacks) => shards.elector(callbacks)
-      : config.leaderElect
-        ? (callbacks) =>
-            new LeaderElector({
-              coordination,
-              namespace: config.leaderElectionNamespace,
-              name: 'admiralty-provider',
-              identity,
-              leaseDurationSeconds: config.leaseDurationSeconds,
-              renewDeadlineSeconds: config.renewDeadlineSeconds,
-              retryPeriodSeconds: config.retryPeriodSeconds,
-              clock,
-              logger,
-              ...callbacks,
-            })
-        : undefined,
+    elector: shards ? (callbacks) => shards.elector(callbacks) : config.leaderElect ? (callbacks) => new LeaderElector({ ...leases, name: 'admiralty-provider', ...callbacks }) : undefined,
     // The leader stepped down (or, sharded, left the group) at its renew deadline; another
     // replica may take the lease (or the shards) once the lease duration has passed: the
     // writers stop within the difference.
@@ -159,34 +155,6 @@ function newWiring(config: ProviderConfig, kc: KubeConfig, env: NodeJS.ProcessEn
       return controller;
     },
   };
-}
-
-/**
- * With `--shard-targets`: the group is this installation's (its namespace), its Leases live
- * beside the leader Lease, on the leader election's durations (see `Shards`).
- */
-function newShards(
-  config: ProviderConfig,
-  coordination: CoordinationV1Api,
-  identity: string,
-  logger: Logger,
-  clock: Clock,
-  onOwned: (n: number) => void,
-  isPredecessor: (identity: string) => boolean,
-): Shards {
-  return new Shards({
-    coordination,
-    namespace: config.leaderElectionNamespace,
-    group: 'admiralty-provider',
-    identity,
-    leaseDurationSeconds: config.leaseDurationSeconds,
-    renewDeadlineSeconds: config.renewDeadlineSeconds,
-    retryPeriodSeconds: config.retryPeriodSeconds,
-    clock,
-    logger,
-    onOwned,
-    isPredecessor,
-  });
 }
 
 /**

@@ -1,9 +1,8 @@
-import type { CoordinationV1Api } from '@kubernetes/client-node';
-import type { Clock, ClockTimer } from '../core/clock.js';
-import { errorFields, type Logger } from '../core/logger.js';
+import type { ClockTimer } from '../core/clock.js';
+import { errorFields } from '../core/logger.js';
 import type { ControllerGate } from '../controller/controller.js';
 import type { Elector } from '../controller/manager.js';
-import { Membership } from './membership.js';
+import { Membership, type MembershipOptions } from './membership.js';
 import { TargetOwnership } from './ownership.js';
 import { ownerOf } from './rendezvous.js';
 
@@ -28,22 +27,10 @@ export interface TargetSet {
   hasSynced(): boolean;
 }
 
-export interface ShardsOptions {
-  coordination: CoordinationV1Api;
-  /** The provider's own namespace: the membership and fence Leases live there. */
-  namespace: string;
-  /** The installation's name, a label value shared by its replicas. */
-  group: string;
-  identity: string;
-  leaseDurationSeconds: number;
-  renewDeadlineSeconds: number;
-  retryPeriodSeconds: number;
-  clock: Clock;
-  logger: Logger;
+/** A membership's options (see `Membership`), and what a pass tells. */
+export interface ShardsOptions extends Omit<MembershipOptions, 'onChange'> {
   /** Told the number of shards this replica owns after each pass. */
   onOwned?: (count: number) => void;
-  /** An earlier process of this replica's pod (see `MembershipOptions.isPredecessor`). */
-  isPredecessor?: (identity: string) => boolean;
 }
 
 /**
@@ -74,20 +61,8 @@ export class Shards {
   private targets?: TargetSet;
 
   constructor(private readonly o: ShardsOptions) {
+    this.membership = new Membership({ ...o, onChange: () => this.changed() });
     const { coordination, namespace, group, identity, clock, logger } = o;
-    this.membership = new Membership({
-      coordination,
-      namespace,
-      group,
-      identity,
-      leaseDurationSeconds: o.leaseDurationSeconds,
-      renewDeadlineSeconds: o.renewDeadlineSeconds,
-      retryPeriodSeconds: o.retryPeriodSeconds,
-      clock,
-      logger,
-      isPredecessor: o.isPredecessor,
-      onChange: () => this.changed(),
-    });
     this.ownership = new TargetOwnership({ coordination, namespace, group, identity, membership: this.membership, clock, logger, stopWriters: (key) => this.stopWriters(key) });
   }
 

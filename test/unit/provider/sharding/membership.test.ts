@@ -5,13 +5,10 @@ import { MEMBERSHIP_LABEL } from '../../../../provider/core/keys.js';
 import { silentLogger } from '../../../../provider/core/logger.js';
 import { isEarlierProcessOf, memberLeaseName, Membership } from '../../../../provider/sharding/membership.js';
 import { FakeLeaseStore } from '../../../support/fake-lease-store.js';
+import { advanceInSteps } from '../../../support/fake-time.js';
 import { must } from '../../../support/must.js';
 
 const NS = 'admiralty';
-const settle = async () => {
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-};
-
 describe('Membership', () => {
   let clock: FakeClock;
   let store: FakeLeaseStore;
@@ -47,12 +44,7 @@ describe('Membership', () => {
     return m;
   }
   /** Moves the fake clock in half-second steps, letting the API calls each step starts finish. */
-  async function advance(ms: number): Promise<void> {
-    for (let done = 0; done < ms; done += 500) {
-      clock.advance(Math.min(500, ms - done));
-      await settle();
-    }
-  }
+  const advance = (ms: number) => advanceInSteps(clock, ms);
   const last = (identity: string) => seen.get(identity)?.at(-1);
 
   it('creates its Lease, named by its identity hash and labelled with the group, and reports itself', async () => {

@@ -5,13 +5,10 @@ import { silentLogger } from '../../../../provider/core/logger.js';
 import { Membership } from '../../../../provider/sharding/membership.js';
 import { fenceLeaseName, TargetOwnership } from '../../../../provider/sharding/ownership.js';
 import { FakeLeaseStore } from '../../../support/fake-lease-store.js';
+import { advanceInSteps } from '../../../support/fake-time.js';
 import { must } from '../../../support/must.js';
 
 const NS = 'admiralty';
-const settle = async () => {
-  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-};
-
 /** One replica: its membership, its ownership, and a log of the writers it stopped. */
 interface Replica {
   membership: Membership;
@@ -50,12 +47,7 @@ describe('TargetOwnership', () => {
     replicas.push(r);
     return r;
   }
-  async function advance(ms: number): Promise<void> {
-    for (let done = 0; done < ms; done += 500) {
-      clock.advance(Math.min(500, ms - done));
-      await settle();
-    }
-  }
+  const advance = (ms: number) => advanceInSteps(clock, ms);
   const holder = (key: string) => store.get(NS, fenceLeaseName(key))?.spec?.holderIdentity;
 
   it('creates the fence Lease of an unclaimed target, held by the claimant, labelled with the group and annotated with the key', async () => {

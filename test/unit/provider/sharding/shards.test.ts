@@ -5,12 +5,9 @@ import { fenceLeaseName } from '../../../../provider/sharding/ownership.js';
 import { ownerOf } from '../../../../provider/sharding/rendezvous.js';
 import { CLUSTER_SHARD, Shards, type TargetSet } from '../../../../provider/sharding/shards.js';
 import { FakeLeaseStore } from '../../../support/fake-lease-store.js';
+import { advanceInSteps } from '../../../support/fake-time.js';
 
 const NS = 'admiralty';
-const settle = async () => {
-  for (let i = 0; i < 30; i++) await new Promise((r) => setImmediate(r));
-};
-
 /** One replica: its shards, whether the manager started its writers, and what its one gated controller was asked. */
 interface Replica {
   identity: string;
@@ -68,12 +65,7 @@ describe('Shards', () => {
     replicas.push(r);
     return r;
   }
-  async function advance(ms: number): Promise<void> {
-    for (let done = 0; done < ms; done += 500) {
-      clock.advance(Math.min(500, ms - done));
-      await settle();
-    }
-  }
+  const advance = (ms: number) => advanceInSteps(clock, ms, 500, 30);
   const owners = (shard: string) => replicas.filter((r) => r.shards.owns(shard === CLUSTER_SHARD ? undefined : shard)).map((r) => r.identity);
 
   it('gives each of 31 shards (30 targets and the cluster-wide one) to exactly the replica rendezvous hashing names, among 3 members', async () => {
