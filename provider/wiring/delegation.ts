@@ -331,14 +331,14 @@ function setupDelegationController(parts: DelegationParts, options: { follow: In
     clock: wiring.clock,
     follow: options.follow,
   });
-  // A proxy's key is grouped by its virtual node (one per target): a target whose calls hang
-  // holds at most --workers-per-target workers, and the others keep flowing.
   // A proxy's shard is its target's; a proxy not bound (or gone) is the cluster-wide shard's.
   const shardOf = (key: string) => {
     const [namespace, name] = key.split('/');
     const nodeName = name === undefined ? undefined : proxies.get(name, namespace)?.spec?.nodeName;
     return nodeName ? parts.targetIndex?.keyOfNode(nodeName) : undefined;
   };
+  // A proxy's key is grouped by its virtual node (one per target): a target whose calls hang
+  // holds at most --workers-per-target workers, and the others keep flowing.
   const controller = wiring.newController('delegation', delegation, {
     shardOf,
     shards: {

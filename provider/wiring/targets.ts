@@ -65,16 +65,14 @@ export class TargetIndex implements TargetSet {
   private readonly byNode = new Map<string, string>();
 
   constructor(private readonly informers: TargetInformers) {
-    const index = (kind: 'Target' | 'ClusterTarget') => (t: Target) => {
-      const key = VirtualNodeReconciler.keyOf(t, kind);
-      this.byNode.set(virtualNodeName({ kind, namespace: kind === 'Target' ? (t.metadata.namespace ?? '') : '', name: t.metadata.name ?? '' }), key);
-    };
-    const unindex = (kind: 'Target' | 'ClusterTarget') => (t: Target) =>
-      this.byNode.delete(virtualNodeName({ kind, namespace: kind === 'Target' ? (t.metadata.namespace ?? '') : '', name: t.metadata.name ?? '' }));
-    informers.targets.on('add', index('Target'));
-    informers.targets.on('delete', unindex('Target'));
-    informers.clusterTargets.on('add', index('ClusterTarget'));
-    informers.clusterTargets.on('delete', unindex('ClusterTarget'));
+    const nodeOf = (t: Target, kind: 'Target' | 'ClusterTarget') => virtualNodeName({ kind, namespace: kind === 'Target' ? (t.metadata.namespace ?? '') : '', name: t.metadata.name ?? '' });
+    for (const [informer, kind] of [
+      [informers.targets, 'Target'],
+      [informers.clusterTargets, 'ClusterTarget'],
+    ] as const) {
+      informer.on('add', (t) => this.byNode.set(nodeOf(t, kind), VirtualNodeReconciler.keyOf(t, kind)));
+      informer.on('delete', (t) => this.byNode.delete(nodeOf(t, kind)));
+    }
   }
 
   keys(): string[] {
