@@ -246,7 +246,7 @@ export class Membership {
       this.observe(lease);
       // This pod's earlier process: dead, so its Lease goes now, not after two lease durations.
       const holder = lease.spec?.holderIdentity ?? '';
-      if (holder !== '' && holder !== this.o.identity && this.o.isPredecessor?.(holder)) {
+      if (this.isPredecessor(holder)) {
         await this.collect(name, { holder, record: '', atMs: 0, leaseDurationSeconds: 0, uid: lease.metadata?.uid, resourceVersion: lease.metadata?.resourceVersion }, signal);
       }
     }
@@ -269,7 +269,7 @@ export class Membership {
     // A container restarted in its pod: the process that held this Lease is gone, and waiting a
     // lease duration for it held the targets it owned for 15 s more (the new process, having
     // first seen its predecessor's Lease at its start, would count it live until then).
-    if (!holder || lease.metadata?.deletionTimestamp || (holder !== this.o.identity && this.o.isPredecessor?.(holder))) {
+    if (!holder || lease.metadata?.deletionTimestamp || this.isPredecessor(holder)) {
       this.observed.delete(name);
       return;
     }
@@ -285,6 +285,11 @@ export class Membership {
       uid: lease.metadata?.uid,
       resourceVersion: lease.metadata?.resourceVersion,
     });
+  }
+
+  /** Whether `holder` is an earlier process of this replica's pod (see `MembershipOptions.isPredecessor`). */
+  private isPredecessor(holder: string): boolean {
+    return holder !== '' && holder !== this.o.identity && this.o.isPredecessor?.(holder) === true;
   }
 
   /** Deletes the Lease of a member dead for two lease durations (a SIGKILLed replica's pod name never comes back). */

@@ -354,6 +354,7 @@ function setupDelegationController(parts: DelegationParts, options: { follow: In
   controller.watch(proxies, (p) => [DelegationReconciler.proxyKey(p)]);
   // Opting a namespace in or out changes what its proxies may do.
   controller.watch(namespaces, (n) => proxies.list(n.metadata?.name).map((p) => DelegationReconciler.proxyKey(p)));
+  const onNode = proxiesOnNode(proxies);
   wiring.manager.onEngage((target, _caches, signal) => {
     const entry = perTarget(target.key)!;
     untilAborted(
@@ -363,7 +364,7 @@ function setupDelegationController(parts: DelegationParts, options: { follow: In
     // Proxies bound to this target may have been waiting for its clients (those of its node: a
     // walk of every proxy for each target that joins cost targets times proxies at a start).
     const nodeName = wiring.clusters.nodeNameOf(target.key) ?? virtualNodeName(target.ref);
-    for (const p of proxiesOnNode(proxies)(nodeName)) controller.enqueue(DelegationReconciler.proxyKey(p));
+    for (const p of onNode(nodeName)) controller.enqueue(DelegationReconciler.proxyKey(p));
   });
   wiring.manager.add(leaderController(controller, [proxies, namespaces]));
 }

@@ -161,8 +161,8 @@ function newExtender(parts: ExtenderParts, binder: Binder | undefined): Extender
     },
     delegate: delegation && ((key, namespace, name) => delegation.delegates(key)?.get(name, namespace)),
     waitingRequests: (key) => waitingRequests(delegation?.delegates(key)?.list() ?? [], binder?.placingOn(key) ?? [], wiring.config.clusterName),
-    // Preemption weighs the proxies on a virtual node by where their delegates are. Rare (only
-    // when no virtual node has room for a pod of higher priority): a scan of the proxies will do.
+    // Preemption weighs the proxies on a virtual node by where their delegates are (only when no
+    // virtual node has room for a pod of higher priority).
     proxiesOn: proxies && proxiesOnNode(proxies),
     disruptionBudgets: budgets && (() => budgets.list()),
     delegateOf: delegation && ((key, proxy) => delegation.delegates(key)?.get(delegateNameOf(proxy, { sourceClusterName: wiring.config.clusterName }), proxy.metadata?.namespace)),

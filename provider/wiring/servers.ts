@@ -195,7 +195,7 @@ function kubeletRunnable(wiring: Wiring, reads: KubeletReads): Runnable {
       operatorViews: createOperatorViews({ core, registry: clusters, explain: () => reads.explain, refusals: () => reads.refusals, clock }),
       resolver: createProxyResolver({ core, registry: clusters, sourceClusterName: config.clusterName }),
       nodeUsage: new ResourceUsage({
-        proxiesOn: (nodeName) => (reads.proxies ? proxiesOnNode(reads.proxies)(nodeName) : []),
+        proxiesOn: reads.proxies ? proxiesOnNode(reads.proxies) : () => [],
         delegate: (targetKey, namespace, name) => reads.delegates?.(targetKey)?.get(name, namespace),
         registry: clusters,
         sourceClusterName: config.clusterName,

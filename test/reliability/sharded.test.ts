@@ -20,10 +20,14 @@ async function fences(): Promise<Map<string, string>> {
   return new Map(leases.map((l) => [l.metadata.annotations?.[TARGET_KEY_ANNOTATION] ?? l.metadata.name, l.spec?.holderIdentity ?? '']));
 }
 
-/** The members whose membership Lease was renewed within its duration. */
-async function liveMembers(): Promise<string[]> {
+/**
+ * The holders of the group's membership Leases. A graceful leaver deletes its Lease, and a
+ * restarted replica deletes its earlier process's, so what is left is the live members, and a
+ * killed replica until its successor starts (see `deadPids` in {@link settled}).
+ */
+async function members(): Promise<string[]> {
   const leases = (await getJson('c1', 'leases', '-n', 'admiralty', '-l', MEMBERSHIP_LABEL)).items as any[];
-  return leases.filter((l) => Date.now() - Date.parse(l.spec?.renewTime ?? 0) < (l.spec?.leaseDurationSeconds ?? 15) * 1000).map((l) => l.spec.holderIdentity);
+  return leases.map((l) => l.spec?.holderIdentity ?? '').filter((h) => h !== '');
 }
 
 /** The shards: every Target and ClusterTarget of c1 (the sandbox's own too), and the cluster-wide one. */
@@ -33,15 +37,16 @@ async function shardCount(): Promise<number> {
 
 /**
  * Waits until each shard's fence is held by the live member rendezvous hashing gives it: the
- * group has settled on its members. A killed replica's Lease looks live until it expires: its
- * pid (identities end in `-<pid>`) is in `deadPids`, so that it counts as gone from the start.
+ * group has settled on its members. A killed replica's Lease stays until its successor deletes
+ * it: its pid (identities end in `-<pid>`) is in `deadPids`, so that it counts as gone from the
+ * start.
  * Resolves with the seconds since `sinceMs`.
  */
 async function settled(sinceMs: number, what: string, deadPids: readonly number[] = []): Promise<number> {
   await waitFor(what, 120_000, async () => {
-    const members = (await liveMembers()).filter((m) => !deadPids.some((pid) => m.endsWith(`-${pid}`)));
+    const live = (await members()).filter((m) => !deadPids.some((pid) => m.endsWith(`-${pid}`)));
     const held = await fences();
-    return held.size === (await shardCount()) && [...held].every(([key, holder]) => holder !== '' && holder === ownerOf(key, members));
+    return held.size === (await shardCount()) && [...held].every(([key, holder]) => holder !== '' && holder === ownerOf(key, live));
   });
   return (Date.now() - sinceMs) / 1000;
 }

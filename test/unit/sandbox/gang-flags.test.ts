@@ -1,20 +1,9 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ensurePki } from '../../sandbox/pki.js';
+import { offlineSandbox } from './offline-sandbox.js';
 import { Sandbox, type Component, type SandboxState } from '../../sandbox/sandbox.js';
 
 describe('Sandbox gang scheduling opt-in', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'sandbox-gangs-'));
-  // A component's arguments name the sandbox's certificates, which openssl makes once: seconds
-  // on a busy machine, so here rather than in the first test.
-  before(function () {
-    this.timeout(60_000);
-    ensurePki(join(dir, 'pki'));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
-  const state = (extra: Partial<SandboxState> = {}): SandboxState => ({ basePort: 30000, clusters: ['c1', 'c2'], binDir: dir, kwokModuleDir: dir, provider: true, ...extra });
+  const { dir, state } = offlineSandbox('sandbox-gangs-', { pki: true });
   const gangFlags = (cluster: string, component: Component, s: SandboxState) =>
     new Sandbox(dir).spec(cluster, component, s).args.filter((a) => a.startsWith('--feature-gates=') || a.startsWith('--runtime-config='));
 

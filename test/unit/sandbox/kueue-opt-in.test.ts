@@ -1,22 +1,13 @@
 import { expect } from 'chai';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { kueueCrd, kueueWebhookConfigurations } from '../../sandbox/kueue.js';
-import { ensurePki } from '../../sandbox/pki.js';
+import { offlineSandbox } from './offline-sandbox.js';
 import { CLUSTER_COMPONENTS, Sandbox, type SandboxState } from '../../sandbox/sandbox.js';
 
 describe('Sandbox Kueue opt-in', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'sandbox-kueue-'));
-  // A component's arguments name the sandbox's certificates, which openssl makes once: seconds
-  // on a busy machine, so here rather than in the first test.
-  before(function () {
-    this.timeout(60_000);
-    ensurePki(join(dir, 'pki'));
-  });
-  after(() => rmSync(dir, { recursive: true, force: true }));
-  const state = (extra: Partial<SandboxState> = {}): SandboxState => ({ basePort: 30000, clusters: ['c1', 'c2'], binDir: dir, kwokModuleDir: dir, provider: true, ...extra });
+  const { dir, state } = offlineSandbox('sandbox-kueue-', { pki: true });
   const withKueue = (extra: Partial<SandboxState> = {}) => state({ kueueBinDir: join(dir, 'kueue-bin'), ...extra });
   /** The components `status` lists for a sandbox in this state. */
   const listed = (s: SandboxState) => {
