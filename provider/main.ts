@@ -27,7 +27,7 @@ import { PlacementMemory } from '../scheduler/placement-memory.js';
 import { RefusalLog } from '../scheduler/refusal-log.js';
 import { namespacesCache, proxiesCache } from './wiring/caches.js';
 import { setupDelegation } from './wiring/delegation.js';
-import { setupExtender } from './wiring/extender.js';
+import { servesPodGroups, setupExtender } from './wiring/extender.js';
 import { setupKubelet, setupOps, setupWebhook } from './wiring/servers.js';
 import { firstSignal } from './wiring/signals.js';
 import { setupSources } from './wiring/sources.js';
@@ -199,6 +199,7 @@ async function setupParts(wiring: Wiring): Promise<void> {
           delegation,
           targets: enabled('targets') ? targetCaches(wiring) : undefined,
           authorization,
+          gangs: delegation !== undefined && (await servesPodGroups(wiring)),
         })
       : undefined;
 

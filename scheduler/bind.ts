@@ -15,6 +15,10 @@ import { SOURCE_NOT_AUTHORIZED } from '../provider/model/refusal.js';
 import { checkTenancy } from '../provider/model/tenancy.js';
 import type { ObjectCache } from '../provider/controller/object-cache.js';
 import { DelegateCreateError, DelegateWriter, type DelegateCreation } from '../provider/writers/delegate-writer.js';
+import type { DelegateGang } from '../provider/model/delegate-pod.js';
+import { podGroupNameOf } from '../provider/model/pod-group.js';
+import type { GangPlans } from './gang.js';
+import { TargetPodGroups } from './target-pod-groups.js';
 import { asksClaimTemplates, claimCreationFailure, nominatedFor, preemptingFor, unschedulableVerdict } from './delegate-verdict.js';
 import type { EventRecorder } from '../provider/core/events.js';
 import { schedulingPod } from './fit.js';
@@ -101,6 +105,11 @@ export interface BinderOptions {
    * target back from an outage first loses the delegates of proxies that failed over). Default: always.
    */
   mayCreateDelegates?: (targetKey: string) => boolean;
+  /**
+   * The gangs being placed, shared with the extender's filter: a member's delegate joins its
+   * target's PodGroup, and its proxy is bound only once every member's delegate is placed.
+   */
+  gangs?: GangPlans;
   /** How long the target's scheduler has to place the delegate (default 20 s, under kube-scheduler's extender httpTimeout). */
   placeTimeoutMs?: number;
   /**
@@ -122,6 +131,9 @@ class Refused extends Error {
     super(message, options);
   }
 }
+
+/** A gang's member not bound because its group was not placed whole: no refusal of the target. */
+class GangNotPlaced extends Error {}
 
 /**
  * The extender's `bind` verb: binds a proxy to a virtual node only once the target behind that
@@ -168,10 +180,13 @@ export class Binder {
   private readonly waiting = new Map<string, Set<() => void>>();
   /** Creates the delegates and their copies, as the delegation reconciler does. */
   private readonly writer: DelegateWriter;
+  /** The PodGroups gangs' delegates form in their targets. */
+  private readonly targetPodGroups: TargetPodGroups;
 
   constructor(private readonly o: BinderOptions) {
     this.writer = new DelegateWriter(o);
     this.beingPlaced = o.beingPlaced ?? new BeingPlaced(o);
+    this.targetPodGroups = new TargetPodGroups({ sourceClusterName: o.sourceClusterName, clock: o.clock, logger: o.logger });
     this.placeTimeoutMs = o.placeTimeoutMs ?? 20_000;
     this.pollMs = o.pollMs ?? 500;
   }
@@ -254,9 +269,13 @@ export class Binder {
       reserved = { namespace, name: delegateName };
       // The delegate's containers, and so its ports, are the proxy's.
       this.o.memory.reserve(target.key, proxy, delegateRequests(proxy, this.o.runtimeClasses?.(target.key)), this.o.clock.now(), reserved, podHostPorts(proxy.spec));
-      const delegate = await this.createDelegate(proxy, delegateName, target);
+      const startMs = this.o.clock.now();
+      const gang = await this.gangOf(proxy, target);
+      const delegate = await this.createDelegate(proxy, delegateName, target, gang);
       const placed = await this.waitPlaced(target, delegate, asksClaimTemplates(proxy));
+      await this.wholeGang(args.PodUID, target, placed, startMs);
       await this.bindProxy(proxy, node, target, placed);
+      this.o.gangs?.bound(args.PodUID);
       this.beingPlaced.bound(args.PodUID, { proxy, targetKey: target.key });
       // A delegate waiting for a scale-up holds no node yet: it counts against burst capacity
       // while it waits. One whose node was nominated holds that node's room already.
@@ -273,6 +292,11 @@ export class Binder {
     } catch (err) {
       this.beingPlaced.drop(args.PodUID);
       if (reserved) this.o.memory.release(target.key, reserved);
+      if (err instanceof GangNotPlaced) {
+        this.o.refusals?.record(target.key, 'bind', 'GangNotPlaced', err.message);
+        throw err;
+      }
+      this.o.gangs?.memberFailed(args.PodUID, `the bind of ${namespace}/${name} failed`);
       const refused = err instanceof Refused;
       const message = refused ? err.message : `${target.displayName}: ${(err as Error).message}`;
       // No Source for us in the namespace: nothing to back off from, the probe says when there is one.
@@ -323,12 +347,12 @@ export class Binder {
   }
 
   /** Creates the delegate (after its copies); an existing delegate of this very proxy is taken as is. */
-  private async createDelegate(proxy: V1Pod, name: string, target: TargetClient): Promise<V1Pod> {
+  private async createDelegate(proxy: V1Pod, name: string, target: TargetClient, gang?: DelegateGang): Promise<V1Pod> {
     const namespace = proxy.metadata!.namespace!;
     let created: DelegateCreation;
     try {
       // Only the new delegate's name and uid are read (waitPlaced).
-      created = await this.writer.create(proxy, target, 'identity');
+      created = await this.writer.create(proxy, target, 'identity', gang);
     } catch (err) {
       const cause = err instanceof DelegateCreateError ? err.cause : err;
       throw new Refused('CreateFailed', `${target.displayName}: cannot create the delegate: ${sanitizeRemoteText(statusMessage(cause))}`);
@@ -343,6 +367,40 @@ export class Binder {
     // why in its Delegated condition (the writer set it), as in fallback mode, while
     // kube-scheduler tries other targets; the condition goes once a delegate exists.
     throw new Refused(created.refusal.reason, created.refusal.message, { cause: created.refusal }); // it names the target
+  }
+
+  /**
+   * For a member of a gang being placed: its PodGroup in the target (when the plan puts more than
+   * one member there and the target serves PodGroups) and the domain its plan keeps it in. Throws
+   * {@link GangNotPlaced} when its plan failed, or puts it on another target.
+   */
+  private async gangOf(proxy: V1Pod, target: TargetClient): Promise<DelegateGang | undefined> {
+    const uid = proxy.metadata!.uid!;
+    const plans = this.o.gangs;
+    if (!plans?.holds(uid)) return undefined;
+    const at = plans.assignmentOf(uid);
+    const group = `${proxy.metadata!.namespace}/${podGroupNameOf(proxy) ?? ''}`;
+    if (!at) throw new GangNotPlaced(`pod group ${group} was not placed whole; it is planned again`);
+    if (at.targetKey !== target.key) throw new GangNotPlaced(`pod group ${group} is planned on another target than ${target.displayName}`);
+    const podGroupName = at.share > 1 ? await this.targetPodGroups.ensure(target, proxy.metadata!.namespace!, at.gang.name, at.share) : undefined;
+    return { ...(podGroupName ? { podGroupName } : {}), ...(at.domain ? { domain: at.domain } : {}) };
+  }
+
+  /**
+   * A gang's member waits, its delegate placed, for every member's delegate to be placed before
+   * its proxy is bound; when the plan fails meanwhile (a member refused, or late), its delegate
+   * is deleted, so no delegate of a gang not placed whole is left behind.
+   */
+  private async wholeGang(uid: string, target: TargetClient, placed: V1Pod, startMs: number): Promise<void> {
+    const plans = this.o.gangs;
+    if (!plans?.holds(uid)) return;
+    try {
+      // Within kube-scheduler's wait for the bind (its httpTimeout is above the placement timeout).
+      await plans.placed(uid, Math.max(1000, startMs + this.placeTimeoutMs + 5000 - this.o.clock.now()));
+    } catch (err) {
+      await this.deleteDelegate(target, placed.metadata!.name!, placed.metadata!.namespace!, placed.metadata!.uid);
+      throw new GangNotPlaced(`${target.displayName}: ${(err as Error).message}`);
+    }
   }
 
   /**
@@ -485,7 +543,7 @@ function waitKey(targetKey: string, namespace: string, name: string): string {
  * proxy's own, when that view cannot be read), plus the overhead of its RuntimeClass in the
  * target when `classes` are known (the proxy's, the source's, otherwise).
  */
-function delegateRequests(proxy: V1Pod, classes: RuntimeClasses | undefined): ResourceAmounts {
+export function delegateRequests(proxy: V1Pod, classes: RuntimeClasses | undefined): ResourceAmounts {
   let spec = proxy.spec;
   try {
     spec = schedulingPod(proxy).spec;

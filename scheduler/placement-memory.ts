@@ -277,10 +277,13 @@ export class PlacementMemory {
    * with burst capacity it waits for a scale-up, and counts against that capacity instead).
    * Called by the binder before it writes anything; it then calls {@link assume} or
    * {@link release}. Not ended by any summary while the delegate has no node, nor by time but
-   * `maxAssumptionMs`.
+   * `maxAssumptionMs`. A delegate reserved already keeps its reservation (a gang's plan reserves
+   * its members before their binds, which reserve again).
    */
   reserve(targetKey: string, pod: V1Pod, requests: ResourceAmounts, nowMs: number, delegate: { namespace: string; name: string }, hostPorts: readonly HostPort[] = []): void {
     const list = this.assumptions.get(targetKey) ?? [];
+    // Reserved already (a gang's plan took its members' room before their binds): held once.
+    if (this.reservationOf(list, `${delegate.namespace}/${delegate.name}`) >= 0) return;
     const a: Assumption = { requests, ...(hostPorts.length ? { hostPorts } : {}), atMs: nowMs, delegate, delegateKey: `${delegate.namespace}/${delegate.name}`, binding: pod };
     list.push(a);
     this.assumptions.set(targetKey, list);

@@ -35,6 +35,18 @@ export interface DelegatePodOptions {
    * they are.
    */
   targetLabels?: Readonly<Record<string, string>>;
+  /** For a member of a gang being placed: the PodGroup it joins in the target, and the domain its plan keeps it in. */
+  gang?: DelegateGang;
+}
+
+/**
+ * What a gang's plan says of one delegate: the PodGroup of the target it joins
+ * (`spec.schedulingGroup.podGroupName`; none: it joins none), and the domain of a real node
+ * label it must run in (added to its nodeSelector).
+ */
+export interface DelegateGang {
+  podGroupName?: string;
+  domain?: { key: string; value: string };
 }
 
 /** Largest saved manifest we parse as YAML (Admiralty wrote YAML ones, of a few KB; ours are JSON): about 1 ms per KB of the event loop. */
@@ -228,6 +240,11 @@ export function buildDelegatePod(proxy: V1Pod, opts: DelegatePodOptions): V1Pod 
   delete spec.schedulingGates;
   // The API refuses ephemeral containers on create; they are added through a subresource only.
   delete spec.ephemeralContainers;
+  // The proxy's PodGroup is the source's: a delegate joins its target's PodGroup of the gang, or none.
+  const grouped = spec as V1PodSpec & { schedulingGroup?: { podGroupName: string } };
+  delete grouped.schedulingGroup;
+  if (opts.gang?.podGroupName) grouped.schedulingGroup = { podGroupName: opts.gang.podGroupName };
+  if (opts.gang?.domain) spec.nodeSelector = { ...spec.nodeSelector, [opts.gang.domain.key]: opts.gang.domain.value };
   dropEmpty(spec, 'volumes');
   for (const c of [...spec.containers, ...(spec.initContainers ?? [])]) dropEmpty(c, 'volumeMounts');
 

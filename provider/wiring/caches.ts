@@ -14,6 +14,7 @@ import {
 } from '../core/keys.js';
 import { delegateFields } from '../model/delegate-pod.js';
 import { PROXIES_BY_NODE_INDEX, proxyNodeIndex } from '../model/proxy-index.js';
+import { PROXIES_BY_GROUP_INDEX, proxyGroupIndex } from '../model/pod-group.js';
 import { proxyFields } from '../model/proxy-status.js';
 import { sharePodParts } from '../model/shared-pod-parts.js';
 import { mayHavePodTerms, POD_AFFINITY_INDEX, POD_AFFINITY_INDEX_VALUE } from '../../scheduler/topology.js';
@@ -38,7 +39,8 @@ const podAffinityIndex = (p: V1Pod) => (mayHavePodTerms(p) ? [POD_AFFINITY_INDEX
  * nor IPs (delegation writes a proxy's status by patch and compares it by digest) and, of the
  * saved manifest, only its scheduling fields (see proxyFields); the parts it repeats of other
  * proxies and delegates (constraints, volume sources, conditions) are one shared copy (see
- * sharePodParts). Indexed by whether its terms judge the pods placed after it, and by node.
+ * sharePodParts). Indexed by whether its terms judge the pods placed after it, by node, and by
+ * pod group (a gang's members).
  */
 export function proxiesCache(wiring: Wiring, use: CacheUse = {}): Informer<V1Pod> {
   return wiring.manager.caches().informer<V1Pod>({
@@ -48,7 +50,7 @@ export function proxiesCache(wiring: Wiring, use: CacheUse = {}): Informer<V1Pod
     labelSelector: `${HAS_FINALIZER_LABEL}=true`,
     transform: proxyFields,
     share: sharePodParts,
-    indexers: { [POD_AFFINITY_INDEX]: podAffinityIndex, [PROXIES_BY_NODE_INDEX]: proxyNodeIndex },
+    indexers: { [POD_AFFINITY_INDEX]: podAffinityIndex, [PROXIES_BY_NODE_INDEX]: proxyNodeIndex, [PROXIES_BY_GROUP_INDEX]: proxyGroupIndex },
     ...use,
   });
 }

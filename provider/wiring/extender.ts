@@ -1,4 +1,10 @@
-import { PolicyV1Api, type V1Pod, type V1PodDisruptionBudget } from '@kubernetes/client-node';
+import { PolicyV1Api, type KubernetesListObject, type V1Pod, type V1PodDisruptionBudget } from '@kubernetes/client-node';
+import { statusMessage } from '../core/errors.js';
+import { podHostPorts } from '../model/host-ports.js';
+import { groupKey, POD_GROUP_GROUP, POD_GROUP_PLURAL, POD_GROUP_VERSION, PROXIES_BY_GROUP_INDEX, type PodGroupObject } from '../model/pod-group.js';
+import { delegateRequests } from '../../scheduler/bind.js';
+import { GangPlans, type GangMember } from '../../scheduler/gang.js';
+import type { GangSupport } from '../../scheduler/extender/gang-filter.js';
 import { budgetFields } from '../../scheduler/preempt.js';
 import type { Route } from '../core/http-router.js';
 import { standbyMayCreateDelegates } from '../model/outage.js';
@@ -36,6 +42,8 @@ export interface ExtenderOptions {
   delegation: Delegation | undefined;
   targets: TargetInformers | undefined;
   authorization: TargetAuthorization | undefined;
+  /** Whether the source serves PodGroups (`servesPodGroups`): then, with delegation, gangs are placed whole. */
+  gangs?: boolean;
 }
 
 /** How the extender reads a target's object and its `spec.placement`. */
@@ -53,10 +61,11 @@ function targetReaders(targets: TargetInformers | undefined) {
 }
 
 /** What the binder and the extender are made of: see {@link setupExtender}. */
-type ExtenderParts = ExtenderOptions & ReturnType<typeof targetReaders> & { wiring: Wiring };
+type ExtenderParts = ExtenderOptions & ReturnType<typeof targetReaders> & { wiring: Wiring; gangSupport?: GangSupport };
 
 export function setupExtender(wiring: Wiring, options: ExtenderOptions): { routes: Route[]; explain: (pod: V1Pod) => TargetVerdict[] } {
-  const parts: ExtenderParts = { ...options, ...targetReaders(options.targets), wiring };
+  const gangSupport = options.gangs && options.delegation ? newGangSupport(wiring, options.memory, options.delegation) : undefined;
+  const parts: ExtenderParts = { ...options, ...targetReaders(options.targets), wiring, ...(gangSupport ? { gangSupport } : {}) };
   const binder = options.delegation && newBinder(parts, options.delegation);
   const extender = newExtender(parts, binder);
   // The binder reads proxies and namespaces, preemption the budgets: kept warm on every replica.
@@ -103,6 +112,7 @@ function newBinder(parts: ExtenderParts, delegation: Delegation): Binder {
     clock: wiring.clock,
     logger: wiring.logger,
     placeTimeoutMs: wiring.config.delegatePlacementTimeoutSeconds * 1000,
+    ...(parts.gangSupport ? { gangs: parts.gangSupport.plans } : {}),
     // The target's writer (the leader, or its shard's owner) fences a target that comes back
     // before it creates delegates there; another replica cannot know when that is done, so it
     // keeps off a target recently unreachable.
@@ -120,8 +130,7 @@ function newBinder(parts: ExtenderParts, delegation: Delegation): Binder {
 
 /** The extender itself, over this replica's registry of targets and caches. */
 function newExtender(parts: ExtenderParts, binder: Binder | undefined): Extender {
-  const { wiring, memory, refusals, authorization, targetOf, targetPlacement } = parts;
-  const { delegation } = parts;
+  const { wiring, memory, refusals, authorization, targetOf, targetPlacement, delegation, gangSupport } = parts;
   const proxies = delegation?.proxies;
   const namespaces = delegation?.namespaces;
   // Preemption spares the proxies a PodDisruptionBudget protects, as kube-scheduler does. Budgets
@@ -211,8 +220,55 @@ function newExtender(parts: ExtenderParts, binder: Binder | undefined): Extender
     // Binding succeeds once, and the leader's follow keeps the copies of proxies not bound
     // yet (it does not see a standby's placements).
     binder,
+    ...(gangSupport ? { gangs: gangSupport } : {}),
     clock: wiring.clock,
     logger: wiring.logger,
     metricsRegistry: wiring.registry,
   });
+}
+
+/**
+ * Whether the source serves PodGroups (`scheduling.k8s.io/v1alpha2`, gate `GenericWorkload`):
+ * asked once at start. Without them no pod names a group (the apiserver drops the field), and
+ * no cache of them is kept (one that never lists would keep the replica from being ready).
+ */
+export async function servesPodGroups(wiring: Wiring): Promise<boolean> {
+  try {
+    await wiring.custom.listClusterCustomObject({ group: POD_GROUP_GROUP, version: POD_GROUP_VERSION, plural: POD_GROUP_PLURAL, limit: 1 });
+    return true;
+  } catch (err) {
+    wiring.logger.info('the source serves no PodGroups (scheduling.k8s.io/v1alpha2): pods are placed one by one, gangs included', { reason: statusMessage(err) });
+    return false;
+  }
+}
+
+/**
+ * Gangs: the source's PodGroups (every replica: the extender reads them), their members from the
+ * proxies cache's index, and the plans the filter makes and the binder follows, whose
+ * reservations are the placement memory's.
+ */
+function newGangSupport(wiring: Wiring, memory: PlacementMemory, delegation: Delegation): GangSupport {
+  const podGroups = wiring.manager.caches().informer<PodGroupObject>({
+    name: 'pod-groups',
+    resource: `/apis/${POD_GROUP_GROUP}/${POD_GROUP_VERSION}/${POD_GROUP_PLURAL}`,
+    list: (page) => wiring.custom.listClusterCustomObject({ group: POD_GROUP_GROUP, version: POD_GROUP_VERSION, plural: POD_GROUP_PLURAL, ...page }) as Promise<KubernetesListObject<PodGroupObject>>,
+    everyReplica: true,
+  });
+  const sourceClusterName = wiring.config.clusterName;
+  const classes = (key: string) => {
+    const read = wiring.clusters.summary(key);
+    return read && runtimeClassesOfSummary(read.summary);
+  };
+  const delegateKey = (m: GangMember) => ({ namespace: m.proxy.metadata?.namespace ?? '', name: m.delegateName });
+  const plans = new GangPlans({
+    clock: wiring.clock,
+    reserve: (key, m) => memory.reserve(key, m.proxy, delegateRequests(m.proxy, classes(key)), wiring.clock.now(), delegateKey(m), podHostPorts(m.proxy.spec)),
+    release: (key, m) => memory.release(key, delegateKey(m)),
+  });
+  return {
+    plans,
+    podGroup: (namespace, name) => podGroups.get(name, namespace),
+    members: (namespace, name) => delegation.proxies.byIndex(PROXIES_BY_GROUP_INDEX, groupKey(namespace, name)),
+    delegateName: (proxy) => delegateNameOf(proxy, { sourceClusterName }),
+  };
 }

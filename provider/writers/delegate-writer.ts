@@ -3,7 +3,8 @@ import type { TargetClient } from '../clusters/target-client.js';
 import type { Clock } from '../core/clock.js';
 import { isAlreadyExists, NotDelegatedError } from '../core/errors.js';
 import { identityAnswer, unreadAnswer } from '../core/unread-answer.js';
-import { buildDelegatePod } from '../model/delegate-pod.js';
+import { buildDelegatePod, type DelegateGang } from '../model/delegate-pod.js';
+import { rawBody } from '../core/raw-body.js';
 import type { CopyNames } from '../model/pod-references.js';
 import { targetIdentityLabels } from '../model/virtual-node.js';
 import { markNotDelegated } from './proxy-writes.js';
@@ -47,7 +48,7 @@ export class DelegateWriter {
    * copies threw when it is not a refusal, and a {@link DelegateCreateError} for a failed
    * creation of the delegate that is not one.
    */
-  async create(proxy: V1Pod, target: TargetClient, read: 'nothing' | 'identity'): Promise<DelegateCreation> {
+  async create(proxy: V1Pod, target: TargetClient, read: 'nothing' | 'identity', gang?: DelegateGang): Promise<DelegateCreation> {
     const namespace = proxy.metadata!.namespace!;
     let copyNames: CopyNames | undefined;
     try {
@@ -58,9 +59,11 @@ export class DelegateWriter {
       return { outcome: 'refused', of: 'copies', refusal: err };
     }
     // Named as delegateNameOf names it (the copies' names change references only).
-    const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames, targetLabels: targetIdentityLabels(target.ref) });
+    const body = buildDelegatePod(proxy, { sourceClusterName: this.o.sourceClusterName, copyNames, targetLabels: targetIdentityLabels(target.ref), ...(gang ? { gang } : {}) });
     try {
-      const delegate = await target.core.createNamespacedPod({ namespace, body }, read === 'identity' ? identityAnswer() : unreadAnswer());
+      const answer = read === 'identity' ? identityAnswer() : unreadAnswer();
+      // A gang's delegate names its PodGroup in a field the generated client does not know.
+      const delegate = await target.core.createNamespacedPod({ namespace, body }, gang?.podGroupName ? rawBody(body, answer) : answer);
       return { outcome: 'created', delegate };
     } catch (err) {
       if (isAlreadyExists(err)) return { outcome: 'nameTaken' };

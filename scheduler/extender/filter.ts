@@ -1,7 +1,10 @@
 import { candidates, delegateSpecOf, isVirtual, rememberChoice, type ExtenderContext } from './context.js';
 import { topologyOf } from './federation.js';
+import { gangVerdict } from './gang-filter.js';
 import { judge, leftOut } from './judge.js';
-import type { ExtenderArgs, ExtenderFilterResult } from './types.js';
+import type { ExtenderArgs, ExtenderFilterResult, TopologyJudge } from './types.js';
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import type { TargetClient } from '../../provider/clusters/target-client.js';
 
 /**
  * kube-scheduler's `filter` (see `createExtenderRoutes`).
@@ -15,6 +18,7 @@ export function filter(ctx: ExtenderContext, args: ExtenderArgs, remember = true
   const kept = new Set<string>();
   const offered = candidates(args);
   const topology = topologyOf(ctx, args.Pod, pod);
+  const gang = gangOf(ctx, args, pod, offered, topology, remember);
   for (const c of offered) {
     if (!isVirtual(ctx, c)) {
       kept.add(c.name);
@@ -23,6 +27,13 @@ export function filter(ctx: ExtenderContext, args: ExtenderArgs, remember = true
     const target = registry.byNodeName(c.name);
     if (!target) {
       unresolvable[c.name] = `virtual node ${c.name} has no known target`;
+      continue;
+    }
+    if (gang) {
+      // The plan judged its target for this pod, and holds its room there: judging it again
+      // would count that room as taken.
+      if ('only' in gang && gang.only === c.name) kept.add(c.name);
+      else failed[c.name] = 'error' in gang ? gang.error : `its pod group's plan puts this pod on ${gang.only}`;
       continue;
     }
     const verdict = judge(ctx, args.Pod, pod, target, topology);
@@ -46,11 +57,26 @@ export function filter(ctx: ExtenderContext, args: ExtenderArgs, remember = true
     // that lapsed) is no node event; after an error it retries within its backoff (10 s at most).
     // The error is all the pod's condition and event then say: the targets kube-scheduler left
     // out are named too.
-    const reasons = Object.entries({ ...failed, ...unresolvable }).map(([node, why]) => `${node}: ${why}`);
-    reasons.push(...leftOut(ctx, args.Pod, pod, new Set(offered.map((c) => c.name)), topology));
+    // A gang's verdict is the same on every node: said once.
+    const reasons = gang && 'error' in gang ? [gang.error] : Object.entries({ ...failed, ...unresolvable }).map(([node, why]) => `${node}: ${why}`);
+    if (!gang) reasons.push(...leftOut(ctx, args.Pod, pod, new Set(offered.map((c) => c.name)), topology));
     result.Error = `no target can run this pod now (retried with backoff): ${reasons.join('; ')}`;
   }
   if (args.NodeNames) result.NodeNames = args.NodeNames.filter((n) => kept.has(n));
   if (args.Nodes) result.Nodes = { items: (args.Nodes.items ?? []).filter((n) => kept.has(n.metadata!.name!)) };
   return result;
+}
+
+/**
+ * The gang verdict on the pod ({@link gangVerdict}), over the virtual nodes offered. `remember:
+ * false` (explain) adopts no plan: it says what a plan would be made of only by its error.
+ */
+function gangOf(ctx: ExtenderContext, args: ExtenderArgs, pod: V1Pod, offered: readonly { name: string; node?: V1Node }[], topology: TopologyJudge | undefined, remember: boolean) {
+  if (!ctx.opts.gangs || !remember) return undefined;
+  const targets = new Map<string, TargetClient>();
+  for (const c of offered) {
+    const target = isVirtual(ctx, c) ? ctx.registry.byNodeName(c.name) : undefined;
+    if (target) targets.set(c.name, target);
+  }
+  return gangVerdict(ctx, args.Pod, pod, targets, topology);
 }

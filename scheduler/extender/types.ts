@@ -1,3 +1,4 @@
+import type { GangSupport } from './gang-filter.js';
 import type { V1Namespace, V1Node, V1Pod, V1PodDisruptionBudget } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { ClusterRegistry } from '../../provider/clusters/cluster-registry.js';
@@ -99,6 +100,8 @@ export interface ExtenderRoutesOptions {
   affineProxies?: () => readonly { proxy: V1Pod; targetKey: string }[];
   /** Where a Warning event goes when a pod's placement-policy annotation is unusable. */
   events?: Pick<EventRecorder, 'record'>;
+  /** Gang scheduling (the source serves PodGroups): the plans shared with the binder, the PodGroups and their members. Without it, every pod is placed on its own. */
+  gangs?: GangSupport;
   logger: Logger;
   /** Refusals and assumptions shared with the binder; default a fresh one. */
   memory?: PlacementMemory;

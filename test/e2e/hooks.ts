@@ -19,8 +19,9 @@ export const mochaHooks = {
     // SANDBOX_PROVIDER_REPLICAS=2 runs c1's provider as leader and warm standby (the reliability
     // suite does). Not the e2e default: a few tests read the one provider's ports and pid.
     const providerReplicas = Number(process.env.SANDBOX_PROVIDER_REPLICAS ?? 1);
-    // SANDBOX_GANGS=1 turns on Kubernetes' gang scheduling alpha in every cluster; off by default.
-    const gangs = process.env.SANDBOX_GANGS === '1';
+    // Kubernetes' gang scheduling alpha runs in every cluster (test/e2e/gangs.test.ts needs it);
+    // SANDBOX_GANGS=0 turns it off, to run the rest of the suite as on a cluster without it.
+    const gangs = process.env.SANDBOX_GANGS !== '0';
     // SANDBOX_KUEUE=1 also runs Kueue in c1 (test/e2e/kueue.test.ts needs it); off by default.
     const kueue = process.env.SANDBOX_KUEUE === '1';
     await sandbox.up({ providerReplicas, gangs, kueue, log: (l) => console.log(`  sandbox: ${l}`) });

@@ -87,8 +87,10 @@ const PORT = { etcd: 0, etcdPeer: 1, apiserver: 2, kcm: 3, scheduler: 4, kwok: 5
  * (`spec.schedulingGroup.podGroupName`); GangScheduling adds kube-scheduler's plugin that holds
  * a group's pods at Permit until `minCount` of them have a place. Both are alpha in 1.36, off
  * by default, and the API version is off by default too, so the apiserver needs both flags.
+ * TopologyAwareWorkloadScheduling lets a PodGroup keep its pods in one domain
+ * (`spec.schedulingConstraints.topology`): the apiserver refuses that field without it.
  */
-const GANG_FEATURE_GATES = '--feature-gates=GenericWorkload=true,GangScheduling=true';
+const GANG_FEATURE_GATES = '--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true';
 const GANG_RUNTIME_CONFIG = '--runtime-config=scheduling.k8s.io/v1alpha2=true';
 
 /** The cluster that may run several provider replicas (the source of the default topology). */
@@ -555,6 +557,8 @@ export class Sandbox {
             '--use-service-account-credentials=false',
             // HPAs react within seconds rather than the default 15 s (test/e2e/metrics.test.ts).
             '--horizontal-pod-autoscaler-sync-period=5s',
+            // Its PodGroup protection controller lifts a deleted PodGroup's finalizer once no pod names it.
+            ...(state.gangs ? [GANG_FEATURE_GATES] : []),
             '--profiling=false',
           ],
         };

@@ -7,7 +7,7 @@ describe('Sandbox gang scheduling opt-in', () => {
   const gangFlags = (cluster: string, component: Component, s: SandboxState) =>
     new Sandbox(dir).spec(cluster, component, s).args.filter((a) => a.startsWith('--feature-gates=') || a.startsWith('--runtime-config='));
 
-  it('starts no component with a feature gate or an extra API version by default, as the suite runs', () => {
+  it('starts no component with a feature gate or an extra API version by default (sandbox up without --gangs)', () => {
     for (const c of ['c1', 'c2']) {
       for (const component of ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'proxy-scheduler'] as const) {
         expect(gangFlags(c, component, state()), `${c} ${component}`).to.deep.equal([]);
@@ -15,13 +15,15 @@ describe('Sandbox gang scheduling opt-in', () => {
     }
   });
 
-  it("with gangs on, serves the alpha API in every cluster's apiserver and runs the gang plugin in its kube-scheduler only", () => {
-    const gates = '--feature-gates=GenericWorkload=true,GangScheduling=true';
+  it("with gangs on, serves the alpha API (topology constraints too) in every cluster's apiserver, with the gates in its controller-manager and kube-scheduler, and none in the proxy scheduler", () => {
+    const gates = '--feature-gates=GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true';
     for (const c of ['c1', 'c2']) {
       expect(gangFlags(c, 'kube-apiserver', state({ gangs: true }))).to.deep.equal([gates, '--runtime-config=scheduling.k8s.io/v1alpha2=true']);
       expect(gangFlags(c, 'kube-scheduler', state({ gangs: true }))).to.deep.equal([gates]);
+      // Its PodGroup protection controller lifts the finalizer of a PodGroup deleted.
+      expect(gangFlags(c, 'kube-controller-manager', state({ gangs: true }))).to.deep.equal([gates]);
     }
-    // The proxy scheduler keeps the shipped configuration: proxies are still placed one by one.
+    // The proxy scheduler keeps the shipped configuration: the extender places a gang's proxies whole.
     expect(gangFlags('c1', 'proxy-scheduler', state({ gangs: true }))).to.deep.equal([]);
   });
 });

@@ -261,6 +261,15 @@ describe('scheduler: PlacementMemory', () => {
       expect(m.assumedOn('t', read, cache(), () => undefined).get('n1')).to.deep.equal(cpu(3n));
     });
 
+    it("holds a delegate reserved twice once (a gang's plan, then its bind), and gives it back on one release", () => {
+      const m = new PlacementMemory();
+      m.reserve('t', bound('a'), cpu(3n), 0, d('a'));
+      m.reserve('t', bound('a'), cpu(3n), 10, d('a'));
+      expect(m.assumedOn('t', read, cache(), () => 'n1').get('n1')).to.deep.equal(cpu(3n));
+      m.release('t', d('a'));
+      expect(m.assumedOn('t', read, cache(), () => 'n1').size).to.equal(0);
+    });
+
     it('is not ended by a summary while its delegate has no node, nor by time before maxAssumptionMs', () => {
       const m = new PlacementMemory({ summaryLagMs: 1000, maxAssumptionMs: 60_000 });
       m.reserve('t', bound('a'), cpu(3n), 0, d('a'));

@@ -219,6 +219,15 @@ describe('buildDelegatePod', () => {
     });
   }
 
+  it("drops the proxy's spec.schedulingGroup (the source's PodGroup), and names the gang's PodGroup of the target and keeps it in its domain when told", () => {
+    const grouped = proxyOf(sourcePod());
+    (grouped.spec as { schedulingGroup?: unknown }).schedulingGroup = { podGroupName: 'train' };
+    expect(buildDelegatePod(grouped, { sourceClusterName: 'c1' }).spec).to.not.have.property('schedulingGroup');
+    const d = buildDelegatePod(grouped, { sourceClusterName: 'c1', gang: { podGroupName: 'train-0123456789', domain: { key: 'zone', value: 'z2' } } });
+    expect((d.spec as { schedulingGroup?: unknown }).schedulingGroup).to.deep.equal({ podGroupName: 'train-0123456789' });
+    expect(d.spec!.nodeSelector).to.deep.equal({ disk: 'ssd', zone: 'z2' });
+  });
+
   it('restores affinity from the manifest, not the proxy, kept off virtual nodes', () => {
     expect(delegate.spec!.affinity).to.deep.equal(offVirtualNodes(sourcePod().spec!.affinity));
     expect(delegate.spec!.affinity!.podAntiAffinity).to.deep.equal(sourcePod().spec!.affinity!.podAntiAffinity);

@@ -1,0 +1,140 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import type { TargetClient } from '../../provider/clusters/target-client.js';
+import { CLUSTER_TARGET_NAME_LABEL, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL } from '../../provider/core/keys.js';
+import { gangOf, groupKey, podGroupNameOf, type PodGroupObject } from '../../provider/model/pod-group.js';
+import { addInto, type ResourceAmounts } from '../../provider/model/resources.js';
+import { delegateRequests } from '../bind.js';
+import { likelyNode } from '../fit.js';
+import { planGang, type Domain, type GangMember, type GangPlans, type GangTarget } from '../gang.js';
+import { assumedOn, delegateSpecOf, judgedAs, type ExtenderContext } from './context.js';
+import { judge } from './judge.js';
+import type { TargetState, TopologyJudge } from './types.js';
+
+/** What the extender reads of gangs: the plans it shares with the binder, the source's PodGroups and their members. */
+export interface GangSupport {
+  plans: GangPlans;
+  podGroup(namespace: string, name: string): PodGroupObject | undefined;
+  /** The proxies that name the group (the proxies cache's `by-group` index). */
+  members(namespace: string, name: string): readonly V1Pod[];
+  delegateName(proxy: V1Pod): string;
+}
+
+/**
+ * A topology key that names a target (a label every node of one virtual node's target has, and no
+ * other's): a gang with it stays in one target.
+ */
+const TARGET_KEYS: ReadonlySet<string> = new Set([TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL, CLUSTER_TARGET_NAME_LABEL]);
+
+/**
+ * The most node checks one plan may make (members to seat times the nodes of the targets it
+ * tries): a plan runs on the extender's event loop, and a gang of a thousand over a large
+ * federation would hold it for seconds. Beyond, the gang is refused with that reason.
+ */
+export const MAX_PLAN_NODE_CHECKS = 2_000_000;
+
+/** The filter's word on a gang's member: only its planned target's node, or an error for every node; undefined for a pod of no gang. */
+export type GangVerdict = { only: string } | { error: string } | undefined;
+
+/** A fresh simulation of a target's nodes for a gang's plan, from what the filter counts there now. */
+function gangTarget(ctx: ExtenderContext, target: TargetClient, state: TargetState): GangTarget {
+  const base = assumedOn(ctx, target, state);
+  const ports = ctx.memory.assumedPortsOn(target.key);
+  // A gang is planned on the room there is: not on what a preemption in the target would make.
+  const fitAs = { ...judgedAs(target, state), priorityClassValues: undefined };
+  return {
+    key: target.key,
+    name: target.displayName,
+    seats(domain?: Domain) {
+      const assumed = new Map<string, ResourceAmounts>([...base].map(([node, r]) => [node, new Map(r)]));
+      const nodes = domain ? state.nodes.filter((n) => (n.labels[domain.key] ?? (domain.key === 'kubernetes.io/hostname' ? n.hostname : undefined)) === domain.value) : state.nodes;
+      return (m: GangMember) => {
+        const node = likelyNode(delegateSpecOf(m.proxy), nodes, { ...fitAs, assumed, assumedPorts: ports });
+        if (node === undefined) return false;
+        const on = assumed.get(node) ?? new Map<string, bigint>();
+        addInto(on, delegateRequests(m.proxy, state.runtimeClasses));
+        assumed.set(node, on);
+        return true;
+      };
+    },
+    *domainValues(key: string) {
+      for (const n of state.nodes) {
+        const v = n.labels[key] ?? (key === 'kubernetes.io/hostname' ? n.hostname : undefined);
+        if (v !== undefined) yield v;
+      }
+    },
+  };
+}
+
+/** The group's members still to place, `proxy` first, and how many are bound already. */
+function membersOf(support: GangSupport, proxy: V1Pod, namespace: string, name: string): { unbound: GangMember[]; bound: number } {
+  const uid = proxy.metadata!.uid!;
+  const live = (p: V1Pod) => !p.metadata?.deletionTimestamp && p.status?.phase !== 'Succeeded' && p.status?.phase !== 'Failed';
+  const others = support.members(namespace, name).filter((p) => p.metadata?.uid !== uid && live(p));
+  const bound = others.filter((p) => p.spec?.nodeName).length;
+  const waiting = others.filter((p) => !p.spec?.nodeName).sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
+  const unbound: GangMember[] = [];
+  for (const p of [proxy, ...waiting]) {
+    try {
+      unbound.push({ uid: p.metadata!.uid!, proxy: p, delegateName: support.delegateName(p) });
+    } catch {
+      // A member whose delegate cannot be built is refused on its own filter, with its reason.
+    }
+  }
+  return { unbound, bound };
+}
+
+/**
+ * The filter's verdict on a pod of a gang (its PodGroup has `schedulingPolicy.gang`): the first
+ * member filtered plans `minCount` less those bound, all at once, over the targets whose
+ * virtual nodes kube-scheduler offered and the filter keeps for it ({@link planGang}), and takes
+ * their room; each member then gets only its planned target's node. A gang that does not fit is
+ * refused on every node, with what each target has room for. `offered` maps the offered
+ * virtual nodes to their targets.
+ */
+export function gangVerdict(ctx: ExtenderContext, proxy: V1Pod, pod: V1Pod, offered: ReadonlyMap<string, TargetClient>, topology: TopologyJudge | undefined): GangVerdict {
+  const support = ctx.opts.gangs;
+  const name = support && podGroupNameOf(proxy);
+  const uid = proxy.metadata?.uid;
+  if (!support || !name || !uid) return undefined;
+  const namespace = proxy.metadata?.namespace ?? '';
+  const pg = support.podGroup(namespace, name);
+  if (!pg) return { error: `its PodGroup ${namespace}/${name} does not exist (yet)` };
+  const parsed = gangOf(pg);
+  if (!parsed) return undefined;
+  if ('invalid' in parsed) return { error: parsed.invalid };
+  const { gang } = parsed;
+  const words = `pod group ${namespace}/${name} (minCount ${gang.minCount}${gang.topologyKey ? `, topology ${gang.topologyKey}` : ''})`;
+  const nodeOf = (targetKey: string) => [...offered].find(([, t]) => t.key === targetKey)?.[0];
+  const held = support.plans.current(groupKey(namespace, name));
+  const mine = support.plans.assignmentOf(uid);
+  if (held && mine) {
+    const node = nodeOf(mine.targetKey);
+    if (node) return { only: node };
+    support.plans.memberFailed(uid, `the proxy scheduler did not offer the virtual node of its planned target to ${proxy.metadata?.name}`);
+  }
+  const { unbound, bound } = membersOf(support, proxy, namespace, name);
+  const need = gang.minCount - bound;
+  if (need <= 0) return undefined;
+  if (held && !held.failed) return { error: `${words}: being placed, and this pod is not in its plan; it is placed once the group is` };
+  if (unbound.length < need) return { error: `${words}: ${bound + unbound.length} of its ${gang.minCount} pods exist; waiting for the rest` };
+  const targets: GangTarget[] = [];
+  const rejected: string[] = [];
+  let nodes = 0;
+  for (const target of new Set(offered.values())) {
+    const verdict = judge(ctx, proxy, pod, target, topology);
+    const state = verdict.kept ? ctx.opts.targetState(target.key) : undefined;
+    if (!verdict.kept || !state) {
+      rejected.push(`${target.displayName}: ${verdict.kept ? 'no summary' : verdict.reason}`);
+      continue;
+    }
+    nodes += state.nodes.length;
+    targets.push(gangTarget(ctx, target, state));
+  }
+  if (need * Math.max(nodes, 1) > MAX_PLAN_NODE_CHECKS) return { error: `${words}: too large to plan over ${nodes} nodes (at most ${MAX_PLAN_NODE_CHECKS} node checks a plan)` };
+  const oneTarget = gang.topologyKey !== undefined && TARGET_KEYS.has(gang.topologyKey);
+  const plan = planGang(unbound, need, targets, { oneTarget, ...(gang.topologyKey !== undefined && !oneTarget ? { domainKey: gang.topologyKey } : {}) });
+  if ('reason' in plan) return { error: `${words} needs room for ${need} pods at once: ${plan.reason}${rejected.length ? `; ${rejected.join('; ')}` : ''}` };
+  support.plans.adopt(gang, plan, unbound);
+  const node = nodeOf(plan.assigned.get(uid) ?? '');
+  return node ? { only: node } : { error: `${words}: placed without this pod; it is placed once the group is` };
+}
