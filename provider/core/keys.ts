@@ -176,3 +176,18 @@ export const MEMBERSHIP_LABEL = `${KEY_PREFIX}membership`;
 export const TARGET_FENCE_LABEL = `${KEY_PREFIX}target-fence`;
 /** Annotation on a target's fence Lease (its first claimant writes; operators read): the target's key, which the Lease name only hashes. */
 export const TARGET_KEY_ANNOTATION = `${KEY_PREFIX}target-key`;
+
+/**
+ * Kueue's pod labels (`sigs.k8s.io/kueue`, v0.17: the user or the source's Kueue writes them; a
+ * target's Kueue reads them on the delegate). The delegate builder keeps them unprefixed
+ * (`prefixLabels`), so a target whose Kueue manages plain pods queues a delegate as it would the
+ * pod: in its LocalQueue `queue-name` (a pod without one is not Kueue's there), at the priority of
+ * WorkloadPriorityClass `priority-class`, and with its group `pod-group-name`, whose count
+ * annotation `kueue.x-k8s.io/pod-group-total-count` already passes (annotations are never
+ * prefixed) and which that Kueue's webhook refuses without the label.
+ */
+export const KUEUE_QUEUE_NAME_LABEL = 'kueue.x-k8s.io/queue-name';
+export const KUEUE_PRIORITY_CLASS_LABEL = 'kueue.x-k8s.io/priority-class';
+export const KUEUE_POD_GROUP_NAME_LABEL = 'kueue.x-k8s.io/pod-group-name';
+/** The labels above, which the delegate builder never prefixes. */
+export const UNPREFIXED_KUEUE_LABELS: ReadonlySet<string> = new Set([KUEUE_QUEUE_NAME_LABEL, KUEUE_PRIORITY_CLASS_LABEL, KUEUE_POD_GROUP_NAME_LABEL]);

@@ -1,5 +1,5 @@
 import { RE2JS } from 're2js';
-import { KEY_PREFIX } from '../core/keys.js';
+import { KEY_PREFIX, UNPREFIXED_KUEUE_LABELS } from '../core/keys.js';
 import { ValidationError } from '../core/errors.js';
 import { sortedEntries } from './maps.js';
 
@@ -7,8 +7,10 @@ import { sortedEntries } from './maps.js';
  * Re-prefixes labels for a delegate pod (or a rerouted Service selector), as Admiralty does:
  * `a/b=v` and `b=v` become `multicluster.admiralty.io/b=v`. Keys already under the prefix stay
  * as they are, and so do keys whose `key=value` matches `noPrefixRegexp` (unanchored search, as
- * Go's `MatchString`). Prefixing keeps target controllers (ReplicaSets, Services) from adopting
- * or selecting delegates by the source's labels.
+ * Go's `MatchString`) and Kueue's queue labels (`UNPREFIXED_KUEUE_LABELS`: queue name, priority
+ * class, pod group; a target that runs Kueue for plain pods queues the delegate by them; not
+ * Admiralty's behaviour, which prefixed them). Prefixing keeps target controllers (ReplicaSets,
+ * Services) from adopting or selecting delegates by the source's labels.
  *
  * Collisions (`x.io/app` and `y.io/app` both become `multicluster.admiralty.io/app`), left
  * arbitrary by Admiralty, are resolved deterministically: a key already under the prefix wins,
@@ -23,7 +25,7 @@ export function prefixLabels(labels: Record<string, string> | undefined | null, 
   // First pass: keys that keep their name, so they win over re-prefixed ones.
   const rest: [string, string][] = [];
   for (const [key, value] of sortedEntries(labels)) {
-    if (key.startsWith(KEY_PREFIX) || (re && re.test(`${key}=${value}`))) {
+    if (key.startsWith(KEY_PREFIX) || UNPREFIXED_KUEUE_LABELS.has(key) || (re && re.test(`${key}=${value}`))) {
       out[key] = value;
     } else {
       rest.push([key, value]);

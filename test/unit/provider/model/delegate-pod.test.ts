@@ -187,6 +187,15 @@ describe('buildDelegatePod', () => {
     });
   });
 
+  it("keeps Kueue's queue-name, priority-class and pod-group-name labels unprefixed on the delegate, and its pod group annotations as they are", () => {
+    const pod = sourcePod();
+    pod.metadata!.labels = { ...pod.metadata!.labels, 'kueue.x-k8s.io/queue-name': 'batch', 'kueue.x-k8s.io/priority-class': 'high', 'kueue.x-k8s.io/pod-group-name': 'g1' };
+    pod.metadata!.annotations = { ...pod.metadata!.annotations, 'kueue.x-k8s.io/pod-group-total-count': '4' };
+    const d = buildDelegatePod(proxyOf(pod), { sourceClusterName: 'c1' });
+    expect(d.metadata!.labels).to.include({ 'kueue.x-k8s.io/queue-name': 'batch', 'kueue.x-k8s.io/priority-class': 'high', 'kueue.x-k8s.io/pod-group-name': 'g1', 'multicluster.admiralty.io/app': 'web' });
+    expect(d.metadata!.annotations).to.include({ 'kueue.x-k8s.io/pod-group-total-count': '4' });
+  });
+
   it('drops Admiralty annotations and adds parent annotations', () => {
     expect(delegate.metadata!.annotations).to.deep.equal({
       'example.com/note': 'hi',

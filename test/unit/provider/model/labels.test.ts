@@ -16,6 +16,13 @@ describe('labels', () => {
       ['regexp is a search, not anchored', { 'x.io/keep-me': 'v' }, /keep/, { 'x.io/keep-me': 'v' }],
       ['prefixed key wins a collision', { app: 'a', [`${P}app`]: 'b' }, undefined, { [`${P}app`]: 'b' }],
       ['first sorted key wins a collision', { 'y.io/app': 'y', 'x.io/app': 'x' }, undefined, { [`${P}app`]: 'x' }],
+      [
+        "Kueue's queue name, priority class and pod group stay unprefixed; its other labels are prefixed",
+        { 'kueue.x-k8s.io/queue-name': 'q', 'kueue.x-k8s.io/priority-class': 'high', 'kueue.x-k8s.io/pod-group-name': 'g', 'kueue.x-k8s.io/managed': 'true', 'kueue.x-k8s.io/podset': 'main' },
+        undefined,
+        { 'kueue.x-k8s.io/queue-name': 'q', 'kueue.x-k8s.io/priority-class': 'high', 'kueue.x-k8s.io/pod-group-name': 'g', [`${P}managed`]: 'true', [`${P}podset`]: 'main' },
+      ],
+      ['a queue-name under another domain is prefixed', { 'example.com/queue-name': 'q' }, undefined, { [`${P}queue-name`]: 'q' }],
     ];
     for (const [why, input, re, want] of cases) {
       it(why, () => expect(prefixLabels(input, re)).to.deep.equal(want));
