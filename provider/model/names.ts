@@ -57,8 +57,18 @@ const HASH_LIKE_SUFFIX = new RegExp(`-[0-9a-f]{${HASH_HEX_LENGTH}}$`);
  * Pure; called by the targets reconciler, the kubelet API and the webhook.
  */
 export function virtualNodeName(ref: TargetRef): string {
+  return targetScopedName(ref, 'admiralty');
+}
+
+/**
+ * {@link virtualNodeName}'s rule with another first word: `<prefix>-namespace-<ns>-<name>` or
+ * `<prefix>-cluster-<name>`, hashed in the same cases, within 63 characters; `admiralty` gives
+ * the virtual node's name. For cluster-scoped objects made per target, such as the Kueue
+ * ResourceFlavors of `admiralty kueue setup`. `prefix` must be a DNS-1123 label. Pure.
+ */
+export function targetScopedName(ref: TargetRef, prefix: string): string {
   const isTarget = ref.kind === 'Target';
-  const parts = isTarget ? ['admiralty-namespace', ref.namespace, ref.name] : ['admiralty-cluster', ref.name];
+  const parts = isTarget ? [`${prefix}-namespace`, ref.namespace, ref.name] : [`${prefix}-cluster`, ref.name];
   const readable = parts.join('-');
   const ambiguous = isTarget && ref.namespace.includes('-');
   if (!ambiguous && readable.length <= VIRTUAL_NODE_NAME_MAX_LENGTH && !HASH_LIKE_SUFFIX.test(readable)) {

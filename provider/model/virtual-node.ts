@@ -1,5 +1,5 @@
 import { V1MicroTime } from '@kubernetes/client-node';
-import type { V1Lease, V1Node, V1NodeCondition, V1NodeStatus } from '@kubernetes/client-node';
+import type { V1Lease, V1Node, V1NodeCondition, V1NodeStatus, V1Taint, V1Toleration } from '@kubernetes/client-node';
 import {
   ARCH_LABEL,
   CLUSTER_TARGET_NAME_LABEL,
@@ -110,6 +110,16 @@ export function targetIdentityLabels(ref: TargetRef): Record<string, string> {
   return ref.kind === 'Target'
     ? { [VIRTUAL_KUBELET_PROVIDER_LABEL]: VIRTUAL_KUBELET_PROVIDER_VALUE, [TARGET_NAMESPACE_LABEL]: ref.namespace, [TARGET_NAME_LABEL]: labelValueFor(ref.name) }
     : { [VIRTUAL_KUBELET_PROVIDER_LABEL]: VIRTUAL_KUBELET_PROVIDER_VALUE, [CLUSTER_TARGET_NAME_LABEL]: labelValueFor(ref.name) };
+}
+
+/** The taints of every virtual node: `virtual-kubelet.io/provider=admiralty:NoSchedule`, so that only proxies land there. Pure. */
+export function virtualNodeTaints(): V1Taint[] {
+  return [{ key: VIRTUAL_NODE_TAINT_KEY, value: VIRTUAL_NODE_TAINT_VALUE, effect: VIRTUAL_NODE_TAINT_EFFECT }];
+}
+
+/** Tolerations of exactly {@link virtualNodeTaints} (`Equal`, each key, value and effect). Pure. */
+export function virtualNodeTolerations(): V1Toleration[] {
+  return virtualNodeTaints().map((t) => ({ key: t.key, operator: 'Equal', value: t.value, effect: t.effect }));
 }
 
 /**
@@ -250,7 +260,7 @@ export function buildVirtualNode(input: VirtualNodeInput): V1Node {
     kind: 'Node',
     metadata: { name, labels, annotations: { [RESOURCE_METRICS_PATH_ANNOTATION]: `/metrics/resource/${name}` } },
     spec: {
-      taints: [{ key: VIRTUAL_NODE_TAINT_KEY, value: VIRTUAL_NODE_TAINT_VALUE, effect: VIRTUAL_NODE_TAINT_EFFECT }],
+      taints: virtualNodeTaints(),
     },
     status: {
       capacity,

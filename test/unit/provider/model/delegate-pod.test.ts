@@ -192,7 +192,12 @@ describe('buildDelegatePod', () => {
     pod.metadata!.labels = { ...pod.metadata!.labels, 'kueue.x-k8s.io/queue-name': 'batch', 'kueue.x-k8s.io/priority-class': 'high', 'kueue.x-k8s.io/pod-group-name': 'g1' };
     pod.metadata!.annotations = { ...pod.metadata!.annotations, 'kueue.x-k8s.io/pod-group-total-count': '4' };
     const d = buildDelegatePod(proxyOf(pod), { sourceClusterName: 'c1' });
-    expect(d.metadata!.labels).to.include({ 'kueue.x-k8s.io/queue-name': 'batch', 'kueue.x-k8s.io/priority-class': 'high', 'kueue.x-k8s.io/pod-group-name': 'g1', 'multicluster.admiralty.io/app': 'web' });
+    expect(d.metadata!.labels).to.include({
+      'kueue.x-k8s.io/queue-name': 'batch',
+      'kueue.x-k8s.io/priority-class': 'high',
+      'kueue.x-k8s.io/pod-group-name': 'g1',
+      'multicluster.admiralty.io/app': 'web',
+    });
     expect(d.metadata!.annotations).to.include({ 'kueue.x-k8s.io/pod-group-total-count': '4' });
   });
 
