@@ -40,6 +40,7 @@ describe('admiralty CLI dispatch', () => {
       provider: 'usage: admiralty provider',
       'export-kubeconfig': 'usage: admiralty export-kubeconfig',
       cleanup: 'usage: admiralty cleanup',
+      kueue: 'usage: admiralty kueue setup',
       demo: 'usage: admiralty demo',
       bench: 'usage: admiralty bench',
     };
