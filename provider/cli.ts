@@ -14,7 +14,7 @@ export const COMMANDS: ReadonlyArray<readonly [name: string, summary: string]> =
   ['export-kubeconfig', 'print a Secret holding a kubeconfig for a service account (kubemcsa export)'],
   ['status', 'the federation of this cluster now: targets, readiness, free room, proxies, leader'],
   ['explain', 'why an elected pod is pending, or went where it went, as the extender judges it now'],
-  ['kueue', 'Kueue for the targets: `kueue setup` prints or applies one ResourceFlavor per target and their ClusterQueue'],
+  ['kueue', 'Kueue for the targets: `kueue setup` makes a ResourceFlavor per target and their ClusterQueue'],
   ['cleanup', 'strip our finalizers from every object, for uninstall'],
   ['demo', 'the one-command demo on the local sandbox (needs a clone)'],
   ['sandbox', 'local multi-cluster sandbox of real control planes (needs a clone)'],
