@@ -220,6 +220,7 @@ async function setup(values: Values, io: CliIo): Promise<number> {
   try {
     const { kc } = loadOperatorKubeconfig(values, io.env ?? {});
     const { all, ready } = await readTargets(kc, flags.namespace, warn);
+    if (all.length === 0) throw new ValidationError(`no Target${flags.namespace ? ` in namespace ${flags.namespace}` : ''} nor ClusterTarget to make flavors of: create Targets first`);
     const targets = selectKueueTargets(all, flags.targets);
     for (const t of targets) if (!ready.get(t)) warn(`target ${targetDisplayName(t.ref)} is not Ready: Jobs admitted to its flavor wait until it is`);
     if (!flags.quotas) await readCapacities(kc, targets);

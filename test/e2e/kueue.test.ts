@@ -205,6 +205,15 @@ describe('admiralty kueue setup: Kueue admits elected Jobs to one flavor per tar
     expect(objects[2].spec.resourceGroups[0].flavors.map((f: any) => f.name)).to.deep.equal([flavorOf('c2'), flavorOf('c1')]);
   });
 
+  it('refuses, with exit 1 and nothing on stdout, a target the namespace does not have and a namespace without Targets', async () => {
+    const unknown = await kueue('setup', '-n', ns, '--targets', 'c2,c3', '--quota', 'cpu=2');
+    expect([unknown.code, unknown.stdout]).to.deep.equal([1, '']);
+    expect(unknown.stderr).to.contain(`unknown target "c3" (known: ${ns}/c1, ${ns}/c2)`);
+    const empty = await kueue('setup', '-n', `${ns}-none`, '--quota', 'cpu=2');
+    expect([empty.code, empty.stdout]).to.deep.equal([1, '']);
+    expect(empty.stderr).to.contain(`no Target in namespace ${ns}-none nor ClusterTarget to make flavors of`);
+  });
+
   it('applies them server-side, and the ClusterQueue becomes Active', async () => {
     const { code, stdout, stderr } = await kueue(...setupArgs, '--apply');
     expect(code, stderr).to.equal(0);
