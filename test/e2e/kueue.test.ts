@@ -214,7 +214,7 @@ describe('admiralty kueue setup: Kueue admits elected Jobs to one flavor per tar
     expect(empty.stderr).to.contain(`no Target in namespace ${ns}-none nor ClusterTarget to make flavors of`);
   });
 
-  it('applies them server-side, and the ClusterQueue becomes Active', async () => {
+  it('applies them server-side as field manager admiralty-kueue-setup, and the ClusterQueue becomes Active', async () => {
     const { code, stdout, stderr } = await kueue(...setupArgs, '--apply');
     expect(code, stderr).to.equal(0);
     expect(stdout)
