@@ -272,6 +272,7 @@ export class Binder {
       const startMs = this.o.clock.now();
       const gang = await this.gangOf(proxy, target);
       const delegate = await this.createDelegate(proxy, delegateName, target, gang);
+      if (gang?.podGroupName) await this.targetPodGroups.owned(target, gang.podGroupName, delegate);
       const placed = await this.waitPlaced(target, delegate, asksClaimTemplates(proxy));
       await this.wholeGang(args.PodUID, target, placed, startMs);
       await this.bindProxy(proxy, node, target, placed);

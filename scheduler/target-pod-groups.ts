@@ -1,3 +1,4 @@
+import { PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import type { TargetClient } from '../provider/clusters/target-client.js';
 import type { Clock } from '../provider/core/clock.js';
 import { isAlreadyExists, statusMessage } from '../provider/core/errors.js';
@@ -22,6 +23,10 @@ function statusOf(err: unknown): number | undefined {
  * does not serve PodGroups (an older Kubernetes, or the gate off), or where this source may not
  * write them (a Source's role of an older release), gets none: then the delegates are plain
  * pods, and the binder's wait for every member's placement is what keeps the gang whole.
+ *
+ * Each member's delegate owns the PodGroup ({@link TargetPodGroups.owned}), so the target's
+ * garbage collector deletes it with the last of them: nothing of a gang stays in a target once
+ * its delegates are gone.
  */
 export class TargetPodGroups {
   private readonly inflight = new Map<string, Promise<string | undefined>>();
@@ -39,6 +44,28 @@ export class TargetPodGroups {
       this.inflight.set(key, p);
     }
     return p;
+  }
+
+  /**
+   * Makes `delegate` an owner of its gang's PodGroup (a strategic merge patch, which adds it to
+   * the others'). Best effort: a PodGroup left without owners is only left behind.
+   */
+  async owned(target: TargetClient, podGroupName: string, delegate: V1Pod): Promise<void> {
+    const { name, namespace, uid } = delegate.metadata ?? {};
+    if (!name || !namespace || !uid) return;
+    const body = { metadata: { ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name, uid }] } };
+    try {
+      await target.custom.patchNamespacedCustomObject(
+        { group: POD_GROUP_GROUP, version: POD_GROUP_VERSION, plural: POD_GROUP_PLURAL, namespace, name: podGroupName, body },
+        setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+      );
+    } catch (err) {
+      this.o.logger.warn('scheduler extender: could not make a delegate an owner of its PodGroup; the PodGroup may stay in the target after the gang', {
+        cluster: target.displayName,
+        podGroup: `${namespace}/${podGroupName}`,
+        ...errorFields(err),
+      });
+    }
   }
 
   private async make(target: TargetClient, namespace: string, groupName: string, minCount: number): Promise<string | undefined> {

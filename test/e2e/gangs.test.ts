@@ -101,7 +101,7 @@ spec:
     expect(await delegates('c2', 'whole')).to.have.length(0);
   });
 
-  it('a gang of 8 free to span targets, when c1 and c2 each have room for 4 only, runs 4 in c1 and 4 in c2, each share a PodGroup of 4 in its target', async () => {
+  it('a gang of 8 free to span targets, when c1 and c2 each have room for 4 only, runs 4 in c1 and 4 in c2, each share a PodGroup of 4 in its target, gone with the Job', async () => {
     await squeeze('c1', ns, 24_000);
     await squeeze('c2', ns, 24_000);
     await gangJob('span', '12', false);
@@ -116,5 +116,14 @@ spec:
       const members = (await delegates(cluster, 'span')).map((p: any) => p.spec.schedulingGroup?.podGroupName);
       expect(members, `the delegates in ${cluster} name it`).to.deep.equal(Array(4).fill(groups[0].metadata.name));
     }
+    // Its delegates own it: the Job deleted, the targets' garbage collectors take it with them.
+    await kubectl('c1', 'delete', 'job', 'span', '-n', ns, '--wait=false');
+    await waitFor("our PodGroups gone from c1 and c2 with the Job's delegates", 90_000, async () => {
+      for (const cluster of ['c1', 'c2']) {
+        const left = (await getJson(cluster, 'podgroups', '-n', ns)).items.filter((g: any) => g.metadata.labels?.['multicluster.admiralty.io/parent-cluster-name']);
+        if (left.length > 0) return false;
+      }
+      return true;
+    });
   });
 });
