@@ -10,14 +10,24 @@ import type { CoreV1Event, V1Pod, V1PodCondition } from '@kubernetes/client-node
 export const AWAITING_EPHEMERAL_CLAIM = 'waiting for ephemeral volume controller to create the persistentvolumeclaim';
 
 /**
+ * The words kube-scheduler's gang plugin (1.36) puts in a pod's Unschedulable condition while its
+ * PodGroup has fewer than `minCount` pods with a place: the group waits for the rest of its
+ * members, and no plugin found the pod itself unplaceable.
+ */
+export const AWAITING_GANG_MEMBERS = 'waiting for minCount pods';
+
+/**
  * The delegate's `PodScheduled=False` condition with reason `Unschedulable`, when it is the
  * target's verdict on the pod, or undefined. Not a verdict: the wait for an ephemeral volume's
  * claim ({@link AWAITING_EPHEMERAL_CLAIM}) of a delegate that has such a volume; the target's
- * scheduler decides again once the claim exists, and that decision counts.
+ * scheduler decides again once the claim exists, and that decision counts. Nor, for a delegate
+ * in a PodGroup of its target, the gang's wait for its other members ({@link AWAITING_GANG_MEMBERS}):
+ * their delegates are being created, and the target decides for all of them once they are.
  */
 export function unschedulableVerdict(delegate: V1Pod): V1PodCondition | undefined {
   const c = unschedulableCondition(delegate);
   if (c?.message?.includes(AWAITING_EPHEMERAL_CLAIM) && delegate.spec?.volumes?.some((v) => v.ephemeral)) return undefined;
+  if (c?.message?.includes(AWAITING_GANG_MEMBERS) && (delegate.spec as { schedulingGroup?: unknown } | undefined)?.schedulingGroup) return undefined;
   return c;
 }
 

@@ -62,6 +62,11 @@ function spread(targets: readonly GangTarget[], members: readonly GangMember[], 
   return { assigned, room };
 }
 
+/** How many of `members` one target seats now, at most `limit`. */
+export function seatCount(target: GangTarget, members: readonly GangMember[], limit: number): number {
+  return seated(target, members, limit, undefined).length;
+}
+
 function sharesOf(assigned: ReadonlyMap<string, string>): Map<string, number> {
   const shares = new Map<string, number>();
   for (const key of assigned.values()) shares.set(key, (shares.get(key) ?? 0) + 1);
@@ -120,6 +125,17 @@ interface Held extends GangPlan {
   waiters: Set<() => void>;
 }
 
+/** The targets a waiting gang holds (see {@link GangPlans.hold}). */
+interface Hold {
+  gang: Gang;
+  targets: Set<string>;
+  /** Its pods' priority: pods of higher priority are not held off. */
+  priority: number;
+  /** When it began holding, and its last try. */
+  sinceMs: number;
+  atMs: number;
+}
+
 export interface GangPlansOptions {
   clock: Clock;
   /** Takes a member's room in its target (`PlacementMemory.reserve`), and gives it back. */
@@ -130,6 +146,18 @@ export interface GangPlansOptions {
    * placement timeout): then it fails, and its reservations are given back.
    */
   ttlMs?: number;
+  /**
+   * How long a waiting gang is counted waiting, and its hold kept, after its last try (default
+   * 15 s: kube-scheduler tries a pod again within 10 s at most). A gang deleted, or no longer
+   * tried, lets its room go then.
+   */
+  holdTtlMs?: number;
+  /**
+   * How long a waiting gang may hold targets at most (default 2 min): then it waits as any pod
+   * does, so that a gang whose room never frees (the pods there run for good) does not keep
+   * the targets from everyone else.
+   */
+  maxHoldMs?: number;
 }
 
 /**
@@ -143,9 +171,85 @@ export class GangPlans {
   private readonly plans = new Map<string, Held>();
   private readonly byMember = new Map<string, Held>();
   private readonly ttlMs: number;
+  private readonly holdTtlMs: number;
+  private readonly maxHoldMs: number;
+  /** Gangs refused a plan, by key: since when, and their last try. */
+  private readonly waitingGangs = new Map<string, { sinceMs: number; lastMs: number; holdSinceMs?: number }>();
+  private readonly holdsByGang = new Map<string, Hold>();
 
   constructor(private readonly o: GangPlansOptions) {
     this.ttlMs = o.ttlMs ?? 30_000;
+    this.holdTtlMs = o.holdTtlMs ?? 15_000;
+    this.maxHoldMs = o.maxHoldMs ?? 120_000;
+  }
+
+  /**
+   * A gang was refused a plan now: it waits (since its first refusal). Says whether it is the
+   * gang that has waited longest of those still tried: only that one holds targets, so two
+   * waiting gangs never hold what each other needs.
+   */
+  waited(key: string): boolean {
+    const now = this.o.clock.now();
+    const w = this.waitingGangs.get(key);
+    if (w) w.lastMs = now;
+    else this.waitingGangs.set(key, { sinceMs: now, lastMs: now });
+    while (this.waitingGangs.size > MAX_MEMBERS) this.waitingGangs.delete(this.waitingGangs.keys().next().value!);
+    let oldest: string | undefined;
+    let since = Infinity;
+    // A gang that has held for its time already waits as any pod does, and lets the next one hold.
+    const mayHold = (v: { lastMs: number; holdSinceMs?: number }) => now - v.lastMs <= this.holdTtlMs && (v.holdSinceMs === undefined || now - v.holdSinceMs <= this.maxHoldMs);
+    for (const [k, v] of this.waitingGangs) if (mayHold(v) && v.sinceMs < since) [oldest, since] = [k, v.sinceMs];
+    return oldest === key;
+  }
+
+  /**
+   * The gang that waited longest holds `targetKeys` (where it would fit once room frees there):
+   * until it is placed, no longer tried, or has held them for `maxHoldMs`, the filter keeps
+   * every other pod of no higher priority off them ({@link heldFor}), so that smaller pods do
+   * not take the room it needs as it frees. Renewed at each of its tries; false once it has held
+   * for `maxHoldMs` in this wait (then it holds nothing).
+   */
+  hold(gang: Gang, targetKeys: readonly string[], priority: number): boolean {
+    const key = `${gang.namespace}/${gang.name}`;
+    const now = this.o.clock.now();
+    // Counted from its first hold of this wait, whatever let it go since.
+    const waiting = this.waitingGangs.get(key);
+    const since = waiting ? (waiting.holdSinceMs ??= now) : now;
+    if (now - since > this.maxHoldMs) {
+      this.release(key);
+      return false;
+    }
+    this.holdsByGang.set(key, { gang, targets: new Set(targetKeys), priority, sinceMs: since, atMs: now });
+    return true;
+  }
+
+  /** The waiting gang that holds `targetKey` against a pod of `priority` not of it, if any. */
+  heldFor(targetKey: string, gangKey: string | undefined, priority: number): { gang: Gang; sinceMs: number } | undefined {
+    const now = this.o.clock.now();
+    for (const [key, hold] of this.holdsByGang) {
+      if (key === gangKey || !hold.targets.has(targetKey) || priority > hold.priority || now - hold.sinceMs > this.maxHoldMs) continue;
+      return hold;
+    }
+    return undefined;
+  }
+
+  /** Gives back the targets a waiting gang holds, if any. */
+  release(key: string): void {
+    this.holdsByGang.delete(key);
+  }
+
+  /** Lets go the holds of gangs not tried for `holdTtlMs`, with no pod left (`live`), or held for `maxHoldMs`; called on every filter, before anything is judged. */
+  expire(live: (namespace: string, name: string) => boolean): void {
+    if (this.holdsByGang.size === 0) return;
+    const now = this.o.clock.now();
+    for (const [key, hold] of this.holdsByGang) {
+      if (now - hold.atMs > this.holdTtlMs || now - hold.sinceMs > this.maxHoldMs || !live(hold.gang.namespace, hold.gang.name)) this.release(key);
+    }
+  }
+
+  /** How many gangs hold targets while they wait. */
+  get holding(): number {
+    return this.holdsByGang.size;
   }
 
   /** The plan under way of a gang, if any (one that outlived its time fails first). */
@@ -168,6 +272,8 @@ export class GangPlans {
     const key = `${gang.namespace}/${gang.name}`;
     const old = this.plans.get(key);
     if (old) this.fail(old, 'planned again');
+    this.release(key);
+    this.waitingGangs.delete(key);
     // The members of failed plans of this gang are this plan's, or none's now.
     for (const [uid, h] of this.byMember) if (h.failed && h.gang.namespace === gang.namespace && h.gang.name === gang.name) this.byMember.delete(uid);
     const byUid = new Map(members.filter((m) => plan.assigned.has(m.uid)).map((m) => [m.uid, m]));

@@ -353,7 +353,9 @@ export function delegateFields(pod: V1Pod): V1Pod {
       containers: containers(spec.containers ?? []),
       ...(spec.initContainers ? { initContainers: containers(spec.initContainers) } : {}),
       ...(spec.ephemeralContainers ? { ephemeralContainers: containers(spec.ephemeralContainers as V1Container[]) } : {}),
-    },
+      // A gang's delegate: the binder reads its PodGroup's wait for the other members as no verdict.
+      ...((spec as { schedulingGroup?: unknown }).schedulingGroup ? { schedulingGroup: (spec as { schedulingGroup?: unknown }).schedulingGroup } : {}),
+    } as V1PodSpec,
     ...(pod.status ? { status: pod.status } : {}),
   };
 }

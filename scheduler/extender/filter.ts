@@ -1,6 +1,7 @@
 import { candidates, delegateSpecOf, isVirtual, rememberChoice, type ExtenderContext } from './context.js';
 import { topologyOf } from './federation.js';
 import { gangVerdict } from './gang-filter.js';
+import { groupKey, podGroupNameOf } from '../../provider/model/pod-group.js';
 import { judge, leftOut } from './judge.js';
 import type { ExtenderArgs, ExtenderFilterResult, TopologyJudge } from './types.js';
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
@@ -34,6 +35,11 @@ export function filter(ctx: ExtenderContext, args: ExtenderArgs, remember = true
       // would count that room as taken.
       if ('only' in gang && gang.only === c.name) kept.add(c.name);
       else failed[c.name] = 'error' in gang ? gang.error : `its pod group's plan puts this pod on ${gang.only}`;
+      continue;
+    }
+    const held = heldFor(ctx, args.Pod, target.key);
+    if (held) {
+      failed[c.name] = held;
       continue;
     }
     const verdict = judge(ctx, args.Pod, pod, target, topology);
@@ -72,11 +78,23 @@ export function filter(ctx: ExtenderContext, args: ExtenderArgs, remember = true
  * false` (explain) adopts no plan: it says what a plan would be made of only by its error.
  */
 function gangOf(ctx: ExtenderContext, args: ExtenderArgs, pod: V1Pod, offered: readonly { name: string; node?: V1Node }[], topology: TopologyJudge | undefined, remember: boolean) {
-  if (!ctx.opts.gangs || !remember) return undefined;
+  const gangs = ctx.opts.gangs;
+  if (!gangs || !remember) return undefined;
+  // The room of a waiting gang no longer tried, or whose pods are gone, goes back before any pod is judged.
+  gangs.plans.expire((namespace, name) => gangs.members(namespace, name).some((p) => !p.metadata?.deletionTimestamp && !p.spec?.nodeName));
   const targets = new Map<string, TargetClient>();
   for (const c of offered) {
     const target = isVirtual(ctx, c) ? ctx.registry.byNodeName(c.name) : undefined;
     if (target) targets.set(c.name, target);
   }
   return gangVerdict(ctx, args.Pod, pod, targets, topology);
+}
+
+/** Why a target is held off the pod by the gang that has waited longest for room there, if it is (see `GangPlans.hold`). */
+function heldFor(ctx: ExtenderContext, pod: V1Pod, targetKey: string): string | undefined {
+  const plans = ctx.opts.gangs?.plans;
+  if (!plans) return undefined;
+  const group = podGroupNameOf(pod);
+  const hold = plans.heldFor(targetKey, group && groupKey(pod.metadata?.namespace ?? '', group), pod.spec?.priority ?? 0);
+  return hold && `held for pod group ${hold.gang.namespace}/${hold.gang.name}, which has waited longest for room there (since ${new Date(hold.sinceMs).toISOString()})`;
 }

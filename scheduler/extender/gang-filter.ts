@@ -5,7 +5,7 @@ import { gangOf, groupKey, podGroupNameOf, type PodGroupObject } from '../../pro
 import { addInto, type ResourceAmounts } from '../../provider/model/resources.js';
 import { delegateRequests } from '../bind.js';
 import { likelyNode } from '../fit.js';
-import { planGang, type Domain, type GangMember, type GangPlans, type GangTarget } from '../gang.js';
+import { planGang, seatCount, type Domain, type GangMember, type GangPlans, type GangTarget } from '../gang.js';
 import { assumedOn, delegateSpecOf, judgedAs, type ExtenderContext } from './context.js';
 import { judge } from './judge.js';
 import type { TargetState, TopologyJudge } from './types.js';
@@ -35,10 +35,15 @@ export const MAX_PLAN_NODE_CHECKS = 2_000_000;
 /** The filter's word on a gang's member: only its planned target's node, or an error for every node; undefined for a pod of no gang. */
 export type GangVerdict = { only: string } | { error: string } | undefined;
 
-/** A fresh simulation of a target's nodes for a gang's plan, from what the filter counts there now. */
-function gangTarget(ctx: ExtenderContext, target: TargetClient, state: TargetState): GangTarget {
-  const base = assumedOn(ctx, target, state);
-  const ports = ctx.memory.assumedPortsOn(target.key);
+/**
+ * A fresh simulation of a target's nodes for a gang's plan, from what the filter counts there
+ * now; `empty`: as if nothing ran there (every node's allocatable free), to tell a gang that
+ * could fit once room frees from one that never could.
+ */
+function gangTarget(ctx: ExtenderContext, target: TargetClient, live: TargetState, empty = false): GangTarget {
+  const state = empty ? { ...live, nodes: live.nodes.map((n) => ({ ...n, free: n.allocatable, usedPorts: undefined, heldByPriority: undefined })) } : live;
+  const base = empty ? new Map<string, ResourceAmounts>() : assumedOn(ctx, target, state);
+  const ports = empty ? new Map() : ctx.memory.assumedPortsOn(target.key);
   // A gang is planned on the room there is: not on what a preemption in the target would make.
   const fitAs = { ...judgedAs(target, state), priorityClassValues: undefined };
   return {
@@ -63,6 +68,38 @@ function gangTarget(ctx: ExtenderContext, target: TargetClient, state: TargetSta
       }
     },
   };
+}
+
+/** The targets a gang's member may go to, as the filter judges them for it, with their state; and why the others may not. */
+function candidateTargets(ctx: ExtenderContext, proxy: V1Pod, pod: V1Pod, offered: ReadonlyMap<string, TargetClient>, topology: TopologyJudge | undefined) {
+  const targets: GangTarget[] = [];
+  const states: [TargetClient, TargetState][] = [];
+  const rejected: string[] = [];
+  let nodes = 0;
+  for (const target of new Set(offered.values())) {
+    const verdict = judge(ctx, proxy, pod, target, topology);
+    const state = verdict.kept ? ctx.opts.targetState(target.key) : undefined;
+    if (!verdict.kept || !state) {
+      rejected.push(`${target.displayName}: ${verdict.kept ? 'no summary' : verdict.reason}`);
+      continue;
+    }
+    nodes += state.nodes.length;
+    targets.push(gangTarget(ctx, target, state));
+    states.push([target, state]);
+  }
+  return { targets, states, rejected, nodes };
+}
+
+/** Of the targets that would hold the whole gang empty, the one that seats the most of it now: the one a waiting gang kept in one target holds. */
+function targetToHold(members: readonly GangMember[], need: number, live: readonly GangTarget[], empty: readonly GangTarget[]): string {
+  let best: { key: string; seats: number } | undefined;
+  for (const t of empty) {
+    if (seatCount(t, members, need) < need) continue;
+    const now = live.find((l) => l.key === t.key);
+    const seats = now ? seatCount(now, members, need) : 0;
+    if (!best || seats > best.seats) best = { key: t.key, seats };
+  }
+  return best!.key;
 }
 
 /** The group's members still to place, `proxy` first, and how many are bound already. */
@@ -117,23 +154,24 @@ export function gangVerdict(ctx: ExtenderContext, proxy: V1Pod, pod: V1Pod, offe
   if (need <= 0) return undefined;
   if (held && !held.failed) return { error: `${words}: being placed, and this pod is not in its plan; it is placed once the group is` };
   if (unbound.length < need) return { error: `${words}: ${bound + unbound.length} of its ${gang.minCount} pods exist; waiting for the rest` };
-  const targets: GangTarget[] = [];
-  const rejected: string[] = [];
-  let nodes = 0;
-  for (const target of new Set(offered.values())) {
-    const verdict = judge(ctx, proxy, pod, target, topology);
-    const state = verdict.kept ? ctx.opts.targetState(target.key) : undefined;
-    if (!verdict.kept || !state) {
-      rejected.push(`${target.displayName}: ${verdict.kept ? 'no summary' : verdict.reason}`);
-      continue;
-    }
-    nodes += state.nodes.length;
-    targets.push(gangTarget(ctx, target, state));
-  }
-  if (need * Math.max(nodes, 1) > MAX_PLAN_NODE_CHECKS) return { error: `${words}: too large to plan over ${nodes} nodes (at most ${MAX_PLAN_NODE_CHECKS} node checks a plan)` };
+  const key = groupKey(namespace, name);
+  const { targets, states, rejected, nodes } = candidateTargets(ctx, proxy, pod, offered, topology);
+  if (2 * need * Math.max(nodes, 1) > MAX_PLAN_NODE_CHECKS) return { error: `${words}: too large to plan over ${nodes} nodes (at most ${MAX_PLAN_NODE_CHECKS} node checks a plan)` };
   const oneTarget = gang.topologyKey !== undefined && TARGET_KEYS.has(gang.topologyKey);
-  const plan = planGang(unbound, need, targets, { oneTarget, ...(gang.topologyKey !== undefined && !oneTarget ? { domainKey: gang.topologyKey } : {}) });
-  if ('reason' in plan) return { error: `${words} needs room for ${need} pods at once: ${plan.reason}${rejected.length ? `; ${rejected.join('; ')}` : ''}` };
+  const shape = { oneTarget, ...(gang.topologyKey !== undefined && !oneTarget ? { domainKey: gang.topologyKey } : {}) };
+  const plan = planGang(unbound, need, targets, shape);
+  if ('reason' in plan) {
+    const why = `${words} needs room for ${need} pods at once: ${plan.reason}${rejected.length ? `; ${rejected.join('; ')}` : ''}`;
+    // A gang that would fit the targets empty waits for room; the one that waited longest holds
+    // the targets it would take then, so that smaller pods do not take their room as it frees.
+    const emptyTargets = states.map(([target, state]) => gangTarget(ctx, target, state, true));
+    const empty = planGang(unbound, need, emptyTargets, shape);
+    if ('reason' in empty) return { error: `${why}; it would not fit even if the targets ran nothing else` };
+    const holdKeys = oneTarget ? [targetToHold(unbound, need, targets, emptyTargets)] : [...empty.shares.keys()];
+    if (!support.plans.waited(key) || !support.plans.hold(gang, holdKeys, proxy.spec?.priority ?? 0)) return { error: why };
+    const held = holdKeys.map((k) => states.find(([t]) => t.key === k)?.[0].displayName ?? k).join(', ');
+    return { error: `${why}; as the gang that has waited longest, it holds ${held} against pods of no higher priority while it waits` };
+  }
   support.plans.adopt(gang, plan, unbound);
   const node = nodeOf(plan.assigned.get(uid) ?? '');
   return node ? { only: node } : { error: `${words}: placed without this pod; it is placed once the group is` };

@@ -126,4 +126,29 @@ spec:
       return true;
     });
   });
+
+  it('a gang of 8 waiting for room in c2 holds c2, so a smaller pod created meanwhile is not bound there, and runs all 8 in c2 once the room frees', async () => {
+    await squeeze('c1', ns, 1000);
+    await squeeze('c2', ns, 14_000);
+    await gangJob('held', '7', true);
+    await waitFor('the gang to wait, holding the room it would take in c2', 60_000, async () =>
+      (await proxies('held')).some((p: any) => p.status?.conditions?.find((c: any) => c.type === 'PodScheduled')?.message?.includes('it holds ')),
+    );
+    await apply(
+      'c1',
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'loner', namespace: ns, annotations: { 'multicluster.admiralty.io/elect': '' } },
+        spec: { terminationGracePeriodSeconds: 0, containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '7' } } }] },
+      }),
+    );
+    await waitFor('the small pod to be refused', 60_000, async () =>
+      (await getJson('c1', 'pod', 'loner', '-n', ns)).status?.conditions?.some((c: any) => c.type === 'PodScheduled' && c.status === 'False'),
+    );
+    expect((await getJson('c1', 'pod', 'loner', '-n', ns)).spec.nodeName, 'the small pod, while the gang holds c2').to.equal(undefined);
+    await kubectl('c2', 'delete', 'pods', '-n', ns, '-l', 'role=hog', '--wait=false');
+    const where = await succeeded('held');
+    expect(Object.fromEntries(where)).to.deep.equal({ [nodes.c2Node]: 8 });
+  });
 });

@@ -30,6 +30,14 @@ describe('scheduler: delegate verdicts', () => {
       expect(unschedulableVerdict(erred)).to.equal(undefined);
     });
 
+    it("is none while a delegate in its target's PodGroup waits for the gang's other members, and that wait of a delegate in none is a verdict", () => {
+      const waiting = 'pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, one or more plugins asked to wait and no plugin rejected pod';
+      const member = delegate({ message: waiting });
+      (member.spec as { schedulingGroup?: unknown }).schedulingGroup = { podGroupName: 'train-0123456789' };
+      expect(unschedulableVerdict(member)).to.equal(undefined);
+      expect(unschedulableVerdict(delegate({ message: waiting }))?.message).to.equal(waiting);
+    });
+
     it('is none while a delegate with an ephemeral volume waits for its claim, and the wait of one without is a verdict', () => {
       expect(unschedulableVerdict(delegate({ message: AWAITING, ephemeral: true }))).to.equal(undefined);
       expect(unschedulableVerdict(delegate({ message: AWAITING }))?.message).to.equal(AWAITING);

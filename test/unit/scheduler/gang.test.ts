@@ -13,7 +13,7 @@ import { createExtenderRoutes, FILTER_PATH, type ExtenderFilterResult, type Targ
 import { GangPlans, planGang, type GangMember, type GangTarget } from '../../../scheduler/gang.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
 import { settle } from '../../support/fake-time.js';
-import { kubeConfig, node, nodesOf } from './fixtures.js';
+import { kubeConfig, node, nodesOf, runningOn } from './fixtures.js';
 
 /** A member asking for one cpu. */
 const member = (name: string): GangMember => ({ uid: `uid-${name}`, proxy: { metadata: { name, namespace: 'ns', uid: `uid-${name}` } }, delegateName: `${name}-d` });
@@ -132,6 +132,16 @@ describe('scheduler: GangPlans', () => {
     expect(await waiting).to.equal('pod group ns/g was not placed: 2 of its 3 members were not placed in time');
   });
 
+  it('counts as longest waiting the gang refused first that is still tried, and lets the next one hold once the first is no longer tried', () => {
+    const { clock, plans } = setup();
+    expect(plans.waited('ns/old')).to.equal(true);
+    clock.advance(1000);
+    expect(plans.waited('ns/young')).to.equal(false);
+    expect(plans.waited('ns/old')).to.equal(true);
+    clock.advance(15_001);
+    expect(plans.waited('ns/young')).to.equal(true);
+  });
+
   it('ends a plan once all its members are bound, and keeps their room (the binder holds it then)', async () => {
     const { held, plans } = setup();
     await Promise.all(['uid-m0', 'uid-m1', 'uid-m2'].map((uid) => plans.placed(uid, 10_000)));
@@ -180,7 +190,7 @@ describe('scheduler: the extender filter with gangs', () => {
   }
 
   /** Targets a (one node of 4 cpu: room for one member) and b (two of 4: room for two), a gang of `minCount` with `key`. */
-  function setup(minCount: number, key: string | undefined, group: V1Pod[]) {
+  function setup(minCount: number, key: string | undefined, group: V1Pod[], busy: V1Pod[] = []) {
     const registry = new ClusterRegistry();
     for (const r of [A, B]) {
       registry.set(createTargetClient(r, kubeConfig(), 'fp', false), V(r));
@@ -188,7 +198,7 @@ describe('scheduler: the extender filter with gangs', () => {
     }
     const states: Record<string, TargetState> = {
       'ClusterTarget/a': { nodes: nodesOf([node('a-1')]), readAtMs: 0 },
-      'ClusterTarget/b': { nodes: nodesOf([node('b-1'), node('b-2')]), readAtMs: 0 },
+      'ClusterTarget/b': { nodes: nodesOf([node('b-1'), node('b-2')], busy), readAtMs: 0 },
     };
     const clock = new FakeClock(1_000_000);
     const memory = new PlacementMemory();
@@ -211,7 +221,7 @@ describe('scheduler: the extender filter with gangs', () => {
     const route = routes.find((r) => r.path === FILTER_PATH)!;
     const filter = (p: V1Pod) =>
       (route.handle({ path: '', connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: p, NodeNames: [V(A), V(B)] })) }) as { json: ExtenderFilterResult }).json;
-    return { filter, plans };
+    return { filter, plans, clock };
   }
 
   it('places a gang of 3 free to span as one plan: each member is offered only its planned node, 2 in b and 1 in a', () => {
@@ -228,7 +238,7 @@ describe('scheduler: the extender filter with gangs', () => {
     const r = filter(group[0]!);
     expect(r.NodeNames).to.deep.equal([]);
     expect(r.Error).to.equal(
-      'no target can run this pod now (retried with backoff): pod group ns/g (minCount 3, topology multicluster.admiralty.io/cluster-target-name) needs room for 3 pods at once: no single target has room for 3: b for 2, a for 1',
+      'no target can run this pod now (retried with backoff): pod group ns/g (minCount 3, topology multicluster.admiralty.io/cluster-target-name) needs room for 3 pods at once: no single target has room for 3: b for 2, a for 1; it would not fit even if the targets ran nothing else',
     );
     expect(plans.size).to.equal(0);
   });
@@ -247,5 +257,42 @@ describe('scheduler: the extender filter with gangs', () => {
     const loner = proxy('loner');
     delete (loner.spec as { schedulingGroup?: unknown }).schedulingGroup;
     expect(filter(loner).NodeNames).to.deep.equal([]);
+  });
+
+  it('lets the gang that waited longest hold the target it would take once room frees: a pod of no higher priority is kept off it, until the gang is no longer tried', () => {
+    // b-1 runs 3 cpu: a and b have room for one member each now; b for two once b-1 is free.
+    const group = ['p0', 'p1'].map((n) => proxy(n));
+    const { filter, plans, clock } = setup(2, 'multicluster.admiralty.io/cluster-target-name', group, [runningOn('b-1', { cpu: '3' })]);
+    expect(filter(group[0]!).Error).to.match(/no single target has room for 2: a for 1, b for 1; as the gang that has waited longest, it holds b against pods of no higher priority while it waits$/);
+    expect(plans.holding).to.equal(1);
+    const loner = proxy('loner');
+    delete (loner.spec as { schedulingGroup?: unknown }).schedulingGroup;
+    const r = filter(loner);
+    expect(r.NodeNames).to.deep.equal([V(A)]);
+    expect(r.FailedNodes[V(B)]).to.match(/^held for pod group ns\/g, which has waited longest for room there \(since /);
+    const urgent = structuredClone(loner);
+    urgent.spec!.priority = 1000;
+    expect(filter(urgent).NodeNames).to.deep.equal([V(A), V(B)]);
+    clock.advance(15_001);
+    expect(filter(loner).NodeNames).to.deep.equal([V(A), V(B)]);
+    expect(plans.holding).to.equal(0);
+  });
+
+  it('lets a waiting gang hold its target for two minutes at most, though it keeps trying', () => {
+    const group = ['p0', 'p1'].map((n) => proxy(n));
+    const { filter, plans, clock } = setup(2, 'multicluster.admiralty.io/cluster-target-name', group, [runningOn('b-1', { cpu: '3' })]);
+    for (let s = 0; s <= 120; s += 10) {
+      filter(group[0]!);
+      clock.advance(10_000);
+    }
+    expect(filter(group[0]!).Error).to.not.match(/it holds/);
+    expect(plans.holding).to.equal(0);
+  });
+
+  it('refuses a gang that would not fit even on empty targets, and holds nothing for it', () => {
+    const group = ['p0', 'p1', 'p2'].map((n) => proxy(n));
+    const { filter, plans } = setup(3, 'multicluster.admiralty.io/cluster-target-name', group);
+    expect(filter(group[0]!).Error).to.match(/it would not fit even if the targets ran nothing else$/);
+    expect(plans.holding).to.equal(0);
   });
 });
