@@ -75,19 +75,19 @@ export function filter(ctx: ExtenderContext, args: ExtenderArgs, remember = true
 
 /**
  * The gang verdict on the pod ({@link gangVerdict}), over the virtual nodes offered. `remember:
- * false` (explain) adopts no plan: it says what a plan would be made of only by its error.
+ * false` (explain): what it would be, with no plan adopted and nothing held.
  */
 function gangOf(ctx: ExtenderContext, args: ExtenderArgs, pod: V1Pod, offered: readonly { name: string; node?: V1Node }[], topology: TopologyJudge | undefined, remember: boolean) {
   const gangs = ctx.opts.gangs;
-  if (!gangs || !remember) return undefined;
-  // The room of a waiting gang no longer tried, or whose pods are gone, goes back before any pod is judged.
-  gangs.plans.expire((namespace, name) => gangs.members(namespace, name).some((p) => !p.metadata?.deletionTimestamp && !p.spec?.nodeName));
+  if (!gangs) return undefined;
+  // The targets a waiting gang no longer tried, or whose pods are gone, held go back before any pod is judged.
+  if (remember) gangs.plans.expire((namespace, name) => gangs.members(namespace, name).some((p) => !p.metadata?.deletionTimestamp && !p.spec?.nodeName));
   const targets = new Map<string, TargetClient>();
   for (const c of offered) {
     const target = isVirtual(ctx, c) ? ctx.registry.byNodeName(c.name) : undefined;
     if (target) targets.set(c.name, target);
   }
-  return gangVerdict(ctx, args.Pod, pod, targets, topology);
+  return gangVerdict(ctx, args.Pod, pod, targets, topology, !remember);
 }
 
 /** Why a target is held off the pod by the gang that has waited longest for room there, if it is (see `GangPlans.hold`). */

@@ -126,9 +126,10 @@ function membersOf(support: GangSupport, proxy: V1Pod, namespace: string, name: 
  * virtual nodes kube-scheduler offered and the filter keeps for it ({@link planGang}), and takes
  * their room; each member then gets only its planned target's node. A gang that does not fit is
  * refused on every node, with what each target has room for. `offered` maps the offered
- * virtual nodes to their targets.
+ * virtual nodes to their targets. `dryRun` (explain): what the filter would answer, with no plan
+ * adopted, no wait counted and nothing held.
  */
-export function gangVerdict(ctx: ExtenderContext, proxy: V1Pod, pod: V1Pod, offered: ReadonlyMap<string, TargetClient>, topology: TopologyJudge | undefined): GangVerdict {
+export function gangVerdict(ctx: ExtenderContext, proxy: V1Pod, pod: V1Pod, offered: ReadonlyMap<string, TargetClient>, topology: TopologyJudge | undefined, dryRun = false): GangVerdict {
   const support = ctx.opts.gangs;
   const name = support && podGroupNameOf(proxy);
   const uid = proxy.metadata?.uid;
@@ -147,6 +148,7 @@ export function gangVerdict(ctx: ExtenderContext, proxy: V1Pod, pod: V1Pod, offe
   if (held && mine) {
     const node = nodeOf(mine.targetKey);
     if (node) return { only: node };
+    if (dryRun) return { error: `${words}: being placed; its plan puts this pod on a target whose virtual node is not offered` };
     support.plans.memberFailed(uid, `the proxy scheduler did not offer the virtual node of its planned target to ${proxy.metadata?.name}`);
   }
   const { unbound, bound } = membersOf(support, proxy, namespace, name);
@@ -168,11 +170,11 @@ export function gangVerdict(ctx: ExtenderContext, proxy: V1Pod, pod: V1Pod, offe
     const empty = planGang(unbound, need, emptyTargets, shape);
     if ('reason' in empty) return { error: `${why}; it would not fit even if the targets ran nothing else` };
     const holdKeys = oneTarget ? [targetToHold(unbound, need, targets, emptyTargets)] : [...empty.shares.keys()];
-    if (!support.plans.waited(key) || !support.plans.hold(gang, holdKeys, proxy.spec?.priority ?? 0)) return { error: why };
+    if (dryRun || !support.plans.waited(key) || !support.plans.hold(gang, holdKeys, proxy.spec?.priority ?? 0)) return { error: why };
     const held = holdKeys.map((k) => states.find(([t]) => t.key === k)?.[0].displayName ?? k).join(', ');
     return { error: `${why}; as the gang that has waited longest, it holds ${held} against pods of no higher priority while it waits` };
   }
-  support.plans.adopt(gang, plan, unbound);
+  if (!dryRun) support.plans.adopt(gang, plan, unbound);
   const node = nodeOf(plan.assigned.get(uid) ?? '');
   return node ? { only: node } : { error: `${words}: placed without this pod; it is placed once the group is` };
 }

@@ -1,5 +1,5 @@
 import type { V1Pod } from '@kubernetes/client-node';
-import { Histogram, Registry } from 'prom-client';
+import { Gauge, Histogram, Registry } from 'prom-client';
 import { json, text, type Answer, type Route, type RouteCall } from '../../provider/core/http-router.js';
 import { errorFields } from '../../provider/core/logger.js';
 import { parseUntrustedJson } from '../../provider/core/untrusted-json.js';
@@ -90,6 +90,19 @@ export function extenderRoutes(ctx: ExtenderContext): Route[] {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 5, 10, 20],
     registers: [opts.metricsRegistry ?? new Registry()],
   });
+  const plans = opts.gangs?.plans;
+  if (plans) {
+    new Gauge({
+      name: 'admiralty_gangs',
+      help: 'Gangs (pod groups placed all or nothing) by state: placing (a plan under way, its members being bound), holding (waiting for room, holding targets against smaller pods).',
+      labelNames: ['state'] as const,
+      registers: [opts.metricsRegistry ?? new Registry()],
+      collect() {
+        this.set({ state: 'placing' }, plans.size);
+        this.set({ state: 'holding' }, plans.holding);
+      },
+    });
+  }
 
   const handle =
     <A extends { Pod: V1Pod }>(verb: 'filter' | 'prioritize' | 'preempt', parse: (text: string) => A, answer: (args: A) => unknown) =>

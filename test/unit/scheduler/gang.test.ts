@@ -1,5 +1,6 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { Registry } from 'prom-client';
 import { ClusterRegistry } from '../../../provider/clusters/cluster-registry.js';
 import { createTargetClient } from '../../../provider/clusters/target-client.js';
 import { FakeClock } from '../../../provider/core/clock.js';
@@ -9,7 +10,7 @@ import { virtualNodeName } from '../../../provider/model/names.js';
 import { gangOf, MAX_GANG_SIZE, type PodGroupObject } from '../../../provider/model/pod-group.js';
 import type { TargetRef } from '../../../provider/model/types.js';
 import { delegateRequests } from '../../../scheduler/bind.js';
-import { createExtenderRoutes, FILTER_PATH, type ExtenderFilterResult, type TargetState } from '../../../scheduler/extender-server.js';
+import { createExtender, FILTER_PATH, type ExtenderFilterResult, type TargetState } from '../../../scheduler/extender-server.js';
 import { GangPlans, planGang, type GangMember, type GangTarget } from '../../../scheduler/gang.js';
 import { PlacementMemory } from '../../../scheduler/placement-memory.js';
 import { settle } from '../../support/fake-time.js';
@@ -202,6 +203,7 @@ describe('scheduler: the extender filter with gangs', () => {
     };
     const clock = new FakeClock(1_000_000);
     const memory = new PlacementMemory();
+    const metricsRegistry = new Registry();
     const delegateKey = (m: GangMember) => ({ namespace: 'ns', name: m.delegateName });
     const plans = new GangPlans({
       clock,
@@ -209,27 +211,45 @@ describe('scheduler: the extender filter with gangs', () => {
       release: (k, m) => memory.release(k, delegateKey(m)),
     });
     const pg: PodGroupObject = { metadata: { name: 'g', namespace: 'ns' }, spec: { schedulingPolicy: { gang: { minCount } }, ...(key ? { schedulingConstraints: { topology: [{ key }] } } : {}) } };
-    const routes = createExtenderRoutes({
+    const extender = createExtender({
       registry,
       targetState: (k) => states[k],
       policy: { kind: 'spread' },
       memory,
       clock,
       logger: silentLogger(),
+      metricsRegistry,
       gangs: { plans, podGroup: (ns, name) => (ns === 'ns' && name === 'g' ? pg : undefined), members: () => group, delegateName: (p) => `${p.metadata!.name}-d` },
     });
-    const route = routes.find((r) => r.path === FILTER_PATH)!;
+    const route = extender.routes.find((r) => r.path === FILTER_PATH)!;
     const filter = (p: V1Pod) =>
       (route.handle({ path: '', connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: p, NodeNames: [V(A), V(B)] })) }) as { json: ExtenderFilterResult }).json;
-    return { filter, plans, clock };
+    return { filter, plans, clock, explain: extender.explain, metricsRegistry };
   }
 
-  it('places a gang of 3 free to span as one plan: each member is offered only its planned node, 2 in b and 1 in a', () => {
+  it('places a gang of 3 free to span as one plan: each member is offered only its planned node, 2 in b and 1 in a; admiralty_gangs counts it placing', async () => {
     const group = ['p0', 'p1', 'p2'].map((n) => proxy(n));
-    const { filter, plans } = setup(3, undefined, group);
+    const { filter, plans, metricsRegistry } = setup(3, undefined, group);
     const offered = group.map((p) => filter(p).NodeNames);
     expect(offered).to.deep.equal([[V(B)], [V(B)], [V(A)]]);
     expect(plans.size).to.equal(1);
+    expect(await metricsRegistry.getSingleMetricAsString('admiralty_gangs')).to.include('admiralty_gangs{state="placing"} 1');
+  });
+
+  it("explains a gang's member as the filter would place it, adopting no plan and holding nothing", () => {
+    const group = ['p0', 'p1', 'p2'].map((n) => proxy(n));
+    const { explain, plans } = setup(3, undefined, group);
+    const verdicts = explain(group[2]!);
+    // Planned first, as the first member filtered would be: in b, the roomiest.
+    expect(verdicts.map((v) => [v.target, v.passes])).to.deep.equal([
+      ['a', false],
+      ['b', true],
+    ]);
+    expect(verdicts[0]!.reason).to.equal(`its pod group's plan puts this pod on ${V(B)}`);
+    expect(plans.size).to.equal(0);
+    const kept = setup(3, 'multicluster.admiralty.io/cluster-target-name', group, [runningOn('b-1', { cpu: '3' })]);
+    kept.explain(group[0]!);
+    expect(kept.plans.holding).to.equal(0);
   });
 
   it('refuses every node to a gang of 3 kept in one target when none has room for 3, and says what each has', () => {
