@@ -83,8 +83,8 @@ export interface BinderOptions {
    * reason's name: `DelegateNotPlaced` (its scheduler did not place the delegate), the
    * `Delegated` condition's reason when the target's apiserver refused it (`CopyRefused`,
    * `SourceNotAuthorized`, `TargetNamespaceMissing`, ...), `TenancyForbids`, `NameTaken`,
-   * `CreateFailed`, and `BindFailed` for a failure after the delegate was placed (the proxy's
-   * Binding). A bind turned down before anything is tried (the target not ready or fenced) is not
+   * `CreateFailed`, `BindFailed` for a failure after the delegate was placed (the proxy's
+   * Binding), and `GangNotPlaced` for a gang's member whose group was not placed whole. A bind turned down before anything is tried (the target not ready or fenced) is not
    * counted: the filter counts the target's unreadiness.
    */
   refusals?: Pick<RefusalLog, 'record'>;
