@@ -176,6 +176,8 @@ export class GangPlans {
   /** Gangs refused a plan, by key: since when, and their last try. */
   private readonly waitingGangs = new Map<string, { sinceMs: number; lastMs: number; holdSinceMs?: number }>();
   private readonly holdsByGang = new Map<string, Hold>();
+  /** What was last said of each gang on its PodGroup (see {@link news}). */
+  private readonly said = new Map<string, string>();
 
   constructor(private readonly o: GangPlansOptions) {
     this.ttlMs = o.ttlMs ?? 30_000;
@@ -245,6 +247,18 @@ export class GangPlans {
     for (const [key, hold] of this.holdsByGang) {
       if (now - hold.atMs > this.holdTtlMs || now - hold.sinceMs > this.maxHoldMs || !live(hold.gang.namespace, hold.gang.name)) this.release(key);
     }
+  }
+
+  /**
+   * Whether `words` are news for a gang (not what was last said of it): the filter says a gang's
+   * plan or wait once on its PodGroup, not at each of its members' tries.
+   */
+  news(key: string, words: string): boolean {
+    if (this.said.get(key) === words) return false;
+    this.said.delete(key);
+    this.said.set(key, words);
+    while (this.said.size > MAX_MEMBERS) this.said.delete(this.said.keys().next().value!);
+    return true;
   }
 
   /** How many gangs hold targets while they wait. */

@@ -1,7 +1,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { TargetClient } from '../../provider/clusters/target-client.js';
 import { CLUSTER_TARGET_NAME_LABEL, TARGET_NAME_LABEL, TARGET_NAMESPACE_LABEL } from '../../provider/core/keys.js';
-import { gangOf, groupKey, podGroupNameOf, type PodGroupObject } from '../../provider/model/pod-group.js';
+import { gangOf, groupKey, podGroupNameOf, type Gang, type PodGroupObject } from '../../provider/model/pod-group.js';
 import { addInto, type ResourceAmounts } from '../../provider/model/resources.js';
 import { delegateRequests } from '../bind.js';
 import { likelyNode } from '../fit.js';
@@ -162,19 +162,47 @@ export function gangVerdict(ctx: ExtenderContext, proxy: V1Pod, pod: V1Pod, offe
   const oneTarget = gang.topologyKey !== undefined && TARGET_KEYS.has(gang.topologyKey);
   const shape = { oneTarget, ...(gang.topologyKey !== undefined && !oneTarget ? { domainKey: gang.topologyKey } : {}) };
   const plan = planGang(unbound, need, targets, shape);
+  const tell = (type: 'Normal' | 'Warning', reason: string, message: string) => {
+    if (!dryRun && support.plans.news(key, `${reason} ${message}`))
+      ctx.opts.events?.record({ kind: 'PodGroup', apiVersion: 'scheduling.k8s.io/v1alpha2', metadata: pg.metadata ?? {} }, type, reason, message);
+  };
   if ('reason' in plan) {
-    const why = `${words} needs room for ${need} pods at once: ${plan.reason}${rejected.length ? `; ${rejected.join('; ')}` : ''}`;
-    // A gang that would fit the targets empty waits for room; the one that waited longest holds
-    // the targets it would take then, so that smaller pods do not take their room as it frees.
-    const emptyTargets = states.map(([target, state]) => gangTarget(ctx, target, state, true));
-    const empty = planGang(unbound, need, emptyTargets, shape);
-    if ('reason' in empty) return { error: `${why}; it would not fit even if the targets ran nothing else` };
-    const holdKeys = oneTarget ? [targetToHold(unbound, need, targets, emptyTargets)] : [...empty.shares.keys()];
-    if (dryRun || !support.plans.waited(key) || !support.plans.hold(gang, holdKeys, proxy.spec?.priority ?? 0)) return { error: why };
-    const held = holdKeys.map((k) => states.find(([t]) => t.key === k)?.[0].displayName ?? k).join(', ');
-    return { error: `${why}; as the gang that has waited longest, it holds ${held} against pods of no higher priority while it waits` };
+    const verdict = waitVerdict(ctx, support, { gang, key, words, need, unbound, reason: plan.reason, rejected, states, targets, shape, proxy }, dryRun);
+    tell('Warning', 'GangWaiting', verdict.error);
+    return verdict;
   }
   if (!dryRun) support.plans.adopt(gang, plan, unbound);
+  const names = new Map(states.map(([t]) => [t.key, t.displayName]));
+  tell('Normal', 'GangPlanned', `placing ${need} pods at once: ${[...plan.shares].map(([k, n]) => `${n} in ${names.get(k) ?? k}`).join(', ')}`);
   const node = nodeOf(plan.assigned.get(uid) ?? '');
   return node ? { only: node } : { error: `${words}: placed without this pod; it is placed once the group is` };
+}
+
+/** What the filter says of a gang that does not fit now, and whether it holds its targets meanwhile (see `GangPlans.hold`). */
+interface Wait {
+  gang: Gang;
+  key: string;
+  words: string;
+  need: number;
+  unbound: GangMember[];
+  reason: string;
+  rejected: string[];
+  states: [TargetClient, TargetState][];
+  targets: GangTarget[];
+  shape: { oneTarget: boolean; domainKey?: string };
+  proxy: V1Pod;
+}
+
+function waitVerdict(ctx: ExtenderContext, support: GangSupport, w: Wait, dryRun: boolean): { error: string } {
+  const { gang, key, need, unbound, states, targets, shape } = w;
+  const why = `${w.words} needs room for ${need} pods at once: ${w.reason}${w.rejected.length ? `; ${w.rejected.join('; ')}` : ''}`;
+  // A gang that would fit the targets empty waits for room; the one that waited longest holds
+  // the targets it would take then, so that smaller pods do not take their room as it frees.
+  const emptyTargets = states.map(([target, state]) => gangTarget(ctx, target, state, true));
+  const empty = planGang(unbound, need, emptyTargets, shape);
+  if ('reason' in empty) return { error: `${why}; it would not fit even if the targets ran nothing else` };
+  const holdKeys = shape.oneTarget ? [targetToHold(unbound, need, targets, emptyTargets)] : [...empty.shares.keys()];
+  if (dryRun || !support.plans.waited(key) || !support.plans.hold(gang, holdKeys, w.proxy.spec?.priority ?? 0)) return { error: why };
+  const held = holdKeys.map((k) => states.find(([t]) => t.key === k)?.[0].displayName ?? k).join(', ');
+  return { error: `${why}; as the gang that has waited longest, it holds ${held} against pods of no higher priority while it waits` };
 }

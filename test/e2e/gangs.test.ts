@@ -83,7 +83,7 @@ spec:
     expect(await delegates('c1', 'one')).to.have.length(0);
   });
 
-  it('a gang of 8 kept in one target, when c1 and c2 each have room for 4 only, binds no proxy, creates no delegate, and each proxy says why', async () => {
+  it('a gang of 8 kept in one target, when c1 and c2 each have room for 4 only, binds no proxy, creates no delegate, and each proxy and the PodGroup say why', async () => {
     await squeeze('c1', ns, 24_000);
     await squeeze('c2', ns, 24_000);
     await gangJob('whole', '12', true);
@@ -99,6 +99,11 @@ spec:
     expect(pods.filter((p: any) => p.spec.nodeName)).to.have.length(0);
     expect(await delegates('c1', 'whole')).to.have.length(0);
     expect(await delegates('c2', 'whole')).to.have.length(0);
+    const events = (await getJson('c1', 'events', '-n', ns, '--field-selector', 'involvedObject.kind=PodGroup,involvedObject.name=whole')).items;
+    expect(
+      events.map((e: any) => e.reason),
+      'the PodGroup says why it waits',
+    ).to.include('GangWaiting');
   });
 
   it('a gang of 8 free to span targets, when c1 and c2 each have room for 4 only, runs 4 in c1 and 4 in c2, each share a PodGroup of 4 in its target, gone with the Job', async () => {

@@ -204,6 +204,7 @@ describe('scheduler: the extender filter with gangs', () => {
     const clock = new FakeClock(1_000_000);
     const memory = new PlacementMemory();
     const metricsRegistry = new Registry();
+    const events: { kind: string; name?: string; type: string; reason: string; message: string }[] = [];
     const delegateKey = (m: GangMember) => ({ namespace: 'ns', name: m.delegateName });
     const plans = new GangPlans({
       clock,
@@ -219,12 +220,13 @@ describe('scheduler: the extender filter with gangs', () => {
       clock,
       logger: silentLogger(),
       metricsRegistry,
+      events: { record: (obj, type, reason, message) => events.push({ kind: obj.kind, name: obj.metadata.name, type, reason, message }) },
       gangs: { plans, podGroup: (ns, name) => (ns === 'ns' && name === 'g' ? pg : undefined), members: () => group, delegateName: (p) => `${p.metadata!.name}-d` },
     });
     const route = extender.routes.find((r) => r.path === FILTER_PATH)!;
     const filter = (p: V1Pod) =>
       (route.handle({ path: '', connection: undefined as never, body: Buffer.from(JSON.stringify({ Pod: p, NodeNames: [V(A), V(B)] })) }) as { json: ExtenderFilterResult }).json;
-    return { filter, plans, clock, explain: extender.explain, metricsRegistry };
+    return { filter, plans, clock, explain: extender.explain, metricsRegistry, events };
   }
 
   it('places a gang of 3 free to span as one plan: each member is offered only its planned node, 2 in b and 1 in a; admiralty_gangs counts it placing', async () => {
@@ -234,6 +236,19 @@ describe('scheduler: the extender filter with gangs', () => {
     expect(offered).to.deep.equal([[V(B)], [V(B)], [V(A)]]);
     expect(plans.size).to.equal(1);
     expect(await metricsRegistry.getSingleMetricAsString('admiralty_gangs')).to.include('admiralty_gangs{state="placing"} 1');
+  });
+
+  it('says on the PodGroup, once, where its plan puts it, and once why it waits while that stays the same', () => {
+    const group = ['p0', 'p1', 'p2'].map((n) => proxy(n));
+    const planned = setup(3, undefined, group);
+    for (const p of group) planned.filter(p);
+    expect(planned.events).to.deep.equal([{ kind: 'PodGroup', name: 'g', type: 'Normal', reason: 'GangPlanned', message: 'placing 3 pods at once: 2 in b, 1 in a' }]);
+    const waiting = setup(3, 'multicluster.admiralty.io/cluster-target-name', group);
+    for (const p of [...group, ...group]) waiting.filter(p);
+    expect(waiting.events.map((e) => [e.type, e.reason])).to.deep.equal([['Warning', 'GangWaiting']]);
+    expect(waiting.events[0]!.message).to.match(
+      /^pod group ns\/g \(minCount 3, topology multicluster.admiralty.io\/cluster-target-name\) needs room for 3 pods at once: no single target has room for 3/,
+    );
   });
 
   it("explains a gang's member as the filter would place it, adopting no plan and holding nothing", () => {
