@@ -31,6 +31,12 @@ export const BENCHMARKS: readonly Benchmark[] = [
     summary:
       "for each count T of targets, T namespaced Targets from c1 to c2 (one per namespace, each its own Secret and Source): the idle cost per target (provider RSS, apiserver requests a second, against none), then the pods spread over them, direct in c2 and offloaded: time to all Running and gone, p99 start, provider CPU and peak RSS, requests per pod, the proxy scheduler's binds a second, where the time goes; writes .bench/scale-<time>.json and .svg; starts the sandbox if it is not up",
   },
+  {
+    name: 'gangs',
+    args: '[--jobs 50] [--pods 8] [--room 16] [--hold-seconds 5] [--work rendezvous|independent] [--stall-seconds 60] [--out .bench]',
+    summary:
+      'J elected Jobs of P pods (1 cpu each) created at once into c1 and c2, each target with room for --room pods, once as gangs (a PodGroup of minCount P each) and once one by one: pods ever Running in a partial group (fewer than P of their job bound), time to all complete (or where it stalled), the peak cpu and cpu-seconds held by partial groups; the benchmark ends each pod --hold-seconds after its whole job runs (rendezvous) or after it runs; writes .bench/gangs-<time>.json; needs the sandbox with gang scheduling (starts one with --gangs if none is up)',
+  },
   { name: 'log-throughput', args: '[MiB=20] [rounds=3]', summary: '`kubectl logs` throughput through a proxy pod next to the same logs read on its delegate' },
   {
     name: 'extender-latency',
