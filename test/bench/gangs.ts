@@ -229,8 +229,8 @@ async function run(args: GangsArgs, gangs: boolean): Promise<GangsRun> {
       }
       if (now - t0 > runTimeoutMs(args)) throw new Error(`${mode}: the jobs did not complete in ${runTimeoutMs(args) / 1000} s, yet never stalled`);
     }
-    const end = stalledAtSeconds === undefined ? undefined : stalledAtSeconds * 1000;
-    const partial = account.figures(end ?? performance.now() - t0);
+    // A stalled run's partial groups stayed so (holding their room) until it stopped watching.
+    const partial = account.figures(performance.now() - t0);
     if (work.failures > 0) log(`${mode}: ${work.failures} delegates could not be ended`);
     const allCompleteSeconds = stalledAtSeconds === undefined ? partial.lastCompleteMs / 1000 : undefined;
     log(`${mode}: ${partial.jobsComplete}/${args.jobs} jobs complete, ${partial.podsInPartialGroups} pods ever in a partial group; deleting`);
