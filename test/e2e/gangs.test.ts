@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { apply, connectNamespace, disconnectNamespace, getJson, kubectl, sandbox, squeeze, uniqueName, waitFor } from './support.js';
+import { apply, connectNamespace, disconnectNamespace, freeCpu, getJson, kubectl, sandbox, squeeze, uniqueName, waitFor } from './support.js';
 
 /**
  * Gangs across clusters (issue 56): elected Jobs whose pods name a PodGroup with
@@ -66,8 +66,8 @@ spec:
     (await getJson(cluster, 'pods', '-n', ns, '-l', `multicluster.admiralty.io/app=${name}`)).items.filter((p: any) => p.metadata.labels?.['multicluster.admiralty.io/parent-uid']);
 
   /** Waits until the Job's 8 pods succeeded; resolves with how many proxies ran on each virtual node. */
-  async function succeeded(name: string): Promise<Map<string, number>> {
-    await waitFor(`Job ${name} 8 of 8 succeeded`, 120_000, async () => (await getJson('c1', 'job', name, '-n', ns)).status?.succeeded === 8);
+  async function succeeded(name: string, timeoutMs = 120_000): Promise<Map<string, number>> {
+    await waitFor(`Job ${name} 8 of 8 succeeded`, timeoutMs, async () => (await getJson('c1', 'job', name, '-n', ns)).status?.succeeded === 8);
     const where = new Map<string, number>();
     for (const p of await proxies(name)) where.set(p.spec.nodeName, (where.get(p.spec.nodeName) ?? 0) + 1);
     console.log(`      ${name}: ${[...where].map(([n, k]) => `${k} on ${n}`).join(', ')}`);
@@ -133,10 +133,13 @@ spec:
   });
 
   it('a gang of 8 waiting for room in c2 holds c2, so a smaller pod created meanwhile is not bound there, and runs all 8 in c2 once the room frees', async () => {
+    // Pods of 6 cpu: c2's nodes of 32 hold 5 each when free, so the gang of 8 (4 a node) has
+    // room to spare there whatever other namespaces leave behind; with 14 cpu free a node they
+    // hold 2 each, 4 in all, and c1 none.
     await squeeze('c1', ns, 1000);
     await squeeze('c2', ns, 14_000);
-    await gangJob('held', '7', true);
-    await waitFor('the gang to wait, holding the room it would take in c2', 60_000, async () =>
+    await gangJob('held', '6', true);
+    await waitFor('the gang to wait, holding c2', 60_000, async () =>
       (await proxies('held')).some((p: any) => p.status?.conditions?.find((c: any) => c.type === 'PodScheduled')?.message?.includes('it holds ')),
     );
     await apply(
@@ -145,15 +148,17 @@ spec:
         apiVersion: 'v1',
         kind: 'Pod',
         metadata: { name: 'loner', namespace: ns, annotations: { 'multicluster.admiralty.io/elect': '' } },
-        spec: { terminationGracePeriodSeconds: 0, containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '7' } } }] },
+        spec: { terminationGracePeriodSeconds: 0, containers: [{ name: 'c', image: 'busybox', resources: { requests: { cpu: '6' } } }] },
       }),
     );
     await waitFor('the small pod to be refused', 60_000, async () =>
       (await getJson('c1', 'pod', 'loner', '-n', ns)).status?.conditions?.some((c: any) => c.type === 'PodScheduled' && c.status === 'False'),
     );
     expect((await getJson('c1', 'pod', 'loner', '-n', ns)).spec.nodeName, 'the small pod, while the gang holds c2').to.equal(undefined);
-    await kubectl('c2', 'delete', 'pods', '-n', ns, '-l', 'role=hog', '--wait=false');
-    const where = await succeeded('held');
+    // Gone for good before the gang's next try: deleted at once, and c2's summary shows the room.
+    await kubectl('c2', 'delete', 'pods', '-n', ns, '-l', 'role=hog', '--grace-period=0', '--force', '--wait=true');
+    await waitFor("c2's summary to show room for 4 of the gang on each node", 60_000, async () => [...(await freeCpu('c2')).values()].every((m) => m >= 24_000));
+    const where = await succeeded('held', 180_000);
     expect(Object.fromEntries(where)).to.deep.equal({ [nodes.c2Node]: 8 });
   });
 });
