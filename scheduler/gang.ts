@@ -193,7 +193,8 @@ export class GangPlans {
   waited(key: string): boolean {
     const now = this.o.clock.now();
     const w = this.waitingGangs.get(key);
-    if (w) w.lastMs = now;
+    // Not tried for a while (or a new gang of that name): a new wait.
+    if (w && now - w.lastMs <= this.holdTtlMs) w.lastMs = now;
     else this.waitingGangs.set(key, { sinceMs: now, lastMs: now });
     while (this.waitingGangs.size > MAX_MEMBERS) this.waitingGangs.delete(this.waitingGangs.keys().next().value!);
     let oldest: string | undefined;

@@ -141,6 +141,9 @@ describe('scheduler: GangPlans', () => {
     expect(plans.waited('ns/old')).to.equal(true);
     clock.advance(15_001);
     expect(plans.waited('ns/young')).to.equal(true);
+    // Tried again after a pause, old waits anew: young has waited longer now.
+    clock.advance(1);
+    expect(plans.waited('ns/old')).to.equal(false);
   });
 
   it('ends a plan once all its members are bound, and keeps their room (the binder holds it then)', async () => {
